@@ -1,0 +1,228 @@
+//! Buckets: the unit of sync. A bucket key names one instance of a sync rule by the rule's name
+//! and its parameter values, in one canonical encoding (DESIGN.md decision 2), so no two rules
+//! and no two parameter sets can ever share a key.
+//!
+//! Encoding: `<rule>/<param>/<param>…`, parameters in declaration order, each the parameter's
+//! text form with every byte outside `A-Z a-z 0-9 - . _ ~` written `%XX` (uppercase hex). A key
+//! parses only if it is in this canonical form.
+
+use std::fmt;
+
+use crate::column::ColumnType;
+use crate::error::Error;
+
+/// A bucket key such as `own/alice` or `shared/0192…`.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct BucketKey(String);
+
+impl BucketKey {
+    /// The key of rule `rule` with parameters `params` (their text forms, in order).
+    pub fn new<S: AsRef<str>>(rule: &str, params: &[S]) -> Self {
+        let mut key = String::with_capacity(rule.len() + params.len() * 16);
+        key.push_str(rule);
+        for param in params {
+            key.push('/');
+            percent_encode(param.as_ref(), &mut key);
+        }
+        BucketKey(key)
+    }
+
+    /// Parse a key, accepting only its canonical encoding.
+    ///
+    /// # Errors
+    /// If the rule name is not an identifier, or a parameter is not canonically percent-encoded.
+    pub fn parse(s: &str) -> Result<Self, Error> {
+        let mut parts = s.split('/');
+        let rule = parts.next().unwrap_or_default();
+        if !is_rule_name(rule) {
+            return Err(Error::validation(format!("bucket key {s:?} does not start with a rule name")));
+        }
+        for part in parts {
+            let decoded = percent_decode(part)
+                .ok_or_else(|| Error::validation(format!("bucket key {s:?} is not canonically encoded")))?;
+            let mut again = String::new();
+            percent_encode(&decoded, &mut again);
+            if again != part {
+                return Err(Error::validation(format!("bucket key {s:?} is not canonically encoded")));
+            }
+        }
+        Ok(BucketKey(s.to_owned()))
+    }
+
+    /// The name of the rule the bucket belongs to.
+    pub fn rule(&self) -> &str {
+        self.0.split('/').next().unwrap_or_default()
+    }
+
+    /// The parameters' text forms, in order.
+    pub fn params(&self) -> Vec<String> {
+        self.0.split('/').skip(1).map(|p| percent_decode(p).unwrap_or_default()).collect()
+    }
+
+    /// The key as text.
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+impl fmt::Display for BucketKey {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl AsRef<str> for BucketKey {
+    fn as_ref(&self) -> &str {
+        &self.0
+    }
+}
+
+impl std::str::FromStr for BucketKey {
+    type Err = Error;
+    fn from_str(s: &str) -> Result<Self, Error> {
+        BucketKey::parse(s)
+    }
+}
+
+impl serde::Serialize for BucketKey {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.serialize_str(&self.0)
+    }
+}
+
+impl<'de> serde::Deserialize<'de> for BucketKey {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        let s = <std::borrow::Cow<'de, str>>::deserialize(deserializer)?;
+        BucketKey::parse(&s).map_err(serde::de::Error::custom)
+    }
+}
+
+impl schemars::JsonSchema for BucketKey {
+    fn schema_name() -> std::borrow::Cow<'static, str> {
+        "BucketKey".into()
+    }
+
+    fn json_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+        schemars::json_schema!({
+            "type": "string",
+            "pattern": "^[A-Za-z_][A-Za-z0-9_]*(/([A-Za-z0-9._~-]|%[0-9A-F]{2})*)*$",
+            "description": "<rule>/<param>/…, parameters percent-encoded (canonical, uppercase hex)"
+        })
+    }
+}
+
+/// Whether `name` can name a sync rule: an ASCII identifier.
+pub fn is_rule_name(name: &str) -> bool {
+    let mut bytes = name.bytes();
+    matches!(bytes.next(), Some(b) if b.is_ascii_alphabetic() || b == b'_')
+        && bytes.all(|b| b.is_ascii_alphanumeric() || b == b'_')
+}
+
+fn percent_encode(text: &str, out: &mut String) {
+    for byte in text.bytes() {
+        if byte.is_ascii_alphanumeric() || matches!(byte, b'-' | b'.' | b'_' | b'~') {
+            out.push(char::from(byte));
+        } else {
+            out.push_str(&format!("%{byte:02X}"));
+        }
+    }
+}
+
+fn percent_decode(text: &str) -> Option<String> {
+    let bytes = text.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        if bytes[i] == b'%' {
+            let hex = text.get(i + 1..i + 3)?;
+            out.push(u8::from_str_radix(hex, 16).ok()?);
+            i += 3;
+        } else {
+            out.push(bytes[i]);
+            i += 1;
+        }
+    }
+    String::from_utf8(out).ok()
+}
+
+/// A type a bucket parameter can have, and its text form inside a bucket key.
+#[diagnostic::on_unimplemented(
+    message = "a bucket parameter cannot be a `{Self}`",
+    label = "not a parameter type",
+    note = "bucket parameters are `String`, `i16`, `i32`, `i64`, `uuid::Uuid` or `bool`"
+)]
+pub trait ParamValue: ColumnType + Clone + PartialEq {
+    /// The text form inside a bucket key.
+    fn to_param(&self) -> String;
+    /// The value of a text form, if it is one.
+    fn from_param(text: &str) -> Option<Self>;
+}
+
+impl ParamValue for String {
+    fn to_param(&self) -> String {
+        self.clone()
+    }
+    fn from_param(text: &str) -> Option<Self> {
+        Some(text.to_owned())
+    }
+}
+
+macro_rules! parsed_param {
+    ($($ty:ty),*) => {$(
+        impl ParamValue for $ty {
+            fn to_param(&self) -> String {
+                self.to_string()
+            }
+            fn from_param(text: &str) -> Option<Self> {
+                let value: $ty = text.parse().ok()?;
+                // Only the canonical text form names the bucket.
+                (value.to_param() == text).then_some(value)
+            }
+        }
+    )*};
+}
+parsed_param!(i16, i32, i64, bool, uuid::Uuid);
+
+/// A typed bucket of a sync rule: the struct `#[engine::sync_rules]` generates for each bucket
+/// definition, whose fields are the bucket's parameters.
+pub trait Bucket {
+    /// The rule's name, the first segment of its keys.
+    const RULE: &'static str;
+    /// The bucket's key.
+    fn key(&self) -> BucketKey;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn keys_are_namespaced_and_canonical() {
+        let key = BucketKey::new("shared", &["a/b c%", "é"]);
+        assert_eq!(key.as_str(), "shared/a%2Fb%20c%25/%C3%A9");
+        assert_eq!(key.rule(), "shared");
+        assert_eq!(key.params(), vec!["a/b c%".to_owned(), "é".to_owned()]);
+        assert_eq!(BucketKey::parse(key.as_str()).unwrap(), key);
+        assert_ne!(BucketKey::new("own", &["x"]), BucketKey::new("shared", &["x"]));
+        assert_eq!(BucketKey::new("own", &[""]).as_str(), "own/");
+    }
+
+    #[test]
+    fn only_the_canonical_form_parses() {
+        for bad in ["", "/x", "1rule/x", "own/a%2fb", "own/a b", "own/%4", "own/%41", "own/é", "ow n/x"] {
+            assert!(BucketKey::parse(bad).is_err(), "{bad:?} parsed");
+        }
+        assert!(BucketKey::parse("own/a.b_c~d-e").is_ok());
+    }
+
+    #[test]
+    fn parameter_text_forms_round_trip_canonically() {
+        assert_eq!(i64::from_param("-42"), Some(-42));
+        assert_eq!(i64::from_param("+42"), None);
+        assert_eq!(i64::from_param("042"), None);
+        assert_eq!(bool::from_param("true"), Some(true));
+        let id = uuid::Uuid::now_v7();
+        assert_eq!(uuid::Uuid::from_param(&id.to_param()), Some(id));
+        assert_eq!(uuid::Uuid::from_param(&id.to_param().to_uppercase()), None);
+    }
+}

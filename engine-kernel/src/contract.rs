@@ -1,0 +1,231 @@
+//! The contract: one OpenAPI 3.1 document describing the wire protocol, the JSON Schema of every
+//! table row and mutator argument, and an `x-engine` section with the app's tables, merge
+//! policies, sync rules and mutators. `GET /engine/contract` serves it; `engine gen` and
+//! `engine migrate` read it.
+//!
+//! Output is deterministic: every object's keys are sorted, whatever order the generator or
+//! serde_json's features produce.
+
+use schemars::generate::SchemaSettings;
+use serde_json::{Map, Value, json};
+
+use crate::app::App;
+use crate::rules::{Claim, FilterValue, Membership, ParamSource};
+use crate::wire;
+
+/// The OpenAPI 3.1 contract of `app`.
+///
+/// ```
+/// # use engine_kernel::{App, contract};
+/// let app = App::builder().build().unwrap();
+/// let doc = contract(&app);
+/// assert_eq!(doc["openapi"], "3.1.0");
+/// assert!(doc["paths"]["/sync/pull"]["post"].is_object());
+/// ```
+pub fn contract(app: &App) -> Value {
+    let mut generator =
+        SchemaSettings::draft2020_12().with(|s| s.definitions_path = "/components/schemas".into()).into_generator();
+
+    let pull_request = generator.subschema_for::<wire::PullRequest>().to_value();
+    let pull_response = generator.subschema_for::<wire::PullResponse>().to_value();
+    let push_request = generator.subschema_for::<wire::PushRequest>().to_value();
+    let push_response = generator.subschema_for::<wire::PushResponse>().to_value();
+    let problem = generator.subschema_for::<wire::Problem>().to_value();
+    let client_frame = generator.subschema_for::<wire::ClientFrame>().to_value();
+    let server_frame = generator.subschema_for::<wire::ServerFrame>().to_value();
+
+    let mut tables = Map::new();
+    for def in app.tables() {
+        let meta = def.meta();
+        let row = def.schema(&mut generator).to_value();
+        let columns: Vec<Value> = meta
+            .columns
+            .iter()
+            .map(|c| {
+                let mut column = json!({"name": c.name, "type": c.sql_type.name(), "nullable": c.nullable});
+                if !c.description.is_empty() {
+                    column["description"] = c.description.into();
+                }
+                column
+            })
+            .collect();
+        let crdt: Vec<&str> = meta.crdt_columns().map(|c| c.name).collect();
+        tables.insert(
+            meta.name.to_owned(),
+            json!({
+                "columns": columns,
+                "primaryKey": meta.primary_key,
+                "merge": meta.merge.name(),
+                "crdt": crdt,
+                "owner": meta.owner,
+                "softDelete": meta.soft_delete,
+                "synced": app.is_synced(meta.name),
+                "description": meta.description,
+                "row": row,
+            }),
+        );
+    }
+
+    let mut mutators = Map::new();
+    for def in app.mutators() {
+        let args = def.args_schema(&mut generator).to_value();
+        mutators.insert(def.name().to_owned(), json!({"args": args, "description": def.description()}));
+    }
+
+    let mut rules = Map::new();
+    for rule in app.sync_rules().rules {
+        let parameters: Vec<Value> = rule
+            .parameters
+            .iter()
+            .map(|p| {
+                let source = match p.source {
+                    ParamSource::Claim(claim) => claim.describe(),
+                    ParamSource::Membership { column } => format!("membership.{column}"),
+                };
+                json!({"name": p.name, "type": p.sql_type.name(), "source": source})
+            })
+            .collect();
+        let membership = rule.membership.map(|m| match m {
+            Membership::Table { table, filters } => json!({
+                "table": table,
+                "filters": filters.iter().map(|f| match f.value {
+                    FilterValue::Claim(claim) => json!({"column": f.column, "claim": claim_name(claim)}),
+                    FilterValue::Const(value) => json!({"column": f.column, "value": value.to_json()}),
+                }).collect::<Vec<_>>(),
+            }),
+            Membership::Raw { sql } => json!({"sql": sql}),
+        });
+        let data: Vec<Value> = rule
+            .data
+            .iter()
+            .map(|s| {
+                json!({
+                    "table": s.table,
+                    "scope": s.scope.iter().map(|e| json!({"column": e.column, "param": e.param})).collect::<Vec<_>>(),
+                    "filters": s.filters.iter().map(|f| json!({"column": f.column, "value": f.value.to_json()})).collect::<Vec<_>>(),
+                })
+            })
+            .collect();
+        rules.insert(
+            rule.name.to_owned(),
+            json!({
+                "description": rule.description,
+                "parameters": parameters,
+                "membership": membership,
+                "tables": rule.tables(),
+                "data": data,
+            }),
+        );
+    }
+
+    let schemas: Map<String, Value> = generator.take_definitions(true).into_iter().collect();
+
+    let problem_response = |description: &str| json!({"description": description, "content": {"application/problem+json": {"schema": problem}}});
+    let common_errors = |extra: &[(&str, &str)]| {
+        let mut responses = Map::new();
+        for (status, description) in [
+            ("400", "malformed_request: the body is not the expected JSON"),
+            ("401", "unauthenticated: no, bad or expired token"),
+            ("413", "payload_too_large: the body is over the limit"),
+            ("429", "rate_limited: over the per-actor rate; see Retry-After"),
+            ("503", "retry_later: a transient condition; see Retry-After; nothing was recorded"),
+        ]
+        .iter()
+        .chain(extra)
+        {
+            responses.insert((*status).to_owned(), problem_response(description));
+        }
+        responses
+    };
+    let json_body = |schema: &Value| json!({"required": true, "content": {"application/json": {"schema": schema}}});
+    let json_ok = |description: &str, schema: &Value| json!({"description": description, "content": {"application/json": {"schema": schema}}});
+
+    let mut pull_responses = common_errors(&[("403", "forbidden: a requested bucket the actor does not hold")]);
+    pull_responses.insert("200".into(), json_ok("changes since the cursor", &pull_response));
+    let mut push_responses = common_errors(&[(
+        "409",
+        "mutation_out_of_order: the first mutationId skips ahead; the body carries lastMutationId",
+    )]);
+    push_responses.insert("200".into(), json_ok("one result per mutation", &push_response));
+
+    let doc = json!({
+        "openapi": "3.1.0",
+        "jsonSchemaDialect": "https://json-schema.org/draft/2020-12/schema",
+        "info": {
+            "title": "engine sync API",
+            "version": wire::PROTOCOL_VERSION,
+            "description": "Pull by cursor, idempotent push, realtime pings and presence for an offline-first app.",
+        },
+        "security": [{"bearer": []}],
+        "paths": {
+            "/sync/pull": {"post": {
+                "operationId": "pull",
+                "summary": "Rows of the actor's buckets changed since the cursor",
+                "requestBody": json_body(&pull_request),
+                "responses": pull_responses,
+            }},
+            "/sync/push": {"post": {
+                "operationId": "push",
+                "summary": "Apply queued mutations, each once",
+                "requestBody": json_body(&push_request),
+                "responses": push_responses,
+            }},
+            "/sync/stream": {"get": {
+                "operationId": "stream",
+                "summary": "WebSocket (subprotocol engine.v1): pings and presence",
+                "responses": {
+                    "101": {"description": "switching to the WebSocket protocol"},
+                    "401": problem_response("unauthenticated: no, bad or expired token"),
+                },
+                "x-engine-stream": {
+                    "subprotocol": wire::STREAM_SUBPROTOCOL,
+                    "clientFrames": client_frame,
+                    "serverFrames": server_frame,
+                },
+            }},
+            "/engine/contract": {"get": {
+                "operationId": "contract",
+                "summary": "This document",
+                "security": [],
+                "responses": {"200": {"description": "the OpenAPI 3.1 contract", "content": {"application/json": {}}}},
+            }},
+            "/engine/stats": {"get": {
+                "operationId": "stats",
+                "summary": "Counts of buckets, clients, mutations, sockets, tombstones and jobs (admin only)",
+                "responses": {
+                    "200": {"description": "statistics", "content": {"application/json": {"schema": {"type": "object"}}}},
+                    "401": problem_response("unauthenticated: no, bad or expired token"),
+                    "403": problem_response("forbidden: the actor is not an admin"),
+                },
+            }},
+        },
+        "components": {
+            "schemas": schemas,
+            "securitySchemes": {"bearer": {"type": "http", "scheme": "bearer", "bearerFormat": "JWT"}},
+        },
+        "x-engine": {
+            "version": wire::PROTOCOL_VERSION,
+            "tables": tables,
+            "syncRules": rules,
+            "mutators": mutators,
+        },
+    });
+    canonical(doc)
+}
+
+fn claim_name(claim: Claim) -> String {
+    claim.describe()
+}
+
+/// `value` with every object's keys in sorted order.
+fn canonical(value: Value) -> Value {
+    match value {
+        Value::Object(map) => {
+            let mut entries: Vec<(String, Value)> = map.into_iter().collect();
+            entries.sort_by(|a, b| a.0.cmp(&b.0));
+            Value::Object(entries.into_iter().map(|(k, v)| (k, canonical(v))).collect())
+        }
+        Value::Array(items) => Value::Array(items.into_iter().map(canonical).collect()),
+        other => other,
+    }
+}

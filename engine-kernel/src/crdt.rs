@@ -1,0 +1,314 @@
+//! Collaborative columns: [`CrdtText`] and [`CrdtMap`], documents of the `yrs` CRDT library
+//! stored and sent as the v1 update encoding of their whole state.
+//!
+//! A `CrdtText` keeps its text in the root text named `text`; a `CrdtMap` keeps its entries in
+//! the root map named `map` (PROTOCOL.md). Merging an update is commutative, associative and
+//! idempotent, so the order in which replicas see updates never matters.
+//!
+//! Every update from outside goes through [`decode_update`], the one place that turns bytes into
+//! a `yrs` update.
+
+use yrs::types::ToJson;
+use yrs::updates::decoder::Decode;
+use yrs::{Doc, GetString, Map, ReadTxn, StateVector, Text, Transact, Update};
+
+use crate::error::{Error, Result};
+
+/// The name of the root text of a [`CrdtText`] document.
+pub const TEXT_ROOT: &str = "text";
+/// The name of the root map of a [`CrdtMap`] document.
+pub const MAP_ROOT: &str = "map";
+
+/// The v1 encoding of an empty document's state.
+const EMPTY_STATE: [u8; 2] = [0, 0];
+
+/// An update in its wire form: base64 (standard alphabet, padded) of the yrs v1 encoding, as
+/// mutator arguments carry it.
+pub fn update_to_base64(update: &[u8]) -> String {
+    use base64::Engine as _;
+    base64::engine::general_purpose::STANDARD.encode(update)
+}
+
+/// The bytes of an update in its wire form.
+pub fn update_from_base64(text: &str) -> Result<Vec<u8>> {
+    use base64::Engine as _;
+    base64::engine::general_purpose::STANDARD
+        .decode(text)
+        .map_err(|e| Error::validation(format!("a CRDT update is base64 of the yrs v1 encoding: {e}")))
+}
+
+/// Decode a yrs v1 update received from outside.
+pub fn decode_update(bytes: &[u8]) -> Result<Update> {
+    Update::decode_v1(bytes).map_err(|e| Error::validation(format!("not a yrs v1 update: {e}")))
+}
+
+fn doc_with(state: &[u8]) -> Result<Doc> {
+    let doc = Doc::new();
+    if state != EMPTY_STATE {
+        let update = decode_update(state)?;
+        doc.transact_mut()
+            .apply_update(update)
+            .map_err(|e| Error::validation(format!("cannot apply yrs update: {e}")))?;
+    }
+    Ok(doc)
+}
+
+/// The canonical encoding of the state `bytes` hold.
+fn normalized(bytes: &[u8]) -> Option<Vec<u8>> {
+    doc_with(bytes).ok().map(|doc| full_state(&doc))
+}
+
+fn full_state(doc: &Doc) -> Vec<u8> {
+    doc.transact().encode_state_as_update_v1(&StateVector::default())
+}
+
+macro_rules! crdt_common {
+    ($ty:ident, $root:ty, $get_root:ident, $root_name:expr) => {
+        impl $ty {
+            /// An empty document.
+            pub fn new() -> Self {
+                $ty { state: EMPTY_STATE.to_vec() }
+            }
+
+            /// The document of a full-state (or any) v1 update, checked by decoding it.
+            pub fn from_state(state: Vec<u8>) -> Result<Self> {
+                doc_with(&state)?;
+                Ok($ty { state })
+            }
+
+            /// An update to merge into a stored document, as the value of a column assignment
+            /// (`Note::body.set(CrdtText::from_update(bytes))`): on a collaborative column an
+            /// assignment merges, never replaces. The bytes are checked when they are merged.
+            pub fn from_update(update: Vec<u8>) -> Self {
+                $ty { state: update }
+            }
+
+            /// The document of bytes that are not checked until they are read or merged.
+            #[doc(hidden)]
+            pub fn from_state_unchecked(state: Vec<u8>) -> Self {
+                $ty { state }
+            }
+
+            /// The v1 update encoding of the whole document.
+            pub fn state(&self) -> &[u8] {
+                &self.state
+            }
+
+            /// Merge a v1 update into the document. Merging is idempotent: an update already seen
+            /// changes nothing.
+            pub fn merge(&mut self, update: &[u8]) -> Result<()> {
+                let doc = doc_with(&self.state)?;
+                let update = decode_update(update)?;
+                doc.transact_mut()
+                    .apply_update(update)
+                    .map_err(|e| Error::validation(format!("cannot apply yrs update: {e}")))?;
+                self.state = full_state(&doc);
+                Ok(())
+            }
+
+            /// Merge another replica of the document into this one.
+            pub fn merge_from(&mut self, other: &$ty) -> Result<()> {
+                self.merge(&other.state)
+            }
+
+            /// Edit the document's root with `yrs` and return the update that carries the edit
+            /// (to send as a mutator argument); the document itself is updated too.
+            pub fn edit<F>(&mut self, edit: F) -> Result<Vec<u8>>
+            where
+                F: FnOnce(&$root, &mut yrs::TransactionMut<'_>),
+            {
+                let doc = doc_with(&self.state)?;
+                // The root must exist before the write transaction opens: creating it takes one.
+                let root = doc.$get_root($root_name);
+                let update = {
+                    let mut txn = doc.transact_mut();
+                    edit(&root, &mut txn);
+                    txn.encode_update_v1()
+                };
+                self.state = full_state(&doc);
+                Ok(update)
+            }
+        }
+
+        impl Default for $ty {
+            fn default() -> Self {
+                Self::new()
+            }
+        }
+
+        /// Two documents are equal when they hold the same state (the same operations by the
+        /// same replicas), however their bytes were encoded; undecodable bytes equal only
+        /// themselves.
+        impl PartialEq for $ty {
+            fn eq(&self, other: &Self) -> bool {
+                self.state == other.state
+                    || normalized(&self.state).is_some_and(|a| Some(a) == normalized(&other.state))
+            }
+        }
+
+        impl Eq for $ty {}
+    };
+}
+
+/// A collaborative text column: concurrent edits from several replicas merge character by
+/// character instead of one replacing another.
+///
+/// ```
+/// use engine_kernel::CrdtText;
+///
+/// let mut a = CrdtText::from_text("hello");
+/// let mut b = a.clone();
+/// let from_a = a.insert(5, " world").unwrap();
+/// let from_b = b.insert(0, "oh, ").unwrap();
+/// a.merge(&from_b).unwrap();
+/// b.merge(&from_a).unwrap();
+/// assert_eq!(a.text().unwrap(), "oh, hello world");
+/// assert_eq!(b.text().unwrap(), a.text().unwrap());
+/// ```
+#[derive(Clone)]
+pub struct CrdtText {
+    state: Vec<u8>,
+}
+
+crdt_common!(CrdtText, yrs::TextRef, get_or_insert_text, TEXT_ROOT);
+
+impl CrdtText {
+    /// A document holding `text`.
+    pub fn from_text(text: &str) -> Self {
+        let mut doc = CrdtText::new();
+        doc.insert(0, text).expect("an empty document decodes");
+        doc
+    }
+
+    /// The current text.
+    pub fn text(&self) -> Result<String> {
+        let doc = doc_with(&self.state)?;
+        let text = doc.get_or_insert_text(TEXT_ROOT);
+        Ok(text.get_string(&doc.transact()))
+    }
+
+    /// Insert `chunk` at character offset `index`; returns the update to send.
+    pub fn insert(&mut self, index: u32, chunk: &str) -> Result<Vec<u8>> {
+        self.edit(|text, txn| text.insert(txn, index, chunk))
+    }
+
+    /// Remove `len` characters from offset `index`; returns the update to send.
+    pub fn remove(&mut self, index: u32, len: u32) -> Result<Vec<u8>> {
+        self.edit(|text, txn| text.remove_range(txn, index, len))
+    }
+}
+
+impl std::fmt::Debug for CrdtText {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self.text() {
+            Ok(text) => f.debug_tuple("CrdtText").field(&text).finish(),
+            Err(_) => write!(f, "CrdtText(<{} undecodable bytes>)", self.state.len()),
+        }
+    }
+}
+
+/// A collaborative map column: concurrent writes to different keys all survive; concurrent
+/// writes to one key converge on one value everywhere.
+///
+/// ```
+/// use engine_kernel::CrdtMap;
+///
+/// let mut a = CrdtMap::new();
+/// let mut b = CrdtMap::new();
+/// let from_a = a.insert("color", "red").unwrap();
+/// let from_b = b.insert("size", "XL").unwrap();
+/// a.merge(&from_b).unwrap();
+/// b.merge(&from_a).unwrap();
+/// assert_eq!(a.to_json().unwrap(), b.to_json().unwrap());
+/// assert_eq!(a.to_json().unwrap()["size"], "XL");
+/// ```
+#[derive(Clone)]
+pub struct CrdtMap {
+    state: Vec<u8>,
+}
+
+crdt_common!(CrdtMap, yrs::MapRef, get_or_insert_map, MAP_ROOT);
+
+impl CrdtMap {
+    /// The entries as a JSON object.
+    pub fn to_json(&self) -> Result<serde_json::Value> {
+        let doc = doc_with(&self.state)?;
+        let map = doc.get_or_insert_map(MAP_ROOT);
+        let any = map.to_json(&doc.transact());
+        serde_json::to_value(&any).map_err(Error::internal)
+    }
+
+    /// Set `key` to a string `value`; returns the update to send.
+    pub fn insert(&mut self, key: &str, value: &str) -> Result<Vec<u8>> {
+        let key = key.to_owned();
+        let value = value.to_owned();
+        self.edit(move |map, txn| {
+            map.insert(txn, key, value);
+        })
+    }
+
+    /// Remove `key`; returns the update to send.
+    pub fn remove(&mut self, key: &str) -> Result<Vec<u8>> {
+        self.edit(|map, txn| {
+            map.remove(txn, key);
+        })
+    }
+}
+
+impl std::fmt::Debug for CrdtMap {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self.to_json() {
+            Ok(json) => f.debug_tuple("CrdtMap").field(&json).finish(),
+            Err(_) => write!(f, "CrdtMap(<{} undecodable bytes>)", self.state.len()),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn empty_state_is_the_encoding_of_an_empty_doc() {
+        assert_eq!(full_state(&Doc::new()), EMPTY_STATE);
+    }
+
+    #[test]
+    fn concurrent_text_edits_converge_in_any_order() {
+        let base = CrdtText::from_text("abc");
+        let (mut a, mut b, mut c) = (base.clone(), base.clone(), base.clone());
+        let ua = a.insert(0, "1").unwrap();
+        let ub = b.insert(3, "2").unwrap();
+        let uc = c.remove(1, 1).unwrap();
+        let mut left = base.clone();
+        for u in [&ua, &ub, &uc] {
+            left.merge(u).unwrap();
+        }
+        let mut right = base;
+        for u in [&uc, &ub, &ua, &ub] {
+            right.merge(u).unwrap();
+        }
+        assert_eq!(left.text().unwrap(), "1ac2");
+        assert_eq!(right.text().unwrap(), "1ac2");
+    }
+
+    #[test]
+    fn equality_is_of_state_not_of_bytes_or_text() {
+        let a = CrdtText::from_text("same");
+        let b = CrdtText::from_text("same");
+        assert_ne!(a, b, "two documents with the same text are different documents");
+        let mut merged = CrdtText::new();
+        let tail = a.clone().insert(4, "!").unwrap();
+        merged.merge(&tail).unwrap();
+        merged.merge(a.state()).unwrap();
+        let mut direct = a.clone();
+        direct.merge(&tail).unwrap();
+        assert_eq!(merged, direct, "the same operations in another order are the same state");
+    }
+
+    #[test]
+    fn garbage_is_a_validation_error() {
+        let err = CrdtText::from_state(vec![0xff, 0xff, 0xff]).unwrap_err();
+        assert_eq!(err.code(), crate::ErrorCode::ValidationFailed);
+    }
+}

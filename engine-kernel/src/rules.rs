@@ -1,0 +1,208 @@
+//! Sync-rule metadata: what `#[engine::sync_rules]` records of each bucket definition, for the
+//! server to turn into queries and the contract to describe. The no-leak lint has already run by
+//! the time this exists: every selection here is scoped by equality to a bucket parameter, and
+//! every parameter comes from an actor claim or an actor-scoped membership query.
+
+use crate::column::SqlType;
+
+/// Every bucket definition of an app.
+#[derive(Debug, Clone, Copy)]
+pub struct SyncRules {
+    /// The rules, in declaration order.
+    pub rules: &'static [RuleMeta],
+}
+
+impl SyncRules {
+    /// The rule named `name`.
+    pub fn rule(&self, name: &str) -> Option<&'static RuleMeta> {
+        self.rules.iter().find(|r| r.name == name)
+    }
+
+    /// Every table some rule selects from (deduplicated, in first-use order).
+    pub fn tables(&self) -> Vec<&'static str> {
+        let mut tables = Vec::new();
+        for rule in self.rules {
+            for table in rule.tables() {
+                if !tables.contains(&table) {
+                    tables.push(table);
+                }
+            }
+        }
+        tables
+    }
+}
+
+/// One bucket definition.
+#[derive(Debug, Clone, Copy)]
+pub struct RuleMeta {
+    /// The rule's name: the first segment of its bucket keys.
+    pub name: &'static str,
+    /// The doc comment of the bucket definition.
+    pub description: &'static str,
+    /// The parameters, in key order.
+    pub parameters: &'static [ParamMeta],
+    /// Where membership-sourced parameters come from, if any do.
+    pub membership: Option<Membership>,
+    /// The rows a bucket holds.
+    pub data: &'static [Selection],
+}
+
+impl RuleMeta {
+    /// The tables the rule's selections read (deduplicated, in order).
+    pub fn tables(&self) -> Vec<&'static str> {
+        let mut tables: Vec<&'static str> = Vec::new();
+        for selection in self.data {
+            if !tables.contains(&selection.table) {
+                tables.push(selection.table);
+            }
+        }
+        tables
+    }
+
+    /// The parameter named `name`.
+    pub fn parameter(&self, name: &str) -> Option<&'static ParamMeta> {
+        self.parameters.iter().find(|p| p.name == name)
+    }
+}
+
+/// A bucket parameter.
+#[derive(Debug, Clone, Copy)]
+pub struct ParamMeta {
+    /// The parameter's name.
+    pub name: &'static str,
+    /// Its type.
+    pub sql_type: SqlType,
+    /// Where its value comes from.
+    pub source: ParamSource,
+}
+
+/// Where a bucket parameter's value comes from: never from the client.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ParamSource {
+    /// An actor claim.
+    Claim(Claim),
+    /// A column of the rule's membership query.
+    Membership {
+        /// The column (of the membership table, or of the raw query's result).
+        column: &'static str,
+    },
+}
+
+/// A claim of the actor.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Claim {
+    /// `actor.user_id`.
+    UserId,
+    /// `actor.owner_id`.
+    OwnerId,
+    /// `actor.claims.<name>`.
+    Custom(&'static str),
+}
+
+impl Claim {
+    /// The claim as written in a rule (`actor.user_id`, `actor.claims.org`).
+    pub fn describe(self) -> String {
+        match self {
+            Claim::UserId => "actor.user_id".into(),
+            Claim::OwnerId => "actor.owner_id".into(),
+            Claim::Custom(name) => format!("actor.claims.{name}"),
+        }
+    }
+
+    /// The claim's value for `actor`, in JSON.
+    pub fn value(self, actor: &crate::Actor) -> Option<serde_json::Value> {
+        match self {
+            Claim::UserId => Some(actor.user_id.clone().into()),
+            Claim::OwnerId => Some(actor.owner_id.clone().into()),
+            Claim::Custom(name) => actor.claims.get(name).cloned(),
+        }
+    }
+}
+
+/// The membership query of a rule: which parameter values the actor holds.
+#[derive(Debug, Clone, Copy)]
+pub enum Membership {
+    /// Rows of `table` matching every filter; parameters are read from its columns.
+    Table {
+        /// The membership table.
+        table: &'static str,
+        /// Equalities, at least one against an actor claim.
+        filters: &'static [MembershipFilter],
+    },
+    /// Raw SQL with actor placeholders (`$user_id`, `$owner_id`, `$claims.<name>`) bound as
+    /// parameters; result columns named after the bucket parameters.
+    Raw {
+        /// The query.
+        sql: &'static str,
+    },
+}
+
+/// `column == value` in a membership query.
+#[derive(Debug, Clone, Copy)]
+pub struct MembershipFilter {
+    /// The membership table's column.
+    pub column: &'static str,
+    /// What it must equal.
+    pub value: FilterValue,
+}
+
+/// The right-hand side of a membership equality.
+#[derive(Debug, Clone, Copy)]
+pub enum FilterValue {
+    /// An actor claim.
+    Claim(Claim),
+    /// A constant.
+    Const(ConstValue),
+}
+
+/// A constant in a rule.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum ConstValue {
+    /// `true` / `false`.
+    Bool(bool),
+    /// An integer literal.
+    Int(i64),
+    /// A string literal.
+    Text(&'static str),
+}
+
+impl ConstValue {
+    /// The constant in JSON.
+    pub fn to_json(self) -> serde_json::Value {
+        match self {
+            ConstValue::Bool(b) => b.into(),
+            ConstValue::Int(i) => i.into(),
+            ConstValue::Text(s) => s.into(),
+        }
+    }
+}
+
+/// One table selection of a bucket: rows of `table` whose scope columns equal the bucket's
+/// parameters and whose filter columns equal constants.
+#[derive(Debug, Clone, Copy)]
+pub struct Selection {
+    /// The table.
+    pub table: &'static str,
+    /// `column == bucket.parameter` equalities (at least one).
+    pub scope: &'static [ScopeEq],
+    /// `column == constant` equalities.
+    pub filters: &'static [ConstFilter],
+}
+
+/// `column == bucket.parameter`.
+#[derive(Debug, Clone, Copy)]
+pub struct ScopeEq {
+    /// The table's column.
+    pub column: &'static str,
+    /// The bucket parameter.
+    pub param: &'static str,
+}
+
+/// `column == constant`.
+#[derive(Debug, Clone, Copy)]
+pub struct ConstFilter {
+    /// The table's column.
+    pub column: &'static str,
+    /// The constant.
+    pub value: ConstValue,
+}

@@ -1,0 +1,154 @@
+//! Tables: the [`Table`] trait `#[engine::table]` implements, and the metadata ([`TableMeta`])
+//! that storage, sync rules and the contract read.
+
+use serde::de::DeserializeOwned;
+use serde_json::{Map, Value};
+
+use crate::column::{ColumnCodec, ColumnMeta};
+use crate::error::{Error, Result};
+
+/// A row in its JSON form: SQL column name → value (PROTOCOL.md `changes[].row`).
+pub type Row = Map<String, Value>;
+
+/// How concurrent writes to one row are merged.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum MergePolicy {
+    /// Whole-row last-write-wins in server commit order.
+    #[default]
+    Lww,
+    /// Per column: scalar columns ordered by hybrid logical clock, collaborative columns merged.
+    Field,
+    /// Collaborative columns only, merged structurally.
+    Crdt,
+}
+
+impl MergePolicy {
+    /// The policy's name in the table attribute and the contract.
+    pub const fn name(self) -> &'static str {
+        match self {
+            MergePolicy::Lww => "lww",
+            MergePolicy::Field => "field",
+            MergePolicy::Crdt => "crdt",
+        }
+    }
+}
+
+/// What the metadata knows of one table.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TableMeta {
+    /// The SQL table name.
+    pub name: &'static str,
+    /// The Rust struct that declares it.
+    pub struct_name: &'static str,
+    /// The struct's doc comment.
+    pub description: &'static str,
+    /// Every column, in declaration order.
+    pub columns: &'static [ColumnMeta],
+    /// The primary key columns, in key order.
+    pub primary_key: &'static [&'static str],
+    /// The owner column, holding the actor's owner id.
+    pub owner: Option<&'static str>,
+    /// The soft-delete column: a non-null value makes the row a tombstone for clients.
+    pub soft_delete: Option<&'static str>,
+    /// How concurrent writes merge.
+    pub merge: MergePolicy,
+}
+
+impl TableMeta {
+    /// The column named `name`.
+    pub fn column(&self, name: &str) -> Option<&'static ColumnMeta> {
+        self.columns.iter().find(|c| c.name == name)
+    }
+
+    /// Whether `name` is a primary-key column.
+    pub fn is_key(&self, name: &str) -> bool {
+        self.primary_key.contains(&name)
+    }
+
+    /// The collaborative columns.
+    pub fn crdt_columns(&self) -> impl Iterator<Item = &'static ColumnMeta> + use<> {
+        self.columns.iter().filter(|c| c.sql_type.is_crdt())
+    }
+}
+
+/// A table declared with `#[engine::table]`: a Rust struct whose fields are the columns.
+///
+/// The row's serde form is its JSON row (SQL column names as keys, each value in its column
+/// type's JSON form), so the struct serializes exactly as it travels in pulls.
+#[diagnostic::on_unimplemented(
+    message = "`{Self}` is not an engine table",
+    label = "not declared with `#[engine::table]`",
+    note = "add `#[engine::table]` to the definition of `{Self}`"
+)]
+pub trait Table: serde::Serialize + DeserializeOwned + schemars::JsonSchema + Send + Sync + Sized + 'static {
+    /// The table's metadata.
+    const META: &'static TableMeta;
+    /// The primary key: the key column's type, or a tuple of them for a composite key.
+    type Key: Clone + Send + Sync + 'static;
+
+    /// This row's primary key.
+    fn key(&self) -> Self::Key;
+    /// A primary key as a row of its columns.
+    fn key_row(key: &Self::Key) -> Row;
+    /// The row in its JSON form.
+    fn to_row(&self) -> Row;
+    /// The row from its JSON form; missing nullable columns are null, unknown columns ignored.
+    fn from_row(row: Row) -> Result<Self>;
+}
+
+/// Put a column value into a row (used by generated code).
+#[doc(hidden)]
+pub fn put_column<V>(row: &mut Row, column: &'static str, codec: &ColumnCodec<V>, value: &V) {
+    row.insert(column.to_owned(), codec.to_json(value));
+}
+
+/// Take a column value out of a row (used by generated code).
+#[doc(hidden)]
+pub fn take_column<V>(row: &mut Row, table: &'static str, column: &'static str, codec: &ColumnCodec<V>) -> Result<V> {
+    let value = match row.remove(column) {
+        Some(value) => value,
+        None if codec.nullable => Value::Null,
+        None => return Err(Error::validation(format!("row of `{table}` lacks column `{column}`"))),
+    };
+    codec.from_json(value).map_err(|e| Error::validation(format!("column `{table}.{column}`: {e}")))
+}
+
+/// Serialize a table row as its JSON row (used by generated code).
+#[doc(hidden)]
+pub fn serialize_row<T: Table, S: serde::Serializer>(row: &T, serializer: S) -> Result<S::Ok, S::Error> {
+    serde::Serialize::serialize(&row.to_row(), serializer)
+}
+
+/// Deserialize a table row from its JSON row (used by generated code).
+#[doc(hidden)]
+pub fn deserialize_row<'de, T: Table, D: serde::Deserializer<'de>>(deserializer: D) -> Result<T, D::Error> {
+    let row = <Row as serde::Deserialize>::deserialize(deserializer)?;
+    T::from_row(row).map_err(serde::de::Error::custom)
+}
+
+/// The JSON Schema of a table's row (used by generated code).
+#[doc(hidden)]
+pub fn row_schema(meta: &TableMeta) -> schemars::Schema {
+    let mut properties = Map::new();
+    let mut required = Vec::new();
+    for column in meta.columns {
+        let mut schema = column.sql_type.json_schema(column.nullable);
+        if !column.description.is_empty() && !column.sql_type.is_crdt() {
+            schema.insert("description".into(), column.description.into());
+        }
+        properties.insert(column.name.to_owned(), schema.to_value());
+        if !column.nullable {
+            required.push(Value::from(column.name));
+        }
+    }
+    let mut schema = schemars::json_schema!({
+        "type": "object",
+        "properties": properties,
+        "required": required,
+    });
+    if !meta.description.is_empty() {
+        schema.insert("description".into(), meta.description.into());
+    }
+    schema
+}

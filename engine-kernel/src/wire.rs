@@ -1,0 +1,283 @@
+//! The messages of wire protocol v1 (PROTOCOL.md): pull, push, the stream's frames and the
+//! problem document. Field names are camelCase and fixed; unknown fields are ignored so newer
+//! clients can add some.
+
+use std::collections::BTreeMap;
+
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value};
+use uuid::Uuid;
+
+use crate::bucket::BucketKey;
+use crate::error::ErrorCode;
+use crate::table::Row;
+
+/// The protocol version this crate speaks (`x-engine.version`).
+pub const PROTOCOL_VERSION: &str = "1";
+/// The WebSocket subprotocol of `/sync/stream`.
+pub const STREAM_SUBPROTOCOL: &str = "engine.v1";
+
+/// `POST /sync/pull` request.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct PullRequest {
+    /// The client's id.
+    pub client_id: Uuid,
+    /// The cursor of the previous response; null or absent to start from the beginning.
+    #[serde(default)]
+    pub cursor: Option<String>,
+    /// A subset of the actor's buckets to sync; absent for all of them.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub buckets: Option<Vec<BucketKey>>,
+    /// The most entries (changes plus tombstones) to return.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub limit: Option<u32>,
+}
+
+/// `POST /sync/pull` response.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct PullResponse {
+    /// Rows written since the cursor.
+    pub changes: Vec<Change>,
+    /// Rows that left buckets since the cursor.
+    pub tombstones: Vec<Tombstone>,
+    /// Buckets of the request's cursor that the actor no longer holds.
+    pub removed_buckets: Vec<BucketKey>,
+    /// The cursor to send next.
+    pub cursor: String,
+    /// Whether more entries are waiting.
+    pub has_more: bool,
+    /// Whether the client must drop its rows of these buckets and start afresh from this response.
+    pub reset: bool,
+    /// The highest mutation id applied for this client of this actor.
+    pub last_mutation_id: u64,
+}
+
+/// A row written since the cursor.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct Change {
+    /// The table's SQL name.
+    pub table: String,
+    /// Every synced column of the row.
+    pub row: Row,
+    /// The buckets synced by this request that contain the row.
+    pub buckets: Vec<BucketKey>,
+}
+
+/// A row that left buckets (deleted, soft-deleted or moved out).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct Tombstone {
+    /// The table's SQL name.
+    pub table: String,
+    /// The row's primary key columns.
+    pub key: Row,
+    /// The buckets the row left.
+    pub buckets: Vec<BucketKey>,
+}
+
+/// `POST /sync/push` request.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct PushRequest {
+    /// The client's id.
+    pub client_id: Uuid,
+    /// Mutations in order, their `mutationId`s consecutive.
+    pub mutations: Vec<MutationRequest>,
+}
+
+/// One queued mutation.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct MutationRequest {
+    /// The client's sequence number of the mutation, 1 for its first.
+    pub mutation_id: u64,
+    /// The client's unique id of the mutation.
+    pub client_mutation_id: Uuid,
+    /// The mutator's wire name.
+    pub name: String,
+    /// The mutator's arguments.
+    pub args: Value,
+    /// The client's hybrid-logical-clock reading; the server stamps its own when absent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub hlc: Option<String>,
+}
+
+/// `POST /sync/push` response.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct PushResponse {
+    /// One result per mutation, in order.
+    pub results: Vec<MutationResult>,
+    /// The highest mutation id applied for this client of this actor.
+    pub last_mutation_id: u64,
+}
+
+/// What became of one mutation.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct MutationResult {
+    /// The client's id of the mutation.
+    pub client_mutation_id: Uuid,
+    /// The client's sequence number of the mutation.
+    pub mutation_id: u64,
+    /// Applied now, applied before, or refused for good.
+    pub status: MutationStatus,
+    /// The id the server gave the row the mutation created or addressed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub server_id: Option<String>,
+    /// Client ids mapped to server ids.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reconciliation: Option<BTreeMap<String, String>>,
+    /// Why the mutation was refused.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<Problem>,
+}
+
+/// The fate of a mutation.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum MutationStatus {
+    /// Applied by this push.
+    Applied,
+    /// Applied (or rejected) by an earlier push; the stored outcome is repeated.
+    Duplicate,
+    /// Refused for good: recorded, and the sequence moved past it.
+    Rejected,
+}
+
+/// A problem document (`application/problem+json`), the body of every error response.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct Problem {
+    /// A URI naming the problem type.
+    #[serde(rename = "type")]
+    pub kind: String,
+    /// A short summary of the problem type.
+    pub title: String,
+    /// The HTTP status.
+    pub status: u16,
+    /// The stable code.
+    pub code: ErrorCode,
+    /// What went wrong, for humans.
+    pub detail: String,
+    /// With `mutation_out_of_order`: the last mutation id applied.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_mutation_id: Option<u64>,
+}
+
+impl Problem {
+    /// The problem for `code` with `detail`.
+    pub fn new(code: ErrorCode, detail: impl Into<String>) -> Self {
+        Problem {
+            kind: format!("urn:engine:problem:{}", code.as_str()),
+            title: code.title().to_owned(),
+            status: code.http_status(),
+            code,
+            detail: detail.into(),
+            last_mutation_id: None,
+        }
+    }
+}
+
+/// A frame a client sends on `/sync/stream`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum ClientFrame {
+    /// Authenticate (for clients that cannot set headers); only as the first frame.
+    Auth {
+        /// The bearer token.
+        token: String,
+    },
+    /// Subscribe to these buckets instead of all the actor holds.
+    Subscribe {
+        /// Bucket keys the actor holds.
+        buckets: Vec<BucketKey>,
+    },
+    /// Announce presence in a bucket.
+    Track {
+        /// The bucket.
+        bucket: BucketKey,
+        /// What to show others.
+        #[serde(default)]
+        meta: Map<String, Value>,
+    },
+    /// Withdraw presence from a bucket.
+    Untrack {
+        /// The bucket.
+        bucket: BucketKey,
+    },
+    /// Keep presence alive.
+    Heartbeat,
+}
+
+/// A frame the server sends on `/sync/stream`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum ServerFrame {
+    /// Something in the bucket changed: pull.
+    Ping {
+        /// The bucket.
+        bucket: BucketKey,
+    },
+    /// The actor's bucket set changed: pull.
+    BucketsChanged,
+    /// Everyone present in a bucket.
+    PresenceState {
+        /// The bucket.
+        bucket: BucketKey,
+        /// Presence key (user id) → metas, one per connection.
+        state: BTreeMap<String, Vec<Map<String, Value>>>,
+    },
+    /// Who joined and left a bucket.
+    PresenceDiff {
+        /// The bucket.
+        bucket: BucketKey,
+        /// Metas that joined, by presence key.
+        joins: BTreeMap<String, Vec<Map<String, Value>>>,
+        /// Metas that left, by presence key.
+        leaves: BTreeMap<String, Vec<Map<String, Value>>>,
+    },
+    /// Why the server is about to close the socket.
+    Error {
+        /// The stable code.
+        code: String,
+        /// What went wrong.
+        detail: String,
+    },
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn frames_put_their_type_first() {
+        let frame = ServerFrame::Ping { bucket: BucketKey::new("own", &["alice"]) };
+        assert_eq!(serde_json::to_string(&frame).unwrap(), r#"{"type":"ping","bucket":"own/alice"}"#);
+        let parsed: ClientFrame = serde_json::from_str(r#"{"type":"heartbeat"}"#).unwrap();
+        assert_eq!(parsed, ClientFrame::Heartbeat);
+    }
+
+    #[test]
+    fn problems_carry_the_fixed_field_names() {
+        let mut problem = Problem::new(ErrorCode::MutationOutOfOrder, "expected mutation 3");
+        problem.last_mutation_id = Some(2);
+        let json = serde_json::to_value(&problem).unwrap();
+        assert_eq!(json["type"], "urn:engine:problem:mutation_out_of_order");
+        assert_eq!(json["status"], 409);
+        assert_eq!(json["code"], "mutation_out_of_order");
+        assert_eq!(json["lastMutationId"], 2);
+    }
+
+    #[test]
+    fn a_pull_request_needs_its_client_id() {
+        assert!(serde_json::from_str::<PullRequest>("{}").is_err());
+        let request: PullRequest =
+            serde_json::from_str(r#"{"clientId":"0192f0e0-0000-7000-8000-000000000000","extra":1}"#).unwrap();
+        assert_eq!(request.cursor, None);
+    }
+}

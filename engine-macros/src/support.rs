@@ -1,0 +1,149 @@
+//! Helpers every macro shares: doc comments, SQL identifiers, the default table name.
+
+use std::fmt::Display;
+
+use heck::ToSnakeCase;
+use proc_macro2::{Span, TokenStream};
+use quote::ToTokens;
+use syn::{Attribute, Expr, ExprLit, Lit, Meta};
+
+/// Every error a macro finds, collected so the user sees all mistakes at once, each underlined
+/// on its own tokens (from the first token to the last).
+#[derive(Default)]
+pub(crate) struct Diagnostics {
+    errors: Option<syn::Error>,
+}
+
+impl Diagnostics {
+    pub(crate) fn push(&mut self, error: impl Into<syn::Error>) {
+        let error = error.into();
+        match &mut self.errors {
+            Some(errors) => errors.combine(error),
+            None => self.errors = Some(error),
+        }
+    }
+
+    /// An error underlining `tokens`.
+    pub(crate) fn spanned(&mut self, tokens: &dyn ToTokens, message: impl Display) {
+        self.push(syn::Error::new_spanned(tokens.to_token_stream(), message));
+    }
+
+    /// An error at `span`.
+    pub(crate) fn at(&mut self, span: Span, message: impl Display) {
+        self.push(syn::Error::new(span, message));
+    }
+
+    /// The value of `result`, or `None` with its error recorded.
+    pub(crate) fn handle<T, E: Into<syn::Error>>(&mut self, result: Result<T, E>) -> Option<T> {
+        result.map_err(|e| self.push(e)).ok()
+    }
+
+    pub(crate) fn finish(self) -> Result<(), syn::Error> {
+        self.errors.map_or(Ok(()), Err)
+    }
+
+    /// The output of a macro applied to an item it does not go on: the errors so far, `message`
+    /// at the attribute, and the item unchanged.
+    pub(crate) fn wrong_item(mut self, message: &str, item: TokenStream) -> TokenStream {
+        self.at(Span::call_site(), message);
+        let mut out = self.finish().expect_err("an error was pushed").to_compile_error();
+        out.extend(item);
+        out
+    }
+
+    /// The output of a macro: its expansion when there are no errors; otherwise the fallback
+    /// (the user's item, so one mistake does not cascade) and every error.
+    pub(crate) fn emit(
+        self,
+        expand: impl FnOnce() -> TokenStream,
+        fallback: impl FnOnce() -> TokenStream,
+    ) -> TokenStream {
+        match self.finish() {
+            Ok(()) => expand(),
+            Err(err) => {
+                let mut out = fallback();
+                out.extend(err.to_compile_error());
+                out
+            }
+        }
+    }
+}
+
+/// The text of the `///` doc comments among `attrs`, lines joined by `\n`, trimmed.
+pub(crate) fn doc_text(attrs: &[Attribute]) -> String {
+    let mut lines = Vec::new();
+    for attr in attrs {
+        if let Meta::NameValue(nv) = &attr.meta
+            && nv.path.is_ident("doc")
+            && let Expr::Lit(ExprLit { lit: Lit::Str(s), .. }) = &nv.value
+        {
+            let line = s.value();
+            lines.push(line.strip_prefix(' ').unwrap_or(&line).trim_end().to_owned());
+        }
+    }
+    lines.join("\n").trim().to_owned()
+}
+
+/// Whether `name` is a SQL identifier the engine can use unquoted: lowercase ASCII letters,
+/// digits and `_`, not starting with a digit, at most 63 bytes (Postgres' limit).
+pub(crate) fn is_sql_identifier(name: &str) -> bool {
+    let mut bytes = name.bytes();
+    matches!(bytes.next(), Some(b'a'..=b'z' | b'_'))
+        && bytes.all(|b| matches!(b, b'a'..=b'z' | b'0'..=b'9' | b'_'))
+        && name.len() <= 63
+}
+
+/// The prefix of the engine's own tables and columns, which user names may not start with.
+pub(crate) const RESERVED_PREFIX: &str = "_engine";
+
+/// The default SQL name of a table: the struct name in snake_case, pluralized by English's
+/// regular rule (`Note` → `notes`, `ListMember` → `list_members`, `Category` → `categories`,
+/// `Box` → `boxes`). Irregular plurals take `name = "…"`.
+pub(crate) fn default_table_name(struct_name: &str) -> String {
+    pluralize(&struct_name.to_snake_case())
+}
+
+fn pluralize(word: &str) -> String {
+    let ends_with_consonant_y = word.ends_with('y')
+        && word.len() > 1
+        && !matches!(word.as_bytes()[word.len() - 2], b'a' | b'e' | b'i' | b'o' | b'u');
+    if ends_with_consonant_y {
+        format!("{}ies", &word[..word.len() - 1])
+    } else if ["s", "x", "z", "ch", "sh"].iter().any(|end| word.ends_with(end)) {
+        format!("{word}es")
+    } else {
+        format!("{word}s")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn default_table_names_follow_the_documented_rule() {
+        for (name, table) in [
+            ("Note", "notes"),
+            ("ListMember", "list_members"),
+            ("Category", "categories"),
+            ("Day", "days"),
+            ("Box", "boxes"),
+            ("Status", "statuses"),
+            ("Match", "matches"),
+            ("HTTPLog", "http_logs"),
+        ] {
+            assert_eq!(default_table_name(name), table, "{name}");
+        }
+    }
+
+    #[test]
+    fn sql_identifiers() {
+        assert!(is_sql_identifier("list_members"));
+        assert!(is_sql_identifier("_x1"));
+        assert!(!is_sql_identifier("1x"));
+        assert!(!is_sql_identifier("Notes"));
+        assert!(!is_sql_identifier("a-b"));
+        assert!(!is_sql_identifier(""));
+        assert!(!is_sql_identifier(&"a".repeat(64)));
+    }
+}

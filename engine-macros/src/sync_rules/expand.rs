@@ -1,0 +1,265 @@
+//! The code `#[engine::sync_rules]` generates: per bucket, its `engine::Bucket` impl (the struct
+//! is a typed bucket key) and type checks on the user's tokens; per module, `SYNC_RULES`.
+
+use proc_macro2::TokenStream;
+use quote::{quote, quote_spanned};
+use syn::spanned::Spanned;
+
+use super::model::{Bucket, Claim, Condition, Literal, Membership, Rules, Source};
+
+/// The module with its generated items appended.
+pub(crate) fn expand(rules: &Rules) -> TokenStream {
+    let buckets: Vec<TokenStream> = rules.buckets.iter().map(bucket_items).collect();
+    let metas = rules.buckets.iter().map(rule_meta);
+    let mut tables: Vec<(String, &syn::ExprPath)> = Vec::new();
+    for bucket in &rules.buckets {
+        for condition in bucket.selections().iter().flat_map(|s| &s.conditions) {
+            if let Some((column, _)) = condition.as_scope()
+                && !tables.iter().any(|(key, _)| *key == column.table_key())
+            {
+                tables.push((column.table_key(), &column.path));
+            }
+        }
+    }
+    let tables = tables.iter().map(|(_, column)| quote!(#column.table()));
+    let generated = quote! {
+        #(#buckets)*
+
+        /// The sync rules this module defines, for `engine::app!` (`sync_rules: <this module>`).
+        pub static SYNC_RULES: ::engine::__private::SyncRules = ::engine::__private::SyncRules {
+            rules: &[#(#metas,)*],
+        };
+
+        #[doc(hidden)]
+        pub const __ENGINE_RULE_TABLES: &[&str] = &[#(#tables,)*];
+    };
+    with_items(rules, generated)
+}
+
+/// What is emitted when the module has errors: the module as written, minus the engine's
+/// attributes. Its imports go unused without the generated code; the build fails anyway, so
+/// warnings about them would only hide the errors.
+pub(crate) fn fallback(rules: &Rules) -> TokenStream {
+    let mut rules_without_code = Rules { item: rules.item.clone(), buckets: Vec::new(), unreadable_buckets: true };
+    rules_without_code.item.attrs.push(syn::parse_quote!(#[allow(unused_imports)]));
+    with_items(&rules_without_code, TokenStream::new())
+}
+
+fn with_items(rules: &Rules, generated: TokenStream) -> TokenStream {
+    let mut item = rules.item.clone();
+    if let Some((_, items)) = &mut item.content
+        && !generated.is_empty()
+    {
+        items.push(syn::Item::Verbatim(generated));
+    }
+    quote!(#item)
+}
+
+fn bucket_items(bucket: &Bucket) -> TokenStream {
+    let ident = &bucket.ident;
+    let name = &bucket.name;
+    let texts = bucket.params.iter().map(|p| {
+        let field = &p.field;
+        quote_spanned!(p.ty.span()=> __engine::param_text(&self.#field))
+    });
+    let checks = bucket_checks(bucket);
+    quote! {
+        const _: () = {
+            use ::engine::__private as __engine;
+
+            impl __engine::Bucket for #ident {
+                const RULE: &'static str = #name;
+
+                fn key(&self) -> __engine::BucketKey {
+                    __engine::BucketKey::new(Self::RULE, &[#(#texts,)*])
+                }
+            }
+
+            impl ::core::convert::From<#ident> for __engine::BucketKey {
+                fn from(bucket: #ident) -> Self {
+                    __engine::Bucket::key(&bucket)
+                }
+            }
+
+            impl ::core::convert::From<&#ident> for __engine::BucketKey {
+                fn from(bucket: &#ident) -> Self {
+                    __engine::Bucket::key(bucket)
+                }
+            }
+
+            #[allow(dead_code, unused_imports)]
+            fn __engine_rule_checks() {
+                #(#checks)*
+            }
+        };
+    }
+}
+
+/// Calls whose trait bounds fail, on the user's tokens, when a table is not a table or a column
+/// and what it is compared with disagree in type.
+fn bucket_checks(bucket: &Bucket) -> Vec<TokenStream> {
+    let mut checks = Vec::new();
+    let mut tables_seen: Vec<String> = Vec::new();
+    let mut check_table = |checks: &mut Vec<TokenStream>, column: &super::model::ColumnRef| {
+        if !tables_seen.contains(&column.table_key()) {
+            tables_seen.push(column.table_key());
+            let path = &column.path;
+            checks.push(quote_spanned!(column.table.span()=> __engine::check_column_table(#path);));
+        }
+    };
+    for param in &bucket.params {
+        let ty = &param.ty;
+        match param.source() {
+            Some(Source::Claim(claim)) if claim.is_text() => {
+                checks.push(quote_spanned!(ty.span()=> __engine::check_text_claim_param::<#ty>();));
+            }
+            Some(Source::Column(column)) => {
+                check_table(&mut checks, column);
+                let path = &column.path;
+                checks.push(quote_spanned!(path.span()=> __engine::check_scope::<#ty, _, _>(#path);));
+            }
+            _ => {}
+        }
+    }
+    if let Some(Membership::Conditions { conditions, .. }) = &bucket.membership {
+        for condition in conditions {
+            if let Some((column, claim)) = condition.as_claim() {
+                check_table(&mut checks, column);
+                if claim.is_text() {
+                    let path = &column.path;
+                    checks.push(quote_spanned!(path.span()=> __engine::check_text_claim_column(#path);));
+                }
+            }
+            if let Some((column, _, expr)) = condition.as_const() {
+                check_table(&mut checks, column);
+                checks.push(const_check(column, expr));
+            }
+        }
+    }
+    for condition in bucket.selections().iter().flat_map(|s| &s.conditions) {
+        if let Some((column, param)) = condition.as_scope() {
+            check_table(&mut checks, column);
+            if let Some(param) = bucket.param(param) {
+                let (ty, path) = (&param.ty, &column.path);
+                checks.push(quote_spanned!(path.span()=> __engine::check_scope::<#ty, _, _>(#path);));
+            }
+        }
+        if let Some((column, _, expr)) = condition.as_const() {
+            check_table(&mut checks, column);
+            checks.push(const_check(column, expr));
+        }
+    }
+    checks
+}
+
+fn const_check(column: &super::model::ColumnRef, expr: &syn::Expr) -> TokenStream {
+    let path = &column.path;
+    let literal = match expr {
+        syn::Expr::Binary(b) if matches!(&*b.left, syn::Expr::Path(_)) => &b.right,
+        syn::Expr::Binary(b) => &b.left,
+        other => return quote!(let _ = #other;),
+    };
+    quote_spanned!(expr.span()=> __engine::check_const(#path, #literal);)
+}
+
+fn rule_meta(bucket: &Bucket) -> TokenStream {
+    let name = &bucket.name;
+    let description = &bucket.description;
+    let params = bucket.params.iter().map(|param| {
+        let (field, ty) = (param.field.to_string(), &param.ty);
+        let source = match param.source() {
+            Some(Source::Claim(claim)) => {
+                let claim = claim_tokens(claim);
+                quote!(__engine::ParamSource::Claim(#claim))
+            }
+            Some(Source::Column(column)) => {
+                let path = &column.path;
+                quote!(__engine::ParamSource::Membership { column: #path.name() })
+            }
+            Some(Source::RawColumn(column)) => {
+                let column = column.to_string();
+                quote!(__engine::ParamSource::Membership { column: #column })
+            }
+            _ => unreachable!("validated: every parameter has one actor source"),
+        };
+        quote! {
+            __engine::ParamMeta {
+                name: #field,
+                sql_type: <#ty as __engine::ColumnType>::SQL_TYPE,
+                source: #source,
+            }
+        }
+    });
+    let membership = match &bucket.membership {
+        None => quote!(::core::option::Option::None),
+        Some(Membership::Raw { sql, .. }) => {
+            quote!(::core::option::Option::Some(__engine::Membership::Raw { sql: #sql }))
+        }
+        Some(Membership::Conditions { conditions, .. }) => {
+            let table = &conditions.iter().flat_map(Condition::columns).next().expect("validated").path;
+            let filters = conditions.iter().map(|condition| {
+                if let Some((column, claim)) = condition.as_claim() {
+                    let (path, claim) = (&column.path, claim_tokens(claim));
+                    quote!(__engine::MembershipFilter { column: #path.name(), value: __engine::FilterValue::Claim(#claim) })
+                } else {
+                    let (column, literal, _) = condition.as_const().expect("validated: claim or constant");
+                    let (path, value) = (&column.path, const_value(literal));
+                    quote!(__engine::MembershipFilter { column: #path.name(), value: __engine::FilterValue::Const(#value) })
+                }
+            });
+            quote! {
+                ::core::option::Option::Some(__engine::Membership::Table {
+                    table: #table.table(),
+                    filters: &[#(#filters,)*],
+                })
+            }
+        }
+    };
+    let selections = bucket.selections().iter().map(|selection| {
+        let table = &selection.conditions.iter().flat_map(Condition::columns).next().expect("validated: scoped").path;
+        let scope = selection.conditions.iter().filter_map(Condition::as_scope).map(|(column, param)| {
+            let (path, param) = (&column.path, param.to_string());
+            quote!(__engine::ScopeEq { column: #path.name(), param: #param })
+        });
+        let filters = selection.conditions.iter().filter_map(Condition::as_const).map(|(column, literal, _)| {
+            let (path, value) = (&column.path, const_value(literal));
+            quote!(__engine::ConstFilter { column: #path.name(), value: #value })
+        });
+        quote! {
+            __engine::Selection {
+                table: #table.table(),
+                scope: &[#(#scope,)*],
+                filters: &[#(#filters,)*],
+            }
+        }
+    });
+    quote! {
+        {
+            use ::engine::__private as __engine;
+            __engine::RuleMeta {
+                name: #name,
+                description: #description,
+                parameters: &[#(#params,)*],
+                membership: #membership,
+                data: &[#(#selections,)*],
+            }
+        }
+    }
+}
+
+fn claim_tokens(claim: &Claim) -> TokenStream {
+    match claim {
+        Claim::UserId => quote!(__engine::Claim::UserId),
+        Claim::OwnerId => quote!(__engine::Claim::OwnerId),
+        Claim::Custom(name) => quote!(__engine::Claim::Custom(#name)),
+    }
+}
+
+fn const_value(literal: &Literal) -> TokenStream {
+    match literal {
+        Literal::Bool(b) => quote!(__engine::ConstValue::Bool(#b)),
+        Literal::Int(i) => quote!(__engine::ConstValue::Int(#i)),
+        Literal::Text(s) => quote!(__engine::ConstValue::Text(#s)),
+        Literal::Unsupported => unreachable!("validated: supported constants only"),
+    }
+}

@@ -1,0 +1,56 @@
+//! Expansion snapshot of the notes app's rules, and unit tests of the lint's helpers.
+
+use quote::quote;
+
+#[test]
+fn notes_rules() {
+    let tokens = super::sync_rules_inner(
+        quote!(),
+        quote! {
+            pub mod rules {
+                use super::{List, ListMember, Note};
+
+                /// Everything the actor owns.
+                #[bucket(data(
+                    List::owner_id == bucket.owner_id,
+                    Note::owner_id == bucket.owner_id && Note::done == false,
+                ))]
+                pub struct Own {
+                    #[param(actor.owner_id)]
+                    pub owner_id: String,
+                }
+
+                /// Lists shared with the actor.
+                #[bucket(
+                    membership(ListMember::user_id == actor.user_id && ListMember::role == "editor"),
+                    data(bucket.list_id == Note::list_id),
+                )]
+                pub struct Shared {
+                    #[param(ListMember::list_id)]
+                    pub list_id: String,
+                }
+
+                #[bucket(name = "team", membership(raw("SELECT team_id FROM teams WHERE member = $user_id")), data(Doc::team_id == bucket.team_id))]
+                pub struct TeamDocs {
+                    #[param(membership.team_id)]
+                    pub team_id: i64,
+                }
+            }
+        },
+    );
+    let file: syn::File = syn::parse2(tokens).expect("the expansion parses as a file");
+    insta::assert_snapshot!(prettyplease::unparse(&file));
+}
+
+#[test]
+fn raw_placeholders_are_named_claims() {
+    use super::validate::raw_placeholders;
+    assert_eq!(
+        raw_placeholders("select x from t where a = $user_id and b = $claims.org."),
+        Ok(vec!["user_id".to_owned(), "claims.org".to_owned()])
+    );
+    assert_eq!(raw_placeholders("select 1"), Ok(vec![]));
+    assert_eq!(raw_placeholders("where a = $1"), Err("1".to_owned()));
+    assert_eq!(raw_placeholders("where a = $team"), Err("team".to_owned()));
+    assert_eq!(raw_placeholders("where a = $claims.a.b"), Err("claims.a.b".to_owned()));
+}

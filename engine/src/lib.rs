@@ -1,0 +1,341 @@
+//! # engine
+//!
+//! Offline-first sync for Rust. Declare an app's tables, mutators and sync rules as annotated
+//! Rust code; the server (feature `server`) provisions Postgres and serves pull, push, realtime
+//! and presence; the client (feature `client`) keeps a durable local copy that takes writes
+//! offline and converges when it reconnects. A sync rule that could leak rows to the wrong user
+//! does not compile.
+//!
+//! - Tables: [`table`] on a struct, one field per column; [`CrdtText`] and [`CrdtMap`] for
+//!   collaborative columns.
+//! - Mutators: [`mutator`] on an `async fn(ctx, args)`, run by the server in one transaction and
+//!   by the client optimistically, through [`MutatorCtx`].
+//! - Sync rules: [`sync_rules`] on a module of bucket definitions, checked by the no-leak lint.
+//! - The app: [`app!`] bundles them into an [`App`]; [`contract()`] describes it as OpenAPI 3.1.
+//! - The wire protocol's messages: [`wire`].
+//!
+//! The `notes` example (`examples/notes`) declares a complete app with every feature.
+#![forbid(unsafe_code)]
+#![warn(missing_docs)]
+
+pub use engine_kernel::{
+    Actor, App, AppBuilder, Assignment, Bucket, BucketKey, Column, ColumnType, CrdtMap, CrdtText, Error, ErrorCode,
+    Filter, Hlc, MergePolicy, Mutator, MutatorArgs, MutatorCtx, MutatorTx, Outcome, Result, Row, SqlType, SyncRules,
+    Table, TableMeta, Timestamp, contract,
+};
+pub use engine_kernel::{bucket, column, crdt, hlc, mutator as mutators, rules, wire};
+
+/// Declare a table: a struct whose named fields are its columns.
+///
+/// ```
+/// #[engine::table(merge = "field")]
+/// pub struct Note {
+///     #[engine(primary_key)]
+///     pub id: String,
+///     #[engine(owner)]
+///     pub owner_id: String,
+///     pub list_id: String,
+///     pub title: String,
+///     pub done: bool,
+///     pub body: engine::CrdtText,
+///     #[engine(soft_delete)]
+///     pub deleted_at: Option<engine::Timestamp>,
+/// }
+///
+/// use engine::Table;
+/// assert_eq!(Note::META.name, "notes");
+/// assert_eq!(Note::title.name(), "title");
+/// assert_eq!(Note::META.soft_delete, Some("deleted_at"));
+/// ```
+///
+/// # Arguments
+///
+/// - `name = "…"`: the SQL table name. The default is the struct's name in snake_case, made
+///   plural by English's regular rule: `Note` → `notes`, `ListMember` → `list_members`,
+///   `Category` → `categories`, `Box` → `boxes`. Irregular plurals need `name`.
+/// - `merge = "lww" | "field" | "crdt"`: how concurrent writes merge. `lww` (the default)
+///   replaces whole rows in server commit order and holds no collaborative column; `field` merges
+///   column by column by hybrid logical clock and may mix scalar and collaborative columns;
+///   `crdt` holds only collaborative columns besides its keys, owner and soft-delete column.
+///
+/// # Field attributes
+///
+/// - `#[engine(primary_key)]` on one or more fields (several make a composite key, whose
+///   [`Table::Key`] is a tuple in field order).
+/// - `#[engine(owner)]` on at most one `String` field, holding the actor's owner id.
+/// - `#[engine(soft_delete)]` on at most one `Option<engine::Timestamp>` field: a non-null value
+///   makes the row a tombstone for clients.
+/// - `#[engine(rename = "…")]`: the SQL column name, when it differs from the field's.
+///
+/// # Column types
+///
+/// `String`, `i16`, `i32`, `i64`, `f32`, `f64`, `bool`, `uuid::Uuid`, [`Timestamp`],
+/// `serde_json::Value`, `Vec<u8>`, `Option<T>` of those, and [`CrdtText`] / [`CrdtMap`].
+///
+/// # Generated
+///
+/// An impl of [`Table`] with the table's metadata; `Serialize`, `Deserialize` and `JsonSchema`
+/// giving the row's wire form (SQL column names as keys; do not derive them yourself); and a
+/// typed column handle per field (`Note::title`, a [`Column`]) for sync rules and mutators.
+///
+/// # Mistakes are compile errors
+///
+/// ```compile_fail
+/// // A `lww` table replaces whole rows, so it cannot hold a collaborative column.
+/// #[engine::table]
+/// pub struct Doc {
+///     #[engine(primary_key)]
+///     pub id: String,
+///     pub body: engine::CrdtText,
+/// }
+/// ```
+#[doc(inline)]
+pub use engine_macros::table;
+
+/// Declare a mutator: one business operation, an `async fn` taking the context and its
+/// arguments.
+///
+/// ```
+/// # #[engine::table]
+/// # pub struct List {
+/// #     #[engine(primary_key)]
+/// #     pub id: String,
+/// #     #[engine(owner)]
+/// #     pub owner_id: String,
+/// #     pub title: String,
+/// # }
+/// use engine::{MutatorCtx, Outcome, Result};
+///
+/// #[derive(serde::Serialize, serde::Deserialize, schemars::JsonSchema)]
+/// pub struct RenameList {
+///     pub id: String,
+///     pub title: String,
+/// }
+///
+/// /// Rename a list.
+/// #[engine::mutator]
+/// pub async fn rename_list(ctx: &mut MutatorCtx<'_>, args: RenameList) -> Result<Outcome> {
+///     if !ctx.update::<List>(&args.id, [List::title.set(args.title)]).await? {
+///         return Err(engine::Error::mutator_failed("no such list"));
+///     }
+///     Ok(Outcome::new().server_id(args.id))
+/// }
+///
+/// use engine::Mutator;
+/// assert_eq!(<rename_list as Mutator>::NAME, "rename_list");
+/// ```
+///
+/// The function stays callable as written. Beside it the macro declares a type of the same name
+/// (types and functions live in different namespaces) implementing [`Mutator`]: that is what
+/// [`app!`] lists and what the client's `mutate::<rename_list>(…)` names.
+///
+/// # Arguments
+///
+/// - `name = "…"`: the wire name (`mutations[].name`), when it differs from the function's.
+///
+/// # Rules
+///
+/// The signature is `async fn name(ctx: &mut engine::MutatorCtx<'_>, args: Args) ->
+/// engine::Result<engine::Outcome>`, where `Args` derives `Serialize`, `Deserialize` and
+/// `JsonSchema`; the arguments are validated against it before the function runs. The function
+/// must not be generic and its future must be `Send`.
+///
+/// ```compile_fail
+/// // A mutator awaits the store, so it is an `async fn`.
+/// #[derive(serde::Serialize, serde::Deserialize, schemars::JsonSchema)]
+/// pub struct Args {}
+///
+/// #[engine::mutator]
+/// pub fn noop(ctx: &mut engine::MutatorCtx<'_>, args: Args) -> engine::Result<engine::Outcome> {
+///     Ok(engine::Outcome::new())
+/// }
+/// ```
+#[doc(inline)]
+pub use engine_macros::mutator;
+
+/// Declare the sync rules: a module of bucket definitions, checked by the no-leak lint.
+///
+/// Each struct marked `#[bucket(...)]` is one rule. Its fields are the bucket's parameters, so a
+/// value of the struct is a typed bucket key ([`Bucket`]); `#[param(...)]` on each field says
+/// where the value comes from; `data(...)` lists the rows the bucket holds.
+///
+/// ```
+/// # #[engine::table]
+/// # pub struct List {
+/// #     #[engine(primary_key)]
+/// #     pub id: String,
+/// #     #[engine(owner)]
+/// #     pub owner_id: String,
+/// #     pub archived: bool,
+/// # }
+/// # #[engine::table]
+/// # pub struct ListMember {
+/// #     #[engine(primary_key)]
+/// #     pub list_id: String,
+/// #     #[engine(primary_key)]
+/// #     pub user_id: String,
+/// # }
+/// #[engine::sync_rules]
+/// pub mod rules {
+///     use super::{List, ListMember};
+///
+///     /// The lists the actor owns and has not archived.
+///     #[bucket(data(List::owner_id == bucket.owner_id && List::archived == false))]
+///     pub struct Own {
+///         #[param(actor.owner_id)]
+///         pub owner_id: String,
+///     }
+///
+///     /// The lists shared with the actor.
+///     #[bucket(
+///         membership(ListMember::user_id == actor.user_id),
+///         data(List::id == bucket.list_id),
+///     )]
+///     pub struct Shared {
+///         #[param(ListMember::list_id)]
+///         pub list_id: String,
+///     }
+/// }
+///
+/// fn main() {
+///     use engine::Bucket;
+///     let key = rules::Own { owner_id: "alice".into() }.key();
+///     assert_eq!(key.as_str(), "own/alice");
+///     assert_eq!(rules::SYNC_RULES.rules.len(), 2);
+/// }
+/// ```
+///
+/// # A bucket definition
+///
+/// - `#[bucket(name = "…")]`: the rule's name, the first segment of its bucket keys (default:
+///   the struct's name in snake_case). Keys are `<rule>/<param>/…` with each parameter
+///   percent-encoded, so buckets of different rules never share a key.
+/// - `#[param(...)]` on every field: `actor.user_id`, `actor.owner_id`, `actor.claims.<name>`
+///   (a claim of the actor's token), or `Table::column` of the bucket's membership table, or
+///   `membership.<column>` of a raw membership query. The actor holds one bucket per row of its
+///   membership query.
+/// - `membership(...)`: equalities joined by `&&` on one table, at least one against an actor
+///   claim (`ListMember::user_id == actor.user_id && ListMember::role == "editor"`); or
+///   `raw("SELECT … WHERE user_id = $user_id")`, whose placeholders `$user_id`, `$owner_id`,
+///   `$claims.<name>` are bound as parameters. Raw SQL is allowed here only.
+/// - `data(...)`: table selections, each equalities joined by `&&` on one table: at least one
+///   `Table::column == bucket.<parameter>`, optionally `Table::column == <constant>`.
+///
+/// # The no-leak lint
+///
+/// Each of these is a compile error that underlines the offending tokens and says what to write
+/// instead: a selection not scoped by equality to a bucket parameter; `||`, `!` or `!=` in a
+/// selection; raw SQL in a selection; a parameter taken from anything but an actor claim or an
+/// actor-scoped membership query; a membership query not filtered by an actor claim; an unknown
+/// table or column; a column compared with a parameter of another type; a parameter no selection
+/// uses.
+///
+/// ```compile_fail
+/// # #[engine::table]
+/// # pub struct List {
+/// #     #[engine(primary_key)]
+/// #     pub id: String,
+/// #     #[engine(owner)]
+/// #     pub owner_id: String,
+/// #     pub archived: bool,
+/// # }
+/// #[engine::sync_rules]
+/// pub mod rules {
+///     use super::List;
+///
+///     // Every unarchived list, of every owner: not scoped to the bucket.
+///     #[bucket(data(List::archived == false))]
+///     pub struct Own {
+///         #[param(actor.owner_id)]
+///         pub owner_id: String,
+///     }
+/// }
+/// ```
+#[doc(inline)]
+pub use engine_macros::sync_rules;
+
+/// Bundle an app's tables, mutators and sync rules into an [`App`].
+///
+/// ```
+/// # #[engine::table]
+/// # pub struct List {
+/// #     #[engine(primary_key)]
+/// #     pub id: String,
+/// #     #[engine(owner)]
+/// #     pub owner_id: String,
+/// # }
+/// # #[engine::sync_rules]
+/// # pub mod rules {
+/// #     use super::List;
+/// #     #[bucket(data(List::owner_id == bucket.owner_id))]
+/// #     pub struct Own {
+/// #         #[param(actor.owner_id)]
+/// #         pub owner_id: String,
+/// #     }
+/// # }
+/// # #[derive(serde::Serialize, serde::Deserialize, schemars::JsonSchema)]
+/// # pub struct Args {}
+/// # #[engine::mutator]
+/// # async fn noop(_ctx: &mut engine::MutatorCtx<'_>, _args: Args) -> engine::Result<engine::Outcome> {
+/// #     Ok(engine::Outcome::new())
+/// # }
+/// fn main() {
+///     let app: engine::App = engine::app! {
+///         tables: [List],
+///         mutators: [noop],
+///         sync_rules: rules,
+///     };
+///     assert!(app.mutator("noop").is_some());
+/// }
+/// ```
+///
+/// At compile time it checks what [`AppBuilder::build`] checks at run time: no two mutators
+/// share a wire name, no two tables share a SQL name, and every table a sync rule reads is
+/// listed.
+///
+/// ```compile_fail
+/// # #[derive(serde::Serialize, serde::Deserialize, schemars::JsonSchema)]
+/// # pub struct Args {}
+/// #[engine::mutator]
+/// async fn noop(_ctx: &mut engine::MutatorCtx<'_>, _args: Args) -> engine::Result<engine::Outcome> {
+///     Ok(engine::Outcome::new())
+/// }
+/// #[engine::mutator(name = "noop")]
+/// async fn other(_ctx: &mut engine::MutatorCtx<'_>, _args: Args) -> engine::Result<engine::Outcome> {
+///     Ok(engine::Outcome::new())
+/// }
+/// let app = engine::app! { tables: [], mutators: [noop, other] };
+/// ```
+#[doc(inline)]
+pub use engine_macros::app;
+
+/// The server: builder, router, storage, realtime and auth.
+#[cfg(feature = "server")]
+pub use engine_runtime as server;
+
+/// The Rust client.
+#[cfg(feature = "client")]
+pub use engine_client as client;
+
+/// The names most apps use, for `use engine::prelude::*`.
+pub mod prelude {
+    pub use crate::{
+        App, Bucket as _, BucketKey, CrdtMap, CrdtText, MutatorCtx, Outcome, Result, Table as _, Timestamp, app,
+        mutator, sync_rules, table,
+    };
+}
+
+/// What generated code names. Not a public API: it changes without notice.
+#[doc(hidden)]
+pub mod __private {
+    pub use engine_kernel::macro_support::*;
+    pub use engine_kernel::rules::{
+        Claim, ConstFilter, ConstValue, FilterValue, Membership, MembershipFilter, ParamMeta, ParamSource, RuleMeta,
+        ScopeEq, Selection,
+    };
+    pub use engine_kernel::{
+        App, BoxFuture, Bucket, BucketKey, Column, ColumnMeta, ColumnType, MergePolicy, Mutator, MutatorCtx, Outcome,
+        ParamValue, Result, Row, SyncRules, Table, TableMeta,
+    };
+    pub use {schemars, serde, serde_json};
+}

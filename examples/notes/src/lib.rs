@@ -1,0 +1,112 @@
+//! The notes app: lists owned by one user and shared with others, and notes with collaborative
+//! bodies. It is the quickstart and the app every test of the engine runs against.
+//!
+//! - Tables: [`List`], [`ListMember`], [`Note`].
+//! - Sync rules ([`rules`]): `own` (everything the actor owns) and `shared` (every list the
+//!   actor is a member of, with its notes and members).
+//! - Mutators ([`mutators`]): `create_list`, `share_list`, `unshare_list`, `add_note`,
+//!   `update_note`, `edit_note_body`, `move_note`, `delete_note`, `purge_note`.
+
+pub mod mutators;
+
+use engine::{CrdtText, Timestamp};
+
+/// A list of notes, owned by one user.
+#[engine::table]
+#[derive(Debug, Clone, PartialEq)]
+pub struct List {
+    #[engine(primary_key)]
+    pub id: String,
+    /// The owner id of the user who created the list.
+    #[engine(owner)]
+    pub owner_id: String,
+    pub title: String,
+    pub archived: bool,
+}
+
+/// A user's membership of a list: the owner's own (role `owner`) and every share.
+#[engine::table]
+#[derive(Debug, Clone, PartialEq)]
+pub struct ListMember {
+    #[engine(primary_key)]
+    pub list_id: String,
+    #[engine(primary_key)]
+    pub user_id: String,
+    /// The owner id of the list's owner.
+    #[engine(owner)]
+    pub owner_id: String,
+    /// `owner`, `editor` or `viewer`.
+    pub role: String,
+}
+
+/// A note in a list; its body is collaborative text.
+#[engine::table(merge = "field")]
+#[derive(Debug, Clone, PartialEq)]
+pub struct Note {
+    #[engine(primary_key)]
+    pub id: String,
+    /// The owner id of the user who added the note.
+    #[engine(owner)]
+    pub owner_id: String,
+    pub list_id: String,
+    pub title: String,
+    pub done: bool,
+    /// Sort order within the list, ascending.
+    pub position: i64,
+    pub body: CrdtText,
+    #[engine(soft_delete)]
+    pub deleted_at: Option<Timestamp>,
+}
+
+/// Who sees what.
+#[engine::sync_rules]
+pub mod rules {
+    use super::{List, ListMember, Note};
+
+    /// Everything the actor owns: its lists, its notes, and the memberships of its lists.
+    #[bucket(data(
+        List::owner_id == bucket.owner_id,
+        Note::owner_id == bucket.owner_id,
+        ListMember::owner_id == bucket.owner_id,
+    ))]
+    #[derive(Debug, Clone, PartialEq, Eq, Hash)]
+    pub struct Own {
+        #[param(actor.owner_id)]
+        pub owner_id: String,
+    }
+
+    /// Every list the actor is a member of: the list, its notes and its members.
+    #[bucket(
+        membership(ListMember::user_id == actor.user_id),
+        data(
+            List::id == bucket.list_id,
+            Note::list_id == bucket.list_id,
+            ListMember::list_id == bucket.list_id,
+        ),
+    )]
+    #[derive(Debug, Clone, PartialEq, Eq, Hash)]
+    pub struct Shared {
+        #[param(ListMember::list_id)]
+        pub list_id: String,
+    }
+}
+
+/// The notes app.
+pub fn app() -> engine::App {
+    use mutators::*;
+    engine::app! {
+        tables: [List, ListMember, Note],
+        mutators: [
+            create_list,
+            share_list,
+            unshare_list,
+            add_note,
+            update_note,
+            edit_note_body,
+            move_note,
+            delete_note,
+            purge_note,
+        ],
+        sync_rules: rules,
+    }
+}

@@ -1,0 +1,246 @@
+//! The notes app's mutators. Each is one business operation in one transaction; the server runs
+//! it authoritatively, the client optimistically. Write authorization comes from the sync rules:
+//! a mutator cannot put a row where its actor cannot read, whatever it tries.
+
+use engine::{CrdtText, Error, MutatorCtx, Outcome, Result};
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+use crate::{List, ListMember, Note};
+
+/// The id the client proposed, or a fresh one when it proposed none (absent or empty); the
+/// outcome reports the id as `serverId`, and a fresh one also in the reconciliation.
+fn resolve_id(ctx: &mut MutatorCtx<'_>, proposed: Option<String>) -> (String, Outcome) {
+    match proposed.filter(|id| !id.is_empty()) {
+        Some(id) => (id.clone(), Outcome::new().server_id(id)),
+        None => {
+            let id = ctx.new_id();
+            (id.clone(), Outcome::new().server_id(id.clone()).reconcile("", id))
+        }
+    }
+}
+
+/// A role a list can be shared with.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum ShareRole {
+    /// May edit the list's notes.
+    Editor,
+    /// May read the list.
+    Viewer,
+}
+
+impl ShareRole {
+    fn as_str(self) -> &'static str {
+        match self {
+            ShareRole::Editor => "editor",
+            ShareRole::Viewer => "viewer",
+        }
+    }
+}
+
+/// The role of the list owner's own membership.
+pub const OWNER_ROLE: &str = "owner";
+
+/// Arguments of `create_list`.
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+pub struct CreateList {
+    /// The list's id; a fresh one is chosen when absent or empty.
+    #[serde(default)]
+    pub id: Option<String>,
+    pub title: String,
+}
+
+/// Create a list owned by the actor, with the owner's membership.
+#[engine::mutator]
+pub async fn create_list(ctx: &mut MutatorCtx<'_>, args: CreateList) -> Result<Outcome> {
+    let (id, outcome) = resolve_id(ctx, args.id);
+    let owner_id = ctx.actor().owner_id.clone();
+    let user_id = ctx.actor().user_id.clone();
+    ctx.insert(&List { id: id.clone(), owner_id: owner_id.clone(), title: args.title, archived: false }).await?;
+    ctx.insert(&ListMember { list_id: id, user_id, owner_id, role: OWNER_ROLE.to_owned() }).await?;
+    Ok(outcome)
+}
+
+/// The list `list_id`, if the actor owns it.
+async fn owned_list(ctx: &mut MutatorCtx<'_>, list_id: &String, verb: &str) -> Result<List> {
+    let list = ctx.get::<List>(list_id).await?.ok_or_else(|| Error::mutator_failed(format!("no list `{list_id}`")))?;
+    if list.owner_id != ctx.actor().owner_id {
+        return Err(Error::forbidden(format!("only the list's owner may {verb} it")));
+    }
+    Ok(list)
+}
+
+/// Arguments of `share_list`.
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+pub struct ShareList {
+    pub list_id: String,
+    /// The user to share with.
+    pub user_id: String,
+    pub role: ShareRole,
+}
+
+/// Share a list with a user, or change their role. Only the list's owner may.
+#[engine::mutator]
+pub async fn share_list(ctx: &mut MutatorCtx<'_>, args: ShareList) -> Result<Outcome> {
+    let list = owned_list(ctx, &args.list_id, "share").await?;
+    let key = (args.list_id.clone(), args.user_id.clone());
+    match ctx.get::<ListMember>(&key).await? {
+        Some(member) if member.role == OWNER_ROLE => {
+            return Err(Error::mutator_failed("the owner's membership cannot change"));
+        }
+        Some(_) => {
+            ctx.update::<ListMember>(&key, [ListMember::role.set(args.role.as_str())]).await?;
+        }
+        None => {
+            let member = ListMember {
+                list_id: args.list_id.clone(),
+                user_id: args.user_id,
+                owner_id: list.owner_id,
+                role: args.role.as_str().to_owned(),
+            };
+            ctx.insert(&member).await?;
+        }
+    }
+    Ok(Outcome::new().server_id(args.list_id))
+}
+
+/// Arguments of `unshare_list`.
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+pub struct UnshareList {
+    pub list_id: String,
+    pub user_id: String,
+}
+
+/// Take a user's membership of a list away. Only the list's owner may.
+#[engine::mutator]
+pub async fn unshare_list(ctx: &mut MutatorCtx<'_>, args: UnshareList) -> Result<Outcome> {
+    owned_list(ctx, &args.list_id, "unshare").await?;
+    let key = (args.list_id.clone(), args.user_id);
+    match ctx.get::<ListMember>(&key).await? {
+        Some(member) if member.role == OWNER_ROLE => {
+            Err(Error::mutator_failed("the owner's membership cannot be removed"))
+        }
+        Some(_) => {
+            ctx.delete::<ListMember>(&key).await?;
+            Ok(Outcome::new().server_id(args.list_id))
+        }
+        None => Err(Error::mutator_failed("that user is not a member of the list")),
+    }
+}
+
+/// Arguments of `add_note`.
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+pub struct AddNote {
+    /// The note's id; a fresh one is chosen when absent or empty.
+    #[serde(default)]
+    pub id: Option<String>,
+    pub list_id: String,
+    pub title: String,
+}
+
+/// Add a note at the end of a list the actor can see.
+#[engine::mutator]
+pub async fn add_note(ctx: &mut MutatorCtx<'_>, args: AddNote) -> Result<Outcome> {
+    if ctx.get::<List>(&args.list_id).await?.is_none() {
+        return Err(Error::mutator_failed(format!("no list `{}`", args.list_id)));
+    }
+    let (id, outcome) = resolve_id(ctx, args.id);
+    // Creation time orders new notes after older ones without reading the list.
+    let position = i64::try_from(ctx.hlc().physical_ms()).unwrap_or(i64::MAX);
+    let note = Note {
+        id,
+        owner_id: ctx.actor().owner_id.clone(),
+        list_id: args.list_id,
+        title: args.title,
+        done: false,
+        position,
+        body: CrdtText::new(),
+        deleted_at: None,
+    };
+    ctx.insert(&note).await?;
+    Ok(outcome)
+}
+
+/// Arguments of `update_note`: the fields to change.
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+pub struct UpdateNote {
+    pub id: String,
+    #[serde(default)]
+    pub title: Option<String>,
+    #[serde(default)]
+    pub done: Option<bool>,
+    #[serde(default)]
+    pub position: Option<i64>,
+}
+
+/// Change a note's title, done flag or position.
+#[engine::mutator]
+pub async fn update_note(ctx: &mut MutatorCtx<'_>, args: UpdateNote) -> Result<Outcome> {
+    let mut changes = Vec::new();
+    if let Some(title) = args.title {
+        changes.push(Note::title.set(title));
+    }
+    if let Some(done) = args.done {
+        changes.push(Note::done.set(done));
+    }
+    if let Some(position) = args.position {
+        changes.push(Note::position.set(position));
+    }
+    found(ctx.update::<Note>(&args.id, changes).await?, &args.id)
+}
+
+/// Arguments of `edit_note_body`.
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+pub struct EditNoteBody {
+    pub id: String,
+    /// Base64 of a yrs v1 update of the body's document (`engine::crdt::update_to_base64`).
+    pub update: String,
+}
+
+/// Merge an edit into a note's collaborative body.
+#[engine::mutator]
+pub async fn edit_note_body(ctx: &mut MutatorCtx<'_>, args: EditNoteBody) -> Result<Outcome> {
+    let update = engine::crdt::update_from_base64(&args.update)?;
+    let changed = ctx.update::<Note>(&args.id, [Note::body.set(CrdtText::from_update(update))]).await?;
+    found(changed, &args.id)
+}
+
+/// Arguments of `move_note`.
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+pub struct MoveNote {
+    pub id: String,
+    /// The list to move the note to.
+    pub list_id: String,
+}
+
+/// Move a note to another list the actor can see.
+#[engine::mutator]
+pub async fn move_note(ctx: &mut MutatorCtx<'_>, args: MoveNote) -> Result<Outcome> {
+    if ctx.get::<List>(&args.list_id).await?.is_none() {
+        return Err(Error::mutator_failed(format!("no list `{}`", args.list_id)));
+    }
+    found(ctx.update::<Note>(&args.id, [Note::list_id.set(args.list_id)]).await?, &args.id)
+}
+
+/// Arguments of `delete_note` and `purge_note`.
+#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+pub struct NoteId {
+    pub id: String,
+}
+
+/// Delete a note (a soft delete: clients see a tombstone).
+#[engine::mutator]
+pub async fn delete_note(ctx: &mut MutatorCtx<'_>, args: NoteId) -> Result<Outcome> {
+    found(ctx.delete::<Note>(&args.id).await?, &args.id)
+}
+
+/// Delete a note for good.
+#[engine::mutator]
+pub async fn purge_note(ctx: &mut MutatorCtx<'_>, args: NoteId) -> Result<Outcome> {
+    found(ctx.purge::<Note>(&args.id).await?, &args.id)
+}
+
+fn found(exists: bool, id: &str) -> Result<Outcome> {
+    if exists { Ok(Outcome::new().server_id(id)) } else { Err(Error::mutator_failed(format!("no note `{id}`"))) }
+}

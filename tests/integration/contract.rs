@@ -1,0 +1,89 @@
+//! The notes app's contract: committed as `examples/notes/contract.json`, byte for byte.
+
+use std::path::PathBuf;
+
+use serde_json::Value;
+
+fn snapshot_path() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../examples/notes/contract.json")
+}
+
+fn rendered() -> String {
+    let contract = engine::contract(&example_notes::app());
+    serde_json::to_string_pretty(&contract).expect("the contract serializes") + "\n"
+}
+
+#[test]
+fn notes_contract_matches_the_committed_snapshot() {
+    let rendered = rendered();
+    if std::env::var_os("UPDATE_SNAPSHOTS").is_some() {
+        std::fs::write(snapshot_path(), &rendered).expect("write the snapshot");
+    }
+    let committed = std::fs::read_to_string(snapshot_path()).expect("examples/notes/contract.json exists");
+    assert!(
+        rendered == committed,
+        "the notes contract changed; if that is intended, run with UPDATE_SNAPSHOTS=1 and review the diff"
+    );
+}
+
+#[test]
+fn contract_output_is_deterministic() {
+    assert_eq!(rendered(), rendered());
+}
+
+/// Every `$ref` in `value`.
+fn refs(value: &Value, out: &mut Vec<String>) {
+    match value {
+        Value::Object(map) => {
+            for (key, v) in map {
+                match (key.as_str(), v) {
+                    ("$ref", Value::String(r)) => out.push(r.clone()),
+                    _ => refs(v, out),
+                }
+            }
+        }
+        Value::Array(items) => items.iter().for_each(|v| refs(v, out)),
+        _ => {}
+    }
+}
+
+#[test]
+fn every_reference_resolves_to_a_component_schema() {
+    let contract = engine::contract(&example_notes::app());
+    let schemas = contract["components"]["schemas"].as_object().expect("components.schemas");
+    let mut found = Vec::new();
+    refs(&contract, &mut found);
+    assert!(found.len() > 20, "the contract references its schemas ({} refs)", found.len());
+    for reference in found {
+        let name = reference.strip_prefix("#/components/schemas/").unwrap_or_else(|| panic!("{reference} is local"));
+        assert!(schemas.contains_key(name), "{reference} does not resolve");
+    }
+}
+
+#[test]
+fn the_engine_section_describes_tables_rules_and_mutators() {
+    let contract = engine::contract(&example_notes::app());
+    let x = &contract["x-engine"];
+    assert_eq!(x["version"], "1");
+    let notes = &x["tables"]["notes"];
+    assert_eq!(notes["merge"], "field");
+    assert_eq!(notes["crdt"], serde_json::json!(["body"]));
+    assert_eq!(notes["primaryKey"], serde_json::json!(["id"]));
+    assert_eq!(notes["softDelete"], "deleted_at");
+    let columns: Vec<&str> = notes["columns"].as_array().unwrap().iter().map(|c| c["name"].as_str().unwrap()).collect();
+    assert_eq!(columns, ["id", "owner_id", "list_id", "title", "done", "position", "body", "deleted_at"]);
+    assert_eq!(x["tables"]["list_members"]["primaryKey"], serde_json::json!(["list_id", "user_id"]));
+    assert_eq!(x["syncRules"]["own"]["parameters"][0]["source"], "actor.owner_id");
+    assert_eq!(x["syncRules"]["shared"]["membership"]["table"], "list_members");
+    assert_eq!(x["syncRules"]["shared"]["membership"]["filters"][0]["claim"], "actor.user_id");
+    let mutators: Vec<&String> = x["mutators"].as_object().unwrap().keys().collect();
+    assert_eq!(mutators.len(), 9);
+    assert_eq!(x["mutators"]["add_note"]["args"]["$ref"], "#/components/schemas/AddNote");
+    for path in ["/sync/pull", "/sync/push", "/sync/stream", "/engine/contract", "/engine/stats"] {
+        assert!(contract["paths"][path].is_object(), "{path} is described");
+    }
+    assert_eq!(
+        contract["paths"]["/sync/push"]["post"]["responses"]["409"]["content"]["application/problem+json"]["schema"]["$ref"],
+        "#/components/schemas/Problem"
+    );
+}

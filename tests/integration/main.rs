@@ -1,0 +1,4 @@
+//! Integration tests of engine, one binary: each module is one area.
+
+mod contract;
+mod model;

@@ -1,0 +1,5 @@
+fn main() {
+    let _app = engine::app! {
+        mutators: [],
+    };
+}

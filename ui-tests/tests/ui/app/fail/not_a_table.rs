@@ -1,0 +1,7 @@
+pub struct Folder;
+
+fn main() {
+    let _app = engine::app! {
+        tables: [Folder],
+    };
+}

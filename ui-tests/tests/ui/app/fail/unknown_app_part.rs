@@ -1,0 +1,6 @@
+fn main() {
+    let _app = engine::app! {
+        tables: [ui_tests::List],
+        rules: rules,
+    };
+}

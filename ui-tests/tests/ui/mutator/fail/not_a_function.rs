@@ -1,0 +1,6 @@
+#[engine::mutator]
+pub struct AddNote {
+    pub id: String,
+}
+
+fn main() {}

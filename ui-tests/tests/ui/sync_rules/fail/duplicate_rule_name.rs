@@ -1,0 +1,17 @@
+#[engine::sync_rules]
+pub mod rules {
+    use ui_tests::{List, Note};
+    #[bucket(data(List::owner_id == bucket.owner_id))]
+    pub struct Own {
+        #[param(actor.owner_id)]
+        pub owner_id: String,
+    }
+
+    #[bucket(name = "own", data(Note::owner_id == bucket.owner_id))]
+    pub struct OwnNotes {
+        #[param(actor.owner_id)]
+        pub owner_id: String,
+    }
+}
+
+fn main() {}

@@ -1,0 +1,11 @@
+#[engine::sync_rules]
+pub mod rules {
+    use ui_tests::{List, Note};
+    #[bucket(data(Note::owner_id == bucket.owner_id && List::archived == false))]
+    pub struct Own {
+        #[param(actor.owner_id)]
+        pub owner_id: String,
+    }
+}
+
+fn main() {}

@@ -1,0 +1,11 @@
+#[engine::sync_rules]
+pub mod rules {
+    use ui_tests::{List};
+    #[bucket(data(List::owner_id == bucket.owner_id))]
+    pub struct Org {
+        #[param(actor.org_id)]
+        pub owner_id: String,
+    }
+}
+
+fn main() {}

@@ -1,0 +1,8 @@
+#[engine::table]
+#[derive(Debug, serde::Serialize)]
+pub struct Tag {
+    #[engine(primary_key)]
+    pub id: String,
+}
+
+fn main() {}

@@ -1,0 +1,6 @@
+#[engine::table]
+pub struct Tag {
+    pub name: String,
+}
+
+fn main() {}

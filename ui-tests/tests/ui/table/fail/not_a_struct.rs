@@ -1,0 +1,7 @@
+#[engine::table]
+pub enum Status {
+    Open,
+    Closed,
+}
+
+fn main() {}

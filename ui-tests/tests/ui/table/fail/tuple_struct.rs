@@ -1,0 +1,4 @@
+#[engine::table]
+pub struct Tag(String, String);
+
+fn main() {}

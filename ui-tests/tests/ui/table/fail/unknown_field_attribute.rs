@@ -1,0 +1,7 @@
+#[engine::table]
+pub struct Tag {
+    #[engine(primary)]
+    pub id: String,
+}
+
+fn main() {}

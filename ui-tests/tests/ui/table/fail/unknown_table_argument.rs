@@ -1,0 +1,7 @@
+#[engine::table(schema = "app")]
+pub struct Tag {
+    #[engine(primary_key)]
+    pub id: String,
+}
+
+fn main() {}
