@@ -1,10 +1,16 @@
 //! The engine sync server. It takes an [`engine_kernel::App`] and serves the wire protocol
 //! (PROTOCOL.md) over HTTP and WebSocket, on Postgres.
 //!
-//! This crate is filled by the storage, push, server and realtime work; so far it holds the
-//! name of the contract route every server serves.
+//! - [`storage`]: the [`storage::Storage`] trait and its Postgres backend:
+//!   provisioning, change tracking, pull and push.
+//! - [`error`]: the server's one error type and its problem-document responses.
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
-/// The path of the public contract route.
-pub const CONTRACT_PATH: &str = "/engine/contract";
+mod buckets;
+mod cursor;
+pub mod error;
+pub mod storage;
+
+pub use error::{Error, Result};
+pub use storage::{Storage, postgres, provision_plan};

@@ -218,8 +218,9 @@ pub use engine_macros::mutator;
 ///   claim (`ListMember::user_id == actor.user_id && ListMember::role == "editor"`); or
 ///   `raw("SELECT … WHERE user_id = $user_id")`, whose placeholders `$user_id`, `$owner_id`,
 ///   `$claims.<name>` are bound as parameters. Raw SQL is allowed here only.
-/// - `data(...)`: table selections, each equalities joined by `&&` on one table: at least one
-///   `Table::column == bucket.<parameter>`, optionally `Table::column == <constant>`.
+/// - `data(...)`: table selections, each equalities joined by `&&` on one table: one
+///   `Table::column == bucket.<parameter>` for every parameter of the bucket (so a row names its
+///   buckets completely), optionally `Table::column == <constant>`.
 ///
 /// # The no-leak lint
 ///
@@ -227,8 +228,8 @@ pub use engine_macros::mutator;
 /// instead: a selection not scoped by equality to a bucket parameter; `||`, `!` or `!=` in a
 /// selection; raw SQL in a selection; a parameter taken from anything but an actor claim or an
 /// actor-scoped membership query; a membership query not filtered by an actor claim; an unknown
-/// table or column; a column compared with a parameter of another type; a parameter no selection
-/// uses.
+/// table or column; a column compared with a parameter of another type; a selection that leaves a
+/// parameter unscoped.
 ///
 /// ```compile_fail
 /// # #[engine::table]

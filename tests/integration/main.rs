@@ -1,4 +1,9 @@
-//! Integration tests of engine, one binary: each module is one area.
+//! Integration tests of engine, one binary: each module is one area. Tests that need Postgres
+//! get a fresh database each (`support::TestDb`).
+
+mod support;
 
 mod contract;
 mod model;
+mod provision;
+mod pull;

@@ -27,7 +27,7 @@ pub(crate) fn validate(rules: &Rules, errors: &mut Diagnostics) {
         check_one_table_per_selection(bucket, errors);
         check_selection_scoped(bucket, errors);
         check_bucket_params_known(bucket, errors);
-        check_params_used(bucket, errors);
+        check_selection_scopes_every_parameter(bucket, errors);
     }
 }
 
@@ -469,26 +469,34 @@ fn check_bucket_params_known(bucket: &Bucket, errors: &mut Diagnostics) {
     }
 }
 
-/// Every bucket parameter scopes some selection: a parameter no selection uses splits the same
-/// rows into one copy per value (and is usually a typo).
-fn check_params_used(bucket: &Bucket, errors: &mut Diagnostics) {
+/// Every selection scopes every bucket parameter, so the buckets a row is in follow from the row
+/// alone: the store can tell, for each row it writes or deletes, exactly which buckets it enters
+/// and leaves.
+fn check_selection_scopes_every_parameter(bucket: &Bucket, errors: &mut Diagnostics) {
     if bucket.data.is_none() || !bucket.data_is_well_formed() {
         return;
     }
-    for param in &bucket.params {
-        let used = bucket
-            .selections()
+    for selection in bucket.selections() {
+        let scoped: Vec<&syn::Ident> =
+            selection.conditions.iter().filter_map(Condition::as_scope).map(|(_, p)| p).collect();
+        let missing: Vec<String> = bucket
+            .params
             .iter()
-            .flat_map(|s| &s.conditions)
-            .filter_map(Condition::as_scope)
-            .any(|(_, p)| *p == param.field);
-        if !used {
-            errors.spanned(&param.field,
-                format!(
-                    "bucket parameter `{}` scopes no selection: use it in `data(…)` (`Table::column == bucket.{}`) or remove it",
-                    param.field, param.field
-                ),
-            );
+            .filter(|p| !scoped.contains(&&p.field))
+            .map(|p| format!("`bucket.{}`", p.field))
+            .collect();
+        if missing.is_empty() {
+            continue;
         }
+        let table = selection.conditions.iter().flat_map(Condition::columns).next().map(|c| text(&c.table));
+        errors.spanned(
+            &selection.expr,
+            format!(
+                "this selection does not scope {}: every selection compares a column with every bucket parameter (`{}::<column> == {}`), so each row names its buckets completely",
+                missing.join(" and "),
+                table.unwrap_or_else(|| "Table".to_owned()),
+                missing[0].trim_matches('`'),
+            ),
+        );
     }
 }

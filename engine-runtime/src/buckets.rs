@@ -1,0 +1,129 @@
+//! Which buckets a row is in, and which a claim-only rule gives an actor: the sync rules applied
+//! to values in Rust. The same rules applied in SQL live in the store (membership queries and the
+//! change-tracking triggers); both produce the same canonical bucket keys.
+
+use std::collections::BTreeSet;
+
+use engine_kernel::rules::{ConstValue, ParamSource, RuleMeta, Selection};
+use engine_kernel::{Actor, App, BucketKey, Row, TableMeta};
+use serde_json::Value;
+
+/// One selection of a rule, with the rule it belongs to.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct RuleSelection {
+    pub(crate) rule: &'static RuleMeta,
+    pub(crate) selection: &'static Selection,
+}
+
+impl RuleSelection {
+    /// The scope column of each of the rule's parameters, in parameter order.
+    pub(crate) fn scope_columns(&self) -> Vec<&'static str> {
+        self.rule
+            .parameters
+            .iter()
+            .map(|p| {
+                self.selection
+                    .scope
+                    .iter()
+                    .find(|s| s.param == p.name)
+                    .map(|s| s.column)
+                    .expect("the lint makes every selection scope every parameter")
+            })
+            .collect()
+    }
+
+    /// The bucket of `row` under this selection, if the row passes its filters.
+    pub(crate) fn bucket_of(&self, row: &Row) -> Option<BucketKey> {
+        let passes = self.selection.filters.iter().all(|f| const_matches(f.value, row.get(f.column)));
+        if !passes {
+            return None;
+        }
+        let params = self.scope_columns().into_iter().map(|c| param_text(row.get(c)?)).collect::<Option<Vec<_>>>()?;
+        Some(BucketKey::new(self.rule.name, &params))
+    }
+}
+
+/// The text form of a value as a bucket parameter (`ParamValue::to_param`, and Postgres' `::text`).
+pub(crate) fn param_text(value: &Value) -> Option<String> {
+    match value {
+        Value::String(s) => Some(s.clone()),
+        Value::Number(n) => Some(n.to_string()),
+        Value::Bool(b) => Some(b.to_string()),
+        _ => None,
+    }
+}
+
+fn const_matches(constant: ConstValue, value: Option<&Value>) -> bool {
+    match (constant, value) {
+        (ConstValue::Bool(b), Some(Value::Bool(v))) => b == *v,
+        (ConstValue::Int(i), Some(Value::Number(n))) => n.as_i64() == Some(i),
+        (ConstValue::Text(t), Some(Value::String(s))) => t == s,
+        _ => false,
+    }
+}
+
+/// The sync rules of an app, indexed by table.
+#[derive(Debug, Clone)]
+pub(crate) struct RuleIndex {
+    tables: Vec<(&'static TableMeta, Vec<RuleSelection>)>,
+}
+
+impl RuleIndex {
+    pub(crate) fn new(app: &App) -> Self {
+        let tables = app
+            .tables()
+            .iter()
+            .map(|def| {
+                let meta = def.meta();
+                let selections = app
+                    .sync_rules()
+                    .rules
+                    .iter()
+                    .flat_map(|rule| {
+                        rule.data
+                            .iter()
+                            .filter(move |s| s.table == meta.name)
+                            .map(move |selection| RuleSelection { rule, selection })
+                    })
+                    .collect();
+                (meta, selections)
+            })
+            .collect();
+        RuleIndex { tables }
+    }
+
+    /// The selections that read `table`.
+    pub(crate) fn selections(&self, table: &str) -> &[RuleSelection] {
+        self.tables.iter().find(|(t, _)| t.name == table).map_or(&[], |(_, s)| s.as_slice())
+    }
+
+    /// The buckets `row` of `table` is in. A soft-deleted row is in none: clients see it as a
+    /// tombstone.
+    pub(crate) fn row_buckets(&self, table: &TableMeta, row: &Row) -> BTreeSet<BucketKey> {
+        if let Some(column) = table.soft_delete
+            && row.get(column).is_some_and(|v| !v.is_null())
+        {
+            return BTreeSet::new();
+        }
+        self.selections(table.name).iter().filter_map(|s| s.bucket_of(row)).collect()
+    }
+
+    /// The synced tables.
+    pub(crate) fn synced_tables(&self) -> impl Iterator<Item = &'static TableMeta> + '_ {
+        self.tables.iter().filter(|(_, s)| !s.is_empty()).map(|(t, _)| *t)
+    }
+}
+
+/// The bucket a rule whose parameters all come from claims gives `actor`, if the actor has every
+/// claim it needs.
+pub(crate) fn claim_bucket(rule: &RuleMeta, actor: &Actor) -> Option<BucketKey> {
+    let params = rule
+        .parameters
+        .iter()
+        .map(|p| match p.source {
+            ParamSource::Claim(claim) => param_text(&claim.value(actor)?),
+            ParamSource::Membership { .. } => None,
+        })
+        .collect::<Option<Vec<_>>>()?;
+    Some(BucketKey::new(rule.name, &params))
+}

@@ -1,0 +1,182 @@
+//! The one error type of the server, and its rendering as a problem document (PROTOCOL.md): the
+//! status and stable code of each case, and never a database's text, a bound value or a stack
+//! trace in a response.
+
+use std::time::Duration;
+
+use axum::http::{HeaderValue, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use engine_kernel::ErrorCode;
+use engine_kernel::wire::Problem;
+
+/// Result with the server's [`Error`].
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+/// Everything the server can answer with besides success.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum Error {
+    /// The body is not the JSON shape of the endpoint.
+    #[error("malformed request: {0}")]
+    MalformedRequest(String),
+    /// No, bad or expired credentials.
+    #[error("unauthenticated: {0}")]
+    Unauthenticated(String),
+    /// The actor may not do this.
+    #[error("forbidden: {0}")]
+    Forbidden(String),
+    /// No such route.
+    #[error("not found: {0}")]
+    NotFound(String),
+    /// The route does not take this method.
+    #[error("method not allowed")]
+    MethodNotAllowed,
+    /// A push whose first mutation skips ahead of the client's sequence.
+    #[error("mutation out of order: expected mutation {}, got {got}", last_mutation_id + 1)]
+    MutationOutOfOrder {
+        /// The last mutation applied for the client.
+        last_mutation_id: u64,
+        /// The mutation id the push started with.
+        got: u64,
+    },
+    /// The body is over the size limit.
+    #[error("payload too large: the limit is {limit} bytes")]
+    PayloadTooLarge {
+        /// The limit in bytes.
+        limit: usize,
+    },
+    /// The actor is over its request rate.
+    #[error("rate limited: retry after {} ms", retry_after.as_millis())]
+    RateLimited {
+        /// When a request will be accepted again.
+        retry_after: Duration,
+    },
+    /// A passing condition of the database; nothing was recorded.
+    #[error("retry later: {detail}")]
+    RetryLater {
+        /// When to retry.
+        retry_after: Duration,
+        /// What happened (logged; the response says only that it is transient).
+        detail: String,
+    },
+    /// The database was provisioned by a newer engine, or provisioning failed.
+    #[error("provisioning: {0}")]
+    Provision(String),
+    /// The server is configured inconsistently.
+    #[error("configuration: {0}")]
+    Config(String),
+    /// A failure of a mutator or of the app's definition.
+    #[error(transparent)]
+    Kernel(#[from] engine_kernel::Error),
+    /// A database failure that is not transient.
+    #[error("database: {0}")]
+    Database(#[source] sqlx::Error),
+    /// Any other fault of the server.
+    #[error("internal: {0}")]
+    Internal(String),
+}
+
+/// How long clients wait after a transient failure.
+pub(crate) const RETRY_AFTER: Duration = Duration::from_secs(1);
+
+impl Error {
+    /// The stable code of this error on the wire.
+    pub fn code(&self) -> ErrorCode {
+        match self {
+            Error::MalformedRequest(_) => ErrorCode::MalformedRequest,
+            Error::Unauthenticated(_) => ErrorCode::Unauthenticated,
+            Error::Forbidden(_) => ErrorCode::Forbidden,
+            Error::NotFound(_) => ErrorCode::NotFound,
+            Error::MethodNotAllowed => ErrorCode::MethodNotAllowed,
+            Error::MutationOutOfOrder { .. } => ErrorCode::MutationOutOfOrder,
+            Error::PayloadTooLarge { .. } => ErrorCode::PayloadTooLarge,
+            Error::RateLimited { .. } => ErrorCode::RateLimited,
+            Error::RetryLater { .. } => ErrorCode::RetryLater,
+            Error::Kernel(e) => e.code(),
+            Error::Provision(_) | Error::Config(_) | Error::Database(_) | Error::Internal(_) => ErrorCode::Internal,
+        }
+    }
+
+    /// Whether the failure is transient: retried, nothing recorded.
+    pub fn is_transient(&self) -> bool {
+        matches!(self, Error::RetryLater { .. })
+            || matches!(self, Error::Kernel(e) if e.code() == ErrorCode::RetryLater)
+    }
+
+    /// The problem document of this error: its detail is safe to show (internal faults say only
+    /// that they happened).
+    pub fn problem(&self) -> Problem {
+        let code = self.code();
+        let detail = match self {
+            Error::Provision(_) | Error::Config(_) | Error::Database(_) | Error::Internal(_) => {
+                "the server failed; the failure is logged".to_owned()
+            }
+            Error::Kernel(engine_kernel::Error::Internal(_) | engine_kernel::Error::InvalidApp(_)) => {
+                "the server failed; the failure is logged".to_owned()
+            }
+            Error::RetryLater { .. } | Error::Kernel(engine_kernel::Error::Transient(_)) => {
+                "a transient condition; retry after the Retry-After delay (nothing was recorded)".to_owned()
+            }
+            other => other.to_string(),
+        };
+        let mut problem = Problem::new(code, detail);
+        if let Error::MutationOutOfOrder { last_mutation_id, .. } = self {
+            problem.last_mutation_id = Some(*last_mutation_id);
+        }
+        problem
+    }
+
+    fn retry_after(&self) -> Option<Duration> {
+        match self {
+            Error::RateLimited { retry_after } | Error::RetryLater { retry_after, .. } => Some(*retry_after),
+            Error::Kernel(e) if e.code() == ErrorCode::RetryLater => Some(RETRY_AFTER),
+            _ => None,
+        }
+    }
+}
+
+/// Classify a database error by SQLSTATE (never by its message): passing conditions are
+/// [`Error::RetryLater`], the rest [`Error::Database`].
+impl From<sqlx::Error> for Error {
+    fn from(err: sqlx::Error) -> Self {
+        if is_transient(&err) {
+            Error::RetryLater { retry_after: RETRY_AFTER, detail: err.to_string() }
+        } else {
+            Error::Database(err)
+        }
+    }
+}
+
+/// Whether a database error is a passing condition: serialization failure, deadlock, lock
+/// timeout, shutdown, too many connections, or a lost connection.
+pub(crate) fn is_transient(err: &sqlx::Error) -> bool {
+    match err {
+        sqlx::Error::Database(db) => db.code().is_some_and(|code| {
+            matches!(code.as_ref(), "40001" | "40P01" | "55P03" | "57P01" | "57P02" | "57P03" | "53300" | "53400")
+                || code.starts_with("08")
+        }),
+        sqlx::Error::Io(_) | sqlx::Error::PoolTimedOut | sqlx::Error::PoolClosed | sqlx::Error::WorkerCrashed => true,
+        _ => false,
+    }
+}
+
+impl IntoResponse for Error {
+    fn into_response(self) -> Response {
+        let problem = self.problem();
+        if problem.code == ErrorCode::Internal {
+            tracing::error!(error = %self, "request failed");
+        } else if self.is_transient() {
+            tracing::warn!(error = %self, "transient failure");
+        }
+        let status = StatusCode::from_u16(problem.status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+        let body = serde_json::to_vec(&problem).unwrap_or_default();
+        let mut response = (status, body).into_response();
+        let headers = response.headers_mut();
+        headers.insert(header::CONTENT_TYPE, HeaderValue::from_static("application/problem+json"));
+        if let Some(after) = self.retry_after() {
+            let seconds = after.as_secs_f64().ceil().max(1.0) as u64;
+            headers.insert(header::RETRY_AFTER, HeaderValue::from(seconds));
+        }
+        response
+    }
+}

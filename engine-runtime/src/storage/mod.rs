@@ -1,0 +1,37 @@
+//! Storage: where an app's rows live and how pulls and pushes reach them. One trait, one module
+//! per backend.
+//!
+//! - [`postgres`](mod@postgres): Postgres, the production store (change tracking by transaction id and
+//!   triggers; no logical replication).
+
+pub mod postgres;
+
+use std::sync::Arc;
+
+use engine_kernel::wire::{PullRequest, PullResponse};
+use engine_kernel::{Actor, App, BoxFuture, BucketKey};
+
+use crate::error::Result;
+
+pub use postgres::{Postgres, PostgresStorage, postgres, provision_plan};
+
+/// An app's store: provisioning, pull and push, for one app.
+pub trait Storage: Send + Sync + 'static {
+    /// Make the database serve the app (idempotent; refuses a database of a newer engine).
+    fn provision(&self) -> BoxFuture<'_, Result<()>>;
+    /// Check that the database serves the app, changing nothing.
+    fn verify(&self) -> BoxFuture<'_, Result<()>>;
+    /// The rows and tombstones of the actor's buckets since the request's cursor.
+    fn pull<'a>(&'a self, actor: &'a Actor, request: &'a PullRequest) -> BoxFuture<'a, Result<PullResponse>>;
+    /// Every bucket the actor holds now.
+    fn held_buckets<'a>(&'a self, actor: &'a Actor) -> BoxFuture<'a, Result<std::collections::BTreeSet<BucketKey>>>;
+    /// Delete tombstones older than `retention`; returns how many went. Clients whose cursors
+    /// predate the collected ones get `reset: true` on their next pull.
+    fn collect_garbage(&self, retention: std::time::Duration) -> BoxFuture<'_, Result<u64>>;
+}
+
+/// Opens a store for an app: what `Server::builder().storage(…)` takes.
+pub trait OpenStorage: Send + 'static {
+    /// Connect to the store for `app`.
+    fn open(self: Box<Self>, app: Arc<App>) -> BoxFuture<'static, Result<Arc<dyn Storage>>>;
+}

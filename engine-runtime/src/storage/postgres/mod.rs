@@ -1,0 +1,179 @@
+//! The Postgres store (sqlx): provisioning, the change stream and pull, and the transactional
+//! push path.
+
+mod held;
+mod provision;
+mod pull;
+mod sql;
+mod values;
+
+use std::collections::BTreeSet;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+
+use engine_kernel::wire::{PullRequest, PullResponse};
+use engine_kernel::{Actor, App, BoxFuture, BucketKey};
+use sqlx::PgPool;
+use sqlx::postgres::PgPoolOptions;
+
+pub use provision::{SCHEMA_VERSION, provision_plan};
+pub use pull::{DEFAULT_PULL_LIMIT, MAX_PULL_LIMIT};
+
+use super::{OpenStorage, Storage};
+use crate::buckets::RuleIndex;
+use crate::error::{Error, Result};
+
+/// Postgres at `url` (`postgres://user@host:port/database`): the storage the server opens.
+///
+/// Always name the user in the URL: with none, the driver connects as `anonymous`.
+pub fn postgres(url: impl Into<String>) -> Postgres {
+    Postgres { url: url.into(), max_connections: 16, pool: None }
+}
+
+/// How to reach Postgres. Build with [`postgres`].
+#[derive(Debug, Clone)]
+#[must_use]
+pub struct Postgres {
+    url: String,
+    max_connections: u32,
+    pool: Option<PgPool>,
+}
+
+impl Postgres {
+    /// The most connections the pool opens (default 16).
+    pub fn max_connections(mut self, n: u32) -> Self {
+        self.max_connections = n.max(1);
+        self
+    }
+
+    /// Use an existing pool instead of connecting to the URL.
+    pub fn pool(mut self, pool: PgPool) -> Self {
+        self.pool = Some(pool);
+        self
+    }
+
+    /// Connect for `app`.
+    pub async fn connect(self, app: Arc<App>) -> Result<PostgresStorage> {
+        let pool = match self.pool {
+            Some(pool) => pool,
+            None => PgPoolOptions::new()
+                .max_connections(self.max_connections)
+                .acquire_timeout(Duration::from_secs(10))
+                .connect(&self.url)
+                .await
+                .map_err(|e| Error::Config(format!("cannot connect to Postgres: {e}")))?,
+        };
+        Ok(PostgresStorage::new(pool, app))
+    }
+}
+
+impl OpenStorage for Postgres {
+    fn open(self: Box<Self>, app: Arc<App>) -> BoxFuture<'static, Result<Arc<dyn Storage>>> {
+        Box::pin(async move { Ok(Arc::new(self.connect(app).await?) as Arc<dyn Storage>) })
+    }
+}
+
+/// The Postgres store of one app.
+#[derive(Debug, Clone)]
+pub struct PostgresStorage {
+    pub(crate) pool: PgPool,
+    pub(crate) app: Arc<App>,
+    pub(crate) rules: RuleIndex,
+    pub(crate) memberships: Vec<held::MembershipQuery>,
+    /// The highest horizon seen: once every transaction below a horizon has finished, they stay
+    /// finished, so pulls never use a lower one (a fresh reading can be lower when a transaction
+    /// of another database can no longer be placed).
+    highest_horizon: Arc<AtomicU64>,
+}
+
+impl PostgresStorage {
+    /// The store of `app` on `pool`.
+    pub fn new(pool: PgPool, app: Arc<App>) -> Self {
+        let rules = RuleIndex::new(&app);
+        let memberships = held::compile(&app);
+        PostgresStorage { pool, app, rules, memberships, highest_horizon: Arc::new(AtomicU64::new(0)) }
+    }
+
+    /// The connection pool.
+    pub fn pool(&self) -> &PgPool {
+        &self.pool
+    }
+
+    /// The safe horizon now: every transaction below it that could write this database has
+    /// finished, so a pull sees every commit below it. A commit is visible to pulls once the
+    /// horizon has passed its transaction id.
+    pub async fn horizon(&self) -> Result<u64> {
+        let mut tx = self.pool.begin_with("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY").await?;
+        let horizon = self.read_horizon(&mut tx).await?;
+        tx.commit().await?;
+        Ok(horizon)
+    }
+
+    /// The horizon for a transaction whose snapshot this statement fixes (its first).
+    pub(crate) async fn read_horizon(&self, conn: &mut sqlx::PgConnection) -> Result<u64> {
+        let text: String = sqlx::query_scalar(pull::HORIZON).fetch_one(conn).await?;
+        let read: u64 = text.parse().map_err(|_| Error::Internal(format!("unreadable horizon {text}")))?;
+        Ok(self.highest_horizon.fetch_max(read, Ordering::AcqRel).max(read))
+    }
+
+    /// The next transaction id to be assigned: once [`horizon`](Self::horizon) reaches it,
+    /// everything committed before this call is visible to pulls.
+    pub async fn next_xid(&self) -> Result<u64> {
+        let next: String =
+            sqlx::query_scalar("SELECT pg_snapshot_xmax(pg_current_snapshot())::text").fetch_one(&self.pool).await?;
+        next.parse().map_err(|_| Error::Internal(format!("unreadable transaction id {next}")))
+    }
+}
+
+impl Storage for PostgresStorage {
+    fn provision(&self) -> BoxFuture<'_, Result<()>> {
+        Box::pin(provision::provision(&self.pool, &self.app))
+    }
+
+    fn verify(&self) -> BoxFuture<'_, Result<()>> {
+        Box::pin(provision::verify(&self.pool, &self.app))
+    }
+
+    fn pull<'a>(&'a self, actor: &'a Actor, request: &'a PullRequest) -> BoxFuture<'a, Result<PullResponse>> {
+        Box::pin(pull::pull(self, actor, request))
+    }
+
+    fn held_buckets<'a>(&'a self, actor: &'a Actor) -> BoxFuture<'a, Result<BTreeSet<BucketKey>>> {
+        Box::pin(async move {
+            let mut conn = self.pool.acquire().await?;
+            held::held_buckets(&mut conn, &self.app, &self.memberships, actor).await
+        })
+    }
+
+    fn collect_garbage(&self, retention: Duration) -> BoxFuture<'_, Result<u64>> {
+        Box::pin(async move {
+            let mut tx = self.pool.begin().await?;
+            let cutoff = chrono::Utc::now() - chrono::Duration::from_std(retention).unwrap_or(chrono::Duration::MAX);
+            let newest: Option<String> =
+                sqlx::query_scalar("SELECT max(xid)::text FROM _engine_tombstones WHERE created_at < $1")
+                    .bind(cutoff)
+                    .fetch_one(&mut *tx)
+                    .await?;
+            let Some(newest) = newest else {
+                return Ok(0);
+            };
+            let deleted = sqlx::query("DELETE FROM _engine_tombstones WHERE xid <= $1::text::xid8")
+                .bind(&newest)
+                .execute(&mut *tx)
+                .await?
+                .rows_affected();
+            let horizon = newest.parse::<u64>().map_err(|_| Error::Internal(format!("unreadable xid {newest}")))? + 1;
+            sqlx::query(
+                "INSERT INTO _engine_meta (key, value) VALUES ('tombstone_horizon', $1)
+                 ON CONFLICT (key) DO UPDATE SET value = EXCLUDED.value
+                 WHERE _engine_meta.value::numeric < EXCLUDED.value::numeric",
+            )
+            .bind(horizon.to_string())
+            .execute(&mut *tx)
+            .await?;
+            tx.commit().await?;
+            Ok(deleted)
+        })
+    }
+}

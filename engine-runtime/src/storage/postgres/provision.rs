@@ -1,0 +1,313 @@
+//! Provisioning: the SQL that makes a Postgres database serve an app, without logical
+//! replication (DESIGN.md decision 1). User tables are created when missing and otherwise get the
+//! engine's columns added, keeping their rows; every synced table gets a trigger that stamps each
+//! written row with its transaction id and records, in `_engine_tombstones`, every bucket a row
+//! leaves (by delete, soft delete or a change of scope column); and indexes serve the change
+//! stream and bucket-scoped scans. The engine's own tables share the `_engine_` prefix.
+//!
+//! [`provision_plan`] returns the statements; [`provision`] applies them in one transaction under
+//! an advisory lock, and records the plan's fingerprint so that a second run does nothing.
+
+use engine_kernel::{App, MergePolicy, SqlType, TableMeta};
+use sqlx::PgPool;
+
+use super::sql::{constant, ident, index_name, key_columns, literal, trigger_function};
+use crate::buckets::{RuleIndex, RuleSelection};
+use crate::error::{Error, Result};
+
+/// The version of the engine's own schema. A database provisioned by a newer engine is refused.
+pub const SCHEMA_VERSION: i64 = 1;
+
+/// Serializes concurrent provisioning by several servers.
+const ADVISORY_LOCK: i64 = 0x656e_6769_6e65;
+
+/// The SQL statements that provision `app`, in order.
+pub fn provision_plan(app: &App) -> Vec<String> {
+    let rules = RuleIndex::new(app);
+    let mut plan = engine_tables();
+    for def in app.tables() {
+        let table = def.meta();
+        plan.extend(user_table(table));
+        let selections = rules.selections(table.name);
+        if !selections.is_empty() {
+            plan.extend(tracking(table, selections));
+        }
+    }
+    for (table, columns) in membership_indexes(app) {
+        plan.push(format!(
+            "CREATE INDEX IF NOT EXISTS {} ON {} ({})",
+            ident(&index_name(table, "member", &columns)),
+            ident(table),
+            columns.iter().map(|c| ident(c)).collect::<Vec<_>>().join(", ")
+        ));
+    }
+    plan.push(format!(
+        "INSERT INTO _engine_meta (key, value) VALUES ('schema_version', '{SCHEMA_VERSION}') ON CONFLICT (key) DO UPDATE SET value = EXCLUDED.value WHERE _engine_meta.value IS DISTINCT FROM EXCLUDED.value"
+    ));
+    plan.push(
+        "INSERT INTO _engine_meta (key, value) VALUES ('tombstone_horizon', '0') ON CONFLICT (key) DO NOTHING".into(),
+    );
+    plan
+}
+
+fn engine_tables() -> Vec<String> {
+    vec![
+        "CREATE TABLE IF NOT EXISTS _engine_meta (key text PRIMARY KEY, value text NOT NULL)".into(),
+        "CREATE TABLE IF NOT EXISTS _engine_tombstones (\n  id bigserial PRIMARY KEY,\n  xid xid8 NOT NULL DEFAULT pg_current_xact_id(),\n  table_name text NOT NULL,\n  key jsonb NOT NULL,\n  buckets text[] NOT NULL,\n  created_at timestamptz NOT NULL DEFAULT now()\n)".into(),
+        "CREATE INDEX IF NOT EXISTS _engine_tombstones_xid ON _engine_tombstones (xid, id)".into(),
+        "CREATE INDEX IF NOT EXISTS _engine_tombstones_created ON _engine_tombstones (created_at)".into(),
+        "CREATE TABLE IF NOT EXISTS _engine_clients (\n  user_id text NOT NULL,\n  client_id uuid NOT NULL,\n  last_mutation_id bigint NOT NULL DEFAULT 0,\n  created_at timestamptz NOT NULL DEFAULT now(),\n  updated_at timestamptz NOT NULL DEFAULT now(),\n  PRIMARY KEY (user_id, client_id)\n)".into(),
+        "CREATE TABLE IF NOT EXISTS _engine_mutations (\n  user_id text NOT NULL,\n  client_id uuid NOT NULL,\n  mutation_id bigint NOT NULL,\n  client_mutation_id uuid NOT NULL,\n  name text NOT NULL,\n  status text NOT NULL,\n  result jsonb NOT NULL,\n  applied_at timestamptz NOT NULL DEFAULT now(),\n  PRIMARY KEY (user_id, client_id, mutation_id)\n)".into(),
+        "CREATE UNIQUE INDEX IF NOT EXISTS _engine_mutations_client_mutation ON _engine_mutations (user_id, client_id, client_mutation_id)".into(),
+        // Percent-encoding exactly as `BucketKey::new` does it: bytes outside A-Z a-z 0-9 - . _ ~
+        // become %XX in uppercase hex.
+        "CREATE OR REPLACE FUNCTION _engine_percent_encode(value text) RETURNS text\nLANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE AS $$\n  SELECT CASE WHEN value ~ '^[A-Za-z0-9._~-]*$' THEN value ELSE (\n    SELECT string_agg(CASE WHEN b BETWEEN 48 AND 57 OR b BETWEEN 65 AND 90 OR b BETWEEN 97 AND 122 OR b IN (45, 46, 95, 126)\n      THEN chr(b) ELSE '%' || upper(lpad(to_hex(b), 2, '0')) END, '' ORDER BY i)\n    FROM (SELECT i, get_byte(convert_to(value, 'UTF8'), i) AS b\n          FROM generate_series(0, octet_length(convert_to(value, 'UTF8')) - 1) AS i) AS bytes\n  ) END\n$$".into(),
+        "CREATE OR REPLACE FUNCTION _engine_bucket_key(rule text, params text[]) RETURNS text\nLANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE AS $$\n  SELECT rule || coalesce((SELECT string_agg('/' || _engine_percent_encode(p), '' ORDER BY i)\n                           FROM unnest(params) WITH ORDINALITY AS u(p, i)), '')\n$$".into(),
+    ]
+}
+
+fn column_definition(column: &engine_kernel::ColumnMeta) -> String {
+    let mut def = format!("{} {}", ident(column.name), column.sql_type.postgres());
+    if !column.nullable {
+        def.push_str(" NOT NULL");
+    }
+    if column.sql_type.is_crdt() {
+        def.push_str(" DEFAULT '\\x0000'::bytea");
+    }
+    def
+}
+
+fn user_table(table: &TableMeta) -> Vec<String> {
+    let name = ident(table.name);
+    let mut columns: Vec<String> = table.columns.iter().map(|c| format!("  {}", column_definition(c))).collect();
+    columns
+        .push(format!("  PRIMARY KEY ({})", table.primary_key.iter().map(|k| ident(k)).collect::<Vec<_>>().join(", ")));
+    let mut plan = vec![format!("CREATE TABLE IF NOT EXISTS {name} (\n{}\n)", columns.join(",\n"))];
+    for column in table.columns {
+        plan.push(format!("ALTER TABLE {name} ADD COLUMN IF NOT EXISTS {}", column_definition(column)));
+    }
+    plan
+}
+
+/// The change-tracking columns, trigger and indexes of a synced table.
+fn tracking(table: &TableMeta, selections: &[RuleSelection]) -> Vec<String> {
+    let name = ident(table.name);
+    let mut plan = vec![format!(
+        "ALTER TABLE {name} ADD COLUMN IF NOT EXISTS _engine_xid xid8 NOT NULL DEFAULT pg_current_xact_id()"
+    )];
+    if table.merge == MergePolicy::Field {
+        plan.push(format!(
+            "ALTER TABLE {name} ADD COLUMN IF NOT EXISTS _engine_hlc jsonb NOT NULL DEFAULT '{{}}'::jsonb"
+        ));
+    }
+    plan.push(trigger_function_sql(table, selections));
+    let function = ident(&trigger_function(table.name));
+    for (trigger, timing) in
+        [("_engine_stamp", "BEFORE INSERT OR UPDATE"), ("_engine_tombstone", "AFTER UPDATE OR DELETE")]
+    {
+        plan.push(format!(
+            "DO $$ BEGIN\n  IF NOT EXISTS (SELECT 1 FROM pg_trigger WHERE tgname = '{trigger}' AND tgrelid = {}::regclass) THEN\n    CREATE TRIGGER {trigger} {timing} ON {name} FOR EACH ROW EXECUTE FUNCTION {function}();\n  END IF;\nEND $$",
+            literal(&name)
+        ));
+    }
+    let key: Vec<String> = key_columns(table).iter().map(|c| ordered_bare(c)).collect();
+    plan.push(format!(
+        "CREATE INDEX IF NOT EXISTS {} ON {name} (_engine_xid, {})",
+        ident(&index_name(table.name, "xid", &[])),
+        key.join(", ")
+    ));
+    let mut scopes: Vec<Vec<&str>> = Vec::new();
+    for s in selections {
+        let columns = s.scope_columns();
+        if !scopes.contains(&columns) {
+            scopes.push(columns);
+        }
+    }
+    for columns in scopes {
+        let mut parts: Vec<String> = columns.iter().map(|c| ident(c)).collect();
+        parts.push("_engine_xid".into());
+        parts.extend(key.iter().cloned());
+        plan.push(format!(
+            "CREATE INDEX IF NOT EXISTS {} ON {name} ({})",
+            ident(&index_name(table.name, "scope", &columns)),
+            parts.join(", ")
+        ));
+    }
+    plan
+}
+
+fn ordered_bare(column: &engine_kernel::ColumnMeta) -> String {
+    match column.sql_type {
+        SqlType::Text => format!("{} COLLATE \"C\"", ident(column.name)),
+        _ => ident(column.name),
+    }
+}
+
+/// The trigger function of a synced table: before a write it stamps the row with the writing
+/// transaction's id; after an update or delete it records the buckets the row left.
+fn trigger_function_sql(table: &TableMeta, selections: &[RuleSelection]) -> String {
+    let keys = |record: &str| -> String {
+        let items: Vec<String> = selections
+            .iter()
+            .map(|s| {
+                let scope = s.scope_columns();
+                let mut conditions: Vec<String> =
+                    scope.iter().map(|c| format!("{record}.{} IS NOT NULL", ident(c))).collect();
+                conditions.extend(
+                    s.selection.filters.iter().map(|f| format!("{record}.{} = {}", ident(f.column), constant(f.value))),
+                );
+                let params: Vec<String> = scope.iter().map(|c| format!("{record}.{}::text", ident(c))).collect();
+                format!(
+                    "CASE WHEN {} THEN _engine_bucket_key({}, ARRAY[{}]) END",
+                    conditions.join(" AND "),
+                    literal(s.rule.name),
+                    params.join(", ")
+                )
+            })
+            .collect();
+        format!("array_remove(ARRAY[\n      {}\n    ]::text[], NULL)", items.join(",\n      "))
+    };
+    let live = |record: &str| match table.soft_delete {
+        Some(column) => format!("{record}.{} IS NULL", ident(column)),
+        None => "true".into(),
+    };
+    let key_json =
+        table.primary_key.iter().map(|k| format!("{}, OLD.{}", literal(k), ident(k))).collect::<Vec<_>>().join(", ");
+    let same_key = table
+        .primary_key
+        .iter()
+        .map(|k| format!("OLD.{k} IS NOT DISTINCT FROM NEW.{k}", k = ident(k)))
+        .collect::<Vec<_>>()
+        .join(" AND ");
+    format!(
+        "CREATE OR REPLACE FUNCTION {function}() RETURNS trigger LANGUAGE plpgsql AS $body$
+DECLARE
+  old_keys text[] := '{{}}';
+  new_keys text[] := '{{}}';
+  left_keys text[];
+BEGIN
+  IF TG_WHEN = 'BEFORE' THEN
+    NEW._engine_xid := pg_current_xact_id();
+    RETURN NEW;
+  END IF;
+  IF {old_live} THEN
+    old_keys := {old_keys};
+  END IF;
+  IF TG_OP = 'UPDATE' AND {new_live} AND {same_key} THEN
+    new_keys := {new_keys};
+  END IF;
+  SELECT coalesce(array_agg(DISTINCT k ORDER BY k), '{{}}') INTO left_keys FROM unnest(old_keys) AS k WHERE NOT k = ANY(new_keys);
+  IF cardinality(left_keys) > 0 THEN
+    INSERT INTO _engine_tombstones (table_name, key, buckets) VALUES ({table}, jsonb_build_object({key_json}), left_keys);
+  END IF;
+  RETURN NULL;
+END
+$body$",
+        function = ident(&trigger_function(table.name)),
+        old_live = live("OLD"),
+        new_live = live("NEW"),
+        old_keys = keys("OLD"),
+        new_keys = keys("NEW"),
+        table = literal(table.name),
+    )
+}
+
+/// The columns membership queries filter on, per table.
+fn membership_indexes(app: &App) -> Vec<(&'static str, Vec<&'static str>)> {
+    let mut out: Vec<(&str, Vec<&str>)> = Vec::new();
+    for rule in app.sync_rules().rules {
+        if let Some(engine_kernel::rules::Membership::Table { table, filters }) = rule.membership {
+            let columns: Vec<&str> = filters.iter().map(|f| f.column).collect();
+            if !columns.is_empty() && !out.iter().any(|(t, c)| *t == table && *c == columns) {
+                out.push((table, columns));
+            }
+        }
+    }
+    out
+}
+
+/// A stable fingerprint of a plan (FNV-1a over its text).
+fn fingerprint(plan: &[String]) -> String {
+    let hash = plan
+        .iter()
+        .flat_map(|s| s.bytes().chain(std::iter::once(0)))
+        .fold(0xcbf2_9ce4_8422_2325_u64, |h, b| (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3));
+    format!("{hash:016x}")
+}
+
+/// The engine's schema version and plan fingerprint recorded in the database, if provisioned.
+async fn recorded(conn: &mut sqlx::PgConnection) -> Result<Option<(i64, Option<String>)>> {
+    let exists: Option<String> =
+        sqlx::query_scalar("SELECT to_regclass('_engine_meta')::text").fetch_one(&mut *conn).await?;
+    if exists.is_none() {
+        return Ok(None);
+    }
+    let rows: Vec<(String, String)> =
+        sqlx::query_as("SELECT key, value FROM _engine_meta WHERE key IN ('schema_version', 'plan_fingerprint')")
+            .fetch_all(&mut *conn)
+            .await?;
+    let version = rows
+        .iter()
+        .find(|(k, _)| k == "schema_version")
+        .map(|(_, v)| v.parse::<i64>().unwrap_or(i64::MAX))
+        .unwrap_or(0);
+    let fingerprint = rows.into_iter().find(|(k, _)| k == "plan_fingerprint").map(|(_, v)| v);
+    Ok(Some((version, fingerprint)))
+}
+
+fn refuse_newer(version: i64) -> Result<()> {
+    if version > SCHEMA_VERSION {
+        return Err(Error::Provision(format!(
+            "the database was provisioned by a newer engine (schema version {version}); this engine knows version {SCHEMA_VERSION}: upgrade the engine"
+        )));
+    }
+    Ok(())
+}
+
+/// Apply `app`'s plan in one transaction. Does nothing when the database already has this plan;
+/// refuses a database provisioned by a newer engine.
+pub(crate) async fn provision(pool: &PgPool, app: &App) -> Result<()> {
+    let plan = provision_plan(app);
+    let fingerprint = fingerprint(&plan);
+    let mut tx = pool.begin().await?;
+    sqlx::query("SELECT pg_advisory_xact_lock($1)").bind(ADVISORY_LOCK).execute(&mut *tx).await?;
+    if let Some((version, recorded_fingerprint)) = recorded(&mut tx).await? {
+        refuse_newer(version)?;
+        if recorded_fingerprint.as_deref() == Some(fingerprint.as_str()) && version == SCHEMA_VERSION {
+            return Ok(());
+        }
+    }
+    for (i, statement) in plan.iter().enumerate() {
+        sqlx::raw_sql(sqlx::AssertSqlSafe(statement.as_str()))
+            .execute(&mut *tx)
+            .await
+            .map_err(|e| Error::Provision(format!("statement {} of the plan failed: {e}\n{statement}", i + 1)))?;
+    }
+    sqlx::query(
+        "INSERT INTO _engine_meta (key, value) VALUES ('plan_fingerprint', $1) ON CONFLICT (key) DO UPDATE SET value = EXCLUDED.value",
+    )
+    .bind(&fingerprint)
+    .execute(&mut *tx)
+    .await?;
+    tx.commit().await?;
+    Ok(())
+}
+
+/// Check that the database is provisioned for `app` by this engine, without changing it.
+pub(crate) async fn verify(pool: &PgPool, app: &App) -> Result<()> {
+    let mut conn = pool.acquire().await?;
+    match recorded(&mut conn).await? {
+        None => Err(Error::Provision(
+            "the database is not provisioned: run `engine migrate` or let the server provision it".into(),
+        )),
+        Some((version, fingerprint)) => {
+            refuse_newer(version)?;
+            if fingerprint.as_deref() != Some(self::fingerprint(&provision_plan(app)).as_str()) {
+                return Err(Error::Provision(
+                    "the database is provisioned for another version of this app: run `engine migrate` or let the server provision it".into(),
+                ));
+            }
+            Ok(())
+        }
+    }
+}

@@ -1,0 +1,453 @@
+//! Pull: the rows and tombstones of the actor's buckets since the cursor, below the safe horizon
+//! (DESIGN.md decisions 1–3, PROTOCOL.md `POST /sync/pull`).
+//!
+//! One pull is one `REPEATABLE READ` transaction. Its horizon is the snapshot's `xmin`: every
+//! transaction below it has finished, so a transaction that commits late is delivered by a later
+//! pull instead of being skipped. Each group of buckets in the cursor is scanned from its own
+//! position, in SQL with `LIMIT`; a page never holds the same row for the same bucket both as a
+//! change and as a tombstone, so clients may apply its two lists in any order.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use engine_kernel::wire::{Change, PullRequest, PullResponse, Tombstone};
+use engine_kernel::{Actor, BucketKey, Row, SqlType, TableMeta};
+use serde_json::Value;
+use sqlx::postgres::PgRow;
+use sqlx::{PgConnection, Row as _};
+
+use super::sql::{cast_param, constant, ident, key_columns, ordered, stream_order};
+use super::values::decode;
+use super::{PostgresStorage, held};
+use crate::buckets::RuleSelection;
+use crate::cursor::{Cursor, Group, RowPosition, TombstonePosition};
+use crate::error::{Error, Result};
+
+/// The page size when the request names none.
+pub const DEFAULT_PULL_LIMIT: u32 = 1_000;
+/// The largest page a request may ask for.
+pub const MAX_PULL_LIMIT: u32 = 10_000;
+
+/// The safe horizon of the transaction's snapshot: the oldest transaction still running that may
+/// write this database, or the snapshot's `xmax` when there is none. Every transaction below it
+/// has finished, so rows below it never appear later.
+///
+/// The snapshot's `xmin` alone would do, but it counts transactions of every database of the
+/// cluster; one proven to belong to another database (its backend is connected there, or it is a
+/// transaction prepared there) can never write these tables and does not hold pulls back. One
+/// that cannot be placed (its backend already gone, or hidden by privileges) counts.
+pub(crate) const HORIZON: &str = "
+    WITH snap AS (SELECT pg_current_snapshot() AS s)
+    SELECT coalesce(
+        (SELECT min(x) FROM snap, pg_snapshot_xip(snap.s) AS x
+         WHERE NOT EXISTS (
+                 SELECT 1 FROM pg_stat_activity a
+                 WHERE a.backend_xid IS NOT NULL AND a.datname IS DISTINCT FROM current_database()
+                   AND a.backend_xid::text::bigint = (x::text::numeric % 4294967296)::bigint)
+           AND NOT EXISTS (
+                 SELECT 1 FROM pg_prepared_xacts p
+                 WHERE p.database IS DISTINCT FROM current_database()
+                   AND p.transaction::text::bigint = (x::text::numeric % 4294967296)::bigint)),
+        (SELECT pg_snapshot_xmax(s) FROM snap))::text";
+
+/// One entry of a page, in the change stream's order.
+enum Entry {
+    Row { xid: u64, table: &'static TableMeta, seq: usize, key: Vec<Value>, row: Row },
+    Tombstone { xid: u64, id: i64, table: String, key: Row, buckets: Vec<BucketKey> },
+}
+
+impl Entry {
+    /// A total order consistent with each stream's own SQL order.
+    fn order(&self) -> (u64, u8, &str, usize, i64) {
+        match self {
+            Entry::Tombstone { xid, id, .. } => (*xid, 0, "", 0, *id),
+            Entry::Row { xid, table, seq, .. } => (*xid, 1, table.name, *seq, 0),
+        }
+    }
+}
+
+pub(crate) async fn pull(store: &PostgresStorage, actor: &Actor, request: &PullRequest) -> Result<PullResponse> {
+    let limit = match request.limit {
+        Some(0) => return Err(Error::MalformedRequest("`limit` is at least 1".into())),
+        Some(n) => n.min(MAX_PULL_LIMIT),
+        None => DEFAULT_PULL_LIMIT,
+    } as usize;
+    let mut tx = store.pool.begin_with("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY").await?;
+    // The first statement fixes the snapshot and reads the horizon from it.
+    let horizon = store.read_horizon(&mut tx).await?;
+    let gc_horizon: Option<String> =
+        sqlx::query_scalar("SELECT value FROM _engine_meta WHERE key = 'tombstone_horizon'")
+            .fetch_optional(&mut *tx)
+            .await?;
+    let gc_horizon: u64 = gc_horizon.and_then(|v| v.parse().ok()).unwrap_or(0);
+
+    let held = held::held_buckets(&mut tx, &store.app, &store.memberships, actor).await?;
+    let requested: BTreeSet<BucketKey> = match &request.buckets {
+        None => held,
+        Some(subset) => {
+            if let Some(missing) = subset.iter().find(|b| !held.contains(b)) {
+                return Err(Error::Forbidden(format!("the actor does not hold bucket `{missing}`")));
+            }
+            subset.iter().cloned().collect()
+        }
+    };
+
+    let (mut cursor, mut reset) = match request.cursor.as_deref() {
+        None => (Cursor::default(), false),
+        Some(text) => match Cursor::decode(text) {
+            Ok(cursor) => (cursor, false),
+            Err(_) => (Cursor::default(), true),
+        },
+    };
+    if cursor.groups.iter().any(|g| g.tombstones.xid < gc_horizon) {
+        // Tombstones this client still needs were collected: start its buckets afresh.
+        cursor = Cursor::default();
+        reset = true;
+    }
+
+    let known: BTreeSet<BucketKey> = cursor.buckets().cloned().collect();
+    let removed_buckets: Vec<BucketKey> = known.difference(&requested).cloned().collect();
+    let mut groups: Vec<Group> = cursor
+        .groups
+        .into_iter()
+        .filter_map(|mut g| {
+            g.buckets.retain(|b| requested.contains(b));
+            (!g.buckets.is_empty()).then_some(g)
+        })
+        .collect();
+    let fresh: Vec<BucketKey> = requested.difference(&known).cloned().collect();
+    if !fresh.is_empty() {
+        groups.push(Group::fresh(fresh, horizon));
+    }
+    groups.sort_by(|a, b| (a.rows.xid, &a.rows.table).cmp(&(b.rows.xid, &b.rows.table)));
+
+    let mut remaining = limit;
+    let mut changes: Vec<(Change, Row)> = Vec::new();
+    let mut tombstones: Vec<Tombstone> = Vec::new();
+    for group in &mut groups {
+        if remaining == 0 {
+            break;
+        }
+        if group.is_caught_up(horizon) {
+            continue; // its cursor came from a server that had seen a higher horizon
+        }
+        let taken =
+            scan_group(store, &mut tx, group, horizon, remaining, &requested, &mut changes, &mut tombstones).await?;
+        remaining -= taken;
+    }
+    let has_more = groups.iter().any(|g| !g.is_caught_up(horizon));
+    let groups = merge_groups(groups);
+
+    let last_mutation_id: Option<i64> =
+        sqlx::query_scalar("SELECT last_mutation_id FROM _engine_clients WHERE user_id = $1 AND client_id = $2")
+            .bind(&actor.user_id)
+            .bind(request.client_id)
+            .fetch_optional(&mut *tx)
+            .await?;
+    tx.commit().await?;
+
+    let (changes, tombstones) = normalize(changes, tombstones);
+    Ok(PullResponse {
+        changes,
+        tombstones,
+        removed_buckets,
+        cursor: Cursor::new(groups).encode(),
+        has_more,
+        reset,
+        last_mutation_id: last_mutation_id.map_or(0, |n| u64::try_from(n).unwrap_or(0)),
+    })
+}
+
+/// Groups that reached the same position become one.
+fn merge_groups(groups: Vec<Group>) -> Vec<Group> {
+    let mut merged: Vec<Group> = Vec::new();
+    for group in groups {
+        match merged.iter_mut().find(|g| g.rows == group.rows && g.tombstones == group.tombstones) {
+            Some(existing) => {
+                existing.buckets.extend(group.buckets);
+                existing.buckets.sort();
+                existing.buckets.dedup();
+            }
+            None => merged.push(group),
+        }
+    }
+    merged
+}
+
+/// Scan one group from its position up to `horizon`, at most `limit` entries; advance its
+/// positions over what was taken. Returns how many entries were taken.
+#[allow(clippy::too_many_arguments)]
+async fn scan_group(
+    store: &PostgresStorage,
+    conn: &mut PgConnection,
+    group: &mut Group,
+    horizon: u64,
+    limit: usize,
+    requested: &BTreeSet<BucketKey>,
+    changes: &mut Vec<(Change, Row)>,
+    tombstones: &mut Vec<Tombstone>,
+) -> Result<usize> {
+    let keys: BTreeSet<&BucketKey> = group.buckets.iter().collect();
+    let mut entries: Vec<Entry> = Vec::new();
+    // Whether a source returned all it had below the horizon (fewer rows than the limit).
+    let mut exhausted: Vec<(Option<&'static str>, bool)> = Vec::new();
+
+    for table in store.rules.synced_tables() {
+        let selections: Vec<(&RuleSelection, Vec<Vec<String>>)> = store
+            .rules
+            .selections(table.name)
+            .iter()
+            .filter_map(|s| {
+                let params: Vec<Vec<String>> =
+                    keys.iter().filter(|k| k.rule() == s.rule.name).map(|k| k.params()).collect();
+                (!params.is_empty()).then_some((s, params))
+            })
+            .collect();
+        if selections.is_empty() {
+            continue;
+        }
+        let rows = scan_table(conn, table, &selections, &group.rows, horizon, limit).await?;
+        exhausted.push((Some(table.name), rows.len() < limit));
+        for (seq, (xid, key, row)) in rows.into_iter().enumerate() {
+            entries.push(Entry::Row { xid, table, seq, key, row });
+        }
+    }
+
+    let bucket_texts: Vec<String> = group.buckets.iter().map(|b| b.as_str().to_owned()).collect();
+    let rows = sqlx::query(
+        "SELECT id, xid::text, table_name, key, buckets FROM _engine_tombstones
+         WHERE (xid, id) > ($1::text::xid8, $2) AND xid < $3::text::xid8 AND buckets && $4::text[]
+         ORDER BY xid, id LIMIT $5",
+    )
+    .bind(group.tombstones.xid.to_string())
+    .bind(group.tombstones.id)
+    .bind(horizon.to_string())
+    .bind(&bucket_texts)
+    .bind(i64::try_from(limit).unwrap_or(i64::MAX))
+    .fetch_all(&mut *conn)
+    .await?;
+    exhausted.push((None, rows.len() < limit));
+    for row in rows {
+        let id: i64 = row.try_get(0).map_err(Error::Database)?;
+        let xid: String = row.try_get(1).map_err(Error::Database)?;
+        let table: String = row.try_get(2).map_err(Error::Database)?;
+        let key: Value = row.try_get(3).map_err(Error::Database)?;
+        let buckets: Vec<String> = row.try_get(4).map_err(Error::Database)?;
+        let buckets = buckets.iter().filter_map(|b| BucketKey::parse(b).ok()).filter(|b| keys.contains(b)).collect();
+        let Value::Object(key) = key else { continue };
+        entries.push(Entry::Tombstone { xid: parse_xid(&xid)?, id, table, key, buckets });
+    }
+
+    entries.sort_by(|a, b| a.order().cmp(&b.order()));
+    let fetched_rows = entries.iter().filter(|e| matches!(e, Entry::Row { .. })).count();
+    let fetched_tombstones = entries.len() - fetched_rows;
+    entries.truncate(limit);
+    let taken = entries.len();
+    let (mut taken_rows, mut taken_tombstones) = (0, 0);
+    let mut last_row = None;
+    let mut last_tombstone = None;
+    for entry in entries {
+        match entry {
+            Entry::Row { xid, table, key, row, .. } => {
+                taken_rows += 1;
+                let buckets =
+                    store.rules.row_buckets(table, &row).into_iter().filter(|b| requested.contains(b)).collect();
+                let key_row: Row = table
+                    .primary_key
+                    .iter()
+                    .map(|k| ((*k).to_owned(), row.get(*k).cloned().unwrap_or(Value::Null)))
+                    .collect();
+                last_row = Some(RowPosition { xid, table: table.name.to_owned(), key });
+                changes.push((Change { table: table.name.to_owned(), row, buckets }, key_row));
+            }
+            Entry::Tombstone { xid, id, table, key, buckets } => {
+                taken_tombstones += 1;
+                last_tombstone = Some(TombstonePosition { xid, id });
+                if !buckets.is_empty() {
+                    tombstones.push(Tombstone { table, key, buckets });
+                }
+            }
+        }
+    }
+    // A stream is complete below the horizon when every source of it returned all it had and
+    // everything returned made the page.
+    let rows_exhausted = exhausted.iter().filter(|(t, _)| t.is_some()).all(|(_, done)| *done);
+    let tombstones_exhausted = exhausted.iter().filter(|(t, _)| t.is_none()).all(|(_, done)| *done);
+    if rows_exhausted && taken_rows == fetched_rows {
+        group.rows.advance_to(RowPosition::at(horizon));
+    } else if let Some(position) = last_row {
+        group.rows.advance_to(position);
+    }
+    if tombstones_exhausted && taken_tombstones == fetched_tombstones {
+        group.tombstones.advance_to(TombstonePosition::at(horizon));
+    } else if let Some(position) = last_tombstone {
+        group.tombstones.advance_to(position);
+    }
+    Ok(taken)
+}
+
+fn parse_xid(text: &str) -> Result<u64> {
+    text.parse().map_err(|_| Error::Internal(format!("unreadable transaction id {text}")))
+}
+
+/// The rows of `table` in the buckets of `selections`, after `position` and below `horizon`, in
+/// stream order, at most `limit`: `(transaction id, key values, row)`.
+async fn scan_table(
+    conn: &mut PgConnection,
+    table: &'static TableMeta,
+    selections: &[(&RuleSelection, Vec<Vec<String>>)],
+    position: &RowPosition,
+    horizon: u64,
+    limit: usize,
+) -> Result<Vec<(u64, Vec<Value>, Row)>> {
+    let key_columns = key_columns(table);
+    let mut binds: Vec<Bind> = vec![Bind::Text(horizon.to_string())];
+    let mut conditions = vec!["t._engine_xid < $1::text::xid8".to_owned()];
+
+    // After the position, in (transaction id, table, key) order.
+    binds.push(Bind::Text(position.xid.to_string()));
+    let xid_param = binds.len();
+    match table.name.cmp(position.table.as_str()) {
+        std::cmp::Ordering::Less => conditions.push(format!("t._engine_xid > ${xid_param}::text::xid8")),
+        std::cmp::Ordering::Greater => conditions.push(format!("t._engine_xid >= ${xid_param}::text::xid8")),
+        std::cmp::Ordering::Equal => {
+            let mut left = vec!["t._engine_xid".to_owned()];
+            let mut right = vec![format!("${xid_param}::text::xid8")];
+            for (column, value) in key_columns.iter().zip(&position.key) {
+                binds.push(Bind::Text(crate::buckets::param_text(value).unwrap_or_default()));
+                left.push(ordered("t", column));
+                right.push(cast_param(binds.len(), column));
+            }
+            conditions.push(format!("({}) > ({})", left.join(", "), right.join(", ")));
+        }
+    }
+    if let Some(deleted) = table.soft_delete {
+        conditions.push(format!("t.{} IS NULL", ident(deleted)));
+    }
+
+    let mut alternatives = Vec::new();
+    for (selection, params) in selections {
+        let scope = selection.scope_columns();
+        let mut parts = Vec::new();
+        if let [column] = scope.as_slice() {
+            let meta = table.column(column).expect("scope columns exist");
+            binds.push(Bind::TextArray(params.iter().map(|p| p[0].clone()).collect()));
+            parts.push(match meta.sql_type {
+                SqlType::Text => format!("t.{} = ANY(${}::text[])", ident(column), binds.len()),
+                other => format!("t.{} = ANY(${}::text[]::{}[])", ident(column), binds.len(), other.postgres()),
+            });
+        } else {
+            let mut unnest = Vec::new();
+            let mut select = Vec::new();
+            for (i, column) in scope.iter().enumerate() {
+                let meta = table.column(column).expect("scope columns exist");
+                binds.push(Bind::TextArray(params.iter().map(|p| p[i].clone()).collect()));
+                unnest.push(format!("${}::text[]", binds.len()));
+                select.push(match meta.sql_type {
+                    SqlType::Text => format!("u.p{i}"),
+                    other => format!("u.p{i}::{}", other.postgres()),
+                });
+            }
+            let names: Vec<String> = (0..scope.len()).map(|i| format!("p{i}")).collect();
+            parts.push(format!(
+                "({}) IN (SELECT {} FROM unnest({}) AS u({}))",
+                scope.iter().map(|c| format!("t.{}", ident(c))).collect::<Vec<_>>().join(", "),
+                select.join(", "),
+                unnest.join(", "),
+                names.join(", ")
+            ));
+        }
+        for filter in selection.selection.filters {
+            parts.push(format!("t.{} = {}", ident(filter.column), constant(filter.value)));
+        }
+        alternatives.push(format!("({})", parts.join(" AND ")));
+    }
+    conditions.push(format!("({})", alternatives.join(" OR ")));
+
+    let columns: Vec<String> = table.columns.iter().map(|c| format!("t.{}", ident(c.name))).collect();
+    binds.push(Bind::Int(i64::try_from(limit).unwrap_or(i64::MAX)));
+    let sql = format!(
+        "SELECT {}, t._engine_xid::text FROM {} AS t WHERE {} ORDER BY {} LIMIT ${}",
+        columns.join(", "),
+        ident(table.name),
+        conditions.join(" AND "),
+        stream_order("t", table),
+        binds.len()
+    );
+    let mut query = sqlx::query(sqlx::AssertSqlSafe(sql));
+    for bind in binds {
+        query = match bind {
+            Bind::Text(t) => query.bind(t),
+            Bind::TextArray(a) => query.bind(a),
+            Bind::Int(i) => query.bind(i),
+        };
+    }
+    let rows = query.fetch_all(&mut *conn).await?;
+    rows.iter().map(|r| read_row(table, r)).collect()
+}
+
+enum Bind {
+    Text(String),
+    TextArray(Vec<String>),
+    Int(i64),
+}
+
+/// A scanned row: its transaction id, key values and JSON row.
+fn read_row(table: &TableMeta, row: &PgRow) -> Result<(u64, Vec<Value>, Row)> {
+    let mut out = Row::new();
+    for (i, column) in table.columns.iter().enumerate() {
+        out.insert(column.name.to_owned(), decode(row, i, column)?);
+    }
+    let xid: String = row.try_get(table.columns.len()).map_err(Error::Database)?;
+    let key = table.primary_key.iter().map(|k| out.get(*k).cloned().unwrap_or(Value::Null)).collect();
+    Ok((parse_xid(&xid)?, key, out))
+}
+
+/// One entry per row: changes of a row merged across groups with the union of their buckets;
+/// tombstones merged likewise, minus every bucket a change of the same row is in.
+fn normalize(changes: Vec<(Change, Row)>, tombstones: Vec<Tombstone>) -> (Vec<Change>, Vec<Tombstone>) {
+    fn identity(table: &str, key: &Row) -> String {
+        // Sorted, so a key read back from jsonb (which orders its keys its own way) matches.
+        let sorted: BTreeMap<&String, &Value> = key.iter().collect();
+        format!("{table}\u{0}{}", serde_json::to_string(&sorted).unwrap_or_default())
+    }
+    let mut change_index: BTreeMap<String, usize> = BTreeMap::new();
+    let mut merged_changes: Vec<Change> = Vec::new();
+    for (change, key) in changes {
+        let id = identity(&change.table, &key);
+        match change_index.get(&id) {
+            Some(&i) => {
+                let existing = &mut merged_changes[i];
+                existing.buckets.extend(change.buckets);
+                existing.buckets.sort();
+                existing.buckets.dedup();
+            }
+            None => {
+                change_index.insert(id, merged_changes.len());
+                merged_changes.push(change);
+            }
+        }
+    }
+    let mut tombstone_index: BTreeMap<String, usize> = BTreeMap::new();
+    let mut merged_tombstones: Vec<Tombstone> = Vec::new();
+    for tombstone in tombstones {
+        let id = identity(&tombstone.table, &tombstone.key);
+        let live: &[BucketKey] = change_index.get(&id).map_or(&[], |&i| merged_changes[i].buckets.as_slice());
+        let buckets: Vec<BucketKey> = tombstone.buckets.into_iter().filter(|b| !live.contains(b)).collect();
+        if buckets.is_empty() {
+            continue;
+        }
+        match tombstone_index.get(&id) {
+            Some(&i) => {
+                let existing = &mut merged_tombstones[i];
+                existing.buckets.extend(buckets);
+                existing.buckets.sort();
+                existing.buckets.dedup();
+            }
+            None => {
+                tombstone_index.insert(id, merged_tombstones.len());
+                merged_tombstones.push(Tombstone { table: tombstone.table, key: tombstone.key, buckets });
+            }
+        }
+    }
+    (merged_changes, merged_tombstones)
+}

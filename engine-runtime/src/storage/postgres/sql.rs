@@ -1,0 +1,96 @@
+//! Writing SQL: quoting, and the expressions every query of the store shares (the byte-ordered
+//! primary key, the position predicate, a selection's bucket predicate).
+
+use engine_kernel::rules::ConstValue;
+use engine_kernel::{ColumnMeta, SqlType, TableMeta};
+
+/// A quoted identifier.
+pub(crate) fn ident(name: &str) -> String {
+    format!("\"{}\"", name.replace('"', "\"\""))
+}
+
+/// A quoted string literal (standard-conforming strings, so only `'` needs doubling).
+pub(crate) fn literal(text: &str) -> String {
+    format!("'{}'", text.replace('\'', "''"))
+}
+
+/// A constant of a rule as SQL.
+pub(crate) fn constant(value: ConstValue) -> String {
+    match value {
+        ConstValue::Bool(b) => b.to_string(),
+        ConstValue::Int(i) => i.to_string(),
+        ConstValue::Text(t) => literal(t),
+    }
+}
+
+/// `col` qualified by `alias`, compared byte-wise when it is text (DESIGN.md decision 1).
+pub(crate) fn ordered(alias: &str, column: &ColumnMeta) -> String {
+    match column.sql_type {
+        SqlType::Text => format!("{alias}.{} COLLATE \"C\"", ident(column.name)),
+        _ => format!("{alias}.{}", ident(column.name)),
+    }
+}
+
+/// The primary key's columns of `table`.
+pub(crate) fn key_columns(table: &TableMeta) -> Vec<&'static ColumnMeta> {
+    table.primary_key.iter().map(|k| table.column(k).expect("key columns are columns")).collect()
+}
+
+/// `ORDER BY` of a table's change stream: transaction id, then the key byte-wise.
+pub(crate) fn stream_order(alias: &str, table: &TableMeta) -> String {
+    let mut parts = vec![format!("{alias}._engine_xid")];
+    parts.extend(key_columns(table).iter().map(|c| ordered(alias, c)));
+    parts.join(", ")
+}
+
+/// A bind placeholder cast from text to a column's type, compared byte-wise when text.
+pub(crate) fn cast_param(n: usize, column: &ColumnMeta) -> String {
+    match column.sql_type {
+        SqlType::Text => format!("${n}::text COLLATE \"C\""),
+        other => format!("${n}::text::{}", other.postgres()),
+    }
+}
+
+/// The name of the tracking trigger function of `table`.
+pub(crate) fn trigger_function(table: &str) -> String {
+    format!("_engine_track_{table}")
+}
+
+/// A stable name for an index of the engine's on `table` over `columns` (at most 63 bytes).
+pub(crate) fn index_name(table: &str, purpose: &str, columns: &[&str]) -> String {
+    let name = match columns {
+        [] => format!("_engine_{table}_{purpose}"),
+        _ => format!("_engine_{table}_{purpose}_{}", columns.join("_")),
+    };
+    if name.len() <= 63 {
+        return name;
+    }
+    // FNV-1a keeps long names unique and stable across runs.
+    let hash = name.bytes().fold(0xcbf2_9ce4_8422_2325_u64, |h, b| (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3));
+    let short: String = format!("_engine_{table}_{purpose}").chars().take(46).collect();
+    format!("{short}_{hash:016x}")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn quoting() {
+        assert_eq!(ident("order"), "\"order\"");
+        assert_eq!(ident("a\"b"), "\"a\"\"b\"");
+        assert_eq!(literal("it's"), "'it''s'");
+        assert_eq!(constant(ConstValue::Text("o'k")), "'o''k'");
+    }
+
+    #[test]
+    fn index_names_fit_postgres() {
+        let long = index_name("a_table_with_a_really_long_name", "scope", &["first_column", "second_column", "third"]);
+        assert!(long.len() <= 63, "{long}");
+        assert_eq!(
+            long,
+            index_name("a_table_with_a_really_long_name", "scope", &["first_column", "second_column", "third"])
+        );
+        assert_eq!(index_name("notes", "xid", &[]), "_engine_notes_xid");
+    }
+}

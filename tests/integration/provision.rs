@@ -1,0 +1,132 @@
+//! Provisioning on a real Postgres: the plan, idempotence, existing tables, newer engines.
+
+use std::sync::Arc;
+
+use engine::server::Storage;
+use engine::server::storage::PostgresStorage;
+use sqlx::Row;
+
+use crate::support::TestDb;
+
+fn snapshot_path() -> std::path::PathBuf {
+    std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("integration/snapshots/notes_provision.sql")
+}
+
+#[test]
+fn the_notes_plan_matches_the_committed_snapshot() {
+    let plan = engine::server::provision_plan(&example_notes::app()).join(";\n\n") + ";\n";
+    if std::env::var_os("UPDATE_SNAPSHOTS").is_some() {
+        std::fs::create_dir_all(snapshot_path().parent().unwrap()).unwrap();
+        std::fs::write(snapshot_path(), &plan).unwrap();
+    }
+    let committed = std::fs::read_to_string(snapshot_path()).expect("the plan snapshot exists");
+    assert!(
+        plan == committed,
+        "the provisioning plan changed; if intended, run with UPDATE_SNAPSHOTS=1 and review the diff"
+    );
+}
+
+/// Everything about the schema a second run could change: tables, columns, indexes, functions,
+/// triggers, and the engine's metadata.
+async fn schema_fingerprint(db: &TestDb) -> Vec<String> {
+    let queries = [
+        "SELECT table_name || '.' || column_name || ':' || data_type || ':' || is_nullable || ':' || coalesce(column_default, '')
+         FROM information_schema.columns WHERE table_schema = 'public' ORDER BY 1",
+        "SELECT indexname || ':' || indexdef FROM pg_indexes WHERE schemaname = 'public' ORDER BY 1",
+        "SELECT p.proname || ':' || pg_get_functiondef(p.oid) FROM pg_proc p JOIN pg_namespace n ON n.oid = p.pronamespace
+         WHERE n.nspname = 'public' ORDER BY 1",
+        "SELECT tgname || ':' || pg_get_triggerdef(t.oid) FROM pg_trigger t WHERE NOT tgisinternal ORDER BY 1",
+        "SELECT key || '=' || value FROM _engine_meta ORDER BY 1",
+    ];
+    let mut out = Vec::new();
+    for query in queries {
+        let rows = sqlx::query(query).fetch_all(&db.pool).await.unwrap();
+        out.extend(rows.iter().map(|r| r.get::<String, _>(0)));
+    }
+    out
+}
+
+#[tokio::test]
+async fn a_second_run_changes_nothing() {
+    let db = TestDb::new().await;
+    let storage = db.notes().await;
+    sqlx::query("INSERT INTO lists (id, owner_id, title, archived) VALUES ('l1', 'alice', 'groceries', false)")
+        .execute(&db.pool)
+        .await
+        .unwrap();
+    let before = schema_fingerprint(&db).await;
+    let xid_before: String =
+        sqlx::query_scalar("SELECT _engine_xid::text FROM lists").fetch_one(&db.pool).await.unwrap();
+    storage.provision().await.unwrap();
+    // A storage built afresh (a restarted server) provisions too, and changes nothing either.
+    PostgresStorage::new(db.pool.clone(), Arc::new(example_notes::app())).provision().await.unwrap();
+    assert_eq!(schema_fingerprint(&db).await, before);
+    let xid_after: String =
+        sqlx::query_scalar("SELECT _engine_xid::text FROM lists").fetch_one(&db.pool).await.unwrap();
+    assert_eq!(xid_before, xid_after, "no row was rewritten");
+    storage.verify().await.unwrap();
+}
+
+#[tokio::test]
+async fn a_pre_existing_table_keeps_its_rows_and_gains_the_engines_columns() {
+    let db = TestDb::new().await;
+    sqlx::raw_sql(
+        "CREATE TABLE lists (id text PRIMARY KEY, owner_id text NOT NULL, title text NOT NULL, archived boolean NOT NULL, legacy text);
+         INSERT INTO lists VALUES ('old-1', 'alice', 'from before', false, 'kept'), ('old-2', 'bob', 'also', true, NULL);",
+    )
+    .execute(&db.pool)
+    .await
+    .unwrap();
+    db.notes().await;
+    let rows =
+        sqlx::query("SELECT id, legacy, _engine_xid::text FROM lists ORDER BY id").fetch_all(&db.pool).await.unwrap();
+    assert_eq!(rows.len(), 2);
+    assert_eq!(rows[0].get::<Option<String>, _>(1).as_deref(), Some("kept"));
+    assert!(rows.iter().all(|r| r.get::<String, _>(2).parse::<u64>().is_ok()), "existing rows are stamped");
+    let triggers: i64 = sqlx::query_scalar(
+        "SELECT count(*) FROM pg_trigger WHERE tgrelid = 'lists'::regclass AND tgname LIKE '_engine_%'",
+    )
+    .fetch_one(&db.pool)
+    .await
+    .unwrap();
+    assert_eq!(triggers, 2);
+}
+
+#[tokio::test]
+async fn a_database_of_a_newer_engine_is_refused() {
+    let db = TestDb::new().await;
+    let storage = db.notes().await;
+    sqlx::query("UPDATE _engine_meta SET value = '999' WHERE key = 'schema_version'").execute(&db.pool).await.unwrap();
+    let err = storage.provision().await.unwrap_err();
+    assert!(err.to_string().contains("newer engine (schema version 999)"), "{err}");
+    let err = storage.verify().await.unwrap_err();
+    assert!(err.to_string().contains("newer engine"), "{err}");
+}
+
+#[tokio::test]
+async fn verify_refuses_a_database_provisioned_for_nothing_or_something_else() {
+    let db = TestDb::new().await;
+    let storage = PostgresStorage::new(db.pool.clone(), Arc::new(example_notes::app()));
+    assert!(storage.verify().await.unwrap_err().to_string().contains("not provisioned"));
+    sqlx::raw_sql("CREATE TABLE _engine_meta (key text PRIMARY KEY, value text NOT NULL); INSERT INTO _engine_meta VALUES ('schema_version', '1'), ('plan_fingerprint', 'other')")
+        .execute(&db.pool)
+        .await
+        .unwrap();
+    assert!(storage.verify().await.unwrap_err().to_string().contains("another version of this app"));
+}
+
+#[tokio::test]
+async fn bucket_keys_in_sql_equal_bucket_keys_in_rust() {
+    let db = TestDb::new().await;
+    db.notes().await;
+    for params in
+        [vec!["alice"], vec!["a/b c%"], vec!["é ü 日本"], vec![""], vec!["x", "y-z.~_"], vec!["'quote\"", "\\"]]
+    {
+        let sql: String = sqlx::query_scalar("SELECT _engine_bucket_key('rule', $1::text[])")
+            .bind(params.iter().map(|p| p.to_string()).collect::<Vec<_>>())
+            .fetch_one(&db.pool)
+            .await
+            .unwrap();
+        assert_eq!(sql, engine::BucketKey::new("rule", &params).as_str(), "{params:?}");
+    }
+}

@@ -1,0 +1,334 @@
+//! Pull on a real Postgres (PROTOCOL.md `POST /sync/pull`, DESIGN.md decisions 1–3).
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use engine::server::Storage;
+use engine::server::storage::PostgresStorage;
+use engine::wire::{PullRequest, PullResponse};
+use engine::{Actor, BucketKey};
+use serde_json::Value;
+
+use crate::support::TestDb;
+
+const CLIENT: uuid::Uuid = uuid::Uuid::from_u128(0x0192_f0e0_0000_7000_8000_0000_0000_0001);
+
+fn actor(user: &str) -> Actor {
+    Actor::new(user, user)
+}
+
+fn key(text: &str) -> BucketKey {
+    BucketKey::parse(text).unwrap()
+}
+
+async fn pull(storage: &PostgresStorage, who: &str, cursor: Option<&str>) -> PullResponse {
+    pull_with(storage, who, cursor, None, None).await
+}
+
+async fn pull_with(
+    storage: &PostgresStorage,
+    who: &str,
+    cursor: Option<&str>,
+    buckets: Option<Vec<BucketKey>>,
+    limit: Option<u32>,
+) -> PullResponse {
+    let request = PullRequest { client_id: CLIENT, cursor: cursor.map(str::to_owned), buckets, limit };
+    storage.pull(&actor(who), &request).await.unwrap()
+}
+
+/// Pull pages until `hasMore` is false; returns every response.
+async fn pull_all(storage: &PostgresStorage, who: &str, cursor: Option<&str>, limit: u32) -> Vec<PullResponse> {
+    let mut pages = Vec::new();
+    let mut cursor = cursor.map(str::to_owned);
+    loop {
+        let page = pull_with(storage, who, cursor.as_deref(), None, Some(limit)).await;
+        cursor = Some(page.cursor.clone());
+        let more = page.has_more;
+        pages.push(page);
+        if !more {
+            return pages;
+        }
+        assert!(pages.len() < 1000, "pagination does not end");
+    }
+}
+
+/// `table:id` of every change, with its buckets.
+fn changes(page: &PullResponse) -> BTreeMap<String, Vec<String>> {
+    page.changes
+        .iter()
+        .map(|c| {
+            let id = c.row.get("id").or_else(|| c.row.get("user_id")).and_then(Value::as_str).unwrap_or_default();
+            let id = match c.row.get("list_id") {
+                Some(Value::String(list)) if c.table == "list_members" => format!("{list}/{id}"),
+                _ => id.to_owned(),
+            };
+            (format!("{}:{id}", c.table), c.buckets.iter().map(ToString::to_string).collect())
+        })
+        .collect()
+}
+
+fn tombstones(page: &PullResponse) -> BTreeMap<String, Vec<String>> {
+    page.tombstones
+        .iter()
+        .map(|t| {
+            let id = t.key.get("id").and_then(Value::as_str).unwrap_or_default();
+            (format!("{}:{id}", t.table), t.buckets.iter().map(ToString::to_string).collect())
+        })
+        .collect()
+}
+
+/// Run `sql`, then wait until pulls can see it (the horizon may trail a commit while unrelated
+/// transactions of the cluster finish).
+async fn exec(db: &TestDb, storage: &PostgresStorage, sql: &str) {
+    sqlx::raw_sql(sqlx::AssertSqlSafe(sql.to_owned())).execute(&db.pool).await.unwrap();
+    db.settle(storage).await;
+}
+
+/// alice owns l1; bob owns l2 and shares it with alice; carol owns l3 and shares nothing.
+async fn seed(db: &TestDb, storage: &PostgresStorage) {
+    exec(
+        db,
+        storage,
+        "INSERT INTO lists VALUES ('l1', 'alice', 'alice list', false), ('l2', 'bob', 'bob list', false), ('l3', 'carol', 'carol list', false);
+         INSERT INTO list_members VALUES ('l1', 'alice', 'alice', 'owner'), ('l2', 'bob', 'bob', 'owner'),
+                                         ('l2', 'alice', 'bob', 'editor'), ('l3', 'carol', 'carol', 'owner');
+         INSERT INTO notes (id, owner_id, list_id, title, done, position) VALUES
+           ('n1', 'alice', 'l1', 'alice in l1', false, 1),
+           ('n2', 'bob', 'l2', 'bob in l2', false, 2),
+           ('n3', 'alice', 'l2', 'alice in l2', false, 3),
+           ('n4', 'carol', 'l3', 'carol in l3', false, 4);",
+    )
+    .await;
+}
+
+#[tokio::test]
+async fn an_actor_gets_the_rows_of_its_claim_and_membership_buckets_and_nothing_else() {
+    let db = TestDb::new().await;
+    let storage = db.notes().await;
+    seed(&db, &storage).await;
+    let page = pull(&storage, "alice", None).await;
+    assert!(!page.has_more && !page.reset);
+    let got = changes(&page);
+    let expected: BTreeMap<String, Vec<String>> = [
+        ("lists:l1", vec!["own/alice", "shared/l1"]),
+        ("lists:l2", vec!["shared/l2"]),
+        ("list_members:l1/alice", vec!["own/alice", "shared/l1"]),
+        ("list_members:l2/alice", vec!["shared/l2"]),
+        ("list_members:l2/bob", vec!["shared/l2"]),
+        ("notes:n1", vec!["own/alice", "shared/l1"]),
+        ("notes:n2", vec!["shared/l2"]),
+        ("notes:n3", vec!["own/alice", "shared/l2"]),
+    ]
+    .into_iter()
+    .map(|(k, v)| (k.to_owned(), v.into_iter().map(str::to_owned).collect()))
+    .collect();
+    assert_eq!(got, expected, "each row once, with every bucket of the actor that holds it");
+    assert_eq!(page.changes.len(), expected.len(), "no row twice");
+    let carol = pull(&storage, "carol", None).await;
+    assert!(changes(&carol).keys().all(|k| !k.contains("l1") && !k.contains("l2") && k != "notes:n3"));
+    let body = page.changes.iter().find(|c| c.table == "notes").unwrap().row["body"].as_str().unwrap().to_owned();
+    assert_eq!(body, "AAA=", "a collaborative column travels as base64 of its yrs state");
+}
+
+#[tokio::test]
+async fn deletes_soft_deletes_and_moves_leave_tombstones_for_the_buckets_left() {
+    let db = TestDb::new().await;
+    let storage = db.notes().await;
+    seed(&db, &storage).await;
+    let first = pull(&storage, "alice", None).await;
+    exec(
+        &db,
+        &storage,
+        "DELETE FROM notes WHERE id = 'n1';
+         UPDATE notes SET deleted_at = now() WHERE id = 'n2';
+         UPDATE notes SET list_id = 'l1' WHERE id = 'n3';
+         UPDATE notes SET title = 'renamed' WHERE id = 'n4';",
+    )
+    .await;
+    let second = pull(&storage, "alice", Some(&first.cursor)).await;
+    let expected_tombstones: BTreeMap<String, Vec<String>> = [
+        ("notes:n1", vec!["own/alice", "shared/l1"]),
+        ("notes:n2", vec!["shared/l2"]),
+        ("notes:n3", vec!["shared/l2"]),
+    ]
+    .into_iter()
+    .map(|(k, v)| (k.to_owned(), v.into_iter().map(str::to_owned).collect()))
+    .collect();
+    assert_eq!(tombstones(&second), expected_tombstones);
+    assert_eq!(
+        changes(&second),
+        [("notes:n3".to_owned(), vec!["own/alice".to_owned(), "shared/l1".to_owned()])].into_iter().collect(),
+        "the moved note arrives in its new bucket; carol's rename is not alice's business"
+    );
+    assert!(pull(&storage, "alice", Some(&second.cursor)).await.changes.is_empty());
+}
+
+#[tokio::test]
+async fn pages_cover_many_rows_of_many_tables_written_in_one_transaction_exactly_once() {
+    let db = TestDb::new().await;
+    let storage = db.notes().await;
+    exec(
+        &db,
+        &storage,
+        "BEGIN;
+         INSERT INTO lists SELECT 'l' || i, 'alice', 'list ' || i, false FROM generate_series(1, 400) AS i;
+         INSERT INTO list_members SELECT 'l' || i, 'alice', 'alice', 'owner' FROM generate_series(1, 400) AS i;
+         INSERT INTO notes (id, owner_id, list_id, title, done, position)
+           SELECT 'n' || i, 'alice', 'l' || (i % 400 + 1), 'note ' || i, false, i FROM generate_series(1, 2100) AS i;
+         COMMIT;",
+    )
+    .await;
+    let pages = pull_all(&storage, "alice", None, 250).await;
+    let mut seen = BTreeSet::new();
+    for page in &pages {
+        assert!(page.changes.len() + page.tombstones.len() <= 250);
+        for change in &page.changes {
+            let text = |column: &str| change.row.get(column).and_then(Value::as_str).unwrap_or("").to_owned();
+            let id = format!("{}:{}:{}:{}", change.table, text("id"), text("list_id"), text("user_id"));
+            assert!(seen.insert(id.clone()), "{id} delivered twice");
+        }
+    }
+    let per_table = |t: &str| seen.iter().filter(|id| id.starts_with(&format!("{t}:"))).count();
+    let sizes: Vec<usize> = pages.iter().map(|p| p.changes.len()).collect();
+    assert_eq!(
+        (per_table("lists"), per_table("list_members"), per_table("notes")),
+        (400, 400, 2100),
+        "page sizes {sizes:?}, resets {:?}",
+        pages.iter().map(|p| p.reset).collect::<Vec<_>>()
+    );
+    assert!(pages.len() >= 2900 / 250, "{} pages", pages.len());
+    let last = pages.last().unwrap();
+    assert!(!last.has_more);
+    // Caught up: nothing more, until something changes.
+    assert!(pull(&storage, "alice", Some(&last.cursor)).await.changes.is_empty());
+}
+
+#[tokio::test]
+async fn a_transaction_that_commits_late_is_delivered_not_skipped() {
+    let db = TestDb::new().await;
+    let storage = db.notes().await;
+    seed(&db, &storage).await;
+    let start = pull(&storage, "alice", None).await;
+
+    // The earlier transaction takes its id first, then the later one commits before it.
+    let mut early = db.pool.begin().await.unwrap();
+    sqlx::query("INSERT INTO notes (id, owner_id, list_id, title, done, position) VALUES ('early', 'alice', 'l1', 'early', false, 10)")
+        .execute(&mut *early)
+        .await
+        .unwrap();
+    // Not `exec`: it would wait for the horizon, which the open transaction holds back.
+    sqlx::query("INSERT INTO notes (id, owner_id, list_id, title, done, position) VALUES ('late', 'alice', 'l1', 'late', false, 11)")
+        .execute(&db.pool)
+        .await
+        .unwrap();
+    let during = pull(&storage, "alice", Some(&start.cursor)).await;
+    assert!(
+        changes(&during).is_empty(),
+        "the later commit waits behind the running transaction: {:?}",
+        changes(&during)
+    );
+    early.commit().await.unwrap();
+    db.settle(&storage).await;
+    let after = pull(&storage, "alice", Some(&during.cursor)).await;
+    let got: Vec<String> = changes(&after).into_keys().collect();
+    assert_eq!(got, vec!["notes:early", "notes:late"]);
+}
+
+#[tokio::test]
+async fn granting_membership_back_fills_the_bucket_and_revoking_it_removes_it() {
+    let db = TestDb::new().await;
+    let storage = db.notes().await;
+    seed(&db, &storage).await;
+    let carol = pull(&storage, "carol", None).await;
+    assert!(!changes(&carol).contains_key("lists:l1"));
+    exec(&db, &storage, "INSERT INTO list_members VALUES ('l1', 'carol', 'alice', 'viewer')").await;
+    let granted = pull(&storage, "carol", Some(&carol.cursor)).await;
+    let got = changes(&granted);
+    for row in ["lists:l1", "notes:n1", "list_members:l1/alice", "list_members:l1/carol"] {
+        assert_eq!(got.get(row), Some(&vec!["shared/l1".to_owned()]), "{row} back-filled in {got:?}");
+    }
+    assert!(!got.contains_key("lists:l3"), "buckets the client already has are not re-sent");
+    exec(&db, &storage, "DELETE FROM list_members WHERE list_id = 'l1' AND user_id = 'carol'").await;
+    let revoked = pull(&storage, "carol", Some(&granted.cursor)).await;
+    assert_eq!(revoked.removed_buckets, vec![key("shared/l1")]);
+    assert!(!pull(&storage, "carol", Some(&revoked.cursor)).await.removed_buckets.contains(&key("shared/l1")));
+}
+
+#[tokio::test]
+async fn a_repeated_pull_returns_the_same_data() {
+    let db = TestDb::new().await;
+    let storage = db.notes().await;
+    seed(&db, &storage).await;
+    let first = pull(&storage, "alice", None).await;
+    exec(&db, &storage, "UPDATE notes SET title = 'again' WHERE id = 'n1'; INSERT INTO list_members VALUES ('l3', 'alice', 'carol', 'viewer')").await;
+    let a = pull_with(&storage, "alice", Some(&first.cursor), None, Some(3)).await;
+    let b = pull_with(&storage, "alice", Some(&first.cursor), None, Some(3)).await;
+    assert_eq!(a, b, "a lost response loses nothing: the same request gets the same answer");
+    assert!(a.has_more);
+}
+
+#[tokio::test]
+async fn a_garbage_cursor_resets_instead_of_failing() {
+    let db = TestDb::new().await;
+    let storage = db.notes().await;
+    seed(&db, &storage).await;
+    for garbage in [
+        "",
+        "not a cursor",
+        "eyJ2IjoxfQ",
+        "AAAA",
+        "eyJ2IjoxLCJnIjpbeyJiIjpbXSwiciI6eyJ4IjowLCJ0IjoiIiwiayI6W119LCJ0Ijp7IngiOjAsImkiOjB9fV19",
+    ] {
+        let page = pull(&storage, "alice", Some(garbage)).await;
+        assert!(page.reset, "{garbage:?} resets");
+        assert_eq!(changes(&page).len(), 8, "and the reset page is a fresh start");
+    }
+}
+
+#[tokio::test]
+async fn a_cursor_older_than_tombstone_retention_resets() {
+    let db = TestDb::new().await;
+    let storage = db.notes().await;
+    seed(&db, &storage).await;
+    let old = pull(&storage, "alice", None).await;
+    exec(&db, &storage, "DELETE FROM notes WHERE id = 'n1'").await;
+    let current = pull(&storage, "alice", Some(&old.cursor)).await;
+    assert_eq!(current.tombstones.len(), 1);
+    exec(&db, &storage, "UPDATE _engine_tombstones SET created_at = now() - interval '30 days'").await;
+    assert_eq!(storage.collect_garbage(std::time::Duration::from_secs(7 * 86_400)).await.unwrap(), 1);
+    let stale = pull(&storage, "alice", Some(&old.cursor)).await;
+    assert!(stale.reset, "the old cursor needed a tombstone that is gone");
+    assert!(!changes(&stale).contains_key("notes:n1"));
+    let fresh = pull(&storage, "alice", Some(&current.cursor)).await;
+    assert!(!fresh.reset, "a cursor past the collected tombstones goes on");
+}
+
+#[tokio::test]
+async fn a_subset_of_held_buckets_can_be_pulled_and_others_are_refused() {
+    let db = TestDb::new().await;
+    let storage = db.notes().await;
+    seed(&db, &storage).await;
+    let page = pull_with(&storage, "alice", None, Some(vec![key("shared/l2")]), None).await;
+    assert!(changes(&page).values().all(|b| b == &vec!["shared/l2".to_owned()]));
+    assert!(changes(&page).contains_key("notes:n3"));
+    let request = PullRequest { client_id: CLIENT, cursor: None, buckets: Some(vec![key("shared/l3")]), limit: None };
+    let err = storage.pull(&actor("alice"), &request).await.unwrap_err();
+    assert_eq!(err.code(), engine::ErrorCode::Forbidden);
+    let request = PullRequest { client_id: CLIENT, cursor: None, buckets: None, limit: Some(0) };
+    assert_eq!(storage.pull(&actor("alice"), &request).await.unwrap_err().code(), engine::ErrorCode::MalformedRequest);
+}
+
+#[tokio::test]
+async fn a_transaction_running_in_another_database_does_not_hold_pulls_back() {
+    let db = TestDb::new().await;
+    let other = TestDb::new().await;
+    let storage = db.notes().await;
+    seed(&db, &storage).await;
+    let start = pull(&storage, "alice", None).await;
+    let mut elsewhere = other.pool.begin().await.unwrap();
+    let xid: String = sqlx::query_scalar("SELECT pg_current_xact_id()::text").fetch_one(&mut *elsewhere).await.unwrap();
+    assert!(xid.parse::<u64>().is_ok());
+    exec(&db, &storage, "UPDATE notes SET title = 'while another database works' WHERE id = 'n1'").await;
+    let page = pull(&storage, "alice", Some(&start.cursor)).await;
+    assert_eq!(changes(&page).into_keys().collect::<Vec<_>>(), vec!["notes:n1"]);
+    elsewhere.rollback().await.unwrap();
+}

@@ -1,0 +1,271 @@
+CREATE TABLE IF NOT EXISTS _engine_meta (key text PRIMARY KEY, value text NOT NULL);
+
+CREATE TABLE IF NOT EXISTS _engine_tombstones (
+  id bigserial PRIMARY KEY,
+  xid xid8 NOT NULL DEFAULT pg_current_xact_id(),
+  table_name text NOT NULL,
+  key jsonb NOT NULL,
+  buckets text[] NOT NULL,
+  created_at timestamptz NOT NULL DEFAULT now()
+);
+
+CREATE INDEX IF NOT EXISTS _engine_tombstones_xid ON _engine_tombstones (xid, id);
+
+CREATE INDEX IF NOT EXISTS _engine_tombstones_created ON _engine_tombstones (created_at);
+
+CREATE TABLE IF NOT EXISTS _engine_clients (
+  user_id text NOT NULL,
+  client_id uuid NOT NULL,
+  last_mutation_id bigint NOT NULL DEFAULT 0,
+  created_at timestamptz NOT NULL DEFAULT now(),
+  updated_at timestamptz NOT NULL DEFAULT now(),
+  PRIMARY KEY (user_id, client_id)
+);
+
+CREATE TABLE IF NOT EXISTS _engine_mutations (
+  user_id text NOT NULL,
+  client_id uuid NOT NULL,
+  mutation_id bigint NOT NULL,
+  client_mutation_id uuid NOT NULL,
+  name text NOT NULL,
+  status text NOT NULL,
+  result jsonb NOT NULL,
+  applied_at timestamptz NOT NULL DEFAULT now(),
+  PRIMARY KEY (user_id, client_id, mutation_id)
+);
+
+CREATE UNIQUE INDEX IF NOT EXISTS _engine_mutations_client_mutation ON _engine_mutations (user_id, client_id, client_mutation_id);
+
+CREATE OR REPLACE FUNCTION _engine_percent_encode(value text) RETURNS text
+LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE AS $$
+  SELECT CASE WHEN value ~ '^[A-Za-z0-9._~-]*$' THEN value ELSE (
+    SELECT string_agg(CASE WHEN b BETWEEN 48 AND 57 OR b BETWEEN 65 AND 90 OR b BETWEEN 97 AND 122 OR b IN (45, 46, 95, 126)
+      THEN chr(b) ELSE '%' || upper(lpad(to_hex(b), 2, '0')) END, '' ORDER BY i)
+    FROM (SELECT i, get_byte(convert_to(value, 'UTF8'), i) AS b
+          FROM generate_series(0, octet_length(convert_to(value, 'UTF8')) - 1) AS i) AS bytes
+  ) END
+$$;
+
+CREATE OR REPLACE FUNCTION _engine_bucket_key(rule text, params text[]) RETURNS text
+LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE AS $$
+  SELECT rule || coalesce((SELECT string_agg('/' || _engine_percent_encode(p), '' ORDER BY i)
+                           FROM unnest(params) WITH ORDINALITY AS u(p, i)), '')
+$$;
+
+CREATE TABLE IF NOT EXISTS "lists" (
+  "id" text NOT NULL,
+  "owner_id" text NOT NULL,
+  "title" text NOT NULL,
+  "archived" bool NOT NULL,
+  PRIMARY KEY ("id")
+);
+
+ALTER TABLE "lists" ADD COLUMN IF NOT EXISTS "id" text NOT NULL;
+
+ALTER TABLE "lists" ADD COLUMN IF NOT EXISTS "owner_id" text NOT NULL;
+
+ALTER TABLE "lists" ADD COLUMN IF NOT EXISTS "title" text NOT NULL;
+
+ALTER TABLE "lists" ADD COLUMN IF NOT EXISTS "archived" bool NOT NULL;
+
+ALTER TABLE "lists" ADD COLUMN IF NOT EXISTS _engine_xid xid8 NOT NULL DEFAULT pg_current_xact_id();
+
+CREATE OR REPLACE FUNCTION "_engine_track_lists"() RETURNS trigger LANGUAGE plpgsql AS $body$
+DECLARE
+  old_keys text[] := '{}';
+  new_keys text[] := '{}';
+  left_keys text[];
+BEGIN
+  IF TG_WHEN = 'BEFORE' THEN
+    NEW._engine_xid := pg_current_xact_id();
+    RETURN NEW;
+  END IF;
+  IF true THEN
+    old_keys := array_remove(ARRAY[
+      CASE WHEN OLD."owner_id" IS NOT NULL THEN _engine_bucket_key('own', ARRAY[OLD."owner_id"::text]) END,
+      CASE WHEN OLD."id" IS NOT NULL THEN _engine_bucket_key('shared', ARRAY[OLD."id"::text]) END
+    ]::text[], NULL);
+  END IF;
+  IF TG_OP = 'UPDATE' AND true AND OLD."id" IS NOT DISTINCT FROM NEW."id" THEN
+    new_keys := array_remove(ARRAY[
+      CASE WHEN NEW."owner_id" IS NOT NULL THEN _engine_bucket_key('own', ARRAY[NEW."owner_id"::text]) END,
+      CASE WHEN NEW."id" IS NOT NULL THEN _engine_bucket_key('shared', ARRAY[NEW."id"::text]) END
+    ]::text[], NULL);
+  END IF;
+  SELECT coalesce(array_agg(DISTINCT k ORDER BY k), '{}') INTO left_keys FROM unnest(old_keys) AS k WHERE NOT k = ANY(new_keys);
+  IF cardinality(left_keys) > 0 THEN
+    INSERT INTO _engine_tombstones (table_name, key, buckets) VALUES ('lists', jsonb_build_object('id', OLD."id"), left_keys);
+  END IF;
+  RETURN NULL;
+END
+$body$;
+
+DO $$ BEGIN
+  IF NOT EXISTS (SELECT 1 FROM pg_trigger WHERE tgname = '_engine_stamp' AND tgrelid = '"lists"'::regclass) THEN
+    CREATE TRIGGER _engine_stamp BEFORE INSERT OR UPDATE ON "lists" FOR EACH ROW EXECUTE FUNCTION "_engine_track_lists"();
+  END IF;
+END $$;
+
+DO $$ BEGIN
+  IF NOT EXISTS (SELECT 1 FROM pg_trigger WHERE tgname = '_engine_tombstone' AND tgrelid = '"lists"'::regclass) THEN
+    CREATE TRIGGER _engine_tombstone AFTER UPDATE OR DELETE ON "lists" FOR EACH ROW EXECUTE FUNCTION "_engine_track_lists"();
+  END IF;
+END $$;
+
+CREATE INDEX IF NOT EXISTS "_engine_lists_xid" ON "lists" (_engine_xid, "id" COLLATE "C");
+
+CREATE INDEX IF NOT EXISTS "_engine_lists_scope_owner_id" ON "lists" ("owner_id", _engine_xid, "id" COLLATE "C");
+
+CREATE INDEX IF NOT EXISTS "_engine_lists_scope_id" ON "lists" ("id", _engine_xid, "id" COLLATE "C");
+
+CREATE TABLE IF NOT EXISTS "list_members" (
+  "list_id" text NOT NULL,
+  "user_id" text NOT NULL,
+  "owner_id" text NOT NULL,
+  "role" text NOT NULL,
+  PRIMARY KEY ("list_id", "user_id")
+);
+
+ALTER TABLE "list_members" ADD COLUMN IF NOT EXISTS "list_id" text NOT NULL;
+
+ALTER TABLE "list_members" ADD COLUMN IF NOT EXISTS "user_id" text NOT NULL;
+
+ALTER TABLE "list_members" ADD COLUMN IF NOT EXISTS "owner_id" text NOT NULL;
+
+ALTER TABLE "list_members" ADD COLUMN IF NOT EXISTS "role" text NOT NULL;
+
+ALTER TABLE "list_members" ADD COLUMN IF NOT EXISTS _engine_xid xid8 NOT NULL DEFAULT pg_current_xact_id();
+
+CREATE OR REPLACE FUNCTION "_engine_track_list_members"() RETURNS trigger LANGUAGE plpgsql AS $body$
+DECLARE
+  old_keys text[] := '{}';
+  new_keys text[] := '{}';
+  left_keys text[];
+BEGIN
+  IF TG_WHEN = 'BEFORE' THEN
+    NEW._engine_xid := pg_current_xact_id();
+    RETURN NEW;
+  END IF;
+  IF true THEN
+    old_keys := array_remove(ARRAY[
+      CASE WHEN OLD."owner_id" IS NOT NULL THEN _engine_bucket_key('own', ARRAY[OLD."owner_id"::text]) END,
+      CASE WHEN OLD."list_id" IS NOT NULL THEN _engine_bucket_key('shared', ARRAY[OLD."list_id"::text]) END
+    ]::text[], NULL);
+  END IF;
+  IF TG_OP = 'UPDATE' AND true AND OLD."list_id" IS NOT DISTINCT FROM NEW."list_id" AND OLD."user_id" IS NOT DISTINCT FROM NEW."user_id" THEN
+    new_keys := array_remove(ARRAY[
+      CASE WHEN NEW."owner_id" IS NOT NULL THEN _engine_bucket_key('own', ARRAY[NEW."owner_id"::text]) END,
+      CASE WHEN NEW."list_id" IS NOT NULL THEN _engine_bucket_key('shared', ARRAY[NEW."list_id"::text]) END
+    ]::text[], NULL);
+  END IF;
+  SELECT coalesce(array_agg(DISTINCT k ORDER BY k), '{}') INTO left_keys FROM unnest(old_keys) AS k WHERE NOT k = ANY(new_keys);
+  IF cardinality(left_keys) > 0 THEN
+    INSERT INTO _engine_tombstones (table_name, key, buckets) VALUES ('list_members', jsonb_build_object('list_id', OLD."list_id", 'user_id', OLD."user_id"), left_keys);
+  END IF;
+  RETURN NULL;
+END
+$body$;
+
+DO $$ BEGIN
+  IF NOT EXISTS (SELECT 1 FROM pg_trigger WHERE tgname = '_engine_stamp' AND tgrelid = '"list_members"'::regclass) THEN
+    CREATE TRIGGER _engine_stamp BEFORE INSERT OR UPDATE ON "list_members" FOR EACH ROW EXECUTE FUNCTION "_engine_track_list_members"();
+  END IF;
+END $$;
+
+DO $$ BEGIN
+  IF NOT EXISTS (SELECT 1 FROM pg_trigger WHERE tgname = '_engine_tombstone' AND tgrelid = '"list_members"'::regclass) THEN
+    CREATE TRIGGER _engine_tombstone AFTER UPDATE OR DELETE ON "list_members" FOR EACH ROW EXECUTE FUNCTION "_engine_track_list_members"();
+  END IF;
+END $$;
+
+CREATE INDEX IF NOT EXISTS "_engine_list_members_xid" ON "list_members" (_engine_xid, "list_id" COLLATE "C", "user_id" COLLATE "C");
+
+CREATE INDEX IF NOT EXISTS "_engine_list_members_scope_owner_id" ON "list_members" ("owner_id", _engine_xid, "list_id" COLLATE "C", "user_id" COLLATE "C");
+
+CREATE INDEX IF NOT EXISTS "_engine_list_members_scope_list_id" ON "list_members" ("list_id", _engine_xid, "list_id" COLLATE "C", "user_id" COLLATE "C");
+
+CREATE TABLE IF NOT EXISTS "notes" (
+  "id" text NOT NULL,
+  "owner_id" text NOT NULL,
+  "list_id" text NOT NULL,
+  "title" text NOT NULL,
+  "done" bool NOT NULL,
+  "position" int8 NOT NULL,
+  "body" bytea NOT NULL DEFAULT '\x0000'::bytea,
+  "deleted_at" timestamptz,
+  PRIMARY KEY ("id")
+);
+
+ALTER TABLE "notes" ADD COLUMN IF NOT EXISTS "id" text NOT NULL;
+
+ALTER TABLE "notes" ADD COLUMN IF NOT EXISTS "owner_id" text NOT NULL;
+
+ALTER TABLE "notes" ADD COLUMN IF NOT EXISTS "list_id" text NOT NULL;
+
+ALTER TABLE "notes" ADD COLUMN IF NOT EXISTS "title" text NOT NULL;
+
+ALTER TABLE "notes" ADD COLUMN IF NOT EXISTS "done" bool NOT NULL;
+
+ALTER TABLE "notes" ADD COLUMN IF NOT EXISTS "position" int8 NOT NULL;
+
+ALTER TABLE "notes" ADD COLUMN IF NOT EXISTS "body" bytea NOT NULL DEFAULT '\x0000'::bytea;
+
+ALTER TABLE "notes" ADD COLUMN IF NOT EXISTS "deleted_at" timestamptz;
+
+ALTER TABLE "notes" ADD COLUMN IF NOT EXISTS _engine_xid xid8 NOT NULL DEFAULT pg_current_xact_id();
+
+ALTER TABLE "notes" ADD COLUMN IF NOT EXISTS _engine_hlc jsonb NOT NULL DEFAULT '{}'::jsonb;
+
+CREATE OR REPLACE FUNCTION "_engine_track_notes"() RETURNS trigger LANGUAGE plpgsql AS $body$
+DECLARE
+  old_keys text[] := '{}';
+  new_keys text[] := '{}';
+  left_keys text[];
+BEGIN
+  IF TG_WHEN = 'BEFORE' THEN
+    NEW._engine_xid := pg_current_xact_id();
+    RETURN NEW;
+  END IF;
+  IF OLD."deleted_at" IS NULL THEN
+    old_keys := array_remove(ARRAY[
+      CASE WHEN OLD."owner_id" IS NOT NULL THEN _engine_bucket_key('own', ARRAY[OLD."owner_id"::text]) END,
+      CASE WHEN OLD."list_id" IS NOT NULL THEN _engine_bucket_key('shared', ARRAY[OLD."list_id"::text]) END
+    ]::text[], NULL);
+  END IF;
+  IF TG_OP = 'UPDATE' AND NEW."deleted_at" IS NULL AND OLD."id" IS NOT DISTINCT FROM NEW."id" THEN
+    new_keys := array_remove(ARRAY[
+      CASE WHEN NEW."owner_id" IS NOT NULL THEN _engine_bucket_key('own', ARRAY[NEW."owner_id"::text]) END,
+      CASE WHEN NEW."list_id" IS NOT NULL THEN _engine_bucket_key('shared', ARRAY[NEW."list_id"::text]) END
+    ]::text[], NULL);
+  END IF;
+  SELECT coalesce(array_agg(DISTINCT k ORDER BY k), '{}') INTO left_keys FROM unnest(old_keys) AS k WHERE NOT k = ANY(new_keys);
+  IF cardinality(left_keys) > 0 THEN
+    INSERT INTO _engine_tombstones (table_name, key, buckets) VALUES ('notes', jsonb_build_object('id', OLD."id"), left_keys);
+  END IF;
+  RETURN NULL;
+END
+$body$;
+
+DO $$ BEGIN
+  IF NOT EXISTS (SELECT 1 FROM pg_trigger WHERE tgname = '_engine_stamp' AND tgrelid = '"notes"'::regclass) THEN
+    CREATE TRIGGER _engine_stamp BEFORE INSERT OR UPDATE ON "notes" FOR EACH ROW EXECUTE FUNCTION "_engine_track_notes"();
+  END IF;
+END $$;
+
+DO $$ BEGIN
+  IF NOT EXISTS (SELECT 1 FROM pg_trigger WHERE tgname = '_engine_tombstone' AND tgrelid = '"notes"'::regclass) THEN
+    CREATE TRIGGER _engine_tombstone AFTER UPDATE OR DELETE ON "notes" FOR EACH ROW EXECUTE FUNCTION "_engine_track_notes"();
+  END IF;
+END $$;
+
+CREATE INDEX IF NOT EXISTS "_engine_notes_xid" ON "notes" (_engine_xid, "id" COLLATE "C");
+
+CREATE INDEX IF NOT EXISTS "_engine_notes_scope_owner_id" ON "notes" ("owner_id", _engine_xid, "id" COLLATE "C");
+
+CREATE INDEX IF NOT EXISTS "_engine_notes_scope_list_id" ON "notes" ("list_id", _engine_xid, "id" COLLATE "C");
+
+CREATE INDEX IF NOT EXISTS "_engine_list_members_member_user_id" ON "list_members" ("user_id");
+
+INSERT INTO _engine_meta (key, value) VALUES ('schema_version', '1') ON CONFLICT (key) DO UPDATE SET value = EXCLUDED.value WHERE _engine_meta.value IS DISTINCT FROM EXCLUDED.value;
+
+INSERT INTO _engine_meta (key, value) VALUES ('tombstone_horizon', '0') ON CONFLICT (key) DO NOTHING;
