@@ -37,9 +37,204 @@ pub fn update_from_base64(text: &str) -> Result<Vec<u8>> {
         .map_err(|e| Error::validation(format!("a CRDT update is base64 of the yrs v1 encoding: {e}")))
 }
 
-/// Decode a yrs v1 update received from outside.
+/// Decode a yrs v1 update received from outside: first a structural check that allocates
+/// nothing ([`check_update`]), then yrs.
 pub fn decode_update(bytes: &[u8]) -> Result<Update> {
+    check_update(bytes).map_err(|e| Error::validation(format!("not a yrs v1 update: {e}")))?;
     Update::decode_v1(bytes).map_err(|e| Error::validation(format!("not a yrs v1 update: {e}")))
+}
+
+/// How deeply `Any` values may nest in an update (yrs decodes them recursively).
+const MAX_ANY_DEPTH: usize = 64;
+
+/// Walk a yrs v1 update without allocating, refusing it when a declared count or length
+/// exceeds the bytes that remain, a value nests too deeply, or a tag is unknown.
+///
+/// yrs sizes collections from counts read off the input before reading their elements, so a
+/// few bytes can declare billions of entries; and it decodes nested values recursively. Every
+/// element takes at least one byte, so a count larger than what remains is a lie, and refusing it
+/// bounds yrs's allocations by the input's size. The walk mirrors yrs 0.28's `Update::decode`.
+pub fn check_update(bytes: &[u8]) -> std::result::Result<(), String> {
+    let mut walk = Walk { bytes, at: 0 };
+    let clients = walk.count()?;
+    for _ in 0..clients {
+        let blocks = walk.count()?;
+        walk.var()?; // client
+        walk.var()?; // clock
+        for _ in 0..blocks {
+            walk.block()?;
+        }
+    }
+    // The delete set: per client, ranges of (clock, length).
+    let clients = walk.count()?;
+    for _ in 0..clients {
+        walk.var()?;
+        let ranges = walk.count()?;
+        for _ in 0..ranges {
+            walk.var()?;
+            walk.var()?;
+        }
+    }
+    Ok(())
+}
+
+struct Walk<'a> {
+    bytes: &'a [u8],
+    at: usize,
+}
+
+impl Walk<'_> {
+    fn remaining(&self) -> usize {
+        self.bytes.len() - self.at
+    }
+
+    fn byte(&mut self) -> std::result::Result<u8, String> {
+        let b = *self.bytes.get(self.at).ok_or("ends early")?;
+        self.at += 1;
+        Ok(b)
+    }
+
+    fn skip(&mut self, n: usize) -> std::result::Result<(), String> {
+        if n > self.remaining() {
+            return Err(format!("declares {n} bytes where {} remain", self.remaining()));
+        }
+        self.at += n;
+        Ok(())
+    }
+
+    /// A variable-length integer (7 bits a byte, at most 10 bytes).
+    fn var(&mut self) -> std::result::Result<u64, String> {
+        let mut value: u64 = 0;
+        for i in 0..10 {
+            let b = self.byte()?;
+            value |= u64::from(b & 0x7f).checked_shl(7 * i).unwrap_or(0);
+            if b & 0x80 == 0 {
+                return Ok(value);
+            }
+        }
+        Err("a variable-length integer runs over 10 bytes".into())
+    }
+
+    /// A count of elements that each take at least one byte.
+    fn count(&mut self) -> std::result::Result<usize, String> {
+        let n = self.var()?;
+        match usize::try_from(n) {
+            Ok(n) if n <= self.remaining() => Ok(n),
+            _ => Err(format!("declares {n} elements where {} bytes remain", self.remaining())),
+        }
+    }
+
+    fn buf(&mut self) -> std::result::Result<(), String> {
+        let len = self.var()?;
+        self.skip(usize::try_from(len).map_err(|_| "length out of range")?)
+    }
+
+    fn string(&mut self) -> std::result::Result<(), String> {
+        let len = usize::try_from(self.var()?).map_err(|_| "length out of range")?;
+        let start = self.at;
+        self.skip(len)?;
+        std::str::from_utf8(&self.bytes[start..self.at]).map_err(|_| "a string is not UTF-8")?;
+        Ok(())
+    }
+
+    fn block(&mut self) -> std::result::Result<(), String> {
+        const HAS_ORIGIN: u8 = 0b1000_0000;
+        const HAS_RIGHT_ORIGIN: u8 = 0b0100_0000;
+        const HAS_PARENT_SUB: u8 = 0b0010_0000;
+        let info = self.byte()?;
+        match info {
+            0 | 10 => {
+                // GC and skip blocks: a length only.
+                self.var()?;
+                return Ok(());
+            }
+            _ => {}
+        }
+        if info & HAS_ORIGIN != 0 {
+            self.var()?;
+            self.var()?;
+        }
+        if info & HAS_RIGHT_ORIGIN != 0 {
+            self.var()?;
+            self.var()?;
+        }
+        if info & (HAS_ORIGIN | HAS_RIGHT_ORIGIN) == 0 {
+            if self.var()? == 1 {
+                self.string()?; // a root type's name
+            } else {
+                self.var()?; // the parent item's id
+                self.var()?;
+            }
+            if info & HAS_PARENT_SUB != 0 {
+                self.string()?;
+            }
+        }
+        match info & 0b1111 {
+            1 => {
+                self.var()?; // deleted: a length
+            }
+            2 => {
+                // JSON: yrs reads the declared count plus one strings.
+                let n = self.count()?;
+                for _ in 0..=n {
+                    self.string()?;
+                }
+            }
+            3 => self.buf()?,
+            4 | 5 => self.string()?,
+            6 => {
+                self.string()?;
+                self.string()?;
+            }
+            7 => match self.byte()? {
+                3 => self.string()?,
+                0 | 1 | 2 | 4 | 5 | 6 | 9 | 15 => {}
+                other => return Err(format!("unknown type ref {other}")),
+            },
+            8 => {
+                let n = self.count()?;
+                for _ in 0..n {
+                    self.any(0)?;
+                }
+            }
+            9 => {
+                self.string()?;
+                self.any(0)?;
+            }
+            other => return Err(format!("unknown content ref {other}")),
+        }
+        Ok(())
+    }
+
+    fn any(&mut self, depth: usize) -> std::result::Result<(), String> {
+        if depth > MAX_ANY_DEPTH {
+            return Err(format!("values nest deeper than {MAX_ANY_DEPTH}"));
+        }
+        match self.byte()? {
+            127 | 126 | 121 | 120 => Ok(()),
+            125 => self.var().map(drop),
+            124 => self.skip(4),
+            123 | 122 => self.skip(8),
+            119 => self.string(),
+            118 => {
+                let n = self.count()?;
+                for _ in 0..n {
+                    self.string()?;
+                    self.any(depth + 1)?;
+                }
+                Ok(())
+            }
+            117 => {
+                let n = self.count()?;
+                for _ in 0..n {
+                    self.any(depth + 1)?;
+                }
+                Ok(())
+            }
+            116 => self.buf(),
+            other => Err(format!("unknown value tag {other}")),
+        }
+    }
 }
 
 fn doc_with(state: &[u8]) -> Result<Doc> {
@@ -304,6 +499,65 @@ mod tests {
         let mut direct = a.clone();
         direct.merge(&tail).unwrap();
         assert_eq!(merged, direct, "the same operations in another order are the same state");
+    }
+
+    #[test]
+    fn real_updates_pass_the_structural_check() {
+        let mut text = CrdtText::from_text("hello wörld ✓");
+        let mut updates = vec![text.state().to_vec()];
+        updates.push(text.insert(3, "---").unwrap());
+        updates.push(text.remove(0, 4).unwrap());
+        updates.push(text.state().to_vec());
+        let mut map = CrdtMap::new();
+        updates.push(map.insert("k", "v").unwrap());
+        updates.push(map.remove("k").unwrap());
+        let nested = map
+            .edit(|root, txn| {
+                let value = yrs::Any::from_json(r#"{"a":[1,2.5,"x",true,null,{"b":[]}],"c":{"d":1e300}}"#).unwrap();
+                root.insert(txn, "nested", value);
+            })
+            .unwrap();
+        updates.push(nested);
+        updates.push(map.state().to_vec());
+        for update in updates {
+            assert_eq!(check_update(&update), Ok(()), "{update:?}");
+            decode_update(&update).unwrap();
+        }
+    }
+
+    #[test]
+    fn allocation_bombs_and_deep_nesting_are_refused_before_yrs_sees_them() {
+        // Four billion clients declared in five bytes.
+        assert!(check_update(&[0xff, 0xff, 0xff, 0xff, 0x0f]).unwrap_err().contains("declares"));
+        // One client with four billion blocks.
+        assert!(check_update(&[1, 0xff, 0xff, 0xff, 0xff, 0x0f, 0, 0]).is_err());
+        // An `Any` content of a million nested arrays.
+        let mut deep = vec![1, 1, 0, 0, 0b0000_1000, 1, 4, b'r', b'o', b'o', b't', 1];
+        deep.extend((0..100_000).flat_map(|_| [117u8, 1]));
+        assert!(check_update(&deep).unwrap_err().contains("nest deeper"));
+        assert_eq!(decode_update(&deep).unwrap_err().code(), crate::ErrorCode::ValidationFailed);
+    }
+
+    #[test]
+    fn random_bytes_never_panic() {
+        // A deterministic xorshift stream of short inputs: every one is refused or decoded, and
+        // none panics or hangs.
+        let mut state: u64 = 0x2545_f491_4f6c_dd1d;
+        for _ in 0..20_000 {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            let len = (state % 48) as usize;
+            let bytes: Vec<u8> = (0..len)
+                .map(|i| {
+                    let x = state.rotate_left(i as u32 * 5);
+                    (x ^ (x >> 29)) as u8
+                })
+                .collect();
+            let _ = decode_update(&bytes);
+            let mut doc = CrdtText::new();
+            let _ = doc.merge(&bytes);
+        }
     }
 
     #[test]

@@ -107,7 +107,7 @@ pub struct MutationRequest {
 }
 
 /// `POST /sync/push` response.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct PushResponse {
     /// One result per mutation, in order.

@@ -7,3 +7,4 @@ mod contract;
 mod model;
 mod provision;
 mod pull;
+mod push;

@@ -8,10 +8,12 @@ pub mod postgres;
 
 use std::sync::Arc;
 
-use engine_kernel::wire::{PullRequest, PullResponse};
+use std::collections::BTreeSet;
+
+use engine_kernel::wire::{PullRequest, PullResponse, PushRequest, PushResponse};
 use engine_kernel::{Actor, App, BoxFuture, BucketKey};
 
-use crate::error::Result;
+use crate::error::{Error, Result};
 
 pub use postgres::{Postgres, PostgresStorage, postgres, provision_plan};
 
@@ -23,11 +25,30 @@ pub trait Storage: Send + Sync + 'static {
     fn verify(&self) -> BoxFuture<'_, Result<()>>;
     /// The rows and tombstones of the actor's buckets since the request's cursor.
     fn pull<'a>(&'a self, actor: &'a Actor, request: &'a PullRequest) -> BoxFuture<'a, Result<PullResponse>>;
+    /// Apply the request's mutations in order, each in its own transaction.
+    fn push<'a>(&'a self, actor: &'a Actor, request: &'a PushRequest) -> BoxFuture<'a, Result<Pushed>>;
     /// Every bucket the actor holds now.
-    fn held_buckets<'a>(&'a self, actor: &'a Actor) -> BoxFuture<'a, Result<std::collections::BTreeSet<BucketKey>>>;
+    fn held_buckets<'a>(&'a self, actor: &'a Actor) -> BoxFuture<'a, Result<BTreeSet<BucketKey>>>;
     /// Delete tombstones older than `retention`; returns how many went. Clients whose cursors
     /// predate the collected ones get `reset: true` on their next pull.
     fn collect_garbage(&self, retention: std::time::Duration) -> BoxFuture<'_, Result<u64>>;
+}
+
+/// What a push did. Mutations before a stop are committed even when the push stopped, so their
+/// buckets are to be pinged either way.
+#[derive(Debug, Default)]
+#[non_exhaustive]
+pub struct Pushed {
+    /// The results of the mutations that were answered, and the client's sequence after them.
+    pub response: PushResponse,
+    /// Why the push stopped before its end: a transient failure (nothing of that mutation was
+    /// recorded) or a sequence gap.
+    pub stopped: Option<Error>,
+    /// Every bucket whose rows the committed mutations changed.
+    pub affected: BTreeSet<BucketKey>,
+    /// Claim values (`user_id=carol`) whose membership rows changed: their holders' bucket sets
+    /// may have changed.
+    pub membership_changes: BTreeSet<String>,
 }
 
 /// Opens a store for an app: what `Server::builder().storage(…)` takes.

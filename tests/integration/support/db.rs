@@ -17,7 +17,7 @@ pub(crate) fn server_url() -> String {
 }
 
 /// The URL of database `name` on the test server.
-fn database_url(name: &str) -> String {
+pub(crate) fn database_url(name: &str) -> String {
     let server = server_url();
     let (base, query) = match server.split_once('?') {
         Some((b, q)) => (b.to_owned(), format!("?{q}")),

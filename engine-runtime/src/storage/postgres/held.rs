@@ -59,7 +59,8 @@ fn compile_rule(app: &App, rule: &'static RuleMeta) -> Option<MembershipQuery> {
             if let Some(deleted) = meta.soft_delete {
                 conditions.push(format!("m.{} IS NULL", ident(deleted)));
             }
-            let select: Vec<String> = columns.iter().map(|c| format!("m.{}::text", ident(c))).collect();
+            let select: Vec<String> =
+                columns.iter().enumerate().map(|(i, c)| format!("m.{}::text AS p{i}", ident(c))).collect();
             let sql = format!(
                 "SELECT DISTINCT {} FROM {} AS m WHERE {}",
                 select.join(", "),
@@ -70,7 +71,8 @@ fn compile_rule(app: &App, rule: &'static RuleMeta) -> Option<MembershipQuery> {
         }
         Membership::Raw { sql } => {
             let (sql, binds) = number_placeholders(sql);
-            let select: Vec<String> = columns.iter().map(|c| format!("m.{}::text", ident(c))).collect();
+            let select: Vec<String> =
+                columns.iter().enumerate().map(|(i, c)| format!("m.{}::text AS p{i}", ident(c))).collect();
             let sql = format!("SELECT DISTINCT {} FROM ({sql}) AS m", select.join(", "));
             Some(MembershipQuery { rule, sql, binds })
         }
@@ -114,6 +116,44 @@ fn number_placeholders(sql: &'static str) -> (String, Vec<engine_kernel::rules::
     }
     out.push_str(rest);
     (out, binds)
+}
+
+impl MembershipQuery {
+    /// The rule the query belongs to.
+    pub(crate) fn rule(&self) -> &'static RuleMeta {
+        self.rule
+    }
+
+    /// Whether `actor` holds bucket `key` of this query's rule now (as the connection sees it,
+    /// its own transaction's writes included).
+    pub(crate) async fn holds(&self, conn: &mut PgConnection, actor: &Actor, key: &BucketKey) -> Result<bool> {
+        let params = key.params();
+        if params.len() != self.rule.parameters.len() {
+            return Ok(false);
+        }
+        let mut membership_params = Vec::new();
+        for (param, value) in self.rule.parameters.iter().zip(params) {
+            match param.source {
+                ParamSource::Claim(claim) => {
+                    if claim.value(actor).and_then(|v| param_text(&v)).as_deref() != Some(value.as_str()) {
+                        return Ok(false);
+                    }
+                }
+                ParamSource::Membership { .. } => membership_params.push(value),
+            }
+        }
+        let Some(claims) = self.binds.iter().map(|c| param_text(&c.value(actor)?)).collect::<Option<Vec<_>>>() else {
+            return Ok(false);
+        };
+        let conditions: Vec<String> =
+            (0..membership_params.len()).map(|i| format!("h.p{i} = ${}", claims.len() + i + 1)).collect();
+        let sql = format!("SELECT EXISTS (SELECT 1 FROM ({}) AS h WHERE {})", self.sql, conditions.join(" AND "));
+        let mut query = sqlx::query_scalar::<_, bool>(sqlx::AssertSqlSafe(sql));
+        for value in claims.into_iter().chain(membership_params) {
+            query = query.bind(value);
+        }
+        Ok(query.fetch_one(&mut *conn).await?)
+    }
 }
 
 /// Every bucket `actor` holds.

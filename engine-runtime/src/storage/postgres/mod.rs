@@ -4,23 +4,27 @@
 mod held;
 mod provision;
 mod pull;
+mod push;
 mod sql;
+mod tx;
 mod values;
 
 use std::collections::BTreeSet;
 use std::sync::Arc;
+use std::sync::Mutex;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
-use engine_kernel::wire::{PullRequest, PullResponse};
-use engine_kernel::{Actor, App, BoxFuture, BucketKey};
+use engine_kernel::wire::{PullRequest, PullResponse, PushRequest};
+use engine_kernel::{Actor, App, BoxFuture, BucketKey, HlcClock};
 use sqlx::PgPool;
 use sqlx::postgres::PgPoolOptions;
 
 pub use provision::{SCHEMA_VERSION, provision_plan};
 pub use pull::{DEFAULT_PULL_LIMIT, MAX_PULL_LIMIT};
+pub use push::MAX_CLOCK_LEAD_MS;
 
-use super::{OpenStorage, Storage};
+use super::{OpenStorage, Pushed, Storage};
 use crate::buckets::RuleIndex;
 use crate::error::{Error, Result};
 
@@ -85,6 +89,8 @@ pub struct PostgresStorage {
     /// finished, so pulls never use a lower one (a fresh reading can be lower when a transaction
     /// of another database can no longer be placed).
     highest_horizon: Arc<AtomicU64>,
+    /// The server's clock, for mutations that arrive without one.
+    pub(crate) clock: Arc<Mutex<HlcClock>>,
 }
 
 impl PostgresStorage {
@@ -92,7 +98,14 @@ impl PostgresStorage {
     pub fn new(pool: PgPool, app: Arc<App>) -> Self {
         let rules = RuleIndex::new(&app);
         let memberships = held::compile(&app);
-        PostgresStorage { pool, app, rules, memberships, highest_horizon: Arc::new(AtomicU64::new(0)) }
+        PostgresStorage {
+            pool,
+            app,
+            rules,
+            memberships,
+            highest_horizon: Arc::new(AtomicU64::new(0)),
+            clock: Arc::new(Mutex::new(HlcClock::new("server"))),
+        }
     }
 
     /// The connection pool.
@@ -137,6 +150,10 @@ impl Storage for PostgresStorage {
 
     fn pull<'a>(&'a self, actor: &'a Actor, request: &'a PullRequest) -> BoxFuture<'a, Result<PullResponse>> {
         Box::pin(pull::pull(self, actor, request))
+    }
+
+    fn push<'a>(&'a self, actor: &'a Actor, request: &'a PushRequest) -> BoxFuture<'a, Result<Pushed>> {
+        Box::pin(push::push(self, actor, request))
     }
 
     fn held_buckets<'a>(&'a self, actor: &'a Actor) -> BoxFuture<'a, Result<BTreeSet<BucketKey>>> {

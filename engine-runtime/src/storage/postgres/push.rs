@@ -1,0 +1,311 @@
+//! Push: each mutation in its own transaction — sequence check, claim, validation, the mutator
+//! on the authorized, merge-aware transaction, the outcome recorded — then commit (DESIGN.md
+//! decisions 4–7, PROTOCOL.md `POST /sync/push`).
+//!
+//! A client's sequence is scoped to the authenticated user: the `(user, client)` row is locked
+//! first, so concurrent pushes of one client apply each mutation once, and another user reusing
+//! the client id has a sequence of its own. Deterministic failures are recorded (in a fresh
+//! transaction, after the mutation's is rolled back) and advance the sequence; transient ones
+//! record nothing and stop the batch.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use engine_kernel::wire::{MutationRequest, MutationResult, MutationStatus, Problem, PushRequest};
+use engine_kernel::{Actor, BucketKey, Error as KernelError, ErrorCode, Hlc, MutatorCtx, Outcome};
+use serde_json::{Value, json};
+use sqlx::PgConnection;
+
+use super::PostgresStorage;
+use super::tx::PgMutatorTx;
+use crate::error::{Error, Result};
+use crate::storage::Pushed;
+
+/// How far ahead of the server's clock a client's clock may read before it is pulled back.
+pub const MAX_CLOCK_LEAD_MS: u64 = 60_000;
+
+/// What became of one mutation.
+enum Step {
+    /// Applied now.
+    Applied { result: MutationResult, affected: BTreeSet<BucketKey>, membership_changes: BTreeSet<String> },
+    /// Rejected now, or replayed: nothing changed but the record.
+    Answered(MutationResult),
+    /// The mutation skips ahead of the sequence.
+    OutOfOrder { last_mutation_id: u64 },
+}
+
+pub(crate) async fn push(store: &PostgresStorage, actor: &Actor, request: &PushRequest) -> Result<Pushed> {
+    let mut pushed = Pushed::default();
+    for mutation in &request.mutations {
+        let step = match apply(store, actor, request.client_id, mutation).await {
+            Ok(step) => step,
+            Err(err) => {
+                pushed.stopped = Some(err);
+                break;
+            }
+        };
+        match step {
+            Step::Applied { result, affected, membership_changes } => {
+                pushed.affected.extend(affected);
+                pushed.membership_changes.extend(membership_changes);
+                pushed.response.results.push(result);
+            }
+            Step::Answered(result) => pushed.response.results.push(result),
+            Step::OutOfOrder { last_mutation_id } => {
+                pushed.stopped = Some(Error::MutationOutOfOrder { last_mutation_id, got: mutation.mutation_id });
+                break;
+            }
+        }
+    }
+    let mut conn = store.pool.acquire().await?;
+    pushed.response.last_mutation_id = last_mutation_id(&mut conn, &actor.user_id, request.client_id).await?;
+    Ok(pushed)
+}
+
+async fn last_mutation_id(conn: &mut PgConnection, user: &str, client: uuid::Uuid) -> Result<u64> {
+    let last: Option<i64> =
+        sqlx::query_scalar("SELECT last_mutation_id FROM _engine_clients WHERE user_id = $1 AND client_id = $2")
+            .bind(user)
+            .bind(client)
+            .fetch_optional(&mut *conn)
+            .await?;
+    Ok(last.map_or(0, to_u64))
+}
+
+fn to_u64(n: i64) -> u64 {
+    u64::try_from(n).unwrap_or(0)
+}
+
+fn to_i64(n: u64) -> Result<i64> {
+    i64::try_from(n).map_err(|_| Error::MalformedRequest(format!("mutation id {n} is out of range")))
+}
+
+/// Lock the client's sequence and read it (creating it at 0).
+async fn lock_sequence(conn: &mut PgConnection, user: &str, client: uuid::Uuid) -> Result<u64> {
+    let last: i64 = sqlx::query_scalar(
+        "INSERT INTO _engine_clients (user_id, client_id) VALUES ($1, $2)
+         ON CONFLICT (user_id, client_id) DO UPDATE SET updated_at = now()
+         RETURNING last_mutation_id",
+    )
+    .bind(user)
+    .bind(client)
+    .fetch_one(&mut *conn)
+    .await?;
+    Ok(to_u64(last))
+}
+
+/// The recorded outcome of this mutation (by sequence number, or by its client id under another
+/// sequence number), as a replay answers it.
+async fn recorded(
+    conn: &mut PgConnection,
+    user: &str,
+    client: uuid::Uuid,
+    mutation: &MutationRequest,
+) -> Result<Option<(u64, MutationResult)>> {
+    let row: Option<(i64, uuid::Uuid, String, Value)> = sqlx::query_as(
+        "SELECT mutation_id, client_mutation_id, status, result FROM _engine_mutations
+         WHERE user_id = $1 AND client_id = $2 AND (mutation_id = $3 OR client_mutation_id = $4)
+         ORDER BY (client_mutation_id = $4) DESC LIMIT 1",
+    )
+    .bind(user)
+    .bind(client)
+    .bind(to_i64(mutation.mutation_id)?)
+    .bind(mutation.client_mutation_id)
+    .fetch_optional(&mut *conn)
+    .await?;
+    Ok(row.map(|(id, cmid, status, result)| {
+        let replay = if cmid != mutation.client_mutation_id {
+            // The sequence number was used by another mutation: this one was never applied.
+            rejection(
+                mutation,
+                &KernelError::validation(format!(
+                    "mutation id {} was already used by mutation {cmid}",
+                    mutation.mutation_id
+                )),
+            )
+        } else {
+            stored_result(mutation, &status, &result)
+        };
+        (to_u64(id), replay)
+    }))
+}
+
+fn stored_result(mutation: &MutationRequest, status: &str, result: &Value) -> MutationResult {
+    let error = result.get("error").and_then(|e| serde_json::from_value::<Problem>(e.clone()).ok());
+    MutationResult {
+        client_mutation_id: mutation.client_mutation_id,
+        mutation_id: mutation.mutation_id,
+        status: if status == "rejected" { MutationStatus::Rejected } else { MutationStatus::Duplicate },
+        server_id: result.get("serverId").and_then(Value::as_str).map(str::to_owned),
+        reconciliation: result
+            .get("reconciliation")
+            .and_then(|r| serde_json::from_value::<BTreeMap<String, String>>(r.clone()).ok())
+            .filter(|r| !r.is_empty()),
+        error,
+    }
+}
+
+fn rejection(mutation: &MutationRequest, err: &KernelError) -> MutationResult {
+    MutationResult {
+        client_mutation_id: mutation.client_mutation_id,
+        mutation_id: mutation.mutation_id,
+        status: MutationStatus::Rejected,
+        server_id: None,
+        reconciliation: None,
+        error: Some(Problem::new(err.code(), err.to_string())),
+    }
+}
+
+/// Record a mutation's outcome and advance the client's sequence to it.
+async fn record(
+    conn: &mut PgConnection,
+    user: &str,
+    client: uuid::Uuid,
+    mutation: &MutationRequest,
+    status: &str,
+    result: &Value,
+) -> Result<()> {
+    sqlx::query(
+        "WITH recorded AS (
+             INSERT INTO _engine_mutations (user_id, client_id, mutation_id, client_mutation_id, name, status, result)
+             VALUES ($1, $2, $3, $4, $5, $6, $7))
+         UPDATE _engine_clients SET last_mutation_id = $3, updated_at = now() WHERE user_id = $1 AND client_id = $2",
+    )
+    .bind(user)
+    .bind(client)
+    .bind(to_i64(mutation.mutation_id)?)
+    .bind(mutation.client_mutation_id)
+    .bind(&mutation.name)
+    .bind(status)
+    .bind(result)
+    .execute(&mut *conn)
+    .await?;
+    Ok(())
+}
+
+/// The mutation's clock: the client's reading, pulled back when far ahead of the server's, or
+/// the server's own.
+fn clock(store: &PostgresStorage, mutation: &MutationRequest) -> std::result::Result<Hlc, KernelError> {
+    let now = engine_kernel::hlc::wall_clock_ms();
+    match &mutation.hlc {
+        Some(text) => Ok(text.parse::<Hlc>()?.clamped(now + MAX_CLOCK_LEAD_MS)),
+        None => Ok(store.clock.lock().unwrap_or_else(std::sync::PoisonError::into_inner).tick(now)),
+    }
+}
+
+async fn apply(store: &PostgresStorage, actor: &Actor, client: uuid::Uuid, mutation: &MutationRequest) -> Result<Step> {
+    let user = actor.user_id.as_str();
+    let mut tx = store.pool.begin().await?;
+    let last = lock_sequence(&mut tx, user, client).await?;
+    if mutation.mutation_id <= last {
+        let answer = recorded(&mut tx, user, client, mutation).await?;
+        tx.commit().await?;
+        return Ok(Step::Answered(answer.map_or_else(
+            || {
+                rejection(
+                    mutation,
+                    &KernelError::validation(format!("mutation id {} is behind the sequence", mutation.mutation_id)),
+                )
+            },
+            |(_, result)| result,
+        )));
+    }
+    if mutation.mutation_id > last + 1 {
+        tx.rollback().await?;
+        return Ok(Step::OutOfOrder { last_mutation_id: last });
+    }
+    if let Some((_, replay)) = recorded(&mut tx, user, client, mutation).await? {
+        // The same mutation again under a new sequence number: answer as before, and let the
+        // sequence move on.
+        sqlx::query("UPDATE _engine_clients SET last_mutation_id = $3 WHERE user_id = $1 AND client_id = $2")
+            .bind(user)
+            .bind(client)
+            .bind(to_i64(mutation.mutation_id)?)
+            .execute(&mut *tx)
+            .await?;
+        tx.commit().await?;
+        return Ok(Step::Answered(replay));
+    }
+
+    let outcome = run(store, &mut tx, actor, mutation).await;
+    match outcome {
+        Ok((outcome, affected, membership_changes)) => {
+            let result = json!({
+                "serverId": outcome.server_id,
+                "reconciliation": outcome.reconciliation,
+            });
+            record(&mut tx, user, client, mutation, "applied", &result).await?;
+            tx.commit().await?;
+            let mut affected = affected;
+            affected.extend(outcome.affected_buckets.iter().cloned());
+            Ok(Step::Applied {
+                result: MutationResult {
+                    client_mutation_id: mutation.client_mutation_id,
+                    mutation_id: mutation.mutation_id,
+                    status: MutationStatus::Applied,
+                    server_id: outcome.server_id,
+                    reconciliation: (!outcome.reconciliation.is_empty()).then_some(outcome.reconciliation),
+                    error: None,
+                },
+                affected,
+                membership_changes,
+            })
+        }
+        Err(err) if err.is_deterministic() => {
+            tx.rollback().await?;
+            reject(store, user, client, mutation, &err).await
+        }
+        Err(err) => {
+            tx.rollback().await?;
+            Err(match err {
+                KernelError::Transient(detail) => Error::RetryLater { retry_after: crate::error::RETRY_AFTER, detail },
+                other => Error::Kernel(other),
+            })
+        }
+    }
+}
+
+/// Run the mutator on the authorized transaction.
+async fn run(
+    store: &PostgresStorage,
+    conn: &mut PgConnection,
+    actor: &Actor,
+    mutation: &MutationRequest,
+) -> std::result::Result<(Outcome, BTreeSet<BucketKey>, BTreeSet<String>), KernelError> {
+    let hlc = clock(store, mutation)?;
+    let def = store.app.mutator(&mutation.name).ok_or_else(|| KernelError::UnknownMutator(mutation.name.clone()))?;
+    let mut tx = PgMutatorTx::new(conn, store, actor.clone(), hlc);
+    let outcome = {
+        let mut ctx = MutatorCtx::new(&mut tx);
+        def.run(&mut ctx, mutation.args.clone()).await
+    };
+    // A failed statement fails the mutation even when the mutator went on regardless.
+    tx.finish().await?;
+    let outcome = outcome?;
+    Ok((outcome, std::mem::take(&mut tx.affected), std::mem::take(&mut tx.membership_changes)))
+}
+
+/// Record a deterministic failure in its own transaction, and advance the sequence past it.
+async fn reject(
+    store: &PostgresStorage,
+    user: &str,
+    client: uuid::Uuid,
+    mutation: &MutationRequest,
+    err: &KernelError,
+) -> Result<Step> {
+    let mut tx = store.pool.begin().await?;
+    let last = lock_sequence(&mut tx, user, client).await?;
+    if last >= mutation.mutation_id {
+        // A concurrent push of the same client got here first: answer as it was answered.
+        let answer = recorded(&mut tx, user, client, mutation).await?;
+        tx.commit().await?;
+        return Ok(Step::Answered(answer.map_or_else(|| rejection(mutation, err), |(_, r)| r)));
+    }
+    let result = rejection(mutation, err);
+    let stored = json!({ "error": result.error });
+    record(&mut tx, user, client, mutation, "rejected", &stored).await?;
+    tx.commit().await?;
+    if err.code() == ErrorCode::Internal {
+        tracing::error!(mutation = %mutation.name, error = %err, "mutation failed");
+    }
+    Ok(Step::Answered(result))
+}

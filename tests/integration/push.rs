@@ -1,0 +1,484 @@
+//! Push on a real Postgres (PROTOCOL.md `POST /sync/push`, DESIGN.md decisions 4–7).
+
+use std::sync::Arc;
+
+use engine::server::storage::{PostgresStorage, Pushed};
+use engine::server::{Error, Storage};
+use engine::wire::{MutationRequest, MutationStatus, PullRequest, PushRequest};
+use engine::{Actor, CrdtText, ErrorCode, MutatorCtx, Outcome, Result};
+use example_notes::{List, ListMember, Note};
+use serde_json::{Value, json};
+
+use crate::support::TestDb;
+
+/// The notes app plus mutators that write without the checks the notes mutators make
+/// themselves, so that the runtime's authorization is what stands in the way.
+mod raw {
+    use super::*;
+
+    #[derive(serde::Serialize, serde::Deserialize, schemars::JsonSchema)]
+    pub(super) struct Target {
+        pub(super) list_id: String,
+        #[serde(default)]
+        pub(super) owner_id: Option<String>,
+        #[serde(default)]
+        pub(super) note_id: Option<String>,
+    }
+
+    /// Add a membership of the actor to any list.
+    #[engine::mutator]
+    pub(super) async fn join_list(ctx: &mut MutatorCtx<'_>, args: Target) -> Result<Outcome> {
+        let user = ctx.actor().user_id.clone();
+        let owner = args.owner_id.unwrap_or_else(|| ctx.actor().owner_id.clone());
+        ctx.insert(&ListMember { list_id: args.list_id, user_id: user, owner_id: owner, role: "editor".into() })
+            .await?;
+        Ok(Outcome::new())
+    }
+
+    /// Put a note into any list.
+    #[engine::mutator]
+    pub(super) async fn inject_note(ctx: &mut MutatorCtx<'_>, args: Target) -> Result<Outcome> {
+        let owner = args.owner_id.unwrap_or_else(|| ctx.actor().owner_id.clone());
+        let id = args.note_id.unwrap_or_else(|| ctx.new_id());
+        let note = Note {
+            id,
+            owner_id: owner,
+            list_id: args.list_id,
+            title: "injected".into(),
+            done: false,
+            position: 0,
+            body: CrdtText::new(),
+            deleted_at: None,
+        };
+        ctx.insert(&note).await?;
+        Ok(Outcome::new())
+    }
+
+    /// Move any note to any list, without looking first.
+    #[engine::mutator]
+    pub(super) async fn force_move(ctx: &mut MutatorCtx<'_>, args: Target) -> Result<Outcome> {
+        let id = args.note_id.unwrap_or_default();
+        if !ctx.update::<Note>(&id, [Note::list_id.set(args.list_id)]).await? {
+            return Err(engine::Error::mutator_failed("no such note"));
+        }
+        Ok(Outcome::new())
+    }
+
+    /// Write three tables; the last write goes to the list `list_id`.
+    #[engine::mutator]
+    pub(super) async fn three_writes(ctx: &mut MutatorCtx<'_>, args: Target) -> Result<Outcome> {
+        let me = ctx.actor().owner_id.clone();
+        let user = ctx.actor().user_id.clone();
+        ctx.insert(&List { id: "three-list".into(), owner_id: me.clone(), title: "three".into(), archived: false })
+            .await?;
+        ctx.insert(&ListMember {
+            list_id: "three-list".into(),
+            user_id: user,
+            owner_id: me.clone(),
+            role: "owner".into(),
+        })
+        .await?;
+        let note = Note {
+            id: "three-note".into(),
+            owner_id: me,
+            list_id: args.list_id,
+            title: "last".into(),
+            done: false,
+            position: 0,
+            body: CrdtText::new(),
+            deleted_at: None,
+        };
+        ctx.insert(&note).await?;
+        Ok(Outcome::new())
+    }
+
+    pub(super) fn app() -> engine::App {
+        use example_notes::mutators::*;
+        engine::app! {
+            tables: [List, ListMember, Note],
+            mutators: [create_list, share_list, unshare_list, add_note, update_note, edit_note_body, move_note, delete_note, purge_note,
+                       join_list, inject_note, force_move, three_writes],
+            sync_rules: example_notes::rules,
+        }
+    }
+}
+
+async fn store(db: &TestDb) -> Arc<PostgresStorage> {
+    let storage = Arc::new(PostgresStorage::new(db.pool.clone(), Arc::new(raw::app())));
+    storage.provision().await.unwrap();
+    storage
+}
+
+fn actor(user: &str) -> Actor {
+    Actor::new(user, user)
+}
+
+fn client(n: u128) -> uuid::Uuid {
+    uuid::Uuid::from_u128(0x0192_f0e0_0000_7000_8000_0000_0000_0000 + n)
+}
+
+fn mutation(id: u64, name: &str, args: Value) -> MutationRequest {
+    MutationRequest { mutation_id: id, client_mutation_id: uuid::Uuid::new_v4(), name: name.into(), args, hlc: None }
+}
+
+async fn push(storage: &PostgresStorage, who: &str, client_id: uuid::Uuid, mutations: Vec<MutationRequest>) -> Pushed {
+    storage.push(&actor(who), &PushRequest { client_id, mutations }).await.unwrap()
+}
+
+/// Push one mutation as the next of `who`'s client 1 and return its result.
+async fn one(storage: &PostgresStorage, who: &str, name: &str, args: Value) -> engine::wire::MutationResult {
+    let last = last_mutation_id(storage, who, client(1)).await;
+    let pushed = push(storage, who, client(1), vec![mutation(last + 1, name, args)]).await;
+    assert!(pushed.stopped.is_none(), "{:?}", pushed.stopped);
+    pushed.response.results.into_iter().next().unwrap()
+}
+
+async fn last_mutation_id(storage: &PostgresStorage, who: &str, client_id: uuid::Uuid) -> u64 {
+    let request = PullRequest { client_id, cursor: None, buckets: None, limit: Some(1) };
+    storage.pull(&actor(who), &request).await.unwrap().last_mutation_id
+}
+
+fn code(result: &engine::wire::MutationResult) -> Option<ErrorCode> {
+    result.error.as_ref().map(|e| e.code)
+}
+
+async fn rows(db: &TestDb, sql: &str) -> i64 {
+    sqlx::query_scalar(sqlx::AssertSqlSafe(format!("SELECT count(*) FROM ({sql}) AS q")))
+        .fetch_one(&db.pool)
+        .await
+        .unwrap()
+}
+
+/// alice owns `a1` (a list shared with bob as an editor); carol owns `c1`.
+async fn seed(storage: &PostgresStorage) {
+    assert_eq!(
+        one(storage, "alice", "create_list", json!({"id": "a1", "title": "alice"})).await.status,
+        MutationStatus::Applied
+    );
+    assert_eq!(
+        one(storage, "carol", "create_list", json!({"id": "c1", "title": "carol"})).await.status,
+        MutationStatus::Applied
+    );
+    let shared =
+        one(storage, "alice", "share_list", json!({"list_id": "a1", "user_id": "bob", "role": "editor"})).await;
+    assert_eq!(shared.status, MutationStatus::Applied, "{shared:?}");
+    assert_eq!(
+        one(storage, "alice", "add_note", json!({"id": "an1", "list_id": "a1", "title": "milk"})).await.status,
+        MutationStatus::Applied
+    );
+}
+
+#[tokio::test]
+async fn replays_of_applied_and_rejected_mutations_repeat_their_outcome() {
+    let db = TestDb::new().await;
+    let storage = store(&db).await;
+    let batch = vec![
+        mutation(1, "create_list", json!({"title": "groceries"})),
+        mutation(2, "share_list", json!({"list_id": "nope", "user_id": "bob", "role": "viewer"})),
+        mutation(3, "no_such_mutator", json!({})),
+        mutation(4, "add_note", json!({"list_id": 7})),
+    ];
+    let first = push(&storage, "alice", client(1), batch.clone()).await;
+    let statuses: Vec<_> = first.response.results.iter().map(|r| r.status).collect();
+    assert_eq!(
+        statuses,
+        [MutationStatus::Applied, MutationStatus::Rejected, MutationStatus::Rejected, MutationStatus::Rejected]
+    );
+    assert_eq!(
+        first.response.results.iter().map(code).collect::<Vec<_>>(),
+        [None, Some(ErrorCode::MutatorFailed), Some(ErrorCode::UnknownMutator), Some(ErrorCode::ValidationFailed)]
+    );
+    assert_eq!(first.response.last_mutation_id, 4, "rejections advance the sequence");
+    let replay = push(&storage, "alice", client(1), batch).await;
+    assert_eq!(replay.response.results[0].status, MutationStatus::Duplicate);
+    assert_eq!(replay.response.results[0].server_id, first.response.results[0].server_id);
+    assert_eq!(replay.response.results[0].reconciliation, first.response.results[0].reconciliation);
+    for i in 1..4 {
+        assert_eq!(replay.response.results[i], first.response.results[i], "a rejection is replayed verbatim");
+    }
+    assert_eq!(rows(&db, "SELECT 1 FROM lists").await, 1, "the replay applied nothing again");
+    assert!(replay.affected.is_empty());
+}
+
+#[tokio::test]
+async fn the_same_mutation_pushed_concurrently_applies_once() {
+    let db = TestDb::new().await;
+    let storage = store(&db).await;
+    let m = mutation(1, "create_list", json!({"title": "once"}));
+    let pushes = (0..8).map(|_| {
+        let storage = storage.clone();
+        let m = m.clone();
+        tokio::spawn(async move { push(&storage, "alice", client(1), vec![m]).await })
+    });
+    let mut statuses = Vec::new();
+    for handle in pushes {
+        statuses.push(handle.await.unwrap().response.results[0].status);
+    }
+    assert_eq!(statuses.iter().filter(|s| **s == MutationStatus::Applied).count(), 1, "{statuses:?}");
+    assert_eq!(statuses.iter().filter(|s| **s == MutationStatus::Duplicate).count(), 7);
+    assert_eq!(rows(&db, "SELECT 1 FROM lists").await, 1);
+}
+
+#[tokio::test]
+async fn a_gap_in_the_sequence_is_refused_with_the_last_applied_id() {
+    let db = TestDb::new().await;
+    let storage = store(&db).await;
+    push(&storage, "alice", client(1), vec![mutation(1, "create_list", json!({"title": "a"}))]).await;
+    let gap = push(&storage, "alice", client(1), vec![mutation(3, "create_list", json!({"title": "b"}))]).await;
+    match gap.stopped {
+        Some(Error::MutationOutOfOrder { last_mutation_id: 1, got: 3 }) => {}
+        other => panic!("expected a sequence gap, got {other:?}"),
+    }
+    let problem = gap.stopped.unwrap().problem();
+    assert_eq!((problem.status, problem.last_mutation_id), (409, Some(1)));
+    assert!(gap.response.results.is_empty());
+    assert_eq!(rows(&db, "SELECT 1 FROM lists").await, 1);
+}
+
+#[tokio::test]
+async fn a_transient_failure_records_nothing_and_the_retry_applies_once() {
+    let db = TestDb::new().await;
+    let storage = store(&db).await;
+    seed(&storage).await;
+    sqlx::raw_sql(sqlx::AssertSqlSafe(format!("ALTER DATABASE {} SET lock_timeout = '200ms'", db.name)))
+        .execute(&db.pool)
+        .await
+        .unwrap();
+    // A fresh pool picks the setting up; another session holds the note's row lock.
+    let impatient = Arc::new(PostgresStorage::new(
+        sqlx::PgPool::connect(&crate::support::db::database_url(&db.name)).await.unwrap(),
+        Arc::new(raw::app()),
+    ));
+    let mut holder = db.pool.begin().await.unwrap();
+    sqlx::query("SELECT 1 FROM notes WHERE id = 'an1' FOR UPDATE").execute(&mut *holder).await.unwrap();
+    let before = last_mutation_id(&impatient, "alice", client(1)).await;
+    let m = mutation(before + 1, "update_note", json!({"id": "an1", "title": "oat milk"}));
+    let failed = push(&impatient, "alice", client(1), vec![m.clone()]).await;
+    let stopped = failed.stopped.expect("the push stops");
+    assert!(stopped.is_transient(), "{stopped:?}");
+    assert_eq!(stopped.problem().status, 503);
+    assert_eq!(last_mutation_id(&impatient, "alice", client(1)).await, before, "nothing recorded");
+    assert_eq!(
+        rows(&db, &format!("SELECT 1 FROM _engine_mutations WHERE client_mutation_id = '{}'", m.client_mutation_id))
+            .await,
+        0
+    );
+    holder.rollback().await.unwrap();
+    let retried = push(&impatient, "alice", client(1), vec![m.clone()]).await;
+    assert_eq!(retried.response.results[0].status, MutationStatus::Applied);
+    let again = push(&impatient, "alice", client(1), vec![m]).await;
+    assert_eq!(again.response.results[0].status, MutationStatus::Duplicate);
+    let title: String =
+        sqlx::query_scalar("SELECT title FROM notes WHERE id = 'an1'").fetch_one(&db.pool).await.unwrap();
+    assert_eq!(title, "oat milk");
+}
+
+#[tokio::test]
+async fn another_user_reusing_a_client_id_has_its_own_sequence() {
+    let db = TestDb::new().await;
+    let storage = store(&db).await;
+    let alice = push(
+        &storage,
+        "alice",
+        client(9),
+        vec![mutation(1, "create_list", json!({"title": "a"})), mutation(2, "create_list", json!({"title": "b"}))],
+    )
+    .await;
+    assert_eq!(alice.response.last_mutation_id, 2);
+    let bob = push(&storage, "bob", client(9), vec![mutation(1, "create_list", json!({"title": "bob's"}))]).await;
+    assert_eq!(
+        bob.response.results[0].status,
+        MutationStatus::Applied,
+        "bob's mutation 1 is bob's, not a replay of alice's"
+    );
+    assert_eq!(bob.response.last_mutation_id, 1);
+    assert_eq!(last_mutation_id(&storage, "alice", client(9)).await, 2, "bob cannot advance alice's sequence");
+    assert_eq!(last_mutation_id(&storage, "bob", client(9)).await, 1, "nor read it");
+}
+
+#[tokio::test]
+async fn a_forbidden_last_write_leaves_no_trace_of_the_mutation() {
+    let db = TestDb::new().await;
+    let storage = store(&db).await;
+    seed(&storage).await;
+    let result = one(&storage, "bob", "three_writes", json!({"list_id": "c1"})).await;
+    assert_eq!(code(&result), Some(ErrorCode::Forbidden), "{result:?}");
+    assert_eq!(rows(&db, "SELECT 1 FROM lists WHERE id = 'three-list'").await, 0);
+    assert_eq!(rows(&db, "SELECT 1 FROM list_members WHERE list_id = 'three-list'").await, 0);
+    assert_eq!(rows(&db, "SELECT 1 FROM notes WHERE id = 'three-note'").await, 0);
+    let allowed = one(&storage, "bob", "three_writes", json!({"list_id": "three-list"})).await;
+    assert_eq!(allowed.status, MutationStatus::Applied, "the same writes into the new list are fine: {allowed:?}");
+}
+
+#[tokio::test]
+async fn forged_grants_and_injections_are_refused_and_reach_no_one() {
+    let db = TestDb::new().await;
+    let storage = store(&db).await;
+    seed(&storage).await;
+    let attempts = [
+        // bob sees alice's list (he is an editor of it) but does not own it.
+        ("share_list", json!({"list_id": "a1", "user_id": "bob", "role": "viewer"}), ErrorCode::Forbidden),
+        ("share_list", json!({"list_id": "a1", "user_id": "eve", "role": "editor"}), ErrorCode::Forbidden),
+        // carol's list is not even visible to bob.
+        ("share_list", json!({"list_id": "c1", "user_id": "bob", "role": "editor"}), ErrorCode::MutatorFailed),
+        ("unshare_list", json!({"list_id": "a1", "user_id": "alice"}), ErrorCode::Forbidden),
+        ("join_list", json!({"list_id": "c1"}), ErrorCode::Forbidden),
+        ("join_list", json!({"list_id": "c1", "owner_id": "carol"}), ErrorCode::Forbidden),
+        ("inject_note", json!({"list_id": "c1"}), ErrorCode::Forbidden),
+        ("inject_note", json!({"list_id": "a1", "owner_id": "alice"}), ErrorCode::Forbidden),
+        ("add_note", json!({"list_id": "c1", "title": "sneaky"}), ErrorCode::MutatorFailed),
+        ("force_move", json!({"list_id": "c1", "note_id": "an1"}), ErrorCode::Forbidden),
+        ("move_note", json!({"id": "an1", "list_id": "c1"}), ErrorCode::MutatorFailed),
+        ("force_move", json!({"list_id": "a1", "note_id": "nonexistent"}), ErrorCode::MutatorFailed),
+    ];
+    for (name, args, expected) in attempts {
+        let result = one(&storage, "bob", name, args.clone()).await;
+        assert_eq!(code(&result), Some(expected), "{name} {args}: {result:?}");
+    }
+    let pulled = storage
+        .pull(&actor("carol"), &PullRequest { client_id: client(3), cursor: None, buckets: None, limit: None })
+        .await
+        .unwrap();
+    let bob_in_carols_world = pulled
+        .changes
+        .iter()
+        .any(|c| c.row.values().any(|v| v == "bob") || c.row.get("title") == Some(&json!("injected")));
+    assert!(!bob_in_carols_world, "nothing of it reaches carol: {:?}", pulled.changes);
+    assert_eq!(rows(&db, "SELECT 1 FROM list_members WHERE user_id = 'bob'").await, 1, "only alice's share");
+    // Members edit shared rows; a first-time user creates lists.
+    let edit = one(&storage, "bob", "update_note", json!({"id": "an1", "done": true})).await;
+    assert_eq!(edit.status, MutationStatus::Applied, "{edit:?}");
+    assert_eq!(one(&storage, "dave", "create_list", json!({"title": "first"})).await.status, MutationStatus::Applied);
+}
+
+#[tokio::test]
+async fn field_merge_takes_each_column_from_the_newer_clock() {
+    let db = TestDb::new().await;
+    let storage = store(&db).await;
+    seed(&storage).await;
+    // Newer than the stamps the seed's writes got, and within the server's bound.
+    let base = engine::hlc::wall_clock_ms() + 5_000;
+    let at = |ms: u64, node: &str| format!("{:013}-0000-{node}", base + ms);
+    // Two offline clients, interleaved: A's title is older than B's, A's done newer than B's.
+    let a = vec![
+        MutationRequest {
+            hlc: Some(at(100, "a")),
+            ..mutation(1, "update_note", json!({"id": "an1", "title": "from a"}))
+        },
+        MutationRequest { hlc: Some(at(300, "a")), ..mutation(2, "update_note", json!({"id": "an1", "done": true})) },
+    ];
+    let b = vec![
+        MutationRequest {
+            hlc: Some(at(200, "b")),
+            ..mutation(1, "update_note", json!({"id": "an1", "title": "from b"}))
+        },
+        MutationRequest { hlc: Some(at(150, "b")), ..mutation(2, "update_note", json!({"id": "an1", "done": false})) },
+    ];
+    assert!(
+        push(&storage, "alice", client(10), a)
+            .await
+            .response
+            .results
+            .iter()
+            .all(|r| r.status == MutationStatus::Applied)
+    );
+    let before_b = storage
+        .pull(&actor("bob"), &PullRequest { client_id: client(2), cursor: None, buckets: None, limit: None })
+        .await
+        .unwrap();
+    assert!(
+        push(&storage, "bob", client(11), b).await.response.results.iter().all(|r| r.status == MutationStatus::Applied)
+    );
+    let (title, done): (String, bool) =
+        sqlx::query_as("SELECT title, done FROM notes WHERE id = 'an1'").fetch_one(&db.pool).await.unwrap();
+    assert_eq!((title.as_str(), done), ("from b", true));
+    db.settle(&storage).await;
+    let after_b = storage
+        .pull(
+            &actor("bob"),
+            &PullRequest { client_id: client(2), cursor: Some(before_b.cursor), buckets: None, limit: None },
+        )
+        .await
+        .unwrap();
+    let note = after_b.changes.iter().find(|c| c.row["id"] == "an1").expect("a write that loses still bumps the row");
+    assert_eq!((note.row["title"].clone(), note.row["done"].clone()), (json!("from b"), json!(true)));
+
+    // A clock far ahead is pulled back to the server's bound, not refused.
+    let fast = MutationRequest {
+        hlc: Some("4102444800000-0000-fast".into()),
+        ..mutation(1, "update_note", json!({"id": "an1", "title": "from the future"}))
+    };
+    let result = push(&storage, "alice", client(12), vec![fast]).await;
+    assert_eq!(result.response.results[0].status, MutationStatus::Applied);
+    let stamp: String = sqlx::query_scalar("SELECT _engine_hlc->>'title' FROM notes WHERE id = 'an1'")
+        .fetch_one(&db.pool)
+        .await
+        .unwrap();
+    let physical: u64 = stamp[..13].parse().unwrap();
+    assert!(physical <= engine::hlc::wall_clock_ms() + engine::server::storage::postgres::MAX_CLOCK_LEAD_MS, "{stamp}");
+    let bad = MutationRequest {
+        hlc: Some("yesterday".into()),
+        ..mutation(2, "update_note", json!({"id": "an1", "title": "x"}))
+    };
+    assert_eq!(
+        code(&push(&storage, "alice", client(12), vec![bad]).await.response.results[0]),
+        Some(ErrorCode::ValidationFailed)
+    );
+}
+
+#[tokio::test]
+async fn concurrent_text_edits_from_several_clients_converge() {
+    let db = TestDb::new().await;
+    let storage = store(&db).await;
+    seed(&storage).await;
+    let start = CrdtText::from_text("shared base");
+    let init = engine::crdt::update_to_base64(start.state());
+    assert_eq!(
+        one(&storage, "alice", "edit_note_body", json!({"id": "an1", "update": init})).await.status,
+        MutationStatus::Applied
+    );
+    let mut replicas = vec![start.clone(), start.clone(), start.clone()];
+    let edits = [(0, "[alice] "), (6, "-bob-"), (11, " (carol)")];
+    let mut updates = Vec::new();
+    for (replica, (at, text)) in replicas.iter_mut().zip(edits) {
+        updates.push(replica.insert(at, text).unwrap());
+    }
+    for (i, update) in updates.iter().enumerate().rev() {
+        let who = ["alice", "bob", "alice"][i];
+        let args = json!({"id": "an1", "update": engine::crdt::update_to_base64(update)});
+        assert_eq!(one(&storage, who, "edit_note_body", args).await.status, MutationStatus::Applied);
+    }
+    let stored: Vec<u8> =
+        sqlx::query_scalar("SELECT body FROM notes WHERE id = 'an1'").fetch_one(&db.pool).await.unwrap();
+    let server = CrdtText::from_state(stored).unwrap();
+    let text = server.text().unwrap();
+    for (_, inserted) in edits {
+        assert!(text.contains(inserted), "{text:?} keeps {inserted:?}");
+    }
+    for replica in &mut replicas {
+        replica.merge(server.state()).unwrap();
+        assert_eq!(replica.text().unwrap(), text, "every replica converges on the server's text");
+    }
+    let bomb = engine::crdt::update_to_base64(&[0xff, 0xff, 0xff, 0xff, 0x0f]);
+    let refused = one(&storage, "alice", "edit_note_body", json!({"id": "an1", "update": bomb})).await;
+    assert_eq!(code(&refused), Some(ErrorCode::ValidationFailed), "{refused:?}");
+}
+
+#[tokio::test]
+async fn an_empty_id_is_chosen_by_the_server_and_reconciled() {
+    let db = TestDb::new().await;
+    let storage = store(&db).await;
+    seed(&storage).await;
+    let m = mutation(10, "add_note", json!({"id": "", "list_id": "a1", "title": "server picks"}));
+    let pushed = push(&storage, "alice", client(20), vec![MutationRequest { mutation_id: 1, ..m.clone() }]).await;
+    let result = &pushed.response.results[0];
+    let server_id = result.server_id.clone().expect("a server id");
+    assert!(uuid::Uuid::parse_str(&server_id).is_ok(), "a UUID: {server_id}");
+    assert_eq!(result.reconciliation.as_ref().unwrap().get(""), Some(&server_id));
+    let replay = push(&storage, "alice", client(20), vec![MutationRequest { mutation_id: 1, ..m }]).await;
+    assert_eq!(replay.response.results[0].server_id.as_ref(), Some(&server_id));
+    assert_eq!(replay.response.results[0].reconciliation, result.reconciliation);
+    assert_eq!(rows(&db, &format!("SELECT 1 FROM notes WHERE id = '{server_id}'")).await, 1);
+    let buckets: Vec<String> = pushed.affected.iter().map(ToString::to_string).collect();
+    assert_eq!(buckets, ["own/alice", "shared/a1"], "the pings to publish after commit");
+}
