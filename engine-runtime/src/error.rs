@@ -117,6 +117,18 @@ impl Error {
             Error::RetryLater { .. } | Error::Kernel(engine_kernel::Error::Transient(_)) => {
                 "a transient condition; retry after the Retry-After delay (nothing was recorded)".to_owned()
             }
+            Error::MalformedRequest(m) | Error::Unauthenticated(m) | Error::Forbidden(m) | Error::NotFound(m) => {
+                m.clone()
+            }
+            Error::MethodNotAllowed => "this route does not take this method".to_owned(),
+            Error::MutationOutOfOrder { last_mutation_id, got } => format!(
+                "the push starts at mutation {got}, but the next mutation of this client is {}",
+                last_mutation_id + 1
+            ),
+            Error::PayloadTooLarge { limit } => format!("the body is over the limit of {limit} bytes"),
+            Error::RateLimited { retry_after } => {
+                format!("over the request rate; retry in {} ms", retry_after.as_millis().max(1))
+            }
             other => other.to_string(),
         };
         let mut problem = Problem::new(code, detail);

@@ -1,16 +1,32 @@
 //! The engine sync server. It takes an [`engine_kernel::App`] and serves the wire protocol
 //! (PROTOCOL.md) over HTTP and WebSocket, on Postgres.
 //!
-//! - [`storage`]: the [`storage::Storage`] trait and its Postgres backend:
-//!   provisioning, change tracking, pull and push.
+//! - [`Server`]: the builder, the mountable axum router, `listen`.
+//! - [`storage`]: the [`storage::Storage`] trait and its Postgres backend: provisioning, change
+//!   tracking, pull and push.
+//! - [`auth`]: the [`auth::EngineAuth`] trait and JWT bearer tokens.
+//! - [`realtime`]: the [`realtime::Realtime`] trait that carries pings after commit.
+//! - [`limits`] and [`observer`]: request limits, and hooks for metrics.
 //! - [`error`]: the server's one error type and its problem-document responses.
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
+pub mod auth;
 mod buckets;
 mod cursor;
 pub mod error;
+mod http;
+pub mod limits;
+pub mod observer;
+pub mod realtime;
+mod server;
 pub mod storage;
 
+pub use auth::{BearerTokenAuth, EngineAuth, issue_bearer_token};
 pub use error::{Error, Result};
+pub use limits::Limits;
+pub use server::{DEFAULT_TOMBSTONE_RETENTION, PresenceSettings, Provisioning, Server, ServerBuilder};
 pub use storage::{Storage, postgres, provision_plan};
+
+/// The path of the public contract route.
+pub const CONTRACT_PATH: &str = "/engine/contract";

@@ -310,9 +310,11 @@ pub use engine_macros::sync_rules;
 #[doc(inline)]
 pub use engine_macros::app;
 
-/// The server: builder, router, storage, realtime and auth.
+/// The server crate: builder, router, storage, realtime, auth, limits and observer hooks.
 #[cfg(feature = "server")]
 pub use engine_runtime as server;
+#[cfg(feature = "server")]
+pub use engine_runtime::{Server, auth, limits, observer, realtime, storage};
 
 /// The Rust client.
 #[cfg(feature = "client")]

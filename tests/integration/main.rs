@@ -8,3 +8,4 @@ mod model;
 mod provision;
 mod pull;
 mod push;
+mod server;

@@ -15,7 +15,7 @@ use engine_kernel::{Actor, App, BoxFuture, BucketKey};
 
 use crate::error::{Error, Result};
 
-pub use postgres::{Postgres, PostgresStorage, postgres, provision_plan};
+pub use postgres::{Postgres, PostgresStorage, create_database_if_missing, postgres, provision_plan};
 
 /// An app's store: provisioning, pull and push, for one app.
 pub trait Storage: Send + Sync + 'static {
@@ -29,6 +29,8 @@ pub trait Storage: Send + Sync + 'static {
     fn push<'a>(&'a self, actor: &'a Actor, request: &'a PushRequest) -> BoxFuture<'a, Result<Pushed>>;
     /// Every bucket the actor holds now.
     fn held_buckets<'a>(&'a self, actor: &'a Actor) -> BoxFuture<'a, Result<BTreeSet<BucketKey>>>;
+    /// Counts for `/engine/stats`.
+    fn stats(&self) -> BoxFuture<'_, Result<Stats>>;
     /// Delete tombstones older than `retention`; returns how many went. Clients whose cursors
     /// predate the collected ones get `reset: true` on their next pull.
     fn collect_garbage(&self, retention: std::time::Duration) -> BoxFuture<'_, Result<u64>>;
@@ -49,6 +51,23 @@ pub struct Pushed {
     /// Claim values (`user_id=carol`) whose membership rows changed: their holders' bucket sets
     /// may have changed.
     pub membership_changes: BTreeSet<String>,
+}
+
+/// Counts of what the store holds.
+#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "camelCase")]
+#[non_exhaustive]
+pub struct Stats {
+    /// Buckets that hold at least one row.
+    pub buckets: u64,
+    /// Clients that have pushed.
+    pub clients: u64,
+    /// Mutations applied.
+    pub applied_mutations: u64,
+    /// Mutations rejected.
+    pub rejected_mutations: u64,
+    /// Tombstones kept.
+    pub tombstones: u64,
 }
 
 /// Opens a store for an app: what `Server::builder().storage(…)` takes.

@@ -1,7 +1,126 @@
-//! `cargo run -p example-notes` prints the notes app's contract (the server arrives with the
-//! server issue and will serve it instead).
+//! The notes quickstart: `cargo run -p example-notes` serves the notes app on 127.0.0.1:8787.
+//!
+//! - `cargo run -p example-notes -- token --user alice` prints a development token for `alice`.
+//! - `cargo run -p example-notes -- contract` prints the app's contract.
+//!
+//! Environment: `PORT` (8787), `HOST` (127.0.0.1), `DATABASE_URL` (default
+//! `postgres://postgres@127.0.0.1:5432/engine_notes`, created when missing), `ENGINE_SECRET` (the
+//! token signing secret; a development default otherwise), `ENGINE_RATE_LIMIT` (requests a
+//! second per actor, 0 turns the limit off), `ENGINE_BODY_LIMIT` (bytes), `RUST_LOG`.
 
-fn main() {
-    let contract = engine::contract(&example_notes::app());
-    println!("{}", serde_json::to_string_pretty(&contract).expect("the contract serializes"));
+use std::time::Duration;
+
+use clap::{Parser, Subcommand};
+use engine::auth::{BearerTokenAuth, issue_bearer_token};
+use engine::limits::Limits;
+
+/// The signing secret when `ENGINE_SECRET` is not set. Development only.
+const DEVELOPMENT_SECRET: &str = "engine-notes-development-secret-change-me";
+const DEFAULT_DATABASE_URL: &str = "postgres://postgres@127.0.0.1:5432/engine_notes";
+
+#[derive(Parser)]
+#[command(name = "example-notes", about = "The notes app: an engine quickstart")]
+struct Cli {
+    #[command(subcommand)]
+    command: Option<Command>,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Serve the notes app (the default).
+    Serve,
+    /// Print a development token.
+    Token {
+        /// The user id (`sub`).
+        #[arg(long)]
+        user: String,
+        /// The owner id (`ownerId`); the user id when not given.
+        #[arg(long)]
+        owner: Option<String>,
+        /// Lifetime in seconds.
+        #[arg(long, default_value_t = 3600)]
+        ttl: u64,
+    },
+    /// Print the notes app's contract (OpenAPI 3.1).
+    Contract,
+}
+
+fn secret() -> (String, bool) {
+    match std::env::var("ENGINE_SECRET") {
+        Ok(secret) if !secret.is_empty() => (secret, false),
+        _ => (DEVELOPMENT_SECRET.to_owned(), true),
+    }
+}
+
+fn env_number<T: std::str::FromStr>(name: &str) -> Result<Option<T>, String> {
+    match std::env::var(name) {
+        Ok(text) => text.trim().parse().map(Some).map_err(|_| format!("{name}={text} is not a number")),
+        Err(_) => Ok(None),
+    }
+}
+
+#[tokio::main]
+async fn main() -> std::process::ExitCode {
+    let cli = Cli::parse();
+    let outcome = match cli.command.unwrap_or(Command::Serve) {
+        Command::Serve => serve().await,
+        Command::Token { user, owner, ttl } => {
+            let owner = owner.unwrap_or_else(|| user.clone());
+            issue_bearer_token(&user, &owner, secret().0, Duration::from_secs(ttl))
+                .map(|token| println!("{token}"))
+                .map_err(|e| e.to_string())
+        }
+        Command::Contract => {
+            let contract = engine::contract(&example_notes::app());
+            println!("{}", serde_json::to_string_pretty(&contract).expect("the contract serializes"));
+            Ok(())
+        }
+    };
+    match outcome {
+        Ok(()) => std::process::ExitCode::SUCCESS,
+        Err(message) => {
+            eprintln!("example-notes: {message}");
+            std::process::ExitCode::FAILURE
+        }
+    }
+}
+
+async fn serve() -> Result<(), String> {
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "info,sqlx=warn".into()),
+        )
+        .init();
+    let port: u16 = env_number("PORT")?.unwrap_or(8787);
+    let host = std::env::var("HOST").unwrap_or_else(|_| "127.0.0.1".into());
+    let database_url = std::env::var("DATABASE_URL").unwrap_or_else(|_| DEFAULT_DATABASE_URL.into());
+    let mut limits = Limits::default();
+    if let Some(bytes) = env_number::<usize>("ENGINE_BODY_LIMIT")? {
+        limits = limits.body_bytes(bytes);
+    }
+    if let Some(rate) = env_number::<u32>("ENGINE_RATE_LIMIT")? {
+        limits = limits.rate(rate, rate.saturating_mul(4));
+    }
+    let (secret, development) = secret();
+    if development {
+        tracing::warn!("ENGINE_SECRET is not set: signing tokens with the development secret");
+    }
+    if engine::storage::create_database_if_missing(&database_url).await.map_err(|e| e.to_string())? {
+        tracing::info!(database_url, "created the database");
+    }
+    let server = engine::Server::builder()
+        .app(example_notes::app())
+        .database_url(database_url)
+        .auth(BearerTokenAuth::new(secret))
+        .limits(limits)
+        .build()
+        .await
+        .map_err(|e| e.to_string())?;
+    let listener = tokio::net::TcpListener::bind((host.as_str(), port))
+        .await
+        .map_err(|e| format!("cannot listen on {host}:{port}: {e}"))?;
+    let addr = listener.local_addr().map_err(|e| e.to_string())?;
+    tracing::info!("notes app on http://{addr}");
+    tracing::info!("get a token: cargo run -p example-notes -- token --user alice");
+    server.serve(listener).await.map_err(|e| e.to_string())
 }

@@ -1,5 +1,7 @@
 //! What every integration test shares: a fresh Postgres database per test, and the notes app.
 
 pub(crate) mod db;
+pub(crate) mod server;
 
 pub(crate) use db::TestDb;
+pub(crate) use server::TestServer;

@@ -24,7 +24,7 @@ pub use provision::{SCHEMA_VERSION, provision_plan};
 pub use pull::{DEFAULT_PULL_LIMIT, MAX_PULL_LIMIT};
 pub use push::MAX_CLOCK_LEAD_MS;
 
-use super::{OpenStorage, Pushed, Storage};
+use super::{OpenStorage, Pushed, Stats, Storage};
 use crate::buckets::RuleIndex;
 use crate::error::{Error, Result};
 
@@ -33,6 +33,35 @@ use crate::error::{Error, Result};
 /// Always name the user in the URL: with none, the driver connects as `anonymous`.
 pub fn postgres(url: impl Into<String>) -> Postgres {
     Postgres { url: url.into(), max_connections: 16, pool: None }
+}
+
+/// Create the database `url` names when it does not exist (connecting to the server's
+/// `postgres` database to do so). Returns whether it was created.
+pub async fn create_database_if_missing(url: &str) -> Result<bool> {
+    use sqlx::ConnectOptions;
+    use sqlx::postgres::PgConnectOptions;
+    let options: PgConnectOptions = url.parse().map_err(|e| Error::Config(format!("not a Postgres URL: {e}")))?;
+    let Some(name) = options.get_database().map(str::to_owned) else { return Ok(false) };
+    let mut admin = options
+        .clone()
+        .database("postgres")
+        .connect()
+        .await
+        .map_err(|e| Error::Config(format!("cannot connect to the Postgres server: {e}")))?;
+    let exists: bool = sqlx::query_scalar("SELECT EXISTS (SELECT 1 FROM pg_database WHERE datname = $1)")
+        .bind(&name)
+        .fetch_one(&mut admin)
+        .await?;
+    if exists {
+        return Ok(false);
+    }
+    let create = format!("CREATE DATABASE {}", sql::ident(&name));
+    match sqlx::query(sqlx::AssertSqlSafe(create)).execute(&mut admin).await {
+        Ok(_) => Ok(true),
+        // Another process created it meanwhile.
+        Err(sqlx::Error::Database(db)) if db.code().as_deref() == Some("42P04") => Ok(false),
+        Err(e) => Err(Error::Config(format!("cannot create database `{name}`: {e}"))),
+    }
 }
 
 /// How to reach Postgres. Build with [`postgres`].
@@ -160,6 +189,62 @@ impl Storage for PostgresStorage {
         Box::pin(async move {
             let mut conn = self.pool.acquire().await?;
             held::held_buckets(&mut conn, &self.app, &self.memberships, actor).await
+        })
+    }
+
+    fn stats(&self) -> BoxFuture<'_, Result<Stats>> {
+        Box::pin(async move {
+            let mut conn = self.pool.acquire().await?;
+            let count = |n: i64| u64::try_from(n).unwrap_or(0);
+            let (clients, applied, rejected, tombstones): (i64, i64, i64, i64) = sqlx::query_as(
+                "SELECT (SELECT count(*) FROM _engine_clients),
+                        (SELECT count(*) FROM _engine_mutations WHERE status = 'applied'),
+                        (SELECT count(*) FROM _engine_mutations WHERE status = 'rejected'),
+                        (SELECT count(*) FROM _engine_tombstones)",
+            )
+            .fetch_one(&mut *conn)
+            .await?;
+            let mut buckets = 0;
+            for rule in self.app.sync_rules().rules {
+                let scopes: Vec<String> = rule
+                    .data
+                    .iter()
+                    .map(|selection| {
+                        let table = self.app.table(selection.table).expect("rule tables are app tables");
+                        let columns: Vec<String> = rule
+                            .parameters
+                            .iter()
+                            .filter_map(|p| selection.scope.iter().find(|s| s.param == p.name))
+                            .map(|s| format!("t.{}::text", sql::ident(s.column)))
+                            .collect();
+                        let mut conditions: Vec<String> = selection
+                            .filters
+                            .iter()
+                            .map(|f| format!("t.{} = {}", sql::ident(f.column), sql::constant(f.value)))
+                            .collect();
+                        if let Some(deleted) = table.soft_delete {
+                            conditions.push(format!("t.{} IS NULL", sql::ident(deleted)));
+                        }
+                        conditions.push("true".into());
+                        format!(
+                            "SELECT {} FROM {} AS t WHERE {}",
+                            columns.join(", "),
+                            sql::ident(table.name),
+                            conditions.join(" AND ")
+                        )
+                    })
+                    .collect();
+                let sql = format!("SELECT count(*) FROM ({}) AS b", scopes.join(" UNION "));
+                let n: i64 = sqlx::query_scalar(sqlx::AssertSqlSafe(sql)).fetch_one(&mut *conn).await?;
+                buckets += count(n);
+            }
+            Ok(Stats {
+                buckets,
+                clients: count(clients),
+                applied_mutations: count(applied),
+                rejected_mutations: count(rejected),
+                tombstones: count(tombstones),
+            })
         })
     }
 

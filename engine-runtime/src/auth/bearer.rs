@@ -1,0 +1,223 @@
+//! JWT bearer tokens (PROTOCOL.md, Authentication): claims `sub` (the user id), `ownerId`, `iat`
+//! and `exp`, all required; every other claim is passed to the actor.
+//!
+//! Tokens signed with HS256 are checked against the server's secret only; tokens signed with
+//! RS256/384/512 or EdDSA are checked against the key of their `kid` in a JWKS, and only when the
+//! token's algorithm is that key's. So `alg: none`, a bad signature, an expired token, a token
+//! without a required claim, and a token of one family signed with a key of another (the HS/RS
+//! confusion) are all refused.
+
+use std::sync::{Arc, RwLock};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use axum::http::request::Parts;
+use engine_kernel::{Actor, BoxFuture};
+use jsonwebtoken::jwk::{AlgorithmParameters, Jwk, JwkSet, KeyAlgorithm};
+use jsonwebtoken::{Algorithm, DecodingKey, EncodingKey, Header, Validation};
+use serde_json::{Map, Value};
+
+use super::{EngineAuth, bearer_token};
+use crate::error::{Error, Result};
+
+/// How far clocks may disagree when checking `exp`, `iat` and `nbf`.
+pub const LEEWAY: Duration = Duration::from_secs(30);
+
+/// The default lifetime of an issued token.
+pub const DEFAULT_TOKEN_TTL: Duration = Duration::from_secs(3600);
+
+/// Bearer-token authentication. Build with [`BearerTokenAuth::new`]; add an identity
+/// provider's keys with [`with_jwks`](Self::with_jwks) (and rotate them with
+/// [`set_jwks`](Self::set_jwks)).
+#[derive(Clone)]
+pub struct BearerTokenAuth {
+    secret: Option<Arc<DecodingKey>>,
+    jwks: Arc<RwLock<Vec<(String, Algorithm, DecodingKey)>>>,
+}
+
+impl std::fmt::Debug for BearerTokenAuth {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let kids: Vec<String> =
+            self.jwks.read().map(|k| k.iter().map(|(kid, _, _)| kid.clone()).collect()).unwrap_or_default();
+        f.debug_struct("BearerTokenAuth").field("secret", &self.secret.is_some()).field("jwks", &kids).finish()
+    }
+}
+
+impl BearerTokenAuth {
+    /// Tokens signed with HS256 and `secret`.
+    pub fn new(secret: impl AsRef<[u8]>) -> Self {
+        BearerTokenAuth { secret: Some(Arc::new(DecodingKey::from_secret(secret.as_ref()))), jwks: Arc::default() }
+    }
+
+    /// Tokens of an identity provider only (no shared secret).
+    pub fn jwks_only(jwks: &JwkSet) -> Result<Self> {
+        let auth = BearerTokenAuth { secret: None, jwks: Arc::default() };
+        auth.set_jwks(jwks)?;
+        Ok(auth)
+    }
+
+    /// Also accept tokens signed by the keys of `jwks` (RS256/384/512, PS256/384/512, EdDSA), by
+    /// `kid`.
+    pub fn with_jwks(self, jwks: &JwkSet) -> Result<Self> {
+        self.set_jwks(jwks)?;
+        Ok(self)
+    }
+
+    /// Replace the identity provider's keys (key rotation): tokens of removed keys are refused
+    /// from now on.
+    pub fn set_jwks(&self, jwks: &JwkSet) -> Result<()> {
+        let mut keys = Vec::new();
+        for jwk in &jwks.keys {
+            let Some(kid) = jwk.common.key_id.clone() else { continue };
+            let Some(algorithm) = asymmetric_algorithm(jwk) else { continue };
+            let key = DecodingKey::from_jwk(jwk).map_err(|e| Error::Config(format!("JWKS key `{kid}`: {e}")))?;
+            keys.push((kid, algorithm, key));
+        }
+        *self.jwks.write().unwrap_or_else(std::sync::PoisonError::into_inner) = keys;
+        Ok(())
+    }
+
+    /// The actor of `token`, or why it is refused.
+    pub fn verify(&self, token: &str) -> Result<Actor> {
+        let header = jsonwebtoken::decode_header(token).map_err(|_| unauthenticated("the token is not a JWT"))?;
+        let claims = match header.alg {
+            Algorithm::HS256 => {
+                let key = self.secret.as_deref().ok_or_else(|| unauthenticated("HS256 tokens are not accepted"))?;
+                decode(token, key, Algorithm::HS256)?
+            }
+            alg => {
+                let kid = header.kid.as_deref().ok_or_else(|| unauthenticated("the token names no key (`kid`)"))?;
+                let keys = self.jwks.read().unwrap_or_else(std::sync::PoisonError::into_inner);
+                let (_, key_alg, key) = keys
+                    .iter()
+                    .find(|(k, _, _)| k == kid)
+                    .ok_or_else(|| unauthenticated(&format!("no key `{kid}` is trusted")))?;
+                if *key_alg != alg {
+                    return Err(unauthenticated("the token's algorithm is not its key's"));
+                }
+                decode(token, key, alg)?
+            }
+        };
+        actor_of(claims)
+    }
+}
+
+fn unauthenticated(why: &str) -> Error {
+    Error::Unauthenticated(why.to_owned())
+}
+
+/// The algorithm of an asymmetric JWK; symmetric keys are never taken from a JWKS.
+fn asymmetric_algorithm(jwk: &Jwk) -> Option<Algorithm> {
+    let declared = jwk.common.key_algorithm.and_then(|a| match a {
+        KeyAlgorithm::RS256 => Some(Algorithm::RS256),
+        KeyAlgorithm::RS384 => Some(Algorithm::RS384),
+        KeyAlgorithm::RS512 => Some(Algorithm::RS512),
+        KeyAlgorithm::PS256 => Some(Algorithm::PS256),
+        KeyAlgorithm::PS384 => Some(Algorithm::PS384),
+        KeyAlgorithm::PS512 => Some(Algorithm::PS512),
+        KeyAlgorithm::EdDSA => Some(Algorithm::EdDSA),
+        _ => None,
+    });
+    match &jwk.algorithm {
+        AlgorithmParameters::RSA(_) => declared.filter(|a| !matches!(a, Algorithm::EdDSA)).or(Some(Algorithm::RS256)),
+        AlgorithmParameters::OctetKeyPair(_) => Some(Algorithm::EdDSA),
+        _ => None,
+    }
+}
+
+fn decode(token: &str, key: &DecodingKey, alg: Algorithm) -> Result<Map<String, Value>> {
+    let mut validation = Validation::new(alg);
+    validation.algorithms = vec![alg];
+    validation.leeway = LEEWAY.as_secs();
+    validation.validate_exp = true;
+    validation.validate_nbf = true;
+    validation.set_required_spec_claims(&["exp", "iat", "sub"]);
+    let data = jsonwebtoken::decode::<Map<String, Value>>(token, key, &validation).map_err(|e| {
+        use jsonwebtoken::errors::ErrorKind;
+        unauthenticated(match e.kind() {
+            ErrorKind::ExpiredSignature => "the token has expired",
+            ErrorKind::InvalidSignature => "the token's signature is not valid",
+            ErrorKind::InvalidAlgorithm => "the token's algorithm is not accepted",
+            ErrorKind::MissingRequiredClaim(_) => "the token lacks a required claim (`sub`, `iat`, `exp`)",
+            ErrorKind::ImmatureSignature => "the token is not valid yet",
+            _ => "the token is not valid",
+        })
+    })?;
+    let iat = data.claims.get("iat").and_then(Value::as_u64).unwrap_or(0);
+    if iat > now_secs() + LEEWAY.as_secs() {
+        return Err(unauthenticated("the token was issued in the future"));
+    }
+    Ok(data.claims)
+}
+
+fn actor_of(mut claims: Map<String, Value>) -> Result<Actor> {
+    let user_id = match claims.remove("sub") {
+        Some(Value::String(s)) if !s.is_empty() => s,
+        _ => return Err(unauthenticated("the token's `sub` is not a user id")),
+    };
+    let owner_id = match claims.remove("ownerId") {
+        Some(Value::String(s)) if !s.is_empty() => s,
+        _ => return Err(unauthenticated("the token lacks the `ownerId` claim")),
+    };
+    Ok(Actor { user_id, owner_id, claims })
+}
+
+fn now_secs() -> u64 {
+    SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_secs())
+}
+
+impl EngineAuth for BearerTokenAuth {
+    fn resolve<'a>(&'a self, request: &'a Parts) -> BoxFuture<'a, Option<Actor>> {
+        Box::pin(async move { self.verify(bearer_token(request)?).ok() })
+    }
+
+    fn resolve_token<'a>(&'a self, token: &'a str) -> BoxFuture<'a, Option<Actor>> {
+        Box::pin(async move { self.verify(token).ok() })
+    }
+}
+
+/// An HS256 token for `user_id` with owner id `owner_id`, valid for `ttl`.
+///
+/// ```
+/// use std::time::Duration;
+/// use engine_runtime::auth::{BearerTokenAuth, issue_bearer_token};
+///
+/// let token = issue_bearer_token("alice", "acme", b"secret", Duration::from_secs(60)).unwrap();
+/// let actor = BearerTokenAuth::new(b"secret").verify(&token).unwrap();
+/// assert_eq!((actor.user_id.as_str(), actor.owner_id.as_str()), ("alice", "acme"));
+/// ```
+pub fn issue_bearer_token(user_id: &str, owner_id: &str, secret: impl AsRef<[u8]>, ttl: Duration) -> Result<String> {
+    issue_bearer_token_with_claims(user_id, owner_id, secret, ttl, Map::new())
+}
+
+/// Like [`issue_bearer_token`], with more claims (which sync rules can take parameters from).
+pub fn issue_bearer_token_with_claims(
+    user_id: &str,
+    owner_id: &str,
+    secret: impl AsRef<[u8]>,
+    ttl: Duration,
+    mut claims: Map<String, Value>,
+) -> Result<String> {
+    let now = now_secs();
+    claims.insert("sub".into(), user_id.into());
+    claims.insert("ownerId".into(), owner_id.into());
+    claims.insert("iat".into(), now.into());
+    claims.insert("exp".into(), (now + ttl.as_secs()).into());
+    jsonwebtoken::encode(&Header::new(Algorithm::HS256), &claims, &EncodingKey::from_secret(secret.as_ref()))
+        .map_err(|e| Error::Internal(format!("cannot sign a token: {e}")))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn issued_tokens_carry_user_owner_and_extra_claims() {
+        let mut extra = Map::new();
+        extra.insert("org".into(), "acme".into());
+        let token = issue_bearer_token_with_claims("u", "o", b"k", Duration::from_secs(60), extra).unwrap();
+        let actor = BearerTokenAuth::new(b"k").verify(&token).unwrap();
+        assert_eq!(actor.claim::<String>("org").as_deref(), Some("acme"));
+        assert!(actor.claims.contains_key("exp"));
+        assert!(BearerTokenAuth::new(b"other").verify(&token).is_err());
+    }
+}

@@ -1,0 +1,61 @@
+//! Extractors: the authenticated, rate-limited actor of a request, and a JSON body that is
+//! refused (never defaulted) when it is empty, malformed or too large.
+
+use axum::body::Bytes;
+use axum::extract::{FromRequest, FromRequestParts, Request};
+use axum::http::request::Parts;
+use engine_kernel::Actor;
+use serde::de::DeserializeOwned;
+
+use super::State;
+use crate::error::Error;
+
+/// The actor a request acts for: authenticated (401 otherwise) and within its rate (429).
+pub(crate) struct Authenticated(pub(crate) Actor);
+
+impl FromRequestParts<State> for Authenticated {
+    type Rejection = Error;
+
+    async fn from_request_parts(parts: &mut Parts, state: &State) -> Result<Self, Error> {
+        let actor = state
+            .auth
+            .resolve(parts)
+            .await
+            .ok_or_else(|| Error::Unauthenticated("send a valid `Authorization: Bearer <token>`".into()))?;
+        tracing::Span::current().record("actor", actor.user_id.as_str());
+        if let Some(limit) = &state.rate_limit {
+            limit.check(&actor.user_id)?;
+        }
+        Ok(Authenticated(actor))
+    }
+}
+
+/// A JSON body of type `T`.
+pub(crate) struct JsonBody<T>(pub(crate) T);
+
+impl<T: DeserializeOwned> FromRequest<State> for JsonBody<T> {
+    type Rejection = Error;
+
+    async fn from_request(request: Request, state: &State) -> Result<Self, Error> {
+        let limit = state.body_limit;
+        let bytes: Bytes = match axum::body::to_bytes(request.into_body(), limit).await {
+            Ok(bytes) => bytes,
+            Err(err) => {
+                let too_large = std::error::Error::source(&err)
+                    .is_some_and(|e| e.is::<http_body_util::LengthLimitError>())
+                    || err.to_string().contains("length limit");
+                return Err(if too_large {
+                    Error::PayloadTooLarge { limit }
+                } else {
+                    Error::MalformedRequest("the body could not be read".into())
+                });
+            }
+        };
+        if bytes.iter().all(u8::is_ascii_whitespace) {
+            return Err(Error::MalformedRequest("the body is empty: send the endpoint's JSON".into()));
+        }
+        serde_json::from_slice(&bytes)
+            .map(JsonBody)
+            .map_err(|e| Error::MalformedRequest(format!("the body is not the expected JSON: {e}")))
+    }
+}

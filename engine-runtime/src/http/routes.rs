@@ -1,0 +1,91 @@
+//! The routes of PROTOCOL.md: pull, push, the contract and stats.
+
+use axum::Json;
+use axum::Router;
+use axum::extract::State as AxumState;
+use axum::http::header;
+use axum::response::IntoResponse;
+use axum::routing::{get, post};
+use engine_kernel::ErrorCode;
+use engine_kernel::wire::{PullRequest, PullResponse, PushRequest, PushResponse};
+use serde_json::json;
+
+use super::State;
+use super::extract::{Authenticated, JsonBody};
+use crate::error::{Error, Result};
+use crate::realtime::Signal;
+
+pub(crate) fn routes() -> Router<State> {
+    Router::new()
+        .route("/sync/pull", post(pull))
+        .route("/sync/push", post(push))
+        .route(crate::CONTRACT_PATH, get(contract))
+        .route("/engine/stats", get(stats))
+}
+
+async fn pull(
+    AxumState(state): AxumState<State>,
+    Authenticated(actor): Authenticated,
+    JsonBody(request): JsonBody<PullRequest>,
+) -> Result<Json<PullResponse>> {
+    match state.storage.pull(&actor, &request).await {
+        Ok(response) => {
+            state.observer.on_pull(&actor, &request, &response);
+            Ok(Json(response))
+        }
+        Err(err) => {
+            state.observer.on_error(&err);
+            Err(err)
+        }
+    }
+}
+
+async fn push(
+    AxumState(state): AxumState<State>,
+    Authenticated(actor): Authenticated,
+    JsonBody(request): JsonBody<PushRequest>,
+) -> Result<Json<PushResponse>> {
+    let pushed = match state.storage.push(&actor, &request).await {
+        Ok(pushed) => pushed,
+        Err(err) => {
+            state.observer.on_error(&err);
+            return Err(err);
+        }
+    };
+    // Everything in `pushed` has committed: ping its buckets, even when the push stopped.
+    for bucket in &pushed.affected {
+        if let Err(err) = state.realtime.publish(Signal::Ping(bucket.clone())).await {
+            tracing::warn!(error = %err, "publishing a ping failed");
+        }
+    }
+    for change in &pushed.membership_changes {
+        if let Err(err) = state.realtime.publish(Signal::Membership(change.clone())).await {
+            tracing::warn!(error = %err, "publishing a membership change failed");
+        }
+    }
+    for result in &pushed.response.results {
+        if result.error.as_ref().is_some_and(|e| e.code == ErrorCode::Conflict) {
+            state.observer.on_conflict(&actor, result);
+        }
+    }
+    state.observer.on_push(&actor, &request, &pushed.response);
+    match pushed.stopped {
+        Some(err) => {
+            state.observer.on_error(&err);
+            Err(err)
+        }
+        None => Ok(Json(pushed.response)),
+    }
+}
+
+async fn contract(AxumState(state): AxumState<State>) -> impl IntoResponse {
+    ([(header::CONTENT_TYPE, "application/json")], state.contract.clone())
+}
+
+async fn stats(AxumState(state): AxumState<State>, Authenticated(actor): Authenticated) -> Result<impl IntoResponse> {
+    if !(state.admin)(&actor) {
+        return Err(Error::Forbidden("statistics are for admins".into()));
+    }
+    let stats = state.storage.stats().await?;
+    Ok(Json(json!(stats)))
+}

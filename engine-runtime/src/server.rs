@@ -1,0 +1,309 @@
+//! The assembled server (the spec's `createEngineServer`): a builder taking the app, its store,
+//! its auth and optional settings with the defaults of DESIGN.md §4; `router()` for mounting in
+//! an existing axum service, `listen()` / `serve()` to run it alone with graceful shutdown.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::Router;
+use engine_kernel::{Actor, App};
+use tokio::net::TcpListener;
+
+use crate::auth::EngineAuth;
+use crate::error::{Error, Result};
+use crate::http::{self, AdminCriterion, Shared, State};
+use crate::limits::{Limits, RateLimit};
+use crate::observer::{NoObserver, Observer};
+use crate::realtime::{Realtime, in_process};
+use crate::storage::{OpenStorage, Storage, postgres};
+
+/// How long tombstones are kept by default: clients away longer start their buckets afresh.
+pub const DEFAULT_TOMBSTONE_RETENTION: Duration = Duration::from_secs(7 * 24 * 3600);
+
+/// How the server treats the database at start-up.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Provisioning {
+    /// Provision it (idempotent): the default.
+    #[default]
+    Apply,
+    /// Check that it is provisioned for this app, and refuse to start otherwise.
+    Verify,
+}
+
+/// Presence settings.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct PresenceSettings {
+    /// A connection silent for this long leaves every bucket it was present in.
+    pub heartbeat_timeout: Duration,
+}
+
+impl Default for PresenceSettings {
+    fn default() -> Self {
+        PresenceSettings { heartbeat_timeout: Duration::from_secs(30) }
+    }
+}
+
+enum StorageSource {
+    Open(Box<dyn OpenStorage>),
+    Ready(Arc<dyn Storage>),
+}
+
+/// Builds a [`Server`]. Start with [`Server::builder`].
+#[must_use]
+pub struct ServerBuilder {
+    app: Option<App>,
+    storage: Option<StorageSource>,
+    auth: Option<Arc<dyn EngineAuth>>,
+    realtime: Option<Arc<dyn Realtime>>,
+    observer: Arc<dyn Observer>,
+    limits: Limits,
+    presence: PresenceSettings,
+    admin: AdminCriterion,
+    provisioning: Provisioning,
+    tombstone_retention: Duration,
+}
+
+impl std::fmt::Debug for ServerBuilder {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ServerBuilder")
+            .field("limits", &self.limits)
+            .field("provisioning", &self.provisioning)
+            .finish_non_exhaustive()
+    }
+}
+
+impl ServerBuilder {
+    /// The app to serve (required).
+    pub fn app(mut self, app: App) -> Self {
+        self.app = Some(app);
+        self
+    }
+
+    /// Store the app in Postgres at `url` (shorthand for `.storage(storage::postgres(url))`).
+    pub fn database_url(self, url: impl Into<String>) -> Self {
+        self.storage(postgres(url))
+    }
+
+    /// The store to open for the app (required, unless [`database_url`](Self::database_url) or
+    /// [`storage_instance`](Self::storage_instance) is given).
+    pub fn storage(mut self, storage: impl OpenStorage) -> Self {
+        self.storage = Some(StorageSource::Open(Box::new(storage)));
+        self
+    }
+
+    /// An already opened store.
+    pub fn storage_instance(mut self, storage: Arc<dyn Storage>) -> Self {
+        self.storage = Some(StorageSource::Ready(storage));
+        self
+    }
+
+    /// How requests are authenticated (required).
+    pub fn auth(mut self, auth: impl EngineAuth) -> Self {
+        self.auth = Some(Arc::new(auth));
+        self
+    }
+
+    /// How signals reach subscribers (default: [`in_process()`]).
+    pub fn realtime(mut self, realtime: impl Realtime) -> Self {
+        self.realtime = Some(Arc::new(realtime));
+        self
+    }
+
+    /// Hooks told of pulls, pushes, conflicts and errors.
+    pub fn observer(mut self, observer: impl Observer) -> Self {
+        self.observer = Arc::new(observer);
+        self
+    }
+
+    /// Request limits (default: 1 MiB bodies; 50 requests a second per actor, bursts of 200).
+    pub fn limits(mut self, limits: Limits) -> Self {
+        self.limits = limits;
+        self
+    }
+
+    /// Presence settings (default: a 30 s heartbeat timeout).
+    pub fn presence(mut self, presence: PresenceSettings) -> Self {
+        self.presence = presence;
+        self
+    }
+
+    /// Who may read `/engine/stats` (default: actors whose token has `"admin": true`).
+    pub fn admin(mut self, criterion: impl Fn(&Actor) -> bool + Send + Sync + 'static) -> Self {
+        self.admin = Arc::new(criterion);
+        self
+    }
+
+    /// Provision the database at start-up (the default) or only verify it.
+    pub fn provisioning(mut self, provisioning: Provisioning) -> Self {
+        self.provisioning = provisioning;
+        self
+    }
+
+    /// How long tombstones are kept (default 7 days).
+    pub fn tombstone_retention(mut self, retention: Duration) -> Self {
+        self.tombstone_retention = retention;
+        self
+    }
+
+    /// Open the store, provision (or verify) the database, and assemble the server.
+    pub async fn build(self) -> Result<Server> {
+        let app = Arc::new(self.app.ok_or_else(|| Error::Config("the server needs an app: `.app(…)`".into()))?);
+        let storage = match self.storage {
+            Some(StorageSource::Ready(storage)) => storage,
+            Some(StorageSource::Open(open)) => open.open(app.clone()).await?,
+            None => return Err(Error::Config("the server needs a store: `.database_url(…)` or `.storage(…)`".into())),
+        };
+        let auth = self
+            .auth
+            .ok_or_else(|| Error::Config("the server needs auth: `.auth(BearerTokenAuth::new(secret))`".into()))?;
+        match self.provisioning {
+            Provisioning::Apply => storage.provision().await?,
+            Provisioning::Verify => storage.verify().await?,
+        }
+        let contract =
+            serde_json::to_vec(&engine_kernel::contract(&app)).map_err(|e| Error::Internal(e.to_string()))?;
+        let rate_limit = RateLimit::new(&self.limits);
+        let background = Background::start(storage.clone(), rate_limit.clone(), self.tombstone_retention);
+        let shared = Shared {
+            storage,
+            auth,
+            realtime: self.realtime.unwrap_or_else(|| Arc::new(in_process())),
+            observer: self.observer,
+            rate_limit,
+            body_limit: self.limits.body_bytes,
+            admin: self.admin,
+            contract: contract.into(),
+            _background: background,
+        };
+        Ok(Server { state: State(Arc::new(shared)), presence: self.presence })
+    }
+}
+
+/// Background work of a server, stopped when the last router holding it is dropped.
+pub(crate) struct Background(Vec<tokio::task::AbortHandle>);
+
+impl Background {
+    fn start(storage: Arc<dyn Storage>, rate_limit: Option<RateLimit>, retention: Duration) -> Self {
+        let mut tasks = Vec::new();
+        tasks.push(
+            tokio::spawn(async move {
+                let mut every = tokio::time::interval(Duration::from_secs(3600));
+                loop {
+                    every.tick().await;
+                    match storage.collect_garbage(retention).await {
+                        Ok(0) => {}
+                        Ok(n) => tracing::info!(tombstones = n, "collected tombstones"),
+                        Err(err) => tracing::warn!(error = %err, "collecting tombstones failed"),
+                    }
+                }
+            })
+            .abort_handle(),
+        );
+        if let Some(limit) = rate_limit {
+            tasks.push(
+                tokio::spawn(async move {
+                    let mut every = tokio::time::interval(Duration::from_secs(60));
+                    loop {
+                        every.tick().await;
+                        limit.housekeep();
+                    }
+                })
+                .abort_handle(),
+            );
+        }
+        Background(tasks)
+    }
+}
+
+impl Drop for Background {
+    fn drop(&mut self) {
+        for task in &self.0 {
+            task.abort();
+        }
+    }
+}
+
+/// A sync server for one app.
+pub struct Server {
+    state: State,
+    presence: PresenceSettings,
+}
+
+impl std::fmt::Debug for Server {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Server").field("presence", &self.presence).finish_non_exhaustive()
+    }
+}
+
+impl Server {
+    /// Start building a server.
+    pub fn builder() -> ServerBuilder {
+        ServerBuilder {
+            app: None,
+            storage: None,
+            auth: None,
+            realtime: None,
+            observer: Arc::new(NoObserver),
+            limits: Limits::default(),
+            presence: PresenceSettings::default(),
+            admin: Arc::new(|actor: &Actor| actor.claim::<bool>("admin") == Some(true)),
+            provisioning: Provisioning::Apply,
+            tombstone_retention: DEFAULT_TOMBSTONE_RETENTION,
+        }
+    }
+
+    /// The routes of the protocol as an axum router, to serve alone or to `nest` under a prefix
+    /// of an existing service beside its own routes.
+    pub fn router(&self) -> Router {
+        http::router(self.state.clone())
+    }
+
+    /// The store the server serves from.
+    pub fn storage(&self) -> Arc<dyn Storage> {
+        self.state.storage.clone()
+    }
+
+    /// Serve on `addr` until Ctrl-C or SIGTERM, then finish the requests in flight.
+    pub async fn listen(self, addr: impl tokio::net::ToSocketAddrs) -> Result<()> {
+        let listener = TcpListener::bind(addr).await.map_err(|e| Error::Config(format!("cannot listen: {e}")))?;
+        self.serve(listener).await
+    }
+
+    /// Serve on a bound listener until Ctrl-C or SIGTERM.
+    pub async fn serve(self, listener: TcpListener) -> Result<()> {
+        let addr: Option<SocketAddr> = listener.local_addr().ok();
+        if let Some(addr) = addr {
+            tracing::info!(%addr, "serving");
+        }
+        axum::serve(listener, self.router())
+            .with_graceful_shutdown(shutdown_signal())
+            .await
+            .map_err(|e| Error::Internal(format!("the server stopped: {e}")))
+    }
+}
+
+/// Ctrl-C, or SIGTERM on Unix.
+async fn shutdown_signal() {
+    let ctrl_c = async {
+        let _ = tokio::signal::ctrl_c().await;
+    };
+    #[cfg(unix)]
+    let terminate = async {
+        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(mut signal) => {
+                signal.recv().await;
+            }
+            Err(_) => std::future::pending::<()>().await,
+        }
+    };
+    #[cfg(not(unix))]
+    let terminate = std::future::pending::<()>();
+    tokio::select! {
+        () = ctrl_c => {}
+        () = terminate => {}
+    }
+    tracing::info!("shutting down");
+}

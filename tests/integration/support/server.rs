@@ -1,0 +1,72 @@
+//! A running server on a real TCP port, for tests that speak HTTP to it.
+
+use std::net::SocketAddr;
+
+use engine::auth::BearerTokenAuth;
+use engine::server::ServerBuilder;
+use engine::{Server, limits::Limits};
+
+use super::TestDb;
+
+/// The signing secret of test servers.
+pub(crate) const SECRET: &str = "test-secret";
+
+/// A server of the notes app on `127.0.0.1:<ephemeral port>`, stopped when dropped.
+pub(crate) struct TestServer {
+    pub(crate) addr: SocketAddr,
+    pub(crate) http: reqwest::Client,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl TestServer {
+    /// The notes app on `db`, with `configure` applied to the builder (auth and generous limits
+    /// are set first; `configure` may replace them).
+    pub(crate) async fn start(db: &TestDb, configure: impl FnOnce(ServerBuilder) -> ServerBuilder) -> TestServer {
+        let builder = Server::builder()
+            .app(example_notes::app())
+            .storage(engine::storage::postgres("unused").pool(db.pool.clone()))
+            .auth(BearerTokenAuth::new(SECRET))
+            .limits(Limits::default().rate(0, 0));
+        let server = configure(builder).build().await.expect("the server builds");
+        Self::serve(server.router()).await
+    }
+
+    /// Serve any router (a host app with the engine nested in it, say).
+    pub(crate) async fn serve(router: axum::Router) -> TestServer {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let task = tokio::spawn(async move {
+            axum::serve(listener, router).await.unwrap();
+        });
+        TestServer { addr, http: reqwest::Client::new(), task }
+    }
+
+    pub(crate) fn url(&self, path: &str) -> String {
+        format!("http://{}{path}", self.addr)
+    }
+
+    /// A token of the test secret.
+    pub(crate) fn token(user: &str) -> String {
+        engine::auth::issue_bearer_token(user, user, SECRET, std::time::Duration::from_secs(600)).unwrap()
+    }
+
+    /// POST `body` (raw) to `path` as `user` (none: no `Authorization`).
+    pub(crate) async fn post(
+        &self,
+        path: &str,
+        user: Option<&str>,
+        body: impl Into<reqwest::Body>,
+    ) -> reqwest::Response {
+        let mut request = self.http.post(self.url(path)).header("content-type", "application/json").body(body);
+        if let Some(user) = user {
+            request = request.bearer_auth(Self::token(user));
+        }
+        request.send().await.unwrap()
+    }
+}
+
+impl Drop for TestServer {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
