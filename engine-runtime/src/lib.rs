@@ -5,7 +5,8 @@
 //! - [`storage`]: the [`storage::Storage`] trait and its Postgres backend: provisioning, change
 //!   tracking, pull and push.
 //! - [`auth`]: the [`auth::EngineAuth`] trait and JWT bearer tokens.
-//! - [`realtime`]: the [`realtime::Realtime`] trait that carries pings after commit.
+//! - [`realtime`]: the [`realtime::Realtime`] trait that carries pings after commit and presence,
+//!   in one process or across instances; `GET /sync/stream` serves them to clients.
 //! - [`limits`] and [`observer`]: request limits, and hooks for metrics.
 //! - [`error`]: the server's one error type and its problem-document responses.
 #![forbid(unsafe_code)]
@@ -21,12 +22,14 @@ pub mod observer;
 pub mod realtime;
 mod server;
 pub mod storage;
+mod stream;
 
 pub use auth::{BearerTokenAuth, EngineAuth, issue_bearer_token};
 pub use error::{Error, Result};
 pub use limits::Limits;
 pub use server::{DEFAULT_TOMBSTONE_RETENTION, PresenceSettings, Provisioning, Server, ServerBuilder};
 pub use storage::{Storage, postgres, provision_plan};
+pub use stream::{SUBPROTOCOL, StreamLimits};
 
 /// The path of the public contract route.
 pub const CONTRACT_PATH: &str = "/engine/contract";

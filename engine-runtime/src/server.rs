@@ -15,8 +15,9 @@ use crate::error::{Error, Result};
 use crate::http::{self, AdminCriterion, Shared, State};
 use crate::limits::{Limits, RateLimit};
 use crate::observer::{NoObserver, Observer};
-use crate::realtime::{Realtime, in_process};
+use crate::realtime::{OpenRealtime, in_process};
 use crate::storage::{OpenStorage, Storage, postgres};
+use crate::stream::{Hub, StreamLimits};
 
 /// How long tombstones are kept by default: clients away longer start their buckets afresh.
 pub const DEFAULT_TOMBSTONE_RETENTION: Duration = Duration::from_secs(7 * 24 * 3600);
@@ -57,7 +58,8 @@ pub struct ServerBuilder {
     app: Option<App>,
     storage: Option<StorageSource>,
     auth: Option<Arc<dyn EngineAuth>>,
-    realtime: Option<Arc<dyn Realtime>>,
+    realtime: Option<Box<dyn OpenRealtime>>,
+    stream_limits: StreamLimits,
     observer: Arc<dyn Observer>,
     limits: Limits,
     presence: PresenceSettings,
@@ -106,9 +108,16 @@ impl ServerBuilder {
         self
     }
 
-    /// How signals reach subscribers (default: [`in_process()`]).
-    pub fn realtime(mut self, realtime: impl Realtime) -> Self {
-        self.realtime = Some(Arc::new(realtime));
+    /// How signals and presence reach subscribers (default: [`in_process()`]; several
+    /// instances on one Postgres: [`listen_notify`](crate::realtime::listen_notify())).
+    pub fn realtime(mut self, realtime: impl OpenRealtime) -> Self {
+        self.realtime = Some(Box::new(realtime));
+        self
+    }
+
+    /// Limits of `/sync/stream` connections (frame size and rate, sockets per actor, …).
+    pub fn stream_limits(mut self, limits: StreamLimits) -> Self {
+        self.stream_limits = limits;
         self
     }
 
@@ -166,11 +175,18 @@ impl ServerBuilder {
         let contract =
             serde_json::to_vec(&engine_kernel::contract(&app)).map_err(|e| Error::Internal(e.to_string()))?;
         let rate_limit = RateLimit::new(&self.limits);
-        let background = Background::start(storage.clone(), rate_limit.clone(), self.tombstone_retention);
+        let realtime =
+            self.realtime.unwrap_or_else(|| Box::new(in_process())).open(self.presence.heartbeat_timeout).await?;
+        let hub = Hub::new();
+        let mut background = Background::start(storage.clone(), rate_limit.clone(), self.tombstone_retention);
+        background.0.push(hub.start(&realtime, storage.clone()));
         let shared = Shared {
             storage,
+            hub,
+            stream_limits: self.stream_limits,
+            presence: self.presence,
             auth,
-            realtime: self.realtime.unwrap_or_else(|| Arc::new(in_process())),
+            realtime,
             observer: self.observer,
             rate_limit,
             body_limit: self.limits.body_bytes,
@@ -178,7 +194,7 @@ impl ServerBuilder {
             contract: contract.into(),
             _background: background,
         };
-        Ok(Server { state: State(Arc::new(shared)), presence: self.presence })
+        Ok(Server { state: State(Arc::new(shared)) })
     }
 }
 
@@ -229,12 +245,11 @@ impl Drop for Background {
 /// A sync server for one app.
 pub struct Server {
     state: State,
-    presence: PresenceSettings,
 }
 
 impl std::fmt::Debug for Server {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Server").field("presence", &self.presence).finish_non_exhaustive()
+        f.debug_struct("Server").field("presence", &self.state.presence).finish_non_exhaustive()
     }
 }
 
@@ -246,6 +261,7 @@ impl Server {
             storage: None,
             auth: None,
             realtime: None,
+            stream_limits: StreamLimits::default(),
             observer: Arc::new(NoObserver),
             limits: Limits::default(),
             presence: PresenceSettings::default(),

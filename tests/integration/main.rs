@@ -9,3 +9,4 @@ mod provision;
 mod pull;
 mod push;
 mod server;
+mod stream;

@@ -30,6 +30,9 @@ pub(crate) struct State(pub(crate) Arc<Shared>);
 
 pub(crate) struct Shared {
     pub(crate) storage: Arc<dyn Storage>,
+    pub(crate) hub: Arc<crate::stream::Hub>,
+    pub(crate) stream_limits: crate::stream::StreamLimits,
+    pub(crate) presence: crate::server::PresenceSettings,
     pub(crate) auth: Arc<dyn EngineAuth>,
     pub(crate) realtime: Arc<dyn Realtime>,
     pub(crate) observer: Arc<dyn Observer>,

@@ -19,6 +19,7 @@ pub(crate) fn routes() -> Router<State> {
     Router::new()
         .route("/sync/pull", post(pull))
         .route("/sync/push", post(push))
+        .route("/sync/stream", get(crate::stream::stream))
         .route(crate::CONTRACT_PATH, get(contract))
         .route("/engine/stats", get(stats))
 }
@@ -54,7 +55,8 @@ async fn push(
     };
     // Everything in `pushed` has committed: ping its buckets, even when the push stopped.
     for bucket in &pushed.affected {
-        if let Err(err) = state.realtime.publish(Signal::Ping(bucket.clone())).await {
+        let ping = Signal::Ping { bucket: bucket.clone(), xid: pushed.commit_xid };
+        if let Err(err) = state.realtime.publish(ping).await {
             tracing::warn!(error = %err, "publishing a ping failed");
         }
     }
@@ -87,5 +89,7 @@ async fn stats(AxumState(state): AxumState<State>, Authenticated(actor): Authent
         return Err(Error::Forbidden("statistics are for admins".into()));
     }
     let stats = state.storage.stats().await?;
-    Ok(Json(json!(stats)))
+    let mut body = json!(stats);
+    body["sockets"] = state.hub.sockets().into();
+    Ok(Json(body))
 }

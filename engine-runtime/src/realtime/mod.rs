@@ -1,33 +1,97 @@
-//! Realtime: hints that something changed, delivered after commit (DESIGN.md decision 8: realtime
-//! is a hint, pull is the truth). One trait, one module per backend.
+//! Realtime: hints that something changed, delivered after commit, and presence (DESIGN.md
+//! decision 8: realtime is a hint, pull is the truth). One trait, one module per backend.
 //!
-//! - [`in_process`](mod@in_process): one server process.
+//! - [`in_process`](mod@in_process): one server process, the default.
+//! - [`listen_notify`](mod@listen_notify): several server processes on one Postgres, through
+//!   `LISTEN`/`NOTIFY`, with presence shared in the database.
 
 pub mod in_process;
+pub mod listen_notify;
+
+use std::collections::BTreeMap;
+use std::time::Duration;
 
 use engine_kernel::{BoxFuture, BucketKey};
+use serde_json::{Map, Value};
 use tokio::sync::broadcast;
 
 pub use in_process::in_process;
+pub use listen_notify::listen_notify;
 
 use crate::error::Result;
 
-/// What travels between the commit chokepoint and connected clients (across server instances,
-/// for adapters that span several).
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// Who is present in a bucket: presence key (the user id) → one meta per connection, each with
+/// its `presenceRef`.
+pub type PresenceState = BTreeMap<String, Vec<Map<String, Value>>>;
+
+/// What travels between the commit chokepoint, presence, and connected clients (across server
+/// instances, for adapters that span several).
+#[derive(Debug, Clone, PartialEq)]
 #[non_exhaustive]
 pub enum Signal {
-    /// Rows of the bucket changed: its subscribers should pull.
-    Ping(BucketKey),
-    /// Membership rows of holders of this claim value (`user_id=carol`) changed: their bucket
-    /// sets may have changed.
+    /// Rows of the bucket changed, in transaction `xid` (0 when unknown): its subscribers should
+    /// pull once pulls can see it.
+    Ping {
+        /// The bucket.
+        bucket: BucketKey,
+        /// The committing transaction.
+        xid: u64,
+    },
+    /// Membership rows of holders of this claim value (`user_id=carol`; `*` for anyone) changed:
+    /// their bucket sets may have changed.
     Membership(String),
+    /// Presence in a bucket changed.
+    Presence {
+        /// The bucket.
+        bucket: BucketKey,
+        /// Metas that joined.
+        joins: PresenceState,
+        /// Metas that left.
+        leaves: PresenceState,
+    },
+    /// Signals may have been lost (a reconnection, a slow subscriber): everyone should pull and
+    /// refresh presence.
+    Resync,
 }
 
-/// Carries signals from the commit chokepoint to every subscriber.
+/// One connection's presence in one bucket.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Presence {
+    /// The bucket.
+    pub bucket: BucketKey,
+    /// The presence key: the user id.
+    pub key: String,
+    /// The server-minted reference of this meta.
+    pub presence_ref: String,
+    /// What the connection shows others (with `presenceRef` set).
+    pub meta: Map<String, Value>,
+}
+
+/// Carries signals from the commit chokepoint to every subscriber, and keeps presence.
 pub trait Realtime: Send + Sync + 'static {
-    /// Publish a signal; called only after the transaction that caused it committed.
+    /// Publish a signal; pings are published only after the transaction that caused them
+    /// committed.
     fn publish(&self, signal: Signal) -> BoxFuture<'_, Result<()>>;
-    /// Receive every signal published from now on.
+    /// Receive every signal published from now on, by any instance.
     fn subscribe(&self) -> broadcast::Receiver<Signal>;
+    /// Announce a presence (and publish its join).
+    fn track(&self, presence: Presence) -> BoxFuture<'_, Result<()>>;
+    /// Withdraw a presence (and publish its leave).
+    fn untrack<'a>(&'a self, bucket: &'a BucketKey, presence_ref: &'a str) -> BoxFuture<'a, Result<()>>;
+    /// Everyone present in each of `buckets`.
+    fn presence_state<'a>(
+        &'a self,
+        buckets: &'a [BucketKey],
+    ) -> BoxFuture<'a, Result<BTreeMap<BucketKey, PresenceState>>>;
+}
+
+/// Opens a realtime adapter: what `Server::builder().realtime(…)` takes.
+pub trait OpenRealtime: Send + 'static {
+    /// Start the adapter; presences of an instance silent for `heartbeat_timeout` leave.
+    fn open(self: Box<Self>, heartbeat_timeout: Duration) -> BoxFuture<'static, Result<std::sync::Arc<dyn Realtime>>>;
+}
+
+/// `state` with one more meta.
+pub(crate) fn add_meta(state: &mut PresenceState, key: &str, meta: Map<String, Value>) {
+    state.entry(key.to_owned()).or_default().push(meta);
 }

@@ -29,6 +29,8 @@ pub trait Storage: Send + Sync + 'static {
     fn push<'a>(&'a self, actor: &'a Actor, request: &'a PushRequest) -> BoxFuture<'a, Result<Pushed>>;
     /// Every bucket the actor holds now.
     fn held_buckets<'a>(&'a self, actor: &'a Actor) -> BoxFuture<'a, Result<BTreeSet<BucketKey>>>;
+    /// The safe horizon now: a commit whose transaction id is below it is visible to pulls.
+    fn horizon(&self) -> BoxFuture<'_, Result<u64>>;
     /// Counts for `/engine/stats`.
     fn stats(&self) -> BoxFuture<'_, Result<Stats>>;
     /// Delete tombstones older than `retention`; returns how many went. Clients whose cursors
@@ -51,6 +53,9 @@ pub struct Pushed {
     /// Claim values (`user_id=carol`) whose membership rows changed: their holders' bucket sets
     /// may have changed.
     pub membership_changes: BTreeSet<String>,
+    /// The highest transaction id among the committed mutations (0 when none): pulls see them
+    /// once the horizon has passed it.
+    pub commit_xid: u64,
 }
 
 /// Counts of what the store holds.

@@ -6,7 +6,9 @@
 //! Environment: `PORT` (8787), `HOST` (127.0.0.1), `DATABASE_URL` (default
 //! `postgres://postgres@127.0.0.1:5432/engine_notes`, created when missing), `ENGINE_SECRET` (the
 //! token signing secret; a development default otherwise), `ENGINE_RATE_LIMIT` (requests a
-//! second per actor, 0 turns the limit off), `ENGINE_BODY_LIMIT` (bytes), `RUST_LOG`.
+//! second per actor, 0 turns the limit off), `ENGINE_BODY_LIMIT` (bytes), `ENGINE_REALTIME`
+//! (`in_process`, the default, or `listen_notify` for several instances on one database),
+//! `RUST_LOG`.
 
 use std::time::Duration;
 
@@ -108,14 +110,17 @@ async fn serve() -> Result<(), String> {
     if engine::storage::create_database_if_missing(&database_url).await.map_err(|e| e.to_string())? {
         tracing::info!(database_url, "created the database");
     }
-    let server = engine::Server::builder()
+    let builder = engine::Server::builder()
         .app(example_notes::app())
-        .database_url(database_url)
+        .database_url(database_url.clone())
         .auth(BearerTokenAuth::new(secret))
-        .limits(limits)
-        .build()
-        .await
-        .map_err(|e| e.to_string())?;
+        .limits(limits);
+    let builder = match std::env::var("ENGINE_REALTIME").as_deref() {
+        Ok("listen_notify") => builder.realtime(engine::realtime::listen_notify(database_url)),
+        Ok("in_process") | Err(_) => builder,
+        Ok(other) => return Err(format!("ENGINE_REALTIME={other}: use `in_process` or `listen_notify`")),
+    };
+    let server = builder.build().await.map_err(|e| e.to_string())?;
     let listener = tokio::net::TcpListener::bind((host.as_str(), port))
         .await
         .map_err(|e| format!("cannot listen on {host}:{port}: {e}"))?;

@@ -100,17 +100,9 @@ BEGIN
 END
 $body$;
 
-DO $$ BEGIN
-  IF NOT EXISTS (SELECT 1 FROM pg_trigger WHERE tgname = '_engine_stamp' AND tgrelid = '"lists"'::regclass) THEN
-    CREATE TRIGGER _engine_stamp BEFORE INSERT OR UPDATE ON "lists" FOR EACH ROW EXECUTE FUNCTION "_engine_track_lists"();
-  END IF;
-END $$;
+CREATE OR REPLACE TRIGGER _engine_stamp BEFORE INSERT OR UPDATE ON "lists" FOR EACH ROW EXECUTE FUNCTION "_engine_track_lists"();
 
-DO $$ BEGIN
-  IF NOT EXISTS (SELECT 1 FROM pg_trigger WHERE tgname = '_engine_tombstone' AND tgrelid = '"lists"'::regclass) THEN
-    CREATE TRIGGER _engine_tombstone AFTER UPDATE OR DELETE ON "lists" FOR EACH ROW EXECUTE FUNCTION "_engine_track_lists"();
-  END IF;
-END $$;
+CREATE OR REPLACE TRIGGER _engine_tombstone AFTER UPDATE OR DELETE ON "lists" FOR EACH ROW EXECUTE FUNCTION "_engine_track_lists"();
 
 CREATE INDEX IF NOT EXISTS "_engine_lists_xid" ON "lists" (_engine_xid, "id" COLLATE "C");
 
@@ -166,17 +158,9 @@ BEGIN
 END
 $body$;
 
-DO $$ BEGIN
-  IF NOT EXISTS (SELECT 1 FROM pg_trigger WHERE tgname = '_engine_stamp' AND tgrelid = '"list_members"'::regclass) THEN
-    CREATE TRIGGER _engine_stamp BEFORE INSERT OR UPDATE ON "list_members" FOR EACH ROW EXECUTE FUNCTION "_engine_track_list_members"();
-  END IF;
-END $$;
+CREATE OR REPLACE TRIGGER _engine_stamp BEFORE INSERT OR UPDATE ON "list_members" FOR EACH ROW EXECUTE FUNCTION "_engine_track_list_members"();
 
-DO $$ BEGIN
-  IF NOT EXISTS (SELECT 1 FROM pg_trigger WHERE tgname = '_engine_tombstone' AND tgrelid = '"list_members"'::regclass) THEN
-    CREATE TRIGGER _engine_tombstone AFTER UPDATE OR DELETE ON "list_members" FOR EACH ROW EXECUTE FUNCTION "_engine_track_list_members"();
-  END IF;
-END $$;
+CREATE OR REPLACE TRIGGER _engine_tombstone AFTER UPDATE OR DELETE ON "list_members" FOR EACH ROW EXECUTE FUNCTION "_engine_track_list_members"();
 
 CREATE INDEX IF NOT EXISTS "_engine_list_members_xid" ON "list_members" (_engine_xid, "list_id" COLLATE "C", "user_id" COLLATE "C");
 
@@ -246,17 +230,9 @@ BEGIN
 END
 $body$;
 
-DO $$ BEGIN
-  IF NOT EXISTS (SELECT 1 FROM pg_trigger WHERE tgname = '_engine_stamp' AND tgrelid = '"notes"'::regclass) THEN
-    CREATE TRIGGER _engine_stamp BEFORE INSERT OR UPDATE ON "notes" FOR EACH ROW EXECUTE FUNCTION "_engine_track_notes"();
-  END IF;
-END $$;
+CREATE OR REPLACE TRIGGER _engine_stamp BEFORE INSERT OR UPDATE ON "notes" FOR EACH ROW EXECUTE FUNCTION "_engine_track_notes"();
 
-DO $$ BEGIN
-  IF NOT EXISTS (SELECT 1 FROM pg_trigger WHERE tgname = '_engine_tombstone' AND tgrelid = '"notes"'::regclass) THEN
-    CREATE TRIGGER _engine_tombstone AFTER UPDATE OR DELETE ON "notes" FOR EACH ROW EXECUTE FUNCTION "_engine_track_notes"();
-  END IF;
-END $$;
+CREATE OR REPLACE TRIGGER _engine_tombstone AFTER UPDATE OR DELETE ON "notes" FOR EACH ROW EXECUTE FUNCTION "_engine_track_notes"();
 
 CREATE INDEX IF NOT EXISTS "_engine_notes_xid" ON "notes" (_engine_xid, "id" COLLATE "C");
 

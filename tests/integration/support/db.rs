@@ -30,6 +30,7 @@ pub(crate) fn database_url(name: &str) -> String {
 /// A database that exists for one test.
 pub(crate) struct TestDb {
     pub(crate) name: String,
+    pub(crate) url: String,
     pub(crate) pool: PgPool,
 }
 
@@ -41,7 +42,7 @@ impl TestDb {
         admin.execute(sqlx::AssertSqlSafe(format!("CREATE DATABASE {name}"))).await.expect("create the test database");
         let url = database_url(&name);
         let pool = PgPoolOptions::new().max_connections(20).connect(&url).await.expect("connect to the test database");
-        TestDb { name, pool }
+        TestDb { name, url, pool }
     }
 
     /// Wait until every commit so far is visible to pulls of `storage`.

@@ -2,6 +2,7 @@
 //! query filtered by the actor's claims, evaluated per request inside the caller's transaction.
 
 use std::collections::BTreeSet;
+use std::sync::Arc;
 
 use engine_kernel::rules::{FilterValue, Membership, ParamSource, RuleMeta};
 use engine_kernel::{Actor, App, BucketKey, SqlType};
@@ -16,9 +17,22 @@ use crate::error::Result;
 pub(crate) struct MembershipQuery {
     rule: &'static RuleMeta,
     /// The query; it returns one text column per membership-sourced parameter, in order.
-    sql: String,
+    sql: Arc<str>,
+    /// Whether the actor holds one given bucket: the query, narrowed to its parameters.
+    holds_sql: Arc<str>,
     /// The claims bound as `$1, $2, …`, as text.
     binds: Vec<engine_kernel::rules::Claim>,
+}
+
+impl MembershipQuery {
+    fn new(rule: &'static RuleMeta, sql: String, binds: Vec<engine_kernel::rules::Claim>) -> Self {
+        let membership_params =
+            rule.parameters.iter().filter(|p| matches!(p.source, ParamSource::Membership { .. })).count();
+        let conditions: Vec<String> =
+            (0..membership_params).map(|i| format!("h.p{i} = ${}", binds.len() + i + 1)).collect();
+        let holds_sql = format!("SELECT EXISTS (SELECT 1 FROM ({sql}) AS h WHERE {})", conditions.join(" AND "));
+        MembershipQuery { rule, sql: sql.into(), holds_sql: holds_sql.into(), binds }
+    }
 }
 
 /// Compile the membership queries of `app`'s rules.
@@ -67,14 +81,14 @@ fn compile_rule(app: &App, rule: &'static RuleMeta) -> Option<MembershipQuery> {
                 ident(table),
                 conditions.join(" AND ")
             );
-            Some(MembershipQuery { rule, sql, binds })
+            Some(MembershipQuery::new(rule, sql, binds))
         }
         Membership::Raw { sql } => {
             let (sql, binds) = number_placeholders(sql);
             let select: Vec<String> =
                 columns.iter().enumerate().map(|(i, c)| format!("m.{}::text AS p{i}", ident(c))).collect();
             let sql = format!("SELECT DISTINCT {} FROM ({sql}) AS m", select.join(", "));
-            Some(MembershipQuery { rule, sql, binds })
+            Some(MembershipQuery::new(rule, sql, binds))
         }
     }
 }
@@ -145,10 +159,7 @@ impl MembershipQuery {
         let Some(claims) = self.binds.iter().map(|c| param_text(&c.value(actor)?)).collect::<Option<Vec<_>>>() else {
             return Ok(false);
         };
-        let conditions: Vec<String> =
-            (0..membership_params.len()).map(|i| format!("h.p{i} = ${}", claims.len() + i + 1)).collect();
-        let sql = format!("SELECT EXISTS (SELECT 1 FROM ({}) AS h WHERE {})", self.sql, conditions.join(" AND "));
-        let mut query = sqlx::query_scalar::<_, bool>(sqlx::AssertSqlSafe(sql));
+        let mut query = sqlx::query_scalar::<_, bool>(sqlx::AssertSqlSafe(Arc::clone(&self.holds_sql)));
         for value in claims.into_iter().chain(membership_params) {
             query = query.bind(value);
         }
@@ -173,7 +184,7 @@ pub(crate) async fn held_buckets(
         let Some(claims) = query.binds.iter().map(|c| param_text(&c.value(actor)?)).collect::<Option<Vec<_>>>() else {
             continue; // the actor lacks a claim the query needs: it holds none of these buckets
         };
-        let mut q = sqlx::query(sqlx::AssertSqlSafe(query.sql.as_str()));
+        let mut q = sqlx::query(sqlx::AssertSqlSafe(Arc::clone(&query.sql)));
         for claim in claims {
             q = q.bind(claim);
         }

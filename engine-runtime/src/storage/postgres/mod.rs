@@ -16,7 +16,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use engine_kernel::wire::{PullRequest, PullResponse, PushRequest};
-use engine_kernel::{Actor, App, BoxFuture, BucketKey, HlcClock};
+use engine_kernel::{Actor, App, BoxFuture, BucketKey, HlcClock, TableMeta};
 use sqlx::PgPool;
 use sqlx::postgres::PgPoolOptions;
 
@@ -120,6 +120,45 @@ pub struct PostgresStorage {
     highest_horizon: Arc<AtomicU64>,
     /// The server's clock, for mutations that arrive without one.
     pub(crate) clock: Arc<Mutex<HlcClock>>,
+    /// Statements of the push path, built once.
+    pub(crate) statements: Arc<Statements>,
+}
+
+/// The push path's statements for this app's tables, built once.
+#[derive(Debug)]
+pub(crate) struct Statements {
+    insert: std::collections::HashMap<&'static str, Arc<str>>,
+    record: std::collections::HashMap<Option<&'static str>, Arc<str>>,
+}
+
+impl Statements {
+    fn new(app: &App, rules: &RuleIndex) -> Self {
+        let mut insert = std::collections::HashMap::new();
+        let mut record = std::collections::HashMap::new();
+        record.insert(None, push::record_sql(None).into());
+        for def in app.tables() {
+            let table = def.meta();
+            // Only synced field tables keep HLC stamps.
+            let stamped = table.merge == engine_kernel::MergePolicy::Field && !rules.selections(table.name).is_empty();
+            insert.insert(table.name, tx::insert_sql(table, stamped, 1).into());
+            let mut shape = *table;
+            if !stamped {
+                shape.merge = engine_kernel::MergePolicy::Lww;
+            }
+            record.insert(Some(table.name), push::record_sql(Some(&shape)).into());
+        }
+        Statements { insert, record }
+    }
+
+    /// The insert of every column of `table`.
+    pub(crate) fn insert(&self, table: &TableMeta) -> Arc<str> {
+        Arc::clone(&self.insert[table.name])
+    }
+
+    /// The record statement, after an insert into `pending` when one waits.
+    pub(crate) fn record(&self, pending: Option<&TableMeta>) -> Arc<str> {
+        Arc::clone(&self.record[&pending.map(|t| t.name)])
+    }
 }
 
 impl PostgresStorage {
@@ -127,7 +166,9 @@ impl PostgresStorage {
     pub fn new(pool: PgPool, app: Arc<App>) -> Self {
         let rules = RuleIndex::new(&app);
         let memberships = held::compile(&app);
+        let statements = Arc::new(Statements::new(&app, &rules));
         PostgresStorage {
+            statements,
             pool,
             app,
             rules,
@@ -150,6 +191,28 @@ impl PostgresStorage {
         let horizon = self.read_horizon(&mut tx).await?;
         tx.commit().await?;
         Ok(horizon)
+    }
+
+    /// For a pull transaction, in its first statement: the horizon, the tombstone horizon, and
+    /// the client's last mutation id.
+    pub(crate) async fn read_pull_start(
+        &self,
+        conn: &mut sqlx::PgConnection,
+        user: &str,
+        client: uuid::Uuid,
+    ) -> Result<(u64, u64, u64)> {
+        let sql = format!(
+            "SELECT ({}) AS horizon,
+                    (SELECT value FROM _engine_meta WHERE key = 'tombstone_horizon'),
+                    (SELECT last_mutation_id FROM _engine_clients WHERE user_id = $1 AND client_id = $2)",
+            pull::HORIZON
+        );
+        let (horizon, gc, last): (String, Option<String>, Option<i64>) =
+            sqlx::query_as(sqlx::AssertSqlSafe(sql)).bind(user).bind(client).fetch_one(conn).await?;
+        let read: u64 = horizon.parse().map_err(|_| Error::Internal(format!("unreadable horizon {horizon}")))?;
+        let horizon = self.highest_horizon.fetch_max(read, Ordering::AcqRel).max(read);
+        let gc = gc.and_then(|v| v.parse().ok()).unwrap_or(0);
+        Ok((horizon, gc, last.map_or(0, |n| u64::try_from(n).unwrap_or(0))))
     }
 
     /// The horizon for a transaction whose snapshot this statement fixes (its first).
@@ -190,6 +253,10 @@ impl Storage for PostgresStorage {
             let mut conn = self.pool.acquire().await?;
             held::held_buckets(&mut conn, &self.app, &self.memberships, actor).await
         })
+    }
+
+    fn horizon(&self) -> BoxFuture<'_, Result<u64>> {
+        Box::pin(PostgresStorage::horizon(self))
     }
 
     fn stats(&self) -> BoxFuture<'_, Result<Stats>> {

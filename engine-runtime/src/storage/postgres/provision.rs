@@ -106,8 +106,7 @@ fn tracking(table: &TableMeta, selections: &[RuleSelection]) -> Vec<String> {
         [("_engine_stamp", "BEFORE INSERT OR UPDATE"), ("_engine_tombstone", "AFTER UPDATE OR DELETE")]
     {
         plan.push(format!(
-            "DO $$ BEGIN\n  IF NOT EXISTS (SELECT 1 FROM pg_trigger WHERE tgname = '{trigger}' AND tgrelid = {}::regclass) THEN\n    CREATE TRIGGER {trigger} {timing} ON {name} FOR EACH ROW EXECUTE FUNCTION {function}();\n  END IF;\nEND $$",
-            literal(&name)
+            "CREATE OR REPLACE TRIGGER {trigger} {timing} ON {name} FOR EACH ROW EXECUTE FUNCTION {function}()"
         ));
     }
     let key: Vec<String> = key_columns(table).iter().map(|c| ordered_bare(c)).collect();
@@ -143,8 +142,9 @@ fn ordered_bare(column: &engine_kernel::ColumnMeta) -> String {
     }
 }
 
-/// The trigger function of a synced table: before a write it stamps the row with the writing
-/// transaction's id; after an update or delete it records the buckets the row left.
+/// The trigger function of a synced table: before an update it stamps the row with the writing
+/// transaction's id (inserts get it from the column's default); after an update or delete it
+/// records the buckets the row left.
 fn trigger_function_sql(table: &TableMeta, selections: &[RuleSelection]) -> String {
     let keys = |record: &str| -> String {
         let items: Vec<String> = selections

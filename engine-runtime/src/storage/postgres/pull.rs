@@ -72,13 +72,10 @@ pub(crate) async fn pull(store: &PostgresStorage, actor: &Actor, request: &PullR
         None => DEFAULT_PULL_LIMIT,
     } as usize;
     let mut tx = store.pool.begin_with("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY").await?;
-    // The first statement fixes the snapshot and reads the horizon from it.
-    let horizon = store.read_horizon(&mut tx).await?;
-    let gc_horizon: Option<String> =
-        sqlx::query_scalar("SELECT value FROM _engine_meta WHERE key = 'tombstone_horizon'")
-            .fetch_optional(&mut *tx)
-            .await?;
-    let gc_horizon: u64 = gc_horizon.and_then(|v| v.parse().ok()).unwrap_or(0);
+    // The first statement fixes the snapshot and reads the horizon from it, with the tombstone
+    // horizon and the client's sequence.
+    let (horizon, gc_horizon, last_mutation_id) =
+        store.read_pull_start(&mut tx, &actor.user_id, request.client_id).await?;
 
     let held = held::held_buckets(&mut tx, &store.app, &store.memberships, actor).await?;
     let requested: BTreeSet<BucketKey> = match &request.buckets {
@@ -123,6 +120,7 @@ pub(crate) async fn pull(store: &PostgresStorage, actor: &Actor, request: &PullR
     let mut remaining = limit;
     let mut changes: Vec<(Change, Row)> = Vec::new();
     let mut tombstones: Vec<Tombstone> = Vec::new();
+    let mut groups_scanned = 0;
     for group in &mut groups {
         if remaining == 0 {
             break;
@@ -130,6 +128,7 @@ pub(crate) async fn pull(store: &PostgresStorage, actor: &Actor, request: &PullR
         if group.is_caught_up(horizon) {
             continue; // its cursor came from a server that had seen a higher horizon
         }
+        groups_scanned += 1;
         let taken =
             scan_group(store, &mut tx, group, horizon, remaining, &requested, &mut changes, &mut tombstones).await?;
         remaining -= taken;
@@ -137,15 +136,9 @@ pub(crate) async fn pull(store: &PostgresStorage, actor: &Actor, request: &PullR
     let has_more = groups.iter().any(|g| !g.is_caught_up(horizon));
     let groups = merge_groups(groups);
 
-    let last_mutation_id: Option<i64> =
-        sqlx::query_scalar("SELECT last_mutation_id FROM _engine_clients WHERE user_id = $1 AND client_id = $2")
-            .bind(&actor.user_id)
-            .bind(request.client_id)
-            .fetch_optional(&mut *tx)
-            .await?;
     tx.commit().await?;
 
-    let (changes, tombstones) = normalize(changes, tombstones);
+    let (changes, tombstones) = normalize(changes, tombstones, groups_scanned > 1);
     Ok(PullResponse {
         changes,
         tombstones,
@@ -153,7 +146,7 @@ pub(crate) async fn pull(store: &PostgresStorage, actor: &Actor, request: &PullR
         cursor: Cursor::new(groups).encode(),
         has_more,
         reset,
-        last_mutation_id: last_mutation_id.map_or(0, |n| u64::try_from(n).unwrap_or(0)),
+        last_mutation_id,
     })
 }
 
@@ -403,8 +396,16 @@ fn read_row(table: &TableMeta, row: &PgRow) -> Result<(u64, Vec<Value>, Row)> {
 }
 
 /// One entry per row: changes of a row merged across groups with the union of their buckets;
-/// tombstones merged likewise, minus every bucket a change of the same row is in.
-fn normalize(changes: Vec<(Change, Row)>, tombstones: Vec<Tombstone>) -> (Vec<Change>, Vec<Tombstone>) {
+/// tombstones merged likewise, minus every bucket a change of the same row is in. One group's
+/// scan never yields a row twice, so with one group and no tombstones there is nothing to do.
+fn normalize(
+    changes: Vec<(Change, Row)>,
+    tombstones: Vec<Tombstone>,
+    several_groups: bool,
+) -> (Vec<Change>, Vec<Tombstone>) {
+    if !several_groups && tombstones.is_empty() {
+        return (changes.into_iter().map(|(change, _)| change).collect(), tombstones);
+    }
     fn identity(table: &str, key: &Row) -> String {
         // Sorted, so a key read back from jsonb (which orders its keys its own way) matches.
         let sorted: BTreeMap<&String, &Value> = key.iter().collect();

@@ -11,30 +11,40 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use engine_kernel::wire::{MutationRequest, MutationResult, MutationStatus, Problem, PushRequest};
-use engine_kernel::{Actor, BucketKey, Error as KernelError, ErrorCode, Hlc, MutatorCtx, Outcome};
+use engine_kernel::{
+    Actor, BucketKey, Error as KernelError, ErrorCode, Hlc, MergePolicy, MutatorCtx, Outcome, TableMeta,
+};
 use serde_json::{Value, json};
 use sqlx::PgConnection;
 
 use super::PostgresStorage;
-use super::tx::PgMutatorTx;
+use super::tx::{PendingInsert, PgMutatorTx};
 use crate::error::{Error, Result};
 use crate::storage::Pushed;
 
 /// How far ahead of the server's clock a client's clock may read before it is pulled back.
 pub const MAX_CLOCK_LEAD_MS: u64 = 60_000;
 
-/// What became of one mutation.
+/// What became of one mutation, and the client's sequence after it.
 enum Step {
-    /// Applied now.
-    Applied { result: MutationResult, affected: BTreeSet<BucketKey>, membership_changes: BTreeSet<String> },
+    /// Applied now, by the transaction `commit_xid`.
+    Applied {
+        result: MutationResult,
+        affected: BTreeSet<BucketKey>,
+        membership_changes: BTreeSet<String>,
+        sequence: u64,
+        commit_xid: u64,
+    },
     /// Rejected now, or replayed: nothing changed but the record.
-    Answered(MutationResult),
+    Answered { result: MutationResult, sequence: u64 },
     /// The mutation skips ahead of the sequence.
     OutOfOrder { last_mutation_id: u64 },
 }
 
 pub(crate) async fn push(store: &PostgresStorage, actor: &Actor, request: &PushRequest) -> Result<Pushed> {
     let mut pushed = Pushed::default();
+    // The client's sequence as the steps saw it; read afresh only when no step saw it.
+    let mut last: Option<u64> = None;
     for mutation in &request.mutations {
         let step = match apply(store, actor, request.client_id, mutation).await {
             Ok(step) => step,
@@ -44,20 +54,31 @@ pub(crate) async fn push(store: &PostgresStorage, actor: &Actor, request: &PushR
             }
         };
         match step {
-            Step::Applied { result, affected, membership_changes } => {
+            Step::Applied { result, affected, membership_changes, sequence, commit_xid } => {
+                last = Some(sequence);
+                pushed.commit_xid = pushed.commit_xid.max(commit_xid);
                 pushed.affected.extend(affected);
                 pushed.membership_changes.extend(membership_changes);
                 pushed.response.results.push(result);
             }
-            Step::Answered(result) => pushed.response.results.push(result),
+            Step::Answered { result, sequence } => {
+                last = Some(sequence);
+                pushed.response.results.push(result);
+            }
             Step::OutOfOrder { last_mutation_id } => {
+                last = Some(last_mutation_id);
                 pushed.stopped = Some(Error::MutationOutOfOrder { last_mutation_id, got: mutation.mutation_id });
                 break;
             }
         }
     }
-    let mut conn = store.pool.acquire().await?;
-    pushed.response.last_mutation_id = last_mutation_id(&mut conn, &actor.user_id, request.client_id).await?;
+    pushed.response.last_mutation_id = match last {
+        Some(last) => last,
+        None => {
+            let mut conn = store.pool.acquire().await?;
+            last_mutation_id(&mut conn, &actor.user_id, request.client_id).await?
+        }
+    };
     Ok(pushed)
 }
 
@@ -79,18 +100,31 @@ fn to_i64(n: u64) -> Result<i64> {
     i64::try_from(n).map_err(|_| Error::MalformedRequest(format!("mutation id {n} is out of range")))
 }
 
-/// Lock the client's sequence and read it (creating it at 0).
-async fn lock_sequence(conn: &mut PgConnection, user: &str, client: uuid::Uuid) -> Result<u64> {
-    let last: i64 = sqlx::query_scalar(
-        "INSERT INTO _engine_clients (user_id, client_id) VALUES ($1, $2)
-         ON CONFLICT (user_id, client_id) DO UPDATE SET updated_at = now()
-         RETURNING last_mutation_id",
-    )
-    .bind(user)
-    .bind(client)
-    .fetch_one(&mut *conn)
-    .await?;
-    Ok(to_u64(last))
+/// Lock the client's sequence and read it (creating it at 0 on the client's first push), and
+/// whether a mutation with this client mutation id was recorded. Locking writes nothing: the
+/// record that advances the sequence is the row's only write per mutation.
+async fn lock_sequence(
+    conn: &mut PgConnection,
+    user: &str,
+    client: uuid::Uuid,
+    cmid: uuid::Uuid,
+) -> Result<(u64, bool)> {
+    const LOCK: &str = "SELECT c.last_mutation_id, EXISTS (
+             SELECT 1 FROM _engine_mutations m WHERE m.user_id = $1 AND m.client_id = $2 AND m.client_mutation_id = $3)
+         FROM _engine_clients c WHERE c.user_id = $1 AND c.client_id = $2 FOR UPDATE OF c";
+    for _ in 0..2 {
+        let row: Option<(i64, bool)> =
+            sqlx::query_as(LOCK).bind(user).bind(client).bind(cmid).fetch_optional(&mut *conn).await?;
+        if let Some((last, seen)) = row {
+            return Ok((to_u64(last), seen));
+        }
+        sqlx::query("INSERT INTO _engine_clients (user_id, client_id) VALUES ($1, $2) ON CONFLICT DO NOTHING")
+            .bind(user)
+            .bind(client)
+            .execute(&mut *conn)
+            .await?;
+    }
+    Err(Error::Internal("the client's sequence row vanished".into()))
 }
 
 /// The recorded outcome of this mutation (by sequence number, or by its client id under another
@@ -155,7 +189,37 @@ fn rejection(mutation: &MutationRequest, err: &KernelError) -> MutationResult {
     }
 }
 
-/// Record a mutation's outcome and advance the client's sequence to it.
+/// The statement that records a mutation's outcome and advances the client's sequence, after the
+/// mutation's last insert into `pending` when one still waits (its placeholders first).
+pub(crate) fn record_sql(pending: Option<&TableMeta>) -> String {
+    let offset = pending.map_or(0, |t| t.columns.len() + usize::from(t.merge == MergePolicy::Field));
+    let p = |n: usize| format!("${}", offset + n);
+    format!(
+        "WITH {}recorded AS (
+             INSERT INTO _engine_mutations (user_id, client_id, mutation_id, client_mutation_id, name, status, result)
+             VALUES ({}, {}, {}, {}, {}, {}, {})),
+         advanced AS (
+             UPDATE _engine_clients SET last_mutation_id = {}, updated_at = now() WHERE user_id = {} AND client_id = {})
+         SELECT pg_current_xact_id()::text",
+        pending
+            .map(|t| format!("pending AS ({}),\n         ", super::tx::insert_sql(t, t.merge == MergePolicy::Field, 1)))
+            .unwrap_or_default(),
+        p(1),
+        p(2),
+        p(3),
+        p(4),
+        p(5),
+        p(6),
+        p(7),
+        p(3),
+        p(1),
+        p(2),
+    )
+}
+
+/// Record a mutation's outcome and advance the client's sequence to it, in one statement with
+/// the mutation's last insert when it still waits; returns the recording transaction's id.
+#[allow(clippy::too_many_arguments)]
 async fn record(
     conn: &mut PgConnection,
     user: &str,
@@ -163,23 +227,28 @@ async fn record(
     mutation: &MutationRequest,
     status: &str,
     result: &Value,
-) -> Result<()> {
-    sqlx::query(
-        "WITH recorded AS (
-             INSERT INTO _engine_mutations (user_id, client_id, mutation_id, client_mutation_id, name, status, result)
-             VALUES ($1, $2, $3, $4, $5, $6, $7))
-         UPDATE _engine_clients SET last_mutation_id = $3, updated_at = now() WHERE user_id = $1 AND client_id = $2",
-    )
-    .bind(user)
-    .bind(client)
-    .bind(to_i64(mutation.mutation_id)?)
-    .bind(mutation.client_mutation_id)
-    .bind(&mutation.name)
-    .bind(status)
-    .bind(result)
-    .execute(&mut *conn)
-    .await?;
-    Ok(())
+    pending: Option<&PendingInsert>,
+    statements: &super::Statements,
+) -> std::result::Result<u64, sqlx::Error> {
+    let mutation_id =
+        i64::try_from(mutation.mutation_id).map_err(|_| sqlx::Error::Protocol("mutation id out of range".into()))?;
+    let sql = statements.record(pending.map(PendingInsert::table));
+    let mut query = sqlx::query(sqlx::AssertSqlSafe(sql));
+    if let Some(insert) = pending {
+        query = insert.bind(query).map_err(|e| sqlx::Error::Protocol(e.to_string()))?;
+    }
+    let row = query
+        .bind(user)
+        .bind(client)
+        .bind(mutation_id)
+        .bind(mutation.client_mutation_id)
+        .bind(&mutation.name)
+        .bind(status)
+        .bind(result)
+        .fetch_one(&mut *conn)
+        .await?;
+    let xid: String = sqlx::Row::try_get(&row, 0)?;
+    xid.parse().map_err(|_| sqlx::Error::Protocol(format!("unreadable transaction id {xid}")))
 }
 
 /// The mutation's clock: the client's reading, pulled back when far ahead of the server's, or
@@ -195,25 +264,22 @@ fn clock(store: &PostgresStorage, mutation: &MutationRequest) -> std::result::Re
 async fn apply(store: &PostgresStorage, actor: &Actor, client: uuid::Uuid, mutation: &MutationRequest) -> Result<Step> {
     let user = actor.user_id.as_str();
     let mut tx = store.pool.begin().await?;
-    let last = lock_sequence(&mut tx, user, client).await?;
+    let (last, seen) = lock_sequence(&mut tx, user, client, mutation.client_mutation_id).await?;
     if mutation.mutation_id <= last {
         let answer = recorded(&mut tx, user, client, mutation).await?;
         tx.commit().await?;
-        return Ok(Step::Answered(answer.map_or_else(
-            || {
-                rejection(
-                    mutation,
-                    &KernelError::validation(format!("mutation id {} is behind the sequence", mutation.mutation_id)),
-                )
-            },
-            |(_, result)| result,
-        )));
+        let behind = || {
+            let why = format!("mutation id {} is behind the sequence", mutation.mutation_id);
+            rejection(mutation, &KernelError::validation(why))
+        };
+        let result = answer.map_or_else(behind, |(_, result)| result);
+        return Ok(Step::Answered { result, sequence: last });
     }
     if mutation.mutation_id > last + 1 {
         tx.rollback().await?;
         return Ok(Step::OutOfOrder { last_mutation_id: last });
     }
-    if let Some((_, replay)) = recorded(&mut tx, user, client, mutation).await? {
+    if seen && let Some((_, replay)) = recorded(&mut tx, user, client, mutation).await? {
         // The same mutation again under a new sequence number: answer as before, and let the
         // sequence move on.
         sqlx::query("UPDATE _engine_clients SET last_mutation_id = $3 WHERE user_id = $1 AND client_id = $2")
@@ -223,17 +289,27 @@ async fn apply(store: &PostgresStorage, actor: &Actor, client: uuid::Uuid, mutat
             .execute(&mut *tx)
             .await?;
         tx.commit().await?;
-        return Ok(Step::Answered(replay));
+        return Ok(Step::Answered { result: replay, sequence: mutation.mutation_id });
     }
 
     let outcome = run(store, &mut tx, actor, mutation).await;
-    match outcome {
-        Ok((outcome, affected, membership_changes)) => {
+    let outcome = match outcome {
+        Ok((outcome, affected, membership_changes, pending)) => {
             let result = json!({
                 "serverId": outcome.server_id,
                 "reconciliation": outcome.reconciliation,
             });
-            record(&mut tx, user, client, mutation, "applied", &result).await?;
+            // The mutation's last insert goes with the record: its failure is the mutation's.
+            match record(&mut tx, user, client, mutation, "applied", &result, pending.as_ref(), &store.statements).await
+            {
+                Ok(commit_xid) => Ok((outcome, affected, membership_changes, commit_xid)),
+                Err(err) => Err(super::tx::map_sql_error(&err)),
+            }
+        }
+        Err(err) => Err(err),
+    };
+    match outcome {
+        Ok((outcome, affected, membership_changes, commit_xid)) => {
             tx.commit().await?;
             let mut affected = affected;
             affected.extend(outcome.affected_buckets.iter().cloned());
@@ -248,6 +324,8 @@ async fn apply(store: &PostgresStorage, actor: &Actor, client: uuid::Uuid, mutat
                 },
                 affected,
                 membership_changes,
+                sequence: mutation.mutation_id,
+                commit_xid,
             })
         }
         Err(err) if err.is_deterministic() => {
@@ -264,13 +342,17 @@ async fn apply(store: &PostgresStorage, actor: &Actor, client: uuid::Uuid, mutat
     }
 }
 
+/// What a mutator did: its outcome, the buckets it affected, the membership claims it touched,
+/// and its last insert if that still waits to be sent.
+type Ran = (Outcome, BTreeSet<BucketKey>, BTreeSet<String>, Option<PendingInsert>);
+
 /// Run the mutator on the authorized transaction.
 async fn run(
     store: &PostgresStorage,
     conn: &mut PgConnection,
     actor: &Actor,
     mutation: &MutationRequest,
-) -> std::result::Result<(Outcome, BTreeSet<BucketKey>, BTreeSet<String>), KernelError> {
+) -> std::result::Result<Ran, KernelError> {
     let hlc = clock(store, mutation)?;
     let def = store.app.mutator(&mutation.name).ok_or_else(|| KernelError::UnknownMutator(mutation.name.clone()))?;
     let mut tx = PgMutatorTx::new(conn, store, actor.clone(), hlc);
@@ -281,7 +363,8 @@ async fn run(
     // A failed statement fails the mutation even when the mutator went on regardless.
     tx.finish().await?;
     let outcome = outcome?;
-    Ok((outcome, std::mem::take(&mut tx.affected), std::mem::take(&mut tx.membership_changes)))
+    let pending = tx.take_pending();
+    Ok((outcome, std::mem::take(&mut tx.affected), std::mem::take(&mut tx.membership_changes), pending))
 }
 
 /// Record a deterministic failure in its own transaction, and advance the sequence past it.
@@ -293,19 +376,20 @@ async fn reject(
     err: &KernelError,
 ) -> Result<Step> {
     let mut tx = store.pool.begin().await?;
-    let last = lock_sequence(&mut tx, user, client).await?;
+    let (last, _) = lock_sequence(&mut tx, user, client, mutation.client_mutation_id).await?;
     if last >= mutation.mutation_id {
         // A concurrent push of the same client got here first: answer as it was answered.
         let answer = recorded(&mut tx, user, client, mutation).await?;
         tx.commit().await?;
-        return Ok(Step::Answered(answer.map_or_else(|| rejection(mutation, err), |(_, r)| r)));
+        let result = answer.map_or_else(|| rejection(mutation, err), |(_, r)| r);
+        return Ok(Step::Answered { result, sequence: last });
     }
     let result = rejection(mutation, err);
     let stored = json!({ "error": result.error });
-    record(&mut tx, user, client, mutation, "rejected", &stored).await?;
+    record(&mut tx, user, client, mutation, "rejected", &stored, None, &store.statements).await?;
     tx.commit().await?;
     if err.code() == ErrorCode::Internal {
         tracing::error!(mutation = %mutation.name, error = %err, "mutation failed");
     }
-    Ok(Step::Answered(result))
+    Ok(Step::Answered { result, sequence: mutation.mutation_id })
 }

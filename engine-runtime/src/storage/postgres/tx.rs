@@ -22,7 +22,7 @@ use serde_json::Value;
 use sqlx::PgConnection;
 
 use super::sql::{constant, ident, key_columns};
-use super::values::{bind, decode};
+use super::values::{bind, check, decode};
 use super::{PostgresStorage, held};
 use crate::error::{Error, is_transient};
 
@@ -49,6 +49,48 @@ pub(crate) struct PgMutatorTx<'t> {
     pub(crate) membership_changes: BTreeSet<String>,
     /// The first failure of a statement: the transaction is aborted and the mutation fails.
     failure: Option<(engine_kernel::ErrorCode, String)>,
+    /// The last insert, authorized but not yet sent: sent before the next operation, or with
+    /// the mutation's record in one statement (a round trip saved on the commonest mutation).
+    pending: Option<PendingInsert>,
+}
+
+/// `INSERT` of every column of `table` (and its HLC stamps), placeholders from `$first` on.
+pub(crate) fn insert_sql(table: &TableMeta, stamped: bool, first: usize) -> String {
+    let mut columns: Vec<String> = table.columns.iter().map(|c| ident(c.name)).collect();
+    let mut values: Vec<String> = (0..table.columns.len()).map(|i| format!("${}", first + i)).collect();
+    if stamped {
+        columns.push("_engine_hlc".into());
+        values.push(format!("${}::jsonb", first + table.columns.len()));
+    }
+    format!("INSERT INTO {} ({}) VALUES ({})", ident(table.name), columns.join(", "), values.join(", "))
+}
+
+/// An authorized insert waiting to be sent.
+pub(crate) struct PendingInsert {
+    table: &'static TableMeta,
+    values: Vec<Value>,
+    stamps: Option<Value>,
+}
+
+impl PendingInsert {
+    /// The table the insert goes to.
+    pub(crate) fn table(&self) -> &'static TableMeta {
+        self.table
+    }
+
+    /// `query` with the insert's values bound.
+    pub(crate) fn bind<'q>(
+        &self,
+        mut query: sqlx::query::Query<'q, sqlx::Postgres, sqlx::postgres::PgArguments>,
+    ) -> crate::error::Result<sqlx::query::Query<'q, sqlx::Postgres, sqlx::postgres::PgArguments>> {
+        for (column, value) in self.table.columns.iter().zip(&self.values) {
+            query = bind(query, self.table.name, column, value)?;
+        }
+        if let Some(stamps) = &self.stamps {
+            query = query.bind(stamps.clone());
+        }
+        Ok(query)
+    }
 }
 
 impl<'t> PgMutatorTx<'t> {
@@ -65,13 +107,33 @@ impl<'t> PgMutatorTx<'t> {
             affected: BTreeSet::new(),
             membership_changes: BTreeSet::new(),
             failure: None,
+            pending: None,
         }
+    }
+
+    /// Send the insert waiting to be sent, if any.
+    async fn flush(&mut self) -> KernelResult<()> {
+        let Some(pending) = self.pending.take() else { return Ok(()) };
+        let sql = self.store.statements.insert(pending.table);
+        let query = pending.bind(sqlx::query(sqlx::AssertSqlSafe(sql))).map_err(to_kernel)?;
+        if let Err(e) = query.execute(&mut *self.conn).await {
+            return Err(self.failed(e));
+        }
+        Ok(())
+    }
+
+    /// The insert still waiting, to be sent with the mutation's record.
+    pub(crate) fn take_pending(&mut self) -> Option<PendingInsert> {
+        self.pending.take()
     }
 
     /// After the mutator returned: the checks that need all its writes in.
     pub(crate) async fn finish(&mut self) -> KernelResult<()> {
         if let Some((code, message)) = &self.failure {
             return Err(rebuild(*code, message));
+        }
+        if !self.new_buckets.is_empty() {
+            self.flush().await?;
         }
         let new: Vec<BucketKey> = self.new_buckets.iter().cloned().collect();
         for bucket in new {
@@ -221,6 +283,16 @@ impl<'t> PgMutatorTx<'t> {
             .any(|r| matches!(r.membership, Some(Membership::Table { table: t, .. }) if t == table.name))
     }
 
+    /// Note that a write may change whose memberships: a raw membership query may read any
+    /// table, so in an app with one every write may change anyone's.
+    fn note_write(&mut self) {
+        let raw =
+            self.store.app.sync_rules().rules.iter().any(|r| matches!(r.membership, Some(Membership::Raw { .. })));
+        if raw {
+            self.membership_changes.insert("*".into());
+        }
+    }
+
     /// Note the claim values of a membership row, whose holders' bucket sets may change.
     fn note_membership(&mut self, table: &TableMeta, row: &Row) {
         for rule in self.store.app.sync_rules().rules {
@@ -308,6 +380,7 @@ impl<'t> PgMutatorTx<'t> {
 
     async fn insert_row(&mut self, table: &'static TableMeta, row: Row) -> KernelResult<()> {
         self.check_usable()?;
+        self.flush().await?;
         for key in row.keys() {
             if table.column(key).is_none() {
                 return Err(KernelError::validation(format!("table `{}` has no column `{key}`", table.name)));
@@ -321,31 +394,24 @@ impl<'t> PgMutatorTx<'t> {
             self.freeze_before_writing(table).await?;
         }
         let field = table.merge == MergePolicy::Field && self.is_synced(table);
-        let mut columns: Vec<String> = table.columns.iter().map(|c| ident(c.name)).collect();
-        let mut values: Vec<String> = (1..=table.columns.len()).map(|i| format!("${i}")).collect();
-        if field {
-            columns.push("_engine_hlc".into());
-            values.push(format!("${}::jsonb", table.columns.len() + 1));
-        }
-        let sql = format!("INSERT INTO {} ({}) VALUES ({})", ident(table.name), columns.join(", "), values.join(", "));
-        let mut query = sqlx::query(sqlx::AssertSqlSafe(sql));
+        let mut values = Vec::with_capacity(table.columns.len());
         for column in table.columns {
             let mut value = row.get(column.name).cloned().unwrap_or(Value::Null);
             if column.sql_type.is_crdt() && !value.is_null() {
                 // The initial document must decode like any update from a client.
                 value = merged_crdt(column.sql_type, None, &value)?;
             }
-            query = bind(query, table.name, column, &value).map_err(to_kernel)?;
+            // Refuse a value of the wrong shape now, not when the insert is sent.
+            check(table.name, column, &value).map_err(to_kernel)?;
+            values.push(value);
         }
-        if field {
-            let stamp = self.hlc.to_string();
-            let stamps: serde_json::Map<String, Value> =
-                table.columns.iter().map(|c| (c.name.to_owned(), Value::from(stamp.clone()))).collect();
-            query = query.bind(Value::Object(stamps));
-        }
-        if let Err(e) = query.execute(&mut *self.conn).await {
-            return Err(self.failed(e));
-        }
+        let stamps = field.then(|| {
+            let stamp = Value::from(self.hlc.to_string());
+            Value::Object(table.columns.iter().map(|c| (c.name.to_owned(), stamp.clone())).collect())
+        });
+        self.flush().await?;
+        self.pending = Some(PendingInsert { table, values, stamps });
+        self.note_write();
         if self.reads_memberships(table) {
             self.note_membership(table, &row);
         }
@@ -361,6 +427,7 @@ impl<'t> PgMutatorTx<'t> {
         changes: Vec<(&'static str, Value)>,
     ) -> KernelResult<bool> {
         self.check_usable()?;
+        self.flush().await?;
         for (column, _) in &changes {
             if table.column(column).is_none() {
                 return Err(KernelError::validation(format!("table `{}` has no column `{column}`", table.name)));
@@ -437,6 +504,7 @@ impl<'t> PgMutatorTx<'t> {
         if let Err(e) = query.execute(&mut *self.conn).await {
             return Err(self.failed(e));
         }
+        self.note_write();
         if self.reads_memberships(table) {
             self.note_membership(table, &before);
             self.note_membership(table, &after);
@@ -449,6 +517,7 @@ impl<'t> PgMutatorTx<'t> {
 
     async fn purge_row(&mut self, table: &'static TableMeta, key: Row) -> KernelResult<bool> {
         self.check_usable()?;
+        self.flush().await?;
         let Some((before, _)) = self.fetch(table, &key, true, false).await? else { return Ok(false) };
         let buckets = self.store.rules.row_buckets(table, &before);
         let live = table.soft_delete.is_none_or(|c| before.get(c).is_none_or(Value::is_null));
@@ -474,6 +543,7 @@ impl<'t> PgMutatorTx<'t> {
         if let Err(e) = query.execute(&mut *self.conn).await {
             return Err(self.failed(e));
         }
+        self.note_write();
         if self.reads_memberships(table) {
             self.note_membership(table, &before);
         }
@@ -489,6 +559,7 @@ impl<'t> PgMutatorTx<'t> {
         limit: Option<u32>,
     ) -> KernelResult<Vec<Row>> {
         self.check_usable()?;
+        self.flush().await?;
         let mut equalities: Vec<(&'static engine_kernel::ColumnMeta, Value)> = Vec::new();
         for (column, value) in key.into_iter().flatten().chain(filter.into_iter().map(|(c, v)| (c.to_owned(), v))) {
             let meta = table
@@ -604,7 +675,7 @@ fn rebuild(code: engine_kernel::ErrorCode, message: &str) -> KernelError {
 }
 
 /// A database error, classified by SQLSTATE for the push protocol.
-fn map_sql_error(err: &sqlx::Error) -> KernelError {
+pub(crate) fn map_sql_error(err: &sqlx::Error) -> KernelError {
     if is_transient(err) {
         return KernelError::Transient(err.to_string());
     }
@@ -664,6 +735,7 @@ impl MutatorTx for PgMutatorTx<'_> {
                 Some(column) => {
                     let now = <engine_kernel::Timestamp as engine_kernel::ColumnType>::to_json(&chrono::Utc::now());
                     // Deleting a row already deleted finds nothing.
+                    self.flush().await?;
                     match self.fetch(table, &key, false, true).await? {
                         Some(_) => self.update_row(table, key, vec![(column, now)]).await,
                         None => Ok(false),

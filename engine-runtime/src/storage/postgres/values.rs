@@ -49,6 +49,24 @@ where
         .map_err(|e| KernelError::validation(format!("column `{table}.{}`: {e}", column.name)).into())
 }
 
+/// Check that `value` fits column `column` of `table`, as [`bind`] would.
+pub(crate) fn check(table: &str, column: &ColumnMeta, value: &Value) -> Result<()> {
+    match column.sql_type {
+        SqlType::Text => typed::<String>(table, column, value).map(drop),
+        SqlType::SmallInt => typed::<i16>(table, column, value).map(drop),
+        SqlType::Integer => typed::<i32>(table, column, value).map(drop),
+        SqlType::BigInt => typed::<i64>(table, column, value).map(drop),
+        SqlType::Real => typed::<f32>(table, column, value).map(drop),
+        SqlType::Double => typed::<f64>(table, column, value).map(drop),
+        SqlType::Boolean => typed::<bool>(table, column, value).map(drop),
+        SqlType::Uuid => typed::<uuid::Uuid>(table, column, value).map(drop),
+        SqlType::Timestamp => typed::<Timestamp>(table, column, value).map(drop),
+        SqlType::Json => typed::<Value>(table, column, value).map(drop),
+        SqlType::Bytes | SqlType::CrdtText | SqlType::CrdtMap => typed::<Vec<u8>>(table, column, value).map(drop),
+        other => Err(Error::Internal(format!("no column type {other:?}"))),
+    }
+}
+
 /// `query` with `value` bound as column `column` of `table`.
 pub(crate) fn bind<'q>(
     query: Query<'q, Postgres, PgArguments>,

@@ -1,0 +1,51 @@
+//! A fresh database per benchmark, dropped afterwards.
+
+use std::sync::Arc;
+
+use engine::server::Storage;
+use engine::server::storage::PostgresStorage;
+use sqlx::postgres::PgPoolOptions;
+use sqlx::{Connection, Executor, PgPool};
+
+fn server_url() -> String {
+    std::env::var("ENGINE_BENCH_DATABASE_URL").unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/postgres".into())
+}
+
+pub(crate) struct BenchDb {
+    name: String,
+    pub(crate) pool: PgPool,
+}
+
+impl BenchDb {
+    pub(crate) async fn new(connections: u32) -> BenchDb {
+        let name = format!("engine_bench_{}", uuid::Uuid::new_v4().simple());
+        let mut admin = sqlx::PgConnection::connect(&server_url()).await.expect("connect to Postgres");
+        admin.execute(sqlx::AssertSqlSafe(format!("CREATE DATABASE {name}"))).await.expect("create the database");
+        let url = match server_url().rsplit_once('/') {
+            Some((prefix, _)) => format!("{prefix}/{name}"),
+            None => panic!("the server URL names a database"),
+        };
+        let pool = PgPoolOptions::new().max_connections(connections).connect(&url).await.expect("connect");
+        BenchDb { name, pool }
+    }
+
+    pub(crate) async fn storage(&self, app: engine::App) -> Arc<PostgresStorage> {
+        let storage = Arc::new(PostgresStorage::new(self.pool.clone(), Arc::new(app)));
+        storage.provision().await.expect("provision");
+        storage
+    }
+
+    /// Wait until pulls see every commit so far.
+    pub(crate) async fn settle(&self, storage: &PostgresStorage) {
+        let target = storage.next_xid().await.unwrap();
+        while storage.horizon().await.unwrap() < target {
+            tokio::time::sleep(std::time::Duration::from_millis(2)).await;
+        }
+    }
+
+    pub(crate) async fn drop_database(self) {
+        self.pool.close().await;
+        let mut admin = sqlx::PgConnection::connect(&server_url()).await.expect("connect to Postgres");
+        admin.execute(sqlx::AssertSqlSafe(format!("DROP DATABASE IF EXISTS {} WITH (FORCE)", self.name))).await.ok();
+    }
+}

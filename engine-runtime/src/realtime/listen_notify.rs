@@ -1,0 +1,341 @@
+//! The LISTEN/NOTIFY adapter: several server instances on one Postgres share signals and
+//! presence. Publishing is a `NOTIFY` (delivered after the publishing statement commits); one
+//! dedicated session per instance `LISTEN`s and fans signals out locally. When that session is
+//! lost it reconnects, listens again, and tells every local socket to resync, so nothing is
+//! missed silently.
+//!
+//! Presence lives in two unlogged tables: each instance's presences, and each instance's last
+//! heartbeat. An instance that stops heartbeating (killed, cut off) has its presences removed
+//! by the others after the heartbeat timeout, and their leaves published.
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use engine_kernel::{BoxFuture, BucketKey};
+use serde_json::{Map, Value, json};
+use sqlx::postgres::{PgConnectOptions, PgListener, PgPoolOptions};
+use sqlx::{PgPool, Row};
+use tokio::sync::broadcast;
+
+use super::{OpenRealtime, Presence, PresenceState, Realtime, Signal, add_meta};
+use crate::error::{Error, Result};
+
+/// The channel every instance listens on.
+pub const CHANNEL: &str = "engine_signals";
+/// The `application_name` of the listening session.
+pub const LISTENER_APPLICATION_NAME: &str = "engine-listener";
+
+/// Realtime across instances through the Postgres at `database_url`.
+pub fn listen_notify(database_url: impl Into<String>) -> ListenNotify {
+    ListenNotify { url: database_url.into() }
+}
+
+/// Realtime across instances. Build with [`listen_notify`].
+#[derive(Debug, Clone)]
+#[must_use]
+pub struct ListenNotify {
+    url: String,
+}
+
+impl OpenRealtime for ListenNotify {
+    fn open(self: Box<Self>, heartbeat_timeout: Duration) -> BoxFuture<'static, Result<Arc<dyn Realtime>>> {
+        Box::pin(async move { Ok(Arc::new(Shared::open(&self.url, heartbeat_timeout).await?) as Arc<dyn Realtime>) })
+    }
+}
+
+struct Shared {
+    pool: PgPool,
+    instance: uuid::Uuid,
+    sender: broadcast::Sender<Signal>,
+    /// This instance's presences, to announce again if the others took it for dead.
+    local: Arc<Mutex<HashMap<String, Presence>>>,
+    tasks: Vec<tokio::task::AbortHandle>,
+}
+
+impl Drop for Shared {
+    fn drop(&mut self) {
+        for task in &self.tasks {
+            task.abort();
+        }
+    }
+}
+
+const SCHEMA: &str = "
+    CREATE UNLOGGED TABLE IF NOT EXISTS _engine_instances (instance uuid PRIMARY KEY, seen_at timestamptz NOT NULL);
+    CREATE UNLOGGED TABLE IF NOT EXISTS _engine_presence (
+        presence_ref text PRIMARY KEY,
+        instance uuid NOT NULL,
+        bucket text NOT NULL,
+        key text NOT NULL,
+        meta jsonb NOT NULL);
+    CREATE INDEX IF NOT EXISTS _engine_presence_bucket ON _engine_presence (bucket);";
+
+impl Shared {
+    async fn open(url: &str, timeout: Duration) -> Result<Self> {
+        let options: PgConnectOptions = url.parse().map_err(|e| Error::Config(format!("not a Postgres URL: {e}")))?;
+        let pool = PgPoolOptions::new()
+            .max_connections(4)
+            .connect_with(options.clone())
+            .await
+            .map_err(|e| Error::Config(format!("cannot connect to Postgres for realtime: {e}")))?;
+        // Serialize the creation of the tables with other instances starting at the same time.
+        let mut tx = pool.begin().await?;
+        sqlx::query("SELECT pg_advisory_xact_lock(7368754935)").execute(&mut *tx).await?;
+        sqlx::raw_sql(SCHEMA).execute(&mut *tx).await?;
+        tx.commit().await?;
+        let instance = uuid::Uuid::now_v7();
+        sqlx::query("INSERT INTO _engine_instances (instance, seen_at) VALUES ($1, now())")
+            .bind(instance)
+            .execute(&pool)
+            .await?;
+        let (sender, _) = broadcast::channel(super::in_process::CHANNEL_CAPACITY);
+        let local = Arc::default();
+        let listening = Self::listen(options.application_name(LISTENER_APPLICATION_NAME), sender.clone()).await?;
+        let heartbeat = tokio::spawn(heartbeat(pool.clone(), instance, timeout, Arc::clone(&local))).abort_handle();
+        Ok(Shared { pool, instance, sender, local, tasks: vec![listening, heartbeat] })
+    }
+
+    /// Listen, and fan every notification out locally; resync after a lost connection.
+    async fn listen(options: PgConnectOptions, sender: broadcast::Sender<Signal>) -> Result<tokio::task::AbortHandle> {
+        let pool = PgPoolOptions::new().max_connections(1).connect_lazy_with(options);
+        let mut listener = PgListener::connect_with(&pool).await?;
+        listener.listen(CHANNEL).await?;
+        Ok(tokio::spawn(async move {
+            let mut backoff = Duration::from_millis(100);
+            loop {
+                match listener.try_recv().await {
+                    Ok(Some(notification)) => {
+                        backoff = Duration::from_millis(100);
+                        if let Some(signal) = decode(notification.payload()) {
+                            let _ = sender.send(signal);
+                        }
+                    }
+                    // The session was lost and is listening again: what came meanwhile is gone.
+                    Ok(None) => {
+                        tracing::warn!("the realtime listener reconnected; resyncing");
+                        let _ = sender.send(Signal::Resync);
+                    }
+                    Err(err) => {
+                        tracing::warn!(error = %err, "the realtime listener lost Postgres; retrying");
+                        tokio::time::sleep(backoff).await;
+                        backoff = (backoff * 2).min(Duration::from_secs(5));
+                        if listener.listen(CHANNEL).await.is_ok() {
+                            let _ = sender.send(Signal::Resync);
+                        }
+                    }
+                }
+            }
+        })
+        .abort_handle())
+    }
+
+    async fn notify(&self, payload: &Value) -> Result<()> {
+        sqlx::query("SELECT pg_notify($1, $2)").bind(CHANNEL).bind(payload.to_string()).execute(&self.pool).await?;
+        Ok(())
+    }
+}
+
+/// Keep this instance alive; remove the presences of instances that are not, publishing their
+/// leaves.
+async fn heartbeat(
+    pool: PgPool,
+    instance: uuid::Uuid,
+    timeout: Duration,
+    local: Arc<Mutex<HashMap<String, Presence>>>,
+) {
+    let mut every = tokio::time::interval((timeout / 3).max(Duration::from_millis(100)));
+    let timeout_ms = i64::try_from(timeout.as_millis()).unwrap_or(i64::MAX);
+    loop {
+        every.tick().await;
+        let beat = sqlx::query_scalar::<_, bool>(
+            "INSERT INTO _engine_instances (instance, seen_at) VALUES ($1, now())
+             ON CONFLICT (instance) DO UPDATE SET seen_at = now() RETURNING (xmax = 0)",
+        )
+        .bind(instance)
+        .fetch_one(&pool)
+        .await;
+        match beat {
+            Ok(true) => {
+                // The others took this instance for dead and removed its presences: announce them
+                // again.
+                let presences: Vec<Presence> =
+                    local.lock().unwrap_or_else(std::sync::PoisonError::into_inner).values().cloned().collect();
+                for presence in presences {
+                    if let Err(err) = store(&pool, instance, &presence).await {
+                        tracing::warn!(error = %err, "re-announcing a presence failed");
+                    }
+                }
+            }
+            Ok(false) => {}
+            Err(err) => tracing::warn!(error = %err, "realtime heartbeat failed"),
+        }
+        let reaped = sqlx::query(
+            "WITH dead AS (
+                 DELETE FROM _engine_instances WHERE seen_at < now() - make_interval(secs => $1::float8 / 1000) RETURNING instance),
+             gone AS (
+                 DELETE FROM _engine_presence p
+                 WHERE p.instance IN (SELECT instance FROM dead)
+                    OR NOT EXISTS (SELECT 1 FROM _engine_instances i WHERE i.instance = p.instance)
+                 RETURNING p.bucket, p.key, p.meta)
+             SELECT pg_notify($2, json_build_object('k', 'd', 'b', bucket, 'j', '{}'::json,
+                                                    'l', json_build_object(key, json_build_array(meta)))::text)
+             FROM gone",
+        )
+        .bind(timeout_ms)
+        .bind(CHANNEL)
+        .execute(&pool)
+        .await;
+        if let Err(err) = reaped {
+            tracing::warn!(error = %err, "removing presences of dead instances failed");
+        }
+    }
+}
+
+/// Store a presence and publish its join.
+async fn store(pool: &PgPool, instance: uuid::Uuid, presence: &Presence) -> Result<()> {
+    let mut joins = PresenceState::new();
+    add_meta(&mut joins, &presence.key, presence.meta.clone());
+    let payload = json!({"k": "d", "b": presence.bucket, "j": joins, "l": {}});
+    sqlx::query(
+        "WITH stored AS (
+             INSERT INTO _engine_presence (presence_ref, instance, bucket, key, meta) VALUES ($1, $2, $3, $4, $5)
+             ON CONFLICT (presence_ref) DO UPDATE SET meta = EXCLUDED.meta, instance = EXCLUDED.instance)
+         SELECT pg_notify($6, $7)",
+    )
+    .bind(&presence.presence_ref)
+    .bind(instance)
+    .bind(presence.bucket.as_str())
+    .bind(&presence.key)
+    .bind(Value::Object(presence.meta.clone()))
+    .bind(CHANNEL)
+    .bind(payload.to_string())
+    .execute(pool)
+    .await?;
+    Ok(())
+}
+
+/// A signal as a notification payload: small JSON with one-letter keys (payloads are limited to
+/// 8000 bytes; presence metas are limited well below that by the stream).
+fn encode(signal: &Signal) -> Option<Value> {
+    Some(match signal {
+        Signal::Ping { bucket, xid } => json!({"k": "p", "b": bucket, "x": xid.to_string()}),
+        Signal::Membership(claim) => json!({"k": "m", "c": claim}),
+        Signal::Presence { bucket, joins, leaves } => json!({"k": "d", "b": bucket, "j": joins, "l": leaves}),
+        Signal::Resync => return None,
+    })
+}
+
+fn decode(payload: &str) -> Option<Signal> {
+    let value: Value = serde_json::from_str(payload).ok()?;
+    let bucket = || value.get("b").and_then(Value::as_str).and_then(|b| BucketKey::parse(b).ok());
+    let state = |field: &str| -> PresenceState {
+        value
+            .get(field)
+            .and_then(|v| serde_json::from_value::<BTreeMap<String, Vec<Map<String, Value>>>>(v.clone()).ok())
+            .unwrap_or_default()
+    };
+    match value.get("k")?.as_str()? {
+        "p" => Some(Signal::Ping { bucket: bucket()?, xid: value.get("x")?.as_str()?.parse().ok()? }),
+        "m" => Some(Signal::Membership(value.get("c")?.as_str()?.to_owned())),
+        "d" => Some(Signal::Presence { bucket: bucket()?, joins: state("j"), leaves: state("l") }),
+        _ => None,
+    }
+}
+
+impl Realtime for Shared {
+    fn publish(&self, signal: Signal) -> BoxFuture<'_, Result<()>> {
+        Box::pin(async move {
+            match encode(&signal) {
+                Some(payload) => self.notify(&payload).await,
+                None => {
+                    let _ = self.sender.send(signal);
+                    Ok(())
+                }
+            }
+        })
+    }
+
+    fn subscribe(&self) -> broadcast::Receiver<Signal> {
+        self.sender.subscribe()
+    }
+
+    fn track(&self, presence: Presence) -> BoxFuture<'_, Result<()>> {
+        Box::pin(async move {
+            self.local
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner)
+                .insert(presence.presence_ref.clone(), presence.clone());
+            store(&self.pool, self.instance, &presence).await
+        })
+    }
+
+    fn untrack<'a>(&'a self, bucket: &'a BucketKey, presence_ref: &'a str) -> BoxFuture<'a, Result<()>> {
+        Box::pin(async move {
+            self.local.lock().unwrap_or_else(std::sync::PoisonError::into_inner).remove(presence_ref);
+            sqlx::query(
+                "WITH gone AS (DELETE FROM _engine_presence WHERE presence_ref = $1 AND bucket = $2 RETURNING bucket, key, meta)
+                 SELECT pg_notify($3, json_build_object('k', 'd', 'b', bucket, 'j', '{}'::json,
+                                                        'l', json_build_object(key, json_build_array(meta)))::text)
+                 FROM gone",
+            )
+            .bind(presence_ref)
+            .bind(bucket.as_str())
+            .bind(CHANNEL)
+            .execute(&self.pool)
+            .await?;
+            Ok(())
+        })
+    }
+
+    fn presence_state<'a>(
+        &'a self,
+        buckets: &'a [BucketKey],
+    ) -> BoxFuture<'a, Result<BTreeMap<BucketKey, PresenceState>>> {
+        Box::pin(async move {
+            let keys: Vec<&str> = buckets.iter().map(BucketKey::as_str).collect();
+            let rows = sqlx::query(
+                "SELECT p.bucket, p.key, p.meta FROM _engine_presence p
+                 JOIN _engine_instances i ON i.instance = p.instance
+                 WHERE p.bucket = ANY($1) ORDER BY p.presence_ref",
+            )
+            .bind(&keys)
+            .fetch_all(&self.pool)
+            .await?;
+            let mut states: BTreeMap<BucketKey, PresenceState> =
+                buckets.iter().map(|b| (b.clone(), PresenceState::new())).collect();
+            for row in rows {
+                let bucket: String = row.try_get(0).map_err(Error::Database)?;
+                let key: String = row.try_get(1).map_err(Error::Database)?;
+                let meta: Value = row.try_get(2).map_err(Error::Database)?;
+                if let (Ok(bucket), Value::Object(meta)) = (BucketKey::parse(&bucket), meta)
+                    && let Some(state) = states.get_mut(&bucket)
+                {
+                    add_meta(state, &key, meta);
+                }
+            }
+            Ok(states)
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn signals_survive_a_notification() {
+        let mut joins = PresenceState::new();
+        add_meta(&mut joins, "alice", json!({"presenceRef": "r1", "cursor": 3}).as_object().unwrap().clone());
+        for signal in [
+            Signal::Ping { bucket: BucketKey::new("own", &["a b"]), xid: 42 },
+            Signal::Membership("user_id=carol".into()),
+            Signal::Presence { bucket: BucketKey::new("shared", &["l1"]), joins, leaves: PresenceState::new() },
+        ] {
+            let payload = encode(&signal).unwrap().to_string();
+            assert_eq!(decode(&payload), Some(signal));
+        }
+        assert_eq!(decode("not json"), None);
+        assert_eq!(decode(r#"{"k":"p","b":"own/a b","x":"1"}"#), None, "a non-canonical key is dropped");
+    }
+}

@@ -1,0 +1,420 @@
+//! One connection of the stream: authenticate (header, `bearer.` subprotocol, or a first `auth`
+//! frame within a deadline), follow the actor's bucket set (or an explicit subscription), pass
+//! pings on coalesced, keep presence, and close the socket (never anything else) on a
+//! malformed, unknown, oversized or too frequent frame, an expired token, or silence.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::num::NonZeroU32;
+use std::time::Duration;
+
+use axum::extract::ws::{CloseFrame, Message, WebSocket};
+use engine_kernel::wire::{ClientFrame, ServerFrame};
+use engine_kernel::{Actor, BucketKey};
+use futures_util::stream::{SplitSink, SplitStream};
+use futures_util::{SinkExt, StreamExt};
+use governor::{DefaultDirectRateLimiter, Quota};
+use serde_json::Value;
+use tokio::time::Instant;
+
+use super::hub::Event;
+use crate::http::State;
+use crate::realtime::Presence;
+
+/// Limits of stream connections (DESIGN.md §4 and decision 8).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct StreamLimits {
+    /// The largest frame a client may send (1009 beyond it).
+    pub max_frame_bytes: usize,
+    /// Frames a second a socket may send on average (1008 beyond it).
+    pub frames_per_second: u32,
+    /// Frames a socket may send at once.
+    pub frame_burst: u32,
+    /// Sockets one actor may hold on one server instance.
+    pub sockets_per_actor: usize,
+    /// How long a socket without credentials has to send its `auth` frame.
+    pub auth_deadline: Duration,
+    /// The largest presence meta, serialized.
+    pub max_meta_bytes: usize,
+    /// How long pings of a socket are gathered before they are sent (one per bucket).
+    pub ping_window: Duration,
+}
+
+impl Default for StreamLimits {
+    fn default() -> Self {
+        StreamLimits {
+            max_frame_bytes: 64 * 1024,
+            frames_per_second: 20,
+            frame_burst: 50,
+            sockets_per_actor: 16,
+            auth_deadline: Duration::from_secs(5),
+            max_meta_bytes: 1024,
+            ping_window: Duration::from_millis(10),
+        }
+    }
+}
+
+/// Why a socket closes: the `error` frame's code and detail, and the close code.
+struct Close {
+    code: &'static str,
+    detail: String,
+    close: u16,
+}
+
+impl Close {
+    fn policy(code: &'static str, detail: impl Into<String>) -> Close {
+        Close { code, detail: detail.into(), close: 1008 }
+    }
+}
+
+struct Connection {
+    sender: SplitSink<WebSocket, Message>,
+    state: State,
+    actor: Actor,
+    id: u64,
+    subscribed: BTreeSet<BucketKey>,
+    /// Whether the client chose its buckets (`subscribe`) rather than following all it holds.
+    explicit: bool,
+    /// This connection's presence ref in each bucket it is present in.
+    presences: BTreeMap<BucketKey, String>,
+    pending: BTreeSet<BucketKey>,
+    flush_at: Option<Instant>,
+    expires_at: Option<Instant>,
+}
+
+fn expiry(actor: &Actor) -> Option<Instant> {
+    let exp = actor.claims.get("exp").and_then(Value::as_u64)?;
+    let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).ok()?.as_secs();
+    Some(Instant::now() + Duration::from_secs(exp.saturating_sub(now)))
+}
+
+/// The membership claims of an actor, as the push path names them.
+fn claims(actor: &Actor) -> Vec<String> {
+    let mut claims = vec![format!("user_id={}", actor.user_id), format!("owner_id={}", actor.owner_id)];
+    for (name, value) in &actor.claims {
+        if let Some(text) = crate::buckets::param_text(value) {
+            claims.push(format!("claims.{name}={text}"));
+        }
+    }
+    claims
+}
+
+async fn send_frame(sender: &mut SplitSink<WebSocket, Message>, frame: &ServerFrame) -> bool {
+    let text = serde_json::to_string(frame).expect("frames serialize");
+    sender.send(Message::Text(text.into())).await.is_ok()
+}
+
+async fn close(sender: &mut SplitSink<WebSocket, Message>, why: Close) {
+    let _ = send_frame(sender, &ServerFrame::Error { code: why.code.to_owned(), detail: why.detail.clone() }).await;
+    let _ = sender.send(Message::Close(Some(CloseFrame { code: why.close, reason: why.code.into() }))).await;
+}
+
+/// After closing, read what the client still sends for a moment: dropping a socket with unread
+/// bytes makes the kernel reset the connection, which can destroy the close frame in flight.
+async fn linger(receiver: &mut SplitStream<WebSocket>) {
+    let deadline = Instant::now() + Duration::from_millis(500);
+    while let Ok(Some(message)) = tokio::time::timeout_at(deadline, receiver.next()).await {
+        match message {
+            Ok(Message::Close(_)) => return,
+            Ok(_) => {}
+            Err(_) => tokio::time::sleep(Duration::from_millis(20)).await,
+        }
+    }
+}
+
+/// Read a client frame: malformed (1008) and unknown (1003) frames are told apart.
+fn parse(text: &str) -> Result<ClientFrame, Close> {
+    let value: Value =
+        serde_json::from_str(text).map_err(|_| Close::policy("malformed_request", "a frame is one JSON object"))?;
+    let kind = value
+        .get("type")
+        .and_then(Value::as_str)
+        .map(str::to_owned)
+        .ok_or_else(|| Close::policy("malformed_request", "a frame has a string `type`"))?;
+    if !matches!(kind.as_str(), "auth" | "subscribe" | "track" | "untrack" | "heartbeat") {
+        return Err(Close { code: "unknown_frame", detail: format!("unknown frame type `{kind}`"), close: 1003 });
+    }
+    serde_json::from_value(value).map_err(|e| Close::policy("malformed_request", format!("a `{kind}` frame: {e}")))
+}
+
+/// Run one connection to its end.
+pub(crate) async fn run(socket: WebSocket, state: State, actor: Option<Actor>) {
+    let limits = state.stream_limits;
+    let (mut sender, mut receiver) = socket.split();
+    let actor = match actor {
+        Some(actor) => actor,
+        None => match authenticate(&state, &mut receiver, limits.auth_deadline).await {
+            Ok(actor) => actor,
+            Err(why) => {
+                close(&mut sender, why).await;
+                return linger(&mut receiver).await;
+            }
+        },
+    };
+    let Some((id, mut events)) = state.hub.register(&actor.user_id, claims(&actor), limits.sockets_per_actor) else {
+        let why =
+            Close::policy("too_many_sockets", format!("an actor holds at most {} sockets", limits.sockets_per_actor));
+        return close(&mut sender, why).await;
+    };
+    let expires_at = expiry(&actor);
+    let mut connection = Connection {
+        sender,
+        state: state.clone(),
+        actor,
+        id,
+        subscribed: BTreeSet::new(),
+        explicit: false,
+        presences: BTreeMap::new(),
+        pending: BTreeSet::new(),
+        flush_at: None,
+        expires_at,
+    };
+    let outcome = connection.serve(&mut receiver, &mut events, limits).await;
+    if let Err(why) = outcome {
+        close(&mut connection.sender, why).await;
+        linger(&mut receiver).await;
+    }
+    connection.leave().await;
+    state.hub.unregister(id);
+}
+
+/// Wait for the `auth` frame of a socket that brought no credentials.
+async fn authenticate(
+    state: &State,
+    receiver: &mut SplitStream<WebSocket>,
+    deadline: Duration,
+) -> Result<Actor, Close> {
+    let first = tokio::time::timeout(deadline, receiver.next())
+        .await
+        .map_err(|_| Close::policy("unauthenticated", "send `{\"type\":\"auth\",\"token\":…}` first"))?;
+    let Some(Ok(Message::Text(text))) = first else {
+        return Err(Close::policy("unauthenticated", "the first frame is `{\"type\":\"auth\",\"token\":…}`"));
+    };
+    match parse(&text)? {
+        ClientFrame::Auth { token } => state
+            .auth
+            .resolve_token(&token)
+            .await
+            .ok_or_else(|| Close::policy("unauthenticated", "the token is not valid")),
+        _ => Err(Close::policy("unauthenticated", "the first frame is `{\"type\":\"auth\",\"token\":…}`")),
+    }
+}
+
+impl Connection {
+    async fn serve(
+        &mut self,
+        receiver: &mut SplitStream<WebSocket>,
+        events: &mut tokio::sync::mpsc::Receiver<Event>,
+        limits: StreamLimits,
+    ) -> Result<(), Close> {
+        let held = self.held().await?;
+        self.set_subscribed(held).await?;
+        let quota = Quota::per_second(NonZeroU32::new(limits.frames_per_second).unwrap_or(NonZeroU32::MIN))
+            .allow_burst(NonZeroU32::new(limits.frame_burst).unwrap_or(NonZeroU32::MIN));
+        let rate = DefaultDirectRateLimiter::direct(quota);
+        let timeout = self.state.presence.heartbeat_timeout;
+        let mut last_heard = Instant::now();
+        loop {
+            let flush = async {
+                match self.flush_at {
+                    Some(at) => tokio::time::sleep_until(at).await,
+                    None => std::future::pending().await,
+                }
+            };
+            let expire = async {
+                match self.expires_at {
+                    Some(at) => tokio::time::sleep_until(at).await,
+                    None => std::future::pending().await,
+                }
+            };
+            tokio::select! {
+                frame = receiver.next() => {
+                    last_heard = Instant::now();
+                    match frame {
+                        Some(Ok(Message::Text(text))) => {
+                            if text.len() > limits.max_frame_bytes {
+                                return Err(Close { code: "frame_too_large", detail: format!("a frame is at most {} bytes", limits.max_frame_bytes), close: 1009 });
+                            }
+                            if rate.check().is_err() {
+                                return Err(Close::policy("rate_limited", format!("at most {} frames a second", limits.frames_per_second)));
+                            }
+                            self.handle(parse(&text)?).await?;
+                        }
+                        Some(Ok(Message::Binary(bytes))) => {
+                            if bytes.len() > limits.max_frame_bytes {
+                                return Err(Close { code: "frame_too_large", detail: format!("a frame is at most {} bytes", limits.max_frame_bytes), close: 1009 });
+                            }
+                            return Err(Close { code: "unknown_frame", detail: "binary frames are not part of the protocol".into(), close: 1003 });
+                        }
+                        Some(Ok(Message::Ping(_) | Message::Pong(_))) => {}
+                        Some(Ok(Message::Close(_))) | None => return Ok(()),
+                        Some(Err(_)) => {
+                            return Err(Close { code: "protocol_error", detail: "the WebSocket protocol was broken".into(), close: 1002 });
+                        }
+                    }
+                }
+                event = events.recv() => {
+                    let Some(event) = event else { return Ok(()) };
+                    self.on_event(event, limits.ping_window).await?;
+                }
+                () = flush => self.flush().await?,
+                () = expire => return Err(Close::policy("unauthenticated", "the token expired: reconnect with a fresh one")),
+                () = tokio::time::sleep_until(last_heard + timeout) => {
+                    return Err(Close { code: "heartbeat_timeout", detail: format!("silent for {} s", timeout.as_secs()), close: 1001 });
+                }
+            }
+        }
+    }
+
+    async fn send(&mut self, frame: &ServerFrame) -> Result<(), Close> {
+        if send_frame(&mut self.sender, frame).await {
+            Ok(())
+        } else {
+            Err(Close { code: "gone", detail: "the socket closed".into(), close: 1001 })
+        }
+    }
+
+    async fn held(&self) -> Result<BTreeSet<BucketKey>, Close> {
+        self.state.storage.held_buckets(&self.actor).await.map_err(|err| {
+            tracing::warn!(error = %err, "reading a socket's buckets failed");
+            Close { code: "retry_later", detail: "a transient condition; reconnect".into(), close: 1011 }
+        })
+    }
+
+    /// Subscribe to `buckets`: presence in buckets left is withdrawn, presence of new ones sent.
+    async fn set_subscribed(&mut self, buckets: BTreeSet<BucketKey>) -> Result<Vec<BucketKey>, Close> {
+        let added: Vec<BucketKey> = buckets.difference(&self.subscribed).cloned().collect();
+        let left: Vec<BucketKey> = self.subscribed.difference(&buckets).cloned().collect();
+        for bucket in &left {
+            if let Some(presence_ref) = self.presences.remove(bucket) {
+                let _ = self.state.realtime.untrack(bucket, &presence_ref).await;
+            }
+        }
+        self.pending.retain(|b| buckets.contains(b));
+        self.subscribed = buckets;
+        self.state.hub.subscribe(self.id, &self.subscribed);
+        self.send_presence(&added).await?;
+        Ok(added)
+    }
+
+    async fn send_presence(&mut self, buckets: &[BucketKey]) -> Result<(), Close> {
+        if buckets.is_empty() {
+            return Ok(());
+        }
+        let states = self.state.realtime.presence_state(buckets).await.map_err(|err| {
+            tracing::warn!(error = %err, "reading presence failed");
+            Close { code: "retry_later", detail: "a transient condition; reconnect".into(), close: 1011 }
+        })?;
+        for (bucket, state) in states {
+            self.send(&ServerFrame::PresenceState { bucket, state }).await?;
+        }
+        Ok(())
+    }
+
+    async fn handle(&mut self, frame: ClientFrame) -> Result<(), Close> {
+        match frame {
+            ClientFrame::Auth { token } => {
+                // A fresh token for the same user extends the connection.
+                match self.state.auth.resolve_token(&token).await {
+                    Some(actor) if actor.user_id == self.actor.user_id => {
+                        self.expires_at = expiry(&actor);
+                        self.actor = actor;
+                        Ok(())
+                    }
+                    _ => Err(Close::policy("unauthenticated", "the token is not valid for this connection")),
+                }
+            }
+            ClientFrame::Subscribe { buckets } => {
+                let held = self.held().await?;
+                if let Some(bucket) = buckets.iter().find(|b| !held.contains(b)) {
+                    return Err(Close::policy("forbidden", format!("the actor does not hold bucket `{bucket}`")));
+                }
+                self.explicit = true;
+                let buckets: BTreeSet<BucketKey> = buckets.into_iter().collect();
+                let kept: Vec<BucketKey> = buckets.intersection(&self.subscribed).cloned().collect();
+                self.set_subscribed(buckets).await?;
+                // PROTOCOL: after each subscribe, the state of every subscribed bucket.
+                self.send_presence(&kept).await
+            }
+            ClientFrame::Track { bucket, mut meta } => {
+                if !self.subscribed.contains(&bucket) {
+                    return Err(Close::policy("forbidden", format!("track a bucket you subscribe to, not `{bucket}`")));
+                }
+                let size = serde_json::to_vec(&meta).map_or(usize::MAX, |v| v.len());
+                if size > self.state.stream_limits.max_meta_bytes {
+                    return Err(Close::policy(
+                        "meta_too_large",
+                        format!("a presence meta is at most {} bytes", self.state.stream_limits.max_meta_bytes),
+                    ));
+                }
+                if let Some(previous) = self.presences.remove(&bucket) {
+                    let _ = self.state.realtime.untrack(&bucket, &previous).await;
+                }
+                let presence_ref = uuid::Uuid::now_v7().simple().to_string();
+                meta.insert("presenceRef".into(), presence_ref.clone().into());
+                let presence = Presence {
+                    bucket: bucket.clone(),
+                    key: self.actor.user_id.clone(),
+                    presence_ref: presence_ref.clone(),
+                    meta,
+                };
+                self.presences.insert(bucket, presence_ref);
+                self.state.realtime.track(presence).await.map_err(|err| {
+                    tracing::warn!(error = %err, "tracking presence failed");
+                    Close { code: "retry_later", detail: "a transient condition; reconnect".into(), close: 1011 }
+                })
+            }
+            ClientFrame::Untrack { bucket } => {
+                if let Some(presence_ref) = self.presences.remove(&bucket) {
+                    let _ = self.state.realtime.untrack(&bucket, &presence_ref).await;
+                }
+                Ok(())
+            }
+            ClientFrame::Heartbeat => Ok(()),
+        }
+    }
+
+    async fn on_event(&mut self, event: Event, window: Duration) -> Result<(), Close> {
+        match event {
+            Event::Ping(bucket) => {
+                if self.subscribed.contains(&bucket) {
+                    self.pending.insert(bucket);
+                    self.flush_at.get_or_insert_with(|| Instant::now() + window);
+                }
+                Ok(())
+            }
+            Event::Membership => {
+                let held = self.held().await?;
+                let wanted = if self.explicit { self.subscribed.intersection(&held).cloned().collect() } else { held };
+                if wanted != self.subscribed {
+                    self.send(&ServerFrame::BucketsChanged).await?;
+                    self.set_subscribed(wanted).await?;
+                }
+                Ok(())
+            }
+            Event::Frame(frame) => self.send(&frame).await,
+            Event::Resync => {
+                self.pending.extend(self.subscribed.iter().cloned());
+                self.flush().await?;
+                let all: Vec<BucketKey> = self.subscribed.iter().cloned().collect();
+                self.send_presence(&all).await
+            }
+        }
+    }
+
+    /// Send the gathered pings, one per bucket.
+    async fn flush(&mut self) -> Result<(), Close> {
+        self.flush_at = None;
+        for bucket in std::mem::take(&mut self.pending) {
+            self.send(&ServerFrame::Ping { bucket }).await?;
+        }
+        Ok(())
+    }
+
+    /// Withdraw every presence of this connection.
+    async fn leave(&mut self) {
+        for (bucket, presence_ref) in std::mem::take(&mut self.presences) {
+            let _ = self.state.realtime.untrack(&bucket, &presence_ref).await;
+        }
+    }
+}

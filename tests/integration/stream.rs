@@ -1,0 +1,331 @@
+//! `/sync/stream` over real WebSockets: authentication, pings after commit, bucket-set changes,
+//! limits, presence; and several server processes on one Postgres.
+
+use std::time::Duration;
+
+use engine::server::PresenceSettings;
+use engine::server::StreamLimits;
+use serde_json::{Value, json};
+use tokio_tungstenite::tungstenite::Message;
+
+use crate::support::process::ServerProcess;
+use crate::support::ws::{Auth, Ws};
+use crate::support::{TestDb, TestServer};
+
+const SECOND: Duration = Duration::from_secs(1);
+const CLIENT: &str = "0192f0e0-0000-7000-8000-000000000001";
+
+fn push_body(mutations: &[(u64, &str, Value)]) -> String {
+    let mutations: Vec<Value> = mutations
+        .iter()
+        .map(|(id, name, args)| json!({"mutationId": id, "clientMutationId": uuid::Uuid::new_v4(), "name": name, "args": args}))
+        .collect();
+    json!({"clientId": CLIENT, "mutations": mutations}).to_string()
+}
+
+/// Push as `user` (client `CLIENT`), asserting every mutation applied.
+async fn push(base: &str, user: &str, mutations: &[(u64, &str, Value)]) {
+    let response = reqwest::Client::new()
+        .post(format!("{base}/sync/push"))
+        .bearer_auth(TestServer::token(user))
+        .body(push_body(mutations))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), 200);
+    let body: Value = response.json().await.unwrap();
+    assert!(body["results"].as_array().unwrap().iter().all(|r| r["status"] == "applied"), "{body}");
+}
+
+async fn pull(base: &str, user: &str) -> Value {
+    reqwest::Client::new()
+        .post(format!("{base}/sync/pull"))
+        .bearer_auth(TestServer::token(user))
+        .body(json!({"clientId": CLIENT}).to_string())
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap()
+}
+
+fn base(server: &TestServer) -> String {
+    server.url("")
+}
+
+fn limits() -> StreamLimits {
+    let mut limits = StreamLimits::default();
+    limits.max_frame_bytes = 1024;
+    limits.frames_per_second = 5;
+    limits.frame_burst = 5;
+    limits.auth_deadline = Duration::from_millis(500);
+    limits
+}
+
+#[tokio::test]
+async fn a_socket_authenticates_by_header_subprotocol_or_first_frame() {
+    let db = TestDb::new().await;
+    let server = TestServer::start(&db, |b| b.stream_limits(limits())).await;
+    push(&base(&server), "alice", &[(1, "create_list", json!({"id": "l1", "title": "t"}))]).await;
+    let token = TestServer::token("alice");
+    let mut by_header = Ws::connect(server.addr, Auth::Header(&token)).await.unwrap();
+    let mut by_protocol = Ws::connect(server.addr, Auth::Subprotocol(&token)).await.unwrap();
+    let mut by_frame = Ws::connect(server.addr, Auth::None).await.unwrap();
+    by_frame.send(json!({"type": "auth", "token": token})).await;
+    for socket in [&mut by_header, &mut by_protocol, &mut by_frame] {
+        let mut buckets: Vec<String> = Vec::new();
+        for _ in 0..2 {
+            let state = socket.expect("presence_state", SECOND).await;
+            buckets.push(state["bucket"].as_str().unwrap().to_owned());
+        }
+        buckets.sort();
+        assert_eq!(buckets, ["own/alice", "shared/l1"], "presence_state of every bucket after connecting");
+    }
+    assert_eq!(Ws::connect(server.addr, Auth::Header("bad")).await.err(), Some(401));
+    assert_eq!(Ws::connect(server.addr, Auth::Subprotocol("bad")).await.err(), Some(401));
+    let mut silent = Ws::connect_silent(server.addr, Auth::None).await.unwrap();
+    assert_eq!(
+        silent.closed(2 * SECOND).await,
+        (Some("unauthenticated".into()), Some(1008)),
+        "no auth frame within the deadline"
+    );
+    let mut wrong = Ws::connect(server.addr, Auth::None).await.unwrap();
+    wrong.send(json!({"type": "auth", "token": "bad"})).await;
+    assert_eq!(wrong.closed(SECOND).await, (Some("unauthenticated".into()), Some(1008)));
+}
+
+#[tokio::test]
+async fn pings_follow_commits_coalesced_and_the_pull_they_trigger_sees_the_change() {
+    let db = TestDb::new().await;
+    let server = TestServer::start(&db, |b| b).await;
+    push(&base(&server), "alice", &[(1, "create_list", json!({"id": "l1", "title": "t"}))]).await;
+    let token = TestServer::token("alice");
+    let mut socket = Ws::connect(server.addr, Auth::Header(&token)).await.unwrap();
+    socket.drain(Duration::from_millis(300)).await;
+    let notes: Vec<(u64, &str, Value)> =
+        (2..7).map(|i| (i, "add_note", json!({"id": format!("n{i}"), "list_id": "l1", "title": "x"}))).collect();
+    push(&base(&server), "alice", &notes).await;
+    let frames = socket.drain(Duration::from_millis(500)).await;
+    let mut pinged: Vec<&str> =
+        frames.iter().filter(|f| f["type"] == "ping").map(|f| f["bucket"].as_str().unwrap()).collect();
+    pinged.sort();
+    assert_eq!(pinged, ["own/alice", "shared/l1"], "five commits, one ping per bucket: {frames:?}");
+    let pulled = pull(&base(&server), "alice").await;
+    assert_eq!(
+        pulled["changes"].as_array().unwrap().iter().filter(|c| c["table"] == "notes").count(),
+        5,
+        "the pinged pull sees the notes"
+    );
+    // A ping carries only its bucket.
+    let ping = frames.iter().find(|f| f["type"] == "ping").unwrap();
+    assert_eq!(ping.as_object().unwrap().len(), 2);
+}
+
+#[tokio::test]
+async fn membership_granted_and_revoked_while_connected_moves_the_bucket_set() {
+    let db = TestDb::new().await;
+    let server = TestServer::start(&db, |b| b).await;
+    push(&base(&server), "alice", &[(1, "create_list", json!({"id": "l1", "title": "t"}))]).await;
+    let carol_token = TestServer::token("carol");
+    let mut carol = Ws::connect(server.addr, Auth::Header(&carol_token)).await.unwrap();
+    carol.drain(Duration::from_millis(300)).await;
+    push(&base(&server), "alice", &[(2, "share_list", json!({"list_id": "l1", "user_id": "carol", "role": "viewer"}))])
+        .await;
+    carol.expect("buckets_changed", 2 * SECOND).await;
+    let state = carol.expect("presence_state", SECOND).await;
+    assert_eq!(state["bucket"], "shared/l1", "the new bucket's presence");
+    push(&base(&server), "alice", &[(3, "add_note", json!({"id": "n1", "list_id": "l1", "title": "for carol"}))]).await;
+    let ping = carol.expect("ping", 2 * SECOND).await;
+    assert_eq!(ping["bucket"], "shared/l1");
+    push(&base(&server), "alice", &[(4, "unshare_list", json!({"list_id": "l1", "user_id": "carol"}))]).await;
+    carol.expect("buckets_changed", 2 * SECOND).await;
+    push(&base(&server), "alice", &[(5, "add_note", json!({"id": "n2", "list_id": "l1", "title": "not for carol"}))])
+        .await;
+    let frames = carol.drain(Duration::from_millis(500)).await;
+    assert!(
+        !frames.iter().any(|f| f["type"] == "ping" && f["bucket"] == "shared/l1"),
+        "no more pings after revocation: {frames:?}"
+    );
+}
+
+#[tokio::test]
+async fn subscribing_to_a_bucket_the_actor_does_not_hold_is_refused() {
+    let db = TestDb::new().await;
+    let server = TestServer::start(&db, |b| b).await;
+    push(&base(&server), "alice", &[(1, "create_list", json!({"id": "l1", "title": "t"}))]).await;
+    let bob_token = TestServer::token("bob");
+    let mut bob = Ws::connect(server.addr, Auth::Header(&bob_token)).await.unwrap();
+    bob.send(json!({"type": "subscribe", "buckets": ["shared/l1"]})).await;
+    assert_eq!(bob.closed(SECOND).await, (Some("forbidden".into()), Some(1008)));
+    let alice_token = TestServer::token("alice");
+    let mut alice = Ws::connect(server.addr, Auth::Header(&alice_token)).await.unwrap();
+    alice.send(json!({"type": "subscribe", "buckets": ["shared/l1"]})).await;
+    push(&base(&server), "alice", &[(2, "add_note", json!({"id": "n", "list_id": "l1", "title": "x"}))]).await;
+    let pings: Vec<Value> =
+        alice.drain(Duration::from_millis(500)).await.into_iter().filter(|f| f["type"] == "ping").collect();
+    assert_eq!(pings, vec![json!({"type": "ping", "bucket": "shared/l1"})], "only the subscribed bucket");
+}
+
+#[tokio::test]
+async fn a_misbehaving_socket_is_closed_and_the_others_go_on() {
+    let db = TestDb::new().await;
+    let server = TestServer::start(&db, |b| b.stream_limits(limits())).await;
+    push(&base(&server), "alice", &[(1, "create_list", json!({"id": "l1", "title": "t"}))]).await;
+    let token = TestServer::token("alice");
+    let mut good = Ws::connect(server.addr, Auth::Header(&token)).await.unwrap();
+    good.drain(Duration::from_millis(200)).await;
+    let cases: Vec<(Message, &str, u16)> = vec![
+        (Message::Text("not json".into()), "malformed_request", 1008),
+        (Message::Text(r#"{"type":"track"}"#.into()), "malformed_request", 1008),
+        (Message::Text(r#"{"type":"teleport"}"#.into()), "unknown_frame", 1003),
+        (Message::Binary(vec![1, 2, 3].into()), "unknown_frame", 1003),
+        (
+            Message::Text(format!(r#"{{"type":"heartbeat","pad":"{}"}}"#, "x".repeat(4096)).into()),
+            "frame_too_large",
+            1009,
+        ),
+    ];
+    for (message, code, close) in cases {
+        let mut bad = Ws::connect(server.addr, Auth::Header(&token)).await.unwrap();
+        bad.send_raw(message).await;
+        assert_eq!(bad.closed(SECOND).await, (Some(code.into()), Some(close)), "{code}");
+    }
+    let mut flooding = Ws::connect(server.addr, Auth::Header(&token)).await.unwrap();
+    for _ in 0..20 {
+        flooding.send_raw(Message::Text(r#"{"type":"heartbeat"}"#.into())).await;
+    }
+    assert_eq!(flooding.closed(SECOND).await, (Some("rate_limited".into()), Some(1008)));
+    push(&base(&server), "alice", &[(2, "add_note", json!({"id": "n", "list_id": "l1", "title": "x"}))]).await;
+    assert_eq!(good.expect("ping", 2 * SECOND).await["type"], "ping", "the well-behaved socket still gets pings");
+}
+
+#[tokio::test]
+async fn an_expired_token_or_silence_closes_the_socket() {
+    let db = TestDb::new().await;
+    let mut presence = PresenceSettings::default();
+    presence.heartbeat_timeout = Duration::from_millis(800);
+    let server = TestServer::start(&db, |b| b.presence(presence)).await;
+    let short =
+        engine::auth::issue_bearer_token("alice", "alice", crate::support::server::SECRET, Duration::from_secs(1))
+            .unwrap();
+    // It heartbeats, so silence is not what closes it.
+    let mut expiring = Ws::connect(server.addr, Auth::Header(&short)).await.unwrap();
+    assert_eq!(expiring.closed(3 * SECOND).await, (Some("unauthenticated".into()), Some(1008)));
+    let token = TestServer::token("alice");
+    let mut silent = Ws::connect_silent(server.addr, Auth::Header(&token)).await.unwrap();
+    assert_eq!(silent.closed(3 * SECOND).await, (Some("heartbeat_timeout".into()), Some(1001)));
+}
+
+#[tokio::test]
+async fn presence_state_and_diffs_carry_one_meta_per_connection() {
+    let db = TestDb::new().await;
+    let server = TestServer::start(&db, |b| b).await;
+    push(
+        &base(&server),
+        "alice",
+        &[
+            (1, "create_list", json!({"id": "l1", "title": "t"})),
+            (2, "share_list", json!({"list_id": "l1", "user_id": "bob", "role": "editor"})),
+        ],
+    )
+    .await;
+    let (alice_token, bob_token) = (TestServer::token("alice"), TestServer::token("bob"));
+    let mut alice_a = Ws::connect(server.addr, Auth::Header(&alice_token)).await.unwrap();
+    let mut alice_b = Ws::connect(server.addr, Auth::Header(&alice_token)).await.unwrap();
+    let mut bob = Ws::connect(server.addr, Auth::Header(&bob_token)).await.unwrap();
+    bob.drain(Duration::from_millis(300)).await;
+    alice_a.send(json!({"type": "track", "bucket": "shared/l1", "meta": {"device": "phone"}})).await;
+    alice_b.send(json!({"type": "track", "bucket": "shared/l1", "meta": {"device": "laptop"}})).await;
+    let mut metas = Vec::new();
+    for _ in 0..2 {
+        let diff = bob.expect("presence_diff", 2 * SECOND).await;
+        assert_eq!(diff["bucket"], "shared/l1");
+        metas.push(diff["joins"]["alice"][0].clone());
+    }
+    assert!(metas.iter().all(|m| m["presenceRef"].as_str().is_some_and(|r| !r.is_empty())));
+    let mut devices: Vec<&str> = metas.iter().map(|m| m["device"].as_str().unwrap()).collect();
+    devices.sort();
+    assert_eq!(devices, ["laptop", "phone"]);
+    let mut late = Ws::connect(server.addr, Auth::Header(&bob_token)).await.unwrap();
+    let state = loop {
+        let state = late.expect("presence_state", SECOND).await;
+        if state["bucket"] == "shared/l1" {
+            break state;
+        }
+    };
+    assert_eq!(state["state"]["alice"].as_array().unwrap().len(), 2, "several metas under one key: {state}");
+    alice_a.send(json!({"type": "untrack", "bucket": "shared/l1"})).await;
+    let leave = bob.expect("presence_diff", 2 * SECOND).await;
+    assert_eq!(leave["leaves"]["alice"][0]["device"], "phone");
+    drop(alice_b);
+    let leave = bob.expect("presence_diff", 2 * SECOND).await;
+    assert_eq!(leave["leaves"]["alice"][0]["device"], "laptop", "a closed connection leaves");
+    let mut intruder = Ws::connect(server.addr, Auth::Header(&TestServer::token("eve"))).await.unwrap();
+    intruder.send(json!({"type": "track", "bucket": "shared/l1", "meta": {}})).await;
+    assert_eq!(intruder.closed(SECOND).await, (Some("forbidden".into()), Some(1008)));
+}
+
+#[tokio::test]
+async fn three_server_processes_share_pings_and_presence_through_postgres() {
+    let db = TestDb::new().await;
+    let timeout = Duration::from_millis(1200);
+    let mut a = ServerProcess::start(&db.url, timeout).await;
+    let b = ServerProcess::start(&db.url, timeout).await;
+    let c = ServerProcess::start(&db.url, timeout).await;
+    let url = |p: &ServerProcess| format!("http://{}", p.addr);
+    push(
+        &url(&a),
+        "alice",
+        &[
+            (1, "create_list", json!({"id": "l1", "title": "t"})),
+            (2, "share_list", json!({"list_id": "l1", "user_id": "bob", "role": "editor"})),
+        ],
+    )
+    .await;
+    let (alice, bob) = (TestServer::token("alice"), TestServer::token("bob"));
+    let mut on_c = Ws::connect(c.addr, Auth::Header(&bob)).await.unwrap();
+    let mut on_b = Ws::connect(b.addr, Auth::Header(&bob)).await.unwrap();
+    on_c.drain(Duration::from_millis(300)).await;
+    on_b.drain(Duration::from_millis(100)).await;
+
+    // A push on A pings a subscriber on C.
+    push(&url(&a), "alice", &[(3, "add_note", json!({"id": "n1", "list_id": "l1", "title": "x"}))]).await;
+    assert_eq!(on_c.expect("ping", 3 * SECOND).await["bucket"], "shared/l1");
+
+    // Presence tracked on A appears on B and C.
+    let mut on_a = Ws::connect(a.addr, Auth::Header(&alice)).await.unwrap();
+    on_a.send(json!({"type": "track", "bucket": "shared/l1", "meta": {"where": "a"}})).await;
+    for socket in [&mut on_b, &mut on_c] {
+        let diff = socket.expect("presence_diff", 3 * SECOND).await;
+        assert_eq!(diff["joins"]["alice"][0]["where"], "a");
+    }
+    let mut late = Ws::connect(c.addr, Auth::Header(&bob)).await.unwrap();
+    let state = loop {
+        let state = late.expect("presence_state", 2 * SECOND).await;
+        if state["bucket"] == "shared/l1" {
+            break state;
+        }
+    };
+    assert_eq!(state["state"]["alice"][0]["where"], "a", "a new socket on C sees presence kept on A");
+
+    // A dies without a word: its presences leave, on B and on C, after the timeout.
+    a.kill().await;
+    for socket in [&mut on_b, &mut on_c] {
+        let diff = socket.expect("presence_diff", 5 * SECOND).await;
+        assert_eq!(diff["leaves"]["alice"][0]["where"], "a", "{diff}");
+    }
+
+    // The listeners' sessions are cut: a push made meanwhile still reaches C.
+    let cut: i64 = sqlx::query_scalar(
+        "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity WHERE application_name = 'engine-listener' AND datname = $1",
+    )
+    .bind(&db.name)
+    .fetch_one(&db.pool)
+    .await
+    .unwrap();
+    assert!(cut >= 2, "the listeners of B and C were cut ({cut})");
+    push(&url(&b), "alice", &[(4, "add_note", json!({"id": "n2", "list_id": "l1", "title": "y"}))]).await;
+    let frames = on_c.drain(5 * SECOND).await;
+    assert!(frames.iter().any(|f| f["type"] == "ping" && f["bucket"] == "shared/l1"), "no ping lost: {frames:?}");
+}

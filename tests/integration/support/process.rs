@@ -1,0 +1,44 @@
+//! Server processes (`engine-test-server`) on a test database, for multi-instance tests.
+
+use std::net::SocketAddr;
+use std::process::Stdio;
+use std::time::Duration;
+
+use tokio::io::{AsyncBufReadExt, BufReader};
+use tokio::process::{Child, Command};
+
+use super::server::SECRET;
+
+pub(crate) struct ServerProcess {
+    child: Child,
+    pub(crate) addr: SocketAddr,
+}
+
+impl ServerProcess {
+    /// Start a server on `database_url` whose presences expire after `heartbeat_timeout`.
+    pub(crate) async fn start(database_url: &str, heartbeat_timeout: Duration) -> ServerProcess {
+        let mut child = Command::new(env!("CARGO_BIN_EXE_engine-test-server"))
+            .env("DATABASE_URL", database_url)
+            .env("ENGINE_SECRET", SECRET)
+            .env("HEARTBEAT_TIMEOUT_MS", heartbeat_timeout.as_millis().to_string())
+            .env("RUST_LOG", "warn")
+            .stdout(Stdio::piped())
+            .kill_on_drop(true)
+            .spawn()
+            .expect("start engine-test-server");
+        let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
+        let line = tokio::time::timeout(Duration::from_secs(30), lines.next_line())
+            .await
+            .expect("the server starts within 30 s")
+            .unwrap()
+            .expect("the server prints its address");
+        let addr = line.strip_prefix("listening on ").expect("`listening on <addr>`").parse().unwrap();
+        tokio::spawn(async move { while let Ok(Some(_)) = lines.next_line().await {} });
+        ServerProcess { child, addr }
+    }
+
+    /// Kill the process with SIGKILL: it gets no chance to clean up.
+    pub(crate) async fn kill(&mut self) {
+        self.child.kill().await.unwrap();
+    }
+}
