@@ -13,6 +13,7 @@ fn server_url() -> String {
 
 pub(crate) struct BenchDb {
     name: String,
+    pub(crate) url: String,
     pub(crate) pool: PgPool,
 }
 
@@ -26,7 +27,7 @@ impl BenchDb {
             None => panic!("the server URL names a database"),
         };
         let pool = PgPoolOptions::new().max_connections(connections).connect(&url).await.expect("connect");
-        BenchDb { name, pool }
+        BenchDb { name, url, pool }
     }
 
     pub(crate) async fn storage(&self, app: engine::App) -> Arc<PostgresStorage> {

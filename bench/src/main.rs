@@ -8,6 +8,7 @@
 mod db;
 mod pull;
 mod push;
+mod stream;
 
 use clap::{Parser, Subcommand};
 
@@ -38,8 +39,17 @@ enum Command {
         #[arg(long, default_value_t = 5)]
         seconds: u64,
     },
+    /// Realtime: commit-to-ping latency and memory per idle socket with many sockets connected.
+    Stream {
+        /// Connected sockets.
+        #[arg(long, value_delimiter = ',', default_value = "1000,10000")]
+        sockets: Vec<usize>,
+    },
     /// Everything, with the defaults.
     All,
+    /// Serve the notes app for the stream benchmark (its server process).
+    #[command(hide = true)]
+    Serve,
 }
 
 #[tokio::main]
@@ -47,9 +57,12 @@ async fn main() {
     match Cli::parse().command {
         Command::Pull { rows, sizes } => pull::run(rows, &sizes).await,
         Command::Push { clients, seconds } => push::run(&clients, seconds).await,
+        Command::Stream { sockets } => stream::run(&sockets).await,
         Command::All => {
             pull::run(100_000, &[10_000, 100_000, 1_000_000]).await;
             push::run(&[1, 8, 32], 5).await;
+            stream::run(&[1000, 10_000]).await;
         }
+        Command::Serve => stream::serve().await,
     }
 }

@@ -272,7 +272,9 @@ impl Server {
     }
 
     /// The routes of the protocol as an axum router, to serve alone or to `nest` under a prefix
-    /// of an existing service beside its own routes.
+    /// of an existing service beside its own routes. Serve it with `TCP_NODELAY` on accepted
+    /// connections (as [`serve`](Self::serve) does), or small WebSocket frames wait for delayed
+    /// acknowledgements.
     pub fn router(&self) -> Router {
         http::router(self.state.clone())
     }
@@ -294,6 +296,13 @@ impl Server {
         if let Some(addr) = addr {
             tracing::info!(%addr, "serving");
         }
+        // Pings and presence are small frames: without TCP_NODELAY the second of two frames in
+        // a row waits for the client's delayed acknowledgement (about 40 ms).
+        let listener = axum::serve::ListenerExt::tap_io(listener, |tcp: &mut tokio::net::TcpStream| {
+            if let Err(err) = tcp.set_nodelay(true) {
+                tracing::warn!(error = %err, "cannot set TCP_NODELAY");
+            }
+        });
         axum::serve(listener, self.router())
             .with_graceful_shutdown(shutdown_signal())
             .await
