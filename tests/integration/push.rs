@@ -133,6 +133,21 @@ async fn one(storage: &PostgresStorage, who: &str, name: &str, args: Value) -> e
     pushed.response.results.into_iter().next().unwrap()
 }
 
+/// Push `m` as alice's client 1 from eight tasks at once.
+async fn race(storage: &Arc<PostgresStorage>, m: &MutationRequest) -> Vec<Pushed> {
+    let pushes: Vec<_> = (0..8)
+        .map(|_| {
+            let (storage, m) = (storage.clone(), m.clone());
+            tokio::spawn(async move { push(&storage, "alice", client(1), vec![m]).await })
+        })
+        .collect();
+    let mut pushed = Vec::new();
+    for handle in pushes {
+        pushed.push(handle.await.unwrap());
+    }
+    pushed
+}
+
 async fn last_mutation_id(storage: &PostgresStorage, who: &str, client_id: uuid::Uuid) -> u64 {
     let request = PullRequest { client_id, cursor: None, buckets: None, limit: Some(1) };
     storage.pull(&actor(who), &request).await.unwrap().last_mutation_id
@@ -205,18 +220,39 @@ async fn the_same_mutation_pushed_concurrently_applies_once() {
     let db = TestDb::new().await;
     let storage = store(&db).await;
     let m = mutation(1, "create_list", json!({"title": "once"}));
-    let pushes = (0..8).map(|_| {
-        let storage = storage.clone();
-        let m = m.clone();
-        tokio::spawn(async move { push(&storage, "alice", client(1), vec![m]).await })
-    });
-    let mut statuses = Vec::new();
-    for handle in pushes {
-        statuses.push(handle.await.unwrap().response.results[0].status);
-    }
+    let statuses: Vec<_> = race(&storage, &m).await.into_iter().map(|p| p.response.results[0].status).collect();
     assert_eq!(statuses.iter().filter(|s| **s == MutationStatus::Applied).count(), 1, "{statuses:?}");
     assert_eq!(statuses.iter().filter(|s| **s == MutationStatus::Duplicate).count(), 7);
     assert_eq!(rows(&db, "SELECT 1 FROM lists").await, 1);
+}
+
+#[tokio::test]
+async fn racing_pushes_of_a_known_client_apply_each_mutation_once() {
+    // The client's sequence exists, so every push tries the next path: the racers run the
+    // mutator side by side and only one record may advance the sequence.
+    let db = TestDb::new().await;
+    let storage = store(&db).await;
+    push(&storage, "alice", client(1), vec![mutation(1, "create_list", json!({"id": "l1", "title": "first"}))]).await;
+    let racing = [
+        // Two inserts: the first begins a transaction, the second goes with the record.
+        mutation(2, "create_list", json!({"id": "l2", "title": "second"})),
+        // One insert: sent with the record as a single statement.
+        mutation(3, "add_note", json!({"id": "n1", "list_id": "l1", "title": "milk"})),
+    ];
+    for m in racing {
+        let mut statuses = Vec::new();
+        for pushed in race(&storage, &m).await {
+            assert!(pushed.stopped.is_none(), "{:?}", pushed.stopped);
+            assert_eq!(pushed.response.last_mutation_id, m.mutation_id);
+            statuses.push(pushed.response.results[0].status);
+        }
+        assert_eq!(statuses.iter().filter(|s| **s == MutationStatus::Applied).count(), 1, "{statuses:?}");
+        assert_eq!(statuses.iter().filter(|s| **s == MutationStatus::Duplicate).count(), 7, "{statuses:?}");
+    }
+    assert_eq!(rows(&db, "SELECT 1 FROM lists").await, 2);
+    assert_eq!(rows(&db, "SELECT 1 FROM list_members").await, 2);
+    assert_eq!(rows(&db, "SELECT 1 FROM notes").await, 1);
+    assert_eq!(rows(&db, "SELECT 1 FROM _engine_mutations WHERE status = 'applied'").await, 3);
 }
 
 #[tokio::test]

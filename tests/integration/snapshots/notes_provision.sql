@@ -36,6 +36,13 @@ CREATE TABLE IF NOT EXISTS _engine_mutations (
 
 CREATE UNIQUE INDEX IF NOT EXISTS _engine_mutations_client_mutation ON _engine_mutations (user_id, client_id, client_mutation_id);
 
+CREATE OR REPLACE FUNCTION _engine_sequence_moved(client uuid, expected bigint) RETURNS text
+LANGUAGE plpgsql AS $$
+BEGIN
+  RAISE EXCEPTION 'the sequence of client % is not at %', client, expected USING ERRCODE = 'EN409';
+END
+$$;
+
 CREATE OR REPLACE FUNCTION _engine_percent_encode(value text) RETURNS text
 LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE AS $$
   SELECT CASE WHEN value ~ '^[A-Za-z0-9._~-]*$' THEN value ELSE (

@@ -2,11 +2,19 @@
 //! on the authorized, merge-aware transaction, the outcome recorded — then commit (DESIGN.md
 //! decisions 4–7, PROTOCOL.md `POST /sync/push`).
 //!
-//! A client's sequence is scoped to the authenticated user: the `(user, client)` row is locked
-//! first, so concurrent pushes of one client apply each mutation once, and another user reusing
-//! the client id has a sequence of its own. Deterministic failures are recorded (in a fresh
-//! transaction, after the mutation's is rolled back) and advance the sequence; transient ones
-//! record nothing and stop the batch.
+//! A client's sequence is scoped to the authenticated user, so another user reusing the client
+//! id has a sequence of its own. The record of a mutation advances the sequence only from the
+//! mutation's predecessor and raises otherwise, undoing the mutation with it: each mutation is
+//! applied once, however many pushes of one client race.
+//!
+//! Two paths lead there. The *next* path, taken for a mutation that is next as far as the push
+//! knows, runs the mutator at once: its reads on their own, its writes in a transaction begun
+//! before the first, its last insert sent with the record — a mutator that only inserts is one
+//! statement. Whatever else befalls it (the sequence elsewhere, a replay, a failure of the
+//! mutator or a statement) undoes the attempt and leaves the mutation to the *checked* path:
+//! lock the sequence, answer replays from the record, run the mutator, record. Deterministic
+//! failures are recorded (in a fresh transaction, after the mutation's is rolled back) and
+//! advance the sequence; transient ones record nothing and stop the batch.
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -15,10 +23,10 @@ use engine_kernel::{
     Actor, BucketKey, Error as KernelError, ErrorCode, Hlc, MergePolicy, MutatorCtx, Outcome, TableMeta,
 };
 use serde_json::{Value, json};
-use sqlx::PgConnection;
+use sqlx::{Connection, PgConnection};
 
 use super::PostgresStorage;
-use super::tx::{PendingInsert, PgMutatorTx};
+use super::tx::{PendingInsert, PgMutatorTx, Session};
 use crate::error::{Error, Result};
 use crate::storage::Pushed;
 
@@ -42,11 +50,13 @@ enum Step {
 }
 
 pub(crate) async fn push(store: &PostgresStorage, actor: &Actor, request: &PushRequest) -> Result<Pushed> {
+    let mut conn = store.pool.acquire().await?;
     let mut pushed = Pushed::default();
     // The client's sequence as the steps saw it; read afresh only when no step saw it.
     let mut last: Option<u64> = None;
     for mutation in &request.mutations {
-        let step = match apply(store, actor, request.client_id, mutation).await {
+        let next = last.is_none_or(|last| mutation.mutation_id == last + 1);
+        let step = match apply(store, &mut conn, actor, request.client_id, mutation, next).await {
             Ok(step) => step,
             Err(err) => {
                 pushed.stopped = Some(err);
@@ -74,10 +84,7 @@ pub(crate) async fn push(store: &PostgresStorage, actor: &Actor, request: &PushR
     }
     pushed.response.last_mutation_id = match last {
         Some(last) => last,
-        None => {
-            let mut conn = store.pool.acquire().await?;
-            last_mutation_id(&mut conn, &actor.user_id, request.client_id).await?
-        }
+        None => last_mutation_id(&mut conn, &actor.user_id, request.client_id).await?,
     };
     Ok(pushed)
 }
@@ -189,8 +196,9 @@ fn rejection(mutation: &MutationRequest, err: &KernelError) -> MutationResult {
     }
 }
 
-/// The statement that records a mutation's outcome and advances the client's sequence, after the
-/// mutation's last insert into `pending` when one still waits (its placeholders first).
+/// The statement that records a mutation's outcome and advances the client's sequence from the
+/// mutation's predecessor (raising if the sequence is elsewhere), after the mutation's last
+/// insert into `pending` when one still waits (its placeholders first).
 pub(crate) fn record_sql(pending: Option<&TableMeta>) -> String {
     let offset = pending.map_or(0, |t| t.columns.len() + usize::from(t.merge == MergePolicy::Field));
     let p = |n: usize| format!("${}", offset + n);
@@ -199,8 +207,10 @@ pub(crate) fn record_sql(pending: Option<&TableMeta>) -> String {
              INSERT INTO _engine_mutations (user_id, client_id, mutation_id, client_mutation_id, name, status, result)
              VALUES ({}, {}, {}, {}, {}, {}, {})),
          advanced AS (
-             UPDATE _engine_clients SET last_mutation_id = {}, updated_at = now() WHERE user_id = {} AND client_id = {})
-         SELECT pg_current_xact_id()::text",
+             UPDATE _engine_clients SET last_mutation_id = {mutation}, updated_at = now()
+             WHERE user_id = {user} AND client_id = {client} AND last_mutation_id = {mutation} - 1 RETURNING 1)
+         SELECT CASE WHEN EXISTS (SELECT 1 FROM advanced) THEN pg_current_xact_id()::text
+                     ELSE _engine_sequence_moved({client}, {mutation} - 1) END",
         pending
             .map(|t| format!("pending AS ({}),\n         ", super::tx::insert_sql(t, t.merge == MergePolicy::Field, 1)))
             .unwrap_or_default(),
@@ -211,9 +221,9 @@ pub(crate) fn record_sql(pending: Option<&TableMeta>) -> String {
         p(5),
         p(6),
         p(7),
-        p(3),
-        p(1),
-        p(2),
+        mutation = p(3),
+        user = p(1),
+        client = p(2),
     )
 }
 
@@ -228,11 +238,11 @@ async fn record(
     status: &str,
     result: &Value,
     pending: Option<&PendingInsert>,
-    statements: &super::Statements,
+    store: &PostgresStorage,
 ) -> std::result::Result<u64, sqlx::Error> {
     let mutation_id =
         i64::try_from(mutation.mutation_id).map_err(|_| sqlx::Error::Protocol("mutation id out of range".into()))?;
-    let sql = statements.record(pending.map(PendingInsert::table));
+    let sql = store.statements.record(pending.map(PendingInsert::table));
     let mut query = sqlx::query(sqlx::AssertSqlSafe(sql));
     if let Some(insert) = pending {
         query = insert.bind(query).map_err(|e| sqlx::Error::Protocol(e.to_string()))?;
@@ -261,9 +271,33 @@ fn clock(store: &PostgresStorage, mutation: &MutationRequest) -> std::result::Re
     }
 }
 
-async fn apply(store: &PostgresStorage, actor: &Actor, client: uuid::Uuid, mutation: &MutationRequest) -> Result<Step> {
+async fn apply(
+    store: &PostgresStorage,
+    conn: &mut PgConnection,
+    actor: &Actor,
+    client: uuid::Uuid,
+    mutation: &MutationRequest,
+    next: bool,
+) -> Result<Step> {
+    if next {
+        match execute(store, Session::Deferred(&mut *conn), actor, client, mutation).await {
+            Ok(step) => return Ok(step),
+            Err(err) => tracing::debug!(mutation = %mutation.name, error = %err, "taking the checked path"),
+        }
+    }
+    apply_checked(store, conn, actor, client, mutation).await
+}
+
+/// The checked path: the sequence locked and compared first.
+async fn apply_checked(
+    store: &PostgresStorage,
+    conn: &mut PgConnection,
+    actor: &Actor,
+    client: uuid::Uuid,
+    mutation: &MutationRequest,
+) -> Result<Step> {
     let user = actor.user_id.as_str();
-    let mut tx = store.pool.begin().await?;
+    let mut tx = conn.begin().await?;
     let (last, seen) = lock_sequence(&mut tx, user, client, mutation.client_mutation_id).await?;
     if mutation.mutation_id <= last {
         let answer = recorded(&mut tx, user, client, mutation).await?;
@@ -292,45 +326,14 @@ async fn apply(store: &PostgresStorage, actor: &Actor, client: uuid::Uuid, mutat
         return Ok(Step::Answered { result: replay, sequence: mutation.mutation_id });
     }
 
-    let outcome = run(store, &mut tx, actor, mutation).await;
-    let outcome = match outcome {
-        Ok((outcome, affected, membership_changes, pending)) => {
-            let result = json!({
-                "serverId": outcome.server_id,
-                "reconciliation": outcome.reconciliation,
-            });
-            // The mutation's last insert goes with the record: its failure is the mutation's.
-            match record(&mut tx, user, client, mutation, "applied", &result, pending.as_ref(), &store.statements).await
-            {
-                Ok(commit_xid) => Ok((outcome, affected, membership_changes, commit_xid)),
-                Err(err) => Err(super::tx::map_sql_error(&err)),
-            }
-        }
-        Err(err) => Err(err),
-    };
-    match outcome {
-        Ok((outcome, affected, membership_changes, commit_xid)) => {
+    match execute(store, Session::Within(&mut tx), actor, client, mutation).await {
+        Ok(step) => {
             tx.commit().await?;
-            let mut affected = affected;
-            affected.extend(outcome.affected_buckets.iter().cloned());
-            Ok(Step::Applied {
-                result: MutationResult {
-                    client_mutation_id: mutation.client_mutation_id,
-                    mutation_id: mutation.mutation_id,
-                    status: MutationStatus::Applied,
-                    server_id: outcome.server_id,
-                    reconciliation: (!outcome.reconciliation.is_empty()).then_some(outcome.reconciliation),
-                    error: None,
-                },
-                affected,
-                membership_changes,
-                sequence: mutation.mutation_id,
-                commit_xid,
-            })
+            Ok(step)
         }
         Err(err) if err.is_deterministic() => {
             tx.rollback().await?;
-            reject(store, user, client, mutation, &err).await
+            reject(store, conn, user, client, mutation, &err).await
         }
         Err(err) => {
             tx.rollback().await?;
@@ -342,40 +345,61 @@ async fn apply(store: &PostgresStorage, actor: &Actor, client: uuid::Uuid, mutat
     }
 }
 
-/// What a mutator did: its outcome, the buckets it affected, the membership claims it touched,
-/// and its last insert if that still waits to be sent.
-type Ran = (Outcome, BTreeSet<BucketKey>, BTreeSet<String>, Option<PendingInsert>);
-
-/// Run the mutator on the authorized transaction.
-async fn run(
+/// Run the mutator on the authorized transaction `session` and record it applied (its last
+/// insert with the record); a transaction the session began is committed.
+async fn execute(
     store: &PostgresStorage,
-    conn: &mut PgConnection,
+    session: Session<'_>,
     actor: &Actor,
+    client: uuid::Uuid,
     mutation: &MutationRequest,
-) -> std::result::Result<Ran, KernelError> {
+) -> std::result::Result<Step, KernelError> {
     let hlc = clock(store, mutation)?;
     let def = store.app.mutator(&mutation.name).ok_or_else(|| KernelError::UnknownMutator(mutation.name.clone()))?;
-    let mut tx = PgMutatorTx::new(conn, store, actor.clone(), hlc);
+    let mut tx = PgMutatorTx::new(session, store, actor.clone(), hlc);
     let outcome = {
         let mut ctx = MutatorCtx::new(&mut tx);
         def.run(&mut ctx, mutation.args.clone()).await
     };
     // A failed statement fails the mutation even when the mutator went on regardless.
     tx.finish().await?;
-    let outcome = outcome?;
+    let outcome: Outcome = outcome?;
     let pending = tx.take_pending();
-    Ok((outcome, std::mem::take(&mut tx.affected), std::mem::take(&mut tx.membership_changes), pending))
+    let stored = json!({ "serverId": outcome.server_id, "reconciliation": outcome.reconciliation });
+    // The mutation's last insert goes with the record: its failure is the mutation's.
+    let commit_xid = record(tx.conn()?, &actor.user_id, client, mutation, "applied", &stored, pending.as_ref(), store)
+        .await
+        .map_err(|err| super::tx::map_sql_error(&err))?;
+    let mut affected = std::mem::take(&mut tx.affected);
+    let membership_changes = std::mem::take(&mut tx.membership_changes);
+    tx.commit().await?;
+    affected.extend(outcome.affected_buckets.iter().cloned());
+    Ok(Step::Applied {
+        result: MutationResult {
+            client_mutation_id: mutation.client_mutation_id,
+            mutation_id: mutation.mutation_id,
+            status: MutationStatus::Applied,
+            server_id: outcome.server_id,
+            reconciliation: (!outcome.reconciliation.is_empty()).then_some(outcome.reconciliation),
+            error: None,
+        },
+        affected,
+        membership_changes,
+        sequence: mutation.mutation_id,
+        commit_xid,
+    })
 }
 
 /// Record a deterministic failure in its own transaction, and advance the sequence past it.
 async fn reject(
     store: &PostgresStorage,
+    conn: &mut PgConnection,
     user: &str,
     client: uuid::Uuid,
     mutation: &MutationRequest,
     err: &KernelError,
 ) -> Result<Step> {
-    let mut tx = store.pool.begin().await?;
+    let mut tx = conn.begin().await?;
     let (last, _) = lock_sequence(&mut tx, user, client, mutation.client_mutation_id).await?;
     if last >= mutation.mutation_id {
         // A concurrent push of the same client got here first: answer as it was answered.
@@ -386,7 +410,7 @@ async fn reject(
     }
     let result = rejection(mutation, err);
     let stored = json!({ "error": result.error });
-    record(&mut tx, user, client, mutation, "rejected", &stored, None, &store.statements).await?;
+    record(&mut tx, user, client, mutation, "rejected", &stored, None, store).await?;
     tx.commit().await?;
     if err.code() == ErrorCode::Internal {
         tracing::error!(mutation = %mutation.name, error = %err, "mutation failed");

@@ -2,6 +2,10 @@
 //! authorization (DESIGN.md decision 4) and merge policies (decision 7) on every write, scopes
 //! every read to the actor's buckets, and collects the buckets the mutation affects.
 //!
+//! A mutation runs inside a transaction its caller began, or on a [`Session::Deferred`]
+//! connection: its reads then run on their own (under READ COMMITTED each statement sees a
+//! snapshot of its own either way) and the transaction begins just before its first write.
+//!
 //! Authorization, exactly: a row may be updated or deleted only if its before image lies in a
 //! bucket the actor held when the mutation began (a row the actor cannot see is not found); a
 //! write may put a row into a bucket only if the actor held that bucket when the mutation
@@ -30,7 +34,7 @@ type KernelResult<T> = engine_kernel::Result<T>;
 
 /// A mutation's view of the store, inside its transaction.
 pub(crate) struct PgMutatorTx<'t> {
-    conn: &'t mut PgConnection,
+    session: Session<'t>,
     store: &'t PostgresStorage,
     actor: Actor,
     hlc: Hlc,
@@ -52,6 +56,29 @@ pub(crate) struct PgMutatorTx<'t> {
     /// The last insert, authorized but not yet sent: sent before the next operation, or with
     /// the mutation's record in one statement (a round trip saved on the commonest mutation).
     pending: Option<PendingInsert>,
+}
+
+/// The connection a mutation runs on.
+pub(crate) enum Session<'t> {
+    /// Inside a transaction the caller began and ends.
+    Within(&'t mut PgConnection),
+    /// Not in a transaction yet: one begins before the first write. A mutation that never
+    /// writes before its record leaves the record to be a transaction of its own.
+    Deferred(&'t mut PgConnection),
+    /// The transaction begun before the first write, committed by [`PgMutatorTx::commit`].
+    Begun(sqlx::Transaction<'t, sqlx::Postgres>),
+    /// Beginning the transaction failed; the mutation has failed with it.
+    Lost,
+}
+
+impl Session<'_> {
+    fn conn(&mut self) -> KernelResult<&mut PgConnection> {
+        match self {
+            Session::Within(conn) | Session::Deferred(conn) => Ok(conn),
+            Session::Begun(tx) => Ok(&mut **tx),
+            Session::Lost => Err(KernelError::Transient("the mutation's transaction could not begin".into())),
+        }
+    }
 }
 
 /// `INSERT` of every column of `table` (and its HLC stamps), placeholders from `$first` on.
@@ -94,9 +121,9 @@ impl PendingInsert {
 }
 
 impl<'t> PgMutatorTx<'t> {
-    pub(crate) fn new(conn: &'t mut PgConnection, store: &'t PostgresStorage, actor: Actor, hlc: Hlc) -> Self {
+    pub(crate) fn new(session: Session<'t>, store: &'t PostgresStorage, actor: Actor, hlc: Hlc) -> Self {
         PgMutatorTx {
-            conn,
+            session,
             store,
             actor,
             hlc,
@@ -111,12 +138,37 @@ impl<'t> PgMutatorTx<'t> {
         }
     }
 
+    /// The connection, for a read (or the mutation's record).
+    pub(crate) fn conn(&mut self) -> KernelResult<&mut PgConnection> {
+        self.session.conn()
+    }
+
+    /// The connection, for a write: in the mutation's transaction, begun now if deferred.
+    async fn writing(&mut self) -> KernelResult<&mut PgConnection> {
+        self.session = match std::mem::replace(&mut self.session, Session::Lost) {
+            Session::Deferred(conn) => match sqlx::Connection::begin(conn).await {
+                Ok(tx) => Session::Begun(tx),
+                Err(e) => return Err(self.failed(e)),
+            },
+            other => other,
+        };
+        self.conn()
+    }
+
+    /// Commit the transaction the mutation began; one its caller began, the caller commits.
+    pub(crate) async fn commit(self) -> KernelResult<()> {
+        match self.session {
+            Session::Begun(tx) => tx.commit().await.map_err(|e| map_sql_error(&e)),
+            _ => Ok(()),
+        }
+    }
+
     /// Send the insert waiting to be sent, if any.
     async fn flush(&mut self) -> KernelResult<()> {
         let Some(pending) = self.pending.take() else { return Ok(()) };
         let sql = self.store.statements.insert(pending.table);
         let query = pending.bind(sqlx::query(sqlx::AssertSqlSafe(sql))).map_err(to_kernel)?;
-        if let Err(e) = query.execute(&mut *self.conn).await {
+        if let Err(e) = query.execute(self.writing().await?).await {
             return Err(self.failed(e));
         }
         Ok(())
@@ -161,7 +213,7 @@ impl<'t> PgMutatorTx<'t> {
             None => Ok(crate::buckets::claim_bucket(rule, &self.actor).as_ref() == Some(bucket)),
             Some(query) => {
                 let query = query.clone();
-                query.holds(self.conn, &self.actor, bucket).await.map_err(to_kernel)
+                query.holds(self.session.conn()?, &self.actor, bucket).await.map_err(to_kernel)
             }
         }
     }
@@ -193,7 +245,7 @@ impl<'t> PgMutatorTx<'t> {
         if !self.store.app.sync_rules().rules.iter().any(reads_table) {
             return Ok(());
         }
-        let held = held::held_buckets(self.conn, &self.store.app, &self.store.memberships, &self.actor)
+        let held = held::held_buckets(self.session.conn()?, &self.store.app, &self.store.memberships, &self.actor)
             .await
             .map_err(to_kernel)?;
         for bucket in self.held_at_start.keys().cloned().collect::<Vec<_>>() {
@@ -242,7 +294,7 @@ impl<'t> PgMutatorTx<'t> {
         for value in binds {
             query = query.bind(value);
         }
-        query.fetch_one(&mut *self.conn).await.map_err(|e| self.failed(e))
+        query.fetch_one(self.conn()?).await.map_err(|e| self.failed(e))
     }
 
     /// May the mutation put a row into `bucket`?
@@ -340,24 +392,21 @@ impl<'t> PgMutatorTx<'t> {
         if field {
             columns.push("t._engine_hlc".into());
         }
-        let mut conditions: Vec<String> =
-            key_columns(table).iter().enumerate().map(|(i, c)| format!("t.{} = ${}", ident(c.name), i + 1)).collect();
-        if live_only && let Some(deleted) = table.soft_delete {
-            conditions.push(format!("t.{} IS NULL", ident(deleted)));
-        }
+        let live = match table.soft_delete {
+            Some(deleted) if live_only => format!(" AND t.{} IS NULL", ident(deleted)),
+            _ => String::new(),
+        };
         let sql = format!(
-            "SELECT {} FROM {} AS t WHERE {}{}",
+            "SELECT {} FROM {} AS t WHERE {}{live}{}",
             columns.join(", "),
             ident(table.name),
-            conditions.join(" AND "),
+            key_predicate(table, "t.", 1),
             if lock { " FOR UPDATE" } else { "" }
         );
-        let mut query = sqlx::query(sqlx::AssertSqlSafe(sql));
-        for column in key_columns(table) {
-            let value = key.get(column.name).cloned().unwrap_or(Value::Null);
-            query = bind(query, table.name, column, &value).map_err(to_kernel)?;
-        }
-        let row = match query.fetch_optional(&mut *self.conn).await {
+        let query = bind_key(sqlx::query(sqlx::AssertSqlSafe(sql)), table, key)?;
+        // A row locked for an update or delete is locked in the mutation's transaction.
+        let conn = if lock { self.writing().await? } else { self.conn()? };
+        let row = match query.fetch_optional(conn).await {
             Ok(row) => row,
             Err(e) => return Err(self.failed(e)),
         };
@@ -482,13 +531,12 @@ impl<'t> PgMutatorTx<'t> {
             // Nothing to set: touch the row so pulling clients see it again.
             sets.push(format!("{} = {}", ident(key_columns(table)[0].name), ident(key_columns(table)[0].name)));
         }
-        let offset = assigned.len() + usize::from(field);
-        let conditions: Vec<String> = key_columns(table)
-            .iter()
-            .enumerate()
-            .map(|(i, c)| format!("{} = ${}", ident(c.name), offset + i + 1))
-            .collect();
-        let sql = format!("UPDATE {} SET {} WHERE {}", ident(table.name), sets.join(", "), conditions.join(" AND "));
+        let sql = format!(
+            "UPDATE {} SET {} WHERE {}",
+            ident(table.name),
+            sets.join(", "),
+            key_predicate(table, "", assigned.len() + usize::from(field) + 1)
+        );
         let mut query = sqlx::query(sqlx::AssertSqlSafe(sql));
         for column in &assigned {
             let value = after.get(column.name).cloned().unwrap_or(Value::Null);
@@ -497,11 +545,8 @@ impl<'t> PgMutatorTx<'t> {
         if field {
             query = query.bind(Value::Object(stamps));
         }
-        for column in key_columns(table) {
-            let value = key.get(column.name).cloned().unwrap_or(Value::Null);
-            query = bind(query, table.name, column, &value).map_err(to_kernel)?;
-        }
-        if let Err(e) = query.execute(&mut *self.conn).await {
+        let query = bind_key(query, table, &key)?;
+        if let Err(e) = query.execute(self.writing().await?).await {
             return Err(self.failed(e));
         }
         self.note_write();
@@ -532,15 +577,9 @@ impl<'t> PgMutatorTx<'t> {
         if self.reads_memberships(table) {
             self.freeze_before_writing(table).await?;
         }
-        let conditions: Vec<String> =
-            key_columns(table).iter().enumerate().map(|(i, c)| format!("{} = ${}", ident(c.name), i + 1)).collect();
-        let sql = format!("DELETE FROM {} WHERE {}", ident(table.name), conditions.join(" AND "));
-        let mut query = sqlx::query(sqlx::AssertSqlSafe(sql));
-        for column in key_columns(table) {
-            let value = key.get(column.name).cloned().unwrap_or(Value::Null);
-            query = bind(query, table.name, column, &value).map_err(to_kernel)?;
-        }
-        if let Err(e) = query.execute(&mut *self.conn).await {
+        let sql = format!("DELETE FROM {} WHERE {}", ident(table.name), key_predicate(table, "", 1));
+        let query = bind_key(sqlx::query(sqlx::AssertSqlSafe(sql)), table, &key)?;
+        if let Err(e) = query.execute(self.writing().await?).await {
             return Err(self.failed(e));
         }
         self.note_write();
@@ -592,7 +631,7 @@ impl<'t> PgMutatorTx<'t> {
         for (column, value) in &equalities {
             query = bind(query, table.name, column, value).map_err(to_kernel)?;
         }
-        let rows = match query.fetch_all(&mut *self.conn).await {
+        let rows = match query.fetch_all(self.conn()?).await {
             Ok(rows) => rows,
             Err(e) => return Err(self.failed(e)),
         };
@@ -613,6 +652,30 @@ impl<'t> PgMutatorTx<'t> {
         }
         Ok(out)
     }
+}
+
+/// `col = $n AND …` over the primary key of `table`, columns prefixed by `alias` (`t.` or
+/// nothing), placeholders from `$first` on.
+fn key_predicate(table: &TableMeta, alias: &str, first: usize) -> String {
+    let conditions: Vec<String> = key_columns(table)
+        .iter()
+        .enumerate()
+        .map(|(i, c)| format!("{alias}{} = ${}", ident(c.name), first + i))
+        .collect();
+    conditions.join(" AND ")
+}
+
+/// `query` with the primary key values of `key` bound, in [`key_predicate`]'s order.
+fn bind_key<'q>(
+    mut query: sqlx::query::Query<'q, sqlx::Postgres, sqlx::postgres::PgArguments>,
+    table: &'static TableMeta,
+    key: &Row,
+) -> KernelResult<sqlx::query::Query<'q, sqlx::Postgres, sqlx::postgres::PgArguments>> {
+    for column in key_columns(table) {
+        let value = key.get(column.name).cloned().unwrap_or(Value::Null);
+        query = bind(query, table.name, column, &value).map_err(to_kernel)?;
+    }
+    Ok(query)
 }
 
 /// `row` with its soft-delete column cleared: the buckets it was in before deletion.
