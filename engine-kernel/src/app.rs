@@ -21,6 +21,12 @@ impl TableDef {
         TableDef { meta: T::META, schema: |generator| generator.subschema_for::<T>() }
     }
 
+    /// A table known only by its metadata (read from a contract): its row schema admits any
+    /// value.
+    pub(crate) fn from_meta(meta: &'static TableMeta) -> Self {
+        TableDef { meta, schema: |_| schemars::Schema::default() }
+    }
+
     /// The table's metadata.
     pub fn meta(&self) -> &'static TableMeta {
         self.meta
@@ -100,6 +106,11 @@ impl AppBuilder {
     #[must_use]
     pub fn table<T: Table>(mut self) -> Self {
         self.tables.push(TableDef::of::<T>());
+        self
+    }
+
+    pub(crate) fn table_def(mut self, def: TableDef) -> Self {
+        self.tables.push(def);
         self
     }
 

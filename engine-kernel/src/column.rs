@@ -50,6 +50,35 @@ pub enum SqlType {
 }
 
 impl SqlType {
+    /// Every type.
+    pub const ALL: [SqlType; 13] = [
+        SqlType::Text,
+        SqlType::SmallInt,
+        SqlType::Integer,
+        SqlType::BigInt,
+        SqlType::Real,
+        SqlType::Double,
+        SqlType::Boolean,
+        SqlType::Uuid,
+        SqlType::Timestamp,
+        SqlType::Json,
+        SqlType::Bytes,
+        SqlType::CrdtText,
+        SqlType::CrdtMap,
+    ];
+
+    /// The type named `name` in the contract.
+    ///
+    /// ```
+    /// use engine_kernel::SqlType;
+    /// assert_eq!(SqlType::from_name("crdt_text"), Some(SqlType::CrdtText));
+    /// assert!(SqlType::ALL.iter().all(|t| SqlType::from_name(t.name()) == Some(*t)));
+    /// assert_eq!(SqlType::from_name("varchar"), None);
+    /// ```
+    pub fn from_name(name: &str) -> Option<SqlType> {
+        SqlType::ALL.into_iter().find(|t| t.name() == name)
+    }
+
     /// The name of the type in the contract (`x-engine.tables.*.columns[].type`).
     pub const fn name(self) -> &'static str {
         match self {

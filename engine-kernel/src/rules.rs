@@ -109,6 +109,19 @@ impl Claim {
         }
     }
 
+    /// The claim written as [`describe`](Claim::describe) writes it. A custom claim's name is
+    /// given by `intern`, which makes it live as long as the rules.
+    pub fn parse(text: &str, intern: impl FnOnce(&str) -> &'static str) -> Option<Claim> {
+        match text {
+            "actor.user_id" => Some(Claim::UserId),
+            "actor.owner_id" => Some(Claim::OwnerId),
+            _ => match text.strip_prefix("actor.claims.") {
+                Some(name) if !name.is_empty() => Some(Claim::Custom(intern(name))),
+                _ => None,
+            },
+        }
+    }
+
     /// The claim's value for `actor`, in JSON.
     pub fn value(self, actor: &crate::Actor) -> Option<serde_json::Value> {
         match self {

@@ -4,6 +4,7 @@
 mod support;
 
 mod contract;
+mod migrate;
 mod model;
 mod provision;
 mod pull;

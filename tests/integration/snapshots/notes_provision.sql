@@ -59,64 +59,6 @@ LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE AS $$
                            FROM unnest(params) WITH ORDINALITY AS u(p, i)), '')
 $$;
 
-CREATE TABLE IF NOT EXISTS "lists" (
-  "id" text NOT NULL,
-  "owner_id" text NOT NULL,
-  "title" text NOT NULL,
-  "archived" bool NOT NULL,
-  PRIMARY KEY ("id")
-);
-
-ALTER TABLE "lists" ADD COLUMN IF NOT EXISTS "id" text NOT NULL;
-
-ALTER TABLE "lists" ADD COLUMN IF NOT EXISTS "owner_id" text NOT NULL;
-
-ALTER TABLE "lists" ADD COLUMN IF NOT EXISTS "title" text NOT NULL;
-
-ALTER TABLE "lists" ADD COLUMN IF NOT EXISTS "archived" bool NOT NULL;
-
-ALTER TABLE "lists" ADD COLUMN IF NOT EXISTS _engine_xid xid8 NOT NULL DEFAULT pg_current_xact_id();
-
-CREATE OR REPLACE FUNCTION "_engine_track_lists"() RETURNS trigger LANGUAGE plpgsql AS $body$
-DECLARE
-  old_keys text[] := '{}';
-  new_keys text[] := '{}';
-  left_keys text[];
-BEGIN
-  IF TG_WHEN = 'BEFORE' THEN
-    NEW._engine_xid := pg_current_xact_id();
-    RETURN NEW;
-  END IF;
-  IF true THEN
-    old_keys := array_remove(ARRAY[
-      CASE WHEN OLD."owner_id" IS NOT NULL THEN _engine_bucket_key('own', ARRAY[OLD."owner_id"::text]) END,
-      CASE WHEN OLD."id" IS NOT NULL THEN _engine_bucket_key('shared', ARRAY[OLD."id"::text]) END
-    ]::text[], NULL);
-  END IF;
-  IF TG_OP = 'UPDATE' AND true AND OLD."id" IS NOT DISTINCT FROM NEW."id" THEN
-    new_keys := array_remove(ARRAY[
-      CASE WHEN NEW."owner_id" IS NOT NULL THEN _engine_bucket_key('own', ARRAY[NEW."owner_id"::text]) END,
-      CASE WHEN NEW."id" IS NOT NULL THEN _engine_bucket_key('shared', ARRAY[NEW."id"::text]) END
-    ]::text[], NULL);
-  END IF;
-  SELECT coalesce(array_agg(DISTINCT k ORDER BY k), '{}') INTO left_keys FROM unnest(old_keys) AS k WHERE NOT k = ANY(new_keys);
-  IF cardinality(left_keys) > 0 THEN
-    INSERT INTO _engine_tombstones (table_name, key, buckets) VALUES ('lists', jsonb_build_object('id', OLD."id"), left_keys);
-  END IF;
-  RETURN NULL;
-END
-$body$;
-
-CREATE OR REPLACE TRIGGER _engine_stamp BEFORE INSERT OR UPDATE ON "lists" FOR EACH ROW EXECUTE FUNCTION "_engine_track_lists"();
-
-CREATE OR REPLACE TRIGGER _engine_tombstone AFTER UPDATE OR DELETE ON "lists" FOR EACH ROW EXECUTE FUNCTION "_engine_track_lists"();
-
-CREATE INDEX IF NOT EXISTS "_engine_lists_xid" ON "lists" (_engine_xid, "id" COLLATE "C");
-
-CREATE INDEX IF NOT EXISTS "_engine_lists_scope_owner_id" ON "lists" ("owner_id", _engine_xid, "id" COLLATE "C");
-
-CREATE INDEX IF NOT EXISTS "_engine_lists_scope_id" ON "lists" ("id", _engine_xid, "id" COLLATE "C");
-
 CREATE TABLE IF NOT EXISTS "list_members" (
   "list_id" text NOT NULL,
   "user_id" text NOT NULL,
@@ -174,6 +116,64 @@ CREATE INDEX IF NOT EXISTS "_engine_list_members_xid" ON "list_members" (_engine
 CREATE INDEX IF NOT EXISTS "_engine_list_members_scope_owner_id" ON "list_members" ("owner_id", _engine_xid, "list_id" COLLATE "C", "user_id" COLLATE "C");
 
 CREATE INDEX IF NOT EXISTS "_engine_list_members_scope_list_id" ON "list_members" ("list_id", _engine_xid, "list_id" COLLATE "C", "user_id" COLLATE "C");
+
+CREATE TABLE IF NOT EXISTS "lists" (
+  "id" text NOT NULL,
+  "owner_id" text NOT NULL,
+  "title" text NOT NULL,
+  "archived" bool NOT NULL,
+  PRIMARY KEY ("id")
+);
+
+ALTER TABLE "lists" ADD COLUMN IF NOT EXISTS "id" text NOT NULL;
+
+ALTER TABLE "lists" ADD COLUMN IF NOT EXISTS "owner_id" text NOT NULL;
+
+ALTER TABLE "lists" ADD COLUMN IF NOT EXISTS "title" text NOT NULL;
+
+ALTER TABLE "lists" ADD COLUMN IF NOT EXISTS "archived" bool NOT NULL;
+
+ALTER TABLE "lists" ADD COLUMN IF NOT EXISTS _engine_xid xid8 NOT NULL DEFAULT pg_current_xact_id();
+
+CREATE OR REPLACE FUNCTION "_engine_track_lists"() RETURNS trigger LANGUAGE plpgsql AS $body$
+DECLARE
+  old_keys text[] := '{}';
+  new_keys text[] := '{}';
+  left_keys text[];
+BEGIN
+  IF TG_WHEN = 'BEFORE' THEN
+    NEW._engine_xid := pg_current_xact_id();
+    RETURN NEW;
+  END IF;
+  IF true THEN
+    old_keys := array_remove(ARRAY[
+      CASE WHEN OLD."owner_id" IS NOT NULL THEN _engine_bucket_key('own', ARRAY[OLD."owner_id"::text]) END,
+      CASE WHEN OLD."id" IS NOT NULL THEN _engine_bucket_key('shared', ARRAY[OLD."id"::text]) END
+    ]::text[], NULL);
+  END IF;
+  IF TG_OP = 'UPDATE' AND true AND OLD."id" IS NOT DISTINCT FROM NEW."id" THEN
+    new_keys := array_remove(ARRAY[
+      CASE WHEN NEW."owner_id" IS NOT NULL THEN _engine_bucket_key('own', ARRAY[NEW."owner_id"::text]) END,
+      CASE WHEN NEW."id" IS NOT NULL THEN _engine_bucket_key('shared', ARRAY[NEW."id"::text]) END
+    ]::text[], NULL);
+  END IF;
+  SELECT coalesce(array_agg(DISTINCT k ORDER BY k), '{}') INTO left_keys FROM unnest(old_keys) AS k WHERE NOT k = ANY(new_keys);
+  IF cardinality(left_keys) > 0 THEN
+    INSERT INTO _engine_tombstones (table_name, key, buckets) VALUES ('lists', jsonb_build_object('id', OLD."id"), left_keys);
+  END IF;
+  RETURN NULL;
+END
+$body$;
+
+CREATE OR REPLACE TRIGGER _engine_stamp BEFORE INSERT OR UPDATE ON "lists" FOR EACH ROW EXECUTE FUNCTION "_engine_track_lists"();
+
+CREATE OR REPLACE TRIGGER _engine_tombstone AFTER UPDATE OR DELETE ON "lists" FOR EACH ROW EXECUTE FUNCTION "_engine_track_lists"();
+
+CREATE INDEX IF NOT EXISTS "_engine_lists_xid" ON "lists" (_engine_xid, "id" COLLATE "C");
+
+CREATE INDEX IF NOT EXISTS "_engine_lists_scope_owner_id" ON "lists" ("owner_id", _engine_xid, "id" COLLATE "C");
+
+CREATE INDEX IF NOT EXISTS "_engine_lists_scope_id" ON "lists" ("id", _engine_xid, "id" COLLATE "C");
 
 CREATE TABLE IF NOT EXISTS "notes" (
   "id" text NOT NULL,

@@ -40,9 +40,14 @@ impl TestDb {
         let name = format!("engine_test_{}", uuid::Uuid::new_v4().simple());
         let mut admin = sqlx::PgConnection::connect_with_url(&server_url()).await;
         admin.execute(sqlx::AssertSqlSafe(format!("CREATE DATABASE {name}"))).await.expect("create the test database");
-        let url = database_url(&name);
-        let pool = PgPoolOptions::new().max_connections(20).connect(&url).await.expect("connect to the test database");
-        TestDb { name, url, pool }
+        Self::adopt(&name).await
+    }
+
+    /// The database `name`, created by other means, to be dropped like any test database.
+    pub(crate) async fn adopt(name: &str) -> TestDb {
+        let url = database_url(name);
+        let pool = PgPoolOptions::new().max_connections(20).connect(&url).await.expect("connect to the database");
+        TestDb { name: name.to_owned(), url, pool }
     }
 
     /// Wait until every commit so far is visible to pulls of `storage`.

@@ -22,15 +22,21 @@ pub const SCHEMA_VERSION: i64 = 1;
 const ADVISORY_LOCK: i64 = 0x656e_6769_6e65;
 
 /// The SQL statements that provision `app`, in order.
+///
+/// The plan depends on what the app declares, not on the order it lists tables and rules in:
+/// tables go by name, and a table's selections by rule name. So the app compiled and the same
+/// app read from its contract ([`engine_kernel::contract::app_from_contract`]) have one plan.
 pub fn provision_plan(app: &App) -> Vec<String> {
     let rules = RuleIndex::new(app);
     let mut plan = engine_tables();
-    for def in app.tables() {
-        let table = def.meta();
+    let mut tables: Vec<&TableMeta> = app.tables().iter().map(|def| def.meta()).collect();
+    tables.sort_by_key(|t| t.name);
+    for table in tables {
         plan.extend(user_table(table));
-        let selections = rules.selections(table.name);
+        let mut selections = rules.selections(table.name).to_vec();
+        selections.sort_by_key(|s| s.rule.name);
         if !selections.is_empty() {
-            plan.extend(tracking(table, selections));
+            plan.extend(tracking(table, &selections));
         }
     }
     for (table, columns) in membership_indexes(app) {
@@ -218,7 +224,9 @@ $body$",
 /// The columns membership queries filter on, per table.
 fn membership_indexes(app: &App) -> Vec<(&'static str, Vec<&'static str>)> {
     let mut out: Vec<(&str, Vec<&str>)> = Vec::new();
-    for rule in app.sync_rules().rules {
+    let mut rules: Vec<_> = app.sync_rules().rules.iter().collect();
+    rules.sort_by_key(|r| r.name);
+    for rule in rules {
         if let Some(engine_kernel::rules::Membership::Table { table, filters }) = rule.membership {
             let columns: Vec<&str> = filters.iter().map(|f| f.column).collect();
             if !columns.is_empty() && !out.iter().any(|(t, c)| *t == table && *c == columns) {

@@ -1,10 +1,14 @@
 //! The contract: one OpenAPI 3.1 document describing the wire protocol, the JSON Schema of every
 //! table row and mutator argument, and an `x-engine` section with the app's tables, merge
-//! policies, sync rules and mutators. `GET /engine/contract` serves it; `engine gen` and
-//! `engine migrate` read it.
+//! policies, sync rules and mutators. `GET /engine/contract` serves it; `engine migrate` reads
+//! it back with [`app_from_contract`].
 //!
 //! Output is deterministic: every object's keys are sorted, whatever order the generator or
 //! serde_json's features produce.
+
+mod read;
+
+pub use read::app_from_contract;
 
 use schemars::generate::SchemaSettings;
 use serde_json::{Map, Value, json};

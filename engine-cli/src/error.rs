@@ -1,0 +1,48 @@
+//! What the `engine` command reports when it fails.
+
+/// Result with the command's [`Error`].
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+/// Every way a command can fail.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum Error {
+    /// The contract file could not be read.
+    #[error("cannot read the contract {path}: {source}")]
+    Read {
+        /// The file.
+        path: String,
+        /// Why.
+        source: std::io::Error,
+    },
+    /// The contract could not be fetched from a server.
+    #[error("cannot fetch the contract from {url}: {reason}")]
+    Fetch {
+        /// Where from.
+        url: String,
+        /// Why.
+        reason: String,
+    },
+    /// What was read is not JSON.
+    #[error("the contract {origin} is not JSON: {source}")]
+    NotJson {
+        /// The file or URL.
+        origin: String,
+        /// Where parsing stopped.
+        source: serde_json::Error,
+    },
+    /// The contract does not describe a valid app.
+    #[error("the contract {origin} does not describe an app: {source}")]
+    Contract {
+        /// The file or URL.
+        origin: String,
+        /// What does not fit.
+        source: engine_kernel::Error,
+    },
+    /// `migrate` was given no database.
+    #[error("no database: pass --database-url or set DATABASE_URL")]
+    NoDatabaseUrl,
+    /// The database refused or failed.
+    #[error("{0}")]
+    Database(#[from] engine_runtime::Error),
+}

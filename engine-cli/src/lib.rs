@@ -1,0 +1,72 @@
+//! The `engine` command.
+//!
+//! - `engine check <CONTRACT>`: read an app's contract and summarize its tables, sync rules and
+//!   mutators, after checking them as the server would.
+//! - `engine migrate <CONTRACT> --database-url <URL>`: provision a Postgres database for the app
+//!   the contract describes, exactly as the app's server would at start-up (`--plan` prints the
+//!   SQL instead).
+//!
+//! `<CONTRACT>` is a file holding the JSON of `GET /engine/contract`, or the URL of a running
+//! server (its `/engine/contract` is fetched) or of the contract itself.
+#![forbid(unsafe_code)]
+#![warn(missing_docs)]
+
+mod check;
+mod error;
+mod migrate;
+mod source;
+
+use clap::{Parser, Subcommand};
+
+pub use error::{Error, Result};
+pub use source::load_contract;
+
+/// `engine`: tools for an engine app's contract and database.
+#[derive(Debug, Parser)]
+#[command(name = "engine", version, about)]
+pub struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Read a contract and list its tables, sync rules and mutators.
+    Check {
+        /// A contract file, or the URL of a server or of its contract.
+        contract: String,
+    },
+    /// Provision a Postgres database for the app a contract describes.
+    Migrate {
+        /// A contract file, or the URL of a server or of its contract.
+        contract: String,
+        /// The database to provision (`postgres://user@host:port/db`).
+        #[arg(long, env = "DATABASE_URL", required_unless_present = "plan")]
+        database_url: Option<String>,
+        /// Create the database first if it does not exist.
+        #[arg(long)]
+        create_database: bool,
+        /// Print the plan's SQL and change nothing.
+        #[arg(long)]
+        plan: bool,
+    },
+}
+
+impl Cli {
+    /// Run the command; what it reports on success.
+    ///
+    /// # Errors
+    /// [`Error`] says what could not be read, what the contract got wrong, or what the database
+    /// refused.
+    pub async fn run(self) -> Result<String> {
+        match self.command {
+            Command::Check { contract } => check::check(&load_contract(&contract).await?),
+            Command::Migrate { contract, plan: true, .. } => migrate::plan(&load_contract(&contract).await?),
+            Command::Migrate { contract, database_url, create_database, plan: false } => {
+                let doc = load_contract(&contract).await?;
+                let url = database_url.ok_or(Error::NoDatabaseUrl)?;
+                migrate::migrate(&doc, &url, create_database).await
+            }
+        }
+    }
+}
