@@ -7,13 +7,15 @@
 //! parses only if it is in this canonical form.
 
 use std::fmt;
+use std::sync::Arc;
 
 use crate::column::ColumnType;
 use crate::error::Error;
 
-/// A bucket key such as `own/alice` or `shared/0192…`.
+/// A bucket key such as `own/alice` or `shared/0192…`. Cloning one is cheap: every row of a pull
+/// carries the keys of its buckets.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub struct BucketKey(String);
+pub struct BucketKey(Arc<str>);
 
 impl BucketKey {
     /// The key of rule `rule` with parameters `params` (their text forms, in order).
@@ -24,7 +26,7 @@ impl BucketKey {
             key.push('/');
             percent_encode(param.as_ref(), &mut key);
         }
-        BucketKey(key)
+        BucketKey(key.into())
     }
 
     /// Parse a key, accepting only its canonical encoding.
@@ -46,7 +48,7 @@ impl BucketKey {
                 return Err(Error::validation(format!("bucket key {s:?} is not canonically encoded")));
             }
         }
-        Ok(BucketKey(s.to_owned()))
+        Ok(BucketKey(s.into()))
     }
 
     /// The name of the rule the bucket belongs to.

@@ -108,6 +108,19 @@ impl RuleIndex {
         self.selections(table.name).iter().filter_map(|s| s.bucket_of(row)).collect()
     }
 
+    /// The columns of `table` whose values decide the buckets a row is in: scope and filter
+    /// columns of its selections, and its soft-delete column.
+    pub(crate) fn deciding_columns(&self, table: &TableMeta) -> Vec<&'static str> {
+        let mut columns: Vec<&'static str> = table.soft_delete.into_iter().collect();
+        for s in self.selections(table.name) {
+            columns.extend(s.scope_columns());
+            columns.extend(s.selection.filters.iter().map(|f| f.column));
+        }
+        columns.sort_unstable();
+        columns.dedup();
+        columns
+    }
+
     /// The synced tables.
     pub(crate) fn synced_tables(&self) -> impl Iterator<Item = &'static TableMeta> + '_ {
         self.tables.iter().filter(|(_, s)| !s.is_empty()).map(|(t, _)| *t)

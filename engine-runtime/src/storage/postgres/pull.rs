@@ -51,7 +51,7 @@ pub(crate) const HORIZON: &str = "
 
 /// One entry of a page, in the change stream's order.
 enum Entry {
-    Row { xid: u64, table: &'static TableMeta, seq: usize, key: Vec<Value>, row: Row },
+    Row { xid: u64, table: &'static TableMeta, seq: usize, row: Row },
     Tombstone { xid: u64, id: i64, table: String, key: Row, buckets: Vec<BucketKey> },
 }
 
@@ -118,7 +118,7 @@ pub(crate) async fn pull(store: &PostgresStorage, actor: &Actor, request: &PullR
     groups.sort_by(|a, b| (a.rows.xid, &a.rows.table).cmp(&(b.rows.xid, &b.rows.table)));
 
     let mut remaining = limit;
-    let mut changes: Vec<(Change, Row)> = Vec::new();
+    let mut changes: Vec<(Change, &'static TableMeta)> = Vec::new();
     let mut tombstones: Vec<Tombstone> = Vec::new();
     let mut groups_scanned = 0;
     for group in &mut groups {
@@ -176,7 +176,7 @@ async fn scan_group(
     horizon: u64,
     limit: usize,
     requested: &BTreeSet<BucketKey>,
-    changes: &mut Vec<(Change, Row)>,
+    changes: &mut Vec<(Change, &'static TableMeta)>,
     tombstones: &mut Vec<Tombstone>,
 ) -> Result<usize> {
     let keys: BTreeSet<&BucketKey> = group.buckets.iter().collect();
@@ -200,8 +200,8 @@ async fn scan_group(
         }
         let rows = scan_table(conn, table, &selections, &group.rows, horizon, limit).await?;
         exhausted.push((Some(table.name), rows.len() < limit));
-        for (seq, (xid, key, row)) in rows.into_iter().enumerate() {
-            entries.push(Entry::Row { xid, table, seq, key, row });
+        for (seq, (xid, row)) in rows.into_iter().enumerate() {
+            entries.push(Entry::Row { xid, table, seq, row });
         }
     }
 
@@ -238,19 +238,14 @@ async fn scan_group(
     let (mut taken_rows, mut taken_tombstones) = (0, 0);
     let mut last_row = None;
     let mut last_tombstone = None;
+    let mut memo = BucketMemo::default();
     for entry in entries {
         match entry {
-            Entry::Row { xid, table, key, row, .. } => {
+            Entry::Row { xid, table, row, .. } => {
                 taken_rows += 1;
-                let buckets =
-                    store.rules.row_buckets(table, &row).into_iter().filter(|b| requested.contains(b)).collect();
-                let key_row: Row = table
-                    .primary_key
-                    .iter()
-                    .map(|k| ((*k).to_owned(), row.get(*k).cloned().unwrap_or(Value::Null)))
-                    .collect();
-                last_row = Some(RowPosition { xid, table: table.name.to_owned(), key });
-                changes.push((Change { table: table.name.to_owned(), row, buckets }, key_row));
+                let buckets = memo.buckets(store, table, &row, requested);
+                last_row = Some((xid, table, changes.len()));
+                changes.push((Change { table: table.name.to_owned(), row, buckets }, table));
             }
             Entry::Tombstone { xid, id, table, key, buckets } => {
                 taken_tombstones += 1;
@@ -267,8 +262,9 @@ async fn scan_group(
     let tombstones_exhausted = exhausted.iter().filter(|(t, _)| t.is_none()).all(|(_, done)| *done);
     if rows_exhausted && taken_rows == fetched_rows {
         group.rows.advance_to(RowPosition::at(horizon));
-    } else if let Some(position) = last_row {
-        group.rows.advance_to(position);
+    } else if let Some((xid, table, index)) = last_row {
+        let key = key_values(table, &changes[index].0.row);
+        group.rows.advance_to(RowPosition { xid, table: table.name.to_owned(), key });
     }
     if tombstones_exhausted && taken_tombstones == fetched_tombstones {
         group.tombstones.advance_to(TombstonePosition::at(horizon));
@@ -278,12 +274,47 @@ async fn scan_group(
     Ok(taken)
 }
 
+/// The buckets of the rows of a page, among those requested. Consecutive rows that agree on
+/// every column deciding their buckets (most rows of a bootstrap do) share one computation.
+#[derive(Default)]
+struct BucketMemo {
+    table: &'static str,
+    columns: Vec<&'static str>,
+    values: Vec<Value>,
+    buckets: Vec<BucketKey>,
+}
+
+impl BucketMemo {
+    fn buckets(
+        &mut self,
+        store: &PostgresStorage,
+        table: &'static TableMeta,
+        row: &Row,
+        requested: &BTreeSet<BucketKey>,
+    ) -> Vec<BucketKey> {
+        let value = |column: &str| row.get(column).unwrap_or(&Value::Null);
+        let same = self.table == table.name && self.columns.iter().zip(&self.values).all(|(c, v)| value(c) == v);
+        if !same {
+            self.table = table.name;
+            self.columns = store.rules.deciding_columns(table);
+            self.values = self.columns.iter().map(|c| value(c).clone()).collect();
+            self.buckets = store.rules.row_buckets(table, row).into_iter().filter(|b| requested.contains(b)).collect();
+        }
+        self.buckets.clone()
+    }
+}
+
+/// The primary key values of `row`, in key order.
+fn key_values(table: &TableMeta, row: &Row) -> Vec<Value> {
+    table.primary_key.iter().map(|k| row.get(*k).cloned().unwrap_or(Value::Null)).collect()
+}
+
 fn parse_xid(text: &str) -> Result<u64> {
     text.parse().map_err(|_| Error::Internal(format!("unreadable transaction id {text}")))
 }
 
 /// The rows of `table` in the buckets of `selections`, after `position` and below `horizon`, in
-/// stream order, at most `limit`: `(transaction id, key values, row)`.
+/// stream order, at most `limit`: `(transaction id, row)`.
 async fn scan_table(
     conn: &mut PgConnection,
     table: &'static TableMeta,
@@ -291,7 +322,7 @@ async fn scan_table(
     position: &RowPosition,
     horizon: u64,
     limit: usize,
-) -> Result<Vec<(u64, Vec<Value>, Row)>> {
+) -> Result<Vec<(u64, Row)>> {
     let key_columns = key_columns(table);
     let mut binds: Vec<Bind> = vec![Bind::Text(horizon.to_string())];
     let mut conditions = vec!["t._engine_xid < $1::text::xid8".to_owned()];
@@ -384,37 +415,37 @@ enum Bind {
     Int(i64),
 }
 
-/// A scanned row: its transaction id, key values and JSON row.
-fn read_row(table: &TableMeta, row: &PgRow) -> Result<(u64, Vec<Value>, Row)> {
+/// A scanned row: its transaction id and JSON row.
+fn read_row(table: &TableMeta, row: &PgRow) -> Result<(u64, Row)> {
     let mut out = Row::new();
     for (i, column) in table.columns.iter().enumerate() {
         out.insert(column.name.to_owned(), decode(row, i, column)?);
     }
     let xid: String = row.try_get(table.columns.len()).map_err(Error::Database)?;
-    let key = table.primary_key.iter().map(|k| out.get(*k).cloned().unwrap_or(Value::Null)).collect();
-    Ok((parse_xid(&xid)?, key, out))
+    Ok((parse_xid(&xid)?, out))
 }
 
 /// One entry per row: changes of a row merged across groups with the union of their buckets;
 /// tombstones merged likewise, minus every bucket a change of the same row is in. One group's
 /// scan never yields a row twice, so with one group and no tombstones there is nothing to do.
 fn normalize(
-    changes: Vec<(Change, Row)>,
+    changes: Vec<(Change, &'static TableMeta)>,
     tombstones: Vec<Tombstone>,
     several_groups: bool,
 ) -> (Vec<Change>, Vec<Tombstone>) {
     if !several_groups && tombstones.is_empty() {
         return (changes.into_iter().map(|(change, _)| change).collect(), tombstones);
     }
-    fn identity(table: &str, key: &Row) -> String {
+    fn identity<'a>(table: &str, key: impl Iterator<Item = (&'a str, &'a Value)>) -> String {
         // Sorted, so a key read back from jsonb (which orders its keys its own way) matches.
-        let sorted: BTreeMap<&String, &Value> = key.iter().collect();
+        let sorted: BTreeMap<&str, &Value> = key.collect();
         format!("{table}\u{0}{}", serde_json::to_string(&sorted).unwrap_or_default())
     }
     let mut change_index: BTreeMap<String, usize> = BTreeMap::new();
     let mut merged_changes: Vec<Change> = Vec::new();
-    for (change, key) in changes {
-        let id = identity(&change.table, &key);
+    for (change, table) in changes {
+        let key = table.primary_key.iter().map(|k| (*k, change.row.get(*k).unwrap_or(&Value::Null)));
+        let id = identity(&change.table, key);
         match change_index.get(&id) {
             Some(&i) => {
                 let existing = &mut merged_changes[i];
@@ -431,7 +462,7 @@ fn normalize(
     let mut tombstone_index: BTreeMap<String, usize> = BTreeMap::new();
     let mut merged_tombstones: Vec<Tombstone> = Vec::new();
     for tombstone in tombstones {
-        let id = identity(&tombstone.table, &tombstone.key);
+        let id = identity(&tombstone.table, tombstone.key.iter().map(|(k, v)| (k.as_str(), v)));
         let live: &[BucketKey] = change_index.get(&id).map_or(&[], |&i| merged_changes[i].buckets.as_slice());
         let buckets: Vec<BucketKey> = tombstone.buckets.into_iter().filter(|b| !live.contains(b)).collect();
         if buckets.is_empty() {
