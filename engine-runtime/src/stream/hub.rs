@@ -22,8 +22,9 @@ pub(crate) enum Event {
     Ping(BucketKey),
     /// The actor's memberships may have changed: recompute the bucket set.
     Membership,
-    /// A presence frame for a subscribed bucket.
-    Frame(ServerFrame),
+    /// A presence frame for a subscribed bucket (boxed: every socket's queue is sized by the
+    /// largest event).
+    Frame(Box<ServerFrame>),
     /// Signals may have been lost: ping every subscribed bucket and refresh presence.
     Resync,
 }
@@ -187,7 +188,11 @@ impl Hub {
             Signal::Presence { bucket, joins, leaves } => {
                 let ids: Vec<u64> =
                     index.by_bucket.get(&bucket).map(|s| s.iter().copied().collect()).unwrap_or_default();
-                Self::send(&mut index, ids, &Event::Frame(ServerFrame::PresenceDiff { bucket, joins, leaves }));
+                Self::send(
+                    &mut index,
+                    ids,
+                    &Event::Frame(Box::new(ServerFrame::PresenceDiff { bucket, joins, leaves })),
+                );
             }
             Signal::Resync => {
                 let ids: Vec<u64> = index.sockets.keys().copied().collect();

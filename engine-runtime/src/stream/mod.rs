@@ -67,7 +67,9 @@ pub(crate) async fn stream(AxumState(state): AxumState<State>, upgrade: WebSocke
         .protocols([SUBPROTOCOL])
         .max_message_size(backstop)
         .max_frame_size(backstop)
-        .read_buffer_size(4096)
+        // Client frames are small; a larger one grows the buffer to its size. The buffer is
+        // resident for every idle socket, so it starts small.
+        .read_buffer_size(1024)
         .write_buffer_size(0)
         .max_write_buffer_size(limits.max_frame_bytes * 4)
         .on_upgrade(move |socket| socket::run(socket, state, actor))
