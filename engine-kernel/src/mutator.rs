@@ -76,9 +76,16 @@ pub trait MutatorTx: Send {
     fn actor(&self) -> &Actor;
     /// The mutation's clock reading.
     fn hlc(&self) -> &Hlc;
-    /// A fresh id (a UUID v7 string unless the store decides otherwise).
+    /// A fresh id (a UUID v7 string unless the store decides otherwise), for a mutation the
+    /// store cannot name ([`mutation_seed`](MutatorTx::mutation_seed) is `None`).
     fn new_id(&mut self) -> String {
         uuid::Uuid::now_v7().to_string()
+    }
+    /// The `clientMutationId` of the mutation, when the store knows it: [`MutatorCtx::new_id`]
+    /// then derives its ids from it, so the client's optimistic run and the server's run of one
+    /// mutation choose the same ids.
+    fn mutation_seed(&self) -> Option<uuid::Uuid> {
+        None
     }
     /// Insert a row (every column present).
     fn insert<'a>(&'a mut self, table: &'static TableMeta, row: Row) -> BoxFuture<'a, Result<()>>;
@@ -105,6 +112,24 @@ pub trait MutatorTx: Send {
     ) -> BoxFuture<'a, Result<Vec<Row>>>;
 }
 
+/// The `n`-th id of the mutation `seed` at clock `ms`: a UUID v7 whose time is the mutation's and
+/// whose random bits are a name-based hash (UUID v5) of the seed and `n`.
+///
+/// ```
+/// # use engine_kernel::mutator::derived_id;
+/// let seed = uuid::Uuid::from_u128(42);
+/// let id = derived_id(seed, 1_763_700_000_000, 0);
+/// assert_eq!(id, derived_id(seed, 1_763_700_000_000, 0));
+/// assert_ne!(id, derived_id(seed, 1_763_700_000_000, 1));
+/// assert_eq!(uuid::Uuid::parse_str(&id).unwrap().get_version_num(), 7);
+/// ```
+pub fn derived_id(seed: uuid::Uuid, ms: u64, n: u32) -> String {
+    let hash = uuid::Uuid::new_v5(&seed, &n.to_be_bytes());
+    let mut random = [0u8; 10];
+    random.copy_from_slice(&hash.as_bytes()[6..]);
+    uuid::Builder::from_unix_timestamp_millis(ms, &random).into_uuid().to_string()
+}
+
 /// What a mutator works with: the actor, ids, the clock and typed reads and writes.
 ///
 /// ```
@@ -117,6 +142,8 @@ pub trait MutatorTx: Send {
 /// ```
 pub struct MutatorCtx<'a> {
     tx: &'a mut dyn MutatorTx,
+    /// How many ids this mutation has taken.
+    ids: u32,
 }
 
 impl std::fmt::Debug for MutatorCtx<'_> {
@@ -128,7 +155,7 @@ impl std::fmt::Debug for MutatorCtx<'_> {
 impl<'a> MutatorCtx<'a> {
     /// A context over a store's transaction.
     pub fn new(tx: &'a mut dyn MutatorTx) -> Self {
-        MutatorCtx { tx }
+        MutatorCtx { tx, ids: 0 }
     }
 
     /// The actor the mutation acts for.
@@ -137,8 +164,19 @@ impl<'a> MutatorCtx<'a> {
     }
 
     /// A fresh id, a UUID v7 string.
+    ///
+    /// Within a pushed mutation the ids are derived from its `clientMutationId` and clock: the
+    /// `n`-th id of a mutation is the same wherever the mutation runs (the client's optimistic
+    /// run, the server's), so a row created offline keeps its id once the server applies it.
     pub fn new_id(&mut self) -> String {
-        self.tx.new_id()
+        match self.tx.mutation_seed() {
+            Some(seed) => {
+                let id = derived_id(seed, self.tx.hlc().physical_ms(), self.ids);
+                self.ids += 1;
+                id
+            }
+            None => self.tx.new_id(),
+        }
     }
 
     /// The mutation's hybrid-logical-clock reading.

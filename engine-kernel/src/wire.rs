@@ -53,6 +53,12 @@ pub struct PullResponse {
     pub reset: bool,
     /// The highest mutation id applied for this client of this actor.
     pub last_mutation_id: u64,
+    /// The highest mutation id of this client whose writes the pulled data already reflects
+    /// (at most `lastMutationId`; lower while a mutation's transaction is above the pull's
+    /// horizon). A client keeps a mutation's optimistic effect until this reaches it. Absent
+    /// from servers that do not report it: read `lastMutationId` then.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub synced_mutation_id: Option<u64>,
 }
 
 /// A row written since the cursor.

@@ -234,6 +234,49 @@ async fn a_transaction_that_commits_late_is_delivered_not_skipped() {
 }
 
 #[tokio::test]
+async fn synced_mutation_id_reports_only_mutations_whose_rows_the_pull_holds() {
+    use engine::wire::{MutationRequest, PushRequest};
+    let db = TestDb::new().await;
+    let storage = db.notes().await;
+    let alice = actor("alice");
+    let push = |id: u64, args: Value| {
+        let request = PushRequest {
+            client_id: CLIENT,
+            mutations: vec![MutationRequest {
+                mutation_id: id,
+                client_mutation_id: uuid::Uuid::new_v4(),
+                name: "create_list".into(),
+                args,
+                hlc: None,
+            }],
+        };
+        let storage = storage.clone();
+        let alice = alice.clone();
+        async move { storage.push(&alice, &request).await.unwrap() }
+    };
+    push(1, serde_json::json!({"id": "first", "title": "first"})).await;
+    db.settle(&storage).await;
+    let start = pull(&storage, "alice", None).await;
+    assert_eq!((start.last_mutation_id, start.synced_mutation_id), (1, Some(1)));
+
+    // A transaction that took its id earlier holds the horizon below mutation 2's.
+    let mut early = db.pool.begin().await.unwrap();
+    sqlx::query("SELECT pg_current_xact_id()").execute(&mut *early).await.unwrap();
+    let pushed = push(2, serde_json::json!({"id": "second", "title": "second"})).await;
+    assert_eq!(pushed.response.last_mutation_id, 2, "the push reports it applied");
+    let during = pull(&storage, "alice", Some(&start.cursor)).await;
+    assert!(changes(&during).is_empty());
+    assert_eq!(during.last_mutation_id, 2, "applied");
+    assert_eq!(during.synced_mutation_id, Some(1), "a pull without mutation 2's rows does not report it synced");
+
+    early.commit().await.unwrap();
+    db.settle(&storage).await;
+    let after = pull(&storage, "alice", Some(&during.cursor)).await;
+    assert!(changes(&after).contains_key("lists:second"));
+    assert_eq!((after.last_mutation_id, after.synced_mutation_id), (2, Some(2)));
+}
+
+#[tokio::test]
 async fn granting_membership_back_fills_the_bucket_and_revoking_it_removes_it() {
     let db = TestDb::new().await;
     let storage = db.notes().await;

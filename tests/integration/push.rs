@@ -517,4 +517,15 @@ async fn an_empty_id_is_chosen_by_the_server_and_reconciled() {
     assert_eq!(rows(&db, &format!("SELECT 1 FROM notes WHERE id = '{server_id}'")).await, 1);
     let buckets: Vec<String> = pushed.affected.iter().map(ToString::to_string).collect();
     assert_eq!(buckets, ["own/alice", "shared/a1"], "the pings to publish after commit");
+
+    // With the client's clock, the id is the one the client's own run of the mutation chose.
+    let hlc = engine::Hlc::new(engine::hlc::wall_clock_ms(), 0, client(20).to_string()).unwrap();
+    let m = MutationRequest {
+        mutation_id: 2,
+        hlc: Some(hlc.to_string()),
+        ..mutation(2, "add_note", json!({"list_id": "a1", "title": "same id everywhere"}))
+    };
+    let expected = engine::mutators::derived_id(m.client_mutation_id, hlc.physical_ms(), 0);
+    let pushed = push(&storage, "alice", client(20), vec![m]).await;
+    assert_eq!(pushed.response.results[0].server_id.as_deref(), Some(expected.as_str()));
 }

@@ -17,6 +17,7 @@ CREATE TABLE IF NOT EXISTS _engine_clients (
   user_id text NOT NULL,
   client_id uuid NOT NULL,
   last_mutation_id bigint NOT NULL DEFAULT 0,
+  last_xid xid8 NOT NULL DEFAULT '0',
   created_at timestamptz NOT NULL DEFAULT now(),
   updated_at timestamptz NOT NULL DEFAULT now(),
   PRIMARY KEY (user_id, client_id)
@@ -30,9 +31,14 @@ CREATE TABLE IF NOT EXISTS _engine_mutations (
   name text NOT NULL,
   status text NOT NULL,
   result jsonb NOT NULL,
+  xid xid8 NOT NULL DEFAULT pg_current_xact_id(),
   applied_at timestamptz NOT NULL DEFAULT now(),
   PRIMARY KEY (user_id, client_id, mutation_id)
 );
+
+ALTER TABLE _engine_clients ADD COLUMN IF NOT EXISTS last_xid xid8 NOT NULL DEFAULT '0';
+
+ALTER TABLE _engine_mutations ADD COLUMN IF NOT EXISTS xid xid8 NOT NULL DEFAULT pg_current_xact_id();
 
 CREATE UNIQUE INDEX IF NOT EXISTS _engine_mutations_client_mutation ON _engine_mutations (user_id, client_id, client_mutation_id);
 

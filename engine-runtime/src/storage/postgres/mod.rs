@@ -107,6 +107,14 @@ impl OpenStorage for Postgres {
     }
 }
 
+/// What a pull reads in its first statement.
+pub(crate) struct PullStart {
+    pub(crate) horizon: u64,
+    pub(crate) tombstone_horizon: u64,
+    pub(crate) last_mutation_id: u64,
+    pub(crate) synced_mutation_id: u64,
+}
+
 /// The Postgres store of one app.
 #[derive(Debug, Clone)]
 pub struct PostgresStorage {
@@ -114,9 +122,7 @@ pub struct PostgresStorage {
     pub(crate) app: Arc<App>,
     pub(crate) rules: RuleIndex,
     pub(crate) memberships: Vec<held::MembershipQuery>,
-    /// The highest horizon seen: once every transaction below a horizon has finished, they stay
-    /// finished, so pulls never use a lower one (a fresh reading can be lower when a transaction
-    /// of another database can no longer be placed).
+    /// The highest horizon this process has read ([`PostgresStorage::horizon_floor`]).
     highest_horizon: Arc<AtomicU64>,
     /// The server's clock, for mutations that arrive without one.
     pub(crate) clock: Arc<Mutex<HlcClock>>,
@@ -187,39 +193,82 @@ impl PostgresStorage {
     /// finished, so a pull sees every commit below it. A commit is visible to pulls once the
     /// horizon has passed its transaction id.
     pub async fn horizon(&self) -> Result<u64> {
+        let floor = self.horizon_floor();
         let mut tx = self.pool.begin_with("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY").await?;
-        let horizon = self.read_horizon(&mut tx).await?;
+        let horizon = self.read_horizon(&mut tx, floor).await?;
         tx.commit().await?;
         Ok(horizon)
     }
 
-    /// For a pull transaction, in its first statement: the horizon, the tombstone horizon, and
-    /// the client's last mutation id.
+    /// A horizon a transaction begun after this call may use even if its own reading is lower:
+    /// the highest this process has read so far. Read it *before* the transaction's first
+    /// statement.
+    ///
+    /// Why that is safe: the floor came from a snapshot taken before the new one. A transaction
+    /// below the floor was, in that snapshot, finished (so it is finished in the new one too) or
+    /// proven to belong to another database (so it cannot hide rows of this one). A reading can
+    /// be lower than the floor when a transaction of another database can no longer be placed;
+    /// without the floor, horizons would step back and a commit a client was told about could
+    /// vanish from its next pull. A value read *after* the first statement would not be safe: it
+    /// may come from a later snapshot, and this one would not see the transactions in between.
+    pub(crate) fn horizon_floor(&self) -> u64 {
+        self.highest_horizon.load(Ordering::Acquire)
+    }
+
+    fn raise_floor(&self, horizon: u64) {
+        self.highest_horizon.fetch_max(horizon, Ordering::AcqRel);
+    }
+
+    /// For a pull transaction, in its first statement: the horizon (at least `floor`, from
+    /// [`horizon_floor`](Self::horizon_floor)), the tombstone horizon, the client's last mutation
+    /// id, and the last whose transaction is below the horizon (whose rows the pull holds).
     pub(crate) async fn read_pull_start(
         &self,
         conn: &mut sqlx::PgConnection,
         user: &str,
         client: uuid::Uuid,
-    ) -> Result<(u64, u64, u64)> {
+        floor: u64,
+    ) -> Result<PullStart> {
         let sql = format!(
-            "SELECT ({}) AS horizon,
+            "WITH h AS (SELECT greatest(({})::xid8, $3::text::xid8) AS h),
+                  c AS (SELECT last_mutation_id, last_xid FROM _engine_clients WHERE user_id = $1 AND client_id = $2)
+             SELECT h.h::text,
                     (SELECT value FROM _engine_meta WHERE key = 'tombstone_horizon'),
-                    (SELECT last_mutation_id FROM _engine_clients WHERE user_id = $1 AND client_id = $2)",
+                    (SELECT last_mutation_id FROM c),
+                    (SELECT CASE WHEN c.last_xid < h.h THEN c.last_mutation_id
+                                 ELSE coalesce((SELECT m.mutation_id FROM _engine_mutations m
+                                                WHERE m.user_id = $1 AND m.client_id = $2 AND m.xid < h.h
+                                                ORDER BY m.mutation_id DESC LIMIT 1), 0) END
+                     FROM c)
+             FROM h",
             pull::HORIZON
         );
-        let (horizon, gc, last): (String, Option<String>, Option<i64>) =
-            sqlx::query_as(sqlx::AssertSqlSafe(sql)).bind(user).bind(client).fetch_one(conn).await?;
-        let read: u64 = horizon.parse().map_err(|_| Error::Internal(format!("unreadable horizon {horizon}")))?;
-        let horizon = self.highest_horizon.fetch_max(read, Ordering::AcqRel).max(read);
-        let gc = gc.and_then(|v| v.parse().ok()).unwrap_or(0);
-        Ok((horizon, gc, last.map_or(0, |n| u64::try_from(n).unwrap_or(0))))
+        let (horizon, gc, last, synced): (String, Option<String>, Option<i64>, Option<i64>) =
+            sqlx::query_as(sqlx::AssertSqlSafe(sql))
+                .bind(user)
+                .bind(client)
+                .bind(floor.to_string())
+                .fetch_one(conn)
+                .await?;
+        let horizon: u64 = horizon.parse().map_err(|_| Error::Internal(format!("unreadable horizon {horizon}")))?;
+        self.raise_floor(horizon);
+        let id = |n: Option<i64>| n.map_or(0, |n| u64::try_from(n).unwrap_or(0));
+        Ok(PullStart {
+            horizon,
+            tombstone_horizon: gc.and_then(|v| v.parse().ok()).unwrap_or(0),
+            last_mutation_id: id(last),
+            synced_mutation_id: id(synced),
+        })
     }
 
-    /// The horizon for a transaction whose snapshot this statement fixes (its first).
-    pub(crate) async fn read_horizon(&self, conn: &mut sqlx::PgConnection) -> Result<u64> {
+    /// The horizon (at least `floor`) for a transaction whose snapshot this statement fixes (its
+    /// first).
+    pub(crate) async fn read_horizon(&self, conn: &mut sqlx::PgConnection, floor: u64) -> Result<u64> {
         let text: String = sqlx::query_scalar(pull::HORIZON).fetch_one(conn).await?;
         let read: u64 = text.parse().map_err(|_| Error::Internal(format!("unreadable horizon {text}")))?;
-        Ok(self.highest_horizon.fetch_max(read, Ordering::AcqRel).max(read))
+        let horizon = read.max(floor);
+        self.raise_floor(horizon);
+        Ok(horizon)
     }
 
     /// The next transaction id to be assigned: once [`horizon`](Self::horizon) reaches it,

@@ -62,8 +62,12 @@ fn engine_tables() -> Vec<String> {
         "CREATE TABLE IF NOT EXISTS _engine_tombstones (\n  id bigserial PRIMARY KEY,\n  xid xid8 NOT NULL DEFAULT pg_current_xact_id(),\n  table_name text NOT NULL,\n  key jsonb NOT NULL,\n  buckets text[] NOT NULL,\n  created_at timestamptz NOT NULL DEFAULT now()\n)".into(),
         "CREATE INDEX IF NOT EXISTS _engine_tombstones_xid ON _engine_tombstones (xid, id)".into(),
         "CREATE INDEX IF NOT EXISTS _engine_tombstones_created ON _engine_tombstones (created_at)".into(),
-        "CREATE TABLE IF NOT EXISTS _engine_clients (\n  user_id text NOT NULL,\n  client_id uuid NOT NULL,\n  last_mutation_id bigint NOT NULL DEFAULT 0,\n  created_at timestamptz NOT NULL DEFAULT now(),\n  updated_at timestamptz NOT NULL DEFAULT now(),\n  PRIMARY KEY (user_id, client_id)\n)".into(),
-        "CREATE TABLE IF NOT EXISTS _engine_mutations (\n  user_id text NOT NULL,\n  client_id uuid NOT NULL,\n  mutation_id bigint NOT NULL,\n  client_mutation_id uuid NOT NULL,\n  name text NOT NULL,\n  status text NOT NULL,\n  result jsonb NOT NULL,\n  applied_at timestamptz NOT NULL DEFAULT now(),\n  PRIMARY KEY (user_id, client_id, mutation_id)\n)".into(),
+        "CREATE TABLE IF NOT EXISTS _engine_clients (\n  user_id text NOT NULL,\n  client_id uuid NOT NULL,\n  last_mutation_id bigint NOT NULL DEFAULT 0,\n  last_xid xid8 NOT NULL DEFAULT '0',\n  created_at timestamptz NOT NULL DEFAULT now(),\n  updated_at timestamptz NOT NULL DEFAULT now(),\n  PRIMARY KEY (user_id, client_id)\n)".into(),
+        "CREATE TABLE IF NOT EXISTS _engine_mutations (\n  user_id text NOT NULL,\n  client_id uuid NOT NULL,\n  mutation_id bigint NOT NULL,\n  client_mutation_id uuid NOT NULL,\n  name text NOT NULL,\n  status text NOT NULL,\n  result jsonb NOT NULL,\n  xid xid8 NOT NULL DEFAULT pg_current_xact_id(),\n  applied_at timestamptz NOT NULL DEFAULT now(),\n  PRIMARY KEY (user_id, client_id, mutation_id)\n)".into(),
+        // The transaction that last advanced a client's sequence, and the one of each
+        // mutation: a pull reports the last mutation below its horizon.
+        "ALTER TABLE _engine_clients ADD COLUMN IF NOT EXISTS last_xid xid8 NOT NULL DEFAULT '0'".into(),
+        "ALTER TABLE _engine_mutations ADD COLUMN IF NOT EXISTS xid xid8 NOT NULL DEFAULT pg_current_xact_id()".into(),
         "CREATE UNIQUE INDEX IF NOT EXISTS _engine_mutations_client_mutation ON _engine_mutations (user_id, client_id, client_mutation_id)".into(),
         // Raised by a mutation's record when the client's sequence is not where the mutation
         // expected it, so the whole statement (and an insert sent with it) is undone.

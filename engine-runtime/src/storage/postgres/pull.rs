@@ -71,11 +71,12 @@ pub(crate) async fn pull(store: &PostgresStorage, actor: &Actor, request: &PullR
         Some(n) => n.min(MAX_PULL_LIMIT),
         None => DEFAULT_PULL_LIMIT,
     } as usize;
+    let floor = store.horizon_floor();
     let mut tx = store.pool.begin_with("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY").await?;
     // The first statement fixes the snapshot and reads the horizon from it, with the tombstone
     // horizon and the client's sequence.
-    let (horizon, gc_horizon, last_mutation_id) =
-        store.read_pull_start(&mut tx, &actor.user_id, request.client_id).await?;
+    let start = store.read_pull_start(&mut tx, &actor.user_id, request.client_id, floor).await?;
+    let (horizon, gc_horizon) = (start.horizon, start.tombstone_horizon);
 
     let held = held::held_buckets(&mut tx, &store.app, &store.memberships, actor).await?;
     let requested: BTreeSet<BucketKey> = match &request.buckets {
@@ -146,7 +147,8 @@ pub(crate) async fn pull(store: &PostgresStorage, actor: &Actor, request: &PullR
         cursor: Cursor::new(groups).encode(),
         has_more,
         reset,
-        last_mutation_id,
+        last_mutation_id: start.last_mutation_id,
+        synced_mutation_id: Some(start.synced_mutation_id),
     })
 }
 

@@ -207,7 +207,7 @@ pub(crate) fn record_sql(pending: Option<&TableMeta>) -> String {
              INSERT INTO _engine_mutations (user_id, client_id, mutation_id, client_mutation_id, name, status, result)
              VALUES ({}, {}, {}, {}, {}, {}, {})),
          advanced AS (
-             UPDATE _engine_clients SET last_mutation_id = {mutation}, updated_at = now()
+             UPDATE _engine_clients SET last_mutation_id = {mutation}, last_xid = pg_current_xact_id(), updated_at = now()
              WHERE user_id = {user} AND client_id = {client} AND last_mutation_id = {mutation} - 1 RETURNING 1)
          SELECT CASE WHEN EXISTS (SELECT 1 FROM advanced) THEN pg_current_xact_id()::text
                      ELSE _engine_sequence_moved({client}, {mutation} - 1) END",
@@ -316,7 +316,7 @@ async fn apply_checked(
     if seen && let Some((_, replay)) = recorded(&mut tx, user, client, mutation).await? {
         // The same mutation again under a new sequence number: answer as before, and let the
         // sequence move on.
-        sqlx::query("UPDATE _engine_clients SET last_mutation_id = $3 WHERE user_id = $1 AND client_id = $2")
+        sqlx::query("UPDATE _engine_clients SET last_mutation_id = $3, last_xid = pg_current_xact_id() WHERE user_id = $1 AND client_id = $2")
             .bind(user)
             .bind(client)
             .bind(to_i64(mutation.mutation_id)?)
@@ -356,7 +356,7 @@ async fn execute(
 ) -> std::result::Result<Step, KernelError> {
     let hlc = clock(store, mutation)?;
     let def = store.app.mutator(&mutation.name).ok_or_else(|| KernelError::UnknownMutator(mutation.name.clone()))?;
-    let mut tx = PgMutatorTx::new(session, store, actor.clone(), hlc);
+    let mut tx = PgMutatorTx::new(session, store, actor.clone(), hlc, mutation.client_mutation_id);
     let outcome = {
         let mut ctx = MutatorCtx::new(&mut tx);
         def.run(&mut ctx, mutation.args.clone()).await

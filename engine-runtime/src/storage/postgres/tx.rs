@@ -38,6 +38,8 @@ pub(crate) struct PgMutatorTx<'t> {
     store: &'t PostgresStorage,
     actor: Actor,
     hlc: Hlc,
+    /// The mutation's `clientMutationId`, which seeds its ids.
+    seed: uuid::Uuid,
     /// Whether the actor held a bucket when the mutation began, as far as asked.
     held_at_start: BTreeMap<BucketKey, bool>,
     /// Whether every holding has been read (before the first write to a membership table).
@@ -121,12 +123,19 @@ impl PendingInsert {
 }
 
 impl<'t> PgMutatorTx<'t> {
-    pub(crate) fn new(session: Session<'t>, store: &'t PostgresStorage, actor: Actor, hlc: Hlc) -> Self {
+    pub(crate) fn new(
+        session: Session<'t>,
+        store: &'t PostgresStorage,
+        actor: Actor,
+        hlc: Hlc,
+        seed: uuid::Uuid,
+    ) -> Self {
         PgMutatorTx {
             session,
             store,
             actor,
             hlc,
+            seed,
             held_at_start: BTreeMap::new(),
             frozen: false,
             new_buckets: BTreeSet::new(),
@@ -777,6 +786,10 @@ impl MutatorTx for PgMutatorTx<'_> {
 
     fn hlc(&self) -> &Hlc {
         &self.hlc
+    }
+
+    fn mutation_seed(&self) -> Option<uuid::Uuid> {
+        Some(self.seed)
     }
 
     fn insert<'a>(&'a mut self, table: &'static TableMeta, row: Row) -> BoxFuture<'a, KernelResult<()>> {
