@@ -56,22 +56,10 @@ async fn fetch(url: &str) -> Result<String> {
         target.set_path("/engine/contract");
     }
     let failed = |reason: String| Error::Fetch { url: target.to_string(), reason };
-    let response = reqwest::get(target.clone()).await.map_err(|e| failed(describe(&e)))?;
+    let response = reqwest::get(target.clone()).await.map_err(|e| failed(engine_kernel::error::chain(&e)))?;
     let status = response.status();
     if !status.is_success() {
         return Err(failed(format!("the server answered {status}")));
     }
-    response.text().await.map_err(|e| failed(describe(&e)))
-}
-
-/// A reqwest error with its causes (the top level alone says little).
-fn describe(err: &reqwest::Error) -> String {
-    let mut text = err.to_string();
-    let mut source = std::error::Error::source(err);
-    while let Some(cause) = source {
-        text.push_str(": ");
-        text.push_str(&cause.to_string());
-        source = cause.source();
-    }
-    text
+    response.text().await.map_err(|e| failed(engine_kernel::error::chain(&e)))
 }

@@ -1,9 +1,43 @@
 //! The engine Rust client: a durable local copy of the actor's buckets that takes writes offline
 //! and converges when it reconnects. It speaks only the wire protocol (PROTOCOL.md).
 //!
-//! This crate is filled by the client work; so far it holds the subprotocol it will speak.
+//! - [`Client`] and [`ClientBuilder`] (`client`): the handle — mutate, pull, push, read
+//!   [`Collection`]s, presence, status.
+//! - `store`: the local SQLite store — the view the app reads, the confirmed base, the outbox,
+//!   the quarantine; pull pages applied atomically, and the rebase of pending mutations.
+//! - `sync`: pushing and pulling, classified by the protocol, and the background loops.
+//! - `stream`: the reconnecting WebSocket that turns pings into pulls and keeps presence.
+//! - [`auth`]: credentials ([`AuthProvider`], [`BearerToken`]).
+//! - [`Settings`], [`Status`], [`PresenceEvent`], [`Error`].
+//!
+//! Writes: [`Client::mutate`] runs the same `#[engine::mutator]` function the server runs,
+//! against the local view, and appends it to the outbox in one SQLite transaction. The view is
+//! always the confirmed base with every pending mutation applied on top; after every pull page
+//! the pending mutations run again on the new base (the rebase), so what the server decided —
+//! a rejection, a lost merge, a no-op — shows. Ids a mutator takes from `ctx.new_id()` are the
+//! same in the local run and the server's.
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
+
+pub mod auth;
+mod backoff;
+mod client;
+mod error;
+mod presence;
+mod remote;
+mod settings;
+mod status;
+mod store;
+mod stream;
+mod sync;
+
+pub use auth::{AuthProvider, BearerToken};
+pub use client::{Client, ClientBuilder, Collection};
+pub use error::{Error, Result};
+pub use presence::{PresenceEvent, PresenceState};
+pub use settings::{Reconnect, Settings};
+pub use status::Status;
+pub use store::{Quarantined, Queued, StoreLocation};
 
 /// The WebSocket subprotocol the client asks for.
 pub const STREAM_SUBPROTOCOL: &str = engine_kernel::wire::STREAM_SUBPROTOCOL;

@@ -459,6 +459,40 @@ impl std::fmt::Debug for CrdtMap {
     }
 }
 
+/// A collaborative column's stored state with an update merged in, both in their JSON form
+/// (base64 of the yrs v1 encoding), as every store merges an assignment to such a column. The
+/// update is checked before it is decoded; no stored state counts as an empty document.
+///
+/// # Errors
+/// [`Error::Validation`] when the update is not base64 of a well-formed v1 update.
+pub fn merged_column(
+    sql_type: crate::SqlType,
+    stored: Option<&serde_json::Value>,
+    update: &serde_json::Value,
+) -> Result<serde_json::Value> {
+    use crate::ColumnType;
+    let update_bytes = <Vec<u8> as ColumnType>::from_json(update.clone())
+        .map_err(|e| Error::validation(format!("a collaborative update: {e}")))?;
+    let stored_bytes = match stored {
+        Some(value) if !value.is_null() => {
+            <Vec<u8> as ColumnType>::from_json(value.clone()).map_err(|e| Error::Internal(e.into()))?
+        }
+        _ => EMPTY_STATE.to_vec(),
+    };
+    Ok(match sql_type {
+        crate::SqlType::CrdtMap => {
+            let mut doc = CrdtMap::from_state_unchecked(stored_bytes);
+            doc.merge(&update_bytes)?;
+            <CrdtMap as ColumnType>::to_json(&doc)
+        }
+        _ => {
+            let mut doc = CrdtText::from_state_unchecked(stored_bytes);
+            doc.merge(&update_bytes)?;
+            <CrdtText as ColumnType>::to_json(&doc)
+        }
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

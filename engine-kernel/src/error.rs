@@ -207,3 +207,21 @@ impl fmt::Display for ErrorCode {
         f.write_str(self.as_str())
     }
 }
+
+/// An error with all its causes, `outer: cause: root cause` (many libraries say little at the
+/// top level).
+///
+/// ```
+/// let io = std::io::Error::other("refused");
+/// assert_eq!(engine_kernel::error::chain(&io), "refused");
+/// ```
+pub fn chain(err: &dyn std::error::Error) -> String {
+    let mut text = err.to_string();
+    let mut source = err.source();
+    while let Some(cause) = source {
+        text.push_str(": ");
+        text.push_str(&cause.to_string());
+        source = cause.source();
+    }
+    text
+}

@@ -3,6 +3,7 @@
 
 mod support;
 
+mod client;
 mod contract;
 mod migrate;
 mod model;

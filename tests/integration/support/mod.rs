@@ -1,7 +1,9 @@
 //! What every integration test shares: a fresh Postgres database per test, and the notes app.
 
+pub(crate) mod client;
 pub(crate) mod db;
 pub(crate) mod process;
+pub(crate) mod proxy;
 pub(crate) mod server;
 pub(crate) mod ws;
 

@@ -17,8 +17,14 @@ pub(crate) struct ServerProcess {
 impl ServerProcess {
     /// Start a server on `database_url` whose presences expire after `heartbeat_timeout`.
     pub(crate) async fn start(database_url: &str, heartbeat_timeout: Duration) -> ServerProcess {
+        Self::start_on(database_url, heartbeat_timeout, 0).await
+    }
+
+    /// Start a server on port `port` (0: any).
+    pub(crate) async fn start_on(database_url: &str, heartbeat_timeout: Duration, port: u16) -> ServerProcess {
         let mut child = Command::new(env!("CARGO_BIN_EXE_engine-test-server"))
             .env("DATABASE_URL", database_url)
+            .env("PORT", port.to_string())
             .env("ENGINE_SECRET", SECRET)
             .env("HEARTBEAT_TIMEOUT_MS", heartbeat_timeout.as_millis().to_string())
             .env("RUST_LOG", "warn")

@@ -1,8 +1,8 @@
 //! A server of the notes app for tests that need several server processes on one Postgres.
 //!
 //! Environment: `DATABASE_URL` (required), `ENGINE_SECRET` (required), `HEARTBEAT_TIMEOUT_MS`
-//! (default 30000). Listens on `127.0.0.1:0` with `listen_notify` realtime and prints
-//! `listening on <addr>` once it serves.
+//! (default 30000), `PORT` (default 0: any). Listens on `127.0.0.1:<PORT>` with `listen_notify`
+//! realtime and prints `listening on <addr>` once it serves.
 
 use std::time::Duration;
 
@@ -27,7 +27,8 @@ async fn main() {
         .build()
         .await
         .expect("the server builds");
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
+    let port: u16 = std::env::var("PORT").ok().and_then(|v| v.parse().ok()).unwrap_or(0);
+    let listener = tokio::net::TcpListener::bind(("127.0.0.1", port)).await.expect("bind");
     println!("listening on {}", listener.local_addr().expect("an address"));
     server.serve(listener).await.expect("serve");
 }

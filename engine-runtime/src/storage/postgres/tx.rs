@@ -19,8 +19,7 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use engine_kernel::rules::{FilterValue, Membership, RuleMeta};
 use engine_kernel::{
-    Actor, BoxFuture, BucketKey, CrdtMap, CrdtText, Error as KernelError, Hlc, MergePolicy, MutatorTx, Row, SqlType,
-    TableMeta,
+    Actor, BoxFuture, BucketKey, Error as KernelError, Hlc, MergePolicy, MutatorTx, Row, SqlType, TableMeta,
 };
 use serde_json::Value;
 use sqlx::PgConnection;
@@ -457,7 +456,7 @@ impl<'t> PgMutatorTx<'t> {
             let mut value = row.get(column.name).cloned().unwrap_or(Value::Null);
             if column.sql_type.is_crdt() && !value.is_null() {
                 // The initial document must decode like any update from a client.
-                value = merged_crdt(column.sql_type, None, &value)?;
+                value = engine_kernel::crdt::merged_column(column.sql_type, None, &value)?;
             }
             // Refuse a value of the wrong shape now, not when the insert is sent.
             check(table.name, column, &value).map_err(to_kernel)?;
@@ -505,7 +504,7 @@ impl<'t> PgMutatorTx<'t> {
         for (column, value) in &changes {
             let meta = table.column(column).expect("checked above");
             if meta.sql_type.is_crdt() {
-                let merged = merged_crdt(meta.sql_type, after.get(*column), value)?;
+                let merged = engine_kernel::crdt::merged_column(meta.sql_type, after.get(*column), value)?;
                 after.insert((*column).to_owned(), merged);
             } else if table.merge == MergePolicy::Field && synced {
                 // Per column, the newer clock wins; a write that loses still bumps the row.
@@ -694,32 +693,6 @@ fn undeleted(table: &TableMeta, row: &Row) -> Row {
         row.insert(column.to_owned(), Value::Null);
     }
     row
-}
-
-/// A collaborative column's stored state with an update merged in, both in their JSON form
-/// (base64 of the yrs v1 encoding). The update is checked before it is decoded.
-fn merged_crdt(sql_type: SqlType, stored: Option<&Value>, update: &Value) -> KernelResult<Value> {
-    use engine_kernel::ColumnType;
-    let update_bytes = <Vec<u8> as ColumnType>::from_json(update.clone())
-        .map_err(|e| KernelError::validation(format!("a collaborative update: {e}")))?;
-    let stored_bytes = match stored {
-        Some(value) if !value.is_null() => {
-            <Vec<u8> as ColumnType>::from_json(value.clone()).map_err(|e| KernelError::Internal(e.into()))?
-        }
-        _ => vec![0, 0],
-    };
-    Ok(match sql_type {
-        SqlType::CrdtMap => {
-            let mut doc = CrdtMap::from_state_unchecked(stored_bytes);
-            doc.merge(&update_bytes)?;
-            <CrdtMap as ColumnType>::to_json(&doc)
-        }
-        _ => {
-            let mut doc = CrdtText::from_state_unchecked(stored_bytes);
-            doc.merge(&update_bytes)?;
-            <CrdtText as ColumnType>::to_json(&doc)
-        }
-    })
 }
 
 /// The message of a kernel error, without its class's prefix.

@@ -1,0 +1,386 @@
+//! The client handle and its builder.
+
+use std::marker::PhantomData;
+use std::sync::Arc;
+use std::time::Duration;
+
+use engine_kernel::wire::ClientFrame;
+use engine_kernel::{Actor, App, BucketKey, Filter, Mutator, Table};
+use serde_json::{Map, Value};
+use tokio::sync::{broadcast, watch};
+
+use crate::auth::AuthProvider;
+use crate::error::{Error, Result};
+use crate::presence::{PresenceEvent, PresenceState};
+use crate::remote::Remote;
+use crate::settings::{Reconnect, Settings};
+use crate::status::Status;
+use crate::store::{Quarantined, Queued, Store, StoreLocation};
+use crate::sync::{Inner, spawn};
+
+/// A client of an engine server: a durable local copy of the actor's buckets that takes writes
+/// offline and converges when it reconnects. Cheap to clone; background work stops when the last
+/// clone is dropped (or [`close`](Client::close) is called).
+///
+/// ```no_run
+/// # async fn example() -> engine_client::Result<()> {
+/// # let app = engine_kernel::App::builder().build().unwrap();
+/// use engine_client::{BearerToken, Client, StoreLocation};
+/// let client = Client::builder("http://127.0.0.1:8787")
+///     .app(app)
+///     .auth(BearerToken::new("eyJ…"))
+///     .store(StoreLocation::File("notes.db".into()))
+///     .build()
+///     .await?;
+/// client.pull().await?;
+/// # Ok(()) }
+/// ```
+#[derive(Debug, Clone)]
+pub struct Client {
+    inner: Arc<Inner>,
+    _lifetime: Arc<Lifetime>,
+}
+
+/// Stops the background tasks when the last handle goes.
+#[derive(Debug)]
+struct Lifetime {
+    inner: Arc<Inner>,
+    tasks: Vec<tokio::task::JoinHandle<()>>,
+}
+
+impl Drop for Lifetime {
+    fn drop(&mut self) {
+        let _ = self.inner.shutdown.send(true);
+        for task in &self.tasks {
+            task.abort();
+        }
+    }
+}
+
+/// Builds a [`Client`]. Required: the app ([`app`](Self::app)) and credentials
+/// ([`auth`](Self::auth)).
+#[must_use]
+pub struct ClientBuilder {
+    server_url: String,
+    app: Option<Arc<App>>,
+    auth: Option<Arc<dyn AuthProvider>>,
+    actor: Option<Actor>,
+    store: StoreLocation,
+    settings: Settings,
+}
+
+impl std::fmt::Debug for ClientBuilder {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ClientBuilder")
+            .field("server_url", &self.server_url)
+            .field("store", &self.store)
+            .field("settings", &self.settings)
+            .finish_non_exhaustive()
+    }
+}
+
+impl ClientBuilder {
+    /// The app: the same tables, mutators and rules the server runs.
+    pub fn app(mut self, app: impl Into<Arc<App>>) -> Self {
+        self.app = Some(app.into());
+        self
+    }
+
+    /// Where credentials come from.
+    pub fn auth(mut self, auth: impl AuthProvider) -> Self {
+        self.auth = Some(Arc::new(auth));
+        self
+    }
+
+    /// The actor mutators run for locally, when the auth provider cannot tell.
+    pub fn actor(mut self, actor: Actor) -> Self {
+        self.actor = Some(actor);
+        self
+    }
+
+    /// Where the local store lives (default: memory).
+    pub fn store(mut self, store: StoreLocation) -> Self {
+        self.store = store;
+        self
+    }
+
+    /// How often to pull when nothing else asks for it (default 30 s).
+    pub fn pull_interval(mut self, every: Duration) -> Self {
+        self.settings.pull_interval = every;
+        self
+    }
+
+    /// Entries per pull page (default 1,000).
+    pub fn pull_page(mut self, entries: u32) -> Self {
+        self.settings.pull_page = entries.max(1);
+        self
+    }
+
+    /// Mutations per push (default 100).
+    pub fn push_batch(mut self, mutations: u32) -> Self {
+        self.settings.push_batch = mutations.max(1);
+        self
+    }
+
+    /// How long rows of buckets the actor no longer holds stay (default: they go at once).
+    pub fn bucket_ttl(mut self, ttl: Duration) -> Self {
+        self.settings.bucket_ttl = ttl;
+        self
+    }
+
+    /// How often presence is kept alive (default 15 s).
+    pub fn presence_heartbeat(mut self, every: Duration) -> Self {
+        self.settings.presence_heartbeat = every;
+        self
+    }
+
+    /// Reconnection and retry timing.
+    pub fn reconnect(mut self, reconnect: Reconnect) -> Self {
+        self.settings.reconnect = reconnect;
+        self
+    }
+
+    /// Whether to keep a realtime stream (default yes).
+    pub fn realtime(mut self, on: bool) -> Self {
+        self.settings.realtime = on;
+        self
+    }
+
+    /// Whether to sync in the background (default yes); without it only explicit
+    /// [`Client::pull`] and [`Client::push`] calls talk to the server.
+    pub fn background(mut self, on: bool) -> Self {
+        self.settings.background = on;
+        self
+    }
+
+    /// Open the store and start syncing.
+    ///
+    /// # Errors
+    /// [`Error::Config`] when the app or credentials are missing or the URL is not one;
+    /// [`Error::Store`] or [`Error::StoreMismatch`] when the store cannot be opened for this app
+    /// and actor.
+    pub async fn build(self) -> Result<Client> {
+        let app = self.app.ok_or_else(|| Error::Config("no app: call `.app(…)`".into()))?;
+        let auth = self.auth.ok_or_else(|| Error::Config("no credentials: call `.auth(…)`".into()))?;
+        let actor = self.actor.or_else(|| auth.actor()).ok_or_else(|| {
+            Error::Config("no actor: the auth provider cannot tell who it is; call `.actor(…)`".into())
+        })?;
+        let remote = Remote::new(&self.server_url, auth)?;
+        let store = Store::open(&self.store, app, actor).await?;
+        let inner = Arc::new(Inner::new(store, remote, self.settings));
+        inner.refresh_status().await;
+        let tasks = if inner.settings.background { spawn(&inner) } else { Vec::new() };
+        let lifetime = Lifetime { inner: inner.clone(), tasks };
+        Ok(Client { inner, _lifetime: Arc::new(lifetime) })
+    }
+}
+
+impl Client {
+    /// Start building a client of the server at `server_url` (`http://host:port`, or with the
+    /// prefix the server is nested under).
+    pub fn builder(server_url: impl Into<String>) -> ClientBuilder {
+        ClientBuilder {
+            server_url: server_url.into(),
+            app: None,
+            auth: None,
+            actor: None,
+            store: StoreLocation::Memory,
+            settings: Settings::default(),
+        }
+    }
+
+    /// The client's id, kept in its store.
+    pub fn client_id(&self) -> uuid::Uuid {
+        self.inner.store.client_id()
+    }
+
+    /// Run mutator `M` on the local store and queue it for the server, in one local transaction:
+    /// when this returns, the mutation is durable and its effect is in the view.
+    ///
+    /// # Errors
+    /// [`Error::Mutation`] when the local run refuses it (bad arguments, a business rule, a key
+    /// that exists): nothing is queued then. [`Error::Store`] when the store fails.
+    pub async fn mutate<M: Mutator>(&self, args: M::Args) -> Result<Queued> {
+        let args = serde_json::to_value(args).map_err(|e| engine_kernel::Error::validation(e.to_string()))?;
+        self.mutate_named(M::NAME, args).await
+    }
+
+    /// [`mutate`](Self::mutate) by wire name, with JSON arguments.
+    ///
+    /// # Errors
+    /// As [`mutate`](Self::mutate).
+    pub async fn mutate_named(&self, name: &str, args: Value) -> Result<Queued> {
+        let queued = self.inner.store.mutate(name, args).await?;
+        self.inner.notify_tables(self.inner.tables.keys().copied());
+        self.inner.refresh_status().await;
+        self.inner.wake_push.notify_one();
+        Ok(queued)
+    }
+
+    /// Pull until caught up.
+    ///
+    /// # Errors
+    /// [`Error::Network`] or [`Error::Server`] when the server cannot be reached or refuses;
+    /// nothing of an unfinished page is applied.
+    pub async fn pull(&self) -> Result<()> {
+        self.inner.pull().await
+    }
+
+    /// Push the outbox until it is drained.
+    ///
+    /// # Errors
+    /// As [`pull`](Self::pull); mutations not yet acknowledged stay queued.
+    pub async fn push(&self) -> Result<()> {
+        self.inner.push().await.map(drop)
+    }
+
+    /// Push, then pull.
+    ///
+    /// # Errors
+    /// As [`push`](Self::push) and [`pull`](Self::pull).
+    pub async fn sync(&self) -> Result<()> {
+        self.push().await?;
+        self.pull().await
+    }
+
+    /// The rows of table `T` in the view.
+    pub fn collection<T: Table>(&self) -> Collection<T> {
+        Collection { client: self.clone(), _table: PhantomData }
+    }
+
+    /// The row of `T` with key `key`, as the view has it.
+    ///
+    /// # Errors
+    /// [`Error::Store`] when the store fails.
+    pub async fn get<T: Table>(&self, key: &T::Key) -> Result<Option<T>> {
+        self.collection::<T>().get(key).await
+    }
+
+    /// The client's state now.
+    pub fn status(&self) -> Status {
+        self.inner.status.borrow().clone()
+    }
+
+    /// The client's state, as it changes.
+    pub fn status_stream(&self) -> watch::Receiver<Status> {
+        self.inner.status.subscribe()
+    }
+
+    /// The mutations the server rejected.
+    ///
+    /// # Errors
+    /// [`Error::Store`] when the store fails.
+    pub async fn quarantined(&self) -> Result<Vec<Quarantined>> {
+        self.inner.store.quarantined().await
+    }
+
+    /// Queue a rejected mutation again (as a new mutation, run locally first). Returns `None`
+    /// when no such mutation is quarantined.
+    ///
+    /// # Errors
+    /// As [`mutate`](Self::mutate); a mutation refused locally stays out of the quarantine.
+    pub async fn retry_quarantined(&self, client_mutation_id: uuid::Uuid) -> Result<Option<Queued>> {
+        let queued = self.inner.store.retry(client_mutation_id).await?;
+        self.inner.notify_tables(self.inner.tables.keys().copied());
+        self.inner.refresh_status().await;
+        self.inner.wake_push.notify_one();
+        Ok(queued)
+    }
+
+    /// Drop a rejected mutation. Returns whether it was quarantined.
+    ///
+    /// # Errors
+    /// [`Error::Store`] when the store fails.
+    pub async fn discard_quarantined(&self, client_mutation_id: uuid::Uuid) -> Result<bool> {
+        let found = self.inner.store.discard(client_mutation_id).await?;
+        self.inner.refresh_status().await;
+        Ok(found)
+    }
+
+    /// Announce presence in `bucket` with `meta` (kept across reconnections).
+    pub fn track(&self, bucket: BucketKey, meta: Map<String, Value>) {
+        self.inner
+            .presence
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .tracked
+            .insert(bucket.clone(), meta.clone());
+        let _ = self.inner.outgoing.send(ClientFrame::Track { bucket, meta });
+    }
+
+    /// Withdraw presence from `bucket`.
+    pub fn untrack(&self, bucket: &BucketKey) {
+        self.inner.presence.lock().unwrap_or_else(std::sync::PoisonError::into_inner).tracked.remove(bucket);
+        let _ = self.inner.outgoing.send(ClientFrame::Untrack { bucket: bucket.clone() });
+    }
+
+    /// Who is present in `bucket`, as the stream last said.
+    pub fn presence_state(&self, bucket: &BucketKey) -> PresenceState {
+        self.inner
+            .presence
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .states
+            .get(bucket)
+            .cloned()
+            .unwrap_or_default()
+    }
+
+    /// Presence changes, as they arrive.
+    pub fn presence_events(&self) -> broadcast::Receiver<PresenceEvent> {
+        self.inner.presence_events.subscribe()
+    }
+
+    /// Stop syncing now (the store stays as it is).
+    pub fn close(&self) {
+        let _ = self.inner.shutdown.send(true);
+    }
+}
+
+/// The rows of table `T` as the view has them (confirmed rows with pending mutations applied),
+/// soft-deleted rows left out.
+#[derive(Debug, Clone)]
+pub struct Collection<T> {
+    client: Client,
+    _table: PhantomData<fn() -> T>,
+}
+
+impl<T: Table> Collection<T> {
+    /// The row with key `key`.
+    ///
+    /// # Errors
+    /// [`Error::Store`] when the store fails.
+    pub async fn get(&self, key: &T::Key) -> Result<Option<T>> {
+        let filter: Vec<(&'static str, Value)> =
+            T::key_row(key).into_iter().map(|(k, v)| (T::META.column(&k).map_or("", |c| c.name), v)).collect();
+        let rows = self.client.inner.store.rows(T::META, &filter, Some(1)).await?;
+        rows.into_iter().next().map(T::from_row).transpose().map_err(Error::Mutation)
+    }
+
+    /// Every row, in key order.
+    ///
+    /// # Errors
+    /// [`Error::Store`] when the store fails.
+    pub async fn all(&self) -> Result<Vec<T>> {
+        self.filter(Filter::all()).await
+    }
+
+    /// The rows matching `filter` (`Note::list_id.eq("l1")`), in key order.
+    ///
+    /// # Errors
+    /// [`Error::Store`] when the store fails.
+    pub async fn filter(&self, filter: Filter<T>) -> Result<Vec<T>> {
+        let rows = self.client.inner.store.rows(T::META, filter.conditions(), None).await?;
+        rows.into_iter().map(T::from_row).collect::<engine_kernel::Result<_>>().map_err(Error::Mutation)
+    }
+
+    /// A version of the table that changes whenever its rows may have: wait on
+    /// [`watch::Receiver::changed`], then read again.
+    pub fn changes(&self) -> watch::Receiver<u64> {
+        match self.client.inner.tables.get(T::META.name) {
+            Some(version) => version.subscribe(),
+            // A table without a local copy never changes here.
+            None => watch::channel(0).1,
+        }
+    }
+}

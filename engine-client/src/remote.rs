@@ -1,0 +1,93 @@
+//! The server, over HTTP: `POST /sync/pull` and `POST /sync/push` with fresh credentials each
+//! time, one refresh and retry on 401, and every answer read as PROTOCOL.md says.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use engine_kernel::ErrorCode;
+use engine_kernel::wire::{Problem, PullRequest, PullResponse, PushRequest, PushResponse};
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+
+use crate::auth::AuthProvider;
+use crate::error::{Error, Result};
+
+/// How long one request may take before it counts as lost.
+const REQUEST_TIMEOUT: Duration = Duration::from_secs(30);
+
+#[derive(Clone)]
+pub(crate) struct Remote {
+    http: reqwest::Client,
+    base: reqwest::Url,
+    pub(crate) auth: Arc<dyn AuthProvider>,
+}
+
+impl std::fmt::Debug for Remote {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Remote").field("base", &self.base.as_str()).finish_non_exhaustive()
+    }
+}
+
+impl Remote {
+    pub(crate) fn new(base: &str, auth: Arc<dyn AuthProvider>) -> Result<Remote> {
+        let mut base = reqwest::Url::parse(base).map_err(|e| Error::Config(format!("the server URL {base:?}: {e}")))?;
+        if !base.path().ends_with('/') {
+            base.set_path(&format!("{}/", base.path()));
+        }
+        let http = reqwest::Client::builder()
+            .timeout(REQUEST_TIMEOUT)
+            .build()
+            .map_err(|e| Error::Config(format!("an HTTP client: {e}")))?;
+        Ok(Remote { http, base, auth })
+    }
+
+    /// The URL of `path` (relative, `sync/pull`) on the server.
+    pub(crate) fn url(&self, path: &str) -> reqwest::Url {
+        self.base.join(path).expect("relative paths join")
+    }
+
+    pub(crate) async fn pull(&self, request: &PullRequest) -> Result<PullResponse> {
+        self.post("sync/pull", request).await
+    }
+
+    pub(crate) async fn push(&self, request: &PushRequest) -> Result<PushResponse> {
+        self.post("sync/push", request).await
+    }
+
+    async fn post<B: Serialize, R: DeserializeOwned>(&self, path: &str, body: &B) -> Result<R> {
+        let body = serde_json::to_vec(body).expect("requests serialize");
+        match self.send(path, body.clone()).await {
+            Err(Error::Server { status: 401, .. }) => {
+                self.auth.refresh().await?;
+                self.send(path, body).await
+            }
+            other => other,
+        }
+    }
+
+    async fn send<R: DeserializeOwned>(&self, path: &str, body: Vec<u8>) -> Result<R> {
+        let mut request = self.http.post(self.url(path)).header("content-type", "application/json").body(body);
+        for (name, value) in self.auth.headers().await? {
+            request = request.header(name, value);
+        }
+        let response = request.send().await.map_err(|e| Error::Network(engine_kernel::error::chain(&e)))?;
+        let status = response.status();
+        let retry_after = response
+            .headers()
+            .get("retry-after")
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| v.parse::<u64>().ok())
+            .map(Duration::from_secs);
+        let bytes = response.bytes().await.map_err(|e| Error::Network(engine_kernel::error::chain(&e)))?;
+        if status.is_success() {
+            return serde_json::from_slice(&bytes)
+                .map_err(|e| Error::Network(format!("the server's answer to {path} is not the protocol: {e}")));
+        }
+        let problem = serde_json::from_slice::<Problem>(&bytes).unwrap_or_else(|_| {
+            // Not a problem document: a proxy or a load balancer answered.
+            let code = if status.is_server_error() { ErrorCode::RetryLater } else { ErrorCode::MalformedRequest };
+            Problem::new(code, format!("HTTP {status} without a problem document"))
+        });
+        Err(Error::Server { status: status.as_u16(), problem, retry_after })
+    }
+}

@@ -1,0 +1,24 @@
+//! What the client is doing, for a UI: connectivity, syncing, what waits to be confirmed, what
+//! the server rejected, when the last pull finished, the last error.
+
+use std::time::SystemTime;
+
+use crate::store::Quarantined;
+
+/// A snapshot of the client's state ([`crate::Client::status`], [`crate::Client::status_stream`]).
+#[derive(Debug, Clone, Default, PartialEq)]
+#[non_exhaustive]
+pub struct Status {
+    /// Whether the realtime stream is connected.
+    pub connected: bool,
+    /// Whether a pull or a push is running.
+    pub syncing: bool,
+    /// Mutations made locally that a pull has not yet shown applied.
+    pub pending: u64,
+    /// Mutations the server rejected, with its errors, until retried or discarded.
+    pub quarantined: Vec<Quarantined>,
+    /// When the last pull finished.
+    pub last_pull_at: Option<SystemTime>,
+    /// The last failure of a pull, a push or the stream, cleared by the next success.
+    pub last_error: Option<String>,
+}

@@ -1,0 +1,319 @@
+//! Pull pages into the local store, atomically, and the rebase that keeps the view equal to the
+//! confirmed base with the pending mutations applied on top.
+//!
+//! A page's changes and tombstones go into the base and, as they are, into the view; then every
+//! view row a pending mutation wrote is reset to the base and the pending mutations run again in
+//! order (the rebase), so a rejection, a lost merge or a server no-op corrects the view. Rows
+//! leave the store only when no bucket it still holds contains them: a tombstone removes the row
+//! from the buckets it names, and the buckets the actor no longer holds (`removedBuckets`) keep
+//! their rows for the bucket TTL, then those rows go — except rows with pending writes.
+//!
+//! A pull from the beginning after a `reset` (or a migration) is a mark and sweep: memberships are
+//! cleared, each delivered row marks itself again, and when the last page is in, base rows left
+//! unmarked are gone. Until then the old rows stay visible.
+
+use std::collections::BTreeSet;
+
+use engine_kernel::wire::PullResponse;
+use engine_kernel::{Actor, App, Hlc, MutatorCtx, Row, TableMeta};
+use serde_json::Value;
+use sqlx::SqliteConnection;
+
+use super::schema::{base, ident, local_tables, meta, set_meta};
+use super::tx::{LocalTx, columns, key_columns, key_predicate};
+use super::values::{bind, decode_row, key_row, key_text};
+use crate::error::Result;
+
+/// Rows per multi-row statement (SQLite allows 32,766 bound values).
+const MAX_BINDS: usize = 30_000;
+
+/// What applying a page did.
+#[derive(Debug, Default)]
+pub(crate) struct Applied {
+    /// Tables whose view may have changed.
+    pub(crate) tables: BTreeSet<&'static str>,
+    /// How many outbox entries the page confirmed.
+    pub(crate) confirmed: u64,
+}
+
+/// Upsert `rows` of `table` into the table `target` (the view or the base), in multi-row
+/// statements.
+async fn upsert(conn: &mut SqliteConnection, table: &TableMeta, target: &str, rows: &[&Row]) -> Result<()> {
+    let per_statement = (MAX_BINDS / table.columns.len()).max(1);
+    let updates: Vec<String> = table
+        .columns
+        .iter()
+        .filter(|c| !table.is_key(c.name))
+        .map(|c| format!("{0} = excluded.{0}", ident(c.name)))
+        .collect();
+    let on_conflict =
+        if updates.is_empty() { "DO NOTHING".to_owned() } else { format!("DO UPDATE SET {}", updates.join(", ")) };
+    let tuple = format!("({})", vec!["?"; table.columns.len()].join(", "));
+    for chunk in rows.chunks(per_statement) {
+        let sql = format!(
+            "INSERT INTO {target} ({}) VALUES {} ON CONFLICT ({}) {on_conflict}",
+            columns(table),
+            vec![tuple.as_str(); chunk.len()].join(", "),
+            table.primary_key.iter().map(|k| ident(k)).collect::<Vec<_>>().join(", "),
+        );
+        let mut query = sqlx::query(sqlx::AssertSqlSafe(sql));
+        for row in chunk {
+            for column in table.columns {
+                query = bind(query, column, row.get(column.name).unwrap_or(&Value::Null));
+            }
+        }
+        query.execute(&mut *conn).await?;
+    }
+    Ok(())
+}
+
+/// Delete the row of `table` with key `key` from `target`.
+async fn delete(conn: &mut SqliteConnection, table: &TableMeta, target: &str, key: &Row) -> Result<()> {
+    let sql = format!("DELETE FROM {target} WHERE {}", key_predicate(table));
+    let mut query = sqlx::query(sqlx::AssertSqlSafe(sql));
+    for column in key_columns(table) {
+        query = bind(query, column, key.get(column.name).unwrap_or(&Value::Null));
+    }
+    query.execute(&mut *conn).await?;
+    Ok(())
+}
+
+/// Add memberships `(table, key, bucket)`, in multi-row statements.
+async fn add_memberships(conn: &mut SqliteConnection, memberships: &[(&str, String, &str)]) -> Result<()> {
+    for chunk in memberships.chunks(MAX_BINDS / 3) {
+        let sql = format!(
+            "INSERT OR IGNORE INTO _engine_row_buckets (tbl, key, bucket) VALUES {}",
+            vec!["(?, ?, ?)"; chunk.len()].join(", ")
+        );
+        let mut query = sqlx::query(sqlx::AssertSqlSafe(sql));
+        for (table, key, bucket) in chunk {
+            query = query.bind(*table).bind(key.as_str()).bind(*bucket);
+        }
+        query.execute(&mut *conn).await?;
+    }
+    Ok(())
+}
+
+/// Remove a row from the base and the view when no bucket contains it any more.
+async fn drop_if_orphaned(conn: &mut SqliteConnection, table: &TableMeta, key: &str) -> Result<bool> {
+    let held: bool = sqlx::query_scalar("SELECT EXISTS (SELECT 1 FROM _engine_row_buckets WHERE tbl = ? AND key = ?)")
+        .bind(table.name)
+        .bind(key)
+        .fetch_one(&mut *conn)
+        .await?;
+    if held {
+        return Ok(false);
+    }
+    let row = key_row(table, key);
+    delete(conn, table, &base(table.name), &row).await?;
+    delete(conn, table, &ident(table.name), &row).await?;
+    Ok(true)
+}
+
+/// Apply one pull page, then confirm and rebase, in the caller's transaction.
+pub(crate) async fn apply_page(
+    conn: &mut SqliteConnection,
+    app: &App,
+    actor: &Actor,
+    page: &PullResponse,
+    now_ms: i64,
+    bucket_ttl_ms: i64,
+) -> Result<Applied> {
+    let mut applied = Applied::default();
+    if page.reset {
+        // Start afresh: every row must be delivered again to stay.
+        sqlx::query("DELETE FROM _engine_row_buckets").execute(&mut *conn).await?;
+        set_meta(conn, "sweep", "1").await?;
+    }
+    let sweeping = meta(conn, "sweep").await?.as_deref() == Some("1");
+
+    for bucket in &page.removed_buckets {
+        sqlx::query("INSERT INTO _engine_buckets (bucket, left_at) VALUES (?, ?) ON CONFLICT (bucket) DO UPDATE SET left_at = coalesce(_engine_buckets.left_at, excluded.left_at)")
+            .bind(bucket.as_str())
+            .bind(now_ms)
+            .execute(&mut *conn)
+            .await?;
+    }
+
+    for tombstone in &page.tombstones {
+        let Some(table) = app.table(&tombstone.table).filter(|t| app.is_synced(t.name)) else { continue };
+        let key = key_text(table, &tombstone.key);
+        for bucket in &tombstone.buckets {
+            sqlx::query("DELETE FROM _engine_row_buckets WHERE tbl = ? AND key = ? AND bucket = ?")
+                .bind(table.name)
+                .bind(&key)
+                .bind(bucket.as_str())
+                .execute(&mut *conn)
+                .await?;
+        }
+        if drop_if_orphaned(conn, table, &key).await? {
+            applied.tables.insert(table.name);
+        }
+    }
+
+    let mut buckets: BTreeSet<&str> = BTreeSet::new();
+    let mut memberships: Vec<(&str, String, &str)> = Vec::new();
+    for table in local_tables(app) {
+        let rows: Vec<&Row> = page.changes.iter().filter(|c| c.table == table.name).map(|c| &c.row).collect();
+        if rows.is_empty() {
+            continue;
+        }
+        upsert(conn, table, &base(table.name), &rows).await?;
+        upsert(conn, table, &ident(table.name), &rows).await?;
+        applied.tables.insert(table.name);
+        for change in page.changes.iter().filter(|c| c.table == table.name) {
+            let key = key_text(table, &change.row);
+            for bucket in &change.buckets {
+                buckets.insert(bucket.as_str());
+                memberships.push((table.name, key.clone(), bucket.as_str()));
+            }
+        }
+    }
+    add_memberships(conn, &memberships).await?;
+    for bucket in buckets {
+        sqlx::query("INSERT INTO _engine_buckets (bucket, left_at) VALUES (?, NULL) ON CONFLICT (bucket) DO UPDATE SET left_at = NULL")
+            .bind(bucket)
+            .execute(&mut *conn)
+            .await?;
+    }
+
+    if sweeping && !page.has_more {
+        for table in local_tables(app) {
+            if sweep(conn, table).await? {
+                applied.tables.insert(table.name);
+            }
+        }
+        set_meta(conn, "sweep", "0").await?;
+    }
+    if !sweeping {
+        applied.tables.extend(evict(conn, app, now_ms - bucket_ttl_ms).await?);
+    }
+
+    let synced = page.synced_mutation_id.unwrap_or(page.last_mutation_id);
+    let synced = i64::try_from(synced).unwrap_or(i64::MAX);
+    applied.confirmed = sqlx::query("DELETE FROM _engine_outbox WHERE mutation_id <= ?")
+        .bind(synced)
+        .execute(&mut *conn)
+        .await?
+        .rows_affected();
+
+    if !applied.tables.is_empty() || applied.confirmed > 0 {
+        applied.tables.extend(rebase(conn, app, actor).await?);
+    }
+    set_meta(conn, "cursor", &page.cursor).await?;
+    Ok(applied)
+}
+
+/// The keys of the base rows of `table`.
+async fn base_keys(conn: &mut SqliteConnection, table: &TableMeta) -> Result<Vec<String>> {
+    let sql = format!("SELECT {} FROM {}", columns(table), base(table.name));
+    let rows = sqlx::query(sqlx::AssertSqlSafe(sql)).fetch_all(&mut *conn).await?;
+    rows.iter().map(|r| Ok(key_text(table, &decode_row(table, r)?))).collect()
+}
+
+/// After a pull from the beginning: drop the base rows no page delivered.
+async fn sweep(conn: &mut SqliteConnection, table: &'static TableMeta) -> Result<bool> {
+    let mut dropped = false;
+    for key in base_keys(conn, table).await? {
+        dropped |= drop_if_orphaned(conn, table, &key).await?;
+    }
+    Ok(dropped)
+}
+
+/// Evict rows whose every bucket the actor left before `left_before` (ms), except rows with
+/// pending writes; forget those buckets' memberships. Returns the tables that lost rows.
+async fn evict(conn: &mut SqliteConnection, app: &App, left_before: i64) -> Result<BTreeSet<&'static str>> {
+    let expired: Vec<(String, String)> = sqlx::query_as(
+        "SELECT DISTINCT rb.tbl, rb.key FROM _engine_row_buckets rb JOIN _engine_buckets b ON b.bucket = rb.bucket
+         WHERE b.left_at IS NOT NULL AND b.left_at <= ?1
+           AND NOT EXISTS (SELECT 1 FROM _engine_row_buckets r2 LEFT JOIN _engine_buckets b2 ON b2.bucket = r2.bucket
+                           WHERE r2.tbl = rb.tbl AND r2.key = rb.key AND (b2.left_at IS NULL OR b2.left_at > ?1))
+           AND NOT EXISTS (SELECT 1 FROM _engine_touched t WHERE t.tbl = rb.tbl AND t.key = rb.key)",
+    )
+    .bind(left_before)
+    .fetch_all(&mut *conn)
+    .await?;
+    let mut tables = BTreeSet::new();
+    for (name, key) in expired {
+        let Some(table) = app.table(&name) else { continue };
+        sqlx::query("DELETE FROM _engine_row_buckets WHERE tbl = ? AND key = ?")
+            .bind(&name)
+            .bind(&key)
+            .execute(&mut *conn)
+            .await?;
+        if drop_if_orphaned(conn, table, &key).await? {
+            tables.insert(table.name);
+        }
+    }
+    // Rows still held through another bucket keep only their live memberships.
+    sqlx::query(
+        "DELETE FROM _engine_row_buckets WHERE bucket IN (SELECT bucket FROM _engine_buckets WHERE left_at IS NOT NULL AND left_at <= ?)
+           AND NOT EXISTS (SELECT 1 FROM _engine_touched t WHERE t.tbl = _engine_row_buckets.tbl AND t.key = _engine_row_buckets.key)",
+    )
+    .bind(left_before)
+    .execute(&mut *conn)
+    .await?;
+    sqlx::query(
+        "DELETE FROM _engine_buckets WHERE left_at IS NOT NULL AND left_at <= ?
+           AND NOT EXISTS (SELECT 1 FROM _engine_row_buckets rb WHERE rb.bucket = _engine_buckets.bucket)",
+    )
+    .bind(left_before)
+    .execute(&mut *conn)
+    .await?;
+    Ok(tables)
+}
+
+/// Reset every view row the pending mutations wrote to the base, and run the pending mutations
+/// again on top, each in a savepoint (one that fails now has no effect). Returns the tables whose
+/// view rows were reset or written.
+pub(crate) async fn rebase(conn: &mut SqliteConnection, app: &App, actor: &Actor) -> Result<BTreeSet<&'static str>> {
+    let mut tables = BTreeSet::new();
+    let touched: Vec<(String, String)> =
+        sqlx::query_as("SELECT tbl, key FROM _engine_touched").fetch_all(&mut *conn).await?;
+    for (name, key) in touched {
+        let Some(table) = app.table(&name) else { continue };
+        let row = key_row(table, &key);
+        delete(conn, table, &ident(table.name), &row).await?;
+        let sql = format!(
+            "INSERT INTO {} ({cols}) SELECT {cols} FROM {} WHERE {}",
+            ident(table.name),
+            base(table.name),
+            key_predicate(table),
+            cols = columns(table)
+        );
+        let mut query = sqlx::query(sqlx::AssertSqlSafe(sql));
+        for column in key_columns(table) {
+            query = bind(query, column, row.get(column.name).unwrap_or(&Value::Null));
+        }
+        query.execute(&mut *conn).await?;
+        tables.insert(table.name);
+    }
+    sqlx::query("DELETE FROM _engine_touched").execute(&mut *conn).await?;
+
+    let pending: Vec<(String, String, String, String)> =
+        sqlx::query_as("SELECT client_mutation_id, name, args, hlc FROM _engine_outbox ORDER BY mutation_id")
+            .fetch_all(&mut *conn)
+            .await?;
+    for (client_mutation_id, name, args, hlc) in pending {
+        let (Some(def), Ok(seed), Ok(hlc), Ok(args)) = (
+            app.mutator(&name),
+            uuid::Uuid::parse_str(&client_mutation_id),
+            hlc.parse::<Hlc>(),
+            serde_json::from_str::<Value>(&args),
+        ) else {
+            continue;
+        };
+        sqlx::query("SAVEPOINT replay").execute(&mut *conn).await?;
+        let outcome = {
+            let mut tx = LocalTx::new(conn, app, actor.clone(), hlc, seed);
+            let mut ctx = MutatorCtx::new(&mut tx);
+            def.run(&mut ctx, args).await
+        };
+        let end = if outcome.is_ok() { "RELEASE replay" } else { "ROLLBACK TO replay; RELEASE replay" };
+        sqlx::raw_sql(sqlx::AssertSqlSafe(end)).execute(&mut *conn).await?;
+    }
+    let written: Vec<String> =
+        sqlx::query_scalar("SELECT DISTINCT tbl FROM _engine_touched").fetch_all(&mut *conn).await?;
+    tables.extend(written.iter().filter_map(|name| app.table(name)).map(|t| t.name));
+    Ok(tables)
+}

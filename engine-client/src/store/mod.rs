@@ -1,0 +1,268 @@
+//! The local store: SQLite (a file, or memory), holding the view the app reads, the confirmed
+//! base, the outbox and the quarantine. Every operation is one SQLite transaction.
+
+mod apply;
+mod outbox;
+mod schema;
+mod tx;
+mod values;
+
+use std::collections::BTreeSet;
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use engine_kernel::wire::{MutationResult, PullResponse};
+use engine_kernel::{Actor, App, HlcClock, MutatorCtx, Outcome, Row, TableMeta};
+use serde_json::Value;
+use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions, SqliteSynchronous};
+use sqlx::{SqliteConnection, SqlitePool};
+
+pub(crate) use apply::Applied;
+pub(crate) use outbox::Entry;
+pub use outbox::Quarantined;
+
+use crate::error::{Error, Result};
+
+/// Where the local store lives.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum StoreLocation {
+    /// A SQLite file, created when missing: survives restarts.
+    File(PathBuf),
+    /// Memory only: gone when the client is dropped.
+    Memory,
+}
+
+/// A mutation queued by [`crate::Client::mutate`].
+#[derive(Debug, Clone, PartialEq)]
+pub struct Queued {
+    /// Its place in the client's sequence.
+    pub mutation_id: u64,
+    /// Its id, the same on every retry.
+    pub client_mutation_id: uuid::Uuid,
+    /// What its local run reported (the server's run reports the same for a deterministic
+    /// mutator; its ids are the same).
+    pub outcome: Outcome,
+}
+
+/// The names of the tables with a local copy.
+pub(crate) fn local_table_names(app: &App) -> Vec<&'static str> {
+    schema::local_tables(app).into_iter().map(|t| t.name).collect()
+}
+
+pub(crate) fn now_ms() -> i64 {
+    i64::try_from(engine_kernel::hlc::wall_clock_ms()).unwrap_or(i64::MAX)
+}
+
+/// The local store of one client.
+#[derive(Debug)]
+pub(crate) struct Store {
+    pool: SqlitePool,
+    app: Arc<App>,
+    actor: Actor,
+    client_id: uuid::Uuid,
+    clock: Mutex<HlcClock>,
+}
+
+impl Store {
+    /// Open (creating or migrating) the store at `location` for `app` and `actor`.
+    pub(crate) async fn open(location: &StoreLocation, app: Arc<App>, actor: Actor) -> Result<Store> {
+        let options = match location {
+            StoreLocation::File(path) => SqliteConnectOptions::new()
+                .filename(path)
+                .create_if_missing(true)
+                .journal_mode(SqliteJournalMode::Wal)
+                // A mutation is durable when `mutate` returns.
+                .synchronous(SqliteSynchronous::Full),
+            StoreLocation::Memory => SqliteConnectOptions::new().in_memory(true),
+        }
+        .busy_timeout(Duration::from_secs(10));
+        // One connection: SQLite writes one transaction at a time anyway, and an in-memory
+        // database lives exactly as long as its connection.
+        let pool = SqlitePoolOptions::new()
+            .max_connections(1)
+            .min_connections(1)
+            .idle_timeout(None)
+            .max_lifetime(None)
+            .connect_with(options)
+            .await?;
+        let mut tx = pool.begin_with("BEGIN IMMEDIATE").await?;
+        let resync = schema::migrate(&mut tx, &app).await?;
+        match schema::meta(&mut tx, "user_id").await? {
+            Some(user) if user != actor.user_id => {
+                return Err(Error::StoreMismatch(format!(
+                    "the store holds the data of user `{user}`, not of `{}`",
+                    actor.user_id
+                )));
+            }
+            Some(_) => {}
+            None => schema::set_meta(&mut tx, "user_id", &actor.user_id).await?,
+        }
+        let client_id = match schema::meta(&mut tx, "client_id").await?.and_then(|c| uuid::Uuid::parse_str(&c).ok()) {
+            Some(id) => id,
+            None => {
+                let id = uuid::Uuid::now_v7();
+                schema::set_meta(&mut tx, "client_id", &id.to_string()).await?;
+                id
+            }
+        };
+        if resync {
+            sqlx::query("DELETE FROM _engine_meta WHERE key = 'cursor'").execute(&mut *tx).await?;
+            sqlx::query("DELETE FROM _engine_row_buckets").execute(&mut *tx).await?;
+            schema::set_meta(&mut tx, "sweep", "1").await?;
+            apply::rebase(&mut tx, &app, &actor).await?;
+        }
+        tx.commit().await?;
+        let clock = Mutex::new(HlcClock::new(client_id.to_string()));
+        Ok(Store { pool, app, actor, client_id, clock })
+    }
+
+    pub(crate) fn client_id(&self) -> uuid::Uuid {
+        self.client_id
+    }
+
+    pub(crate) fn app(&self) -> &App {
+        &self.app
+    }
+
+    async fn write(&self) -> Result<sqlx::Transaction<'static, sqlx::Sqlite>> {
+        Ok(self.pool.begin_with("BEGIN IMMEDIATE").await?)
+    }
+
+    /// Run mutator `name` on the view and queue it, in one transaction. A mutation its local run
+    /// refuses is not queued.
+    pub(crate) async fn mutate(&self, name: &str, args: Value) -> Result<Queued> {
+        let def = *self.app.mutator(name).ok_or_else(|| engine_kernel::Error::UnknownMutator(name.to_owned()))?;
+        let hlc = self.clock.lock().unwrap_or_else(std::sync::PoisonError::into_inner).now();
+        let client_mutation_id = uuid::Uuid::now_v7();
+        let mut tx = self.write().await?;
+        let outcome = {
+            let mut local = tx::LocalTx::new(&mut tx, &self.app, self.actor.clone(), hlc.clone(), client_mutation_id);
+            let mut ctx = MutatorCtx::new(&mut local);
+            def.run(&mut ctx, args.clone()).await?
+        };
+        let mutation_id = outbox::take_mutation_id(&mut tx).await?;
+        let entry = Entry {
+            mutation_id,
+            client_mutation_id: client_mutation_id.to_string(),
+            name: name.to_owned(),
+            args: args.to_string(),
+            hlc: hlc.to_string(),
+        };
+        outbox::append(&mut tx, &entry, now_ms()).await?;
+        tx.commit().await?;
+        Ok(Queued { mutation_id: u64::try_from(mutation_id).unwrap_or(0), client_mutation_id, outcome })
+    }
+
+    /// Up to `limit` mutations to push, in order.
+    pub(crate) async fn unpushed(&self, limit: u32) -> Result<Vec<Entry>> {
+        let mut conn = self.pool.acquire().await?;
+        outbox::unpushed(&mut conn, limit).await
+    }
+
+    /// How many mutations wait for a pull to show them.
+    pub(crate) async fn pending_count(&self) -> Result<u64> {
+        let mut conn = self.pool.acquire().await?;
+        outbox::pending_count(&mut conn).await
+    }
+
+    /// Record a push's results; a rejection goes to the quarantine and the view is rebased
+    /// without it. Returns the tables whose view changed.
+    pub(crate) async fn record_results(&self, results: &[MutationResult]) -> Result<BTreeSet<&'static str>> {
+        let mut tx = self.write().await?;
+        let quarantined = outbox::record(&mut tx, results, now_ms()).await?;
+        let tables =
+            if quarantined > 0 { apply::rebase(&mut tx, &self.app, &self.actor).await? } else { BTreeSet::new() };
+        tx.commit().await?;
+        Ok(tables)
+    }
+
+    /// Number the outbox on from the server's `last` mutation id.
+    pub(crate) async fn renumber(&self, last: u64) -> Result<()> {
+        let mut tx = self.write().await?;
+        outbox::renumber(&mut tx, last).await?;
+        tx.commit().await?;
+        Ok(())
+    }
+
+    /// The cursor of the last page applied.
+    pub(crate) async fn cursor(&self) -> Result<Option<String>> {
+        let mut conn = self.pool.acquire().await?;
+        schema::meta(&mut conn, "cursor").await
+    }
+
+    /// Apply a pull page atomically.
+    pub(crate) async fn apply_page(&self, page: &PullResponse, bucket_ttl: Duration) -> Result<Applied> {
+        let ttl = i64::try_from(bucket_ttl.as_millis()).unwrap_or(i64::MAX);
+        let mut tx = self.write().await?;
+        let applied = apply::apply_page(&mut tx, &self.app, &self.actor, page, now_ms(), ttl).await?;
+        tx.commit().await?;
+        Ok(applied)
+    }
+
+    /// The quarantined mutations, oldest first.
+    pub(crate) async fn quarantined(&self) -> Result<Vec<Quarantined>> {
+        let mut conn = self.pool.acquire().await?;
+        outbox::quarantined(&mut conn).await
+    }
+
+    /// Queue a quarantined mutation again, as a new mutation. Returns whether it was there.
+    pub(crate) async fn retry(&self, client_mutation_id: uuid::Uuid) -> Result<Option<Queued>> {
+        let entry = {
+            let mut tx = self.write().await?;
+            let entry = outbox::unquarantine(&mut tx, client_mutation_id).await?;
+            tx.commit().await?;
+            entry
+        };
+        match entry {
+            Some((name, args)) => {
+                let args = serde_json::from_str(&args).unwrap_or(Value::Null);
+                Ok(Some(self.mutate(&name, args).await?))
+            }
+            None => Ok(None),
+        }
+    }
+
+    /// Drop a quarantined mutation. Returns whether it was there.
+    pub(crate) async fn discard(&self, client_mutation_id: uuid::Uuid) -> Result<bool> {
+        let mut tx = self.write().await?;
+        let found = outbox::unquarantine(&mut tx, client_mutation_id).await?.is_some();
+        tx.commit().await?;
+        Ok(found)
+    }
+
+    /// The live rows of `table`'s view whose columns equal `filter`, in key order.
+    pub(crate) async fn rows(
+        &self,
+        table: &'static TableMeta,
+        filter: &[(&'static str, Value)],
+        limit: Option<u32>,
+    ) -> Result<Vec<Row>> {
+        let mut conn = self.pool.acquire().await?;
+        rows(&mut conn, table, filter, limit).await
+    }
+}
+
+async fn rows(
+    conn: &mut SqliteConnection,
+    table: &'static TableMeta,
+    filter: &[(&'static str, Value)],
+    limit: Option<u32>,
+) -> Result<Vec<Row>> {
+    let mut conditions = Vec::new();
+    let mut binds = Vec::new();
+    for (name, value) in filter {
+        let column = table.column(name).ok_or_else(|| {
+            engine_kernel::Error::validation(format!("table `{}` has no column `{name}`", table.name))
+        })?;
+        conditions.push(format!("{} = ?", schema::ident(name)));
+        binds.push((column, value));
+    }
+    let sql = tx::select_sql(table, &conditions, limit);
+    let mut query = sqlx::query(sqlx::AssertSqlSafe(sql));
+    for (column, value) in binds {
+        query = values::bind(query, column, value);
+    }
+    let found = query.fetch_all(&mut *conn).await?;
+    Ok(found.iter().map(|r| values::decode_row(table, r)).collect::<sqlx::Result<_>>()?)
+}

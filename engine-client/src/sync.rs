@@ -1,0 +1,283 @@
+//! The sync engine: pull and push, each classified by PROTOCOL.md, and the loops that run them in
+//! the background — the outbox drains on a timer with backoff and jitter (never waiting for the
+//! next local write), pulls run when the stream says so, after a push, and on an interval.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::{Duration, SystemTime};
+
+use engine_kernel::ErrorCode;
+use engine_kernel::wire::{MutationResult, MutationStatus, PullRequest, PushRequest};
+use tokio::sync::{Mutex as AsyncMutex, Notify, broadcast, watch};
+
+use crate::backoff::Backoff;
+use crate::error::{Error, Result};
+use crate::presence::{Presence, PresenceEvent};
+use crate::remote::Remote;
+use crate::settings::Settings;
+use crate::status::Status;
+use crate::store::Store;
+
+/// Everything the client's handles and tasks share.
+pub(crate) struct Inner {
+    pub(crate) store: Store,
+    pub(crate) remote: Remote,
+    pub(crate) settings: Settings,
+    pub(crate) status: watch::Sender<Status>,
+    /// A version per local table, bumped when its view may have changed.
+    pub(crate) tables: BTreeMap<&'static str, watch::Sender<u64>>,
+    pub(crate) presence: std::sync::Mutex<Presence>,
+    pub(crate) presence_events: broadcast::Sender<PresenceEvent>,
+    /// Frames for the stream task to send (`track`, `untrack`).
+    pub(crate) outgoing: tokio::sync::mpsc::UnboundedSender<engine_kernel::wire::ClientFrame>,
+    outgoing_rx: std::sync::Mutex<Option<tokio::sync::mpsc::UnboundedReceiver<engine_kernel::wire::ClientFrame>>>,
+    pub(crate) wake_push: Notify,
+    pub(crate) wake_pull: Notify,
+    pub(crate) shutdown: watch::Sender<bool>,
+    push_lock: AsyncMutex<()>,
+    pull_lock: AsyncMutex<()>,
+}
+
+impl std::fmt::Debug for Inner {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Client").field("client_id", &self.store.client_id()).field("remote", &self.remote).finish()
+    }
+}
+
+impl Inner {
+    pub(crate) fn new(store: Store, remote: Remote, settings: Settings) -> Inner {
+        let (outgoing, outgoing_rx) = tokio::sync::mpsc::unbounded_channel();
+        let tables =
+            crate::store::local_table_names(store.app()).into_iter().map(|t| (t, watch::channel(0).0)).collect();
+        Inner {
+            store,
+            remote,
+            settings,
+            status: watch::channel(Status::default()).0,
+            tables,
+            presence: std::sync::Mutex::new(Presence::default()),
+            presence_events: broadcast::channel(256).0,
+            outgoing,
+            outgoing_rx: std::sync::Mutex::new(Some(outgoing_rx)),
+            wake_push: Notify::new(),
+            wake_pull: Notify::new(),
+            shutdown: watch::channel(false).0,
+            push_lock: AsyncMutex::new(()),
+            pull_lock: AsyncMutex::new(()),
+        }
+    }
+
+    /// The receiving end of `outgoing`, for the one stream task.
+    pub(crate) fn take_outgoing(
+        &self,
+    ) -> Option<tokio::sync::mpsc::UnboundedReceiver<engine_kernel::wire::ClientFrame>> {
+        self.outgoing_rx.lock().unwrap_or_else(std::sync::PoisonError::into_inner).take()
+    }
+
+    pub(crate) fn notify_tables<'a>(&self, tables: impl IntoIterator<Item = &'a str>) {
+        for table in tables {
+            if let Some(version) = self.tables.get(table) {
+                version.send_modify(|v| *v += 1);
+            }
+        }
+    }
+
+    /// Refresh the counts in the status.
+    pub(crate) async fn refresh_status(&self) {
+        let pending = self.store.pending_count().await.unwrap_or(0);
+        let quarantined = self.store.quarantined().await.unwrap_or_default();
+        self.status.send_if_modified(|status| {
+            let changed = status.pending != pending || status.quarantined != quarantined;
+            status.pending = pending;
+            status.quarantined = quarantined;
+            changed
+        });
+    }
+
+    fn record_error(&self, err: &Error) {
+        let text = err.to_string();
+        self.status.send_if_modified(|status| {
+            let changed = status.last_error.as_deref() != Some(text.as_str());
+            status.last_error = Some(text);
+            changed
+        });
+    }
+
+    fn clear_error(&self) {
+        self.status.send_if_modified(|status| status.last_error.take().is_some());
+    }
+
+    fn set_syncing(&self, syncing: bool) {
+        self.status.send_if_modified(|status| std::mem::replace(&mut status.syncing, syncing) != syncing);
+    }
+
+    /// Pull until caught up, applying each page atomically.
+    pub(crate) async fn pull(&self) -> Result<()> {
+        let _running = self.pull_lock.lock().await;
+        self.set_syncing(true);
+        let result = self.pull_pages().await;
+        self.set_syncing(false);
+        match &result {
+            Ok(()) => {
+                self.clear_error();
+                self.status.send_modify(|status| status.last_pull_at = Some(SystemTime::now()));
+            }
+            Err(err) => self.record_error(err),
+        }
+        self.refresh_status().await;
+        result
+    }
+
+    async fn pull_pages(&self) -> Result<()> {
+        loop {
+            let request = PullRequest {
+                client_id: self.store.client_id(),
+                cursor: self.store.cursor().await?,
+                buckets: None,
+                limit: Some(self.settings.pull_page),
+            };
+            let page = self.remote.pull(&request).await?;
+            let applied = self.store.apply_page(&page, self.settings.bucket_ttl).await?;
+            self.notify_tables(applied.tables.iter().copied());
+            if !page.has_more {
+                return Ok(());
+            }
+        }
+    }
+
+    /// Push the outbox until it is drained or a failure stops it. Returns whether anything
+    /// was applied (a pull will show it).
+    pub(crate) async fn push(&self) -> Result<bool> {
+        let _running = self.push_lock.lock().await;
+        self.set_syncing(true);
+        let result = self.push_batches().await;
+        self.set_syncing(false);
+        match &result {
+            Ok(_) => self.clear_error(),
+            Err(err) => self.record_error(err),
+        }
+        self.refresh_status().await;
+        result
+    }
+
+    async fn push_batches(&self) -> Result<bool> {
+        let mut batch_size = self.settings.push_batch.max(1);
+        let mut applied_any = false;
+        let mut renumbered_at = None;
+        loop {
+            let batch = self.store.unpushed(batch_size).await?;
+            if batch.is_empty() {
+                return Ok(applied_any);
+            }
+            let request = PushRequest {
+                client_id: self.store.client_id(),
+                mutations: batch.iter().map(crate::store::Entry::request).collect(),
+            };
+            match self.remote.push(&request).await {
+                Ok(response) => {
+                    applied_any |= response.results.iter().any(|r| r.status != MutationStatus::Rejected);
+                    let tables = self.store.record_results(&response.results).await?;
+                    self.notify_tables(tables.iter().copied());
+                    if response.results.len() < batch.len() {
+                        // The server stopped early without an error: try the rest later.
+                        return Ok(applied_any);
+                    }
+                }
+                Err(Error::Server { status: 409, problem, .. }) if problem.code == ErrorCode::MutationOutOfOrder => {
+                    // The server's sequence is behind the outbox: number it on from there, once.
+                    let last = problem.last_mutation_id.unwrap_or(0);
+                    if renumbered_at == Some(last) {
+                        return Err(Error::Server { status: 409, problem, retry_after: None });
+                    }
+                    renumbered_at = Some(last);
+                    self.store.renumber(last).await?;
+                }
+                Err(Error::Server { status: 400 | 413, problem, retry_after }) => {
+                    if batch.len() > 1 {
+                        // Find the mutation the server cannot take by pushing fewer at a time.
+                        batch_size = u32::try_from(batch.len() / 2).unwrap_or(1).max(1);
+                        continue;
+                    }
+                    // One mutation the server will never take: quarantine it, go on.
+                    let _ = retry_after;
+                    let entry = &batch[0];
+                    let rejected = MutationResult {
+                        client_mutation_id: entry.request().client_mutation_id,
+                        mutation_id: entry.request().mutation_id,
+                        status: MutationStatus::Rejected,
+                        server_id: None,
+                        reconciliation: None,
+                        error: Some(problem),
+                    };
+                    let tables = self.store.record_results(&[rejected]).await?;
+                    self.notify_tables(tables.iter().copied());
+                }
+                Err(err) => return Err(err),
+            }
+        }
+    }
+
+    /// How long to wait after `err` before trying again.
+    fn wait_after(err: &Error, backoff: &mut Backoff) -> Duration {
+        match err {
+            Error::Server { retry_after: Some(after), .. } => *after.max(&backoff.next_delay()),
+            _ => backoff.next_delay(),
+        }
+    }
+}
+
+/// Background tasks of a client, stopped when the last handle is dropped.
+pub(crate) fn spawn(inner: &Arc<Inner>) -> Vec<tokio::task::JoinHandle<()>> {
+    let mut tasks =
+        vec![tokio::spawn(work_loop(inner.clone(), Work::Push)), tokio::spawn(work_loop(inner.clone(), Work::Pull))];
+    if inner.settings.realtime {
+        tasks.push(tokio::spawn(crate::stream::run(inner.clone())));
+    }
+    tasks
+}
+
+/// What a background loop does each round.
+#[derive(Debug, Clone, Copy)]
+enum Work {
+    Push,
+    Pull,
+}
+
+/// Run `work` whenever it is woken, and on a timer: the pull interval after a success, the
+/// backoff (or the server's `Retry-After`) after a failure.
+async fn work_loop(inner: Arc<Inner>, work: Work) {
+    let reconnect = &inner.settings.reconnect;
+    let mut backoff = Backoff::new(reconnect.backoff_base, reconnect.backoff_max);
+    let mut shutdown = inner.shutdown.subscribe();
+    let wake = match work {
+        Work::Push => &inner.wake_push,
+        Work::Pull => &inner.wake_pull,
+    };
+    let mut wait = Duration::ZERO;
+    loop {
+        tokio::select! {
+            () = wake.notified() => {}
+            () = tokio::time::sleep(wait) => {}
+            _ = shutdown.changed() => return,
+        }
+        let done = match work {
+            // What a push applied, a pull confirms.
+            Work::Push => inner.push().await.map(|applied| {
+                if applied {
+                    inner.wake_pull.notify_one();
+                }
+            }),
+            Work::Pull => inner.pull().await,
+        };
+        match done {
+            Ok(()) => {
+                backoff.reset();
+                wait = inner.settings.pull_interval;
+            }
+            Err(err) => {
+                tracing::debug!(error = %err, ?work, "sync failed; retrying");
+                wait = Inner::wait_after(&err, &mut backoff);
+            }
+        }
+    }
+}
