@@ -5,6 +5,7 @@
 //! `postgres://postgres@127.0.0.1:5432/postgres`), and prints both with their ratio. Wall-clock
 //! figures: run on an otherwise idle machine, and read them as ratios.
 
+mod client;
 mod db;
 mod pull;
 mod push;
@@ -45,6 +46,15 @@ enum Command {
         #[arg(long, value_delimiter = ',', default_value = "1000,10000")]
         sockets: Vec<usize>,
     },
+    /// Client: bootstrap of 100,000 rows into the local store, and local mutate latency.
+    Client {
+        /// Rows to bootstrap.
+        #[arg(long, default_value_t = 100_000)]
+        rows: usize,
+        /// Mutations to time.
+        #[arg(long, default_value_t = 1_000)]
+        mutations: usize,
+    },
     /// Everything, with the defaults.
     All,
     /// Serve the notes app for the stream benchmark (its server process).
@@ -58,10 +68,12 @@ async fn main() {
         Command::Pull { rows, sizes } => pull::run(rows, &sizes).await,
         Command::Push { clients, seconds } => push::run(&clients, seconds).await,
         Command::Stream { sockets } => stream::run(&sockets).await,
+        Command::Client { rows, mutations } => client::run(rows, mutations).await,
         Command::All => {
             pull::run(100_000, &[10_000, 100_000, 1_000_000]).await;
             push::run(&[1, 8, 32], 5).await;
             stream::run(&[1000, 10_000]).await;
+            client::run(100_000, 1_000).await;
         }
         Command::Serve => stream::serve().await,
     }

@@ -18,7 +18,7 @@ use crate::db::BenchDb;
 
 const CLIENT: uuid::Uuid = uuid::Uuid::from_u128(0x0192_f0e0_0000_7000_8000_0000_0000_0001);
 
-async fn seed(db: &BenchDb, rows: usize) {
+pub(crate) async fn seed(db: &BenchDb, rows: usize) {
     sqlx::raw_sql(sqlx::AssertSqlSafe(format!(
         "INSERT INTO lists VALUES ('l1', 'alice', 'bench', false);
          INSERT INTO list_members VALUES ('l1', 'alice', 'alice', 'owner');

@@ -212,7 +212,7 @@ impl Client {
     pub async fn mutate_named(&self, name: &str, args: Value) -> Result<Queued> {
         let queued = self.inner.store.mutate(name, args).await?;
         self.inner.notify_tables(self.inner.tables.keys().copied());
-        self.inner.refresh_status().await;
+        self.inner.status.send_modify(|status| status.pending += 1);
         self.inner.wake_push.notify_one();
         Ok(queued)
     }
@@ -241,6 +241,49 @@ impl Client {
     pub async fn sync(&self) -> Result<()> {
         self.push().await?;
         self.pull().await
+    }
+
+    /// The buckets the client holds rows of, in key order.
+    ///
+    /// # Errors
+    /// [`Error::Store`] when the store fails.
+    pub async fn buckets(&self) -> Result<Vec<BucketKey>> {
+        self.inner.store.buckets().await
+    }
+
+    /// The buckets of sync rule `rule` the client holds rows of (`shared/…` for `"shared"`).
+    ///
+    /// # Errors
+    /// [`Error::Store`] when the store fails.
+    pub async fn buckets_for_rule(&self, rule: &str) -> Result<Vec<BucketKey>> {
+        Ok(self.buckets().await?.into_iter().filter(|b| b.rule() == rule).collect())
+    }
+
+    /// The cursor of the last pull (opaque; `None` before the first).
+    ///
+    /// # Errors
+    /// [`Error::Store`] when the store fails.
+    pub async fn cursor(&self) -> Result<Option<String>> {
+        self.inner.store.cursor().await
+    }
+
+    /// Follow only `buckets` in realtime (`None`: every bucket the actor holds, kept current as
+    /// memberships change — the default), from now on and across reconnections. Pulls still
+    /// bring every held bucket: this scopes pings, not data.
+    pub fn subscribe(&self, buckets: Option<Vec<BucketKey>>) {
+        let frame = buckets.clone().map(|buckets| ClientFrame::Subscribe { buckets });
+        let before = std::mem::replace(
+            &mut *self.inner.subscription.lock().unwrap_or_else(std::sync::PoisonError::into_inner),
+            buckets,
+        );
+        match frame {
+            Some(frame) => {
+                let _ = self.inner.outgoing.send(frame);
+            }
+            // The protocol has no frame for "all again": a new connection starts that way.
+            None if before.is_some() => self.inner.restart_stream.notify_one(),
+            None => {}
+        }
     }
 
     /// The rows of table `T` in the view.
@@ -329,6 +372,24 @@ impl Client {
     /// Presence changes, as they arrive.
     pub fn presence_events(&self) -> broadcast::Receiver<PresenceEvent> {
         self.inner.presence_events.subscribe()
+    }
+
+    /// Call `on_event` with every presence change, until the client closes.
+    pub fn on_presence(&self, on_event: impl Fn(PresenceEvent) + Send + 'static) {
+        let mut events = self.presence_events();
+        let mut shutdown = self.inner.shutdown.subscribe();
+        tokio::spawn(async move {
+            loop {
+                tokio::select! {
+                    event = events.recv() => match event {
+                        Ok(event) => on_event(event),
+                        Err(broadcast::error::RecvError::Lagged(_)) => {}
+                        Err(broadcast::error::RecvError::Closed) => return,
+                    },
+                    _ = shutdown.changed() => return,
+                }
+            }
+        });
     }
 
     /// Stop syncing now (the store stays as it is).

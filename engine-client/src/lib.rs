@@ -33,6 +33,12 @@ mod sync;
 
 pub use auth::{AuthProvider, BearerToken};
 pub use client::{Client, ClientBuilder, Collection};
+/// The boxed future [`AuthProvider`]'s methods return.
+pub use engine_kernel::BoxFuture;
+/// Collaborative columns, to edit before a mutation carries the edit: `CrdtText::insert` and
+/// `CrdtMap::insert` return the update, [`crdt::update_to_base64`] encodes it for the mutator's
+/// arguments, `merge` applies an update or a server state.
+pub use engine_kernel::crdt;
 pub use error::{Error, Result};
 pub use presence::{PresenceEvent, PresenceState};
 pub use settings::{Reconnect, Settings};

@@ -115,6 +115,12 @@ async fn session(
     shutdown: &mut tokio::sync::watch::Receiver<bool>,
 ) -> End {
     let (mut sink, mut stream) = socket.split();
+    let subscription = inner.subscription.lock().unwrap_or_else(std::sync::PoisonError::into_inner).clone();
+    if let Some(buckets) = subscription
+        && sink.send(frame_text(&ClientFrame::Subscribe { buckets })).await.is_err()
+    {
+        return End::Lost;
+    }
     let tracked: Vec<ClientFrame> = inner
         .presence
         .lock()
@@ -162,6 +168,10 @@ async fn session(
                     return End::Lost;
                 }
                 awaiting_pong.get_or_insert_with(Instant::now);
+            }
+            () = inner.restart_stream.notified() => {
+                let _ = sink.send(Message::Close(None)).await;
+                return End::Lost;
             }
             _ = shutdown.changed() => {
                 let _ = sink.send(Message::Close(None)).await;

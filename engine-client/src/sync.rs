@@ -31,6 +31,10 @@ pub(crate) struct Inner {
     /// Frames for the stream task to send (`track`, `untrack`).
     pub(crate) outgoing: tokio::sync::mpsc::UnboundedSender<engine_kernel::wire::ClientFrame>,
     outgoing_rx: std::sync::Mutex<Option<tokio::sync::mpsc::UnboundedReceiver<engine_kernel::wire::ClientFrame>>>,
+    /// The buckets followed in realtime, when the app narrowed them ([`crate::Client::subscribe`]).
+    pub(crate) subscription: std::sync::Mutex<Option<Vec<engine_kernel::BucketKey>>>,
+    /// Asks the stream to connect afresh.
+    pub(crate) restart_stream: Notify,
     pub(crate) wake_push: Notify,
     pub(crate) wake_pull: Notify,
     pub(crate) shutdown: watch::Sender<bool>,
@@ -59,6 +63,8 @@ impl Inner {
             presence_events: broadcast::channel(256).0,
             outgoing,
             outgoing_rx: std::sync::Mutex::new(Some(outgoing_rx)),
+            subscription: std::sync::Mutex::new(None),
+            restart_stream: Notify::new(),
             wake_push: Notify::new(),
             wake_pull: Notify::new(),
             shutdown: watch::channel(false).0,
@@ -129,18 +135,28 @@ impl Inner {
     }
 
     async fn pull_pages(&self) -> Result<()> {
+        let request = |cursor: Option<String>| PullRequest {
+            client_id: self.store.client_id(),
+            cursor,
+            buckets: None,
+            limit: Some(self.settings.pull_page),
+        };
+        let mut page = self.remote.pull(&request(self.store.cursor().await?)).await?;
         loop {
-            let request = PullRequest {
-                client_id: self.store.client_id(),
-                cursor: self.store.cursor().await?,
-                buckets: None,
-                limit: Some(self.settings.pull_page),
+            // The next page is asked for while this one is applied: a cursor answers the same
+            // however often it is sent, so a page fetched in vain costs nothing but the fetch.
+            let next = async {
+                match page.has_more {
+                    true => Some(self.remote.pull(&request(Some(page.cursor.clone()))).await),
+                    false => None,
+                }
             };
-            let page = self.remote.pull(&request).await?;
-            let applied = self.store.apply_page(&page, self.settings.bucket_ttl).await?;
+            let (applied, next) = tokio::join!(self.store.apply_page(&page, self.settings.bucket_ttl), next);
+            let applied = applied?;
             self.notify_tables(applied.tables.iter().copied());
-            if !page.has_more {
-                return Ok(());
+            match next {
+                Some(next) => page = next?,
+                None => return Ok(()),
             }
         }
     }

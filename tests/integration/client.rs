@@ -364,3 +364,390 @@ async fn clients_behind_a_faulty_network_converge_and_apply_everything_once() {
         assert!(notes.len() > 10, "{user} sees the shared notes");
     }
 }
+
+#[tokio::test]
+async fn pings_drive_pulls_and_the_stream_comes_back_after_the_server_does() {
+    use crate::support::process::ServerProcess;
+    let db = TestDb::new().await;
+    db.notes().await;
+    let port = free_port();
+    let url = format!("http://127.0.0.1:{port}");
+    let mut server = ServerProcess::start_on(&db.url, Duration::from_secs(30), port).await;
+    // No pull interval to speak of: only the stream makes bob pull.
+    let quiet = |b: engine::client::ClientBuilder| b.pull_interval(Duration::from_secs(3600));
+    let alice = notes_client(&url, "alice", StoreLocation::Memory, quiet).await;
+    let bob = notes_client(&url, "bob", StoreLocation::Memory, quiet).await;
+    eventually(SOON, "both streams connect", || async { alice.status().connected && bob.status().connected }).await;
+
+    alice.mutate::<create_list>(CreateList { id: Some("l1".into()), title: "live".into() }).await.unwrap();
+    alice
+        .mutate::<share_list>(ShareList { list_id: "l1".into(), user_id: "bob".into(), role: ShareRole::Viewer })
+        .await
+        .unwrap();
+    eventually(SOON, "a ping brings bob the list", || async {
+        bob.get::<List>(&"l1".to_owned()).await.unwrap().is_some()
+    })
+    .await;
+
+    // The server goes away; alice keeps writing; the server comes back on the same address.
+    server.kill().await;
+    eventually(SOON, "both notice", || async { !alice.status().connected && !bob.status().connected }).await;
+    alice
+        .mutate::<add_note>(AddNote { id: Some("n1".into()), list_id: "l1".into(), title: "while down".into() })
+        .await
+        .unwrap();
+    let _server = ServerProcess::start_on(&db.url, Duration::from_secs(30), port).await;
+    eventually(Duration::from_secs(20), "the streams reconnect", || async {
+        alice.status().connected && bob.status().connected
+    })
+    .await;
+    eventually(Duration::from_secs(20), "the note written while down reaches bob", || async {
+        note(&bob, "n1").await.is_some()
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn presence_reaches_the_other_clients_of_a_bucket() {
+    let db = TestDb::new().await;
+    let server = TestServer::start(&db, |b| b).await;
+    let url = server.url("");
+    let (alice, bob) = {
+        let (alice, bob) = shared_list(&url).await;
+        drop((alice, bob));
+        (
+            notes_client(&url, "alice", StoreLocation::Memory, |b| b).await,
+            notes_client(&url, "bob", StoreLocation::Memory, |b| b).await,
+        )
+    };
+    let bucket = engine::BucketKey::new("shared", &["l1"]);
+    let mut events = bob.presence_events();
+    let joined = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    bob.on_presence({
+        let (joined, bucket) = (joined.clone(), bucket.clone());
+        move |event| {
+            if event.bucket == bucket && event.state.contains_key("alice") {
+                joined.store(true, std::sync::atomic::Ordering::SeqCst);
+            }
+        }
+    });
+    let meta = serde_json::json!({"editing": "title"}).as_object().unwrap().clone();
+    alice.track(bucket.clone(), meta);
+    eventually(SOON, "bob sees alice present", || async {
+        bob.presence_state(&bucket).get("alice").is_some_and(|metas| metas.iter().any(|m| m["editing"] == "title"))
+    })
+    .await;
+    loop {
+        let event = events.recv().await.unwrap();
+        if event.bucket == bucket && event.state.contains_key("alice") {
+            break;
+        }
+    }
+    eventually(SOON, "the callback hears the join", || async { joined.load(std::sync::atomic::Ordering::SeqCst) })
+        .await;
+    alice.untrack(&bucket);
+    eventually(SOON, "bob sees alice leave", || async { !bob.presence_state(&bucket).contains_key("alice") }).await;
+}
+
+/// Credentials that start out refused and are replaced by good ones on refresh.
+#[derive(Clone)]
+struct Expiring {
+    token: engine::client::BearerToken,
+    refreshes: std::sync::Arc<std::sync::atomic::AtomicUsize>,
+}
+
+impl engine::client::AuthProvider for Expiring {
+    fn headers(&self) -> engine::client::BoxFuture<'_, engine::client::Result<Vec<(String, String)>>> {
+        self.token.headers()
+    }
+
+    fn refresh(&self) -> engine::client::BoxFuture<'_, engine::client::Result<()>> {
+        self.refreshes.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        self.token.set(TestServer::token("alice"));
+        Box::pin(async { Ok(()) })
+    }
+
+    fn actor(&self) -> Option<engine::Actor> {
+        Some(engine::Actor::new("alice", "alice"))
+    }
+}
+
+#[tokio::test]
+async fn a_refused_token_is_refreshed_and_the_request_retried() {
+    let db = TestDb::new().await;
+    let server = TestServer::start(&db, |b| b).await;
+    // A token the server refuses (signed with a secret it does not know: revoked, say).
+    let refused =
+        engine::auth::issue_bearer_token("alice", "alice", "an old secret", Duration::from_secs(600)).unwrap();
+    let auth = Expiring { token: engine::client::BearerToken::new(refused), refreshes: Default::default() };
+    let alice = Client::builder(server.url(""))
+        .app(example_notes::app())
+        .auth(auth.clone())
+        .background(false)
+        .build()
+        .await
+        .unwrap();
+    alice.mutate::<create_list>(CreateList { id: Some("l1".into()), title: "fresh".into() }).await.unwrap();
+    alice.sync().await.unwrap();
+    assert_eq!(auth.refreshes.load(std::sync::atomic::Ordering::SeqCst), 1);
+    assert_eq!(alice.status().pending, 0);
+}
+
+#[tokio::test]
+async fn an_outbox_ahead_of_the_server_is_renumbered_from_its_last_mutation_id() {
+    let db = TestDb::new().await;
+    let server = TestServer::start(&db, |b| b).await;
+    let alice = notes_client(&server.url(""), "alice", StoreLocation::Memory, |b| b.background(false)).await;
+    for i in 0..3 {
+        alice.mutate::<create_list>(CreateList { id: Some(format!("l{i}")), title: "x".into() }).await.unwrap();
+    }
+    alice.sync().await.unwrap();
+    // The server forgets this client (restored from an older backup, say).
+    sqlx::query("DELETE FROM _engine_clients").execute(&db.pool).await.unwrap();
+    sqlx::query("DELETE FROM _engine_mutations").execute(&db.pool).await.unwrap();
+    alice.mutate::<create_list>(CreateList { id: Some("l3".into()), title: "after".into() }).await.unwrap();
+    alice.sync().await.unwrap();
+    assert_eq!(alice.status().pending, 0);
+    let recorded: Vec<i64> =
+        sqlx::query_scalar("SELECT mutation_id FROM _engine_mutations").fetch_all(&db.pool).await.unwrap();
+    assert_eq!(recorded, [1], "numbered on from the server's sequence");
+    assert!(alice.get::<List>(&"l3".to_owned()).await.unwrap().is_some());
+}
+
+#[tokio::test]
+async fn rows_of_a_bucket_left_stay_for_its_ttl_and_rows_with_pending_writes_stay_longer() {
+    use example_notes::mutators::{UnshareList, unshare_list};
+    let db = TestDb::new().await;
+    let server = TestServer::start(&db, |b| b).await;
+    let url = server.url("");
+    let alice = notes_client(&url, "alice", StoreLocation::Memory, |b| b.background(false)).await;
+    let bob =
+        notes_client(&url, "bob", StoreLocation::Memory, |b| b.background(false).bucket_ttl(Duration::from_secs(1)))
+            .await;
+    alice.mutate::<create_list>(CreateList { id: Some("l1".into()), title: "shared".into() }).await.unwrap();
+    for id in ["n1", "n2"] {
+        alice
+            .mutate::<add_note>(AddNote { id: Some(id.into()), list_id: "l1".into(), title: id.into() })
+            .await
+            .unwrap();
+    }
+    alice
+        .mutate::<share_list>(ShareList { list_id: "l1".into(), user_id: "bob".into(), role: ShareRole::Editor })
+        .await
+        .unwrap();
+    alice.sync().await.unwrap();
+    bob.pull().await.unwrap();
+    assert!(note(&bob, "n1").await.is_some());
+
+    alice.mutate::<unshare_list>(UnshareList { list_id: "l1".into(), user_id: "bob".into() }).await.unwrap();
+    alice.sync().await.unwrap();
+    // Bob edits n2 before he hears of it.
+    bob.mutate::<update_note>(UpdateNote {
+        id: "n2".into(),
+        title: Some("mine now".into()),
+        done: None,
+        position: None,
+    })
+    .await
+    .unwrap();
+    bob.pull().await.unwrap();
+    assert!(note(&bob, "n1").await.is_some(), "within the TTL the rows stay");
+    tokio::time::sleep(Duration::from_millis(1100)).await;
+    bob.pull().await.unwrap();
+    assert!(note(&bob, "n1").await.is_none(), "after the TTL they go");
+    assert_eq!(note(&bob, "n2").await.map(|n| n.title), Some("mine now".into()), "a row with a pending write stays");
+    // The server refuses the edit; with it gone, so is the row.
+    bob.push().await.unwrap();
+    bob.pull().await.unwrap();
+    assert_eq!(bob.quarantined().await.unwrap().len(), 1);
+    assert!(note(&bob, "n2").await.is_none());
+}
+
+/// The notes app as a later version might have it: `notes` gains a column (v2), then changes a
+/// column's type (v3).
+mod later {
+    use engine::{CrdtText, Timestamp};
+    use example_notes::{List, ListMember};
+
+    /// Notes with a colour.
+    #[engine::table(name = "notes", merge = "field")]
+    #[derive(Debug, Clone, PartialEq)]
+    pub(crate) struct NoteV2 {
+        #[engine(primary_key)]
+        pub(crate) id: String,
+        #[engine(owner)]
+        pub(crate) owner_id: String,
+        pub(crate) list_id: String,
+        pub(crate) title: String,
+        pub(crate) done: bool,
+        pub(crate) position: i64,
+        pub(crate) body: CrdtText,
+        #[engine(soft_delete)]
+        pub(crate) deleted_at: Option<Timestamp>,
+        pub(crate) color: Option<String>,
+    }
+
+    /// Notes whose position became text.
+    #[engine::table(name = "notes", merge = "field")]
+    #[derive(Debug, Clone, PartialEq)]
+    pub(crate) struct NoteV3 {
+        #[engine(primary_key)]
+        pub(crate) id: String,
+        #[engine(owner)]
+        pub(crate) owner_id: String,
+        pub(crate) list_id: String,
+        pub(crate) title: String,
+        pub(crate) done: bool,
+        pub(crate) position: String,
+        pub(crate) body: CrdtText,
+        #[engine(soft_delete)]
+        pub(crate) deleted_at: Option<Timestamp>,
+    }
+
+    macro_rules! rules_for {
+        ($module:ident, $note:ident) => {
+            #[engine::sync_rules]
+            pub(crate) mod $module {
+                use super::{$note, List, ListMember};
+
+                /// What the actor owns.
+                #[bucket(name = "own", data(List::owner_id == bucket.owner_id, $note::owner_id == bucket.owner_id, ListMember::owner_id == bucket.owner_id))]
+                #[derive(Debug)]
+                pub(crate) struct Own {
+                    #[param(actor.owner_id)]
+                    pub(crate) owner_id: String,
+                }
+
+                /// The lists the actor is a member of.
+                #[bucket(name = "shared", membership(ListMember::user_id == actor.user_id), data(List::id == bucket.list_id, $note::list_id == bucket.list_id, ListMember::list_id == bucket.list_id))]
+                #[derive(Debug)]
+                pub(crate) struct Shared {
+                    #[param(ListMember::list_id)]
+                    pub(crate) list_id: String,
+                }
+            }
+        };
+    }
+    rules_for!(rules_v2, NoteV2);
+    rules_for!(rules_v3, NoteV3);
+
+    pub(crate) fn v2() -> engine::App {
+        engine::app! { tables: [List, ListMember, NoteV2], mutators: [], sync_rules: rules_v2 }
+    }
+
+    pub(crate) fn v3() -> engine::App {
+        engine::app! { tables: [List, ListMember, NoteV3], mutators: [], sync_rules: rules_v3 }
+    }
+}
+
+#[tokio::test]
+async fn the_store_follows_the_app_keeping_rows_and_outbox() {
+    let db = TestDb::new().await;
+    let server = TestServer::start(&db, |b| b).await;
+    let url = server.url("");
+    let dir = std::env::temp_dir().join(format!("engine-client-{}", uuid::Uuid::new_v4().simple()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let store = StoreLocation::File(dir.join("alice.db"));
+    let open = |app: engine::App| {
+        let (url, store) = (url.clone(), store.clone());
+        async move { notes_client(&url, "alice", store, |b| b.app(app).background(false)).await }
+    };
+
+    let v1 = open(example_notes::app()).await;
+    v1.mutate::<create_list>(CreateList { id: Some("l1".into()), title: "kept".into() }).await.unwrap();
+    v1.mutate::<add_note>(AddNote { id: Some("n1".into()), list_id: "l1".into(), title: "synced".into() })
+        .await
+        .unwrap();
+    v1.sync().await.unwrap();
+    v1.mutate::<add_note>(AddNote { id: Some("n2".into()), list_id: "l1".into(), title: "queued".into() })
+        .await
+        .unwrap();
+    drop(v1);
+
+    // A column added: the rows stay, readable at once; the outbox stays.
+    let v2 = open(later::v2()).await;
+    let notes = v2.collection::<later::NoteV2>().all().await.unwrap();
+    assert_eq!(notes.iter().map(|n| (n.id.as_str(), n.color.clone())).collect::<Vec<_>>(), [("n1", None)]);
+    assert_eq!(v2.status().pending, 1);
+    v2.sync().await.unwrap();
+    assert_eq!(v2.status().pending, 0, "the queued mutation went out under the new app");
+    let ids: Vec<String> = v2.collection::<later::NoteV2>().all().await.unwrap().into_iter().map(|n| n.id).collect();
+    assert_eq!(ids, ["n1", "n2"]);
+    drop(v2);
+
+    // A column's type changed: the table is rebuilt and pulled again.
+    let v3 = open(later::v3()).await;
+    assert!(v3.collection::<later::NoteV3>().all().await.unwrap().is_empty(), "nothing of the old shape is read");
+    v3.pull().await.unwrap();
+    let notes = v3.collection::<later::NoteV3>().all().await.unwrap();
+    assert_eq!(notes.len(), 2);
+    assert!(notes.iter().all(|n| n.position.parse::<i64>().is_ok()), "positions come back as their text");
+    assert!(v3.get::<List>(&"l1".to_owned()).await.unwrap().is_some(), "other tables keep their rows");
+    drop(v3);
+    let _ = std::fs::remove_dir_all(dir);
+}
+
+#[tokio::test]
+async fn status_and_collections_tell_a_ui_when_to_render_again() {
+    let db = TestDb::new().await;
+    let server = TestServer::start(&db, |b| b).await;
+    let alice = notes_client(&server.url(""), "alice", StoreLocation::Memory, |b| b.background(false)).await;
+    let mut status = alice.status_stream();
+    let mut lists = alice.collection::<List>().changes();
+
+    alice.mutate::<create_list>(CreateList { id: Some("l1".into()), title: "watched".into() }).await.unwrap();
+    tokio::time::timeout(SOON, lists.changed()).await.unwrap().unwrap();
+    tokio::time::timeout(SOON, status.wait_for(|s| s.pending == 1)).await.unwrap().unwrap();
+
+    alice.sync().await.unwrap();
+    let synced = tokio::time::timeout(SOON, status.wait_for(|s| s.pending == 0 && s.last_pull_at.is_some()))
+        .await
+        .unwrap()
+        .unwrap()
+        .clone();
+    assert!(!synced.syncing && synced.last_error.is_none(), "{synced:?}");
+
+    // A mutation its local run refuses is not queued, and says why.
+    let refused = alice.mutate::<add_note>(AddNote { id: None, list_id: "nope".into(), title: "x".into() }).await;
+    assert!(matches!(refused, Err(engine::client::Error::Mutation(engine::Error::MutatorFailed(_)))), "{refused:?}");
+    assert_eq!(alice.status().pending, 0);
+
+    // An unreachable server is reported, and the write waits.
+    drop(server);
+    alice.mutate::<add_note>(AddNote { id: None, list_id: "l1".into(), title: "later".into() }).await.unwrap();
+    assert!(alice.push().await.is_err());
+    let status = alice.status();
+    assert_eq!(status.pending, 1);
+    assert!(status.last_error.as_deref().is_some_and(|e| e.starts_with("network")), "{status:?}");
+}
+
+#[tokio::test]
+async fn scope_helpers_and_a_narrowed_subscription() {
+    let db = TestDb::new().await;
+    let server = TestServer::start(&db, |b| b).await;
+    let url = server.url("");
+    let (alice, _) = shared_list(&url).await;
+    let bob = notes_client(&url, "bob", StoreLocation::Memory, |b| b.pull_interval(Duration::from_secs(3600))).await;
+    eventually(SOON, "bob connects and pulls", || async {
+        bob.status().connected && bob.status().last_pull_at.is_some()
+    })
+    .await;
+    let shared = engine::BucketKey::new("shared", &["l1"]);
+    assert_eq!(bob.buckets_for_rule("shared").await.unwrap(), std::slice::from_ref(&shared));
+    assert!(bob.buckets().await.unwrap().contains(&shared));
+    assert!(bob.cursor().await.unwrap().is_some());
+
+    // Following only his own bucket, bob is not pinged for the shared list.
+    bob.subscribe(Some(vec![engine::BucketKey::new("own", &["bob"])]));
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    alice
+        .mutate::<add_note>(AddNote { id: Some("quiet".into()), list_id: "l1".into(), title: "unheard".into() })
+        .await
+        .unwrap();
+    alice.sync().await.unwrap();
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    assert!(note(&bob, "quiet").await.is_none(), "no ping, no pull");
+    // Back to everything: the next connection follows all buckets and catches up.
+    bob.subscribe(None);
+    eventually(SOON, "bob catches up", || async { note(&bob, "quiet").await.is_some() }).await;
+}

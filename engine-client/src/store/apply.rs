@@ -223,6 +223,14 @@ async fn sweep(conn: &mut SqliteConnection, table: &'static TableMeta) -> Result
 /// Evict rows whose every bucket the actor left before `left_before` (ms), except rows with
 /// pending writes; forget those buckets' memberships. Returns the tables that lost rows.
 async fn evict(conn: &mut SqliteConnection, app: &App, left_before: i64) -> Result<BTreeSet<&'static str>> {
+    let expired_buckets: bool =
+        sqlx::query_scalar("SELECT EXISTS (SELECT 1 FROM _engine_buckets WHERE left_at IS NOT NULL AND left_at <= ?)")
+            .bind(left_before)
+            .fetch_one(&mut *conn)
+            .await?;
+    if !expired_buckets {
+        return Ok(BTreeSet::new());
+    }
     let expired: Vec<(String, String)> = sqlx::query_as(
         "SELECT DISTINCT rb.tbl, rb.key FROM _engine_row_buckets rb JOIN _engine_buckets b ON b.bucket = rb.bucket
          WHERE b.left_at IS NOT NULL AND b.left_at <= ?1

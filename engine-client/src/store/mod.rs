@@ -200,6 +200,16 @@ impl Store {
         Ok(applied)
     }
 
+    /// The buckets the store holds rows of for the actor (not those it left).
+    pub(crate) async fn buckets(&self) -> Result<Vec<engine_kernel::BucketKey>> {
+        let mut conn = self.pool.acquire().await?;
+        let keys: Vec<String> =
+            sqlx::query_scalar("SELECT bucket FROM _engine_buckets WHERE left_at IS NULL ORDER BY bucket")
+                .fetch_all(&mut *conn)
+                .await?;
+        Ok(keys.iter().filter_map(|k| engine_kernel::BucketKey::parse(k).ok()).collect())
+    }
+
     /// The quarantined mutations, oldest first.
     pub(crate) async fn quarantined(&self) -> Result<Vec<Quarantined>> {
         let mut conn = self.pool.acquire().await?;

@@ -6,7 +6,7 @@ use engine_kernel::wire::{MutationRequest, MutationResult, MutationStatus, Probl
 use serde_json::Value;
 use sqlx::SqliteConnection;
 
-use super::schema::{meta, set_meta};
+use super::schema::set_meta;
 use crate::error::Result;
 
 /// A mutation in the outbox.
@@ -47,9 +47,13 @@ pub struct Quarantined {
 
 /// The next mutation id, taken.
 pub(crate) async fn take_mutation_id(conn: &mut SqliteConnection) -> Result<i64> {
-    let last: i64 = meta(conn, "last_mutation_id").await?.and_then(|v| v.parse().ok()).unwrap_or(0);
-    set_meta(conn, "last_mutation_id", &(last + 1).to_string()).await?;
-    Ok(last + 1)
+    let taken: String = sqlx::query_scalar(
+        "INSERT INTO _engine_meta (key, value) VALUES ('last_mutation_id', '1')
+         ON CONFLICT (key) DO UPDATE SET value = CAST(CAST(value AS INTEGER) + 1 AS TEXT) RETURNING value",
+    )
+    .fetch_one(&mut *conn)
+    .await?;
+    Ok(taken.parse().unwrap_or(0))
 }
 
 pub(crate) async fn append(conn: &mut SqliteConnection, entry: &Entry, now_ms: i64) -> Result<()> {
