@@ -12,29 +12,16 @@
 
 use std::time::{Duration, Instant};
 
-use engine::auth::BearerTokenAuth;
 use engine::client::{BearerToken, Client, StoreLocation};
-use engine::limits::Limits;
 use example_notes::mutators::{AddNote, add_note};
 use sqlx::{Connection, Row};
 
-use crate::db::BenchDb;
-
-const SECRET: &str = "bench-secret";
+use crate::db::{BenchDb, SECRET, notes_server};
 
 /// A notes server on this machine, for `db`.
 async fn serve(db: &BenchDb) -> (String, tokio::task::JoinHandle<()>) {
-    let server = engine::Server::builder()
-        .app(example_notes::app())
-        .storage(engine::storage::postgres("unused").pool(db.pool.clone()))
-        .auth(BearerTokenAuth::new(SECRET))
-        .limits(Limits::default().rate(0, 0))
-        .build()
-        .await
-        .expect("the server builds");
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
-    let url = format!("http://{}", listener.local_addr().expect("an address"));
-    (url, tokio::spawn(async move { server.serve(listener).await.expect("serve") }))
+    let (addr, task) = notes_server(engine::storage::postgres("unused").pool(db.pool.clone())).await;
+    (format!("http://{addr}"), task)
 }
 
 async fn client(url: &str, store: StoreLocation) -> Client {

@@ -50,3 +50,24 @@ impl BenchDb {
         admin.execute(sqlx::AssertSqlSafe(format!("DROP DATABASE IF EXISTS {} WITH (FORCE)", self.name))).await.ok();
     }
 }
+
+/// The signing secret of the benchmarks' servers.
+pub(crate) const SECRET: &str = "bench-secret";
+
+/// A notes server with `storage`, no rate limit, served on an ephemeral port of this machine:
+/// its address and a handle on the task serving it.
+pub(crate) async fn notes_server(
+    storage: engine::storage::Postgres,
+) -> (std::net::SocketAddr, tokio::task::JoinHandle<()>) {
+    let server = engine::Server::builder()
+        .app(example_notes::app())
+        .storage(storage)
+        .auth(engine::auth::BearerTokenAuth::new(SECRET))
+        .limits(engine::limits::Limits::default().rate(0, 0))
+        .build()
+        .await
+        .expect("the server builds");
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
+    let addr = listener.local_addr().expect("an address");
+    (addr, tokio::spawn(async move { server.serve(listener).await.expect("serve") }))
+}

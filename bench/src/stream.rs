@@ -7,8 +7,6 @@
 use std::process::Stdio;
 use std::time::{Duration, Instant};
 
-use engine::auth::BearerTokenAuth;
-use engine::limits::Limits;
 use futures_util::{SinkExt, StreamExt};
 use serde_json::json;
 use tokio::io::{AsyncBufReadExt, BufReader};
@@ -16,25 +14,16 @@ use tokio::sync::mpsc;
 use tokio_tungstenite::tungstenite::Message;
 use tokio_tungstenite::tungstenite::client::IntoClientRequest;
 
-use crate::db::BenchDb;
+use crate::db::{BenchDb, SECRET, notes_server};
 
-const SECRET: &str = "bench-secret";
 const SAMPLES: usize = 200;
 
 /// The server process of the benchmark.
 pub(crate) async fn serve() {
     let url = std::env::var("DATABASE_URL").expect("DATABASE_URL");
-    let server = engine::Server::builder()
-        .app(example_notes::app())
-        .database_url(url)
-        .auth(BearerTokenAuth::new(SECRET))
-        .limits(Limits::default().rate(0, 0))
-        .build()
-        .await
-        .expect("the server builds");
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
-    println!("listening on {}", listener.local_addr().expect("an address"));
-    server.serve(listener).await.expect("serve");
+    let (addr, task) = notes_server(engine::storage::postgres(url)).await;
+    println!("listening on {addr}");
+    task.await.expect("serve");
 }
 
 fn resident_kib(pid: u32) -> u64 {

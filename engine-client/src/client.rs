@@ -234,13 +234,23 @@ impl Client {
         self.inner.push().await.map(drop)
     }
 
-    /// Push, then pull.
+    /// Push, then pull until what the push applied shows (or a few seconds pass: a write
+    /// reaches pulls once every transaction that began before it has finished on the server).
     ///
     /// # Errors
     /// As [`push`](Self::push) and [`pull`](Self::pull).
     pub async fn sync(&self) -> Result<()> {
         self.push().await?;
-        self.pull().await
+        let mut wait = Duration::from_millis(10);
+        for _ in 0..8 {
+            self.pull().await?;
+            if self.inner.store.acknowledged().await? == 0 {
+                break;
+            }
+            tokio::time::sleep(wait).await;
+            wait *= 2;
+        }
+        Ok(())
     }
 
     /// The buckets the client holds rows of, in key order.

@@ -38,10 +38,7 @@ async fn two_clients_converge_on_lists_notes_membership_and_bodies() {
         alice.mutate::<add_note>(AddNote { id: None, list_id: "l1".into(), title: "milk".into() }).await.unwrap();
     let note_id = queued.outcome.server_id.clone().expect("the local run names the note");
     assert_eq!(note(&alice, &note_id).await.map(|n| n.title), Some("milk".into()));
-    alice
-        .mutate::<share_list>(ShareList { list_id: "l1".into(), user_id: "bob".into(), role: ShareRole::Editor })
-        .await
-        .unwrap();
+    share(&alice, "l1", "bob").await;
 
     // Bob gets the shared list and the note, with the id alice's client chose.
     eventually(SOON, "bob sees the shared note", || async { note(&bob, &note_id).await.is_some() }).await;
@@ -153,15 +150,18 @@ async fn a_push_whose_answer_is_lost_applies_once() {
     assert!(alice.get::<List>(&"l1".to_owned()).await.unwrap().is_some());
 }
 
+/// `owner` shares list `list` with `user` as an editor.
+async fn share(owner: &Client, list: &str, user: &str) {
+    let args = ShareList { list_id: list.into(), user_id: user.into(), role: ShareRole::Editor };
+    owner.mutate::<share_list>(args).await.unwrap();
+}
+
 /// Alice owns `l1` and shares it with bob; bob has pulled it.
 async fn shared_list(url: &str) -> (Client, Client) {
     let alice = notes_client(url, "alice", StoreLocation::Memory, |b| b.background(false)).await;
     let bob = notes_client(url, "bob", StoreLocation::Memory, |b| b.background(false)).await;
     alice.mutate::<create_list>(CreateList { id: Some("l1".into()), title: "shared".into() }).await.unwrap();
-    alice
-        .mutate::<share_list>(ShareList { list_id: "l1".into(), user_id: "bob".into(), role: ShareRole::Editor })
-        .await
-        .unwrap();
+    share(&alice, "l1", "bob").await;
     alice.sync().await.unwrap();
     bob.pull().await.unwrap();
     assert!(bob.get::<List>(&"l1".to_owned()).await.unwrap().is_some());
@@ -199,11 +199,23 @@ async fn a_poison_mutation_is_quarantined_while_later_ones_apply() {
     assert!(bob.get::<List>(&"l1".to_owned()).await.unwrap().is_none(), "the revoked list left the store");
     assert_eq!(bob.status().pending, 0);
 
-    // Discarded, it is gone for good; nothing of it ever reached the server.
-    assert!(bob.discard_quarantined(poison.client_mutation_id).await.unwrap());
-    assert!(bob.quarantined().await.unwrap().is_empty());
+    // Retried while the list is still out of reach, its local run refuses it: it stays put.
+    let again = bob.retry_quarantined(poison.client_mutation_id).await;
+    assert!(matches!(again, Err(engine::client::Error::Mutation(_))), "{again:?}");
+    assert_eq!(bob.quarantined().await.unwrap().len(), 1);
     let notes: i64 = sqlx::query_scalar("SELECT count(*) FROM notes").fetch_one(&db.pool).await.unwrap();
-    assert_eq!(notes, 0);
+    assert_eq!(notes, 0, "nothing of it reached the server");
+
+    // With the list shared again, the retry goes through.
+    share(&alice, "l1", "bob").await;
+    alice.sync().await.unwrap();
+    bob.pull().await.unwrap();
+    let retried = bob.retry_quarantined(poison.client_mutation_id).await.unwrap().expect("it was quarantined");
+    assert_ne!(retried.client_mutation_id, poison.client_mutation_id, "a new mutation");
+    assert!(bob.quarantined().await.unwrap().is_empty());
+    bob.sync().await.unwrap();
+    assert_eq!(note(&bob, "n-bob").await.map(|n| n.title), Some("late".into()));
+    assert!(!bob.discard_quarantined(poison.client_mutation_id).await.unwrap(), "nothing left to discard");
 }
 
 #[tokio::test]
@@ -531,10 +543,7 @@ async fn rows_of_a_bucket_left_stay_for_its_ttl_and_rows_with_pending_writes_sta
             .await
             .unwrap();
     }
-    alice
-        .mutate::<share_list>(ShareList { list_id: "l1".into(), user_id: "bob".into(), role: ShareRole::Editor })
-        .await
-        .unwrap();
+    share(&alice, "l1", "bob").await;
     alice.sync().await.unwrap();
     bob.pull().await.unwrap();
     assert!(note(&bob, "n1").await.is_some());
@@ -559,8 +568,12 @@ async fn rows_of_a_bucket_left_stay_for_its_ttl_and_rows_with_pending_writes_sta
     // The server refuses the edit; with it gone, so is the row.
     bob.push().await.unwrap();
     bob.pull().await.unwrap();
-    assert_eq!(bob.quarantined().await.unwrap().len(), 1);
+    let quarantined = bob.quarantined().await.unwrap();
+    assert_eq!(quarantined.len(), 1);
     assert!(note(&bob, "n2").await.is_none());
+    // Discarded, it is gone for good.
+    assert!(bob.discard_quarantined(quarantined[0].client_mutation_id).await.unwrap());
+    assert!(bob.quarantined().await.unwrap().is_empty() && bob.status().quarantined.is_empty());
 }
 
 /// The notes app as a later version might have it: `notes` gains a column (v2), then changes a

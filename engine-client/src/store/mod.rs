@@ -132,16 +132,23 @@ impl Store {
     /// Run mutator `name` on the view and queue it, in one transaction. A mutation its local run
     /// refuses is not queued.
     pub(crate) async fn mutate(&self, name: &str, args: Value) -> Result<Queued> {
+        let mut tx = self.write().await?;
+        let queued = self.queue(&mut tx, name, args).await?;
+        tx.commit().await?;
+        Ok(queued)
+    }
+
+    /// Run and queue a mutation in the caller's transaction.
+    async fn queue(&self, conn: &mut SqliteConnection, name: &str, args: Value) -> Result<Queued> {
         let def = *self.app.mutator(name).ok_or_else(|| engine_kernel::Error::UnknownMutator(name.to_owned()))?;
         let hlc = self.clock.lock().unwrap_or_else(std::sync::PoisonError::into_inner).now();
         let client_mutation_id = uuid::Uuid::now_v7();
-        let mut tx = self.write().await?;
         let outcome = {
-            let mut local = tx::LocalTx::new(&mut tx, &self.app, self.actor.clone(), hlc.clone(), client_mutation_id);
+            let mut local = tx::LocalTx::new(conn, &self.app, self.actor.clone(), hlc.clone(), client_mutation_id);
             let mut ctx = MutatorCtx::new(&mut local);
             def.run(&mut ctx, args.clone()).await?
         };
-        let mutation_id = outbox::take_mutation_id(&mut tx).await?;
+        let mutation_id = outbox::take_mutation_id(conn).await?;
         let entry = Entry {
             mutation_id,
             client_mutation_id: client_mutation_id.to_string(),
@@ -149,8 +156,7 @@ impl Store {
             args: args.to_string(),
             hlc: hlc.to_string(),
         };
-        outbox::append(&mut tx, &entry, now_ms()).await?;
-        tx.commit().await?;
+        outbox::append(conn, &entry, now_ms()).await?;
         Ok(Queued { mutation_id: u64::try_from(mutation_id).unwrap_or(0), client_mutation_id, outcome })
     }
 
@@ -158,6 +164,14 @@ impl Store {
     pub(crate) async fn unpushed(&self, limit: u32) -> Result<Vec<Entry>> {
         let mut conn = self.pool.acquire().await?;
         outbox::unpushed(&mut conn, limit).await
+    }
+
+    /// How many mutations the server acknowledged that no pull has shown yet.
+    pub(crate) async fn acknowledged(&self) -> Result<u64> {
+        let mut conn = self.pool.acquire().await?;
+        let n: i64 =
+            sqlx::query_scalar("SELECT count(*) FROM _engine_outbox WHERE pushed = 1").fetch_one(&mut *conn).await?;
+        Ok(u64::try_from(n).unwrap_or(0))
     }
 
     /// How many mutations wait for a pull to show them.
@@ -216,21 +230,15 @@ impl Store {
         outbox::quarantined(&mut conn).await
     }
 
-    /// Queue a quarantined mutation again, as a new mutation. Returns whether it was there.
+    /// Queue a quarantined mutation again, as a new mutation, in one transaction: refused by
+    /// its local run, it stays in the quarantine. Returns `None` when it is not quarantined.
     pub(crate) async fn retry(&self, client_mutation_id: uuid::Uuid) -> Result<Option<Queued>> {
-        let entry = {
-            let mut tx = self.write().await?;
-            let entry = outbox::unquarantine(&mut tx, client_mutation_id).await?;
-            tx.commit().await?;
-            entry
-        };
-        match entry {
-            Some((name, args)) => {
-                let args = serde_json::from_str(&args).unwrap_or(Value::Null);
-                Ok(Some(self.mutate(&name, args).await?))
-            }
-            None => Ok(None),
-        }
+        let mut tx = self.write().await?;
+        let Some((name, args)) = outbox::unquarantine(&mut tx, client_mutation_id).await? else { return Ok(None) };
+        let args = serde_json::from_str(&args).unwrap_or(Value::Null);
+        let queued = self.queue(&mut tx, &name, args).await?;
+        tx.commit().await?;
+        Ok(Some(queued))
     }
 
     /// Drop a quarantined mutation. Returns whether it was there.

@@ -27,6 +27,9 @@ pub const DEFAULT_PULL_LIMIT: u32 = 1_000;
 /// The largest page a request may ask for.
 pub const MAX_PULL_LIMIT: u32 = 10_000;
 
+/// How often a pull takes a fresh snapshot to include the client's own last mutation.
+const OWN_WRITES_RETRIES: u32 = 3;
+
 /// The safe horizon of the transaction's snapshot: the oldest transaction still running that may
 /// write this database, or the snapshot's `xmax` when there is none. Every transaction below it
 /// has finished, so rows below it never appear later.
@@ -71,11 +74,23 @@ pub(crate) async fn pull(store: &PostgresStorage, actor: &Actor, request: &PullR
         Some(n) => n.min(MAX_PULL_LIMIT),
         None => DEFAULT_PULL_LIMIT,
     } as usize;
-    let floor = store.horizon_floor();
-    let mut tx = store.pool.begin_with("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY").await?;
-    // The first statement fixes the snapshot and reads the horizon from it, with the tombstone
-    // horizon and the client's sequence.
-    let start = store.read_pull_start(&mut tx, &actor.user_id, request.client_id, floor).await?;
+    // Read your writes: when the client's own last mutation is above this snapshot's horizon
+    // (a transaction that began before it still runs, or one that cannot be placed in another
+    // database has just ended), a fresh snapshot a moment later usually has it.
+    let mut attempt = 0;
+    let (mut tx, start) = loop {
+        let floor = store.horizon_floor();
+        let mut tx = store.pool.begin_with("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY").await?;
+        // The first statement fixes the snapshot and reads the horizon from it, with the
+        // tombstone horizon and the client's sequence.
+        let start = store.read_pull_start(&mut tx, &actor.user_id, request.client_id, floor).await?;
+        if start.synced_mutation_id >= start.last_mutation_id || attempt == OWN_WRITES_RETRIES {
+            break (tx, start);
+        }
+        tx.rollback().await?;
+        attempt += 1;
+        tokio::time::sleep(std::time::Duration::from_millis(5 * u64::from(attempt))).await;
+    };
     let (horizon, gc_horizon) = (start.horizon, start.tombstone_horizon);
 
     let held = held::held_buckets(&mut tx, &store.app, &store.memberships, actor).await?;
