@@ -4,7 +4,6 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use engine_kernel::ErrorCode;
 use engine_kernel::wire::{Problem, PullRequest, PullResponse, PushRequest, PushResponse};
 use serde::Serialize;
 use serde::de::DeserializeOwned;
@@ -83,11 +82,11 @@ impl Remote {
             return serde_json::from_slice(&bytes)
                 .map_err(|e| Error::Network(format!("the server's answer to {path} is not the protocol: {e}")));
         }
-        let problem = serde_json::from_slice::<Problem>(&bytes).unwrap_or_else(|_| {
-            // Not a problem document: a proxy or a load balancer answered.
-            let code = if status.is_server_error() { ErrorCode::RetryLater } else { ErrorCode::MalformedRequest };
-            Problem::new(code, format!("HTTP {status} without a problem document"))
-        });
-        Err(Error::Server { status: status.as_u16(), problem, retry_after })
+        match serde_json::from_slice::<Problem>(&bytes) {
+            Ok(problem) => Err(Error::Server { status: status.as_u16(), problem, retry_after }),
+            // Not a problem document: a proxy or a load balancer answered, not the engine. Try
+            // again later; never conclude anything about the mutations from it.
+            Err(_) => Err(Error::Network(format!("HTTP {status} from {path} without a problem document"))),
+        }
     }
 }

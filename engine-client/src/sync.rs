@@ -40,6 +40,8 @@ pub(crate) struct Inner {
     pub(crate) shutdown: watch::Sender<bool>,
     push_lock: AsyncMutex<()>,
     pull_lock: AsyncMutex<()>,
+    /// How many pulls and pushes run now.
+    running: std::sync::atomic::AtomicUsize,
 }
 
 impl std::fmt::Debug for Inner {
@@ -70,6 +72,7 @@ impl Inner {
             shutdown: watch::channel(false).0,
             push_lock: AsyncMutex::new(()),
             pull_lock: AsyncMutex::new(()),
+            running: std::sync::atomic::AtomicUsize::new(0),
         }
     }
 
@@ -113,7 +116,14 @@ impl Inner {
         self.status.send_if_modified(|status| status.last_error.take().is_some());
     }
 
-    fn set_syncing(&self, syncing: bool) {
+    /// A pull or a push starts (`true`) or ends: the status says syncing while any runs.
+    fn set_syncing(&self, starts: bool) {
+        let running = if starts {
+            self.running.fetch_add(1, std::sync::atomic::Ordering::AcqRel) + 1
+        } else {
+            self.running.fetch_sub(1, std::sync::atomic::Ordering::AcqRel) - 1
+        };
+        let syncing = running > 0;
         self.status.send_if_modified(|status| std::mem::replace(&mut status.syncing, syncing) != syncing);
     }
 
@@ -199,23 +209,27 @@ impl Inner {
                         return Ok(applied_any);
                     }
                 }
-                Err(Error::Server { status: 409, problem, .. }) if problem.code == ErrorCode::MutationOutOfOrder => {
+                Err(Error::Server { status: 409, problem, retry_after })
+                    if problem.code == ErrorCode::MutationOutOfOrder =>
+                {
                     // The server's sequence is behind the outbox: number it on from there, once.
-                    let last = problem.last_mutation_id.unwrap_or(0);
-                    if renumbered_at == Some(last) {
-                        return Err(Error::Server { status: 409, problem, retry_after: None });
-                    }
+                    let Some(last) = problem.last_mutation_id.filter(|last| renumbered_at != Some(*last)) else {
+                        return Err(Error::Server { status: 409, problem, retry_after });
+                    };
                     renumbered_at = Some(last);
                     self.store.renumber(last).await?;
                 }
-                Err(Error::Server { status: 400 | 413, problem, retry_after }) => {
+                Err(Error::Server { problem, .. })
+                    if matches!(problem.code, ErrorCode::MalformedRequest | ErrorCode::PayloadTooLarge) =>
+                {
                     if batch.len() > 1 {
                         // Find the mutation the server cannot take by pushing fewer at a time.
                         batch_size = u32::try_from(batch.len() / 2).unwrap_or(1).max(1);
                         continue;
                     }
-                    // One mutation the server will never take: quarantine it, go on.
-                    let _ = retry_after;
+                    // One mutation the server will never take: quarantine it, go on (the next
+                    // one is numbered on when the server says where its sequence is).
+                    batch_size = self.settings.push_batch.max(1);
                     let entry = &batch[0];
                     let rejected = MutationResult {
                         client_mutation_id: entry.request().client_mutation_id,
@@ -234,10 +248,13 @@ impl Inner {
     }
 
     /// How long to wait after `err` before trying again.
-    fn wait_after(err: &Error, backoff: &mut Backoff) -> Duration {
+    fn wait_after(&self, err: &Error, backoff: &mut Backoff) -> Duration {
+        let wait = backoff.next_delay();
         match err {
-            Error::Server { retry_after: Some(after), .. } => *after.max(&backoff.next_delay()),
-            _ => backoff.next_delay(),
+            Error::Server { retry_after: Some(after), .. } => {
+                (*after).max(wait).min(self.settings.reconnect.backoff_max)
+            }
+            _ => wait,
         }
     }
 }
@@ -251,6 +268,9 @@ pub(crate) fn spawn(inner: &Arc<Inner>) -> Vec<tokio::task::JoinHandle<()>> {
     }
     tasks
 }
+
+/// How often an idle push loop looks at the outbox.
+const PUSH_RECHECK: Duration = Duration::from_secs(2);
 
 /// What a background loop does each round.
 #[derive(Debug, Clone, Copy)]
@@ -288,11 +308,16 @@ async fn work_loop(inner: Arc<Inner>, work: Work) {
         match done {
             Ok(()) => {
                 backoff.reset();
-                wait = inner.settings.pull_interval;
+                // A mutation wakes the push loop; should a wake be missed (a `mutate` cancelled
+                // after its commit), the outbox is looked at again soon anyway.
+                wait = match work {
+                    Work::Push => inner.settings.pull_interval.min(PUSH_RECHECK),
+                    Work::Pull => inner.settings.pull_interval,
+                };
             }
             Err(err) => {
                 tracing::debug!(error = %err, ?work, "sync failed; retrying");
-                wait = Inner::wait_after(&err, &mut backoff);
+                wait = inner.wait_after(&err, &mut backoff);
             }
         }
     }

@@ -189,13 +189,12 @@ pub(crate) async fn apply_page(
         applied.tables.extend(evict(conn, app, now_ms - bucket_ttl_ms).await?);
     }
 
-    let synced = page.synced_mutation_id.unwrap_or(page.last_mutation_id);
-    let synced = i64::try_from(synced).unwrap_or(i64::MAX);
-    applied.confirmed = sqlx::query("DELETE FROM _engine_outbox WHERE mutation_id <= ?")
-        .bind(synced)
-        .execute(&mut *conn)
-        .await?
-        .rows_affected();
+    // Only the last page of a pull vouches that every row below its horizon has arrived: earlier
+    // pages may report a mutation synced whose rows a later page brings.
+    if !page.has_more {
+        let synced = page.synced_mutation_id.unwrap_or(page.last_mutation_id);
+        applied.confirmed = super::outbox::confirm(conn, synced, page.last_mutation_id).await?;
+    }
 
     if !applied.tables.is_empty() || applied.confirmed > 0 {
         applied.tables.extend(rebase(conn, app, actor).await?);
@@ -298,10 +297,15 @@ pub(crate) async fn rebase(conn: &mut SqliteConnection, app: &App, actor: &Actor
     }
     sqlx::query("DELETE FROM _engine_touched").execute(&mut *conn).await?;
 
-    let pending: Vec<(String, String, String, String)> =
-        sqlx::query_as("SELECT client_mutation_id, name, args, hlc FROM _engine_outbox ORDER BY mutation_id")
-            .fetch_all(&mut *conn)
-            .await?;
+    // Entries the server has already reflected (settled, waiting only for their answer) are in
+    // the base: replaying them would apply them twice.
+    let pending: Vec<(String, String, String, String)> = sqlx::query_as(
+        "SELECT client_mutation_id, name, args, hlc FROM _engine_outbox
+         WHERE mutation_id > coalesce((SELECT CAST(value AS INTEGER) FROM _engine_meta WHERE key = 'synced_mutation_id'), 0)
+         ORDER BY mutation_id",
+    )
+    .fetch_all(&mut *conn)
+    .await?;
     for (client_mutation_id, name, args, hlc) in pending {
         let (Some(def), Ok(seed), Ok(hlc), Ok(args)) = (
             app.mutator(&name),

@@ -279,7 +279,7 @@ async fn rows(
     let sql = tx::select_sql(table, &conditions, limit);
     let mut query = sqlx::query(sqlx::AssertSqlSafe(sql));
     for (column, value) in binds {
-        query = values::bind(query, column, value);
+        query = values::bind(query, column, &tx::looked_up(table, column, value));
     }
     let found = query.fetch_all(&mut *conn).await?;
     Ok(found.iter().map(|r| values::decode_row(table, r)).collect::<sqlx::Result<_>>()?)

@@ -6,7 +6,7 @@ use engine_kernel::wire::{MutationRequest, MutationResult, MutationStatus, Probl
 use serde_json::Value;
 use sqlx::SqliteConnection;
 
-use super::schema::set_meta;
+use super::schema::{meta, set_meta};
 use crate::error::Result;
 
 /// A mutation in the outbox.
@@ -71,6 +71,35 @@ pub(crate) async fn append(conn: &mut SqliteConnection, entry: &Entry, now_ms: i
     Ok(())
 }
 
+/// The server's last mutation id as the client last saw it synced (`_engine_meta`).
+async fn synced(conn: &mut SqliteConnection) -> Result<i64> {
+    Ok(meta(conn, "synced_mutation_id").await?.and_then(|v| v.parse().ok()).unwrap_or(0))
+}
+
+/// A pull showed every mutation up to `synced` reflected, and `last` applied: entries the
+/// server acknowledged up to there are done. An entry up to `synced` whose answer never came
+/// (a lost response) is settled — in the base already, so left out of replays — and stays to be
+/// pushed again under its id, so the server says whether it applied or rejected it. New
+/// mutations are numbered after `last`. Returns how many entries were done.
+pub(crate) async fn confirm(conn: &mut SqliteConnection, synced: u64, last: u64) -> Result<u64> {
+    let synced = i64::try_from(synced).unwrap_or(i64::MAX).max(self::synced(conn).await?);
+    set_meta(conn, "synced_mutation_id", &synced.to_string()).await?;
+    let done = sqlx::query("DELETE FROM _engine_outbox WHERE pushed = 1 AND mutation_id <= ?")
+        .bind(synced)
+        .execute(&mut *conn)
+        .await?
+        .rows_affected();
+    let last = i64::try_from(last).unwrap_or(i64::MAX);
+    sqlx::query(
+        "UPDATE _engine_meta SET value = CAST(? AS TEXT) WHERE key = 'last_mutation_id' AND CAST(value AS INTEGER) < ?",
+    )
+    .bind(last)
+    .bind(last)
+    .execute(&mut *conn)
+    .await?;
+    Ok(done)
+}
+
 /// Up to `limit` entries not yet acknowledged by a push, in order.
 pub(crate) async fn unpushed(conn: &mut SqliteConnection, limit: u32) -> Result<Vec<Entry>> {
     let rows: Vec<(i64, String, String, String, String)> = sqlx::query_as(
@@ -110,6 +139,13 @@ pub(crate) async fn record(conn: &mut SqliteConnection, results: &[MutationResul
                     .bind(&cmid)
                     .execute(&mut *conn)
                     .await?;
+                // Settled before its answer came: a pull has shown it already.
+                let synced = synced(conn).await?;
+                sqlx::query("DELETE FROM _engine_outbox WHERE client_mutation_id = ? AND mutation_id <= ?")
+                    .bind(&cmid)
+                    .bind(synced)
+                    .execute(&mut *conn)
+                    .await?;
             }
             MutationStatus::Rejected => {
                 let error = result.error.clone().unwrap_or_else(|| {
@@ -136,24 +172,35 @@ pub(crate) async fn record(conn: &mut SqliteConnection, results: &[MutationResul
     Ok(quarantined)
 }
 
-/// The server's sequence for this client is at `last` while the outbox starts further on (the
-/// server lost mutations, or the store was copied): number the unpushed entries on from `last`.
+/// The server's sequence for this client is at `last` while the outbox goes further (the
+/// server lost mutations, or the store was copied): entries it acknowledged up to `last` stay;
+/// every other entry is numbered on from `last`, in order, to be pushed again.
 pub(crate) async fn renumber(conn: &mut SqliteConnection, last: u64) -> Result<()> {
     let last = i64::try_from(last).unwrap_or(i64::MAX);
-    let ids: Vec<i64> =
-        sqlx::query_scalar("SELECT mutation_id FROM _engine_outbox ORDER BY mutation_id").fetch_all(&mut *conn).await?;
+    let moving: Vec<i64> = sqlx::query_scalar(
+        "SELECT mutation_id FROM _engine_outbox WHERE NOT (pushed = 1 AND mutation_id <= ?) ORDER BY mutation_id",
+    )
+    .bind(last)
+    .fetch_all(&mut *conn)
+    .await?;
+    // Out of the way first, so no new id meets an old one.
+    sqlx::query("UPDATE _engine_outbox SET mutation_id = -mutation_id WHERE NOT (pushed = 1 AND mutation_id <= ?)")
+        .bind(last)
+        .execute(&mut *conn)
+        .await?;
     let mut next = last;
-    for id in ids {
+    for id in moving {
         next += 1;
-        if id != next {
-            sqlx::query("UPDATE _engine_outbox SET mutation_id = ?, pushed = 0 WHERE mutation_id = ?")
-                .bind(next)
-                .bind(id)
-                .execute(&mut *conn)
-                .await?;
-        }
+        sqlx::query("UPDATE _engine_outbox SET mutation_id = ?, pushed = 0 WHERE mutation_id = ?")
+            .bind(next)
+            .bind(-id)
+            .execute(&mut *conn)
+            .await?;
     }
     set_meta(conn, "last_mutation_id", &next.to_string()).await?;
+    // What the server now holds of this client is what it says.
+    let synced = last.min(synced(conn).await?);
+    set_meta(conn, "synced_mutation_id", &synced.to_string()).await?;
     Ok(())
 }
 

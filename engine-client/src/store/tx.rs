@@ -13,7 +13,7 @@ use serde_json::Value;
 use sqlx::SqliteConnection;
 
 use super::schema::{ident, is_local};
-use super::values::{bind, check, decode_row, key_text};
+use super::values::{bind, canonical, decode_row, key_text};
 
 type KernelResult<T> = engine_kernel::Result<T>;
 
@@ -46,7 +46,7 @@ impl<'c> LocalTx<'c> {
         let sql = format!("SELECT {} FROM {} WHERE {}", columns(table), ident(table.name), key_predicate(table));
         let mut query = sqlx::query(sqlx::AssertSqlSafe(sql));
         for column in key_columns(table) {
-            query = bind(query, column, key.get(column.name).unwrap_or(&Value::Null));
+            query = bind(query, column, &looked_up(table, column, key.get(column.name).unwrap_or(&Value::Null)));
         }
         let row = query.fetch_optional(&mut *self.conn).await.map_err(store_error)?;
         row.map(|r| decode_row(table, &r).map_err(store_error)).transpose()
@@ -77,8 +77,7 @@ impl<'c> LocalTx<'c> {
             if column.sql_type.is_crdt() && !value.is_null() {
                 value = engine_kernel::crdt::merged_column(column.sql_type, None, &value)?;
             }
-            check(table, column, &value)?;
-            values.push(value);
+            values.push(canonical(table, column, &value)?);
         }
         let placeholders = vec!["?"; table.columns.len()].join(", ");
         let sql = format!("INSERT INTO {} ({}) VALUES ({placeholders})", ident(table.name), columns(table));
@@ -87,7 +86,8 @@ impl<'c> LocalTx<'c> {
             query = bind(query, column, value);
         }
         query.execute(&mut *self.conn).await.map_err(store_error)?;
-        self.touch(table, &row).await
+        let stored: Row = table.columns.iter().map(|c| c.name.to_owned()).zip(values).collect();
+        self.touch(table, &stored).await
     }
 
     async fn update_row(
@@ -115,8 +115,7 @@ impl<'c> LocalTx<'c> {
             } else {
                 value
             };
-            check(table, column, &value)?;
-            row.insert(name.to_owned(), value);
+            row.insert(name.to_owned(), canonical(table, column, &value)?);
         }
         let sets: Vec<String> = table.columns.iter().map(|c| format!("{} = ?", ident(c.name))).collect();
         let sql = format!("UPDATE {} SET {} WHERE {}", ident(table.name), sets.join(", "), key_predicate(table));
@@ -125,7 +124,7 @@ impl<'c> LocalTx<'c> {
             query = bind(query, column, row.get(column.name).unwrap_or(&Value::Null));
         }
         for column in key_columns(table) {
-            query = bind(query, column, key.get(column.name).unwrap_or(&Value::Null));
+            query = bind(query, column, &looked_up(table, column, key.get(column.name).unwrap_or(&Value::Null)));
         }
         query.execute(&mut *self.conn).await.map_err(store_error)?;
         self.touch(table, &row).await?;
@@ -139,7 +138,7 @@ impl<'c> LocalTx<'c> {
         let sql = format!("DELETE FROM {} WHERE {}", ident(table.name), key_predicate(table));
         let mut query = sqlx::query(sqlx::AssertSqlSafe(sql));
         for column in key_columns(table) {
-            query = bind(query, column, key.get(column.name).unwrap_or(&Value::Null));
+            query = bind(query, column, &looked_up(table, column, key.get(column.name).unwrap_or(&Value::Null)));
         }
         let deleted = query.execute(&mut *self.conn).await.map_err(store_error)?.rows_affected() > 0;
         self.touch(table, &key).await?;
@@ -188,11 +187,17 @@ impl<'c> LocalTx<'c> {
         let sql = select_sql(table, &conditions, limit);
         let mut query = sqlx::query(sqlx::AssertSqlSafe(sql));
         for (column, value) in &binds {
-            query = bind(query, column, value);
+            query = bind(query, column, &looked_up(table, column, value));
         }
         let rows = query.fetch_all(&mut *self.conn).await.map_err(store_error)?;
         rows.iter().map(|r| decode_row(table, r).map_err(store_error)).collect()
     }
+}
+
+/// A value to compare a column with, in the form the store holds (as given when it cannot be
+/// one: it then matches nothing).
+pub(crate) fn looked_up(table: &TableMeta, column: &engine_kernel::ColumnMeta, value: &Value) -> Value {
+    canonical(table, column, value).unwrap_or_else(|_| value.clone())
 }
 
 /// `SELECT` of the live rows of the view of `table` matching `conditions` (`col = ?` each), in

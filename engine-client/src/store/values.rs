@@ -57,35 +57,37 @@ pub(crate) fn decode_row(table: &TableMeta, row: &SqliteRow) -> sqlx::Result<Row
     Ok(out)
 }
 
-/// Check that `value` fits column `column` of `table`, as the server checks it.
-pub(crate) fn check(table: &TableMeta, column: &ColumnMeta, value: &Value) -> engine_kernel::Result<()> {
-    fn fits<T>(value: &Value) -> Result<(), String>
+/// `value` as column `column` of `table` holds it: checked as the server checks it, and in its
+/// canonical wire form (a timestamp in UTC, a UUID in lowercase…), so local filters and keys
+/// match what the server will send back.
+pub(crate) fn canonical(table: &TableMeta, column: &ColumnMeta, value: &Value) -> engine_kernel::Result<Value> {
+    fn round_trip<T>(value: &Value) -> Result<Value, String>
     where
         Option<T>: ColumnType,
     {
-        <Option<T>>::from_json(value.clone()).map(drop).map_err(|e| e.to_string())
+        <Option<T>>::from_json(value.clone()).map(|v| v.to_json()).map_err(|e| e.to_string())
     }
     if value.is_null() {
         return if column.nullable {
-            Ok(())
+            Ok(Value::Null)
         } else {
             Err(KernelError::validation(format!("column `{}.{}` cannot be null", table.name, column.name)))
         };
     }
-    let fitted = match column.sql_type {
-        SqlType::Text => fits::<String>(value),
-        SqlType::SmallInt => fits::<i16>(value),
-        SqlType::Integer => fits::<i32>(value),
-        SqlType::BigInt => fits::<i64>(value),
-        SqlType::Real => fits::<f32>(value),
-        SqlType::Double => fits::<f64>(value),
-        SqlType::Boolean => fits::<bool>(value),
-        SqlType::Uuid => fits::<uuid::Uuid>(value),
-        SqlType::Timestamp => fits::<engine_kernel::Timestamp>(value),
-        SqlType::Json => Ok(()),
-        _ => fits::<Vec<u8>>(value),
+    let canonical = match column.sql_type {
+        SqlType::Text => round_trip::<String>(value),
+        SqlType::SmallInt => round_trip::<i16>(value),
+        SqlType::Integer => round_trip::<i32>(value),
+        SqlType::BigInt => round_trip::<i64>(value),
+        SqlType::Real => round_trip::<f32>(value),
+        SqlType::Double => round_trip::<f64>(value),
+        SqlType::Boolean => round_trip::<bool>(value),
+        SqlType::Uuid => round_trip::<uuid::Uuid>(value),
+        SqlType::Timestamp => round_trip::<engine_kernel::Timestamp>(value),
+        SqlType::Json => Ok(value.clone()),
+        _ => round_trip::<Vec<u8>>(value),
     };
-    fitted.map_err(|e| KernelError::validation(format!("column `{}.{}`: {e}", table.name, column.name)))
+    canonical.map_err(|e| KernelError::validation(format!("column `{}.{}`: {e}", table.name, column.name)))
 }
 
 /// The identity of a row within its table: its primary key values as a JSON array.
