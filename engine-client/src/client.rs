@@ -4,7 +4,6 @@ use std::marker::PhantomData;
 use std::sync::Arc;
 use std::time::Duration;
 
-use engine_kernel::wire::ClientFrame;
 use engine_kernel::{Actor, App, BucketKey, Filter, Mutator, Table};
 use serde_json::{Map, Value};
 use tokio::sync::{broadcast, watch};
@@ -16,7 +15,7 @@ use crate::remote::Remote;
 use crate::settings::{Reconnect, Settings};
 use crate::status::Status;
 use crate::store::{Quarantined, Queued, Store, StoreLocation};
-use crate::sync::{Inner, spawn};
+use crate::sync::{Inner, lock, spawn};
 
 /// A client of an engine server: a durable local copy of the actor's buckets that takes writes
 /// offline and converges when it reconnects. Cheap to clone; background work stops when the last
@@ -156,7 +155,8 @@ impl ClientBuilder {
     /// Open the store and start syncing.
     ///
     /// # Errors
-    /// [`Error::Config`] when the app or credentials are missing or the URL is not one;
+    /// [`Error::Config`] when the app or credentials are missing, the URL is not one or a
+    /// timing is zero;
     /// [`Error::Store`] or [`Error::StoreMismatch`] when the store cannot be opened for this app
     /// and actor.
     pub async fn build(self) -> Result<Client> {
@@ -165,6 +165,7 @@ impl ClientBuilder {
         let actor = self.actor.or_else(|| auth.actor()).ok_or_else(|| {
             Error::Config("no actor: the auth provider cannot tell who it is; call `.actor(…)`".into())
         })?;
+        self.settings.check()?;
         let remote = Remote::new(&self.server_url, auth)?;
         let store = Store::open(&self.store, app, actor).await?;
         let inner = Arc::new(Inner::new(store, remote, self.settings));
@@ -279,21 +280,11 @@ impl Client {
 
     /// Follow only `buckets` in realtime (`None`: every bucket the actor holds, kept current as
     /// memberships change — the default), from now on and across reconnections. Pulls still
-    /// bring every held bucket: this scopes pings, not data.
+    /// bring every held bucket: this scopes pings, not data. A bucket the actor loses leaves the
+    /// subscription, as it leaves the server's.
     pub fn subscribe(&self, buckets: Option<Vec<BucketKey>>) {
-        let frame = buckets.clone().map(|buckets| ClientFrame::Subscribe { buckets });
-        let before = std::mem::replace(
-            &mut *self.inner.subscription.lock().unwrap_or_else(std::sync::PoisonError::into_inner),
-            buckets,
-        );
-        match frame {
-            Some(frame) => {
-                let _ = self.inner.outgoing.send(frame);
-            }
-            // The protocol has no frame for "all again": a new connection starts that way.
-            None if before.is_some() => self.inner.restart_stream.notify_one(),
-            None => {}
-        }
+        *lock(&self.inner.subscription) = buckets;
+        self.inner.stream_wanted.notify_one();
     }
 
     /// The rows of table `T` in the view.
@@ -350,33 +341,23 @@ impl Client {
         Ok(found)
     }
 
-    /// Announce presence in `bucket` with `meta` (kept across reconnections).
+    /// Announce presence in `bucket` with `meta` (kept across reconnections). It is announced
+    /// while the stream follows `bucket` (see [`subscribe`](Self::subscribe)), and withdrawn
+    /// for good when the actor loses the bucket.
     pub fn track(&self, bucket: BucketKey, meta: Map<String, Value>) {
-        self.inner
-            .presence
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
-            .tracked
-            .insert(bucket.clone(), meta.clone());
-        let _ = self.inner.outgoing.send(ClientFrame::Track { bucket, meta });
+        lock(&self.inner.presence).tracked.insert(bucket, meta);
+        self.inner.stream_wanted.notify_one();
     }
 
     /// Withdraw presence from `bucket`.
     pub fn untrack(&self, bucket: &BucketKey) {
-        self.inner.presence.lock().unwrap_or_else(std::sync::PoisonError::into_inner).tracked.remove(bucket);
-        let _ = self.inner.outgoing.send(ClientFrame::Untrack { bucket: bucket.clone() });
+        lock(&self.inner.presence).tracked.remove(bucket);
+        self.inner.stream_wanted.notify_one();
     }
 
     /// Who is present in `bucket`, as the stream last said.
     pub fn presence_state(&self, bucket: &BucketKey) -> PresenceState {
-        self.inner
-            .presence
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
-            .states
-            .get(bucket)
-            .cloned()
-            .unwrap_or_default()
+        lock(&self.inner.presence).states.get(bucket).cloned().unwrap_or_default()
     }
 
     /// Presence changes, as they arrive.

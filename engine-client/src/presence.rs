@@ -2,7 +2,7 @@
 //! who is present in the buckets it follows, kept from the server's `presence_state` and
 //! `presence_diff` frames.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 use engine_kernel::BucketKey;
 use serde_json::{Map, Value};
@@ -58,9 +58,21 @@ impl Presence {
         state.clone()
     }
 
-    /// Forget who was present (the stream is down: states come afresh on reconnection).
-    pub(crate) fn clear_states(&mut self) {
-        self.states.clear();
+    /// Forget who is present in `buckets` (no longer followed). Returns those that had a state.
+    pub(crate) fn forget(&mut self, buckets: &BTreeSet<BucketKey>) -> Vec<BucketKey> {
+        buckets.iter().filter(|b| self.states.remove(*b).is_some()).cloned().collect()
+    }
+
+    /// Forget who is present in every bucket but `followed`. Returns those that had a state.
+    pub(crate) fn keep_only(&mut self, followed: &BTreeSet<BucketKey>) -> Vec<BucketKey> {
+        let gone: BTreeSet<BucketKey> = self.states.keys().filter(|b| !followed.contains(*b)).cloned().collect();
+        self.forget(&gone)
+    }
+
+    /// Forget who is present anywhere (the stream is down: states come afresh on
+    /// reconnection). Returns the buckets that had a state.
+    pub(crate) fn forget_all(&mut self) -> Vec<BucketKey> {
+        std::mem::take(&mut self.states).into_keys().collect()
     }
 }
 

@@ -2,6 +2,8 @@
 
 use std::time::Duration;
 
+use crate::error::{Error, Result};
+
 /// How the client syncs. Every field has a default ([`Settings::default`]); change them through
 /// [`crate::ClientBuilder`].
 #[derive(Debug, Clone, PartialEq)]
@@ -37,6 +39,28 @@ impl Default for Settings {
             realtime: true,
             background: true,
         }
+    }
+}
+
+impl Settings {
+    /// Refuse timings the client cannot run with.
+    pub(crate) fn check(&self) -> Result<()> {
+        let positive = [
+            ("pull interval", self.pull_interval),
+            ("presence heartbeat", self.presence_heartbeat),
+            ("stream liveness check", self.reconnect.heartbeat),
+            ("connect timeout", self.reconnect.connect_timeout),
+        ];
+        if let Some((name, _)) = positive.iter().find(|(_, d)| d.is_zero()) {
+            return Err(Error::Config(format!("the {name} must be longer than zero")));
+        }
+        if self.reconnect.backoff_base > self.reconnect.backoff_max {
+            return Err(Error::Config(format!(
+                "the backoff starts at {:?}, above its maximum {:?}",
+                self.reconnect.backoff_base, self.reconnect.backoff_max
+            )));
+        }
+        Ok(())
     }
 }
 
@@ -82,5 +106,23 @@ impl Reconnect {
     pub fn stable_after(mut self, after: Duration) -> Self {
         self.stable_after = after;
         self
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn timings_the_client_cannot_run_with_are_refused() {
+        assert!(Settings::default().check().is_ok());
+        let settings = Settings { presence_heartbeat: Duration::ZERO, ..Settings::default() };
+        let err = settings.check().unwrap_err().to_string();
+        assert!(err.contains("presence heartbeat"), "{err}");
+        let settings = Settings {
+            reconnect: Reconnect::default().backoff(Duration::from_secs(2), Duration::from_secs(1)),
+            ..Settings::default()
+        };
+        assert!(matches!(settings.check(), Err(Error::Config(_))));
     }
 }

@@ -4,10 +4,12 @@
 //! catch-up pull on every connection. Pings and `buckets_changed` trigger pulls; presence frames
 //! keep the presence state.
 
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 use std::time::Duration;
 
 use engine_kernel::wire::{ClientFrame, STREAM_SUBPROTOCOL, ServerFrame};
+use engine_kernel::{BucketKey, ErrorCode};
 use futures_util::{SinkExt, StreamExt};
 use tokio::net::TcpStream;
 use tokio::time::Instant;
@@ -18,7 +20,8 @@ use tokio_tungstenite::{MaybeTlsStream, WebSocketStream};
 use crate::backoff::Backoff;
 use crate::error::{Error, Result};
 use crate::presence::PresenceEvent;
-use crate::sync::Inner;
+use crate::sync::{Inner, lock};
+use serde_json::{Map, Value};
 
 type Socket = WebSocketStream<MaybeTlsStream<TcpStream>>;
 
@@ -29,13 +32,14 @@ enum End {
     Shutdown,
     /// The connection closed or went silent.
     Lost,
+    /// A new connection is wanted at once.
+    Reconnect,
 }
 
 pub(crate) async fn run(inner: Arc<Inner>) {
     let reconnect = inner.settings.reconnect.clone();
     let mut backoff = Backoff::new(reconnect.backoff_base, reconnect.backoff_max);
     let mut shutdown = inner.shutdown.subscribe();
-    let Some(mut outgoing) = inner.take_outgoing() else { return };
     loop {
         if *shutdown.borrow() {
             return;
@@ -43,15 +47,17 @@ pub(crate) async fn run(inner: Arc<Inner>) {
         let started = Instant::now();
         match connect(&inner).await {
             Ok(socket) => {
-                // Frames queued while disconnected are superseded by the tracked set.
-                while outgoing.try_recv().is_ok() {}
                 inner.status.send_modify(|status| status.connected = true);
                 inner.wake_pull.notify_one();
-                let end = session(&inner, socket, &mut outgoing, &mut shutdown).await;
+                let end = session(&inner, socket, &mut shutdown).await;
                 inner.status.send_modify(|status| status.connected = false);
-                inner.presence.lock().unwrap_or_else(std::sync::PoisonError::into_inner).clear_states();
-                if end == End::Shutdown {
-                    return;
+                // Who is present comes afresh with the next connection.
+                let gone = lock(&inner.presence).forget_all();
+                inner.announce_empty(gone);
+                match end {
+                    End::Shutdown => return,
+                    End::Reconnect => continue,
+                    End::Lost => {}
                 }
                 if started.elapsed() >= reconnect.stable_after {
                     backoff.reset();
@@ -108,39 +114,37 @@ fn frame_text(frame: &ClientFrame) -> Message {
     Message::Text(serde_json::to_string(frame).expect("frames serialize").into())
 }
 
-async fn session(
-    inner: &Inner,
-    socket: Socket,
-    outgoing: &mut tokio::sync::mpsc::UnboundedReceiver<ClientFrame>,
-    shutdown: &mut tokio::sync::watch::Receiver<bool>,
-) -> End {
+async fn session(inner: &Inner, socket: Socket, shutdown: &mut tokio::sync::watch::Receiver<bool>) -> End {
     let (mut sink, mut stream) = socket.split();
-    let subscription = inner.subscription.lock().unwrap_or_else(std::sync::PoisonError::into_inner).clone();
-    if let Some(buckets) = subscription
-        && sink.send(frame_text(&ClientFrame::Subscribe { buckets })).await.is_err()
-    {
-        return End::Lost;
-    }
-    let tracked: Vec<ClientFrame> = inner
-        .presence
-        .lock()
-        .unwrap_or_else(std::sync::PoisonError::into_inner)
-        .tracked
-        .iter()
-        .map(|(bucket, meta)| ClientFrame::Track { bucket: bucket.clone(), meta: meta.clone() })
-        .collect();
-    for frame in &tracked {
-        if sink.send(frame_text(frame)).await.is_err() {
-            return End::Lost;
-        }
-    }
+    let mut told = Told::default();
     let start = Instant::now();
-    let mut heartbeat =
-        tokio::time::interval_at(start + inner.settings.presence_heartbeat, inner.settings.presence_heartbeat);
+    let heartbeat_every = inner.settings.presence_heartbeat;
+    let mut heartbeat = tokio::time::interval_at(start + heartbeat_every, heartbeat_every);
     let liveness_every = inner.settings.reconnect.heartbeat;
     let mut liveness = tokio::time::interval_at(start + liveness_every, liveness_every);
     let mut awaiting_pong: Option<Instant> = None;
+    let mut reconcile = true;
     loop {
+        if std::mem::take(&mut reconcile) {
+            let step = {
+                let wanted = lock(&inner.subscription).clone();
+                let presence = lock(&inner.presence);
+                plan(wanted.as_deref(), &presence.tracked, &mut told)
+            };
+            let Step::Frames { frames } = step else {
+                let _ = sink.send(Message::Close(None)).await;
+                return End::Reconnect;
+            };
+            for frame in &frames {
+                if sink.send(frame_text(frame)).await.is_err() {
+                    return End::Lost;
+                }
+            }
+            if let Some(followed) = &told.subscription {
+                let gone = lock(&inner.presence).keep_only(followed);
+                inner.announce_empty(gone);
+            }
+        }
         tokio::select! {
             message = stream.next() => match message {
                 Some(Ok(Message::Text(text))) => {
@@ -150,11 +154,7 @@ async fn session(
                 Some(Ok(Message::Pong(_) | Message::Ping(_) | Message::Binary(_) | Message::Frame(_))) => awaiting_pong = None,
                 Some(Ok(Message::Close(_)) | Err(_)) | None => return End::Lost,
             },
-            Some(frame) = outgoing.recv() => {
-                if sink.send(frame_text(&frame)).await.is_err() {
-                    return End::Lost;
-                }
-            }
+            () = inner.stream_wanted.notified() => reconcile = true,
             _ = heartbeat.tick() => {
                 if sink.send(frame_text(&ClientFrame::Heartbeat)).await.is_err() {
                     return End::Lost;
@@ -169,10 +169,6 @@ async fn session(
                 }
                 awaiting_pong.get_or_insert_with(Instant::now);
             }
-            () = inner.restart_stream.notified() => {
-                let _ = sink.send(Message::Close(None)).await;
-                return End::Lost;
-            }
             _ = shutdown.changed() => {
                 let _ = sink.send(Message::Close(None)).await;
                 return End::Shutdown;
@@ -184,6 +180,56 @@ async fn session(
             return End::Lost;
         }
     }
+}
+
+/// What this connection has told the server.
+#[derive(Debug, Default)]
+struct Told {
+    /// The subscription sent (`None`: the connection's default, every bucket the actor holds).
+    subscription: Option<BTreeSet<BucketKey>>,
+    /// The presence announced, by bucket.
+    tracks: BTreeMap<BucketKey, Map<String, Value>>,
+}
+
+/// How to bring the server to what the app wants.
+#[derive(Debug, PartialEq)]
+enum Step {
+    /// Send these frames.
+    Frames { frames: Vec<ClientFrame> },
+    /// The protocol has no frame for "every bucket again": a new connection starts that way.
+    Reconnect,
+}
+
+/// The frames that take the server from what it was `told` to the app's subscription (`wanted`,
+/// `None` for every bucket) and presence (`tracked`). Untracks go first, a subscription next,
+/// tracks last: the server refuses presence in a bucket the connection does not follow.
+fn plan(wanted: Option<&[BucketKey]>, tracked: &BTreeMap<BucketKey, Map<String, Value>>, told: &mut Told) -> Step {
+    let wanted: Option<BTreeSet<BucketKey>> = wanted.map(|w| w.iter().cloned().collect());
+    if wanted.is_none() && told.subscription.is_some() {
+        return Step::Reconnect;
+    }
+    let follows = |bucket: &BucketKey| wanted.as_ref().is_none_or(|w| w.contains(bucket));
+    let mut frames = Vec::new();
+    told.tracks.retain(|bucket, _| {
+        let keep = tracked.contains_key(bucket) && follows(bucket);
+        if !keep {
+            frames.push(ClientFrame::Untrack { bucket: bucket.clone() });
+        }
+        keep
+    });
+    if let Some(wanted) = &wanted
+        && told.subscription.as_ref() != Some(wanted)
+    {
+        frames.push(ClientFrame::Subscribe { buckets: wanted.iter().cloned().collect() });
+        told.subscription = Some(wanted.clone());
+    }
+    for (bucket, meta) in tracked {
+        if follows(bucket) && told.tracks.get(bucket) != Some(meta) {
+            frames.push(ClientFrame::Track { bucket: bucket.clone(), meta: meta.clone() });
+            told.tracks.insert(bucket.clone(), meta.clone());
+        }
+    }
+    Step::Frames { frames }
 }
 
 fn handle(inner: &Inner, text: &str) {
@@ -200,21 +246,95 @@ fn handle(inner: &Inner, text: &str) {
             None
         }
         ServerFrame::PresenceState { bucket, state } => {
-            let state =
-                inner.presence.lock().unwrap_or_else(std::sync::PoisonError::into_inner).replace(&bucket, state);
+            let state = lock(&inner.presence).replace(&bucket, state);
             Some(PresenceEvent { bucket, state })
         }
         ServerFrame::PresenceDiff { bucket, joins, leaves } => {
-            let state =
-                inner.presence.lock().unwrap_or_else(std::sync::PoisonError::into_inner).diff(&bucket, joins, leaves);
+            let state = lock(&inner.presence).diff(&bucket, joins, leaves);
             Some(PresenceEvent { bucket, state })
         }
         ServerFrame::Error { code, detail } => {
+            // Refused a bucket the store still holds: a pull tells what the actor holds now.
+            if code == ErrorCode::Forbidden.as_str() {
+                inner.wake_pull.notify_one();
+            }
             inner.status.send_modify(|status| status.last_error = Some(format!("stream: {code}: {detail}")));
             None
         }
     };
     if let Some(event) = event {
         let _ = inner.presence_events.send(event);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn bucket(list: &str) -> BucketKey {
+        BucketKey::new("shared", &[list])
+    }
+
+    fn meta(at: &str) -> Map<String, Value> {
+        json!({ "at": at }).as_object().cloned().unwrap()
+    }
+
+    fn frames(step: Step) -> Vec<ClientFrame> {
+        match step {
+            Step::Frames { frames } => frames,
+            Step::Reconnect => panic!("a reconnection where frames were expected"),
+        }
+    }
+
+    #[test]
+    fn presence_is_announced_once_and_again_when_its_meta_changes() {
+        let (a, b) = (bucket("a"), bucket("b"));
+        let mut tracked = BTreeMap::from([(a.clone(), meta("title"))]);
+        let mut told = Told::default();
+        assert_eq!(
+            frames(plan(None, &tracked, &mut told)),
+            vec![ClientFrame::Track { bucket: a.clone(), meta: meta("title") }]
+        );
+        assert_eq!(frames(plan(None, &tracked, &mut told)), Vec::new(), "nothing changed");
+
+        tracked.insert(a.clone(), meta("body"));
+        tracked.insert(b.clone(), meta("title"));
+        assert_eq!(
+            frames(plan(None, &tracked, &mut told)),
+            vec![
+                ClientFrame::Track { bucket: a.clone(), meta: meta("body") },
+                ClientFrame::Track { bucket: b.clone(), meta: meta("title") },
+            ]
+        );
+
+        tracked.remove(&a);
+        assert_eq!(frames(plan(None, &tracked, &mut told)), vec![ClientFrame::Untrack { bucket: a }]);
+    }
+
+    #[test]
+    fn a_narrowed_subscription_goes_between_untracks_and_tracks() {
+        let (a, b) = (bucket("a"), bucket("b"));
+        let tracked = BTreeMap::from([(a.clone(), meta("title")), (b.clone(), meta("title"))]);
+        let mut told = Told::default();
+        assert_eq!(
+            frames(plan(Some(std::slice::from_ref(&a)), &tracked, &mut told)),
+            vec![
+                ClientFrame::Subscribe { buckets: vec![a.clone()] },
+                ClientFrame::Track { bucket: a.clone(), meta: meta("title") },
+            ]
+        );
+
+        // Narrowed to b: presence in a is withdrawn before the subscription changes.
+        assert_eq!(
+            frames(plan(Some(std::slice::from_ref(&b)), &tracked, &mut told)),
+            vec![
+                ClientFrame::Untrack { bucket: a.clone() },
+                ClientFrame::Subscribe { buckets: vec![b.clone()] },
+                ClientFrame::Track { bucket: b.clone(), meta: meta("title") },
+            ]
+        );
+        assert_eq!(frames(plan(Some(&[b]), &tracked, &mut told)), Vec::new(), "nothing changed");
+        assert_eq!(plan(None, &tracked, &mut told), Step::Reconnect, "no frame widens again");
     }
 }

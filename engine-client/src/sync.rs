@@ -2,12 +2,12 @@
 //! the background — the outbox drains on a timer with backoff and jitter (never waiting for the
 //! next local write), pulls run when the stream says so, after a push, and on an interval.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
-use engine_kernel::ErrorCode;
 use engine_kernel::wire::{MutationResult, MutationStatus, PullRequest, PushRequest};
+use engine_kernel::{BucketKey, ErrorCode};
 use tokio::sync::{Mutex as AsyncMutex, Notify, broadcast, watch};
 
 use crate::backoff::Backoff;
@@ -17,6 +17,12 @@ use crate::remote::Remote;
 use crate::settings::Settings;
 use crate::status::Status;
 use crate::store::Store;
+
+/// The value behind `mutex`, even if a thread panicked holding it (the data stays consistent:
+/// no guard is held across a step that can fail half-way).
+pub(crate) fn lock<T>(mutex: &std::sync::Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    mutex.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+}
 
 /// Everything the client's handles and tasks share.
 pub(crate) struct Inner {
@@ -28,13 +34,10 @@ pub(crate) struct Inner {
     pub(crate) tables: BTreeMap<&'static str, watch::Sender<u64>>,
     pub(crate) presence: std::sync::Mutex<Presence>,
     pub(crate) presence_events: broadcast::Sender<PresenceEvent>,
-    /// Frames for the stream task to send (`track`, `untrack`).
-    pub(crate) outgoing: tokio::sync::mpsc::UnboundedSender<engine_kernel::wire::ClientFrame>,
-    outgoing_rx: std::sync::Mutex<Option<tokio::sync::mpsc::UnboundedReceiver<engine_kernel::wire::ClientFrame>>>,
     /// The buckets followed in realtime, when the app narrowed them ([`crate::Client::subscribe`]).
-    pub(crate) subscription: std::sync::Mutex<Option<Vec<engine_kernel::BucketKey>>>,
-    /// Asks the stream to connect afresh.
-    pub(crate) restart_stream: Notify,
+    pub(crate) subscription: std::sync::Mutex<Option<Vec<BucketKey>>>,
+    /// The app changed its subscription or presence: the stream tells the server.
+    pub(crate) stream_wanted: Notify,
     pub(crate) wake_push: Notify,
     pub(crate) wake_pull: Notify,
     pub(crate) shutdown: watch::Sender<bool>,
@@ -52,7 +55,6 @@ impl std::fmt::Debug for Inner {
 
 impl Inner {
     pub(crate) fn new(store: Store, remote: Remote, settings: Settings) -> Inner {
-        let (outgoing, outgoing_rx) = tokio::sync::mpsc::unbounded_channel();
         let tables =
             crate::store::local_table_names(store.app()).into_iter().map(|t| (t, watch::channel(0).0)).collect();
         Inner {
@@ -63,10 +65,8 @@ impl Inner {
             tables,
             presence: std::sync::Mutex::new(Presence::default()),
             presence_events: broadcast::channel(256).0,
-            outgoing,
-            outgoing_rx: std::sync::Mutex::new(Some(outgoing_rx)),
             subscription: std::sync::Mutex::new(None),
-            restart_stream: Notify::new(),
+            stream_wanted: Notify::new(),
             wake_push: Notify::new(),
             wake_pull: Notify::new(),
             shutdown: watch::channel(false).0,
@@ -76,11 +76,29 @@ impl Inner {
         }
     }
 
-    /// The receiving end of `outgoing`, for the one stream task.
-    pub(crate) fn take_outgoing(
-        &self,
-    ) -> Option<tokio::sync::mpsc::UnboundedReceiver<engine_kernel::wire::ClientFrame>> {
-        self.outgoing_rx.lock().unwrap_or_else(std::sync::PoisonError::into_inner).take()
+    /// A pull says the actor lost `buckets`: they leave a narrowed subscription and the
+    /// presence tracked, as they left the server's, and nobody is present in them any more.
+    fn lost(&self, buckets: &BTreeSet<BucketKey>) {
+        if buckets.is_empty() {
+            return;
+        }
+        if let Some(subscription) = lock(&self.subscription).as_mut() {
+            subscription.retain(|b| !buckets.contains(b));
+        }
+        let gone = {
+            let mut presence = lock(&self.presence);
+            presence.tracked.retain(|b, _| !buckets.contains(b));
+            presence.forget(buckets)
+        };
+        self.announce_empty(gone);
+        self.stream_wanted.notify_one();
+    }
+
+    /// Tell the app nobody is present in `buckets` any more.
+    pub(crate) fn announce_empty(&self, buckets: Vec<BucketKey>) {
+        for bucket in buckets {
+            let _ = self.presence_events.send(PresenceEvent { bucket, state: crate::PresenceState::new() });
+        }
     }
 
     pub(crate) fn notify_tables<'a>(&self, tables: impl IntoIterator<Item = &'a str>) {
@@ -131,7 +149,9 @@ impl Inner {
     pub(crate) async fn pull(&self) -> Result<()> {
         let _running = self.pull_lock.lock().await;
         self.set_syncing(true);
-        let result = self.pull_pages().await;
+        let mut lost = BTreeSet::new();
+        let result = self.pull_pages(&mut lost).await;
+        self.lost(&lost);
         self.set_syncing(false);
         match &result {
             Ok(()) => {
@@ -144,7 +164,7 @@ impl Inner {
         result
     }
 
-    async fn pull_pages(&self) -> Result<()> {
+    async fn pull_pages(&self, lost: &mut BTreeSet<BucketKey>) -> Result<()> {
         let request = |cursor: Option<String>| PullRequest {
             client_id: self.store.client_id(),
             cursor,
@@ -163,6 +183,7 @@ impl Inner {
             };
             let (applied, next) = tokio::join!(self.store.apply_page(&page, self.settings.bucket_ttl), next);
             let applied = applied?;
+            lost.extend(page.removed_buckets.iter().cloned());
             self.notify_tables(applied.tables.iter().copied());
             match next {
                 Some(next) => page = next?,

@@ -12,6 +12,7 @@ use example_notes::mutators::{
 use example_notes::{List, Note};
 
 use crate::support::client::{eventually, notes_client};
+use crate::support::process::ServerProcess;
 use crate::support::{TestDb, TestServer};
 
 const SOON: Duration = Duration::from_secs(10);
@@ -79,7 +80,6 @@ fn free_port() -> u16 {
 
 #[tokio::test]
 async fn offline_writes_survive_the_process_and_apply_exactly_once() {
-    use crate::support::process::ServerProcess;
     let db = TestDb::new().await;
     db.notes().await;
     let port = free_port();
@@ -377,16 +377,24 @@ async fn clients_behind_a_faulty_network_converge_and_apply_everything_once() {
     }
 }
 
-#[tokio::test]
-async fn pings_drive_pulls_and_the_stream_comes_back_after_the_server_does() {
-    use crate::support::process::ServerProcess;
+/// A server process on a fresh database and a port it can be started on again.
+async fn server_process() -> (TestDb, u16, ServerProcess) {
     let db = TestDb::new().await;
     db.notes().await;
     let port = free_port();
+    let server = ServerProcess::start_on(&db.url, Duration::from_secs(30), port).await;
+    (db, port, server)
+}
+
+/// No pull interval to speak of: only the stream makes the client pull.
+fn quiet(builder: engine::client::ClientBuilder) -> engine::client::ClientBuilder {
+    builder.pull_interval(Duration::from_secs(3600))
+}
+
+#[tokio::test]
+async fn pings_drive_pulls_and_the_stream_comes_back_after_the_server_does() {
+    let (db, port, mut server) = server_process().await;
     let url = format!("http://127.0.0.1:{port}");
-    let mut server = ServerProcess::start_on(&db.url, Duration::from_secs(30), port).await;
-    // No pull interval to speak of: only the stream makes bob pull.
-    let quiet = |b: engine::client::ClientBuilder| b.pull_interval(Duration::from_secs(3600));
     let alice = notes_client(&url, "alice", StoreLocation::Memory, quiet).await;
     let bob = notes_client(&url, "bob", StoreLocation::Memory, quiet).await;
     eventually(SOON, "both streams connect", || async { alice.status().connected && bob.status().connected }).await;
@@ -459,6 +467,66 @@ async fn presence_reaches_the_other_clients_of_a_bucket() {
         .await;
     alice.untrack(&bucket);
     eventually(SOON, "bob sees alice leave", || async { !bob.presence_state(&bucket).contains_key("alice") }).await;
+}
+
+#[tokio::test]
+async fn a_bucket_lost_leaves_the_subscription_and_presence_and_reconnections_are_not_refused() {
+    use example_notes::mutators::{UnshareList, unshare_list};
+    let (db, port, mut server) = server_process().await;
+    let url = format!("http://127.0.0.1:{port}");
+    let (owner, _) = shared_list(&url).await;
+    let alice = notes_client(&url, "alice", StoreLocation::Memory, quiet).await;
+    let bob = notes_client(&url, "bob", StoreLocation::Memory, quiet).await;
+    let shared = engine::BucketKey::new("shared", &["l1"]);
+    eventually(SOON, "both connect and bob holds the list", || async {
+        alice.status().connected && bob.status().connected && bob.buckets().await.unwrap().contains(&shared)
+    })
+    .await;
+
+    // Bob follows the shared list and his own lists, and is present in the shared one.
+    let mut events = bob.presence_events();
+    bob.subscribe(Some(vec![shared.clone(), engine::BucketKey::new("own", &["bob"])]));
+    bob.track(shared.clone(), serde_json::json!({"editing": "title"}).as_object().unwrap().clone());
+    eventually(SOON, "alice and bob see bob present", || async {
+        alice.presence_state(&shared).contains_key("bob") && bob.presence_state(&shared).contains_key("bob")
+    })
+    .await;
+
+    owner.mutate::<unshare_list>(UnshareList { list_id: "l1".into(), user_id: "bob".into() }).await.unwrap();
+    owner.sync().await.unwrap();
+    eventually(SOON, "bob loses the list", || async { bob.get::<List>(&"l1".to_owned()).await.unwrap().is_none() })
+        .await;
+    eventually(SOON, "alice sees bob leave", || async { !alice.presence_state(&shared).contains_key("bob") }).await;
+    assert!(bob.presence_state(&shared).is_empty(), "bob follows the list no more");
+    let emptied = tokio::time::timeout(SOON, async {
+        loop {
+            let event = events.recv().await.unwrap();
+            if event.bucket == shared && event.state.is_empty() {
+                return event;
+            }
+        }
+    })
+    .await;
+    assert!(emptied.is_ok(), "the app hears that nobody is present in the lost bucket");
+
+    // A new connection asks only for what bob still holds: the server does not refuse it, and
+    // bob's own bucket still pings him.
+    server.kill().await;
+    eventually(SOON, "bob notices", || async { !bob.status().connected }).await;
+    let _server = ServerProcess::start_on(&db.url, Duration::from_secs(30), port).await;
+    eventually(Duration::from_secs(20), "bob reconnects", || async { bob.status().connected }).await;
+    let mut status = bob.status_stream();
+    let dropped = tokio::time::timeout(Duration::from_secs(2), status.wait_for(|s| !s.connected)).await;
+    assert!(dropped.is_err(), "the connection stays up: {:?}", bob.status().last_error);
+    let phone = notes_client(&url, "bob", StoreLocation::Memory, |b| b.background(false)).await;
+    phone.mutate::<create_list>(CreateList { id: Some("b1".into()), title: "from the phone".into() }).await.unwrap();
+    phone.sync().await.unwrap();
+    eventually(SOON, "a ping brings bob his new list", || async {
+        bob.get::<List>(&"b1".to_owned()).await.unwrap().is_some()
+    })
+    .await;
+    let error = bob.status().last_error.unwrap_or_default();
+    assert!(!error.contains("forbidden"), "{error}");
 }
 
 /// Credentials that start out refused and are replaced by good ones on refresh.

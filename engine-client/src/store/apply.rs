@@ -183,6 +183,12 @@ pub(crate) async fn apply_page(
                 applied.tables.insert(table.name);
             }
         }
+        // Buckets no page brought again are held no more.
+        sqlx::query(
+            "DELETE FROM _engine_buckets WHERE NOT EXISTS (SELECT 1 FROM _engine_row_buckets rb WHERE rb.bucket = _engine_buckets.bucket)",
+        )
+        .execute(&mut *conn)
+        .await?;
         set_meta(conn, "sweep", "0").await?;
     }
     if !sweeping {
