@@ -7,8 +7,11 @@ use engine::server::storage::PostgresStorage;
 use sqlx::postgres::PgPoolOptions;
 use sqlx::{Connection, Executor, PgPool};
 
+/// The Postgres server benchmarks run on. Over loopback without TLS by default: a URL without
+/// `sslmode` gets TLS whenever the server offers it, and its cost is not the engine's.
 fn server_url() -> String {
-    std::env::var("ENGINE_BENCH_DATABASE_URL").unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/postgres".into())
+    std::env::var("ENGINE_BENCH_DATABASE_URL")
+        .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/postgres?sslmode=disable".into())
 }
 
 pub(crate) struct BenchDb {
@@ -22,8 +25,11 @@ impl BenchDb {
         let name = format!("engine_bench_{}", uuid::Uuid::new_v4().simple());
         let mut admin = sqlx::PgConnection::connect(&server_url()).await.expect("connect to Postgres");
         admin.execute(sqlx::AssertSqlSafe(format!("CREATE DATABASE {name}"))).await.expect("create the database");
-        let url = match server_url().rsplit_once('/') {
-            Some((prefix, _)) => format!("{prefix}/{name}"),
+        let server = server_url();
+        let (base, query) =
+            server.split_once('?').map_or((server.as_str(), String::new()), |(b, q)| (b, format!("?{q}")));
+        let url = match base.rsplit_once('/') {
+            Some((prefix, _)) => format!("{prefix}/{name}{query}"),
             None => panic!("the server URL names a database"),
         };
         let pool = PgPoolOptions::new().max_connections(connections).connect(&url).await.expect("connect");

@@ -170,6 +170,7 @@ impl ClientBuilder {
         let store = Store::open(&self.store, app, actor).await?;
         let inner = Arc::new(Inner::new(store, remote, self.settings));
         inner.refresh_status().await;
+        inner.refresh_held(std::collections::BTreeSet::new()).await?;
         let tasks = if inner.settings.background { spawn(&inner) } else { Vec::new() };
         let lifetime = Lifetime { inner: inner.clone(), tasks };
         Ok(Client { inner, _lifetime: Arc::new(lifetime) })
@@ -178,7 +179,8 @@ impl ClientBuilder {
 
 impl Client {
     /// Start building a client of the server at `server_url` (`http://host:port`, or with the
-    /// prefix the server is nested under).
+    /// prefix the server is nested under). With `https://`, requests and the stream (`wss://`)
+    /// use TLS and trust the system's certificate store.
     pub fn builder(server_url: impl Into<String>) -> ClientBuilder {
         ClientBuilder {
             server_url: server_url.into(),
@@ -305,7 +307,9 @@ impl Client {
         self.inner.status.borrow().clone()
     }
 
-    /// The client's state, as it changes.
+    /// The client's state, as it changes. Drop a borrow of it (`borrow()`, what `wait_for`
+    /// returns) before the next `.await`: while it is held, the client cannot update the status
+    /// and waits.
     pub fn status_stream(&self) -> watch::Receiver<Status> {
         self.inner.status.subscribe()
     }
@@ -369,12 +373,19 @@ impl Client {
     pub fn on_presence(&self, on_event: impl Fn(PresenceEvent) + Send + 'static) {
         let mut events = self.presence_events();
         let mut shutdown = self.inner.shutdown.subscribe();
+        let inner = self.inner.clone();
         tokio::spawn(async move {
             loop {
                 tokio::select! {
                     event = events.recv() => match event {
                         Ok(event) => on_event(event),
-                        Err(broadcast::error::RecvError::Lagged(_)) => {}
+                        // Events were dropped: each bucket's state now stands for them.
+                        Err(broadcast::error::RecvError::Lagged(_)) => {
+                            let states = lock(&inner.presence).states.clone();
+                            for (bucket, state) in states {
+                                on_event(PresenceEvent { bucket, state });
+                            }
+                        }
                         Err(broadcast::error::RecvError::Closed) => return,
                     },
                     _ = shutdown.changed() => return,

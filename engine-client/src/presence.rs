@@ -37,8 +37,16 @@ impl Presence {
         state
     }
 
-    pub(crate) fn diff(&mut self, bucket: &BucketKey, joins: PresenceState, leaves: PresenceState) -> PresenceState {
-        let state = self.states.entry(bucket.clone()).or_default();
+    /// Apply a `presence_diff`. `None` when the bucket has no state: the server sends the state
+    /// of a bucket before its diffs, so a diff without one is late, for a bucket no longer
+    /// followed.
+    pub(crate) fn diff(
+        &mut self,
+        bucket: &BucketKey,
+        joins: PresenceState,
+        leaves: PresenceState,
+    ) -> Option<PresenceState> {
+        let state = self.states.get_mut(bucket)?;
         for (key, metas) in leaves {
             if let Some(present) = state.get_mut(&key) {
                 present.retain(|m| !metas.iter().any(|left| presence_ref(left) == presence_ref(m)));
@@ -55,7 +63,7 @@ impl Presence {
                 }
             }
         }
-        state.clone()
+        Some(state.clone())
     }
 
     /// Forget who is present in `buckets` (no longer followed). Returns those that had a state.
@@ -95,8 +103,13 @@ mod tests {
             metas(json!({"alice": [{"presenceRef": "a2"}], "bob": [{"presenceRef": "b1"}]})),
             metas(json!({"alice": [{"presenceRef": "a1"}]})),
         );
-        assert_eq!(state, metas(json!({"alice": [{"presenceRef": "a2"}], "bob": [{"presenceRef": "b1"}]})));
+        assert_eq!(state, Some(metas(json!({"alice": [{"presenceRef": "a2"}], "bob": [{"presenceRef": "b1"}]}))));
         let state = presence.diff(&bucket, PresenceState::new(), metas(json!({"bob": [{"presenceRef": "b1"}]})));
-        assert_eq!(state, metas(json!({"alice": [{"presenceRef": "a2"}]})), "a key with no meta left is gone");
+        assert_eq!(state, Some(metas(json!({"alice": [{"presenceRef": "a2"}]}))), "a key with no meta left is gone");
+
+        let other = BucketKey::new("shared", &["l2"]);
+        let late = presence.diff(&other, metas(json!({"bob": [{"presenceRef": "b1"}]})), PresenceState::new());
+        assert_eq!(late, None, "a diff before any state is ignored");
+        assert!(!presence.states.contains_key(&other));
     }
 }

@@ -50,6 +50,7 @@ impl Settings {
             ("presence heartbeat", self.presence_heartbeat),
             ("stream liveness check", self.reconnect.heartbeat),
             ("connect timeout", self.reconnect.connect_timeout),
+            ("first backoff", self.reconnect.backoff_base),
         ];
         if let Some((name, _)) = positive.iter().find(|(_, d)| d.is_zero()) {
             return Err(Error::Config(format!("the {name} must be longer than zero")));

@@ -19,7 +19,7 @@ use tokio_tungstenite::{MaybeTlsStream, WebSocketStream};
 
 use crate::backoff::Backoff;
 use crate::error::{Error, Result};
-use crate::presence::PresenceEvent;
+use crate::presence::{Presence, PresenceEvent};
 use crate::sync::{Inner, lock};
 use serde_json::{Map, Value};
 
@@ -52,8 +52,7 @@ pub(crate) async fn run(inner: Arc<Inner>) {
                 let end = session(&inner, socket, &mut shutdown).await;
                 inner.status.send_modify(|status| status.connected = false);
                 // Who is present comes afresh with the next connection.
-                let gone = lock(&inner.presence).forget_all();
-                inner.announce_empty(gone);
+                inner.change_presence(Presence::forget_all);
                 match end {
                     End::Shutdown => return,
                     End::Reconnect => continue,
@@ -114,9 +113,42 @@ fn frame_text(frame: &ClientFrame) -> Message {
     Message::Text(serde_json::to_string(frame).expect("frames serialize").into())
 }
 
+/// Frames a second the client sends at most, and at once: half the server's default limits
+/// (20 a second, 50 at once), so a busy app is paced rather than disconnected.
+const FRAMES_PER_SECOND: f64 = 10.0;
+const FRAME_BURST: f64 = 25.0;
+
+/// A token bucket for the frames this connection sends.
+struct Pace {
+    tokens: f64,
+    at: Instant,
+}
+
+impl Pace {
+    fn new() -> Pace {
+        Pace { tokens: FRAME_BURST, at: Instant::now() }
+    }
+
+    /// Wait until a frame may go.
+    async fn ready(&mut self) {
+        let now = Instant::now();
+        self.tokens = (self.tokens + now.duration_since(self.at).as_secs_f64() * FRAMES_PER_SECOND).min(FRAME_BURST);
+        self.at = now;
+        if self.tokens < 1.0 {
+            let wait = Duration::from_secs_f64((1.0 - self.tokens) / FRAMES_PER_SECOND);
+            tokio::time::sleep(wait).await;
+            self.tokens = 1.0;
+            self.at = Instant::now();
+        }
+        self.tokens -= 1.0;
+    }
+}
+
 async fn session(inner: &Inner, socket: Socket, shutdown: &mut tokio::sync::watch::Receiver<bool>) -> End {
     let (mut sink, mut stream) = socket.split();
+    let mut held = inner.held.subscribe();
     let mut told = Told::default();
+    let mut pace = Pace::new();
     let start = Instant::now();
     let heartbeat_every = inner.settings.presence_heartbeat;
     let mut heartbeat = tokio::time::interval_at(start + heartbeat_every, heartbeat_every);
@@ -129,33 +161,36 @@ async fn session(inner: &Inner, socket: Socket, shutdown: &mut tokio::sync::watc
             let step = {
                 let wanted = lock(&inner.subscription).clone();
                 let presence = lock(&inner.presence);
-                plan(wanted.as_deref(), &presence.tracked, &mut told)
+                let strict = inner.strict.load(std::sync::atomic::Ordering::Acquire);
+                plan(wanted.as_deref(), &presence.tracked, &held.borrow_and_update(), strict, &mut told)
             };
             let Step::Frames { frames } = step else {
                 let _ = sink.send(Message::Close(None)).await;
                 return End::Reconnect;
             };
             for frame in &frames {
+                pace.ready().await;
                 if sink.send(frame_text(frame)).await.is_err() {
                     return End::Lost;
                 }
             }
             if let Some(followed) = &told.subscription {
-                let gone = lock(&inner.presence).keep_only(followed);
-                inner.announce_empty(gone);
+                inner.change_presence(|presence| presence.keep_only(followed));
             }
         }
         tokio::select! {
             message = stream.next() => match message {
                 Some(Ok(Message::Text(text))) => {
                     awaiting_pong = None;
-                    handle(inner, &text);
+                    handle(inner, &told, &text);
                 }
                 Some(Ok(Message::Pong(_) | Message::Ping(_) | Message::Binary(_) | Message::Frame(_))) => awaiting_pong = None,
                 Some(Ok(Message::Close(_)) | Err(_)) | None => return End::Lost,
             },
             () = inner.stream_wanted.notified() => reconcile = true,
+            Ok(()) = held.changed() => reconcile = true,
             _ = heartbeat.tick() => {
+                pace.ready().await;
                 if sink.send(frame_text(&ClientFrame::Heartbeat)).await.is_err() {
                     return End::Lost;
                 }
@@ -191,6 +226,13 @@ struct Told {
     tracks: BTreeMap<BucketKey, Map<String, Value>>,
 }
 
+impl Told {
+    /// Whether the server sends this connection the presence of `bucket`.
+    fn follows(&self, bucket: &BucketKey) -> bool {
+        self.subscription.as_ref().is_none_or(|s| s.contains(bucket))
+    }
+}
+
 /// How to bring the server to what the app wants.
 #[derive(Debug, PartialEq)]
 enum Step {
@@ -201,14 +243,24 @@ enum Step {
 }
 
 /// The frames that take the server from what it was `told` to the app's subscription (`wanted`,
-/// `None` for every bucket) and presence (`tracked`). Untracks go first, a subscription next,
-/// tracks last: the server refuses presence in a bucket the connection does not follow.
-fn plan(wanted: Option<&[BucketKey]>, tracked: &BTreeMap<BucketKey, Map<String, Value>>, told: &mut Told) -> Step {
-    let wanted: Option<BTreeSet<BucketKey>> = wanted.map(|w| w.iter().cloned().collect());
+/// `None` for every bucket) and presence (`tracked`). Presence goes only to followed buckets
+/// the store holds rows of (`held`); the subscription too once the server has refused one
+/// (`strict`), since a bucket held without rows cannot be told from one never held. Untracks go
+/// first, a subscription next, tracks last: the server refuses presence in a bucket the
+/// connection does not follow.
+fn plan(
+    wanted: Option<&[BucketKey]>,
+    tracked: &BTreeMap<BucketKey, Map<String, Value>>,
+    held: &BTreeSet<BucketKey>,
+    strict: bool,
+    told: &mut Told,
+) -> Step {
+    let wanted: Option<BTreeSet<BucketKey>> =
+        wanted.map(|w| w.iter().filter(|b| !strict || held.contains(*b)).cloned().collect());
     if wanted.is_none() && told.subscription.is_some() {
         return Step::Reconnect;
     }
-    let follows = |bucket: &BucketKey| wanted.as_ref().is_none_or(|w| w.contains(bucket));
+    let follows = |bucket: &BucketKey| held.contains(bucket) && wanted.as_ref().is_none_or(|w| w.contains(bucket));
     let mut frames = Vec::new();
     told.tracks.retain(|bucket, _| {
         let keep = tracked.contains_key(bucket) && follows(bucket);
@@ -232,7 +284,7 @@ fn plan(wanted: Option<&[BucketKey]>, tracked: &BTreeMap<BucketKey, Map<String, 
     Step::Frames { frames }
 }
 
-fn handle(inner: &Inner, text: &str) {
+fn handle(inner: &Inner, told: &Told, text: &str) {
     let frame: ServerFrame = match serde_json::from_str(text) {
         Ok(frame) => frame,
         Err(err) => {
@@ -240,30 +292,38 @@ fn handle(inner: &Inner, text: &str) {
             return;
         }
     };
-    let event = match frame {
-        ServerFrame::Ping { .. } | ServerFrame::BucketsChanged => {
-            inner.wake_pull.notify_one();
-            None
+    match frame {
+        ServerFrame::Ping { .. } | ServerFrame::BucketsChanged => inner.wake_pull.notify_one(),
+        // Presence of buckets not followed (sent before a narrowing reached the server) is left
+        // out. Events go out under the lock, in the order of the changes.
+        ServerFrame::PresenceState { bucket, state } if told.follows(&bucket) => {
+            let mut presence = lock(&inner.presence);
+            let state = presence.replace(&bucket, state);
+            let _ = inner.presence_events.send(PresenceEvent { bucket, state });
         }
-        ServerFrame::PresenceState { bucket, state } => {
-            let state = lock(&inner.presence).replace(&bucket, state);
-            Some(PresenceEvent { bucket, state })
+        ServerFrame::PresenceDiff { bucket, joins, leaves } if told.follows(&bucket) => {
+            let mut presence = lock(&inner.presence);
+            if let Some(state) = presence.diff(&bucket, joins, leaves) {
+                let _ = inner.presence_events.send(PresenceEvent { bucket, state });
+            }
         }
-        ServerFrame::PresenceDiff { bucket, joins, leaves } => {
-            let state = lock(&inner.presence).diff(&bucket, joins, leaves);
-            Some(PresenceEvent { bucket, state })
-        }
+        ServerFrame::PresenceState { .. } | ServerFrame::PresenceDiff { .. } => {}
         ServerFrame::Error { code, detail } => {
-            // Refused a bucket the store still holds: a pull tells what the actor holds now.
             if code == ErrorCode::Forbidden.as_str() {
+                // A bucket refused: ask only for buckets held from now on, and pull to learn
+                // what the actor holds now.
+                inner.strict.store(true, std::sync::atomic::Ordering::Release);
                 inner.wake_pull.notify_one();
+            } else if code == "meta_too_large" {
+                // The largest meta announced goes: the app hears of it in the status.
+                let largest =
+                    told.tracks.iter().max_by_key(|(_, meta)| serde_json::to_vec(meta).map_or(0, |v| v.len()));
+                if let Some((bucket, _)) = largest {
+                    lock(&inner.presence).tracked.remove(bucket);
+                }
             }
             inner.status.send_modify(|status| status.last_error = Some(format!("stream: {code}: {detail}")));
-            None
         }
-    };
-    if let Some(event) = event {
-        let _ = inner.presence_events.send(event);
     }
 }
 
@@ -290,18 +350,19 @@ mod tests {
     #[test]
     fn presence_is_announced_once_and_again_when_its_meta_changes() {
         let (a, b) = (bucket("a"), bucket("b"));
+        let held = BTreeSet::from([a.clone(), b.clone()]);
         let mut tracked = BTreeMap::from([(a.clone(), meta("title"))]);
         let mut told = Told::default();
         assert_eq!(
-            frames(plan(None, &tracked, &mut told)),
+            frames(plan(None, &tracked, &held, false, &mut told)),
             vec![ClientFrame::Track { bucket: a.clone(), meta: meta("title") }]
         );
-        assert_eq!(frames(plan(None, &tracked, &mut told)), Vec::new(), "nothing changed");
+        assert_eq!(frames(plan(None, &tracked, &held, false, &mut told)), Vec::new(), "nothing changed");
 
         tracked.insert(a.clone(), meta("body"));
         tracked.insert(b.clone(), meta("title"));
         assert_eq!(
-            frames(plan(None, &tracked, &mut told)),
+            frames(plan(None, &tracked, &held, false, &mut told)),
             vec![
                 ClientFrame::Track { bucket: a.clone(), meta: meta("body") },
                 ClientFrame::Track { bucket: b.clone(), meta: meta("title") },
@@ -309,16 +370,33 @@ mod tests {
         );
 
         tracked.remove(&a);
-        assert_eq!(frames(plan(None, &tracked, &mut told)), vec![ClientFrame::Untrack { bucket: a }]);
+        assert_eq!(frames(plan(None, &tracked, &held, false, &mut told)), vec![ClientFrame::Untrack { bucket: a }]);
+    }
+
+    #[test]
+    fn presence_waits_for_the_store_to_hold_its_bucket() {
+        let (a, b) = (bucket("a"), bucket("b"));
+        let tracked = BTreeMap::from([(a.clone(), meta("title")), (b.clone(), meta("title"))]);
+        let mut told = Told::default();
+        let sent = frames(plan(None, &tracked, &BTreeSet::from([a.clone()]), false, &mut told));
+        assert_eq!(sent, vec![ClientFrame::Track { bucket: a.clone(), meta: meta("title") }], "b is not held");
+
+        // A pull brings b and loses a.
+        let sent = frames(plan(None, &tracked, &BTreeSet::from([b.clone()]), false, &mut told));
+        assert_eq!(
+            sent,
+            vec![ClientFrame::Untrack { bucket: a }, ClientFrame::Track { bucket: b, meta: meta("title") }]
+        );
     }
 
     #[test]
     fn a_narrowed_subscription_goes_between_untracks_and_tracks() {
         let (a, b) = (bucket("a"), bucket("b"));
+        let held = BTreeSet::from([a.clone(), b.clone()]);
         let tracked = BTreeMap::from([(a.clone(), meta("title")), (b.clone(), meta("title"))]);
         let mut told = Told::default();
         assert_eq!(
-            frames(plan(Some(std::slice::from_ref(&a)), &tracked, &mut told)),
+            frames(plan(Some(std::slice::from_ref(&a)), &tracked, &held, false, &mut told)),
             vec![
                 ClientFrame::Subscribe { buckets: vec![a.clone()] },
                 ClientFrame::Track { bucket: a.clone(), meta: meta("title") },
@@ -327,14 +405,26 @@ mod tests {
 
         // Narrowed to b: presence in a is withdrawn before the subscription changes.
         assert_eq!(
-            frames(plan(Some(std::slice::from_ref(&b)), &tracked, &mut told)),
+            frames(plan(Some(std::slice::from_ref(&b)), &tracked, &held, false, &mut told)),
             vec![
                 ClientFrame::Untrack { bucket: a.clone() },
                 ClientFrame::Subscribe { buckets: vec![b.clone()] },
                 ClientFrame::Track { bucket: b.clone(), meta: meta("title") },
             ]
         );
-        assert_eq!(frames(plan(Some(&[b]), &tracked, &mut told)), Vec::new(), "nothing changed");
-        assert_eq!(plan(None, &tracked, &mut told), Step::Reconnect, "no frame widens again");
+        assert_eq!(frames(plan(Some(&[b]), &tracked, &held, false, &mut told)), Vec::new(), "nothing changed");
+        assert_eq!(plan(None, &tracked, &held, false, &mut told), Step::Reconnect, "no frame widens again");
+    }
+
+    #[test]
+    fn after_a_refusal_the_subscription_asks_only_for_buckets_held() {
+        let (a, own) = (bucket("a"), BucketKey::new("own", &["bob"]));
+        let wanted = [a.clone(), own.clone()];
+        let held = BTreeSet::from([a.clone()]);
+        // A bucket held without rows (an empty `own`) is asked for until the server refuses.
+        let sent = frames(plan(Some(&wanted), &BTreeMap::new(), &held, false, &mut Told::default()));
+        assert_eq!(sent, vec![ClientFrame::Subscribe { buckets: vec![own, a.clone()] }]);
+        let sent = frames(plan(Some(&wanted), &BTreeMap::new(), &held, true, &mut Told::default()));
+        assert_eq!(sent, vec![ClientFrame::Subscribe { buckets: vec![a] }]);
     }
 }

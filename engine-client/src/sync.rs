@@ -38,6 +38,10 @@ pub(crate) struct Inner {
     pub(crate) subscription: std::sync::Mutex<Option<Vec<BucketKey>>>,
     /// The app changed its subscription or presence: the stream tells the server.
     pub(crate) stream_wanted: Notify,
+    /// The buckets the store holds rows of, as the last pull left them.
+    pub(crate) held: watch::Sender<BTreeSet<BucketKey>>,
+    /// The server refused a subscription: from then on the stream asks only for buckets held.
+    pub(crate) strict: std::sync::atomic::AtomicBool,
     pub(crate) wake_push: Notify,
     pub(crate) wake_pull: Notify,
     pub(crate) shutdown: watch::Sender<bool>,
@@ -67,6 +71,8 @@ impl Inner {
             presence_events: broadcast::channel(256).0,
             subscription: std::sync::Mutex::new(None),
             stream_wanted: Notify::new(),
+            held: watch::channel(BTreeSet::new()).0,
+            strict: std::sync::atomic::AtomicBool::new(false),
             wake_push: Notify::new(),
             wake_pull: Notify::new(),
             shutdown: watch::channel(false).0,
@@ -76,27 +82,36 @@ impl Inner {
         }
     }
 
-    /// A pull says the actor lost `buckets`: they leave a narrowed subscription and the
-    /// presence tracked, as they left the server's, and nobody is present in them any more.
-    fn lost(&self, buckets: &BTreeSet<BucketKey>) {
-        if buckets.is_empty() {
-            return;
+    /// Read the buckets held from the store, after a pull. Those a pull said the actor `lost`
+    /// (and no later page brought back) leave a narrowed subscription and the presence
+    /// tracked, as they left the server's, and nobody is present in them any more.
+    pub(crate) async fn refresh_held(&self, mut lost: BTreeSet<BucketKey>) -> Result<()> {
+        let held: BTreeSet<BucketKey> = self.store.buckets().await?.into_iter().collect();
+        lost.retain(|b| !held.contains(b));
+        if !lost.is_empty() {
+            if let Some(subscription) = lock(&self.subscription).as_mut() {
+                subscription.retain(|b| !lost.contains(b));
+            }
+            self.change_presence(|presence| {
+                presence.tracked.retain(|b, _| !lost.contains(b));
+                presence.forget(&lost)
+            });
+            self.stream_wanted.notify_one();
         }
-        if let Some(subscription) = lock(&self.subscription).as_mut() {
-            subscription.retain(|b| !buckets.contains(b));
-        }
-        let gone = {
-            let mut presence = lock(&self.presence);
-            presence.tracked.retain(|b, _| !buckets.contains(b));
-            presence.forget(buckets)
-        };
-        self.announce_empty(gone);
-        self.stream_wanted.notify_one();
+        self.held.send_if_modified(|before| {
+            let changed = *before != held;
+            *before = held;
+            changed
+        });
+        Ok(())
     }
 
-    /// Tell the app nobody is present in `buckets` any more.
-    pub(crate) fn announce_empty(&self, buckets: Vec<BucketKey>) {
-        for bucket in buckets {
+    /// Change the presence with `change`, and tell the app of every bucket it returns that
+    /// nobody is present in it any more. Events go out under the lock, so they come in the
+    /// order of the changes.
+    pub(crate) fn change_presence(&self, change: impl FnOnce(&mut Presence) -> Vec<BucketKey>) {
+        let mut presence = lock(&self.presence);
+        for bucket in change(&mut presence) {
             let _ = self.presence_events.send(PresenceEvent { bucket, state: crate::PresenceState::new() });
         }
     }
@@ -150,8 +165,9 @@ impl Inner {
         let _running = self.pull_lock.lock().await;
         self.set_syncing(true);
         let mut lost = BTreeSet::new();
-        let result = self.pull_pages(&mut lost).await;
-        self.lost(&lost);
+        // Pages applied before a failure count: what they said was lost is lost.
+        let pulled = self.pull_pages(&mut lost).await;
+        let result = pulled.and(self.refresh_held(lost).await);
         self.set_syncing(false);
         match &result {
             Ok(()) => {

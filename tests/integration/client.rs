@@ -469,6 +469,13 @@ async fn presence_reaches_the_other_clients_of_a_bucket() {
     eventually(SOON, "bob sees alice leave", || async { !bob.presence_state(&bucket).contains_key("alice") }).await;
 }
 
+/// The client's stream stays up for two seconds.
+async fn stays_connected(client: &Client) {
+    let mut status = client.status_stream();
+    let dropped = tokio::time::timeout(Duration::from_secs(2), status.wait_for(|s| !s.connected)).await.is_ok();
+    assert!(!dropped, "the connection stays up: {:?}", client.status().last_error);
+}
+
 #[tokio::test]
 async fn a_bucket_lost_leaves_the_subscription_and_presence_and_reconnections_are_not_refused() {
     use example_notes::mutators::{UnshareList, unshare_list};
@@ -497,7 +504,7 @@ async fn a_bucket_lost_leaves_the_subscription_and_presence_and_reconnections_ar
     eventually(SOON, "bob loses the list", || async { bob.get::<List>(&"l1".to_owned()).await.unwrap().is_none() })
         .await;
     eventually(SOON, "alice sees bob leave", || async { !alice.presence_state(&shared).contains_key("bob") }).await;
-    assert!(bob.presence_state(&shared).is_empty(), "bob follows the list no more");
+    eventually(SOON, "bob follows the list no more", || async { bob.presence_state(&shared).is_empty() }).await;
     let emptied = tokio::time::timeout(SOON, async {
         loop {
             let event = events.recv().await.unwrap();
@@ -515,9 +522,7 @@ async fn a_bucket_lost_leaves_the_subscription_and_presence_and_reconnections_ar
     eventually(SOON, "bob notices", || async { !bob.status().connected }).await;
     let _server = ServerProcess::start_on(&db.url, Duration::from_secs(30), port).await;
     eventually(Duration::from_secs(20), "bob reconnects", || async { bob.status().connected }).await;
-    let mut status = bob.status_stream();
-    let dropped = tokio::time::timeout(Duration::from_secs(2), status.wait_for(|s| !s.connected)).await;
-    assert!(dropped.is_err(), "the connection stays up: {:?}", bob.status().last_error);
+    stays_connected(&bob).await;
     let phone = notes_client(&url, "bob", StoreLocation::Memory, |b| b.background(false)).await;
     phone.mutate::<create_list>(CreateList { id: Some("b1".into()), title: "from the phone".into() }).await.unwrap();
     phone.sync().await.unwrap();
@@ -527,6 +532,63 @@ async fn a_bucket_lost_leaves_the_subscription_and_presence_and_reconnections_ar
     .await;
     let error = bob.status().last_error.unwrap_or_default();
     assert!(!error.contains("forbidden"), "{error}");
+
+    // Asking for a bucket never held is refused once; from then on the stream asks only for
+    // buckets the store holds, and stays up.
+    let own = engine::BucketKey::new("own", &["bob"]);
+    let mut status = bob.status_stream();
+    bob.subscribe(Some(vec![own, engine::BucketKey::new("shared", &["never"])]));
+    // (`is_ok` drops the borrow of the status at once: held, it would block the client.)
+    let refused = tokio::time::timeout(SOON, status.wait_for(|s| !s.connected)).await.is_ok();
+    assert!(refused, "the server closes the connection that asked for it");
+    eventually(SOON, "bob reconnects", || async { bob.status().connected }).await;
+    stays_connected(&bob).await;
+    phone.mutate::<create_list>(CreateList { id: Some("b2".into()), title: "again".into() }).await.unwrap();
+    phone.sync().await.unwrap();
+    eventually(SOON, "a ping brings bob that list too", || async {
+        bob.get::<List>(&"b2".to_owned()).await.unwrap().is_some()
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn https_and_wss_server_urls_speak_tls() {
+    use tokio::io::AsyncReadExt;
+    // A listener that keeps the first bytes of every connection: a TLS handshake starts with
+    // 0x16 (plain HTTP, and a plain WebSocket upgrade, with `G` or `P`). The HTTP client offers
+    // `http/1.1` by ALPN in its hello; the stream's WebSocket offers none.
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let (hellos, mut seen) = tokio::sync::mpsc::unbounded_channel::<Vec<u8>>();
+    let accept = tokio::spawn(async move {
+        loop {
+            let (mut socket, _) = listener.accept().await.unwrap();
+            let hellos = hellos.clone();
+            tokio::spawn(async move {
+                let mut hello = vec![0u8; 4096];
+                let mut read = 0;
+                while read < 5 || read < 5 + usize::from(u16::from_be_bytes([hello[3], hello[4]])).min(4091) {
+                    match socket.read(&mut hello[read..]).await {
+                        Ok(0) | Err(_) => break,
+                        Ok(n) => read += n,
+                    }
+                }
+                hello.truncate(read);
+                let _ = hellos.send(hello);
+            });
+        }
+    });
+    let client = notes_client(&format!("https://localhost:{port}"), "alice", StoreLocation::Memory, |b| b).await;
+    let pulled = client.pull().await;
+    assert!(matches!(pulled, Err(engine::client::Error::Network(_))), "{pulled:?}");
+    let offers_http = |hello: &[u8]| hello.windows(8).any(|w| w == b"http/1.1");
+    let (mut https, mut wss) = (0, 0);
+    while https < 2 || wss < 2 {
+        let hello = tokio::time::timeout(SOON, seen.recv()).await.expect("the client keeps trying").unwrap();
+        assert_eq!(hello.first(), Some(&0x16), "a TLS handshake: {:?}", String::from_utf8_lossy(&hello));
+        if offers_http(&hello) { https += 1 } else { wss += 1 }
+    }
+    accept.abort();
 }
 
 /// Credentials that start out refused and are replaced by good ones on refresh.

@@ -353,3 +353,38 @@ async fn the_readme_session_works() {
         }
     }
 }
+
+#[tokio::test]
+async fn a_database_url_that_asks_for_tls_gets_it() {
+    use crate::support::process::ServerProcess;
+    let db = TestDb::new().await;
+    let base = db.url.split('?').next().unwrap();
+    let url = format!("{base}?sslmode=require&application_name=engine_tls_check");
+    let server = ServerProcess::start(&url, Duration::from_secs(30)).await;
+    let push = json!({"clientId": "00000000-0000-4000-8000-0000000000aa", "mutations": [{
+        "clientMutationId": "00000000-0000-4000-8000-000000000001", "mutationId": 1, "name": "create_list",
+        "args": {"id": "l1", "title": "over TLS"}
+    }]});
+    let response = reqwest::Client::new()
+        .post(format!("http://{}/sync/push", server.addr))
+        .bearer_auth(TestServer::token("alice"))
+        .json(&push)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), StatusCode::OK, "{}", response.text().await.unwrap());
+    let title: String =
+        sqlx::query_scalar("SELECT title FROM lists WHERE id = 'l1'").fetch_one(&db.pool).await.unwrap();
+    assert_eq!(title, "over TLS");
+
+    let (connections, encrypted): (i64, i64) = sqlx::query_as(
+        "SELECT count(*), count(*) FILTER (WHERE s.ssl) FROM pg_stat_activity a JOIN pg_stat_ssl s USING (pid)
+         WHERE a.datname = $1 AND a.application_name = 'engine_tls_check'",
+    )
+    .bind(&db.name)
+    .fetch_one(&db.pool)
+    .await
+    .unwrap();
+    assert!(connections > 0, "the server holds connections to the database");
+    assert_eq!(encrypted, connections, "every one of them encrypted");
+}

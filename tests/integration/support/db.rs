@@ -1,7 +1,8 @@
 //! A fresh database per test on the machine's Postgres, dropped when the test ends.
 //!
 //! The server is `ENGINE_TEST_DATABASE_URL` (any database on it; the default is
-//! `postgres://postgres@127.0.0.1:5432/postgres`). Each [`TestDb`] creates `engine_test_<uuid>`
+//! `postgres://postgres@127.0.0.1:5432/postgres?sslmode=disable`: loopback needs no TLS, which a
+//! URL without `sslmode` gets whenever the server offers it). Each [`TestDb`] creates `engine_test_<uuid>`
 //! and drops it, connections and all, on drop.
 
 use std::sync::Arc;
@@ -13,7 +14,8 @@ use sqlx::{Executor, PgPool};
 
 /// The Postgres server tests run against.
 pub(crate) fn server_url() -> String {
-    std::env::var("ENGINE_TEST_DATABASE_URL").unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/postgres".into())
+    std::env::var("ENGINE_TEST_DATABASE_URL")
+        .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/postgres?sslmode=disable".into())
 }
 
 /// The URL of database `name` on the test server.
