@@ -402,10 +402,16 @@ impl Client {
 
 /// The rows of table `T` as the view has them (confirmed rows with pending mutations applied),
 /// soft-deleted rows left out.
-#[derive(Debug, Clone)]
+#[derive(Debug)]
 pub struct Collection<T> {
     client: Client,
     _table: PhantomData<fn() -> T>,
+}
+
+impl<T> Clone for Collection<T> {
+    fn clone(&self) -> Self {
+        Collection { client: self.client.clone(), _table: PhantomData }
+    }
 }
 
 impl<T: Table> Collection<T> {
@@ -444,6 +450,49 @@ impl<T: Table> Collection<T> {
             Some(version) => version.subscribe(),
             // A table without a local copy never changes here.
             None => watch::channel(0).1,
+        }
+    }
+
+    /// The rows matching `filter`, live: [`LiveQuery::next`] gives them at once, then again
+    /// each time they differ (a write elsewhere in the table does not wake it).
+    pub fn live(&self, filter: Filter<T>) -> LiveQuery<T> {
+        LiveQuery { collection: self.clone(), filter, version: self.changes(), last: None }
+    }
+}
+
+/// A query whose result is given again whenever it changes ([`Collection::live`]).
+pub struct LiveQuery<T> {
+    collection: Collection<T>,
+    filter: Filter<T>,
+    version: watch::Receiver<u64>,
+    /// The rows last given.
+    last: Option<Vec<engine_kernel::Row>>,
+}
+
+impl<T> std::fmt::Debug for LiveQuery<T> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("LiveQuery").field("filter", &self.filter.conditions()).finish_non_exhaustive()
+    }
+}
+
+impl<T: Table> LiveQuery<T> {
+    /// The rows now, the first time; after that, the rows once they differ from the last given.
+    ///
+    /// # Errors
+    /// [`Error::Store`] when the store fails; [`Error::Closed`] when the client closed.
+    pub async fn next(&mut self) -> Result<Vec<T>> {
+        loop {
+            if self.last.is_some() {
+                self.version.changed().await.map_err(|_| Error::Closed)?;
+            } else {
+                self.version.borrow_and_update();
+            }
+            let rows = self.collection.client.inner.store.rows(T::META, self.filter.conditions(), None).await?;
+            if self.last.as_ref() != Some(&rows) {
+                let items = rows.iter().cloned().map(T::from_row).collect::<engine_kernel::Result<_>>();
+                self.last = Some(rows);
+                return items.map_err(Error::Mutation);
+            }
         }
     }
 }

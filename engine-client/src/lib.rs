@@ -2,7 +2,7 @@
 //! and converges when it reconnects. It speaks only the wire protocol (PROTOCOL.md).
 //!
 //! - [`Client`] and [`ClientBuilder`] (`client`): the handle — mutate, pull, push, read
-//!   [`Collection`]s, presence, status.
+//!   [`Collection`]s and [`LiveQuery`]s, presence, status.
 //! - `store`: the local SQLite store — the view the app reads, the confirmed base, the outbox,
 //!   the quarantine; pull pages applied atomically, and the rebase of pending mutations.
 //! - `sync`: pushing and pulling, classified by the protocol, and the background loops.
@@ -32,7 +32,7 @@ mod stream;
 mod sync;
 
 pub use auth::{AuthProvider, BearerToken};
-pub use client::{Client, ClientBuilder, Collection};
+pub use client::{Client, ClientBuilder, Collection, LiveQuery};
 /// The boxed future [`AuthProvider`]'s methods return.
 pub use engine_kernel::BoxFuture;
 /// Collaborative columns, to edit before a mutation carries the edit: `CrdtText::insert` and

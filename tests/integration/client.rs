@@ -837,10 +837,22 @@ async fn status_and_collections_tell_a_ui_when_to_render_again() {
     let alice = notes_client(&server.url(""), "alice", StoreLocation::Memory, |b| b.background(false)).await;
     let mut status = alice.status_stream();
     let mut lists = alice.collection::<List>().changes();
+    let mut in_l1 = alice.collection::<Note>().live(Note::list_id.eq("l1"));
+    assert!(in_l1.next().await.unwrap().is_empty(), "a live query gives its rows at once");
 
     alice.mutate::<create_list>(CreateList { id: Some("l1".into()), title: "watched".into() }).await.unwrap();
     tokio::time::timeout(SOON, lists.changed()).await.unwrap().unwrap();
     tokio::time::timeout(SOON, status.wait_for(|s| s.pending == 1)).await.unwrap().unwrap();
+
+    // A note elsewhere changes the table, not the query; a note in l1 changes both.
+    alice.mutate::<create_list>(CreateList { id: Some("l2".into()), title: "other".into() }).await.unwrap();
+    alice.mutate::<add_note>(AddNote { id: Some("n2".into()), list_id: "l2".into(), title: "x".into() }).await.unwrap();
+    alice.mutate::<add_note>(AddNote { id: Some("n1".into()), list_id: "l1".into(), title: "y".into() }).await.unwrap();
+    let notes = tokio::time::timeout(SOON, in_l1.next()).await.unwrap().unwrap();
+    assert_eq!(notes.iter().map(|n| n.id.as_str()).collect::<Vec<_>>(), ["n1"]);
+    alice.mutate::<add_note>(AddNote { id: Some("n3".into()), list_id: "l2".into(), title: "z".into() }).await.unwrap();
+    let woken = tokio::time::timeout(Duration::from_millis(300), in_l1.next()).await;
+    assert!(woken.is_err(), "a write outside the query gives nothing new: {woken:?}");
 
     alice.sync().await.unwrap();
     let synced = tokio::time::timeout(SOON, status.wait_for(|s| s.pending == 0 && s.last_pull_at.is_some()))
