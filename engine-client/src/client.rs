@@ -237,17 +237,18 @@ impl Client {
         self.inner.push().await.map(drop)
     }
 
-    /// Push, then pull until what the push applied shows (or a few seconds pass: a write
-    /// reaches pulls once every transaction that began before it has finished on the server).
+    /// Push, then pull, until the outbox is empty (or a few seconds pass: a write reaches pulls
+    /// once every transaction that began before it has finished on the server, and a pull may
+    /// hand back writes the server lost, to be pushed again).
     ///
     /// # Errors
     /// As [`push`](Self::push) and [`pull`](Self::pull).
     pub async fn sync(&self) -> Result<()> {
-        self.push().await?;
         let mut wait = Duration::from_millis(10);
         for _ in 0..8 {
+            self.push().await?;
             self.pull().await?;
-            if self.inner.store.acknowledged().await? == 0 {
+            if self.inner.store.pending_count().await? == 0 {
                 break;
             }
             tokio::time::sleep(wait).await;

@@ -200,6 +200,9 @@ impl Inner {
             let (applied, next) = tokio::join!(self.store.apply_page(&page, self.settings.bucket_ttl), next);
             let applied = applied?;
             lost.extend(page.removed_buckets.iter().cloned());
+            if applied.requeued > 0 {
+                self.wake_push.notify_one();
+            }
             self.notify_tables(applied.tables.iter().copied());
             match next {
                 Some(next) => page = next?,
@@ -268,15 +271,18 @@ impl Inner {
                     // one is numbered on when the server says where its sequence is).
                     batch_size = self.settings.push_batch.max(1);
                     let entry = &batch[0];
-                    let rejected = MutationResult {
+                    // Up to the synced id the server has recorded it (a lost answer): its effect
+                    // is in the base, and quarantined, a retry would apply it twice.
+                    let settled = entry.mutation_id <= self.store.synced().await?;
+                    let result = MutationResult {
                         client_mutation_id: entry.request().client_mutation_id,
                         mutation_id: entry.request().mutation_id,
-                        status: MutationStatus::Rejected,
+                        status: if settled { MutationStatus::Duplicate } else { MutationStatus::Rejected },
                         server_id: None,
                         reconciliation: None,
-                        error: Some(problem),
+                        error: (!settled).then_some(problem),
                     };
-                    let tables = self.store.record_results(&[rejected]).await?;
+                    let tables = self.store.record_results(&[result]).await?;
                     self.notify_tables(tables.iter().copied());
                 }
                 Err(err) => return Err(err),

@@ -74,6 +74,13 @@ async fn two_clients_converge_on_lists_notes_membership_and_bodies() {
 }
 
 /// A port nothing listens on now.
+/// A fresh directory for client store files.
+fn store_dir() -> std::path::PathBuf {
+    let dir = std::env::temp_dir().join(format!("engine-client-{}", uuid::Uuid::new_v4().simple()));
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
 fn free_port() -> u16 {
     std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
 }
@@ -84,8 +91,7 @@ async fn offline_writes_survive_the_process_and_apply_exactly_once() {
     db.notes().await;
     let port = free_port();
     let url = format!("http://127.0.0.1:{port}");
-    let dir = std::env::temp_dir().join(format!("engine-client-{}", uuid::Uuid::new_v4().simple()));
-    std::fs::create_dir_all(&dir).unwrap();
+    let dir = store_dir();
     let store = dir.join("alice.db");
 
     // The server is down: a client process queues a list and 20 notes, and exits.
@@ -657,6 +663,64 @@ async fn an_outbox_ahead_of_the_server_is_renumbered_from_its_last_mutation_id()
 }
 
 #[tokio::test]
+async fn writes_the_server_lost_after_acknowledging_them_are_pushed_again() {
+    let db = TestDb::new().await;
+    let server = TestServer::start(&db, |b| b).await;
+    let alice = notes_client(&server.url(""), "alice", StoreLocation::Memory, |b| b.background(false)).await;
+    alice.mutate::<create_list>(CreateList { id: Some("l0".into()), title: "kept".into() }).await.unwrap();
+    alice.sync().await.unwrap();
+    alice.mutate::<create_list>(CreateList { id: Some("l1".into()), title: "lost".into() }).await.unwrap();
+    alice.push().await.unwrap();
+    assert_eq!(alice.status().pending, 1, "acknowledged, not yet shown by a pull");
+
+    // The server is restored from a backup taken between the two.
+    sqlx::query("DELETE FROM list_members WHERE list_id = 'l1'").execute(&db.pool).await.unwrap();
+    sqlx::query("DELETE FROM lists WHERE id = 'l1'").execute(&db.pool).await.unwrap();
+    sqlx::query("DELETE FROM _engine_mutations WHERE mutation_id = 2").execute(&db.pool).await.unwrap();
+    sqlx::query("UPDATE _engine_clients SET last_mutation_id = 1").execute(&db.pool).await.unwrap();
+
+    alice.sync().await.unwrap();
+    assert_eq!(alice.status().pending, 0);
+    assert!(alice.quarantined().await.unwrap().is_empty(), "{:?}", alice.quarantined().await);
+    let lists: Vec<String> = sqlx::query_scalar("SELECT id FROM lists ORDER BY id").fetch_all(&db.pool).await.unwrap();
+    assert_eq!(lists, ["l0", "l1"], "the lost write is applied again");
+    assert!(alice.get::<List>(&"l1".to_owned()).await.unwrap().is_some());
+}
+
+#[tokio::test]
+async fn a_copied_store_numbers_its_writes_on_instead_of_losing_them() {
+    let db = TestDb::new().await;
+    let server = TestServer::start(&db, |b| b).await;
+    let url = server.url("");
+    let dir = store_dir();
+    let (original, copy) = (dir.join("laptop.db"), dir.join("restored.db"));
+    let background = |b: engine::client::ClientBuilder| b.background(false);
+    {
+        let laptop = notes_client(&url, "alice", StoreLocation::File(original.clone()), background).await;
+        laptop.mutate::<create_list>(CreateList { id: Some("l1".into()), title: "first".into() }).await.unwrap();
+        laptop.sync().await.unwrap();
+        laptop.close();
+    }
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    std::fs::copy(&original, &copy).unwrap();
+
+    // Both go on from the same point under one client id.
+    let laptop = notes_client(&url, "alice", StoreLocation::File(original), background).await;
+    let restored = notes_client(&url, "alice", StoreLocation::File(copy), background).await;
+    assert_eq!(laptop.client_id(), restored.client_id());
+    laptop.mutate::<create_list>(CreateList { id: Some("l2".into()), title: "laptop".into() }).await.unwrap();
+    laptop.sync().await.unwrap();
+    restored.mutate::<create_list>(CreateList { id: Some("l3".into()), title: "restored".into() }).await.unwrap();
+    restored.sync().await.unwrap();
+
+    assert!(restored.quarantined().await.unwrap().is_empty(), "{:?}", restored.quarantined().await);
+    assert_eq!(restored.status().pending, 0);
+    let lists: Vec<String> = sqlx::query_scalar("SELECT id FROM lists ORDER BY id").fetch_all(&db.pool).await.unwrap();
+    assert_eq!(lists, ["l1", "l2", "l3"], "both writes applied, once each");
+    std::fs::remove_dir_all(&dir).ok();
+}
+
+#[tokio::test]
 async fn rows_of_a_bucket_left_stay_for_its_ttl_and_rows_with_pending_writes_stay_longer() {
     use example_notes::mutators::{UnshareList, unshare_list};
     let db = TestDb::new().await;
@@ -788,8 +852,7 @@ async fn the_store_follows_the_app_keeping_rows_and_outbox() {
     let db = TestDb::new().await;
     let server = TestServer::start(&db, |b| b).await;
     let url = server.url("");
-    let dir = std::env::temp_dir().join(format!("engine-client-{}", uuid::Uuid::new_v4().simple()));
-    std::fs::create_dir_all(&dir).unwrap();
+    let dir = store_dir();
     let store = StoreLocation::File(dir.join("alice.db"));
     let open = |app: engine::App| {
         let (url, store) = (url.clone(), store.clone());

@@ -272,6 +272,27 @@ async fn a_gap_in_the_sequence_is_refused_with_the_last_applied_id() {
 }
 
 #[tokio::test]
+async fn an_id_another_mutation_holds_is_refused_with_the_last_applied_id() {
+    // A store copied to a second device: both number their mutations from the same point.
+    let db = TestDb::new().await;
+    let storage = store(&db).await;
+    push(&storage, "alice", client(1), vec![mutation(1, "create_list", json!({"id": "l1", "title": "a"}))]).await;
+    let copy = mutation(1, "create_list", json!({"id": "l2", "title": "from the copy"}));
+    let refused = push(&storage, "alice", client(1), vec![copy.clone()]).await;
+    match refused.stopped {
+        Some(Error::MutationOutOfOrder { last_mutation_id: 1, got: 1 }) => {}
+        other => panic!("expected the sequence to be named, got {other:?}"),
+    }
+    assert!(refused.response.results.is_empty());
+    assert_eq!(rows(&db, "SELECT 1 FROM lists WHERE id = 'l2'").await, 0, "nothing applied");
+
+    // Numbered on from there, it applies; the original mutation 1 still answers as itself.
+    let renumbered = push(&storage, "alice", client(1), vec![MutationRequest { mutation_id: 2, ..copy }]).await;
+    assert_eq!(renumbered.response.results[0].status, MutationStatus::Applied);
+    assert_eq!(rows(&db, "SELECT 1 FROM lists").await, 2);
+}
+
+#[tokio::test]
 async fn a_transient_failure_records_nothing_and_the_retry_applies_once() {
     let db = TestDb::new().await;
     let storage = store(&db).await;

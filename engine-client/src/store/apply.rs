@@ -34,6 +34,8 @@ pub(crate) struct Applied {
     pub(crate) tables: BTreeSet<&'static str>,
     /// How many outbox entries the page confirmed.
     pub(crate) confirmed: u64,
+    /// How many acknowledged entries the server no longer has, to be pushed again.
+    pub(crate) requeued: u64,
 }
 
 /// Upsert `rows` of `table` into the table `target` (the view or the base), in multi-row
@@ -159,7 +161,16 @@ pub(crate) async fn apply_page(
             continue;
         }
         upsert(conn, table, &base(table.name), &rows).await?;
-        upsert(conn, table, &ident(table.name), &rows).await?;
+        if page.has_more {
+            // Rows pending mutations wrote wait for the last page's rebase: replayed now, on a
+            // base that may already hold their effect, they would show it twice.
+            let touched = touched_keys(conn, table).await?;
+            let untouched: Vec<&Row> =
+                rows.iter().copied().filter(|r| !touched.contains(&key_text(table, r))).collect();
+            upsert(conn, table, &ident(table.name), &untouched).await?;
+        } else {
+            upsert(conn, table, &ident(table.name), &rows).await?;
+        }
         applied.tables.insert(table.name);
         for change in page.changes.iter().filter(|c| c.table == table.name) {
             let key = key_text(table, &change.row);
@@ -197,16 +208,31 @@ pub(crate) async fn apply_page(
 
     // Only the last page of a pull vouches that every row below its horizon has arrived: earlier
     // pages may report a mutation synced whose rows a later page brings.
-    if !page.has_more {
+    if page.has_more {
+        if !applied.tables.is_empty() {
+            set_meta(conn, "rebase_due", "1").await?;
+        }
+    } else {
         let synced = page.synced_mutation_id.unwrap_or(page.last_mutation_id);
         applied.confirmed = super::outbox::confirm(conn, synced, page.last_mutation_id).await?;
-    }
-
-    if !applied.tables.is_empty() || applied.confirmed > 0 {
-        applied.tables.extend(rebase(conn, app, actor).await?);
+        applied.requeued = super::outbox::requeue_lost(conn, page.last_mutation_id).await?;
+        let due = meta(conn, "rebase_due").await?.as_deref() == Some("1");
+        if due || !applied.tables.is_empty() || applied.confirmed > 0 {
+            applied.tables.extend(rebase(conn, app, actor).await?);
+            set_meta(conn, "rebase_due", "0").await?;
+        }
     }
     set_meta(conn, "cursor", &page.cursor).await?;
     Ok(applied)
+}
+
+/// The keys of the rows of `table` that pending mutations wrote.
+async fn touched_keys(conn: &mut SqliteConnection, table: &TableMeta) -> Result<BTreeSet<String>> {
+    let keys: Vec<String> = sqlx::query_scalar("SELECT key FROM _engine_touched WHERE tbl = ?")
+        .bind(table.name)
+        .fetch_all(&mut *conn)
+        .await?;
+    Ok(keys.into_iter().collect())
 }
 
 /// The keys of the base rows of `table`.

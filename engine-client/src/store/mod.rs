@@ -166,12 +166,10 @@ impl Store {
         outbox::unpushed(&mut conn, limit).await
     }
 
-    /// How many mutations the server acknowledged that no pull has shown yet.
-    pub(crate) async fn acknowledged(&self) -> Result<u64> {
+    /// The server's mutation id up to which a pull has shown every mutation.
+    pub(crate) async fn synced(&self) -> Result<i64> {
         let mut conn = self.pool.acquire().await?;
-        let n: i64 =
-            sqlx::query_scalar("SELECT count(*) FROM _engine_outbox WHERE pushed = 1").fetch_one(&mut *conn).await?;
-        Ok(u64::try_from(n).unwrap_or(0))
+        outbox::synced(&mut conn).await
     }
 
     /// How many mutations wait for a pull to show them.

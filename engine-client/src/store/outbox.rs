@@ -72,7 +72,7 @@ pub(crate) async fn append(conn: &mut SqliteConnection, entry: &Entry, now_ms: i
 }
 
 /// The server's last mutation id as the client last saw it synced (`_engine_meta`).
-async fn synced(conn: &mut SqliteConnection) -> Result<i64> {
+pub(crate) async fn synced(conn: &mut SqliteConnection) -> Result<i64> {
     Ok(meta(conn, "synced_mutation_id").await?.and_then(|v| v.parse().ok()).unwrap_or(0))
 }
 
@@ -98,6 +98,18 @@ pub(crate) async fn confirm(conn: &mut SqliteConnection, synced: u64, last: u64)
     .execute(&mut *conn)
     .await?;
     Ok(done)
+}
+
+/// Entries the server acknowledged beyond its `last` mutation id (it lost them: restored from a
+/// backup, say) go back to be pushed: the server applies them again, or answers `duplicate`
+/// when the pull was only older than the push. Returns how many.
+pub(crate) async fn requeue_lost(conn: &mut SqliteConnection, last: u64) -> Result<u64> {
+    let requeued = sqlx::query("UPDATE _engine_outbox SET pushed = 0 WHERE pushed = 1 AND mutation_id > ?")
+        .bind(i64::try_from(last).unwrap_or(i64::MAX))
+        .execute(&mut *conn)
+        .await?
+        .rows_affected();
+    Ok(requeued)
 }
 
 /// Up to `limit` entries not yet acknowledged by a push, in order.

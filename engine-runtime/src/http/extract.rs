@@ -44,10 +44,14 @@ impl<T: DeserializeOwned> FromRequest<State> for JsonBody<T> {
                 let too_large = std::error::Error::source(&err)
                     .is_some_and(|e| e.is::<http_body_util::LengthLimitError>())
                     || err.to_string().contains("length limit");
+                // A body cut short is the connection's fault, not the request's: retry it.
                 return Err(if too_large {
                     Error::PayloadTooLarge { limit }
                 } else {
-                    Error::MalformedRequest("the body could not be read".into())
+                    Error::RetryLater {
+                        retry_after: crate::error::RETRY_AFTER,
+                        detail: format!("the body could not be read: {err}"),
+                    }
                 });
             }
         };

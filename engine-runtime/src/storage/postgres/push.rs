@@ -299,6 +299,12 @@ async fn apply_checked(
     let user = actor.user_id.as_str();
     let mut tx = conn.begin().await?;
     let (last, seen) = lock_sequence(&mut tx, user, client, mutation.client_mutation_id).await?;
+    if mutation.mutation_id <= last && !seen {
+        // The id is another mutation's (the client's store was copied or restored from a
+        // backup): this one never applied; the client numbers it on from `last`.
+        tx.rollback().await?;
+        return Ok(Step::OutOfOrder { last_mutation_id: last });
+    }
     if mutation.mutation_id <= last {
         let answer = recorded(&mut tx, user, client, mutation).await?;
         tx.commit().await?;
