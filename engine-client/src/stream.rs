@@ -2,7 +2,8 @@
 //! backoff with full jitter, reset once a connection has stayed up long enough; a connect
 //! timeout; a liveness check on idle connections; fresh credentials on every connection; a
 //! catch-up pull on every connection. Pings and `buckets_changed` trigger pulls; presence frames
-//! keep the presence state.
+//! keep the presence state. Each connection tells the server the app's subscription and
+//! presence, and then only what changes ([`plan`]), paced below the server's frame limit.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
@@ -11,6 +12,7 @@ use std::time::Duration;
 use engine_kernel::wire::{ClientFrame, STREAM_SUBPROTOCOL, ServerFrame};
 use engine_kernel::{BucketKey, ErrorCode};
 use futures_util::{SinkExt, StreamExt};
+use serde_json::{Map, Value};
 use tokio::net::TcpStream;
 use tokio::time::Instant;
 use tokio_tungstenite::tungstenite::Message;
@@ -21,7 +23,6 @@ use crate::backoff::Backoff;
 use crate::error::{Error, Result};
 use crate::presence::{Presence, PresenceEvent};
 use crate::sync::{Inner, lock};
-use serde_json::{Map, Value};
 
 type Socket = WebSocketStream<MaybeTlsStream<TcpStream>>;
 
