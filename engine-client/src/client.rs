@@ -441,7 +441,7 @@ impl<T: Table> Collection<T> {
     /// [`Error::Store`] when the store fails.
     pub async fn filter(&self, filter: Filter<T>) -> Result<Vec<T>> {
         let rows = self.client.inner.store.rows(T::META, filter.conditions(), None).await?;
-        rows.into_iter().map(T::from_row).collect::<engine_kernel::Result<_>>().map_err(Error::Mutation)
+        decode(rows)
     }
 
     /// A version of the table that changes whenever its rows may have: wait on
@@ -459,6 +459,11 @@ impl<T: Table> Collection<T> {
     pub fn live(&self, filter: Filter<T>) -> LiveQuery<T> {
         LiveQuery { collection: self.clone(), filter, version: self.changes(), last: None }
     }
+}
+
+/// Rows of the view as `T`s.
+fn decode<T: Table>(rows: Vec<engine_kernel::Row>) -> Result<Vec<T>> {
+    rows.into_iter().map(T::from_row).collect::<engine_kernel::Result<_>>().map_err(Error::Mutation)
 }
 
 /// A query whose result is given again whenever it changes ([`Collection::live`]).
@@ -490,9 +495,8 @@ impl<T: Table> LiveQuery<T> {
             }
             let rows = self.collection.client.inner.store.rows(T::META, self.filter.conditions(), None).await?;
             if self.last.as_ref() != Some(&rows) {
-                let items = rows.iter().cloned().map(T::from_row).collect::<engine_kernel::Result<_>>();
-                self.last = Some(rows);
-                return items.map_err(Error::Mutation);
+                self.last = Some(rows.clone());
+                return decode(rows);
             }
         }
     }

@@ -9,7 +9,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 use std::time::Duration;
 
-use engine_kernel::wire::{ClientFrame, STREAM_SUBPROTOCOL, ServerFrame};
+use engine_kernel::wire::{ClientFrame, META_TOO_LARGE, STREAM_SUBPROTOCOL, ServerFrame};
 use engine_kernel::{BucketKey, ErrorCode};
 use futures_util::{SinkExt, StreamExt};
 use serde_json::{Map, Value};
@@ -315,7 +315,7 @@ fn handle(inner: &Inner, told: &Told, text: &str) {
                 // what the actor holds now.
                 inner.strict.store(true, std::sync::atomic::Ordering::Release);
                 inner.wake_pull.notify_one();
-            } else if code == "meta_too_large" {
+            } else if code == META_TOO_LARGE {
                 // The largest meta announced goes: the app hears of it in the status.
                 let largest =
                     told.tracks.iter().max_by_key(|(_, meta)| serde_json::to_vec(meta).map_or(0, |v| v.len()));

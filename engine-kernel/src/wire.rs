@@ -17,6 +17,8 @@ use crate::table::Row;
 pub const PROTOCOL_VERSION: &str = "1";
 /// The WebSocket subprotocol of `/sync/stream`.
 pub const STREAM_SUBPROTOCOL: &str = "engine.v1";
+/// The `error` frame code of a `track` whose meta is over the server's size limit.
+pub const META_TOO_LARGE: &str = "meta_too_large";
 
 /// `POST /sync/pull` request.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]

@@ -473,6 +473,16 @@ async fn presence_reaches_the_other_clients_of_a_bucket() {
         .await;
     alice.untrack(&bucket);
     eventually(SOON, "bob sees alice leave", || async { !bob.presence_state(&bucket).contains_key("alice") }).await;
+
+    // A meta over the server's limit is refused once and dropped, not sent on every connection.
+    let mut status = alice.status_stream();
+    let big = serde_json::json!({"draft": "x".repeat(4096)}).as_object().unwrap().clone();
+    alice.track(bucket.clone(), big);
+    let refused = tokio::time::timeout(SOON, status.wait_for(|s| !s.connected)).await.is_ok();
+    assert!(refused, "the server closes the connection that sent it");
+    eventually(SOON, "alice reconnects", || async { alice.status().connected }).await;
+    stays_connected(&alice).await;
+    assert!(!bob.presence_state(&bucket).contains_key("alice"));
 }
 
 /// The client's stream stays up for two seconds.

@@ -343,7 +343,7 @@ impl Connection {
                 let size = serde_json::to_vec(&meta).map_or(usize::MAX, |v| v.len());
                 if size > self.state.stream_limits.max_meta_bytes {
                     return Err(Close::policy(
-                        "meta_too_large",
+                        engine_kernel::wire::META_TOO_LARGE,
                         format!("a presence meta is at most {} bytes", self.state.stream_limits.max_meta_bytes),
                     ));
                 }
