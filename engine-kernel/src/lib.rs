@@ -33,6 +33,6 @@ pub use contract::contract;
 pub use crdt::{CrdtMap, CrdtText};
 pub use error::{Error, ErrorCode, Result};
 pub use hlc::{Hlc, HlcClock};
-pub use mutator::{BoxFuture, Mutator, MutatorArgs, MutatorCtx, MutatorDef, MutatorTx, Outcome};
+pub use mutator::{BoxFuture, JobRequest, Mutator, MutatorArgs, MutatorCtx, MutatorDef, MutatorTx, Outcome};
 pub use rules::SyncRules;
 pub use table::{MergePolicy, Row, Table, TableMeta};

@@ -110,6 +110,51 @@ pub trait MutatorTx: Send {
         filter: Vec<(&'static str, serde_json::Value)>,
         limit: Option<u32>,
     ) -> BoxFuture<'a, Result<Vec<Row>>>;
+    /// Enqueue a background job, to run once the mutation commits (and never if it does not).
+    ///
+    /// Jobs are the server's: a store that runs mutators optimistically (the client's) does
+    /// nothing here, and the server enqueues the job when it applies the mutation.
+    fn enqueue<'a>(&'a mut self, job: JobRequest) -> BoxFuture<'a, Result<()>>;
+}
+
+/// A background job a mutator enqueues: the name of a job the server's workers handle, its
+/// payload, and how long to wait before it is due.
+#[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
+pub struct JobRequest {
+    /// The job's name, as the workers register it.
+    pub name: String,
+    /// What the job is given.
+    pub payload: serde_json::Value,
+    /// How long after the commit the job becomes due.
+    pub delay: std::time::Duration,
+}
+
+impl JobRequest {
+    /// The longest job name accepted.
+    pub const MAX_NAME_LEN: usize = 128;
+
+    /// A request for job `name` with `payload`, due at once.
+    pub fn new(name: impl Into<String>, payload: &impl Serialize) -> Result<Self> {
+        let name = name.into();
+        if name.is_empty() || name.len() > Self::MAX_NAME_LEN {
+            return Err(Error::validation(format!(
+                "a job name has 1 to {} bytes; `{name}` has {}",
+                Self::MAX_NAME_LEN,
+                name.len()
+            )));
+        }
+        let payload = serde_json::to_value(payload)
+            .map_err(|e| Error::validation(format!("the payload of job `{name}` is not JSON: {e}")))?;
+        Ok(JobRequest { name, payload, delay: std::time::Duration::ZERO })
+    }
+
+    /// Due `delay` after the commit.
+    #[must_use]
+    pub fn after(mut self, delay: std::time::Duration) -> Self {
+        self.delay = delay;
+        self
+    }
 }
 
 /// The `n`-th id of the mutation `seed` at clock `ms`: a UUID v7 whose time is the mutation's and
@@ -224,6 +269,23 @@ impl<'a> MutatorCtx<'a> {
     /// The rows the actor can read that match `filter`, in primary-key order.
     pub async fn select<T: Table>(&mut self, filter: Filter<T>) -> Result<Vec<T>> {
         self.select_limit(filter, None).await
+    }
+
+    /// Enqueue the background job `name` with `payload`, to run once this mutation commits on
+    /// the server; a mutation that fails or is rejected enqueues nothing, and a replayed one
+    /// does not enqueue again. The client's optimistic run skips it.
+    pub async fn enqueue(&mut self, name: &str, payload: &impl Serialize) -> Result<()> {
+        self.tx.enqueue(JobRequest::new(name, payload)?).await
+    }
+
+    /// Like [`enqueue`](Self::enqueue), for a job due `delay` after the commit.
+    pub async fn enqueue_after(
+        &mut self,
+        name: &str,
+        payload: &impl Serialize,
+        delay: std::time::Duration,
+    ) -> Result<()> {
+        self.tx.enqueue(JobRequest::new(name, payload)?.after(delay)).await
     }
 
     /// At most `limit` rows the actor can read that match `filter`, in primary-key order.

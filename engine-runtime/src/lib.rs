@@ -7,6 +7,7 @@
 //! - [`auth`]: the [`auth::EngineAuth`] trait and JWT bearer tokens.
 //! - [`realtime`]: the [`realtime::Realtime`] trait that carries pings after commit and presence,
 //!   in one process or across instances; `GET /sync/stream` serves them to clients.
+//! - [`jobs`]: background jobs that mutations enqueue, and the workers that run them.
 //! - [`limits`] and [`observer`]: request limits, and hooks for metrics.
 //! - [`error`]: the server's one error type and its problem-document responses.
 #![forbid(unsafe_code)]
@@ -17,6 +18,7 @@ mod buckets;
 mod cursor;
 pub mod error;
 mod http;
+pub mod jobs;
 pub mod limits;
 pub mod observer;
 pub mod realtime;
@@ -26,6 +28,7 @@ mod stream;
 
 pub use auth::{BearerTokenAuth, EngineAuth, issue_bearer_token};
 pub use error::{Error, Result};
+pub use jobs::{JobCtx, JobError, JobQueue, Jobs};
 pub use limits::Limits;
 pub use server::{DEFAULT_TOMBSTONE_RETENTION, PresenceSettings, Provisioning, Server, ServerBuilder};
 pub use storage::{Storage, postgres, provision_plan};

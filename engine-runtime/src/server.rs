@@ -13,6 +13,7 @@ use tokio::net::TcpListener;
 use crate::auth::EngineAuth;
 use crate::error::{Error, Result};
 use crate::http::{self, AdminCriterion, Shared, State};
+use crate::jobs::Jobs;
 use crate::limits::{Limits, RateLimit};
 use crate::observer::{NoObserver, Observer};
 use crate::realtime::{OpenRealtime, in_process};
@@ -66,6 +67,7 @@ pub struct ServerBuilder {
     admin: AdminCriterion,
     provisioning: Provisioning,
     tombstone_retention: Duration,
+    jobs: Option<Jobs>,
 }
 
 impl std::fmt::Debug for ServerBuilder {
@@ -73,6 +75,7 @@ impl std::fmt::Debug for ServerBuilder {
         f.debug_struct("ServerBuilder")
             .field("limits", &self.limits)
             .field("provisioning", &self.provisioning)
+            .field("jobs", &self.jobs)
             .finish_non_exhaustive()
     }
 }
@@ -145,6 +148,14 @@ impl ServerBuilder {
         self
     }
 
+    /// Run background jobs with these handlers (the spec's job registry): the server starts a
+    /// worker on its store, which shares the queue with the workers of other instances. Without
+    /// it, jobs that mutations enqueue wait for a worker elsewhere ([`Jobs::start`]).
+    pub fn jobs(mut self, jobs: Jobs) -> Self {
+        self.jobs = Some(jobs);
+        self
+    }
+
     /// Provision the database at start-up (the default) or only verify it.
     pub fn provisioning(mut self, provisioning: Provisioning) -> Self {
         self.provisioning = provisioning;
@@ -168,10 +179,17 @@ impl ServerBuilder {
         let auth = self
             .auth
             .ok_or_else(|| Error::Config("the server needs auth: `.auth(BearerTokenAuth::new(secret))`".into()))?;
+        if let Some(jobs) = &self.jobs {
+            jobs.check()?;
+        }
         match self.provisioning {
             Provisioning::Apply => storage.provision().await?,
             Provisioning::Verify => storage.verify().await?,
         }
+        let jobs = match self.jobs {
+            Some(jobs) => Some(jobs.start(storage.clone()).await?),
+            None => None,
+        };
         let contract =
             serde_json::to_vec(&engine_kernel::contract(&app)).map_err(|e| Error::Internal(e.to_string()))?;
         let rate_limit = RateLimit::new(&self.limits);
@@ -193,6 +211,7 @@ impl ServerBuilder {
             admin: self.admin,
             contract: contract.into(),
             _background: background,
+            _jobs: jobs,
         };
         Ok(Server { state: State(Arc::new(shared)) })
     }
@@ -268,6 +287,7 @@ impl Server {
             admin: Arc::new(|actor: &Actor| actor.claim::<bool>("admin") == Some(true)),
             provisioning: Provisioning::Apply,
             tombstone_retention: DEFAULT_TOMBSTONE_RETENTION,
+            jobs: None,
         }
     }
 

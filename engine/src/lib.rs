@@ -20,8 +20,8 @@
 
 pub use engine_kernel::{
     Actor, App, AppBuilder, Assignment, Bucket, BucketKey, Column, ColumnType, CrdtMap, CrdtText, Error, ErrorCode,
-    Filter, Hlc, MergePolicy, Mutator, MutatorArgs, MutatorCtx, MutatorTx, Outcome, Result, Row, SqlType, SyncRules,
-    Table, TableMeta, Timestamp, contract,
+    Filter, Hlc, JobRequest, MergePolicy, Mutator, MutatorArgs, MutatorCtx, MutatorTx, Outcome, Result, Row, SqlType,
+    SyncRules, Table, TableMeta, Timestamp, contract,
 };
 pub use engine_kernel::{bucket, column, crdt, hlc, mutator as mutators, rules, wire};
 
@@ -310,11 +310,11 @@ pub use engine_macros::sync_rules;
 #[doc(inline)]
 pub use engine_macros::app;
 
-/// The server crate: builder, router, storage, realtime, auth, limits and observer hooks.
+/// The server crate: builder, router, storage, realtime, auth, limits, jobs and observer hooks.
 #[cfg(feature = "server")]
 pub use engine_runtime as server;
 #[cfg(feature = "server")]
-pub use engine_runtime::{Server, auth, limits, observer, realtime, storage};
+pub use engine_runtime::{Server, auth, jobs, limits, observer, realtime, storage};
 
 /// The Rust client.
 #[cfg(feature = "client")]

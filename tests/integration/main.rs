@@ -5,6 +5,7 @@ mod support;
 
 mod client;
 mod contract;
+mod jobs;
 mod migrate;
 mod model;
 mod provision;

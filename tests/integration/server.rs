@@ -290,16 +290,7 @@ async fn stats_are_for_admins() {
     )
     .await;
     assert_eq!(status, StatusCode::FORBIDDEN);
-    let mut admin_claims = serde_json::Map::new();
-    admin_claims.insert("admin".into(), true.into());
-    let admin = engine::server::auth::bearer::issue_bearer_token_with_claims(
-        "root",
-        "root",
-        SECRET,
-        Duration::from_secs(60),
-        admin_claims,
-    )
-    .unwrap();
+    let admin = TestServer::admin_token();
     let stats: Value =
         server.http.get(server.url("/engine/stats")).bearer_auth(admin).send().await.unwrap().json().await.unwrap();
     assert_eq!(

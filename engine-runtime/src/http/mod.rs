@@ -43,6 +43,8 @@ pub(crate) struct Shared {
     /// Background work (tombstone collection, limiter housekeeping) that lives as long as the
     /// router does.
     pub(crate) _background: crate::server::Background,
+    /// The job worker, when the server runs jobs: dropped with the last router.
+    pub(crate) _jobs: Option<crate::jobs::JobWorker>,
 }
 
 impl std::ops::Deref for State {

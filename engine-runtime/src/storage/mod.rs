@@ -14,11 +14,13 @@ use engine_kernel::wire::{PullRequest, PullResponse, PushRequest, PushResponse};
 use engine_kernel::{Actor, App, BoxFuture, BucketKey};
 
 use crate::error::{Error, Result};
+use crate::jobs::{JobCounts, JobQueue};
 
 pub use postgres::{Postgres, PostgresStorage, create_database_if_missing, postgres, provision_plan};
 
-/// An app's store: provisioning, pull and push, for one app.
-pub trait Storage: Send + Sync + 'static {
+/// An app's store: provisioning, pull and push, and the queue of its background jobs (which
+/// mutations enqueue in their own transactions), for one app.
+pub trait Storage: JobQueue + Send + Sync + 'static {
     /// Make the database serve the app (idempotent; refuses a database of a newer engine).
     fn provision(&self) -> BoxFuture<'_, Result<()>>;
     /// Check that the database serves the app, changing nothing.
@@ -33,7 +35,8 @@ pub trait Storage: Send + Sync + 'static {
     fn horizon(&self) -> BoxFuture<'_, Result<u64>>;
     /// Counts for `/engine/stats`.
     fn stats(&self) -> BoxFuture<'_, Result<Stats>>;
-    /// Delete tombstones older than `retention`; returns how many went. Clients whose cursors
+    /// Delete tombstones older than `retention` (and jobs done before then); returns how many
+    /// tombstones went. Clients whose cursors
     /// predate the collected ones get `reset: true` on their next pull.
     fn collect_garbage(&self, retention: std::time::Duration) -> BoxFuture<'_, Result<u64>>;
 }
@@ -73,6 +76,8 @@ pub struct Stats {
     pub rejected_mutations: u64,
     /// Tombstones kept.
     pub tombstones: u64,
+    /// Background jobs, by state.
+    pub jobs: JobCounts,
 }
 
 /// Opens a store for an app: what `Server::builder().storage(…)` takes.

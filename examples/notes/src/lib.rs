@@ -6,7 +6,9 @@
 //!   actor is a member of, with its notes and members).
 //! - Mutators ([`mutators`]): `create_list`, `share_list`, `unshare_list`, `add_note`,
 //!   `update_note`, `edit_note_body`, `move_note`, `delete_note`, `purge_note`.
+//! - Background jobs ([`jobs`]): `list_shared`, enqueued by `share_list` for a new member.
 
+pub mod jobs;
 pub mod mutators;
 
 use engine::{CrdtText, Timestamp};

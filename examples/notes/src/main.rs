@@ -114,7 +114,8 @@ async fn serve() -> Result<(), String> {
         .app(example_notes::app())
         .database_url(database_url.clone())
         .auth(BearerTokenAuth::new(secret))
-        .limits(limits);
+        .limits(limits)
+        .jobs(example_notes::jobs::jobs());
     let builder = match std::env::var("ENGINE_REALTIME").as_deref() {
         Ok("listen_notify") => builder.realtime(engine::realtime::listen_notify(database_url)),
         Ok("in_process") | Err(_) => builder,

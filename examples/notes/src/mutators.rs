@@ -93,6 +93,11 @@ pub async fn share_list(ctx: &mut MutatorCtx<'_>, args: ShareList) -> Result<Out
             ctx.update::<ListMember>(&key, [ListMember::role.set(args.role.as_str())]).await?;
         }
         None => {
+            let shared = crate::jobs::ListShared {
+                list_id: args.list_id.clone(),
+                user_id: args.user_id.clone(),
+                shared_by: ctx.actor().user_id.clone(),
+            };
             let member = ListMember {
                 list_id: args.list_id.clone(),
                 user_id: args.user_id,
@@ -100,6 +105,8 @@ pub async fn share_list(ctx: &mut MutatorCtx<'_>, args: ShareList) -> Result<Out
                 role: args.role.as_str().to_owned(),
             };
             ctx.insert(&member).await?;
+            // The new member hears of it once the share commits (a background job).
+            ctx.enqueue(crate::jobs::LIST_SHARED, &shared).await?;
         }
     }
     Ok(Outcome::new().server_id(args.list_id))

@@ -59,6 +59,36 @@ LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE AS $$
   ) END
 $$;
 
+CREATE TABLE IF NOT EXISTS _engine_jobs (
+  id bigserial PRIMARY KEY,
+  name text NOT NULL,
+  payload jsonb NOT NULL,
+  state text NOT NULL DEFAULT 'queued',
+  run_at timestamptz NOT NULL DEFAULT now(),
+  attempts integer NOT NULL DEFAULT 0,
+  leased_until timestamptz,
+  last_error text,
+  user_id text,
+  created_at timestamptz NOT NULL DEFAULT now(),
+  finished_at timestamptz
+);
+
+CREATE INDEX IF NOT EXISTS _engine_jobs_due ON _engine_jobs (name, run_at, id) WHERE state = 'queued';
+
+CREATE INDEX IF NOT EXISTS _engine_jobs_leased ON _engine_jobs (leased_until) WHERE state = 'running';
+
+CREATE INDEX IF NOT EXISTS _engine_jobs_finished ON _engine_jobs (finished_at) WHERE finished_at IS NOT NULL;
+
+CREATE OR REPLACE FUNCTION _engine_jobs_notify() RETURNS trigger
+LANGUAGE plpgsql AS $$
+BEGIN
+  PERFORM pg_notify('_engine_jobs', '');
+  RETURN NULL;
+END
+$$;
+
+CREATE OR REPLACE TRIGGER _engine_jobs_notify AFTER INSERT ON _engine_jobs FOR EACH STATEMENT EXECUTE FUNCTION _engine_jobs_notify();
+
 CREATE OR REPLACE FUNCTION _engine_bucket_key(rule text, params text[]) RETURNS text
 LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE AS $$
   SELECT rule || coalesce((SELECT string_agg('/' || _engine_percent_encode(p), '' ORDER BY i)

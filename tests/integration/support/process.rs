@@ -22,7 +22,18 @@ impl ServerProcess {
 
     /// Start a server on port `port` (0: any).
     pub(crate) async fn start_on(database_url: &str, heartbeat_timeout: Duration, port: u16) -> ServerProcess {
+        Self::start_with(database_url, heartbeat_timeout, port, &[]).await
+    }
+
+    /// Start a server with more environment (`JOB_RUNS`, …: see `engine-test-server`).
+    pub(crate) async fn start_with(
+        database_url: &str,
+        heartbeat_timeout: Duration,
+        port: u16,
+        env: &[(&str, String)],
+    ) -> ServerProcess {
         let mut child = Command::new(env!("CARGO_BIN_EXE_engine-test-server"))
+            .envs(env.iter().map(|(k, v)| (*k, v.as_str())))
             .env("DATABASE_URL", database_url)
             .env("PORT", port.to_string())
             .env("ENGINE_SECRET", SECRET)

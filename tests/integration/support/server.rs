@@ -50,6 +50,20 @@ impl TestServer {
         engine::auth::issue_bearer_token(user, user, SECRET, std::time::Duration::from_secs(600)).unwrap()
     }
 
+    /// A token of the test secret for `root`, with the `admin` claim that `/engine/stats` asks.
+    pub(crate) fn admin_token() -> String {
+        let mut claims = serde_json::Map::new();
+        claims.insert("admin".into(), true.into());
+        engine::server::auth::bearer::issue_bearer_token_with_claims(
+            "root",
+            "root",
+            SECRET,
+            std::time::Duration::from_secs(60),
+            claims,
+        )
+        .unwrap()
+    }
+
     /// POST `body` (raw) to `path` as `user` (none: no `Authorization`).
     pub(crate) async fn post(
         &self,

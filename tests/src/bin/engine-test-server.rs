@@ -3,6 +3,10 @@
 //! Environment: `DATABASE_URL` (required), `ENGINE_SECRET` (required), `HEARTBEAT_TIMEOUT_MS`
 //! (default 30000), `PORT` (default 0: any). Listens on `127.0.0.1:<PORT>` with `listen_notify`
 //! realtime and prints `listening on <addr>` once it serves.
+//!
+//! With `JOB_RUNS` (a file), it runs the notes app's `list_shared` jobs: each run appends
+//! `start <job> <attempt> <pid>` to the file, sleeps `JOB_SLEEP_MS` (default 0), and appends
+//! `done <job> <attempt> <pid>`; `JOB_TIMEOUT_MS` (default 60000) is the jobs' timeout.
 
 use std::time::Duration;
 
@@ -23,12 +27,41 @@ async fn main() {
         .auth(BearerTokenAuth::new(secret))
         .limits(Limits::default().rate(0, 0))
         .realtime(engine::realtime::listen_notify(url))
-        .presence(presence)
-        .build()
-        .await
-        .expect("the server builds");
+        .presence(presence);
+    let server = match std::env::var("JOB_RUNS") {
+        Ok(file) => server.jobs(recording_jobs(file)),
+        Err(_) => server,
+    };
+    let server = server.build().await.expect("the server builds");
     let port: u16 = std::env::var("PORT").ok().and_then(|v| v.parse().ok()).unwrap_or(0);
     let listener = tokio::net::TcpListener::bind(("127.0.0.1", port)).await.expect("bind");
     println!("listening on {}", listener.local_addr().expect("an address"));
     server.serve(listener).await.expect("serve");
+}
+
+fn env_ms(name: &str, default: u64) -> Duration {
+    Duration::from_millis(std::env::var(name).ok().and_then(|v| v.parse().ok()).unwrap_or(default))
+}
+
+/// `list_shared` jobs that record their runs in `file`.
+fn recording_jobs(file: String) -> engine::server::Jobs {
+    let sleep = env_ms("JOB_SLEEP_MS", 0);
+    let record = move |event: &str, ctx: &engine::server::JobCtx| {
+        use std::io::Write;
+        let line = format!("{event} {} {} {}\n", ctx.id(), ctx.attempt(), std::process::id());
+        let mut out = std::fs::OpenOptions::new().create(true).append(true).open(&file).expect("open JOB_RUNS");
+        out.write_all(line.as_bytes()).expect("write JOB_RUNS");
+    };
+    engine::server::Jobs::new().timeout(env_ms("JOB_TIMEOUT_MS", 60_000)).poll_interval(Duration::from_millis(200)).job(
+        example_notes::jobs::LIST_SHARED,
+        move |ctx, _: example_notes::jobs::ListShared| {
+            let record = record.clone();
+            async move {
+                record("start", &ctx);
+                tokio::time::sleep(sleep).await;
+                record("done", &ctx);
+                Ok(())
+            }
+        },
+    )
 }

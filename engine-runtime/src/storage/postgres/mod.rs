@@ -2,6 +2,7 @@
 //! push path.
 
 mod held;
+mod jobs;
 mod provision;
 mod pull;
 mod push;
@@ -355,6 +356,7 @@ impl Storage for PostgresStorage {
                 buckets += count(n);
             }
             Ok(Stats {
+                jobs: jobs::counts(&mut conn).await?,
                 buckets,
                 clients: count(clients),
                 applied_mutations: count(applied),
@@ -373,7 +375,12 @@ impl Storage for PostgresStorage {
                     .bind(cutoff)
                     .fetch_one(&mut *tx)
                     .await?;
+            let finished_jobs = jobs::collect(&mut tx, cutoff).await?;
+            if finished_jobs > 0 {
+                tracing::info!(jobs = finished_jobs, "collected finished jobs");
+            }
             let Some(newest) = newest else {
+                tx.commit().await?;
                 return Ok(0);
             };
             let deleted = sqlx::query("DELETE FROM _engine_tombstones WHERE xid <= $1::text::xid8")

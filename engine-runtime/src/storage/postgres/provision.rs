@@ -75,6 +75,16 @@ fn engine_tables() -> Vec<String> {
         // Percent-encoding exactly as `BucketKey::new` does it: bytes outside A-Z a-z 0-9 - . _ ~
         // become %XX in uppercase hex.
         "CREATE OR REPLACE FUNCTION _engine_percent_encode(value text) RETURNS text\nLANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE AS $$\n  SELECT CASE WHEN value ~ '^[A-Za-z0-9._~-]*$' THEN value ELSE (\n    SELECT string_agg(CASE WHEN b BETWEEN 48 AND 57 OR b BETWEEN 65 AND 90 OR b BETWEEN 97 AND 122 OR b IN (45, 46, 95, 126)\n      THEN chr(b) ELSE '%' || upper(lpad(to_hex(b), 2, '0')) END, '' ORDER BY i)\n    FROM (SELECT i, get_byte(convert_to(value, 'UTF8'), i) AS b\n          FROM generate_series(0, octet_length(convert_to(value, 'UTF8')) - 1) AS i) AS bytes\n  ) END\n$$".into(),
+        // Background jobs: enqueued by mutations (in their transaction) or by the app, run by
+        // workers that lease them with `FOR UPDATE SKIP LOCKED`. `attempts` is also the lease's
+        // fencing token: a worker whose lease ran out cannot finish the job another one took.
+        "CREATE TABLE IF NOT EXISTS _engine_jobs (\n  id bigserial PRIMARY KEY,\n  name text NOT NULL,\n  payload jsonb NOT NULL,\n  state text NOT NULL DEFAULT 'queued',\n  run_at timestamptz NOT NULL DEFAULT now(),\n  attempts integer NOT NULL DEFAULT 0,\n  leased_until timestamptz,\n  last_error text,\n  user_id text,\n  created_at timestamptz NOT NULL DEFAULT now(),\n  finished_at timestamptz\n)".into(),
+        "CREATE INDEX IF NOT EXISTS _engine_jobs_due ON _engine_jobs (name, run_at, id) WHERE state = 'queued'".into(),
+        "CREATE INDEX IF NOT EXISTS _engine_jobs_leased ON _engine_jobs (leased_until) WHERE state = 'running'".into(),
+        "CREATE INDEX IF NOT EXISTS _engine_jobs_finished ON _engine_jobs (finished_at) WHERE finished_at IS NOT NULL".into(),
+        // Workers listening on `_engine_jobs` hear of new jobs when their transaction commits.
+        "CREATE OR REPLACE FUNCTION _engine_jobs_notify() RETURNS trigger\nLANGUAGE plpgsql AS $$\nBEGIN\n  PERFORM pg_notify('_engine_jobs', '');\n  RETURN NULL;\nEND\n$$".into(),
+        "CREATE OR REPLACE TRIGGER _engine_jobs_notify AFTER INSERT ON _engine_jobs FOR EACH STATEMENT EXECUTE FUNCTION _engine_jobs_notify()".into(),
         "CREATE OR REPLACE FUNCTION _engine_bucket_key(rule text, params text[]) RETURNS text\nLANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE AS $$\n  SELECT rule || coalesce((SELECT string_agg('/' || _engine_percent_encode(p), '' ORDER BY i)\n                           FROM unnest(params) WITH ORDINALITY AS u(p, i)), '')\n$$".into(),
     ]
 }

@@ -752,6 +752,17 @@ fn to_kernel(err: Error) -> KernelError {
     }
 }
 
+impl PgMutatorTx<'_> {
+    async fn enqueue_job(&mut self, job: engine_kernel::JobRequest) -> KernelResult<()> {
+        self.check_usable()?;
+        let user = self.actor.user_id.clone();
+        if let Err(e) = super::jobs::insert(self.writing().await?, &job, Some(&user)).await {
+            return Err(self.failed(e));
+        }
+        Ok(())
+    }
+}
+
 impl MutatorTx for PgMutatorTx<'_> {
     fn actor(&self) -> &Actor {
         &self.actor
@@ -810,5 +821,9 @@ impl MutatorTx for PgMutatorTx<'_> {
         limit: Option<u32>,
     ) -> BoxFuture<'a, KernelResult<Vec<Row>>> {
         Box::pin(self.select_rows(table, None, filter, limit))
+    }
+
+    fn enqueue<'a>(&'a mut self, job: engine_kernel::JobRequest) -> BoxFuture<'a, KernelResult<()>> {
+        Box::pin(self.enqueue_job(job))
     }
 }

@@ -1,0 +1,180 @@
+//! The job queue on Postgres: the `_engine_jobs` table, leased with `FOR UPDATE SKIP LOCKED`,
+//! with `attempts` as the fencing token of a lease, and `_engine_jobs` notifications (sent by a
+//! statement trigger when a transaction that enqueued commits) to wake workers.
+
+use std::time::Duration;
+
+use engine_kernel::{BoxFuture, JobRequest};
+use sqlx::PgConnection;
+use sqlx::postgres::PgListener;
+
+use super::PostgresStorage;
+use crate::error::{Error, Result};
+use crate::jobs::{ClaimedJob, JobCounts, JobEnd, JobQueue};
+
+/// The channel the trigger on `_engine_jobs` notifies.
+const CHANNEL: &str = "_engine_jobs";
+
+fn millis(d: Duration) -> i64 {
+    i64::try_from(d.as_millis()).unwrap_or(i64::MAX)
+}
+
+/// Insert `job` on `conn` (a mutation's transaction, or a transaction of its own); returns its id.
+pub(crate) async fn insert(conn: &mut PgConnection, job: &JobRequest, user_id: Option<&str>) -> sqlx::Result<i64> {
+    sqlx::query_scalar(
+        "INSERT INTO _engine_jobs (name, payload, run_at, user_id)
+         VALUES ($1, $2, now() + $3 * interval '1 millisecond', $4) RETURNING id",
+    )
+    .bind(&job.name)
+    .bind(&job.payload)
+    .bind(millis(job.delay))
+    .bind(user_id)
+    .fetch_one(conn)
+    .await
+}
+
+/// Delete `done` jobs that finished before `cutoff`; `dead` ones stay for an operator.
+pub(crate) async fn collect(conn: &mut PgConnection, cutoff: chrono::DateTime<chrono::Utc>) -> sqlx::Result<u64> {
+    let done = sqlx::query("DELETE FROM _engine_jobs WHERE state = 'done' AND finished_at < $1")
+        .bind(cutoff)
+        .execute(conn)
+        .await?;
+    Ok(done.rows_affected())
+}
+
+impl JobQueue for PostgresStorage {
+    fn enqueue_job(&self, job: JobRequest) -> BoxFuture<'_, Result<i64>> {
+        Box::pin(async move {
+            let mut conn = self.pool.acquire().await?;
+            Ok(insert(&mut conn, &job, None).await?)
+        })
+    }
+
+    fn claim_jobs<'a>(
+        &'a self,
+        names: &'a [String],
+        limit: usize,
+        lease: Duration,
+    ) -> BoxFuture<'a, Result<Vec<ClaimedJob>>> {
+        Box::pin(async move {
+            let rows: Vec<(i64, String, serde_json::Value, i32, Option<String>)> = sqlx::query_as(
+                "UPDATE _engine_jobs AS j
+                 SET state = 'running', attempts = j.attempts + 1,
+                     leased_until = now() + $3 * interval '1 millisecond'
+                 WHERE j.id IN (
+                   SELECT id FROM _engine_jobs
+                   WHERE name = ANY($1)
+                     AND ((state = 'queued' AND run_at <= now()) OR (state = 'running' AND leased_until < now()))
+                   ORDER BY run_at, id
+                   LIMIT $2
+                   FOR UPDATE SKIP LOCKED)
+                 RETURNING j.id, j.name, j.payload, j.attempts, j.user_id",
+            )
+            .bind(names)
+            .bind(i64::try_from(limit).unwrap_or(i64::MAX))
+            .bind(millis(lease))
+            .fetch_all(&self.pool)
+            .await?;
+            Ok(rows
+                .into_iter()
+                .map(|(id, name, payload, attempts, user_id)| ClaimedJob {
+                    id,
+                    name,
+                    payload,
+                    attempt: u32::try_from(attempts).unwrap_or(0),
+                    user_id,
+                })
+                .collect())
+        })
+    }
+
+    fn finish_job<'a>(&'a self, job: &'a ClaimedJob, end: JobEnd) -> BoxFuture<'a, Result<bool>> {
+        Box::pin(async move {
+            let attempt = i32::try_from(job.attempt).unwrap_or(i32::MAX);
+            // The lease is still the job's while it is running and has had no claim since.
+            let sql = match &end {
+                JobEnd::Done => {
+                    "UPDATE _engine_jobs SET state = 'done', finished_at = now(), leased_until = NULL, last_error = NULL
+                     WHERE id = $1 AND attempts = $2 AND state = 'running'"
+                }
+                JobEnd::Retry { .. } => {
+                    "UPDATE _engine_jobs
+                     SET state = 'queued', run_at = now() + $3 * interval '1 millisecond', leased_until = NULL, last_error = $4
+                     WHERE id = $1 AND attempts = $2 AND state = 'running'"
+                }
+                JobEnd::Dead { .. } => {
+                    "UPDATE _engine_jobs SET state = 'dead', finished_at = now(), leased_until = NULL, last_error = $3
+                     WHERE id = $1 AND attempts = $2 AND state = 'running'"
+                }
+            };
+            let mut query = sqlx::query(sql).bind(job.id).bind(attempt);
+            match &end {
+                JobEnd::Done => {}
+                JobEnd::Retry { after, error } => query = query.bind(millis(*after)).bind(error),
+                JobEnd::Dead { error } => query = query.bind(error),
+            }
+            let done = query.execute(&self.pool).await?;
+            Ok(done.rows_affected() == 1)
+        })
+    }
+
+    fn job_wakeups(&self) -> BoxFuture<'_, Result<tokio::sync::mpsc::Receiver<()>>> {
+        Box::pin(async move {
+            let mut listener = PgListener::connect_with(&self.pool).await?;
+            listener.listen(CHANNEL).await?;
+            let (wake, wakeups) = tokio::sync::mpsc::channel(1);
+            tokio::spawn(async move {
+                let mut backoff = Duration::from_millis(100);
+                loop {
+                    let signal = match listener.try_recv().await {
+                        Ok(_) => {
+                            backoff = Duration::from_millis(100);
+                            // A notification, or a new session after a lost one (which may have
+                            // missed some): look either way.
+                            true
+                        }
+                        Err(err) => {
+                            tracing::warn!(error = %err, "the job listener lost Postgres; retrying");
+                            tokio::time::sleep(backoff).await;
+                            backoff = (backoff * 2).min(Duration::from_secs(5));
+                            listener.listen(CHANNEL).await.is_ok()
+                        }
+                    };
+                    if wake.is_closed() {
+                        return;
+                    }
+                    if signal {
+                        // Full means a wake-up is already waiting: this one is coalesced.
+                        let _ = wake.try_send(());
+                    }
+                }
+            });
+            Ok(wakeups)
+        })
+    }
+
+    fn job_counts(&self) -> BoxFuture<'_, Result<JobCounts>> {
+        Box::pin(async move {
+            let mut conn = self.pool.acquire().await?;
+            counts(&mut conn).await
+        })
+    }
+}
+
+/// How many jobs are in each state.
+pub(crate) async fn counts(conn: &mut PgConnection) -> Result<JobCounts> {
+    let rows: Vec<(String, i64)> =
+        sqlx::query_as("SELECT state, count(*) FROM _engine_jobs GROUP BY state").fetch_all(conn).await?;
+    let mut counts = JobCounts::default();
+    for (state, n) in rows {
+        let n = u64::try_from(n).unwrap_or(0);
+        match state.as_str() {
+            "queued" => counts.queued = n,
+            "running" => counts.running = n,
+            "done" => counts.done = n,
+            "dead" => counts.dead = n,
+            other => return Err(Error::Internal(format!("a job in the unknown state `{other}`"))),
+        }
+    }
+    Ok(counts)
+}

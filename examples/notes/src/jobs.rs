@@ -1,0 +1,34 @@
+//! The app's background jobs: `share_list` enqueues `list_shared` when it adds a member, to run
+//! once the share commits. A real app would send a mail or a push notification here; the
+//! quickstart logs it.
+
+use serde::{Deserialize, Serialize};
+
+/// The name of the job that tells a user a list was shared with them.
+pub const LIST_SHARED: &str = "list_shared";
+
+/// The payload of [`LIST_SHARED`].
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ListShared {
+    /// The list shared.
+    pub list_id: String,
+    /// The new member.
+    pub user_id: String,
+    /// Who shared it.
+    pub shared_by: String,
+}
+
+/// The handlers of the app's jobs, for `Server::builder().jobs(…)`.
+#[cfg(feature = "server")]
+pub fn jobs() -> engine::server::Jobs {
+    engine::server::Jobs::new().job(LIST_SHARED, |ctx: engine::server::JobCtx, shared: ListShared| async move {
+        tracing::info!(
+            job = ctx.id(),
+            "{} shared list {} with {}: telling them",
+            shared.shared_by,
+            shared.list_id,
+            shared.user_id
+        );
+        Ok(())
+    })
+}
