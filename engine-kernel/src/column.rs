@@ -156,6 +156,9 @@ pub struct ColumnMeta {
     pub sql_type: SqlType,
     /// Whether it may be null (`Option<T>`).
     pub nullable: bool,
+    /// Whether it holds blob keys ([`BlobKey`](crate::BlobKey)): who can read the row may
+    /// download the blob.
+    pub blob: bool,
     /// The field's doc comment.
     pub description: &'static str,
 }
@@ -163,18 +166,20 @@ pub struct ColumnMeta {
 /// A Rust type that can be the type of a table column, and how its values travel as JSON.
 ///
 /// Implemented for `String`, `i16`, `i32`, `i64`, `f32`, `f64`, `bool`, `uuid::Uuid`,
-/// [`Timestamp`], `serde_json::Value`, `Vec<u8>`, [`CrdtText`], [`CrdtMap`] and `Option<T>` of the
-/// scalar ones.
+/// [`Timestamp`], `serde_json::Value`, `Vec<u8>`, [`BlobKey`](crate::BlobKey), [`CrdtText`],
+/// [`CrdtMap`] and `Option<T>` of the scalar ones.
 #[diagnostic::on_unimplemented(
     message = "`{Self}` cannot be the type of a table column",
     label = "not a column type",
-    note = "columns are `String`, `i16`, `i32`, `i64`, `f32`, `f64`, `bool`, `uuid::Uuid`, `engine::Timestamp`, `serde_json::Value`, `Vec<u8>`, `engine::CrdtText`, `engine::CrdtMap`, or `Option<T>` of the scalar ones"
+    note = "columns are `String`, `i16`, `i32`, `i64`, `f32`, `f64`, `bool`, `uuid::Uuid`, `engine::Timestamp`, `serde_json::Value`, `Vec<u8>`, `engine::BlobKey`, `engine::CrdtText`, `engine::CrdtMap`, or `Option<T>` of the scalar ones"
 )]
 pub trait ColumnType: Sized + Send + Sync + 'static {
     /// The SQL type of the column.
     const SQL_TYPE: SqlType;
     /// Whether the column may be null.
     const NULLABLE: bool = false;
+    /// Whether the column holds blob keys.
+    const BLOB: bool = false;
     /// The value as it travels in a row's JSON.
     fn to_json(&self) -> Value;
     /// The value from a row's JSON; the error says what was expected.
@@ -185,7 +190,7 @@ pub trait ColumnType: Sized + Send + Sync + 'static {
 #[diagnostic::on_unimplemented(
     message = "`Option<{Self}>` cannot be the type of a table column",
     label = "not a column type",
-    note = "`Option<T>` makes a nullable column of a scalar column type (`String`, `i16`, `i32`, `i64`, `f32`, `f64`, `bool`, `uuid::Uuid`, `engine::Timestamp`, `serde_json::Value`, `Vec<u8>`); collaborative columns are never null: an empty document is `CrdtText::new()` / `CrdtMap::new()`"
+    note = "`Option<T>` makes a nullable column of a scalar column type (`String`, `i16`, `i32`, `i64`, `f32`, `f64`, `bool`, `uuid::Uuid`, `engine::Timestamp`, `serde_json::Value`, `Vec<u8>`, `engine::BlobKey`); collaborative columns are never null: an empty document is `CrdtText::new()` / `CrdtMap::new()`"
 )]
 pub trait NonNullColumn: ColumnType {}
 
@@ -356,6 +361,7 @@ impl ColumnType for CrdtMap {
 impl<T: NonNullColumn> ColumnType for Option<T> {
     const SQL_TYPE: SqlType = T::SQL_TYPE;
     const NULLABLE: bool = true;
+    const BLOB: bool = T::BLOB;
     fn to_json(&self) -> Value {
         self.as_ref().map_or(Value::Null, T::to_json)
     }
@@ -406,6 +412,8 @@ pub struct ColumnCodec<V> {
     pub sql_type: SqlType,
     /// Whether the column may be null.
     pub nullable: bool,
+    /// Whether the column holds blob keys.
+    pub blob: bool,
     to_json: fn(&V) -> Value,
     from_json: fn(Value) -> Result<V, String>,
 }
@@ -413,7 +421,13 @@ pub struct ColumnCodec<V> {
 impl<V: ColumnType> ColumnCodec<V> {
     /// The codec of column type `V`.
     pub const fn new() -> Self {
-        ColumnCodec { sql_type: V::SQL_TYPE, nullable: V::NULLABLE, to_json: V::to_json, from_json: V::from_json }
+        ColumnCodec {
+            sql_type: V::SQL_TYPE,
+            nullable: V::NULLABLE,
+            blob: V::BLOB,
+            to_json: V::to_json,
+            from_json: V::from_json,
+        }
     }
 }
 

@@ -5,12 +5,14 @@
 //! - [`mutator`]: what `#[engine::mutator]` declares, and the context a mutator runs in.
 //! - [`app`]: tables, mutators and rules bundled into one [`App`].
 //! - [`wire`] and [`contract`](mod@contract): the protocol's messages and its OpenAPI contract.
+//! - [`blob`]: blob keys, the column type of files stored beside the rows.
 //! - [`hlc`], [`crdt`], [`actor`], [`error`]: clocks, collaborative columns, who acts, what fails.
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
 pub mod actor;
 pub mod app;
+pub mod blob;
 pub mod bucket;
 pub mod column;
 pub mod contract;
@@ -27,6 +29,7 @@ pub mod macro_support;
 
 pub use actor::Actor;
 pub use app::{App, AppBuilder, TableDef};
+pub use blob::BlobKey;
 pub use bucket::{Bucket, BucketKey, ParamValue};
 pub use column::{Assignment, Column, ColumnMeta, ColumnType, Filter, SqlType, Timestamp};
 pub use contract::contract;

@@ -23,7 +23,7 @@ pub const fn column_meta<V>(
     field: &'static str,
     description: &'static str,
 ) -> ColumnMeta {
-    ColumnMeta { name, field, sql_type: codec.sql_type, nullable: codec.nullable, description }
+    ColumnMeta { name, field, sql_type: codec.sql_type, nullable: codec.nullable, blob: codec.blob, description }
 }
 
 pub fn check_column_table<T: Table, V>(_column: Column<T, V>) {}

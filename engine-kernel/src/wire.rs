@@ -157,6 +157,43 @@ pub enum MutationStatus {
     Rejected,
 }
 
+/// `POST /blobs/upload`: where to upload the blob `key` of `size` bytes.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct BlobUploadRequest {
+    /// The blob's key: the SHA-256 of its bytes.
+    pub key: crate::BlobKey,
+    /// Its size in bytes.
+    pub size: u64,
+}
+
+/// `POST /blobs/download`: where to download the blob `key`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct BlobDownloadRequest {
+    /// The blob's key.
+    pub key: crate::BlobKey,
+}
+
+/// The answer to a blob request: a signed URL to send the bytes to (`PUT`) or fetch them from
+/// (`GET`), with the headers to send, until `expiresAt`. A URL that starts with `/` is relative
+/// to the server's base URL (the one `/sync/pull` is under).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct BlobTicket {
+    /// The blob's key.
+    pub key: crate::BlobKey,
+    /// `PUT` or `GET`.
+    pub method: String,
+    /// Where.
+    pub url: String,
+    /// Headers the request must carry.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub headers: BTreeMap<String, String>,
+    /// When the URL stops working.
+    pub expires_at: crate::Timestamp,
+}
+
 /// A problem document (`application/problem+json`), the body of every error response.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]

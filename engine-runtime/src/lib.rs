@@ -7,6 +7,8 @@
 //! - [`auth`]: the [`auth::EngineAuth`] trait and JWT bearer tokens.
 //! - [`realtime`]: the [`realtime::Realtime`] trait that carries pings after commit and presence,
 //!   in one process or across instances; `GET /sync/stream` serves them to clients.
+//! - [`blob`]: the [`blob::BlobStore`] trait: files beside the rows, downloadable by who can
+//!   read a row that refers to them.
 //! - [`jobs`]: background jobs that mutations enqueue, and the workers that run them.
 //! - [`limits`] and [`observer`]: request limits, and hooks for metrics.
 //! - [`error`]: the server's one error type and its problem-document responses.
@@ -14,6 +16,7 @@
 #![warn(missing_docs)]
 
 pub mod auth;
+pub mod blob;
 mod buckets;
 mod cursor;
 pub mod error;

@@ -11,6 +11,7 @@ use engine_kernel::{Actor, App};
 use tokio::net::TcpListener;
 
 use crate::auth::EngineAuth;
+use crate::blob::Blobs;
 use crate::error::{Error, Result};
 use crate::http::{self, AdminCriterion, Shared, State};
 use crate::jobs::Jobs;
@@ -68,6 +69,7 @@ pub struct ServerBuilder {
     provisioning: Provisioning,
     tombstone_retention: Duration,
     jobs: Option<Jobs>,
+    blobs: Option<Blobs>,
 }
 
 impl std::fmt::Debug for ServerBuilder {
@@ -76,6 +78,7 @@ impl std::fmt::Debug for ServerBuilder {
             .field("limits", &self.limits)
             .field("provisioning", &self.provisioning)
             .field("jobs", &self.jobs)
+            .field("blobs", &self.blobs)
             .finish_non_exhaustive()
     }
 }
@@ -156,6 +159,14 @@ impl ServerBuilder {
         self
     }
 
+    /// Store blobs (the spec's blob adapter): `POST /blobs/upload` and `/blobs/download` hand
+    /// out signed URLs of this store, a download only to who can read a row referring to the
+    /// blob. Without it, those routes answer 404.
+    pub fn blobs(mut self, blobs: Blobs) -> Self {
+        self.blobs = Some(blobs);
+        self
+    }
+
     /// Provision the database at start-up (the default) or only verify it.
     pub fn provisioning(mut self, provisioning: Provisioning) -> Self {
         self.provisioning = provisioning;
@@ -212,6 +223,7 @@ impl ServerBuilder {
             contract: contract.into(),
             _background: background,
             _jobs: jobs,
+            blobs: self.blobs,
         };
         Ok(Server { state: State(Arc::new(shared)) })
     }
@@ -288,6 +300,7 @@ impl Server {
             provisioning: Provisioning::Apply,
             tombstone_retention: DEFAULT_TOMBSTONE_RETENTION,
             jobs: None,
+            blobs: None,
         }
     }
 

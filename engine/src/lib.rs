@@ -19,9 +19,9 @@
 #![warn(missing_docs)]
 
 pub use engine_kernel::{
-    Actor, App, AppBuilder, Assignment, Bucket, BucketKey, Column, ColumnType, CrdtMap, CrdtText, Error, ErrorCode,
-    Filter, Hlc, JobRequest, MergePolicy, Mutator, MutatorArgs, MutatorCtx, MutatorTx, Outcome, Result, Row, SqlType,
-    SyncRules, Table, TableMeta, Timestamp, contract,
+    Actor, App, AppBuilder, Assignment, BlobKey, Bucket, BucketKey, Column, ColumnType, CrdtMap, CrdtText, Error,
+    ErrorCode, Filter, Hlc, JobRequest, MergePolicy, Mutator, MutatorArgs, MutatorCtx, MutatorTx, Outcome, Result, Row,
+    SqlType, SyncRules, Table, TableMeta, Timestamp, contract,
 };
 pub use engine_kernel::{bucket, column, crdt, hlc, mutator as mutators, rules, wire};
 
@@ -70,7 +70,8 @@ pub use engine_kernel::{bucket, column, crdt, hlc, mutator as mutators, rules, w
 /// # Column types
 ///
 /// `String`, `i16`, `i32`, `i64`, `f32`, `f64`, `bool`, `uuid::Uuid`, [`Timestamp`],
-/// `serde_json::Value`, `Vec<u8>`, `Option<T>` of those, and [`CrdtText`] / [`CrdtMap`].
+/// `serde_json::Value`, `Vec<u8>`, [`BlobKey`] (a file stored beside the rows), `Option<T>` of those,
+/// and [`CrdtText`] / [`CrdtMap`].
 ///
 /// # Generated
 ///
@@ -314,7 +315,7 @@ pub use engine_macros::app;
 #[cfg(feature = "server")]
 pub use engine_runtime as server;
 #[cfg(feature = "server")]
-pub use engine_runtime::{Server, auth, jobs, limits, observer, realtime, storage};
+pub use engine_runtime::{Server, auth, blob, jobs, limits, observer, realtime, storage};
 
 /// The Rust client.
 #[cfg(feature = "client")]

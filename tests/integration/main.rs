@@ -3,6 +3,7 @@
 
 mod support;
 
+mod blobs;
 mod client;
 mod contract;
 mod jobs;

@@ -47,6 +47,9 @@ pub fn contract(app: &App) -> Value {
             .iter()
             .map(|c| {
                 let mut column = json!({"name": c.name, "type": c.sql_type.name(), "nullable": c.nullable});
+                if c.blob {
+                    column["blob"] = true.into();
+                }
                 if !c.description.is_empty() {
                     column["description"] = c.description.into();
                 }

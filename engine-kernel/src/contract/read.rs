@@ -110,6 +110,8 @@ struct ContractColumn {
     sql_type: String,
     nullable: bool,
     #[serde(default)]
+    blob: bool,
+    #[serde(default)]
     description: String,
 }
 
@@ -187,6 +189,7 @@ fn table_meta(name: &str, table: ContractTable) -> Result<&'static TableMeta> {
             field: column_name,
             sql_type: sql_type(&column.sql_type, &what)?,
             nullable: column.nullable,
+            blob: column.blob,
             description: leak(&column.description),
         });
     }

@@ -43,6 +43,8 @@ pub(crate) struct Shared {
     /// Background work (tombstone collection, limiter housekeeping) that lives as long as the
     /// router does.
     pub(crate) _background: crate::server::Background,
+    /// The blob store, when the server has one.
+    pub(crate) blobs: Option<crate::blob::Blobs>,
     /// The job worker, when the server runs jobs: dropped with the last router.
     pub(crate) _jobs: Option<crate::jobs::JobWorker>,
 }
@@ -71,11 +73,15 @@ pub(crate) fn router(state: State) -> Router {
         let id = request.headers().get("x-request-id").and_then(|v| v.to_str().ok()).unwrap_or("-");
         tracing::info_span!("request", method = %request.method(), route = %request.uri().path(), request_id = %id, actor = tracing::field::Empty)
     });
-    routes::routes()
+    let mut routes = routes::routes().layer(tower_http::limit::RequestBodyLimitLayer::new(body_limit));
+    // Blob bytes are not bound by the body limit: the signed size bounds them.
+    if let Some(data) = state.blobs.as_ref().and_then(|blobs| blobs.store.routes()) {
+        routes = routes.nest_service("/blobs/data", data);
+    }
+    routes
         .fallback(|| async { Error::NotFound("no such route".into()) })
         .method_not_allowed_fallback(|| async { Error::MethodNotAllowed })
         .with_state(state)
-        .layer(tower_http::limit::RequestBodyLimitLayer::new(body_limit))
         .layer(axum::middleware::map_response(move |response| problem_for_plain_errors(response, body_limit)))
         .layer(PropagateRequestIdLayer::x_request_id())
         .layer(trace)

@@ -1,4 +1,4 @@
-//! The routes of PROTOCOL.md: pull, push, the contract and stats.
+//! The routes of PROTOCOL.md: pull, push, the contract and stats; and the blob tickets.
 
 use axum::Json;
 use axum::Router;
@@ -7,7 +7,9 @@ use axum::http::header;
 use axum::response::IntoResponse;
 use axum::routing::{get, post};
 use engine_kernel::ErrorCode;
-use engine_kernel::wire::{PullRequest, PullResponse, PushRequest, PushResponse};
+use engine_kernel::wire::{
+    BlobDownloadRequest, BlobTicket, BlobUploadRequest, PullRequest, PullResponse, PushRequest, PushResponse,
+};
 use serde_json::json;
 
 use super::State;
@@ -22,6 +24,37 @@ pub(crate) fn routes() -> Router<State> {
         .route("/sync/stream", get(crate::stream::stream))
         .route(crate::CONTRACT_PATH, get(contract))
         .route("/engine/stats", get(stats))
+        .route("/blobs/upload", post(blob_upload))
+        .route("/blobs/download", post(blob_download))
+}
+
+fn blobs(state: &State) -> Result<&crate::blob::Blobs> {
+    state.blobs.as_ref().ok_or_else(|| Error::NotFound("this server stores no blobs".into()))
+}
+
+async fn blob_upload(
+    AxumState(state): AxumState<State>,
+    Authenticated(_actor): Authenticated,
+    JsonBody(request): JsonBody<BlobUploadRequest>,
+) -> Result<Json<BlobTicket>> {
+    let blobs = blobs(&state)?;
+    if request.size > blobs.max_size {
+        return Err(Error::PayloadTooLarge { limit: usize::try_from(blobs.max_size).unwrap_or(usize::MAX) });
+    }
+    Ok(Json(blobs.store.upload_url(&request.key, request.size, blobs.expiry())?))
+}
+
+async fn blob_download(
+    AxumState(state): AxumState<State>,
+    Authenticated(actor): Authenticated,
+    JsonBody(request): JsonBody<BlobDownloadRequest>,
+) -> Result<Json<BlobTicket>> {
+    let blobs = blobs(&state)?;
+    // Not 403: whether a blob exists is not told to who may not read it.
+    if !state.storage.can_read_blob(&actor, &request.key).await? {
+        return Err(Error::NotFound(format!("no row the actor can read holds blob `{}`", request.key)));
+    }
+    Ok(Json(blobs.store.download_url(&request.key, blobs.expiry())?))
 }
 
 async fn pull(

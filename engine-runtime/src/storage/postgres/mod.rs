@@ -298,6 +298,32 @@ impl Storage for PostgresStorage {
         Box::pin(push::push(self, actor, request))
     }
 
+    fn can_read_blob<'a>(&'a self, actor: &'a Actor, key: &'a engine_kernel::BlobKey) -> BoxFuture<'a, Result<bool>> {
+        Box::pin(async move {
+            use engine_kernel::MutatorTx;
+            let mut conn = self.pool.acquire().await?;
+            let hlc = self
+                .clock
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner)
+                .tick(engine_kernel::hlc::wall_clock_ms());
+            // The reads of a mutation, which see only the rows of the actor's buckets; it
+            // never writes, so no transaction begins.
+            let mut reads =
+                tx::PgMutatorTx::new(tx::Session::Deferred(&mut conn), self, actor.clone(), hlc, uuid::Uuid::nil());
+            for def in self.app.tables() {
+                let table = def.meta();
+                for column in table.columns.iter().filter(|c| c.blob) {
+                    let filter = vec![(column.name, serde_json::Value::String(key.to_string()))];
+                    if !reads.select(table, filter, Some(1)).await?.is_empty() {
+                        return Ok(true);
+                    }
+                }
+            }
+            Ok(false)
+        })
+    }
+
     fn held_buckets<'a>(&'a self, actor: &'a Actor) -> BoxFuture<'a, Result<BTreeSet<BucketKey>>> {
         Box::pin(async move {
             let mut conn = self.pool.acquire().await?;

@@ -47,6 +47,18 @@ pub fn provision_plan(app: &App) -> Vec<String> {
             columns.iter().map(|c| ident(c)).collect::<Vec<_>>().join(", ")
         ));
     }
+    // Blob columns are looked up by key when a download is asked for.
+    for def in app.tables() {
+        let table = def.meta();
+        for column in table.columns.iter().filter(|c| c.blob) {
+            plan.push(format!(
+                "CREATE INDEX IF NOT EXISTS {} ON {} ({})",
+                ident(&index_name(table.name, "blob", &[column.name])),
+                ident(table.name),
+                ident(column.name)
+            ));
+        }
+    }
     plan.push(format!(
         "INSERT INTO _engine_meta (key, value) VALUES ('schema_version', '{SCHEMA_VERSION}') ON CONFLICT (key) DO UPDATE SET value = EXCLUDED.value WHERE _engine_meta.value IS DISTINCT FROM EXCLUDED.value"
     ));
