@@ -73,11 +73,8 @@ impl LocalFs {
     /// The key of `hex` when the URL's signature holds and has not expired.
     fn check(&self, method: &str, hex: &str, query: &Signed) -> Result<BlobKey> {
         let key: BlobKey = format!("sha256:{hex}").parse().map_err(|_| Error::NotFound("no such blob".into()))?;
-        let signature =
-            decode_hex(&query.signature).ok_or_else(|| Error::Forbidden("the URL's signature is not valid".into()))?;
-        self.mac(method, hex, query.size, query.expires)
-            .verify_slice(&signature)
-            .map_err(|_| Error::Forbidden("the URL's signature is not valid".into()))?;
+        let signature = decode_hex(&query.signature).ok_or_else(invalid_signature)?;
+        self.mac(method, hex, query.size, query.expires).verify_slice(&signature).map_err(|_| invalid_signature())?;
         if query.expires < chrono::Utc::now().timestamp() {
             return Err(Error::Forbidden("the URL has expired: ask for a new one".into()));
         }
@@ -127,6 +124,10 @@ impl LocalFs {
     }
 }
 
+fn invalid_signature() -> Error {
+    Error::Forbidden("the URL's signature is not valid".into())
+}
+
 fn decode_hex(text: &str) -> Option<Vec<u8>> {
     if !text.len().is_multiple_of(2) {
         return None;
@@ -149,7 +150,7 @@ async fn upload(
     body: Body,
 ) -> Result<StatusCode> {
     let key = store.check("PUT", &hex, &query)?;
-    let size = query.size.ok_or_else(|| Error::Forbidden("the URL's signature is not valid".into()))?;
+    let size = query.size.ok_or_else(invalid_signature)?;
     store.receive(&key, size, body).await?;
     Ok(StatusCode::NO_CONTENT)
 }
