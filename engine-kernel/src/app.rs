@@ -132,7 +132,8 @@ impl AppBuilder {
     ///
     /// # Errors
     /// [`Error::InvalidApp`] when two tables share a SQL name, two mutators share a wire name,
-    /// two rules share a name, or a rule selects from a table the app does not list.
+    /// two rules share a name, a rule selects from a table the app does not list, or raw
+    /// membership SQL has a placeholder that is not an actor claim, or none.
     pub fn build(self) -> Result<App> {
         let sync_rules = self.sync_rules.unwrap_or(SyncRules { rules: &[] });
         let invalid = |m: String| Err(Error::InvalidApp(m));
@@ -149,6 +150,23 @@ impl AppBuilder {
         for (i, rule) in sync_rules.rules.iter().enumerate() {
             if sync_rules.rules[..i].iter().any(|r| r.name == rule.name) {
                 return invalid(format!("two sync rules are named `{}`", rule.name));
+            }
+            if let Some(crate::rules::Membership::Raw { sql }) = rule.membership {
+                match crate::rules::split_raw_sql(sql) {
+                    Err(bad) => {
+                        return invalid(format!(
+                            "the raw membership SQL of sync rule `{}` has `${bad}`, which is not `$user_id`, `$owner_id` or `$claims.<name>`",
+                            rule.name
+                        ));
+                    }
+                    Ok(pieces) if pieces.iter().all(|p| matches!(p, crate::rules::RawPiece::Sql(_))) => {
+                        return invalid(format!(
+                            "the raw membership SQL of sync rule `{}` is not filtered by an actor claim",
+                            rule.name
+                        ));
+                    }
+                    Ok(_) => {}
+                }
             }
             for table in rule.tables() {
                 if !self.tables.iter().any(|t| t.meta.name == table) {

@@ -8,10 +8,13 @@
 //! Every update from outside goes through [`decode_update`], the one place that turns bytes into
 //! a `yrs` update.
 
+use base64::Engine as _;
+use serde_json::Value;
 use yrs::types::ToJson;
 use yrs::updates::decoder::Decode;
 use yrs::{Doc, GetString, Map, ReadTxn, StateVector, Text, Transact, Update};
 
+use crate::column::{ColumnType, SqlType, decode_base64};
 use crate::error::{Error, Result};
 
 /// The name of the root text of a [`CrdtText`] document.
@@ -459,6 +462,26 @@ impl std::fmt::Debug for CrdtMap {
     }
 }
 
+impl ColumnType for CrdtText {
+    const SQL_TYPE: SqlType = SqlType::CrdtText;
+    fn to_json(&self) -> Value {
+        Value::String(base64::engine::general_purpose::STANDARD.encode(self.state()))
+    }
+    fn from_json(value: Value) -> Result<Self, String> {
+        decode_base64(&value).map(CrdtText::from_state_unchecked)
+    }
+}
+
+impl ColumnType for CrdtMap {
+    const SQL_TYPE: SqlType = SqlType::CrdtMap;
+    fn to_json(&self) -> Value {
+        Value::String(base64::engine::general_purpose::STANDARD.encode(self.state()))
+    }
+    fn from_json(value: Value) -> Result<Self, String> {
+        decode_base64(&value).map(CrdtMap::from_state_unchecked)
+    }
+}
+
 /// A collaborative column's stored state with an update merged in, both in their JSON form
 /// (base64 of the yrs v1 encoding), as every store merges an assignment to such a column. The
 /// update is checked before it is decoded; no stored state counts as an empty document.
@@ -466,11 +489,10 @@ impl std::fmt::Debug for CrdtMap {
 /// # Errors
 /// [`Error::Validation`] when the update is not base64 of a well-formed v1 update.
 pub fn merged_column(
-    sql_type: crate::SqlType,
+    sql_type: SqlType,
     stored: Option<&serde_json::Value>,
     update: &serde_json::Value,
 ) -> Result<serde_json::Value> {
-    use crate::ColumnType;
     let update_bytes = <Vec<u8> as ColumnType>::from_json(update.clone())
         .map_err(|e| Error::validation(format!("a collaborative update: {e}")))?;
     let stored_bytes = match stored {
@@ -480,7 +502,7 @@ pub fn merged_column(
         _ => EMPTY_STATE.to_vec(),
     };
     Ok(match sql_type {
-        crate::SqlType::CrdtMap => {
+        SqlType::CrdtMap => {
             let mut doc = CrdtMap::from_state_unchecked(stored_bytes);
             doc.merge(&update_bytes)?;
             <CrdtMap as ColumnType>::to_json(&doc)

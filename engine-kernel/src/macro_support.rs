@@ -6,8 +6,9 @@
 use std::future::Future;
 
 use crate::bucket::ParamValue;
-use crate::column::{Column, ColumnMeta, KeyColumn, OwnerColumn, SoftDeleteColumn};
+use crate::column::{ColumnMeta, KeyColumn, OwnerColumn, SoftDeleteColumn};
 use crate::error::Result;
+use crate::handle::Column;
 use crate::mutator::{BoxFuture, Outcome};
 use crate::table::Table;
 

@@ -16,8 +16,8 @@ use serde::de::DeserializeOwned;
 
 use crate::actor::Actor;
 use crate::bucket::BucketKey;
-use crate::column::{Assignment, Filter};
 use crate::error::{Error, Result};
+use crate::handle::{Assignment, Filter};
 use crate::hlc::Hlc;
 use crate::table::{Row, Table, TableMeta};
 

@@ -150,6 +150,77 @@ pub enum Membership {
     },
 }
 
+/// One piece of raw membership SQL, as [`split_raw_sql`] reads it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RawPiece<'a> {
+    /// SQL text, as written.
+    Sql(&'a str),
+    /// `$user_id`.
+    UserId,
+    /// `$owner_id`.
+    OwnerId,
+    /// `$claims.<name>`, with the claim's name.
+    Claim(&'a str),
+}
+
+impl RawPiece<'static> {
+    /// The actor claim a placeholder stands for (none for SQL text).
+    pub fn claim(self) -> Option<Claim> {
+        match self {
+            RawPiece::Sql(_) => None,
+            RawPiece::UserId => Some(Claim::UserId),
+            RawPiece::OwnerId => Some(Claim::OwnerId),
+            RawPiece::Claim(name) => Some(Claim::Custom(name)),
+        }
+    }
+}
+
+/// Raw membership SQL split into SQL text and actor placeholders: `$user_id`, `$owner_id` and
+/// `$claims.<name>` (a name of letters, digits and `_`). Every `$` must start one of them; the
+/// error is the text after the first `$` that does not (`1` for `$1`, `claims.a.b`, or empty
+/// for a lone `$`). The grammar both the `#[engine::sync_rules]` lint and the server use.
+///
+/// ```
+/// use engine_kernel::rules::{RawPiece, split_raw_sql};
+/// assert_eq!(
+///     split_raw_sql("SELECT team_id FROM members WHERE user_id = $user_id AND org = $claims.org."),
+///     Ok(vec![
+///         RawPiece::Sql("SELECT team_id FROM members WHERE user_id = "),
+///         RawPiece::UserId,
+///         RawPiece::Sql(" AND org = "),
+///         RawPiece::Claim("org"),
+///         RawPiece::Sql("."),
+///     ])
+/// );
+/// assert_eq!(split_raw_sql("WHERE a = $1"), Err("1"));
+/// assert_eq!(split_raw_sql("WHERE a = $claims.a.b"), Err("claims.a.b"));
+/// ```
+pub fn split_raw_sql(sql: &str) -> Result<Vec<RawPiece<'_>>, &str> {
+    let mut pieces = Vec::new();
+    let mut rest = sql;
+    while let Some(at) = rest.find('$') {
+        if at > 0 {
+            pieces.push(RawPiece::Sql(&rest[..at]));
+        }
+        let after = &rest[at + 1..];
+        let len = after.bytes().take_while(|b| b.is_ascii_alphanumeric() || *b == b'_' || *b == b'.').count();
+        let name = after[..len].trim_end_matches('.');
+        pieces.push(match name {
+            "user_id" => RawPiece::UserId,
+            "owner_id" => RawPiece::OwnerId,
+            _ => match name.strip_prefix("claims.") {
+                Some(claim) if !claim.is_empty() && !claim.contains('.') => RawPiece::Claim(claim),
+                _ => return Err(name),
+            },
+        });
+        rest = &after[name.len()..];
+    }
+    if !rest.is_empty() {
+        pieces.push(RawPiece::Sql(rest));
+    }
+    Ok(pieces)
+}
+
 /// `column == value` in a membership query.
 #[derive(Debug, Clone, Copy)]
 pub struct MembershipFilter {
@@ -218,4 +289,24 @@ pub struct ConstFilter {
     pub column: &'static str,
     /// The constant.
     pub value: ConstValue,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn raw_sql_has_only_actor_placeholders() {
+        use RawPiece::{Claim as C, OwnerId, Sql, UserId};
+        assert_eq!(split_raw_sql("select 1"), Ok(vec![Sql("select 1")]));
+        assert_eq!(split_raw_sql("$user_id$owner_id"), Ok(vec![UserId, OwnerId]));
+        assert_eq!(split_raw_sql("a = $claims.org_id)"), Ok(vec![Sql("a = "), C("org_id"), Sql(")")]));
+        for bad in ["where a = $1", "where a = $team", "where a = $claims.a.b", "where a = $claims.", "d = '$'"] {
+            assert!(split_raw_sql(bad).is_err(), "{bad}");
+        }
+        assert_eq!(split_raw_sql("d = '$'"), Err(""));
+        let pieces = split_raw_sql("x = $claims.team").unwrap();
+        assert_eq!(pieces[1].claim(), Some(Claim::Custom("team")));
+        assert_eq!(pieces[0].claim(), None);
+    }
 }

@@ -4,8 +4,9 @@
 use serde::de::DeserializeOwned;
 use serde_json::{Map, Value};
 
-use crate::column::{ColumnCodec, ColumnMeta};
+use crate::column::{ColumnCodec, ColumnMeta, ColumnType};
 use crate::error::{Error, Result};
+use crate::value::ColumnValue;
 
 /// A row in its JSON form: SQL column name → value (PROTOCOL.md `changes[].row`).
 pub type Row = Map<String, Value>;
@@ -69,6 +70,92 @@ impl TableMeta {
     /// The collaborative columns.
     pub fn crdt_columns(&self) -> impl Iterator<Item = &'static ColumnMeta> + use<> {
         self.columns.iter().filter(|c| c.sql_type.is_crdt())
+    }
+
+    /// The primary key's columns, in key order.
+    pub fn key_columns(&self) -> impl Iterator<Item = &'static ColumnMeta> + use<> {
+        let columns = self.columns;
+        self.primary_key.iter().map(move |k| columns.iter().find(|c| c.name == *k).expect("key columns are columns"))
+    }
+}
+
+/// The rules every write obeys, in every store: the server's and the client's mutator
+/// transactions both check them here, so a mutator fails alike on both sides.
+impl TableMeta {
+    /// `value` as column `column` of this table holds it: refused when it has the wrong shape
+    /// for the column's type, or is null in a non-null column.
+    pub fn value(&self, column: &ColumnMeta, value: &Value) -> Result<ColumnValue> {
+        if value.is_null() && !column.nullable {
+            return Err(Error::validation(format!("column `{}.{}` cannot be null", self.name, column.name)));
+        }
+        ColumnValue::from_json(column.sql_type, value.clone())
+            .map_err(|e| Error::validation(format!("column `{}.{}`: {e}", self.name, column.name)))
+    }
+
+    /// The column named `name`, refused when the table has none.
+    pub fn known_column(&self, name: &str) -> Result<&'static ColumnMeta> {
+        self.column(name).ok_or_else(|| Error::validation(format!("table `{}` has no column `{name}`", self.name)))
+    }
+
+    /// An inserted row names only columns of the table.
+    pub fn check_insert(&self, row: &Row) -> Result<()> {
+        row.keys().try_for_each(|name| self.known_column(name).map(drop))
+    }
+
+    /// An update sets only columns of the table, and never a primary-key column. Returns the
+    /// columns it sets, each once, in the order first set.
+    pub fn check_update(&self, changes: &[(&str, Value)]) -> Result<Vec<&'static ColumnMeta>> {
+        let mut columns: Vec<&'static ColumnMeta> = Vec::with_capacity(changes.len());
+        for (name, _) in changes {
+            let column = self.known_column(name)?;
+            if self.is_key(column.name) {
+                return Err(Error::validation(format!("the primary key of `{}` cannot change", self.name)));
+            }
+            if !columns.iter().any(|c| c.name == column.name) {
+                columns.push(column);
+            }
+        }
+        Ok(columns)
+    }
+
+    /// A read compares only columns of the table, and never a collaborative one (a document's
+    /// bytes say nothing about its content).
+    pub fn filter_column(&self, name: &str) -> Result<&'static ColumnMeta> {
+        let column = self.known_column(name)?;
+        if column.sql_type.is_crdt() {
+            return Err(Error::validation(format!("collaborative column `{}.{name}` cannot be compared", self.name)));
+        }
+        Ok(column)
+    }
+
+    /// What a write stores in `column`: a collaborative column merges the update `value` into
+    /// `stored` (the document so far; none for an insert), never replacing it; any other column
+    /// takes `value` as given.
+    pub fn written(&self, column: &ColumnMeta, stored: Option<&Value>, value: &Value) -> Result<Value> {
+        if column.sql_type.is_crdt() && !value.is_null() {
+            crate::crdt::merged_column(column.sql_type, stored, value)
+        } else {
+            Ok(value.clone())
+        }
+    }
+
+    /// Whether `row` is live: the table has no soft-delete column, or the row's is null.
+    pub fn is_live(&self, row: &Row) -> bool {
+        self.soft_delete.is_none_or(|c| row.get(c).is_none_or(Value::is_null))
+    }
+
+    /// `row` with its soft-delete column cleared: the row as it was before it was deleted.
+    pub fn undeleted(&self, row: &Row) -> Row {
+        let mut row = row.clone();
+        if let Some(column) = self.soft_delete {
+            row.insert(column.to_owned(), Value::Null);
+        }
+        row
+    }
+
+    /// The assignment that soft-deletes a row now, when the table has a soft-delete column.
+    pub fn deletion(&self) -> Option<(&'static str, Value)> {
+        self.soft_delete.map(|column| (column, chrono::Utc::now().to_json()))
     }
 }
 

@@ -8,37 +8,57 @@ use engine_kernel::rules::{ConstValue, ParamSource, RuleMeta, Selection};
 use engine_kernel::{Actor, App, BucketKey, Row, TableMeta};
 use serde_json::Value;
 
-/// One selection of a rule, with the rule it belongs to.
-#[derive(Debug, Clone, Copy)]
+/// One selection of a rule, with the rule it belongs to: which rows of its table a bucket of the
+/// rule holds. The model both evaluations read: [`RuleSelection::bucket_of`] here, in Rust, and
+/// the selection compiler of the Postgres store, in SQL.
+#[derive(Debug, Clone)]
 pub(crate) struct RuleSelection {
     pub(crate) rule: &'static RuleMeta,
     pub(crate) selection: &'static Selection,
+    /// The column that gives each parameter its value (the first that the selection compares
+    /// with it), in parameter order.
+    scope: Vec<&'static str>,
+    /// Every further column compared with a parameter, and the column that gives it: a row is
+    /// in the bucket only when the two are equal.
+    ties: Vec<(&'static str, &'static str)>,
 }
 
 impl RuleSelection {
-    /// The scope column of each of the rule's parameters, in parameter order.
-    pub(crate) fn scope_columns(&self) -> Vec<&'static str> {
-        self.rule
-            .parameters
-            .iter()
-            .map(|p| {
-                self.selection
-                    .scope
-                    .iter()
-                    .find(|s| s.param == p.name)
-                    .map(|s| s.column)
-                    .expect("the lint makes every selection scope every parameter")
-            })
-            .collect()
+    pub(crate) fn new(rule: &'static RuleMeta, selection: &'static Selection) -> Self {
+        let mut scope = Vec::with_capacity(rule.parameters.len());
+        let mut ties = Vec::new();
+        for param in rule.parameters {
+            let mut columns = selection.scope.iter().filter(|s| s.param == param.name).map(|s| s.column);
+            let first = columns.next().expect("the lint makes every selection scope every parameter");
+            scope.push(first);
+            ties.extend(columns.filter(|c| *c != first).map(|c| (c, first)));
+        }
+        RuleSelection { rule, selection, scope, ties }
     }
 
-    /// The bucket of `row` under this selection, if the row passes its filters.
+    /// The column that gives each of the rule's parameters its value, in parameter order.
+    pub(crate) fn scope_columns(&self) -> &[&'static str] {
+        &self.scope
+    }
+
+    /// Each further column compared with a parameter, with the column of
+    /// [`scope_columns`](Self::scope_columns) it must equal.
+    pub(crate) fn ties(&self) -> &[(&'static str, &'static str)] {
+        &self.ties
+    }
+
+    /// The bucket of `row` under this selection, if the row passes its filters. (Whether the row
+    /// is live is the table's business: see [`RuleIndex::row_buckets`].)
     pub(crate) fn bucket_of(&self, row: &Row) -> Option<BucketKey> {
         let passes = self.selection.filters.iter().all(|f| const_matches(f.value, row.get(f.column)));
-        if !passes {
+        let tied = self.ties.iter().all(|(column, first)| {
+            let text = |c: &str| row.get(c).and_then(param_text);
+            text(column).is_some() && text(column) == text(first)
+        });
+        if !passes || !tied {
             return None;
         }
-        let params = self.scope_columns().into_iter().map(|c| param_text(row.get(c)?)).collect::<Option<Vec<_>>>()?;
+        let params = self.scope.iter().map(|c| param_text(row.get(*c)?)).collect::<Option<Vec<_>>>()?;
         Some(BucketKey::new(self.rule.name, &params))
     }
 }
@@ -83,7 +103,7 @@ impl RuleIndex {
                         rule.data
                             .iter()
                             .filter(move |s| s.table == meta.name)
-                            .map(move |selection| RuleSelection { rule, selection })
+                            .map(move |selection| RuleSelection::new(rule, selection))
                     })
                     .collect();
                 (meta, selections)
@@ -97,12 +117,15 @@ impl RuleIndex {
         self.tables.iter().find(|(t, _)| t.name == table).map_or(&[], |(_, s)| s.as_slice())
     }
 
+    /// The selections of the rule named `rule`.
+    pub(crate) fn rule_selections<'a>(&'a self, rule: &'a str) -> impl Iterator<Item = &'a RuleSelection> + 'a {
+        self.tables.iter().flat_map(|(_, selections)| selections).filter(move |s| s.rule.name == rule)
+    }
+
     /// The buckets `row` of `table` is in. A soft-deleted row is in none: clients see it as a
     /// tombstone.
     pub(crate) fn row_buckets(&self, table: &TableMeta, row: &Row) -> BTreeSet<BucketKey> {
-        if let Some(column) = table.soft_delete
-            && row.get(column).is_some_and(|v| !v.is_null())
-        {
+        if !table.is_live(row) {
             return BTreeSet::new();
         }
         self.selections(table.name).iter().filter_map(|s| s.bucket_of(row)).collect()
@@ -113,7 +136,7 @@ impl RuleIndex {
     pub(crate) fn deciding_columns(&self, table: &TableMeta) -> Vec<&'static str> {
         let mut columns: Vec<&'static str> = table.soft_delete.into_iter().collect();
         for s in self.selections(table.name) {
-            columns.extend(s.scope_columns());
+            columns.extend(s.selection.scope.iter().map(|eq| eq.column));
             columns.extend(s.selection.filters.iter().map(|f| f.column));
         }
         columns.sort_unstable();

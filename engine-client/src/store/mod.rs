@@ -268,9 +268,7 @@ async fn rows(
     let mut conditions = Vec::new();
     let mut binds = Vec::new();
     for (name, value) in filter {
-        let column = table.column(name).ok_or_else(|| {
-            engine_kernel::Error::validation(format!("table `{}` has no column `{name}`", table.name))
-        })?;
+        let column = table.filter_column(name)?;
         conditions.push(format!("{} = ?", schema::ident(name)));
         binds.push((column, value));
     }

@@ -63,20 +63,13 @@ impl<'c> LocalTx<'c> {
     }
 
     async fn insert_row(&mut self, table: &'static TableMeta, row: Row) -> KernelResult<()> {
-        for key in row.keys() {
-            if table.column(key).is_none() {
-                return Err(KernelError::validation(format!("table `{}` has no column `{key}`", table.name)));
-            }
-        }
+        table.check_insert(&row)?;
         if !self.local(table) {
             return Ok(());
         }
         let mut values = Vec::with_capacity(table.columns.len());
         for column in table.columns {
-            let mut value = row.get(column.name).cloned().unwrap_or(Value::Null);
-            if column.sql_type.is_crdt() && !value.is_null() {
-                value = engine_kernel::crdt::merged_column(column.sql_type, None, &value)?;
-            }
+            let value = table.written(column, None, row.get(column.name).unwrap_or(&Value::Null))?;
             values.push(canonical(table, column, &value)?);
         }
         let placeholders = vec!["?"; table.columns.len()].join(", ");
@@ -96,25 +89,14 @@ impl<'c> LocalTx<'c> {
         key: Row,
         changes: Vec<(&'static str, Value)>,
     ) -> KernelResult<bool> {
-        for (column, _) in &changes {
-            if table.column(column).is_none() {
-                return Err(KernelError::validation(format!("table `{}` has no column `{column}`", table.name)));
-            }
-            if table.is_key(column) {
-                return Err(KernelError::validation(format!("the primary key of `{}` cannot change", table.name)));
-            }
-        }
+        table.check_update(&changes)?;
         if !self.local(table) {
             return Ok(true);
         }
         let Some(mut row) = self.fetch(table, &key).await? else { return Ok(false) };
         for (name, value) in changes {
-            let column = table.column(name).expect("checked above");
-            let value = if column.sql_type.is_crdt() {
-                engine_kernel::crdt::merged_column(column.sql_type, row.get(name), &value)?
-            } else {
-                value
-            };
+            let column = table.known_column(name)?;
+            let value = table.written(column, row.get(name), &value)?;
             row.insert(name.to_owned(), canonical(table, column, &value)?);
         }
         let sets: Vec<String> = table.columns.iter().map(|c| format!("{} = ?", ident(c.name))).collect();
@@ -146,15 +128,12 @@ impl<'c> LocalTx<'c> {
     }
 
     async fn delete_row(&mut self, table: &'static TableMeta, key: Row) -> KernelResult<bool> {
-        let Some(column) = table.soft_delete else { return self.purge_row(table, key).await };
+        let Some(deletion) = table.deletion() else { return self.purge_row(table, key).await };
         if !self.local(table) {
             return Ok(true);
         }
         match self.fetch(table, &key).await? {
-            Some(row) if row.get(column).is_none_or(Value::is_null) => {
-                let now = <engine_kernel::Timestamp as engine_kernel::ColumnType>::to_json(&chrono::Utc::now());
-                self.update_row(table, key, vec![(column, now)]).await
-            }
+            Some(row) if table.is_live(&row) => self.update_row(table, key, vec![deletion]).await,
             // Deleting a row already deleted finds nothing.
             _ => Ok(false),
         }
@@ -169,15 +148,7 @@ impl<'c> LocalTx<'c> {
         let mut conditions = Vec::new();
         let mut binds = Vec::new();
         for (name, value) in filter {
-            let column = table
-                .column(&name)
-                .ok_or_else(|| KernelError::validation(format!("table `{}` has no column `{name}`", table.name)))?;
-            if column.sql_type.is_crdt() {
-                return Err(KernelError::validation(format!(
-                    "collaborative column `{}.{name}` cannot be compared",
-                    table.name
-                )));
-            }
+            let column = table.filter_column(&name)?;
             conditions.push(format!("{} = ?", ident(column.name)));
             binds.push((column, value));
         }

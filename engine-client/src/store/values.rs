@@ -3,7 +3,7 @@
 //! collaborative state as base64 text, JSON documents as JSON text. Reading a value back gives
 //! the wire form unchanged.
 
-use engine_kernel::{ColumnMeta, ColumnType, Error as KernelError, Row, SqlType, TableMeta};
+use engine_kernel::{ColumnMeta, Row, SqlType, TableMeta};
 use serde_json::Value;
 use sqlx::sqlite::{SqliteArguments, SqliteRow};
 use sqlx::{Row as _, Sqlite};
@@ -61,33 +61,7 @@ pub(crate) fn decode_row(table: &TableMeta, row: &SqliteRow) -> sqlx::Result<Row
 /// canonical wire form (a timestamp in UTC, a UUID in lowercase…), so local filters and keys
 /// match what the server will send back.
 pub(crate) fn canonical(table: &TableMeta, column: &ColumnMeta, value: &Value) -> engine_kernel::Result<Value> {
-    fn round_trip<T>(value: &Value) -> Result<Value, String>
-    where
-        Option<T>: ColumnType,
-    {
-        <Option<T>>::from_json(value.clone()).map(|v| v.to_json()).map_err(|e| e.to_string())
-    }
-    if value.is_null() {
-        return if column.nullable {
-            Ok(Value::Null)
-        } else {
-            Err(KernelError::validation(format!("column `{}.{}` cannot be null", table.name, column.name)))
-        };
-    }
-    let canonical = match column.sql_type {
-        SqlType::Text => round_trip::<String>(value),
-        SqlType::SmallInt => round_trip::<i16>(value),
-        SqlType::Integer => round_trip::<i32>(value),
-        SqlType::BigInt => round_trip::<i64>(value),
-        SqlType::Real => round_trip::<f32>(value),
-        SqlType::Double => round_trip::<f64>(value),
-        SqlType::Boolean => round_trip::<bool>(value),
-        SqlType::Uuid => round_trip::<uuid::Uuid>(value),
-        SqlType::Timestamp => round_trip::<engine_kernel::Timestamp>(value),
-        SqlType::Json => Ok(value.clone()),
-        _ => round_trip::<Vec<u8>>(value),
-    };
-    canonical.map_err(|e| KernelError::validation(format!("column `{}.{}`: {e}", table.name, column.name)))
+    table.value(column, value).map(|typed| typed.to_json())
 }
 
 /// The identity of a row within its table: its primary key values as a JSON array.

@@ -41,16 +41,3 @@ fn notes_rules() {
     let file: syn::File = syn::parse2(tokens).expect("the expansion parses as a file");
     insta::assert_snapshot!(prettyplease::unparse(&file));
 }
-
-#[test]
-fn raw_placeholders_are_named_claims() {
-    use super::validate::raw_placeholders;
-    assert_eq!(
-        raw_placeholders("select x from t where a = $user_id and b = $claims.org."),
-        Ok(vec!["user_id".to_owned(), "claims.org".to_owned()])
-    );
-    assert_eq!(raw_placeholders("select 1"), Ok(vec![]));
-    assert_eq!(raw_placeholders("where a = $1"), Err("1".to_owned()));
-    assert_eq!(raw_placeholders("where a = $team"), Err("team".to_owned()));
-    assert_eq!(raw_placeholders("where a = $claims.a.b"), Err("claims.a.b".to_owned()));
-}

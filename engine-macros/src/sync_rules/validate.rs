@@ -254,8 +254,9 @@ fn check_membership_filtered_by_actor(bucket: &Bucket, errors: &mut Diagnostics)
 /// `$claims.<name>`) and uses at least one, so it too yields only the actor's memberships.
 fn check_raw_membership_placeholders(bucket: &Bucket, errors: &mut Diagnostics) {
     let Some(Membership::Raw { sql, .. }) = &bucket.membership else { return };
-    let placeholders = match raw_placeholders(&sql.value()) {
-        Ok(p) => p,
+    let text = sql.value();
+    let pieces = match engine_kernel::rules::split_raw_sql(&text) {
+        Ok(pieces) => pieces,
         Err(bad) => {
             errors.spanned(sql,
                 format!("`${bad}` is not a placeholder of raw membership SQL: use `$user_id`, `$owner_id` or `$claims.<name>`"),
@@ -263,40 +264,11 @@ fn check_raw_membership_placeholders(bucket: &Bucket, errors: &mut Diagnostics) 
             return;
         }
     };
-    if placeholders.is_empty() {
+    if pieces.iter().all(|p| matches!(p, engine_kernel::rules::RawPiece::Sql(_))) {
         errors.spanned(sql,
             "this raw membership query is not filtered by an actor claim, so it would hand every actor everyone's memberships: filter it with `$user_id`, `$owner_id` or `$claims.<name>`",
         );
     }
-}
-
-/// The placeholders of raw membership SQL, or the first one that is not known.
-pub(crate) fn raw_placeholders(sql: &str) -> Result<Vec<String>, String> {
-    let mut found = Vec::new();
-    let bytes = sql.as_bytes();
-    let mut i = 0;
-    while i < bytes.len() {
-        if bytes[i] == b'$' {
-            let start = i + 1;
-            let mut end = start;
-            while end < bytes.len() && (bytes[end].is_ascii_alphanumeric() || bytes[end] == b'_' || bytes[end] == b'.')
-            {
-                end += 1;
-            }
-            let name = sql[start..end].trim_end_matches('.');
-            let known = name == "user_id"
-                || name == "owner_id"
-                || name.strip_prefix("claims.").is_some_and(|c| !c.is_empty() && !c.contains('.'));
-            if !known {
-                return Err(name.to_owned());
-            }
-            found.push(name.to_owned());
-            i = start + name.len();
-        } else {
-            i += 1;
-        }
-    }
-    Ok(found)
 }
 
 /// A bucket holds data: `data(...)` lists at least one table selection.

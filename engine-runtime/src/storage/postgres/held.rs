@@ -1,141 +1,118 @@
 //! Which buckets an actor holds: claim-only rules from the actor's claims, membership rules by a
-//! query filtered by the actor's claims, evaluated per request inside the caller's transaction.
+//! query filtered by the actor's claims, evaluated per request inside the caller's transaction
+//! (so a mutation sees its own writes).
 
 use std::collections::BTreeSet;
-use std::sync::Arc;
 
-use engine_kernel::rules::{FilterValue, Membership, ParamSource, RuleMeta};
-use engine_kernel::{Actor, App, BucketKey, SqlType};
+use engine_kernel::rules::{FilterValue, Membership, MembershipFilter, ParamSource, RawPiece, RuleMeta};
+use engine_kernel::{Actor, App, BucketKey, TableMeta};
 use sqlx::PgConnection;
 
+use super::selection::{Sql, column, live, push_as_column};
 use super::sql::{constant, ident};
 use crate::buckets::{claim_bucket, param_text};
 use crate::error::Result;
 
-/// A rule's membership query, compiled once per app.
+/// A rule's membership query: the parameter values of the rule's buckets the actor holds.
 #[derive(Debug, Clone)]
 pub(crate) struct MembershipQuery {
     rule: &'static RuleMeta,
-    /// The query; it returns one text column per membership-sourced parameter, in order.
-    sql: Arc<str>,
-    /// Whether the actor holds one given bucket: the query, narrowed to its parameters.
-    holds_sql: Arc<str>,
-    /// The claims bound as `$1, $2, …`, as text.
-    binds: Vec<engine_kernel::rules::Claim>,
+    source: Source,
 }
 
-impl MembershipQuery {
-    fn new(rule: &'static RuleMeta, sql: String, binds: Vec<engine_kernel::rules::Claim>) -> Self {
-        let membership_params =
-            rule.parameters.iter().filter(|p| matches!(p.source, ParamSource::Membership { .. })).count();
-        let conditions: Vec<String> =
-            (0..membership_params).map(|i| format!("h.p{i} = ${}", binds.len() + i + 1)).collect();
-        let holds_sql = format!("SELECT EXISTS (SELECT 1 FROM ({sql}) AS h WHERE {})", conditions.join(" AND "));
-        MembershipQuery { rule, sql: sql.into(), holds_sql: holds_sql.into(), binds }
-    }
+#[derive(Debug, Clone)]
+enum Source {
+    /// Rows of a membership table matching its filters.
+    Table { table: &'static TableMeta, filters: &'static [MembershipFilter] },
+    /// Raw SQL, split at its actor placeholders.
+    Raw(Vec<RawPiece<'static>>),
 }
 
-/// Compile the membership queries of `app`'s rules.
+/// The membership queries of `app`'s rules.
 pub(crate) fn compile(app: &App) -> Vec<MembershipQuery> {
-    app.sync_rules().rules.iter().filter_map(|rule| compile_rule(app, rule)).collect()
-}
-
-fn compile_rule(app: &App, rule: &'static RuleMeta) -> Option<MembershipQuery> {
-    let columns: Vec<&str> = rule
-        .parameters
-        .iter()
-        .filter_map(|p| match p.source {
-            ParamSource::Membership { column } => Some(column),
-            ParamSource::Claim(_) => None,
-        })
-        .collect();
-    match rule.membership? {
-        Membership::Table { table, filters } => {
-            let meta = app.table(table).expect("the app lists every rule table");
-            let mut binds = Vec::new();
-            let mut conditions = Vec::new();
-            for filter in filters {
-                let column = meta.column(filter.column).expect("rule columns exist");
-                match filter.value {
-                    FilterValue::Claim(claim) => {
-                        binds.push(claim);
-                        let placeholder = match column.sql_type {
-                            SqlType::Text => format!("${}", binds.len()),
-                            other => format!("${}::text::{}", binds.len(), other.postgres()),
-                        };
-                        conditions.push(format!("m.{} = {placeholder}", ident(filter.column)));
-                    }
-                    FilterValue::Const(value) => {
-                        conditions.push(format!("m.{} = {}", ident(filter.column), constant(value)))
-                    }
+    let mut queries = Vec::new();
+    for rule in app.sync_rules().rules {
+        let source = match rule.membership {
+            None => continue,
+            Some(Membership::Table { table, filters }) => {
+                Source::Table { table: app.table(table).expect("the app lists every rule table"), filters }
+            }
+            Some(Membership::Raw { sql }) => match engine_kernel::rules::split_raw_sql(sql) {
+                Ok(pieces) => Source::Raw(pieces),
+                Err(bad) => {
+                    // `App::build` refuses such SQL; an app that got here holds nobody these buckets.
+                    tracing::error!(
+                        rule = rule.name,
+                        placeholder = bad,
+                        "raw membership SQL with an unknown placeholder"
+                    );
+                    continue;
                 }
-            }
-            if let Some(deleted) = meta.soft_delete {
-                conditions.push(format!("m.{} IS NULL", ident(deleted)));
-            }
-            let select: Vec<String> =
-                columns.iter().enumerate().map(|(i, c)| format!("m.{}::text AS p{i}", ident(c))).collect();
-            let sql = format!(
-                "SELECT DISTINCT {} FROM {} AS m WHERE {}",
-                select.join(", "),
-                ident(table),
-                conditions.join(" AND ")
-            );
-            Some(MembershipQuery::new(rule, sql, binds))
-        }
-        Membership::Raw { sql } => {
-            let (sql, binds) = number_placeholders(sql);
-            let select: Vec<String> =
-                columns.iter().enumerate().map(|(i, c)| format!("m.{}::text AS p{i}", ident(c))).collect();
-            let sql = format!("SELECT DISTINCT {} FROM ({sql}) AS m", select.join(", "));
-            Some(MembershipQuery::new(rule, sql, binds))
-        }
+            },
+        };
+        queries.push(MembershipQuery { rule, source });
     }
+    queries
 }
 
-/// Raw membership SQL with its named placeholders (`$user_id`, `$owner_id`, `$claims.<name>`)
-/// replaced by numbered ones, and the claims to bind.
-fn number_placeholders(sql: &'static str) -> (String, Vec<engine_kernel::rules::Claim>) {
-    use engine_kernel::rules::Claim;
-    let mut out = String::with_capacity(sql.len());
-    let mut binds: Vec<Claim> = Vec::new();
-    let mut rest = sql;
-    while let Some(at) = rest.find('$') {
-        out.push_str(&rest[..at]);
-        let after = &rest[at + 1..];
-        let len = after.bytes().take_while(|b| b.is_ascii_alphanumeric() || *b == b'_' || *b == b'.').count();
-        let name = after[..len].trim_end_matches('.');
-        let claim = match name {
-            "user_id" => Some(Claim::UserId),
-            "owner_id" => Some(Claim::OwnerId),
-            other => other.strip_prefix("claims.").map(Claim::Custom),
-        };
-        match claim {
-            Some(claim) => {
-                let n = match binds.iter().position(|b| *b == claim) {
-                    Some(i) => i + 1,
-                    None => {
-                        binds.push(claim);
-                        binds.len()
-                    }
-                };
-                out.push_str(&format!("${n}"));
-                rest = &after[name.len()..];
-            }
-            None => {
-                out.push('$');
-                rest = after;
-            }
-        }
-    }
-    out.push_str(rest);
-    (out, binds)
+/// The text of `actor`'s claim, as bound into a membership query.
+fn claim_text(claim: engine_kernel::rules::Claim, actor: &Actor) -> Option<String> {
+    param_text(&claim.value(actor)?)
 }
 
 impl MembershipQuery {
     /// The rule the query belongs to.
     pub(crate) fn rule(&self) -> &'static RuleMeta {
         self.rule
+    }
+
+    /// `SELECT DISTINCT` of the membership-sourced parameters as text (`p0, p1, …`) of every
+    /// bucket of the rule `actor` holds; `None` when the actor lacks a claim the query needs
+    /// (it then holds none of them).
+    fn memberships(&self, sql: &mut Sql, actor: &Actor) -> Option<()> {
+        let parameters: Vec<String> = self
+            .rule
+            .parameters
+            .iter()
+            .filter_map(|p| match p.source {
+                ParamSource::Membership { column: name } => Some(name),
+                ParamSource::Claim(_) => None,
+            })
+            .enumerate()
+            .map(|(i, name)| format!("{}::text AS p{i}", column("m", name)))
+            .collect();
+        sql.push(format_args!("SELECT DISTINCT {} FROM ", parameters.join(", ")));
+        match &self.source {
+            Source::Table { table, filters } => {
+                sql.push(format_args!("{} AS m WHERE true", ident(table.name)));
+                for filter in *filters {
+                    sql.push(format_args!(" AND {} = ", column("m", filter.column)));
+                    match filter.value {
+                        FilterValue::Claim(claim) => {
+                            let filtered = table.column(filter.column).expect("rule columns exist");
+                            push_as_column(sql, filtered, claim_text(claim, actor)?);
+                        }
+                        FilterValue::Const(value) => {
+                            sql.push(constant(value));
+                        }
+                    }
+                }
+                if let Some(live) = live("m", table) {
+                    sql.push(" AND ").push(live);
+                }
+            }
+            Source::Raw(pieces) => {
+                sql.push("(");
+                for piece in pieces {
+                    match piece {
+                        RawPiece::Sql(text) => sql.push(text),
+                        placeholder => sql.push_bind(claim_text(placeholder.claim()?, actor)?),
+                    };
+                }
+                sql.push(") AS m");
+            }
+        }
+        Some(())
     }
 
     /// Whether `actor` holds bucket `key` of this query's rule now (as the connection sees it,
@@ -149,21 +126,23 @@ impl MembershipQuery {
         for (param, value) in self.rule.parameters.iter().zip(params) {
             match param.source {
                 ParamSource::Claim(claim) => {
-                    if claim.value(actor).and_then(|v| param_text(&v)).as_deref() != Some(value.as_str()) {
+                    if claim_text(claim, actor).as_deref() != Some(value.as_str()) {
                         return Ok(false);
                     }
                 }
                 ParamSource::Membership { .. } => membership_params.push(value),
             }
         }
-        let Some(claims) = self.binds.iter().map(|c| param_text(&c.value(actor)?)).collect::<Option<Vec<_>>>() else {
+        let mut sql = Sql::new("SELECT EXISTS (SELECT 1 FROM (");
+        if self.memberships(&mut sql, actor).is_none() {
             return Ok(false);
-        };
-        let mut query = sqlx::query_scalar::<_, bool>(sqlx::AssertSqlSafe(Arc::clone(&self.holds_sql)));
-        for value in claims.into_iter().chain(membership_params) {
-            query = query.bind(value);
         }
-        Ok(query.fetch_one(&mut *conn).await?)
+        sql.push(") AS h WHERE true");
+        for (i, value) in membership_params.into_iter().enumerate() {
+            sql.push(format_args!(" AND h.p{i} = ")).push_bind(value);
+        }
+        sql.push(")");
+        Ok(sql.build_query_scalar::<bool>().fetch_one(&mut *conn).await?)
     }
 }
 
@@ -181,18 +160,12 @@ pub(crate) async fn held_buckets(
         }
     }
     for query in queries {
-        let Some(claims) = query.binds.iter().map(|c| param_text(&c.value(actor)?)).collect::<Option<Vec<_>>>() else {
-            continue; // the actor lacks a claim the query needs: it holds none of these buckets
-        };
-        let mut q = sqlx::query(sqlx::AssertSqlSafe(Arc::clone(&query.sql)));
-        for claim in claims {
-            q = q.bind(claim);
+        let mut sql = Sql::new("");
+        if query.memberships(&mut sql, actor).is_none() {
+            continue;
         }
-        let rows = q.fetch_all(&mut *conn).await?;
-        for row in rows {
-            if let Some(key) = bucket_of_member(query.rule, actor, &row) {
-                held.insert(key);
-            }
+        for row in sql.build().fetch_all(&mut *conn).await? {
+            held.extend(bucket_of_member(query.rule, actor, &row));
         }
     }
     Ok(held)
@@ -204,7 +177,7 @@ fn bucket_of_member(rule: &RuleMeta, actor: &Actor, row: &sqlx::postgres::PgRow)
     let mut params = Vec::with_capacity(rule.parameters.len());
     for param in rule.parameters {
         match param.source {
-            ParamSource::Claim(claim) => params.push(param_text(&claim.value(actor)?)?),
+            ParamSource::Claim(claim) => params.push(claim_text(claim, actor)?),
             ParamSource::Membership { .. } => {
                 let value: Option<String> = row.try_get(index).ok()?;
                 params.push(value?);
@@ -213,18 +186,4 @@ fn bucket_of_member(rule: &RuleMeta, actor: &Actor, row: &sqlx::postgres::PgRow)
         }
     }
     Some(BucketKey::new(rule.name, &params))
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use engine_kernel::rules::Claim;
-
-    #[test]
-    fn named_placeholders_become_numbered_binds() {
-        let (sql, binds) =
-            number_placeholders("SELECT x FROM t WHERE a = $user_id AND b = $claims.org AND c = $user_id AND d = '$'");
-        assert_eq!(sql, "SELECT x FROM t WHERE a = $1 AND b = $2 AND c = $1 AND d = '$'");
-        assert_eq!(binds, vec![Claim::UserId, Claim::Custom("org")]);
-    }
 }

@@ -3,11 +3,12 @@
 
 mod held;
 mod jobs;
+mod mutation;
 mod provision;
 mod pull;
 mod push;
+mod selection;
 mod sql;
-mod tx;
 mod values;
 
 use std::collections::BTreeSet;
@@ -17,7 +18,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use engine_kernel::wire::{PullRequest, PullResponse, PushRequest};
-use engine_kernel::{Actor, App, BoxFuture, BucketKey, HlcClock, TableMeta};
+use engine_kernel::{Actor, App, BoxFuture, BucketKey, HlcClock};
 use sqlx::PgPool;
 use sqlx::postgres::PgPoolOptions;
 
@@ -28,6 +29,7 @@ pub use push::MAX_CLOCK_LEAD_MS;
 use super::{OpenStorage, Pushed, Stats, Storage};
 use crate::buckets::RuleIndex;
 use crate::error::{Error, Result};
+use selection::Sql;
 
 /// Postgres at `url` (`postgres://user@host:port/database`): the storage the server opens.
 ///
@@ -127,45 +129,6 @@ pub struct PostgresStorage {
     highest_horizon: Arc<AtomicU64>,
     /// The server's clock, for mutations that arrive without one.
     pub(crate) clock: Arc<Mutex<HlcClock>>,
-    /// Statements of the push path, built once.
-    pub(crate) statements: Arc<Statements>,
-}
-
-/// The push path's statements for this app's tables, built once.
-#[derive(Debug)]
-pub(crate) struct Statements {
-    insert: std::collections::HashMap<&'static str, Arc<str>>,
-    record: std::collections::HashMap<Option<&'static str>, Arc<str>>,
-}
-
-impl Statements {
-    fn new(app: &App, rules: &RuleIndex) -> Self {
-        let mut insert = std::collections::HashMap::new();
-        let mut record = std::collections::HashMap::new();
-        record.insert(None, push::record_sql(None).into());
-        for def in app.tables() {
-            let table = def.meta();
-            // Only synced field tables keep HLC stamps.
-            let stamped = table.merge == engine_kernel::MergePolicy::Field && !rules.selections(table.name).is_empty();
-            insert.insert(table.name, tx::insert_sql(table, stamped, 1).into());
-            let mut shape = *table;
-            if !stamped {
-                shape.merge = engine_kernel::MergePolicy::Lww;
-            }
-            record.insert(Some(table.name), push::record_sql(Some(&shape)).into());
-        }
-        Statements { insert, record }
-    }
-
-    /// The insert of every column of `table`.
-    pub(crate) fn insert(&self, table: &TableMeta) -> Arc<str> {
-        Arc::clone(&self.insert[table.name])
-    }
-
-    /// The record statement, after an insert into `pending` when one waits.
-    pub(crate) fn record(&self, pending: Option<&TableMeta>) -> Arc<str> {
-        Arc::clone(&self.record[&pending.map(|t| t.name)])
-    }
 }
 
 impl PostgresStorage {
@@ -173,9 +136,7 @@ impl PostgresStorage {
     pub fn new(pool: PgPool, app: Arc<App>) -> Self {
         let rules = RuleIndex::new(&app);
         let memberships = held::compile(&app);
-        let statements = Arc::new(Statements::new(&app, &rules));
         PostgresStorage {
-            statements,
             pool,
             app,
             rules,
@@ -230,27 +191,23 @@ impl PostgresStorage {
         client: uuid::Uuid,
         floor: u64,
     ) -> Result<PullStart> {
-        let sql = format!(
-            "WITH h AS (SELECT greatest(({})::xid8, $3::text::xid8) AS h),
-                  c AS (SELECT last_mutation_id, last_xid FROM _engine_clients WHERE user_id = $1 AND client_id = $2)
-             SELECT h.h::text,
+        let mut sql = Sql::new("WITH h AS (SELECT greatest((");
+        sql.push(pull::HORIZON).push(")::xid8, ").push_bind(floor.to_string()).push("::text::xid8) AS h), ");
+        sql.push("c AS (SELECT last_mutation_id, last_xid FROM _engine_clients WHERE user_id = ")
+            .push_bind(user.to_owned());
+        sql.push(" AND client_id = ").push_bind(client).push(") ");
+        sql.push(
+            "SELECT h.h::text,
                     (SELECT value FROM _engine_meta WHERE key = 'tombstone_horizon'),
                     (SELECT last_mutation_id FROM c),
                     (SELECT CASE WHEN c.last_xid < h.h THEN c.last_mutation_id
                                  ELSE coalesce((SELECT m.mutation_id FROM _engine_mutations m
-                                                WHERE m.user_id = $1 AND m.client_id = $2 AND m.xid < h.h
-                                                ORDER BY m.mutation_id DESC LIMIT 1), 0) END
-                     FROM c)
-             FROM h",
-            pull::HORIZON
+                                                WHERE m.user_id = ",
         );
+        sql.push_bind(user.to_owned()).push(" AND m.client_id = ").push_bind(client);
+        sql.push(" AND m.xid < h.h ORDER BY m.mutation_id DESC LIMIT 1), 0) END FROM c) FROM h");
         let (horizon, gc, last, synced): (String, Option<String>, Option<i64>, Option<i64>) =
-            sqlx::query_as(sqlx::AssertSqlSafe(sql))
-                .bind(user)
-                .bind(client)
-                .bind(floor.to_string())
-                .fetch_one(conn)
-                .await?;
+            sql.build_query_as().fetch_one(conn).await?;
         let horizon: u64 = horizon.parse().map_err(|_| Error::Internal(format!("unreadable horizon {horizon}")))?;
         self.raise_floor(horizon);
         let id = |n: Option<i64>| n.map_or(0, |n| u64::try_from(n).unwrap_or(0));
@@ -309,8 +266,13 @@ impl Storage for PostgresStorage {
                 .tick(engine_kernel::hlc::wall_clock_ms());
             // The reads of a mutation, which see only the rows of the actor's buckets; it
             // never writes, so no transaction begins.
-            let mut reads =
-                tx::PgMutatorTx::new(tx::Session::Deferred(&mut conn), self, actor.clone(), hlc, uuid::Uuid::nil());
+            let mut reads = mutation::PgMutatorTx::new(
+                mutation::Session::Deferred(&mut conn),
+                self,
+                actor.clone(),
+                hlc,
+                uuid::Uuid::nil(),
+            );
             for def in self.app.tables() {
                 let table = def.meta();
                 for column in table.columns.iter().filter(|c| c.blob) {
@@ -349,36 +311,17 @@ impl Storage for PostgresStorage {
             .await?;
             let mut buckets = 0;
             for rule in self.app.sync_rules().rules {
-                let scopes: Vec<String> = rule
-                    .data
-                    .iter()
-                    .map(|selection| {
-                        let table = self.app.table(selection.table).expect("rule tables are app tables");
-                        let columns: Vec<String> = rule
-                            .parameters
-                            .iter()
-                            .filter_map(|p| selection.scope.iter().find(|s| s.param == p.name))
-                            .map(|s| format!("t.{}::text", sql::ident(s.column)))
-                            .collect();
-                        let mut conditions: Vec<String> = selection
-                            .filters
-                            .iter()
-                            .map(|f| format!("t.{} = {}", sql::ident(f.column), sql::constant(f.value)))
-                            .collect();
-                        if let Some(deleted) = table.soft_delete {
-                            conditions.push(format!("t.{} IS NULL", sql::ident(deleted)));
-                        }
-                        conditions.push("true".into());
-                        format!(
-                            "SELECT {} FROM {} AS t WHERE {}",
-                            columns.join(", "),
-                            sql::ident(table.name),
-                            conditions.join(" AND ")
-                        )
+                let scopes: Vec<String> = self
+                    .rules
+                    .rule_selections(rule.name)
+                    .map(|rule_selection| {
+                        let table = self.app.table(rule_selection.selection.table).expect("rule tables are app tables");
+                        let (parameters, conditions) = selection::any_bucket("t", table, rule_selection);
+                        format!("SELECT {parameters} FROM {} AS t WHERE {conditions}", sql::ident(table.name))
                     })
                     .collect();
-                let sql = format!("SELECT count(*) FROM ({}) AS b", scopes.join(" UNION "));
-                let n: i64 = sqlx::query_scalar(sqlx::AssertSqlSafe(sql)).fetch_one(&mut *conn).await?;
+                let mut sql = Sql::new(format!("SELECT count(*) FROM ({}) AS b", scopes.join(" UNION ")));
+                let n: i64 = sql.build_query_scalar().fetch_one(&mut *conn).await?;
                 buckets += count(n);
             }
             Ok(Stats {

@@ -11,7 +11,8 @@
 use engine_kernel::{App, MergePolicy, SqlType, TableMeta};
 use sqlx::PgPool;
 
-use super::sql::{constant, ident, index_name, key_columns, literal, trigger_function};
+use super::selection::{bucket_key_of, live};
+use super::sql::{ident, index_name, literal, trigger_function};
 use crate::buckets::{RuleIndex, RuleSelection};
 use crate::error::{Error, Result};
 
@@ -144,13 +145,13 @@ fn tracking(table: &TableMeta, selections: &[RuleSelection]) -> Vec<String> {
             "CREATE OR REPLACE TRIGGER {trigger} {timing} ON {name} FOR EACH ROW EXECUTE FUNCTION {function}()"
         ));
     }
-    let key: Vec<String> = key_columns(table).iter().map(|c| ordered_bare(c)).collect();
+    let key: Vec<String> = table.key_columns().map(ordered_bare).collect();
     plan.push(format!(
         "CREATE INDEX IF NOT EXISTS {} ON {name} (_engine_xid, {})",
         ident(&index_name(table.name, "xid", &[])),
         key.join(", ")
     ));
-    let mut scopes: Vec<Vec<&str>> = Vec::new();
+    let mut scopes: Vec<&[&str]> = Vec::new();
     for s in selections {
         let columns = s.scope_columns();
         if !scopes.contains(&columns) {
@@ -163,7 +164,7 @@ fn tracking(table: &TableMeta, selections: &[RuleSelection]) -> Vec<String> {
         parts.extend(key.iter().cloned());
         plan.push(format!(
             "CREATE INDEX IF NOT EXISTS {} ON {name} ({})",
-            ident(&index_name(table.name, "scope", &columns)),
+            ident(&index_name(table.name, "scope", columns)),
             parts.join(", ")
         ));
     }
@@ -182,30 +183,10 @@ fn ordered_bare(column: &engine_kernel::ColumnMeta) -> String {
 /// records the buckets the row left.
 fn trigger_function_sql(table: &TableMeta, selections: &[RuleSelection]) -> String {
     let keys = |record: &str| -> String {
-        let items: Vec<String> = selections
-            .iter()
-            .map(|s| {
-                let scope = s.scope_columns();
-                let mut conditions: Vec<String> =
-                    scope.iter().map(|c| format!("{record}.{} IS NOT NULL", ident(c))).collect();
-                conditions.extend(
-                    s.selection.filters.iter().map(|f| format!("{record}.{} = {}", ident(f.column), constant(f.value))),
-                );
-                let params: Vec<String> = scope.iter().map(|c| format!("{record}.{}::text", ident(c))).collect();
-                format!(
-                    "CASE WHEN {} THEN _engine_bucket_key({}, ARRAY[{}]) END",
-                    conditions.join(" AND "),
-                    literal(s.rule.name),
-                    params.join(", ")
-                )
-            })
-            .collect();
+        let items: Vec<String> = selections.iter().map(|s| bucket_key_of(record, s)).collect();
         format!("array_remove(ARRAY[\n      {}\n    ]::text[], NULL)", items.join(",\n      "))
     };
-    let live = |record: &str| match table.soft_delete {
-        Some(column) => format!("{record}.{} IS NULL", ident(column)),
-        None => "true".into(),
-    };
+    let live = |record: &str| live(record, table).unwrap_or_else(|| "true".into());
     let key_json =
         table.primary_key.iter().map(|k| format!("{}, OLD.{}", literal(k), ident(k))).collect::<Vec<_>>().join(", ");
     let same_key = table

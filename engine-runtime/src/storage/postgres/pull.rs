@@ -10,13 +10,14 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use engine_kernel::wire::{Change, PullRequest, PullResponse, Tombstone};
-use engine_kernel::{Actor, BucketKey, Row, SqlType, TableMeta};
+use engine_kernel::{Actor, BucketKey, Row, TableMeta};
 use serde_json::Value;
 use sqlx::postgres::PgRow;
 use sqlx::{PgConnection, Row as _};
 
-use super::sql::{cast_param, constant, ident, key_columns, ordered, stream_order};
-use super::values::decode;
+use super::selection::{self, Buckets, Sql};
+use super::sql::ident;
+use super::values::decode_row;
 use super::{PostgresStorage, held};
 use crate::buckets::RuleSelection;
 use crate::cursor::{Cursor, Group, RowPosition, TombstonePosition};
@@ -340,106 +341,26 @@ async fn scan_table(
     horizon: u64,
     limit: usize,
 ) -> Result<Vec<(u64, Row)>> {
-    let key_columns = key_columns(table);
-    let mut binds: Vec<Bind> = vec![Bind::Text(horizon.to_string())];
-    let mut conditions = vec!["t._engine_xid < $1::text::xid8".to_owned()];
-
-    // After the position, in (transaction id, table, key) order.
-    binds.push(Bind::Text(position.xid.to_string()));
-    let xid_param = binds.len();
-    match table.name.cmp(position.table.as_str()) {
-        std::cmp::Ordering::Less => conditions.push(format!("t._engine_xid > ${xid_param}::text::xid8")),
-        std::cmp::Ordering::Greater => conditions.push(format!("t._engine_xid >= ${xid_param}::text::xid8")),
-        std::cmp::Ordering::Equal => {
-            let mut left = vec!["t._engine_xid".to_owned()];
-            let mut right = vec![format!("${xid_param}::text::xid8")];
-            for (column, value) in key_columns.iter().zip(&position.key) {
-                binds.push(Bind::Text(crate::buckets::param_text(value).unwrap_or_default()));
-                left.push(ordered("t", column));
-                right.push(cast_param(binds.len(), column));
-            }
-            conditions.push(format!("({}) > ({})", left.join(", "), right.join(", ")));
-        }
+    let columns: Vec<String> = table.columns.iter().map(|c| selection::column("t", c.name)).collect();
+    let mut sql =
+        Sql::new(format!("SELECT {}, t._engine_xid::text FROM {} AS t WHERE ", columns.join(", "), ident(table.name)));
+    selection::push_after(&mut sql, "t", table, position, horizon);
+    sql.push(" AND (");
+    for (i, (rule_selection, params)) in selections.iter().enumerate() {
+        sql.push(if i == 0 { "(" } else { " OR (" });
+        selection::push_selected(&mut sql, "t", table, rule_selection, Buckets::Many(params));
+        sql.push(")");
     }
-    if let Some(deleted) = table.soft_delete {
-        conditions.push(format!("t.{} IS NULL", ident(deleted)));
-    }
-
-    let mut alternatives = Vec::new();
-    for (selection, params) in selections {
-        let scope = selection.scope_columns();
-        let mut parts = Vec::new();
-        if let [column] = scope.as_slice() {
-            let meta = table.column(column).expect("scope columns exist");
-            binds.push(Bind::TextArray(params.iter().map(|p| p[0].clone()).collect()));
-            parts.push(match meta.sql_type {
-                SqlType::Text => format!("t.{} = ANY(${}::text[])", ident(column), binds.len()),
-                other => format!("t.{} = ANY(${}::text[]::{}[])", ident(column), binds.len(), other.postgres()),
-            });
-        } else {
-            let mut unnest = Vec::new();
-            let mut select = Vec::new();
-            for (i, column) in scope.iter().enumerate() {
-                let meta = table.column(column).expect("scope columns exist");
-                binds.push(Bind::TextArray(params.iter().map(|p| p[i].clone()).collect()));
-                unnest.push(format!("${}::text[]", binds.len()));
-                select.push(match meta.sql_type {
-                    SqlType::Text => format!("u.p{i}"),
-                    other => format!("u.p{i}::{}", other.postgres()),
-                });
-            }
-            let names: Vec<String> = (0..scope.len()).map(|i| format!("p{i}")).collect();
-            parts.push(format!(
-                "({}) IN (SELECT {} FROM unnest({}) AS u({}))",
-                scope.iter().map(|c| format!("t.{}", ident(c))).collect::<Vec<_>>().join(", "),
-                select.join(", "),
-                unnest.join(", "),
-                names.join(", ")
-            ));
-        }
-        for filter in selection.selection.filters {
-            parts.push(format!("t.{} = {}", ident(filter.column), constant(filter.value)));
-        }
-        alternatives.push(format!("({})", parts.join(" AND ")));
-    }
-    conditions.push(format!("({})", alternatives.join(" OR ")));
-
-    let columns: Vec<String> = table.columns.iter().map(|c| format!("t.{}", ident(c.name))).collect();
-    binds.push(Bind::Int(i64::try_from(limit).unwrap_or(i64::MAX)));
-    let sql = format!(
-        "SELECT {}, t._engine_xid::text FROM {} AS t WHERE {} ORDER BY {} LIMIT ${}",
-        columns.join(", "),
-        ident(table.name),
-        conditions.join(" AND "),
-        stream_order("t", table),
-        binds.len()
-    );
-    let mut query = sqlx::query(sqlx::AssertSqlSafe(sql));
-    for bind in binds {
-        query = match bind {
-            Bind::Text(t) => query.bind(t),
-            Bind::TextArray(a) => query.bind(a),
-            Bind::Int(i) => query.bind(i),
-        };
-    }
-    let rows = query.fetch_all(&mut *conn).await?;
+    sql.push(format_args!(") ORDER BY {} LIMIT ", selection::stream_order("t", table)));
+    sql.push_bind(i64::try_from(limit).unwrap_or(i64::MAX));
+    let rows = sql.build().fetch_all(&mut *conn).await?;
     rows.iter().map(|r| read_row(table, r)).collect()
-}
-
-enum Bind {
-    Text(String),
-    TextArray(Vec<String>),
-    Int(i64),
 }
 
 /// A scanned row: its transaction id and JSON row.
 fn read_row(table: &TableMeta, row: &PgRow) -> Result<(u64, Row)> {
-    let mut out = Row::new();
-    for (i, column) in table.columns.iter().enumerate() {
-        out.insert(column.name.to_owned(), decode(row, i, column)?);
-    }
     let xid: String = row.try_get(table.columns.len()).map_err(Error::Database)?;
-    Ok((parse_xid(&xid)?, out))
+    Ok((parse_xid(&xid)?, decode_row(table, row)?))
 }
 
 /// One entry per row: changes of a row merged across groups with the union of their buckets;

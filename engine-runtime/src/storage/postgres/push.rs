@@ -19,14 +19,13 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use engine_kernel::wire::{MutationRequest, MutationResult, MutationStatus, Problem, PushRequest};
-use engine_kernel::{
-    Actor, BucketKey, Error as KernelError, ErrorCode, Hlc, MergePolicy, MutatorCtx, Outcome, TableMeta,
-};
+use engine_kernel::{Actor, BucketKey, Error as KernelError, ErrorCode, Hlc, MutatorCtx, Outcome};
 use serde_json::{Value, json};
 use sqlx::{Connection, PgConnection};
 
 use super::PostgresStorage;
-use super::tx::{PendingInsert, PgMutatorTx, Session};
+use super::mutation::{PendingInsert, PgMutatorTx, Session, to_kernel};
+use super::selection::Sql;
 use crate::error::{Error, Result};
 use crate::storage::Pushed;
 
@@ -196,40 +195,10 @@ fn rejection(mutation: &MutationRequest, err: &KernelError) -> MutationResult {
     }
 }
 
-/// The statement that records a mutation's outcome and advances the client's sequence from the
-/// mutation's predecessor (raising if the sequence is elsewhere), after the mutation's last
-/// insert into `pending` when one still waits (its placeholders first).
-pub(crate) fn record_sql(pending: Option<&TableMeta>) -> String {
-    let offset = pending.map_or(0, |t| t.columns.len() + usize::from(t.merge == MergePolicy::Field));
-    let p = |n: usize| format!("${}", offset + n);
-    format!(
-        "WITH {}recorded AS (
-             INSERT INTO _engine_mutations (user_id, client_id, mutation_id, client_mutation_id, name, status, result)
-             VALUES ({}, {}, {}, {}, {}, {}, {})),
-         advanced AS (
-             UPDATE _engine_clients SET last_mutation_id = {mutation}, last_xid = pg_current_xact_id(), updated_at = now()
-             WHERE user_id = {user} AND client_id = {client} AND last_mutation_id = {mutation} - 1 RETURNING 1)
-         SELECT CASE WHEN EXISTS (SELECT 1 FROM advanced) THEN pg_current_xact_id()::text
-                     ELSE _engine_sequence_moved({client}, {mutation} - 1) END",
-        pending
-            .map(|t| format!("pending AS ({}),\n         ", super::tx::insert_sql(t, t.merge == MergePolicy::Field, 1)))
-            .unwrap_or_default(),
-        p(1),
-        p(2),
-        p(3),
-        p(4),
-        p(5),
-        p(6),
-        p(7),
-        mutation = p(3),
-        user = p(1),
-        client = p(2),
-    )
-}
-
-/// Record a mutation's outcome and advance the client's sequence to it, in one statement with
-/// the mutation's last insert when it still waits; returns the recording transaction's id.
-#[allow(clippy::too_many_arguments)]
+/// Record a mutation's outcome and advance the client's sequence to it from the mutation's
+/// predecessor, in one statement with the mutation's last insert when one still waits; returns
+/// the recording transaction's id. A sequence found elsewhere raises
+/// (`_engine_sequence_moved`), undoing the statement and the insert with it.
 async fn record(
     conn: &mut PgConnection,
     user: &str,
@@ -238,27 +207,27 @@ async fn record(
     status: &str,
     result: &Value,
     pending: Option<&PendingInsert>,
-    store: &PostgresStorage,
-) -> std::result::Result<u64, sqlx::Error> {
-    let mutation_id =
-        i64::try_from(mutation.mutation_id).map_err(|_| sqlx::Error::Protocol("mutation id out of range".into()))?;
-    let sql = store.statements.record(pending.map(PendingInsert::table));
-    let mut query = sqlx::query(sqlx::AssertSqlSafe(sql));
+) -> Result<u64> {
+    let mutation_id = to_i64(mutation.mutation_id)?;
+    let mut sql = Sql::new("WITH ");
     if let Some(insert) = pending {
-        query = insert.bind(query).map_err(|e| sqlx::Error::Protocol(e.to_string()))?;
+        sql.push("pending AS (");
+        insert.push(&mut sql)?;
+        sql.push("), ");
     }
-    let row = query
-        .bind(user)
-        .bind(client)
-        .bind(mutation_id)
-        .bind(mutation.client_mutation_id)
-        .bind(&mutation.name)
-        .bind(status)
-        .bind(result)
-        .fetch_one(&mut *conn)
-        .await?;
-    let xid: String = sqlx::Row::try_get(&row, 0)?;
-    xid.parse().map_err(|_| sqlx::Error::Protocol(format!("unreadable transaction id {xid}")))
+    sql.push(
+        "recorded AS (INSERT INTO _engine_mutations (user_id, client_id, mutation_id, client_mutation_id, name, status, result) VALUES (",
+    );
+    sql.push_bind(user.to_owned()).push(", ").push_bind(client).push(", ").push_bind(mutation_id).push(", ");
+    sql.push_bind(mutation.client_mutation_id).push(", ").push_bind(mutation.name.clone()).push(", ");
+    sql.push_bind(status.to_owned()).push(", ").push_bind(result.clone()).push(")), ");
+    sql.push("advanced AS (UPDATE _engine_clients SET last_mutation_id = ").push_bind(mutation_id);
+    sql.push(", last_xid = pg_current_xact_id(), updated_at = now() WHERE user_id = ").push_bind(user.to_owned());
+    sql.push(" AND client_id = ").push_bind(client).push(" AND last_mutation_id = ").push_bind(mutation_id - 1);
+    sql.push(" RETURNING 1) SELECT CASE WHEN EXISTS (SELECT 1 FROM advanced) THEN pg_current_xact_id()::text ");
+    sql.push("ELSE _engine_sequence_moved(").push_bind(client).push(", ").push_bind(mutation_id - 1).push(") END");
+    let xid: String = sql.build_query_scalar().fetch_one(&mut *conn).await?;
+    xid.parse().map_err(|_| Error::Internal(format!("unreadable transaction id {xid}")))
 }
 
 /// The mutation's clock: the client's reading, pulled back when far ahead of the server's, or
@@ -339,7 +308,7 @@ async fn apply_checked(
         }
         Err(err) if err.is_deterministic() => {
             tx.rollback().await?;
-            reject(store, conn, user, client, mutation, &err).await
+            reject(conn, user, client, mutation, &err).await
         }
         Err(err) => {
             tx.rollback().await?;
@@ -373,9 +342,9 @@ async fn execute(
     let pending = tx.take_pending();
     let stored = json!({ "serverId": outcome.server_id, "reconciliation": outcome.reconciliation });
     // The mutation's last insert goes with the record: its failure is the mutation's.
-    let commit_xid = record(tx.conn()?, &actor.user_id, client, mutation, "applied", &stored, pending.as_ref(), store)
+    let commit_xid = record(tx.conn()?, &actor.user_id, client, mutation, "applied", &stored, pending.as_ref())
         .await
-        .map_err(|err| super::tx::map_sql_error(&err))?;
+        .map_err(to_kernel)?;
     let mut affected = std::mem::take(&mut tx.affected);
     let membership_changes = std::mem::take(&mut tx.membership_changes);
     tx.commit().await?;
@@ -398,7 +367,6 @@ async fn execute(
 
 /// Record a deterministic failure in its own transaction, and advance the sequence past it.
 async fn reject(
-    store: &PostgresStorage,
     conn: &mut PgConnection,
     user: &str,
     client: uuid::Uuid,
@@ -416,7 +384,7 @@ async fn reject(
     }
     let result = rejection(mutation, err);
     let stored = json!({ "error": result.error });
-    record(&mut tx, user, client, mutation, "rejected", &stored, None, store).await?;
+    record(&mut tx, user, client, mutation, "rejected", &stored, None).await?;
     tx.commit().await?;
     if err.code() == ErrorCode::Internal {
         tracing::error!(mutation = %mutation.name, error = %err, "mutation failed");

@@ -1,8 +1,8 @@
-//! Writing SQL: quoting, and the expressions every query of the store shares (the byte-ordered
-//! primary key, the position predicate, a selection's bucket predicate).
+//! Writing SQL: quoting identifiers and literals, byte-ordered text, and the names of the engine's
+//! own objects. A selection's SQL is built by the selection compiler (`selection.rs`).
 
 use engine_kernel::rules::ConstValue;
-use engine_kernel::{ColumnMeta, SqlType, TableMeta};
+use engine_kernel::{ColumnMeta, SqlType};
 
 /// A quoted identifier.
 pub(crate) fn ident(name: &str) -> String {
@@ -23,31 +23,11 @@ pub(crate) fn constant(value: ConstValue) -> String {
     }
 }
 
-/// `col` qualified by `alias`, compared byte-wise when it is text (DESIGN.md decision 1).
+/// `col` qualified by `alias`, compared byte-wise when it is text (docs/design.md §1).
 pub(crate) fn ordered(alias: &str, column: &ColumnMeta) -> String {
     match column.sql_type {
         SqlType::Text => format!("{alias}.{} COLLATE \"C\"", ident(column.name)),
         _ => format!("{alias}.{}", ident(column.name)),
-    }
-}
-
-/// The primary key's columns of `table`.
-pub(crate) fn key_columns(table: &TableMeta) -> Vec<&'static ColumnMeta> {
-    table.primary_key.iter().map(|k| table.column(k).expect("key columns are columns")).collect()
-}
-
-/// `ORDER BY` of a table's change stream: transaction id, then the key byte-wise.
-pub(crate) fn stream_order(alias: &str, table: &TableMeta) -> String {
-    let mut parts = vec![format!("{alias}._engine_xid")];
-    parts.extend(key_columns(table).iter().map(|c| ordered(alias, c)));
-    parts.join(", ")
-}
-
-/// A bind placeholder cast from text to a column's type, compared byte-wise when text.
-pub(crate) fn cast_param(n: usize, column: &ColumnMeta) -> String {
-    match column.sql_type {
-        SqlType::Text => format!("${n}::text COLLATE \"C\""),
-        other => format!("${n}::text::{}", other.postgres()),
     }
 }
 

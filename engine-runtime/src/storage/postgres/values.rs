@@ -1,13 +1,14 @@
-//! Column values between Postgres and their JSON form: every value is decoded and bound through
-//! the column type's [`ColumnType`], so the store produces exactly the wire form of the kernel.
+//! Column values between Postgres and their JSON form: every value is decoded through the column
+//! type's [`ColumnType`], and bound as the kernel's [`ColumnValue`], so the store reads and
+//! writes exactly the wire form of the kernel.
 
 use engine_kernel::column::Timestamp;
-use engine_kernel::{ColumnMeta, ColumnType, Error as KernelError, SqlType};
+use engine_kernel::{ColumnMeta, ColumnType, ColumnValue, SqlType, TableMeta};
 use serde_json::Value;
-use sqlx::postgres::{PgArguments, PgRow};
-use sqlx::query::Query;
+use sqlx::postgres::PgRow;
 use sqlx::{Postgres, Row};
 
+use super::selection::Sql;
 use crate::error::{Error, Result};
 
 /// The JSON value of column `column` at `index` of `row`.
@@ -36,57 +37,31 @@ pub(crate) fn decode(row: &PgRow, index: usize, column: &ColumnMeta) -> Result<V
     }
 }
 
-/// Decode `value` as column `column` of `table`, refusing values of the wrong shape and nulls in
-/// non-null columns.
-pub(crate) fn typed<T>(table: &str, column: &ColumnMeta, value: &Value) -> Result<Option<T>>
-where
-    Option<T>: ColumnType,
-{
-    if value.is_null() && !column.nullable {
-        return Err(KernelError::validation(format!("column `{table}.{}` cannot be null", column.name)).into());
+/// A row of `table` read from the first columns of `row`, in column order.
+pub(crate) fn decode_row(table: &TableMeta, row: &PgRow) -> Result<engine_kernel::Row> {
+    let mut out = engine_kernel::Row::new();
+    for (i, column) in table.columns.iter().enumerate() {
+        out.insert(column.name.to_owned(), decode(row, i, column)?);
     }
-    <Option<T>>::from_json(value.clone())
-        .map_err(|e| KernelError::validation(format!("column `{table}.{}`: {e}", column.name)).into())
+    Ok(out)
 }
 
-/// Check that `value` fits column `column` of `table`, as [`bind`] would.
-pub(crate) fn check(table: &str, column: &ColumnMeta, value: &Value) -> Result<()> {
-    match column.sql_type {
-        SqlType::Text => typed::<String>(table, column, value).map(drop),
-        SqlType::SmallInt => typed::<i16>(table, column, value).map(drop),
-        SqlType::Integer => typed::<i32>(table, column, value).map(drop),
-        SqlType::BigInt => typed::<i64>(table, column, value).map(drop),
-        SqlType::Real => typed::<f32>(table, column, value).map(drop),
-        SqlType::Double => typed::<f64>(table, column, value).map(drop),
-        SqlType::Boolean => typed::<bool>(table, column, value).map(drop),
-        SqlType::Uuid => typed::<uuid::Uuid>(table, column, value).map(drop),
-        SqlType::Timestamp => typed::<Timestamp>(table, column, value).map(drop),
-        SqlType::Json => typed::<Value>(table, column, value).map(drop),
-        SqlType::Bytes | SqlType::CrdtText | SqlType::CrdtMap => typed::<Vec<u8>>(table, column, value).map(drop),
-        other => Err(Error::Internal(format!("no column type {other:?}"))),
-    }
-}
-
-/// `query` with `value` bound as column `column` of `table`.
-pub(crate) fn bind<'q>(
-    query: Query<'q, Postgres, PgArguments>,
-    table: &str,
-    column: &ColumnMeta,
-    value: &Value,
-) -> Result<Query<'q, Postgres, PgArguments>> {
-    Ok(match column.sql_type {
-        SqlType::Text => query.bind(typed::<String>(table, column, value)?),
-        SqlType::SmallInt => query.bind(typed::<i16>(table, column, value)?),
-        SqlType::Integer => query.bind(typed::<i32>(table, column, value)?),
-        SqlType::BigInt => query.bind(typed::<i64>(table, column, value)?),
-        SqlType::Real => query.bind(typed::<f32>(table, column, value)?),
-        SqlType::Double => query.bind(typed::<f64>(table, column, value)?),
-        SqlType::Boolean => query.bind(typed::<bool>(table, column, value)?),
-        SqlType::Uuid => query.bind(typed::<uuid::Uuid>(table, column, value)?),
-        SqlType::Timestamp => query.bind(typed::<Timestamp>(table, column, value)?),
-        SqlType::Json => query.bind(typed::<Value>(table, column, value)?),
-        // A collaborative value travels as base64 of its state, like bytes.
-        SqlType::Bytes | SqlType::CrdtText | SqlType::CrdtMap => query.bind(typed::<Vec<u8>>(table, column, value)?),
-        other => return Err(Error::Internal(format!("no binding for column type {other:?}"))),
-    })
+/// Bind `value` as column `column` of `table`, refusing a value of the wrong shape and a null in a
+/// non-null column (the kernel's rules for every store).
+pub(crate) fn push_value(sql: &mut Sql, table: &TableMeta, column: &ColumnMeta, value: &Value) -> Result<()> {
+    match table.value(column, value)? {
+        ColumnValue::Text(v) => sql.push_bind(v),
+        ColumnValue::SmallInt(v) => sql.push_bind(v),
+        ColumnValue::Integer(v) => sql.push_bind(v),
+        ColumnValue::BigInt(v) => sql.push_bind(v),
+        ColumnValue::Real(v) => sql.push_bind(v),
+        ColumnValue::Double(v) => sql.push_bind(v),
+        ColumnValue::Boolean(v) => sql.push_bind(v),
+        ColumnValue::Uuid(v) => sql.push_bind(v),
+        ColumnValue::Timestamp(v) => sql.push_bind(v),
+        ColumnValue::Json(v) => sql.push_bind(v),
+        ColumnValue::Bytes(v) => sql.push_bind(v),
+        other => return Err(Error::Internal(format!("no binding for a value {other:?}"))),
+    };
+    Ok(())
 }

@@ -1,0 +1,92 @@
+//! How a mutation's failures are classified for the push protocol: by SQLSTATE, never by message.
+//! A deterministic failure (a constraint, a value that does not fit) is recorded and answered
+//! `rejected`; a transient one (serialization failure, deadlock, lost connection) is retried and
+//! records nothing (docs/design.md §6). Database text never reaches the client.
+
+use engine_kernel::{Error as KernelError, ErrorCode};
+
+use crate::error::{Error, is_transient};
+
+/// A database error, classified by SQLSTATE.
+pub(crate) fn map_sql_error(err: &sqlx::Error) -> KernelError {
+    if is_transient(err) {
+        return KernelError::Transient(err.to_string());
+    }
+    if let sqlx::Error::Database(db) = err {
+        let code = db.code().unwrap_or_default();
+        if code.starts_with("23") {
+            let what = match code.as_ref() {
+                "23505" => "a row with this key already exists",
+                "23503" => "a referenced row is missing",
+                "23502" => "a required column is null",
+                "23514" => "a check constraint refused the values",
+                _ => "a constraint refused the write",
+            };
+            return KernelError::conflict(what);
+        }
+        if code.starts_with("22") {
+            return KernelError::validation("a value does not fit its column");
+        }
+    }
+    KernelError::Internal(err.to_string().into())
+}
+
+/// A store error as the mutation's failure.
+pub(crate) fn to_kernel(err: Error) -> KernelError {
+    match err {
+        Error::Kernel(e) => e,
+        Error::RetryLater { detail, .. } => KernelError::Transient(detail),
+        Error::Database(e) => map_sql_error(&e),
+        other => KernelError::Internal(other.to_string().into()),
+    }
+}
+
+/// The first failure of a statement, kept: the transaction is aborted from then on, so every
+/// later step of the mutation fails as that statement did, whatever the mutator did next.
+#[derive(Debug, Clone)]
+pub(crate) struct Failure {
+    code: ErrorCode,
+    message: String,
+}
+
+impl Failure {
+    pub(crate) fn of(err: &KernelError) -> Self {
+        let message = match err {
+            KernelError::Validation(m)
+            | KernelError::Forbidden(m)
+            | KernelError::MutatorFailed(m)
+            | KernelError::Conflict(m)
+            | KernelError::Transient(m) => m.clone(),
+            other => other.to_string(),
+        };
+        Failure { code: err.code(), message }
+    }
+
+    /// The failure again, in its class.
+    pub(crate) fn error(&self) -> KernelError {
+        match self.code {
+            ErrorCode::RetryLater => KernelError::Transient(self.message.clone()),
+            ErrorCode::Conflict => KernelError::conflict(&self.message),
+            ErrorCode::ValidationFailed => KernelError::validation(&self.message),
+            _ => KernelError::Internal(self.message.clone().into()),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_failure_comes_back_in_its_class() {
+        for err in [
+            KernelError::conflict("a row with this key already exists"),
+            KernelError::validation("a value does not fit its column"),
+            KernelError::Transient("the connection was lost".into()),
+        ] {
+            let again = Failure::of(&err).error();
+            assert_eq!(again.code(), err.code());
+            assert_eq!(again.to_string(), err.to_string());
+        }
+    }
+}

@@ -1,0 +1,118 @@
+//! How a write merges with the stored row, by the table's merge policy (docs/design.md §7).
+//!
+//! - A collaborative column merges the written update into the stored document: concurrent
+//!   edits all survive, whatever their order.
+//! - On a synced table that merges by field, each scalar column keeps the value of the newer
+//!   hybrid logical clock: a write stamped older than the column's stamp leaves the column as it
+//!   is (the row is still written, so clients holding the losing value see the winner).
+//! - Otherwise the written value replaces the stored one (last writer in commit order wins).
+
+use engine_kernel::{Hlc, Row, TableMeta};
+use serde_json::{Map, Value};
+
+type KernelResult<T> = engine_kernel::Result<T>;
+
+/// Per-column HLC stamps of a row (`_engine_hlc`): column name → clock text.
+pub(super) type Stamps = Map<String, Value>;
+
+/// The stamps of a row inserted at `hlc`: every column stamped with it.
+pub(super) fn inserted(table: &TableMeta, hlc: &Hlc) -> Value {
+    let stamp = Value::from(hlc.to_string());
+    Value::Object(table.columns.iter().map(|c| (c.name.to_owned(), stamp.clone())).collect())
+}
+
+/// `before` with `changes` written at `hlc`, merged column by column, and the row's stamps after
+/// (changed only when the table merges `by_field`).
+pub(super) fn updated(
+    table: &TableMeta,
+    by_field: bool,
+    before: &Row,
+    mut stamps: Stamps,
+    changes: &[(&'static str, Value)],
+    hlc: &Hlc,
+) -> KernelResult<(Row, Stamps)> {
+    let mut after = before.clone();
+    let stamp = hlc.to_string();
+    for (name, value) in changes {
+        let column = table.known_column(name)?;
+        if column.sql_type.is_crdt() {
+            let merged = table.written(column, after.get(*name), value)?;
+            after.insert((*name).to_owned(), merged);
+        } else if by_field {
+            let newer = stamps.get(*name).and_then(Value::as_str).is_none_or(|old| stamp.as_str() > old);
+            if newer {
+                after.insert((*name).to_owned(), value.clone());
+                stamps.insert((*name).to_owned(), Value::from(stamp.clone()));
+            }
+        } else {
+            after.insert((*name).to_owned(), value.clone());
+        }
+    }
+    Ok((after, stamps))
+}
+
+#[cfg(test)]
+mod tests {
+    use engine_kernel::column::ColumnMeta;
+    use engine_kernel::{MergePolicy, SqlType};
+    use serde_json::json;
+
+    use super::*;
+
+    static COLUMNS: [ColumnMeta; 3] =
+        [column("id", SqlType::Text), column("title", SqlType::Text), column("body", SqlType::CrdtText)];
+
+    const fn column(name: &'static str, sql_type: SqlType) -> ColumnMeta {
+        ColumnMeta { name, field: name, sql_type, nullable: false, blob: false, description: "" }
+    }
+
+    static TABLE: TableMeta = TableMeta {
+        name: "notes",
+        struct_name: "Note",
+        description: "",
+        columns: &COLUMNS,
+        primary_key: &["id"],
+        owner: None,
+        soft_delete: None,
+        merge: MergePolicy::Field,
+    };
+
+    fn hlc(ms: u64) -> Hlc {
+        format!("{ms:013}-0000-a").parse().unwrap()
+    }
+
+    #[test]
+    fn by_field_the_newer_clock_wins_each_column() {
+        let before: Row = json!({"id": "n", "title": "old", "body": "AAA="}).as_object().unwrap().clone();
+        let stamps: Stamps = json!({"title": hlc(2000).to_string()}).as_object().unwrap().clone();
+        let older = [("title", Value::from("from the past"))];
+        let (after, kept) = updated(&TABLE, true, &before, stamps.clone(), &older, &hlc(1000)).unwrap();
+        assert_eq!(after["title"], "old");
+        assert_eq!(kept, stamps);
+        let (after, moved) = updated(&TABLE, true, &before, stamps, &[("title", "new".into())], &hlc(3000)).unwrap();
+        assert_eq!(after["title"], "new");
+        assert_eq!(moved["title"], hlc(3000).to_string());
+    }
+
+    #[test]
+    fn without_field_merge_the_write_replaces() {
+        let before: Row = json!({"id": "n", "title": "old", "body": "AAA="}).as_object().unwrap().clone();
+        let stamps: Stamps = json!({"title": hlc(2000).to_string()}).as_object().unwrap().clone();
+        let (after, _) = updated(&TABLE, false, &before, stamps, &[("title", "late".into())], &hlc(1000)).unwrap();
+        assert_eq!(after["title"], "late");
+    }
+
+    #[test]
+    fn a_collaborative_column_merges_and_refuses_garbage() {
+        let before: Row = json!({"id": "n", "title": "t", "body": "AAA="}).as_object().unwrap().clone();
+        let mut doc = engine_kernel::CrdtText::new();
+        let update = doc.insert(0, "hello").unwrap();
+        let change = [("body", engine_kernel::crdt::update_to_base64(&update).into())];
+        let (after, _) = updated(&TABLE, true, &before, Stamps::new(), &change, &hlc(1)).unwrap();
+        let merged: engine_kernel::CrdtText = engine_kernel::ColumnType::from_json(after["body"].clone()).unwrap();
+        assert_eq!(merged.text().unwrap(), "hello");
+        let garbage = [("body", Value::from("not an update"))];
+        assert!(updated(&TABLE, true, &before, Stamps::new(), &garbage, &hlc(1)).is_err());
+        assert!(updated(&TABLE, true, &before, Stamps::new(), &[("nope", Value::Null)], &hlc(1)).is_err());
+    }
+}
