@@ -163,3 +163,46 @@ pub(crate) fn claim_bucket(rule: &RuleMeta, actor: &Actor) -> Option<BucketKey> 
         .collect::<Option<Vec<_>>>()?;
     Some(BucketKey::new(rule.name, &params))
 }
+
+#[cfg(test)]
+mod tests {
+    use engine_kernel::SqlType;
+    use engine_kernel::rules::{ParamMeta, ScopeEq};
+    use serde_json::json;
+
+    use super::*;
+
+    /// `data(Msg::sender == bucket.u && Msg::recipient == bucket.u)`: a parameter compared with
+    /// two columns.
+    static SELECTION: Selection = Selection {
+        table: "msgs",
+        scope: &[ScopeEq { column: "sender", param: "u" }, ScopeEq { column: "recipient", param: "u" }],
+        filters: &[],
+    };
+    static RULE: RuleMeta = RuleMeta {
+        name: "self",
+        description: "",
+        parameters: &[ParamMeta {
+            name: "u",
+            sql_type: SqlType::Text,
+            source: ParamSource::Claim(engine_kernel::rules::Claim::UserId),
+        }],
+        membership: None,
+        data: std::slice::from_ref(&SELECTION),
+    };
+
+    #[test]
+    fn a_parameter_compared_with_two_columns_needs_both() {
+        let selection = RuleSelection::new(&RULE, &SELECTION);
+        assert_eq!(selection.scope_columns(), ["sender"]);
+        assert_eq!(selection.ties(), [("recipient", "sender")]);
+        let row = |sender: &str, recipient: &str| {
+            json!({"sender": sender, "recipient": recipient}).as_object().unwrap().clone()
+        };
+        assert_eq!(selection.bucket_of(&row("ann", "ann")), Some(BucketKey::new("self", &["ann"])));
+        assert_eq!(selection.bucket_of(&row("ann", "bob")), None);
+        let mut missing = row("ann", "ann");
+        missing.insert("recipient".into(), serde_json::Value::Null);
+        assert_eq!(selection.bucket_of(&missing), None);
+    }
+}

@@ -178,3 +178,6 @@ pub(crate) fn push_after(sql: &mut Sql, alias: &str, table: &TableMeta, position
         }
     }
 }
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,268 @@
+//! The selection compiler against the Rust evaluation of the same rules (`RuleIndex::row_buckets`),
+//! on random rows of the notes app's tables in a real Postgres: the SQL predicate selects
+//! exactly the rows whose Rust-side buckets hold the key, the stats query finds exactly their
+//! buckets, and the tracking trigger records exactly the buckets the Rust side says a row left.
+//!
+//! The database server is `ENGINE_TEST_DATABASE_URL` (default: the machine's Postgres).
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use engine_kernel::{App, BucketKey, Row, SqlType, TableMeta};
+use proptest::prelude::*;
+use proptest::test_runner::{Config, TestCaseError, TestRunner};
+use serde_json::Value;
+use sqlx::{Connection, Executor, PgConnection, PgPool};
+
+use super::{Buckets, Sql, any_bucket, push_selected};
+use crate::buckets::{RuleIndex, RuleSelection};
+use crate::storage::Storage;
+use crate::storage::postgres::PostgresStorage;
+use crate::storage::postgres::sql::ident;
+use crate::storage::postgres::values::{decode_row, push_value};
+
+/// Text values every text column draws from: shared by keys and scope columns so that rows meet
+/// in buckets, and chosen to stress bucket keys (a separator, percent signs, non-ASCII, empty).
+const TEXTS: [&str; 5] = ["alice", "bob", "a/b", "ü %2F", ""];
+
+/// A database of its own, dropped at the end.
+struct TestDb {
+    server: String,
+    name: String,
+    pool: PgPool,
+}
+
+impl TestDb {
+    async fn new() -> TestDb {
+        let server = std::env::var("ENGINE_TEST_DATABASE_URL")
+            .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/postgres?sslmode=disable".into());
+        let name = format!("engine_test_{}", uuid::Uuid::new_v4().simple());
+        let mut admin = PgConnection::connect(&server).await.expect("connect to the test server");
+        admin.execute(sqlx::AssertSqlSafe(format!("CREATE DATABASE {name}"))).await.expect("create the database");
+        let (base, query) = server.split_once('?').map_or((server.as_str(), ""), |(b, q)| (b, q));
+        let url = format!("{}/{name}?{query}", base.rsplit_once('/').map_or(base, |(prefix, _)| prefix));
+        let pool = PgPool::connect(&url).await.expect("connect to the test database");
+        TestDb { server, name, pool }
+    }
+
+    async fn drop(self) {
+        self.pool.close().await;
+        let mut admin = PgConnection::connect(&self.server).await.expect("connect to the test server");
+        let drop = format!("DROP DATABASE IF EXISTS {} WITH (FORCE)", self.name);
+        admin.execute(sqlx::AssertSqlSafe(drop)).await.expect("drop the database");
+    }
+}
+
+/// A value for a column of type `sql_type`, from small pools so that rows collide.
+fn value(sql_type: SqlType, nullable: bool) -> BoxedStrategy<Value> {
+    let value = match sql_type {
+        SqlType::Text => proptest::sample::select(TEXTS.to_vec()).prop_map(Value::from).boxed(),
+        SqlType::Boolean => any::<bool>().prop_map(Value::from).boxed(),
+        SqlType::BigInt | SqlType::Integer | SqlType::SmallInt => (-2i64..3).prop_map(Value::from).boxed(),
+        SqlType::Timestamp => Just(Value::from("2026-01-02T03:04:05.000006Z")).boxed(),
+        // An empty collaborative document.
+        SqlType::CrdtText | SqlType::CrdtMap => Just(Value::from("AAA=")).boxed(),
+        other => unreachable!("the notes app has no {other:?} column"),
+    };
+    if nullable { prop_oneof![Just(Value::Null), value].boxed() } else { value }
+}
+
+/// A row of `table`: a value per column.
+fn row(table: &'static TableMeta) -> impl Strategy<Value = Row> {
+    let columns: Vec<BoxedStrategy<Value>> = table.columns.iter().map(|c| value(c.sql_type, c.nullable)).collect();
+    columns.prop_map(move |values| table.columns.iter().map(|c| c.name.to_owned()).zip(values).collect())
+}
+
+/// What one case writes: per table, rows to insert and rows whose non-key values then update the
+/// inserted row of the same key.
+#[derive(Debug, Clone)]
+struct Case {
+    inserts: Vec<Vec<Row>>,
+    updates: Vec<Vec<Row>>,
+}
+
+fn case(tables: &[&'static TableMeta]) -> impl Strategy<Value = Case> {
+    let rows = |tables: &[&'static TableMeta]| -> Vec<_> {
+        tables.iter().map(|t| proptest::collection::vec(row(t), 0..7)).collect::<Vec<_>>()
+    };
+    (rows(tables), rows(tables)).prop_map(|(inserts, updates)| Case { inserts, updates })
+}
+
+fn key_of(table: &TableMeta, row: &Row) -> Vec<Value> {
+    table.primary_key.iter().map(|k| row[*k].clone()).collect()
+}
+
+/// The rows of `table` as the database holds them, by key.
+async fn stored(conn: &mut PgConnection, table: &TableMeta) -> BTreeMap<String, Row> {
+    let columns: Vec<String> = table.columns.iter().map(|c| ident(c.name)).collect();
+    let sql = format!("SELECT {} FROM {}", columns.join(", "), ident(table.name));
+    let rows = sqlx::query(sqlx::AssertSqlSafe(sql)).fetch_all(&mut *conn).await.unwrap();
+    rows.iter()
+        .map(|r| decode_row(table, r).unwrap())
+        .map(|row| (serde_json::to_string(&key_of(table, &row)).unwrap(), row))
+        .collect()
+}
+
+/// The keys of the rows `sql` (a `SELECT` of every column of `table`) returns.
+async fn keys_of(conn: &mut PgConnection, table: &TableMeta, mut sql: Sql) -> BTreeSet<String> {
+    let rows = sql.build().fetch_all(&mut *conn).await.unwrap();
+    rows.iter().map(|r| serde_json::to_string(&key_of(table, &decode_row(table, r).unwrap())).unwrap()).collect()
+}
+
+async fn insert(conn: &mut PgConnection, table: &TableMeta, row: &Row) {
+    let columns: Vec<String> = table.columns.iter().map(|c| ident(c.name)).collect();
+    let mut sql = Sql::new(format!("INSERT INTO {} ({}) VALUES (", ident(table.name), columns.join(", ")));
+    for (i, column) in table.columns.iter().enumerate() {
+        sql.push(if i == 0 { "" } else { ", " });
+        push_value(&mut sql, table, column, &row[column.name]).unwrap();
+    }
+    sql.push(") ON CONFLICT DO NOTHING");
+    sql.build().execute(&mut *conn).await.unwrap();
+}
+
+async fn update(conn: &mut PgConnection, table: &TableMeta, row: &Row) {
+    let mut sql = Sql::new(format!("UPDATE {} SET ", ident(table.name)));
+    for (i, column) in table.columns.iter().filter(|c| !table.is_key(c.name)).enumerate() {
+        sql.push(format_args!("{}{} = ", if i == 0 { "" } else { ", " }, ident(column.name)));
+        push_value(&mut sql, table, column, &row[column.name]).unwrap();
+    }
+    for (i, column) in table.key_columns().enumerate() {
+        sql.push(format_args!(" {} {} = ", if i == 0 { "WHERE" } else { "AND" }, ident(column.name)));
+        push_value(&mut sql, table, column, &row[column.name]).unwrap();
+    }
+    sql.build().execute(&mut *conn).await.unwrap();
+}
+
+/// Every bucket key a rule could form from the text pool.
+fn candidate_keys(selection: &RuleSelection) -> Vec<BucketKey> {
+    let mut keys = vec![Vec::new()];
+    for _ in selection.rule.parameters {
+        keys = keys
+            .into_iter()
+            .flat_map(|k: Vec<&str>| TEXTS.iter().map(move |t| [k.clone(), vec![*t]].concat()))
+            .collect();
+    }
+    keys.into_iter().map(|params| BucketKey::new(selection.rule.name, &params)).collect()
+}
+
+/// The `SELECT` of every column of the rows of `table` in `buckets` of any of `selections`.
+fn selected(table: &'static TableMeta, selections: &[&RuleSelection], buckets: Buckets<'_>) -> Sql {
+    let columns: Vec<String> = table.columns.iter().map(|c| super::column("t", c.name)).collect();
+    let mut sql = Sql::new(format!("SELECT {} FROM {} AS t WHERE false", columns.join(", "), ident(table.name)));
+    for selection in selections {
+        sql.push(" OR (");
+        push_selected(&mut sql, "t", table, selection, buckets);
+        sql.push(")");
+    }
+    sql
+}
+
+async fn check(app: &App, rules: &RuleIndex, pool: &PgPool, case: &Case) -> Result<(), TestCaseError> {
+    let conn: &mut PgConnection = &mut pool.acquire().await.unwrap();
+    let tables: Vec<&'static TableMeta> = app.tables().iter().map(|def| def.meta()).collect();
+    let names: Vec<String> = tables.iter().map(|t| ident(t.name)).collect();
+    let truncate = format!("TRUNCATE {}, _engine_tombstones", names.join(", "));
+    conn.execute(sqlx::AssertSqlSafe(truncate)).await.unwrap();
+    for (table, rows) in tables.iter().zip(&case.inserts) {
+        for row in rows {
+            insert(conn, table, row).await;
+        }
+    }
+
+    for table in &tables {
+        let rows = stored(conn, table).await;
+        let buckets: BTreeMap<&String, BTreeSet<BucketKey>> =
+            rows.iter().map(|(key, row)| (key, rules.row_buckets(table, row))).collect();
+        let mut by_rule: BTreeMap<&str, Vec<&RuleSelection>> = BTreeMap::new();
+        for selection in rules.selections(table.name) {
+            by_rule.entry(selection.rule.name).or_default().push(selection);
+        }
+        for selections in by_rule.values() {
+            // One bucket at a time.
+            let keys = candidate_keys(selections[0]);
+            for key in &keys {
+                let params = key.params();
+                let sql = keys_of(conn, table, selected(table, selections, Buckets::One(&params))).await;
+                let rust: BTreeSet<String> =
+                    buckets.iter().filter(|(_, b)| b.contains(key)).map(|(k, _)| (*k).clone()).collect();
+                prop_assert_eq!(&sql, &rust, "rows of `{}` in bucket `{}`", table.name, key);
+            }
+            // Every other key at once.
+            let some: Vec<&BucketKey> = keys.iter().step_by(2).collect();
+            let params: Vec<Vec<String>> = some.iter().map(|k| k.params()).collect();
+            let sql = keys_of(conn, table, selected(table, selections, Buckets::Many(&params))).await;
+            let rust: BTreeSet<String> = buckets
+                .iter()
+                .filter(|(_, b)| some.iter().any(|k| b.contains(*k)))
+                .map(|(k, _)| (*k).clone())
+                .collect();
+            prop_assert_eq!(&sql, &rust, "rows of `{}` in buckets {:?}", table.name, some);
+        }
+        // The buckets that hold any row, as stats counts them.
+        for selection in rules.selections(table.name) {
+            let (parameters, conditions) = any_bucket("t", table, selection);
+            let sql = format!("SELECT DISTINCT {parameters} FROM {} AS t WHERE {conditions}", ident(table.name));
+            let found: Vec<sqlx::postgres::PgRow> =
+                sqlx::query(sqlx::AssertSqlSafe(sql)).fetch_all(&mut *conn).await.unwrap();
+            let sql: BTreeSet<BucketKey> = found
+                .iter()
+                .map(|r| {
+                    let params: Vec<String> =
+                        (0..selection.rule.parameters.len()).map(|i| sqlx::Row::get(r, i)).collect();
+                    BucketKey::new(selection.rule.name, &params)
+                })
+                .collect();
+            let rust: BTreeSet<BucketKey> =
+                rows.values().filter(|row| table.is_live(row)).filter_map(|row| selection.bucket_of(row)).collect();
+            prop_assert_eq!(sql, rust, "buckets of `{}` under rule `{}`", table.name, selection.rule.name);
+        }
+    }
+
+    // The trigger records what each update and delete takes a row out of.
+    let mut expected: Vec<(String, String, Vec<String>)> = Vec::new();
+    let mut left = |table: &TableMeta, row: &Row, before: BTreeSet<BucketKey>, after: BTreeSet<BucketKey>| {
+        let gone: Vec<String> = before.difference(&after).map(|b| b.as_str().to_owned()).collect();
+        if !gone.is_empty() {
+            let key: serde_json::Map<String, Value> =
+                table.primary_key.iter().map(|k| ((*k).to_owned(), row[*k].clone())).collect();
+            expected.push((table.name.to_owned(), Value::Object(key).to_string(), gone));
+        }
+    };
+    for (table, rows) in tables.iter().zip(&case.updates) {
+        for row in rows {
+            let key = serde_json::to_string(&key_of(table, row)).unwrap();
+            let Some(before) = stored(conn, table).await.remove(&key) else { continue };
+            update(conn, table, row).await;
+            let after = stored(conn, table).await.remove(&key).expect("an update keeps the row");
+            left(table, &before, rules.row_buckets(table, &before), rules.row_buckets(table, &after));
+        }
+    }
+    for table in &tables {
+        for row in stored(conn, table).await.values() {
+            left(table, row, rules.row_buckets(table, row), BTreeSet::new());
+        }
+        conn.execute(sqlx::AssertSqlSafe(format!("DELETE FROM {}", ident(table.name)))).await.unwrap();
+    }
+    let recorded: Vec<(String, Value, Vec<String>)> =
+        sqlx::query_as("SELECT table_name, key, buckets FROM _engine_tombstones").fetch_all(&mut *conn).await.unwrap();
+    let mut recorded: Vec<(String, String, Vec<String>)> =
+        recorded.into_iter().map(|(table, key, buckets)| (table, key.to_string(), buckets)).collect();
+    recorded.sort();
+    expected.sort();
+    prop_assert_eq!(recorded, expected, "the tombstones of the case");
+    Ok(())
+}
+
+#[test]
+fn sql_and_rust_agree_on_which_rows_a_bucket_holds() {
+    let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+    let app = example_notes::app();
+    let rules = RuleIndex::new(&app);
+    let tables: Vec<&'static TableMeta> = app.tables().iter().map(|def| def.meta()).collect();
+    let db = runtime.block_on(TestDb::new());
+    let storage = PostgresStorage::new(db.pool.clone(), std::sync::Arc::new(example_notes::app()));
+    runtime.block_on(storage.provision()).expect("provision the notes app");
+    let mut runner = TestRunner::new(Config { cases: 48, failure_persistence: None, ..Config::default() });
+    let result = runner.run(&case(&tables), |case| runtime.block_on(check(&app, &rules, &db.pool, &case)));
+    runtime.block_on(db.drop());
+    result.unwrap();
+}
