@@ -216,16 +216,36 @@ pub struct Problem {
 
 impl Problem {
     /// The problem for `code` with `detail`.
+    ///
+    /// The detail is made safe to store and show: a NUL becomes the text `\u0000` (JSON
+    /// stores may refuse the character itself), and a detail over [`Problem::MAX_DETAIL`] bytes
+    /// is cut at a character boundary and ends with `…`.
     pub fn new(code: ErrorCode, detail: impl Into<String>) -> Self {
         Problem {
             kind: format!("urn:engine:problem:{}", code.as_str()),
             title: code.title().to_owned(),
             status: code.http_status(),
             code,
-            detail: detail.into(),
+            detail: safe_detail(detail.into()),
             last_mutation_id: None,
         }
     }
+
+    /// The longest detail a problem carries, in bytes.
+    pub const MAX_DETAIL: usize = 1024;
+}
+
+fn safe_detail(detail: String) -> String {
+    let mut detail = if detail.contains('\0') { detail.replace('\0', "\\u0000") } else { detail };
+    if detail.len() > Problem::MAX_DETAIL {
+        let mut end = Problem::MAX_DETAIL - '…'.len_utf8();
+        while !detail.is_char_boundary(end) {
+            end -= 1;
+        }
+        detail.truncate(end);
+        detail.push('…');
+    }
+    detail
 }
 
 /// A frame a client sends on `/sync/stream`.
@@ -305,6 +325,17 @@ mod tests {
         assert_eq!(serde_json::to_string(&frame).unwrap(), r#"{"type":"ping","bucket":"own/alice"}"#);
         let parsed: ClientFrame = serde_json::from_str(r#"{"type":"heartbeat"}"#).unwrap();
         assert_eq!(parsed, ClientFrame::Heartbeat);
+    }
+
+    #[test]
+    fn a_problem_detail_is_safe_to_store() {
+        let nul = Problem::new(ErrorCode::ValidationFailed, "role `a\0b` is unknown");
+        assert_eq!(nul.detail, "role `a\\u0000b` is unknown");
+        let long = Problem::new(ErrorCode::ValidationFailed, "é".repeat(2000));
+        assert!(long.detail.len() <= Problem::MAX_DETAIL, "{}", long.detail.len());
+        assert!(long.detail.ends_with("é…"));
+        let short = Problem::new(ErrorCode::Conflict, "plain");
+        assert_eq!(short.detail, "plain");
     }
 
     #[test]

@@ -159,17 +159,53 @@ impl From<sqlx::Error> for Error {
     }
 }
 
-/// Whether a database error is a passing condition: serialization failure, deadlock, lock
-/// timeout, shutdown, too many connections, or a lost connection.
-pub(crate) fn is_transient(err: &sqlx::Error) -> bool {
+/// What a database error means for the request that met it, by SQLSTATE (never by message).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum FailureClass {
+    /// A passing condition: retried, nothing recorded.
+    Transient,
+    /// The same statement on the same data fails again: a mutation's failure is recorded.
+    Deterministic,
+    /// The server or its database is wrong (schema, privileges, a bug): logged, answered 500.
+    Fault,
+}
+
+/// The class of a database error.
+///
+/// - Transient: serialization failures and deadlocks (40001, 40P01), lock and statement
+///   timeouts (55P03, 57014), shutdowns (57P0x), insufficient resources (53), system errors (58),
+///   lost connections (08 and the driver's I/O and pool errors), and a client's sequence moved
+///   by a concurrent push (EN409).
+/// - Faults: statements the server got wrong or may not run (42, 0A, 26, 34, 3D, 3F, 25, 28, 0L,
+///   0P, 2B, F0, XX) and every failure that is not the database's answer to a statement.
+/// - Deterministic: everything else the database answers, data exceptions (22), constraints
+///   (23), program limits (54), cardinality (21), and errors raised by triggers and functions
+///   (P0, 38, 39, 2F, 44).
+pub(crate) fn classify(err: &sqlx::Error) -> FailureClass {
     match err {
-        sqlx::Error::Database(db) => db.code().is_some_and(|code| {
-            matches!(code.as_ref(), "40001" | "40P01" | "55P03" | "57P01" | "57P02" | "57P03" | "53300" | "53400")
-                || code.starts_with("08")
-        }),
-        sqlx::Error::Io(_) | sqlx::Error::PoolTimedOut | sqlx::Error::PoolClosed | sqlx::Error::WorkerCrashed => true,
-        _ => false,
+        sqlx::Error::Database(db) => {
+            let code = db.code().unwrap_or_default();
+            let class = code.get(..2).unwrap_or_default();
+            match (class, code.as_ref()) {
+                (_, "40001" | "40P01" | "55P03" | "57014" | "EN409") | ("08" | "53" | "58" | "57", _) => {
+                    FailureClass::Transient
+                }
+                ("42" | "0A" | "26" | "34" | "3D" | "3F" | "25" | "28" | "0L" | "0P" | "2B" | "F0" | "XX", _) => {
+                    FailureClass::Fault
+                }
+                _ => FailureClass::Deterministic,
+            }
+        }
+        sqlx::Error::Io(_) | sqlx::Error::PoolTimedOut | sqlx::Error::PoolClosed | sqlx::Error::WorkerCrashed => {
+            FailureClass::Transient
+        }
+        _ => FailureClass::Fault,
     }
+}
+
+/// Whether a database error is a passing condition ([`FailureClass::Transient`]).
+pub(crate) fn is_transient(err: &sqlx::Error) -> bool {
+    classify(err) == FailureClass::Transient
 }
 
 impl IntoResponse for Error {

@@ -6,6 +6,7 @@ mod support;
 mod blobs;
 mod client;
 mod contract;
+mod hostile;
 mod jobs;
 mod migrate;
 mod model;

@@ -5,30 +5,33 @@
 
 use engine_kernel::{Error as KernelError, ErrorCode};
 
-use crate::error::{Error, is_transient};
+use crate::error::{Error, FailureClass, classify};
 
-/// A database error, classified by SQLSTATE.
+/// A database error as the mutation's failure, classified by SQLSTATE ([`classify`]): a
+/// deterministic one in words of the domain, never the database's text, which may echo values.
 pub(crate) fn map_sql_error(err: &sqlx::Error) -> KernelError {
-    if is_transient(err) {
-        return KernelError::Transient(err.to_string());
-    }
-    if let sqlx::Error::Database(db) = err {
-        let code = db.code().unwrap_or_default();
-        if code.starts_with("23") {
-            let what = match code.as_ref() {
-                "23505" => "a row with this key already exists",
-                "23503" => "a referenced row is missing",
-                "23502" => "a required column is null",
-                "23514" => "a check constraint refused the values",
-                _ => "a constraint refused the write",
+    match classify(err) {
+        FailureClass::Transient => KernelError::Transient(err.to_string()),
+        FailureClass::Fault => KernelError::Internal(err.to_string().into()),
+        FailureClass::Deterministic => {
+            let code = match err {
+                sqlx::Error::Database(db) => db.code().unwrap_or_default().into_owned(),
+                _ => String::new(),
             };
-            return KernelError::conflict(what);
-        }
-        if code.starts_with("22") {
-            return KernelError::validation("a value does not fit its column");
+            match code.as_str() {
+                "23505" => KernelError::conflict("a row with this key already exists"),
+                "23503" => KernelError::conflict("a referenced row is missing"),
+                "23502" => KernelError::conflict("a required column is null"),
+                "23514" => KernelError::conflict("a check constraint refused the values"),
+                class if class.starts_with("23") => KernelError::conflict("a constraint refused the write"),
+                class if class.starts_with("22") => KernelError::validation("a value does not fit its column"),
+                class if class.starts_with("54") => {
+                    KernelError::validation("a value is over a limit of the database (too long for a key or an index)")
+                }
+                _ => KernelError::conflict(format!("the database refused the write (SQLSTATE {code})")),
+            }
         }
     }
-    KernelError::Internal(err.to_string().into())
 }
 
 /// A store error as the mutation's failure.

@@ -1,0 +1,92 @@
+//! Hostile input over real HTTP: whatever a client sends, a deterministic failure is answered
+//! `rejected`, recorded and replayed the same, and the mutations after it go on (the outbox is
+//! never stuck behind one mutation).
+
+use reqwest::StatusCode;
+use serde_json::{Value, json};
+
+use crate::support::{TestDb, TestServer};
+
+const CLIENT: &str = "0192f0e0-0000-7000-8000-0000000000aa";
+
+fn mutation(id: u64, name: &str, args: Value) -> Value {
+    json!({
+        "mutationId": id,
+        "clientMutationId": format!("0192f0e0-0000-7000-8000-{id:012x}"),
+        "name": name,
+        "args": args,
+    })
+}
+
+/// Push `mutations` as alice; the response's results.
+async fn push(server: &TestServer, mutations: &[Value]) -> Vec<Value> {
+    let body = json!({"clientId": CLIENT, "mutations": mutations});
+    let response = server.post("/sync/push", Some("alice"), body.to_string()).await;
+    assert_eq!(response.status(), StatusCode::OK, "a push of hostile values is answered");
+    let body: Value = response.json().await.unwrap();
+    body["results"].as_array().unwrap().clone()
+}
+
+/// The first mutation is rejected with `code`, the second applied; pushed again, both are
+/// answered as before (the rejection word for word).
+async fn rejected_then_next_applies(server: &TestServer, hostile: Value, code: &str) {
+    let next = mutation(hostile["mutationId"].as_u64().unwrap() + 1, "create_list", json!({"title": "after"}));
+    let first = push(server, &[hostile.clone(), next.clone()]).await;
+    let shown = Value::Array(first.clone()).to_string().chars().take(500).collect::<String>();
+    assert_eq!(first.len(), 2, "{shown}");
+    assert_eq!(first[0]["status"], "rejected", "{shown}");
+    assert_eq!(first[0]["error"]["code"], code, "{shown}");
+    assert!(!first[0]["error"]["detail"].as_str().unwrap().contains('\0'), "{shown}");
+    assert_eq!(first[1]["status"], "applied", "{shown}");
+    let again = push(server, &[hostile, next]).await;
+    assert_eq!(again[0], first[0], "a rejection is replayed the same");
+    assert_eq!(again[1]["status"], "duplicate");
+}
+
+#[tokio::test]
+async fn a_nul_byte_in_an_argument_is_rejected_and_recorded() {
+    let db = TestDb::new().await;
+    let server = TestServer::start(&db, |b| b).await;
+    let results = push(&server, &[mutation(1, "create_list", json!({"id": "groceries", "title": "G"}))]).await;
+    assert_eq!(results[0]["status"], "applied");
+
+    // An enum argument that is not a role: the argument error echoes the value.
+    let role = mutation(2, "share_list", json!({"list_id": "groceries", "user_id": "bob", "role": "a\u{0}b"}));
+    rejected_then_next_applies(&server, role, "validation_failed").await;
+    // A NUL inside a text column.
+    let title = mutation(4, "create_list", json!({"id": "nul", "title": "a\u{0}b"}));
+    rejected_then_next_applies(&server, title, "validation_failed").await;
+    // A NUL in a key.
+    let key = mutation(6, "create_list", json!({"id": "a\u{0}b", "title": "t"}));
+    rejected_then_next_applies(&server, key, "validation_failed").await;
+}
+
+#[tokio::test]
+async fn a_key_too_long_for_the_index_is_rejected_and_recorded() {
+    let db = TestDb::new().await;
+    let server = TestServer::start(&db, |b| b).await;
+    // Past the btree's limit on an index row (about 2.7 kB once compressed), whatever the
+    // engine's own bounds: letters that do not repeat in a pattern, so they do not compress.
+    let mut state = 0x2545_f491_u32;
+    let id: String = (0..8000)
+        .map(|_| {
+            state = state.wrapping_mul(1_664_525).wrapping_add(1_013_904_223);
+            char::from(b'a' + (state >> 24) as u8 % 26)
+        })
+        .collect();
+    let long = mutation(1, "create_list", json!({"id": id, "title": "long"}));
+    rejected_then_next_applies(&server, long, "validation_failed").await;
+}
+
+#[tokio::test]
+async fn an_endless_detail_is_cut_before_it_is_stored() {
+    let db = TestDb::new().await;
+    let server = TestServer::start(&db, |b| b).await;
+    // An unknown role of 100,000 characters, echoed by the argument error.
+    let role: String = "x".repeat(100_000);
+    let hostile = mutation(1, "share_list", json!({"list_id": "l", "user_id": "bob", "role": role}));
+    rejected_then_next_applies(&server, hostile.clone(), "validation_failed").await;
+    let results = push(&server, &[hostile]).await;
+    let detail = results[0]["error"]["detail"].as_str().unwrap();
+    assert!(detail.len() <= engine::wire::Problem::MAX_DETAIL, "{}", detail.len());
+}
