@@ -36,8 +36,8 @@ pub use client::{Client, ClientBuilder, Collection, LiveQuery};
 /// The boxed future [`AuthProvider`]'s methods return.
 pub use engine_kernel::BoxFuture;
 /// Collaborative columns, to edit before a mutation carries the edit: `CrdtText::insert` and
-/// `CrdtMap::insert` return the update, [`crdt::update_to_base64`] encodes it for the mutator's
-/// arguments, `merge` applies an update or a server state.
+/// `CrdtMap::insert` return the update ([`crdt::CrdtUpdate`]), which goes into the mutator's
+/// arguments as it is; `merge` applies an update or a server state.
 pub use engine_kernel::crdt;
 pub use error::{Error, Result};
 pub use presence::{PresenceEvent, PresenceState};

@@ -199,23 +199,24 @@ pub const fn const_str_eq(a: &str, b: &str) -> bool {
     true
 }
 
-/// Whether every name in `used` is in `listed`, in a `const` context.
+/// The message of the first table in `used` (its SQL name, and what to tell the user when it is
+/// missing) whose name is not in `listed`, in a `const` context.
 #[doc(hidden)]
-pub const fn const_all_listed(used: &[&str], listed: &[&str]) -> bool {
+pub const fn const_first_unlisted(used: &[(&str, &'static str)], listed: &[&str]) -> Option<&'static str> {
     let mut i = 0;
     while i < used.len() {
         let mut found = false;
         let mut j = 0;
         while j < listed.len() {
-            if const_str_eq(used[i], listed[j]) {
+            if const_str_eq(used[i].0, listed[j]) {
                 found = true;
             }
             j += 1;
         }
         if !found {
-            return false;
+            return Some(used[i].1);
         }
         i += 1;
     }
-    true
+    None
 }

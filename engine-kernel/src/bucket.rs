@@ -185,6 +185,53 @@ macro_rules! parsed_param {
 }
 parsed_param!(i16, i32, i64, bool, uuid::Uuid);
 
+/// A column type a sync rule may compare with a bucket parameter of type `P` (or fill `P`
+/// from, for a membership column): the parameter's own type, or `Option` of it, whose null
+/// rows belong to no bucket.
+#[diagnostic::on_unimplemented(
+    message = "a column of type `{Self}` cannot be compared with a bucket parameter of type `{P}`",
+    label = "this column is a `{Self}`",
+    note = "declare the bucket parameter with the column's type"
+)]
+pub trait ParamComparable<P> {}
+impl<P: ParamValue> ParamComparable<P> for P {}
+impl<P: ParamValue> ParamComparable<P> for Option<P> {}
+
+/// A column type a sync rule may compare with a constant of type `L` (`List::archived ==
+/// false`): text, booleans and integers, nullable or not.
+#[diagnostic::on_unimplemented(
+    message = "a column of type `{Self}` cannot be compared with a constant of type `{L}`",
+    label = "this column is a `{Self}`"
+)]
+pub trait ConstComparable<L> {}
+impl ConstComparable<&'static str> for String {}
+impl ConstComparable<&'static str> for Option<String> {}
+impl ConstComparable<bool> for bool {}
+impl ConstComparable<bool> for Option<bool> {}
+impl ConstComparable<i16> for i16 {}
+impl ConstComparable<i16> for Option<i16> {}
+impl ConstComparable<i32> for i32 {}
+impl ConstComparable<i32> for Option<i32> {}
+impl ConstComparable<i64> for i64 {}
+impl ConstComparable<i64> for Option<i64> {}
+
+/// The type of a bucket parameter taken from `actor.user_id` or `actor.owner_id`: a `String`.
+#[diagnostic::on_unimplemented(
+    message = "`actor.user_id` and `actor.owner_id` are `String`s, so this bucket parameter cannot be a `{Self}`",
+    label = "make this `String`"
+)]
+pub trait TextClaimParam {}
+impl TextClaimParam for String {}
+
+/// A column type a membership query may compare with `actor.user_id` or `actor.owner_id`.
+#[diagnostic::on_unimplemented(
+    message = "a column of type `{Self}` cannot be compared with `actor.user_id` or `actor.owner_id`, which are `String`s",
+    label = "this column is a `{Self}`"
+)]
+pub trait TextClaimComparable {}
+impl TextClaimComparable for String {}
+impl TextClaimComparable for Option<String> {}
+
 /// A typed bucket of a sync rule: the struct `#[engine::sync_rules]` generates for each bucket
 /// definition, whose fields are the bucket's parameters.
 pub trait Bucket {

@@ -40,6 +40,110 @@ pub fn update_from_base64(text: &str) -> Result<Vec<u8>> {
         .map_err(|e| Error::validation(format!("a CRDT update is base64 of the yrs v1 encoding: {e}")))
 }
 
+/// An update to a collaborative column, as a mutator's arguments carry it: the yrs v1 encoding,
+/// which travels as base64 (standard alphabet, padded; [`update_to_base64`]).
+///
+/// Editing a document returns one ([`CrdtText::insert`], [`CrdtText::edit`], …), ready to put in
+/// the arguments; in the mutator, assigning it to the column merges it into the stored document
+/// (`Note::body.set(args.update)`). It reads as its bytes (`&update[..]`).
+///
+/// ```
+/// use engine_kernel::{CrdtText, CrdtUpdate};
+///
+/// let mut body = CrdtText::from_text("milk");
+/// let mut replica = body.clone();
+/// let update: CrdtUpdate = body.insert(0, "oat ").unwrap();
+/// let wire = serde_json::to_value(&update).unwrap();
+/// assert_eq!(wire, engine_kernel::crdt::update_to_base64(&update));
+///
+/// replica.merge(&update).unwrap();
+/// assert_eq!(replica.text().unwrap(), "oat milk");
+/// ```
+#[derive(Clone, PartialEq, Eq)]
+pub struct CrdtUpdate(Vec<u8>);
+
+impl CrdtUpdate {
+    /// The update of yrs v1 bytes; they are checked when the update is merged.
+    pub fn from_bytes(bytes: Vec<u8>) -> Self {
+        CrdtUpdate(bytes)
+    }
+
+    /// The update in its wire form (base64), checked to be base64 only.
+    pub fn from_base64(text: &str) -> Result<Self> {
+        update_from_base64(text).map(CrdtUpdate)
+    }
+
+    /// The yrs v1 bytes.
+    pub fn as_bytes(&self) -> &[u8] {
+        &self.0
+    }
+
+    /// The yrs v1 bytes, owned.
+    pub fn into_bytes(self) -> Vec<u8> {
+        self.0
+    }
+}
+
+impl std::ops::Deref for CrdtUpdate {
+    type Target = [u8];
+
+    fn deref(&self) -> &[u8] {
+        &self.0
+    }
+}
+
+impl AsRef<[u8]> for CrdtUpdate {
+    fn as_ref(&self) -> &[u8] {
+        &self.0
+    }
+}
+
+impl From<Vec<u8>> for CrdtUpdate {
+    fn from(bytes: Vec<u8>) -> Self {
+        CrdtUpdate(bytes)
+    }
+}
+
+impl From<CrdtUpdate> for Vec<u8> {
+    fn from(update: CrdtUpdate) -> Self {
+        update.0
+    }
+}
+
+impl std::fmt::Debug for CrdtUpdate {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "CrdtUpdate(<{} bytes>)", self.0.len())
+    }
+}
+
+impl serde::Serialize for CrdtUpdate {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> std::result::Result<S::Ok, S::Error> {
+        serializer.serialize_str(&update_to_base64(&self.0))
+    }
+}
+
+impl<'de> serde::Deserialize<'de> for CrdtUpdate {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> std::result::Result<Self, D::Error> {
+        let text = <std::borrow::Cow<'de, str>>::deserialize(deserializer)?;
+        CrdtUpdate::from_base64(&text).map_err(serde::de::Error::custom)
+    }
+}
+
+/// A string in the contract, as an argument of type `String` would be.
+impl schemars::JsonSchema for CrdtUpdate {
+    fn inline_schema() -> bool {
+        true
+    }
+
+    fn schema_name() -> std::borrow::Cow<'static, str> {
+        "CrdtUpdate".into()
+    }
+
+    fn json_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+        schemars::json_schema!({ "type": "string" })
+    }
+}
+
 /// Decode a yrs v1 update received from outside: first a structural check that allocates
 /// nothing ([`check_update`]), then yrs.
 pub fn decode_update(bytes: &[u8]) -> Result<Update> {
@@ -275,7 +379,8 @@ macro_rules! crdt_common {
             }
 
             /// An update to merge into a stored document, as the value of a column assignment
-            /// (`Note::body.set(CrdtText::from_update(bytes))`): on a collaborative column an
+            /// (`Note::body.set(CrdtText::from_update(bytes))`, or directly
+            /// `Note::body.set(update)` with a [`CrdtUpdate`]): on a collaborative column an
             /// assignment merges, never replaces. The bytes are checked when they are merged.
             pub fn from_update(update: Vec<u8>) -> Self {
                 $ty { state: update }
@@ -311,7 +416,7 @@ macro_rules! crdt_common {
 
             /// Edit the document's root with `yrs` and return the update that carries the edit
             /// (to send as a mutator argument); the document itself is updated too.
-            pub fn edit<F>(&mut self, edit: F) -> Result<Vec<u8>>
+            pub fn edit<F>(&mut self, edit: F) -> Result<CrdtUpdate>
             where
                 F: FnOnce(&$root, &mut yrs::TransactionMut<'_>),
             {
@@ -324,7 +429,14 @@ macro_rules! crdt_common {
                     txn.encode_update_v1()
                 };
                 self.state = full_state(&doc);
-                Ok(update)
+                Ok(CrdtUpdate(update))
+            }
+        }
+
+        /// An update as a column assignment's value, which merges into the stored document.
+        impl From<CrdtUpdate> for $ty {
+            fn from(update: CrdtUpdate) -> Self {
+                $ty::from_update(update.0)
             }
         }
 
@@ -386,12 +498,12 @@ impl CrdtText {
     }
 
     /// Insert `chunk` at character offset `index`; returns the update to send.
-    pub fn insert(&mut self, index: u32, chunk: &str) -> Result<Vec<u8>> {
+    pub fn insert(&mut self, index: u32, chunk: &str) -> Result<CrdtUpdate> {
         self.edit(|text, txn| text.insert(txn, index, chunk))
     }
 
     /// Remove `len` characters from offset `index`; returns the update to send.
-    pub fn remove(&mut self, index: u32, len: u32) -> Result<Vec<u8>> {
+    pub fn remove(&mut self, index: u32, len: u32) -> Result<CrdtUpdate> {
         self.edit(|text, txn| text.remove_range(txn, index, len))
     }
 }
@@ -437,7 +549,7 @@ impl CrdtMap {
     }
 
     /// Set `key` to a string `value`; returns the update to send.
-    pub fn insert(&mut self, key: &str, value: &str) -> Result<Vec<u8>> {
+    pub fn insert(&mut self, key: &str, value: &str) -> Result<CrdtUpdate> {
         let key = key.to_owned();
         let value = value.to_owned();
         self.edit(move |map, txn| {
@@ -446,7 +558,7 @@ impl CrdtMap {
     }
 
     /// Remove `key`; returns the update to send.
-    pub fn remove(&mut self, key: &str) -> Result<Vec<u8>> {
+    pub fn remove(&mut self, key: &str) -> Result<CrdtUpdate> {
         self.edit(|map, txn| {
             map.remove(txn, key);
         })
@@ -561,19 +673,19 @@ mod tests {
     fn real_updates_pass_the_structural_check() {
         let mut text = CrdtText::from_text("hello wörld ✓");
         let mut updates = vec![text.state().to_vec()];
-        updates.push(text.insert(3, "---").unwrap());
-        updates.push(text.remove(0, 4).unwrap());
+        updates.push(text.insert(3, "---").unwrap().into_bytes());
+        updates.push(text.remove(0, 4).unwrap().into_bytes());
         updates.push(text.state().to_vec());
         let mut map = CrdtMap::new();
-        updates.push(map.insert("k", "v").unwrap());
-        updates.push(map.remove("k").unwrap());
+        updates.push(map.insert("k", "v").unwrap().into_bytes());
+        updates.push(map.remove("k").unwrap().into_bytes());
         let nested = map
             .edit(|root, txn| {
                 let value = yrs::Any::from_json(r#"{"a":[1,2.5,"x",true,null,{"b":[]}],"c":{"d":1e300}}"#).unwrap();
                 root.insert(txn, "nested", value);
             })
             .unwrap();
-        updates.push(nested);
+        updates.push(nested.into_bytes());
         updates.push(map.state().to_vec());
         for update in updates {
             assert_eq!(check_update(&update), Ok(()), "{update:?}");
@@ -614,6 +726,28 @@ mod tests {
             let mut doc = CrdtText::new();
             let _ = doc.merge(&bytes);
         }
+    }
+
+    #[test]
+    fn an_update_travels_as_base64_and_assigns_by_merging() {
+        let mut body = CrdtText::from_text("tea");
+        let update = body.insert(0, "green ").unwrap();
+        let wire = serde_json::to_value(&update).unwrap();
+        assert_eq!(wire, serde_json::Value::String(update_to_base64(&update)));
+        let back: CrdtUpdate = serde_json::from_value(wire).unwrap();
+        assert_eq!(back, update);
+
+        let err = serde_json::from_value::<CrdtUpdate>(serde_json::json!("not base64!")).unwrap_err();
+        assert!(err.to_string().contains("base64"), "{err}");
+
+        let mut stored = CrdtText::from_state(body.state().to_vec()).unwrap();
+        let later = body.insert(9, " please").unwrap();
+        let assigned = CrdtText::from(later);
+        stored.merge_from(&assigned).unwrap();
+        assert_eq!(stored.text().unwrap(), "green tea please");
+
+        let schema = schemars::SchemaGenerator::default().into_root_schema_for::<CrdtUpdate>();
+        assert_eq!(schema.get("type"), Some(&serde_json::json!("string")));
     }
 
     #[test]

@@ -36,7 +36,7 @@ pub use blob::BlobKey;
 pub use bucket::{Bucket, BucketKey, ParamValue};
 pub use column::{ColumnMeta, ColumnType, SqlType, Timestamp};
 pub use contract::contract;
-pub use crdt::{CrdtMap, CrdtText};
+pub use crdt::{CrdtMap, CrdtText, CrdtUpdate};
 pub use error::{Error, ErrorCode, Result};
 pub use handle::{Assignment, Column, Filter};
 pub use hlc::{Hlc, HlcClock};

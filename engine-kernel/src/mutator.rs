@@ -318,9 +318,11 @@ pub trait Mutator: Send + Sync + 'static {
 #[diagnostic::on_unimplemented(
     message = "`{Self}` cannot be the arguments of a mutator",
     label = "needs `Serialize`, `Deserialize` and `JsonSchema`",
-    note = "derive `serde::Serialize`, `serde::Deserialize` and `schemars::JsonSchema` for `{Self}`"
+    note = "write `#[engine::args]` on `{Self}` (and on each type its fields hold) to derive them"
 )]
 pub trait MutatorArgs: Serialize + DeserializeOwned + schemars::JsonSchema + Send + 'static {}
+// Errors name `MutatorArgs`, whose message says what to write, not the missing serde trait.
+#[diagnostic::do_not_recommend]
 impl<T: Serialize + DeserializeOwned + schemars::JsonSchema + Send + 'static> MutatorArgs for T {}
 
 type ErasedRun = for<'a, 'c> fn(&'a mut MutatorCtx<'c>, serde_json::Value) -> BoxFuture<'a, Result<Outcome>>;

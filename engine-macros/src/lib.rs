@@ -8,6 +8,7 @@
 use proc_macro::TokenStream;
 
 mod app;
+mod args;
 mod mutator;
 mod support;
 mod sync_rules;
@@ -23,6 +24,12 @@ pub fn table(args: TokenStream, item: TokenStream) -> TokenStream {
 #[proc_macro_attribute]
 pub fn mutator(args: TokenStream, item: TokenStream) -> TokenStream {
     mutator::mutator_inner(args.into(), item.into()).into()
+}
+
+/// Derive what a mutator's arguments need, through the engine's crates. See `engine::args`.
+#[proc_macro_attribute]
+pub fn args(args: TokenStream, item: TokenStream) -> TokenStream {
+    args::args_inner(args.into(), item.into()).into()
 }
 
 /// Declare sync rules. See `engine::sync_rules`.

@@ -84,6 +84,43 @@ pub(crate) fn doc_text(attrs: &[Attribute]) -> String {
     lines.join("\n").trim().to_owned()
 }
 
+/// The paths in `#[derive(...)]` among `attrs` whose last segment is one of `names`, however
+/// they are spelled (`Serialize`, `serde::Serialize`).
+pub(crate) fn derived_among(attrs: &[Attribute], names: &[&str]) -> Vec<syn::Path> {
+    let mut found = Vec::new();
+    for attr in attrs.iter().filter(|attr| attr.path().is_ident("derive")) {
+        let _ = attr.parse_nested_meta(|meta| {
+            if meta.path.segments.last().is_some_and(|last| names.iter().any(|name| last.ident == name)) {
+                found.push(meta.path.clone());
+            }
+            Ok(())
+        });
+    }
+    found
+}
+
+/// `tokens` as the user wrote them, to quote in a message: token streams print `a . b` and
+/// `A :: b`, which no one writes.
+pub(crate) fn text(tokens: &dyn ToTokens) -> String {
+    let text = tokens.to_token_stream().to_string();
+    text.replace(" . ", ".").replace(" :: ", "::").replace(" (", "(").replace("( ", "(").replace(" )", ")")
+}
+
+/// `T` of a type written `Option<T>` (by any path ending in `Option`).
+pub(crate) fn option_inner(ty: &syn::Type) -> Option<&syn::Type> {
+    let syn::Type::Path(path) = ty else { return None };
+    let last = path.path.segments.last()?;
+    match &last.arguments {
+        syn::PathArguments::AngleBracketed(args) if last.ident == "Option" && args.args.len() == 1 => {
+            match args.args.first() {
+                Some(syn::GenericArgument::Type(inner)) => Some(inner),
+                _ => None,
+            }
+        }
+        _ => None,
+    }
+}
+
 /// Whether `name` is a SQL identifier the engine can use unquoted: lowercase ASCII letters,
 /// digits and `_`, not starting with a digit, at most 63 bytes (Postgres' limit).
 pub(crate) fn is_sql_identifier(name: &str) -> bool {

@@ -7,9 +7,9 @@
 //! does not compile.
 //!
 //! - Tables: [`table`] on a struct, one field per column; [`CrdtText`] and [`CrdtMap`] for
-//!   collaborative columns.
+//!   collaborative columns, whose edits travel as [`CrdtUpdate`]s.
 //! - Mutators: [`mutator`] on an `async fn(ctx, args)`, run by the server in one transaction and
-//!   by the client optimistically, through [`MutatorCtx`].
+//!   by the client optimistically, through [`MutatorCtx`]; [`args`] on their argument types.
 //! - Sync rules: [`sync_rules`] on a module of bucket definitions, checked by the no-leak lint.
 //! - The app: [`app!`] bundles them into an [`App`]; [`contract()`] describes it as OpenAPI 3.1.
 //! - The wire protocol's messages: [`wire`].
@@ -19,9 +19,9 @@
 #![warn(missing_docs)]
 
 pub use engine_kernel::{
-    Actor, App, AppBuilder, Assignment, BlobKey, Bucket, BucketKey, Column, ColumnType, CrdtMap, CrdtText, Error,
-    ErrorCode, Filter, Hlc, JobRequest, MergePolicy, Mutator, MutatorArgs, MutatorCtx, MutatorTx, Outcome, Result, Row,
-    SqlType, SyncRules, Table, TableMeta, Timestamp, contract,
+    Actor, App, AppBuilder, Assignment, BlobKey, Bucket, BucketKey, Column, ColumnType, CrdtMap, CrdtText, CrdtUpdate,
+    Error, ErrorCode, Filter, Hlc, JobRequest, MergePolicy, Mutator, MutatorArgs, MutatorCtx, MutatorTx, Outcome,
+    Result, Row, SqlType, SyncRules, Table, TableMeta, Timestamp, contract,
 };
 pub use engine_kernel::{bucket, column, crdt, hlc, mutator as mutators, rules, wire};
 
@@ -107,7 +107,7 @@ pub use engine_macros::table;
 /// # }
 /// use engine::{MutatorCtx, Outcome, Result};
 ///
-/// #[derive(serde::Serialize, serde::Deserialize, schemars::JsonSchema)]
+/// #[engine::args]
 /// pub struct RenameList {
 ///     pub id: String,
 ///     pub title: String,
@@ -137,13 +137,13 @@ pub use engine_macros::table;
 /// # Rules
 ///
 /// The signature is `async fn name(ctx: &mut engine::MutatorCtx<'_>, args: Args) ->
-/// engine::Result<engine::Outcome>`, where `Args` derives `Serialize`, `Deserialize` and
-/// `JsonSchema`; the arguments are validated against it before the function runs. The function
-/// must not be generic and its future must be `Send`.
+/// engine::Result<engine::Outcome>`, where `Args` is marked [`args`] (or implements
+/// [`MutatorArgs`] otherwise); the arguments are validated against its schema before the
+/// function runs. The function must not be generic and its future must be `Send`.
 ///
 /// ```compile_fail
 /// // A mutator awaits the store, so it is an `async fn`.
-/// #[derive(serde::Serialize, serde::Deserialize, schemars::JsonSchema)]
+/// #[engine::args]
 /// pub struct Args {}
 ///
 /// #[engine::mutator]
@@ -153,6 +153,51 @@ pub use engine_macros::table;
 /// ```
 #[doc(inline)]
 pub use engine_macros::mutator;
+
+/// Mark a mutator's argument type, and each type its fields hold, as the engine carries them:
+/// JSON both ways, described by a JSON Schema in the contract.
+///
+/// ```
+/// /// Arguments of `share_list`.
+/// #[engine::args]
+/// #[derive(Debug, Clone)]
+/// pub struct ShareList {
+///     pub list_id: String,
+///     /// Who to share with.
+///     pub user_id: String,
+///     #[serde(default)]
+///     pub role: Role,
+/// }
+///
+/// #[engine::args]
+/// #[derive(Debug, Clone, Copy, Default)]
+/// #[serde(rename_all = "lowercase")]
+/// pub enum Role {
+///     #[default]
+///     Viewer,
+///     Editor,
+/// }
+///
+/// fn is_mutator_args<A: engine::MutatorArgs>() {}
+/// is_mutator_args::<ShareList>();
+/// ```
+///
+/// It derives `serde::Serialize`, `serde::Deserialize` and `schemars::JsonSchema` through the
+/// engine's own copies of those crates, so the app's manifest names neither and no version has to
+/// match the engine's. `#[serde(...)]` and `#[schemars(...)]` attributes work as with the
+/// derives; write them below `#[engine::args]`. Doc comments become the schema's descriptions.
+///
+/// Deriving the three traits yourself, with the `serde` and `schemars` versions the engine uses,
+/// works too: [`MutatorArgs`] is implemented for every type that has them.
+///
+/// ```compile_fail
+/// // `#[engine::args]` derives `Deserialize` itself.
+/// #[engine::args]
+/// #[derive(serde::Deserialize)]
+/// pub struct Args {}
+/// ```
+#[doc(inline)]
+pub use engine_macros::args;
 
 /// Declare the sync rules: a module of bucket definitions, checked by the no-leak lint.
 ///
@@ -275,7 +320,7 @@ pub use engine_macros::sync_rules;
 /// #         pub owner_id: String,
 /// #     }
 /// # }
-/// # #[derive(serde::Serialize, serde::Deserialize, schemars::JsonSchema)]
+/// # #[engine::args]
 /// # pub struct Args {}
 /// # #[engine::mutator]
 /// # async fn noop(_ctx: &mut engine::MutatorCtx<'_>, _args: Args) -> engine::Result<engine::Outcome> {
@@ -296,7 +341,7 @@ pub use engine_macros::sync_rules;
 /// listed.
 ///
 /// ```compile_fail
-/// # #[derive(serde::Serialize, serde::Deserialize, schemars::JsonSchema)]
+/// # #[engine::args]
 /// # pub struct Args {}
 /// #[engine::mutator]
 /// async fn noop(_ctx: &mut engine::MutatorCtx<'_>, _args: Args) -> engine::Result<engine::Outcome> {
@@ -311,6 +356,12 @@ pub use engine_macros::sync_rules;
 #[doc(inline)]
 pub use engine_macros::app;
 
+/// The `serde`, `serde_json` and `schemars` the engine is built with: a mutator's argument type
+/// implements their traits and a JSON column is a `serde_json::Value`, of these versions.
+/// [`args`] derives the traits for you; name these crates to implement them by hand without a
+/// version to match (`#[serde(crate = "engine::serde")]`, `#[schemars(crate = "engine::schemars")]`).
+pub use {schemars, serde, serde_json};
+
 /// The server crate: builder, router, storage, realtime, auth, limits, jobs and observer hooks.
 #[cfg(feature = "server")]
 pub use engine_runtime as server;
@@ -324,22 +375,24 @@ pub use engine_client as client;
 /// The names most apps use, for `use engine::prelude::*`.
 pub mod prelude {
     pub use crate::{
-        App, Bucket as _, BucketKey, CrdtMap, CrdtText, MutatorCtx, Outcome, Result, Table as _, Timestamp, app,
-        mutator, sync_rules, table,
+        App, Bucket as _, BucketKey, CrdtMap, CrdtText, CrdtUpdate, MutatorCtx, Outcome, Result, Table as _, Timestamp,
+        app, args, mutator, sync_rules, table,
     };
 }
 
 /// What generated code names. Not a public API: it changes without notice.
 #[doc(hidden)]
 pub mod __private {
+    pub use engine_kernel::bucket::{ConstComparable, ParamComparable, TextClaimComparable, TextClaimParam};
+    pub use engine_kernel::column::{KeyColumn, OwnerColumn, SoftDeleteColumn};
     pub use engine_kernel::macro_support::*;
     pub use engine_kernel::rules::{
         Claim, ConstFilter, ConstValue, FilterValue, Membership, MembershipFilter, ParamMeta, ParamSource, RuleMeta,
         ScopeEq, Selection,
     };
     pub use engine_kernel::{
-        App, BoxFuture, Bucket, BucketKey, Column, ColumnMeta, ColumnType, MergePolicy, Mutator, MutatorCtx, Outcome,
-        ParamValue, Result, Row, SyncRules, Table, TableMeta,
+        App, BoxFuture, Bucket, BucketKey, Column, ColumnMeta, ColumnType, MergePolicy, Mutator, MutatorArgs,
+        MutatorCtx, Outcome, ParamValue, Result, Row, SyncRules, Table, TableMeta,
     };
     pub use {schemars, serde, serde_json};
 }

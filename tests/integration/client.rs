@@ -4,7 +4,6 @@
 use std::time::Duration;
 
 use engine::client::{Client, StoreLocation};
-use engine::crdt::update_to_base64;
 use example_notes::mutators::{
     AddNote, CreateList, EditNoteBody, ShareList, ShareRole, UpdateNote, add_note, create_list, edit_note_body,
     share_list, update_note,
@@ -46,13 +45,12 @@ async fn two_clients_converge_on_lists_notes_membership_and_bodies() {
     assert_eq!(bob.get::<List>(&"l1".to_owned()).await.unwrap().map(|l| l.title), Some("groceries".into()));
 
     // Both edit the body at once; both end with the same text holding both edits.
-    let base = note(&alice, &note_id).await.unwrap().body;
-    let mut from_alice = base.clone();
-    let mut from_bob = base.clone();
-    let edit_a = update_to_base64(&from_alice.insert(0, "oat ").unwrap());
-    let edit_b = update_to_base64(&from_bob.insert(0, "2 litres of ").unwrap());
-    alice.mutate::<edit_note_body>(EditNoteBody { id: note_id.clone(), update: edit_a }).await.unwrap();
-    bob.mutate::<edit_note_body>(EditNoteBody { id: note_id.clone(), update: edit_b }).await.unwrap();
+    let mut for_alice = note(&alice, &note_id).await.unwrap();
+    let mut for_bob = for_alice.clone();
+    let update = for_alice.body.insert(0, "oat ").unwrap();
+    alice.mutate::<edit_note_body>(EditNoteBody { id: note_id.clone(), update }).await.unwrap();
+    let update = for_bob.body.insert(0, "2 litres of ").unwrap();
+    bob.mutate::<edit_note_body>(EditNoteBody { id: note_id.clone(), update }).await.unwrap();
     bob.mutate::<update_note>(UpdateNote { id: note_id.clone(), title: None, done: Some(true), position: None })
         .await
         .unwrap();
@@ -325,8 +323,7 @@ async fn clients_behind_a_faulty_network_converge_and_apply_everything_once() {
                     }
                     2 if !notes.is_empty() => {
                         let note = &notes[dice.roll(notes.len() as u64) as usize];
-                        let mut body = note.body.clone();
-                        let update = update_to_base64(&body.insert(0, &format!("[{user}{step}]")).unwrap());
+                        let update = note.body.clone().insert(0, &format!("[{user}{step}]")).unwrap();
                         client.mutate::<edit_note_body>(EditNoteBody { id: note.id.clone(), update }).await.unwrap();
                     }
                     _ => {

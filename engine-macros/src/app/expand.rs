@@ -38,10 +38,11 @@ pub(crate) fn expand(args: &AppArgs) -> TokenStream {
     let table_names = quote!(&[#(<#tables as ::engine::__private::Table>::META.name,)*]);
     let rules = args.sync_rules.as_ref().map(|rules| {
         checks.push(quote_spanned! {rules.span()=>
-            ::core::assert!(
-                ::engine::__private::const_all_listed(#rules::__ENGINE_RULE_TABLES, #table_names),
-                "a sync rule of this app reads a table that `tables: [...]` does not list: add it"
-            );
+            if let ::core::option::Option::Some(message) =
+                ::engine::__private::const_first_unlisted(#rules::__ENGINE_RULE_TABLES, #table_names)
+            {
+                ::core::panic!("{}", message);
+            }
         });
         quote!(.sync_rules(&#rules::SYNC_RULES))
     });

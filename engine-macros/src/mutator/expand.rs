@@ -17,9 +17,25 @@ pub(crate) fn expand(mutator: &Mutator) -> TokenStream {
         syn::ReturnType::Type(_, ty) => ty.span(),
         syn::ReturnType::Default => ident.span(),
     };
-    // The call carries the return type's span, so a wrong return type is reported there.
+    // The call carries the return type's span, so a wrong return type or a future that is not
+    // `Send` is reported there; the local function names the requirement without the engine's
+    // internals.
     let callee = syn::Ident::new(&ident.to_string(), output_span);
-    let run = quote_spanned!(output_span=> __engine::mutator_future(#callee(ctx, args)));
+    let run = quote_spanned! {output_span=>
+        fn mutator_future<'a, F>(future: F) -> __engine::BoxFuture<'a, __engine::Result<__engine::Outcome>>
+        where
+            F: ::core::future::Future<Output = __engine::Result<__engine::Outcome>> + ::core::marker::Send + 'a,
+        {
+            ::std::boxed::Box::pin(future)
+        }
+        mutator_future(#callee(ctx, args))
+    };
+    // A local function whose bound reports arguments that are not `MutatorArgs` in the
+    // engine's words, on the user's type.
+    let args_check = quote_spanned! {args.span()=>
+        fn arguments<A: __engine::MutatorArgs>() {}
+        arguments::<#args>();
+    };
     let doc = format!(" The mutator `{name}`, declared by the function of the same name.");
     quote! {
         #item
@@ -44,6 +60,11 @@ pub(crate) fn expand(mutator: &Mutator) -> TokenStream {
                 ) -> __engine::BoxFuture<'a, __engine::Result<__engine::Outcome>> {
                     #run
                 }
+            }
+
+            #[allow(dead_code)]
+            fn checks() {
+                #args_check
             }
         };
     }

@@ -5,23 +5,30 @@ use proc_macro2::TokenStream;
 use quote::{quote, quote_spanned};
 use syn::spanned::Spanned;
 
-use super::model::{Bucket, Claim, Condition, Literal, Membership, Rules, Source};
+use super::model::{Bucket, Claim, ColumnRef, Condition, Literal, Membership, Rules, Source};
+use crate::support::text;
 
 /// The module with its generated items appended.
 pub(crate) fn expand(rules: &Rules) -> TokenStream {
     let buckets: Vec<TokenStream> = rules.buckets.iter().map(bucket_items).collect();
     let metas = rules.buckets.iter().map(rule_meta);
-    let mut tables: Vec<(String, &syn::ExprPath)> = Vec::new();
+    // Each table a rule selects from, with what `engine::app!` says when the app does not list it.
+    let mut tables: Vec<(String, TokenStream)> = Vec::new();
     for bucket in &rules.buckets {
         for condition in bucket.selections().iter().flat_map(|s| &s.conditions) {
             if let Some((column, _)) = condition.as_scope()
                 && !tables.iter().any(|(key, _)| *key == column.table_key())
             {
-                tables.push((column.table_key(), &column.path));
+                let (path, table) = (&column.path, text(&column.table));
+                let message = format!(
+                    "sync rule `{}` selects from `{table}`, which this app's `tables: [...]` does not list: add `{table}` to it",
+                    bucket.name
+                );
+                tables.push((column.table_key(), quote!((#path.table(), #message))));
             }
         }
     }
-    let tables = tables.iter().map(|(_, column)| quote!(#column.table()));
+    let tables = tables.iter().map(|(_, entry)| entry);
     let generated = quote! {
         #(#buckets)*
 
@@ -31,7 +38,7 @@ pub(crate) fn expand(rules: &Rules) -> TokenStream {
         };
 
         #[doc(hidden)]
-        pub const __ENGINE_RULE_TABLES: &[&str] = &[#(#tables,)*];
+        pub const __ENGINE_RULE_TABLES: &[(&str, &str)] = &[#(#tables,)*];
     };
     with_items(rules, generated)
 }
@@ -60,7 +67,7 @@ fn bucket_items(bucket: &Bucket) -> TokenStream {
     let name = &bucket.name;
     let texts = bucket.params.iter().map(|p| {
         let field = &p.field;
-        quote_spanned!(p.ty.span()=> __engine::param_text(&self.#field))
+        quote_spanned!(p.ty.span()=> __engine::ParamValue::to_param(&self.#field))
     });
     let checks = bucket_checks(bucket);
     quote! {
@@ -87,36 +94,53 @@ fn bucket_items(bucket: &Bucket) -> TokenStream {
                 }
             }
 
-            #[allow(dead_code, unused_imports)]
-            fn __engine_rule_checks() {
+            // Named after the bucket, so an error names its checks `Shared::column_of_a_table`.
+            #[allow(dead_code, unused_imports, non_snake_case)]
+            fn #ident() {
                 #(#checks)*
             }
         };
     }
 }
 
-/// Calls whose trait bounds fail, on the user's tokens, when a table is not a table or a column
-/// and what it is compared with disagree in type.
+/// Checks whose trait bounds fail, on the user's tokens, when a table is not a table or a column
+/// and what it is compared with disagree in type. Each is a local function named after what it
+/// checks, so an error names the domain's trait and that name, nothing of the engine's
+/// internals; its bound sits on the other side of the comparison, so the error shows both.
 fn bucket_checks(bucket: &Bucket) -> Vec<TokenStream> {
     let mut checks = Vec::new();
     let mut tables_seen: Vec<String> = Vec::new();
-    let mut check_table = |checks: &mut Vec<TokenStream>, column: &super::model::ColumnRef| {
+    let mut check_table = |checks: &mut Vec<TokenStream>, column: &ColumnRef| {
         if !tables_seen.contains(&column.table_key()) {
             tables_seen.push(column.table_key());
-            let path = &column.path;
-            checks.push(quote_spanned!(column.table.span()=> __engine::check_column_table(#path);));
+            let (path, span) = (&column.path, column.table.span());
+            let bound = quote_spanned!(span=> __engine::Table);
+            checks.push(local_check(
+                quote!(column_of_a_table<T: #bound, V>(_: __engine::Column<T, V>)),
+                quote_spanned!(span=> column_of_a_table(#path);),
+            ));
         }
+    };
+    let scope_check = |ty: &syn::Type, path: &syn::ExprPath| {
+        let bound = quote_spanned!(ty.span()=> __engine::ParamComparable<P>);
+        local_check(
+            quote!(compared_with_bucket_parameter<P, T, V: #bound>(_: __engine::Column<T, V>)),
+            quote_spanned!(path.span()=> compared_with_bucket_parameter::<#ty, _, _>(#path);),
+        )
     };
     for param in &bucket.params {
         let ty = &param.ty;
-        match param.source() {
-            Some(Source::Claim(claim)) if claim.is_text() => {
-                checks.push(quote_spanned!(ty.span()=> __engine::check_text_claim_param::<#ty>();));
+        match param.sources.as_slice() {
+            [(expr, Source::Claim(claim))] if claim.is_text() => {
+                let bound = quote_spanned!(expr.span()=> __engine::TextClaimParam);
+                checks.push(local_check(
+                    quote!(takes_user_id_or_owner_id<P: #bound>()),
+                    quote_spanned!(ty.span()=> takes_user_id_or_owner_id::<#ty>();),
+                ));
             }
-            Some(Source::Column(column)) => {
+            [(_, Source::Column(column))] => {
                 check_table(&mut checks, column);
-                let path = &column.path;
-                checks.push(quote_spanned!(path.span()=> __engine::check_scope::<#ty, _, _>(#path);));
+                checks.push(scope_check(ty, &column.path));
             }
             _ => {}
         }
@@ -127,12 +151,16 @@ fn bucket_checks(bucket: &Bucket) -> Vec<TokenStream> {
                 check_table(&mut checks, column);
                 if claim.is_text() {
                     let path = &column.path;
-                    checks.push(quote_spanned!(path.span()=> __engine::check_text_claim_column(#path);));
+                    let bound = quote_spanned!(condition.expr().span()=> __engine::TextClaimComparable);
+                    checks.push(local_check(
+                        quote!(compared_with_user_id_or_owner_id<T, V: #bound>(_: __engine::Column<T, V>)),
+                        quote_spanned!(path.span()=> compared_with_user_id_or_owner_id(#path);),
+                    ));
                 }
             }
-            if let Some((column, _, expr)) = condition.as_const() {
+            if let Some((column, literal, expr)) = condition.as_const() {
                 check_table(&mut checks, column);
-                checks.push(const_check(column, expr));
+                checks.push(const_check(column, literal, expr));
             }
         }
     }
@@ -140,26 +168,44 @@ fn bucket_checks(bucket: &Bucket) -> Vec<TokenStream> {
         if let Some((column, param)) = condition.as_scope() {
             check_table(&mut checks, column);
             if let Some(param) = bucket.param(param) {
-                let (ty, path) = (&param.ty, &column.path);
-                checks.push(quote_spanned!(path.span()=> __engine::check_scope::<#ty, _, _>(#path);));
+                checks.push(scope_check(&param.ty, &column.path));
             }
         }
-        if let Some((column, _, expr)) = condition.as_const() {
+        if let Some((column, literal, expr)) = condition.as_const() {
             check_table(&mut checks, column);
-            checks.push(const_check(column, expr));
+            checks.push(const_check(column, literal, expr));
         }
     }
     checks
 }
 
-fn const_check(column: &super::model::ColumnRef, expr: &syn::Expr) -> TokenStream {
+/// A block declaring the local function `signature` (its body empty) and making `call`.
+fn local_check(signature: TokenStream, call: TokenStream) -> TokenStream {
+    quote!({
+        fn #signature {}
+        #call
+    })
+}
+
+fn const_check(column: &ColumnRef, literal: &Literal, expr: &syn::Expr) -> TokenStream {
     let path = &column.path;
-    let literal = match expr {
+    let value = match expr {
         syn::Expr::Binary(b) if matches!(&*b.left, syn::Expr::Path(_)) => &b.right,
         syn::Expr::Binary(b) => &b.left,
         other => return quote!(let _ = #other;),
     };
-    quote_spanned!(expr.span()=> __engine::check_const(#path, #literal);)
+    // Text and booleans name their type, so a column of another type fails the bound (whose
+    // message says so) rather than the literal's inference; integers fit any integer column.
+    let constant = match literal {
+        Literal::Bool(_) => quote!(bool),
+        Literal::Text(_) => quote!(&'static str),
+        _ => quote!(_),
+    };
+    let bound = quote_spanned!(value.span()=> __engine::ConstComparable<L>);
+    local_check(
+        quote!(compared_with_constant<T, V: #bound, L>(_: __engine::Column<T, V>, _: L)),
+        quote_spanned!(expr.span()=> compared_with_constant::<_, _, #constant>(#path, #value);),
+    )
 }
 
 fn rule_meta(bucket: &Bucket) -> TokenStream {

@@ -6,7 +6,7 @@
 use quote::ToTokens;
 
 use super::model::{Bucket, Condition, Literal, Membership, Operand, Rules, Source};
-use crate::support::Diagnostics;
+use crate::support::{Diagnostics, option_inner, text};
 
 pub(crate) fn validate(rules: &Rules, errors: &mut Diagnostics) {
     check_buckets_exist(rules, errors);
@@ -14,6 +14,7 @@ pub(crate) fn validate(rules: &Rules, errors: &mut Diagnostics) {
     for bucket in &rules.buckets {
         check_bucket_shape(bucket, errors);
         check_param_has_one_source(bucket, errors);
+        check_param_not_optional(bucket, errors);
         check_param_sources(bucket, errors);
         check_membership_supplies_parameters(bucket, errors);
         check_membership_conditions(bucket, errors);
@@ -29,12 +30,6 @@ pub(crate) fn validate(rules: &Rules, errors: &mut Diagnostics) {
         check_bucket_params_known(bucket, errors);
         check_selection_scopes_every_parameter(bucket, errors);
     }
-}
-
-fn text(tokens: &dyn ToTokens) -> String {
-    let text = tokens.to_token_stream().to_string();
-    // Token streams print `a . b` and `A :: b`; show them as written.
-    text.replace(" . ", ".").replace(" :: ", "::").replace(" (", "(").replace("( ", "(").replace(" )", ")")
 }
 
 /// A sync-rules module defines at least one bucket: a struct marked `#[bucket(...)]`.
@@ -105,6 +100,24 @@ fn check_param_has_one_source(bucket: &Bucket, errors: &mut Diagnostics) {
                     errors.spanned(expr, format!("bucket parameter `{}` already has a source: keep one `#[param(...)]`", param.field));
                 }
             }
+        }
+    }
+}
+
+/// A bucket parameter always has a value: a bucket key names one for each parameter. A nullable
+/// column may still scope a selection; its null rows belong to no bucket.
+fn check_param_not_optional(bucket: &Bucket, errors: &mut Diagnostics) {
+    for param in &bucket.params {
+        if let Some(inner) = option_inner(&param.ty) {
+            errors.spanned(
+                &param.ty,
+                format!(
+                    "bucket parameter `{}` cannot be an `Option`: every bucket key holds a value for each parameter. Declare `{}: {}`; rows whose column is null belong to no bucket of this rule",
+                    param.field,
+                    param.field,
+                    text(inner)
+                ),
+            );
         }
     }
 }

@@ -1,6 +1,6 @@
 //! The code `#[engine::table]` generates.
 
-use proc_macro2::{Ident, TokenStream};
+use proc_macro2::{Ident, Span, TokenStream};
 use quote::{format_ident, quote, quote_spanned};
 
 use super::model::{Column, Merge, Table};
@@ -141,8 +141,9 @@ pub(crate) fn expand(table: &Table) -> TokenStream {
                 }
             }
 
-            #[allow(dead_code)]
-            fn __engine_column_checks() {
+            // Named after the table, so an error names its checks `Note::primary_key`.
+            #[allow(dead_code, non_snake_case)]
+            fn #ident() {
                 #(#checks)*
             }
         };
@@ -182,25 +183,29 @@ fn column_handles(table: &Table) -> TokenStream {
     }
 }
 
-/// One call per role a column plays (key, owner, soft delete), whose trait bound fails on the
-/// column's type when the type cannot play it.
+/// One check per role a column plays (key, owner, soft delete): a local function named after
+/// the role, whose bound sits on the user's `#[engine(...)]` flag and fails on the column's type
+/// when the type cannot play the role. The error names the role's trait and the flag, nothing
+/// of the engine's internals.
 fn role_checks(table: &Table) -> Vec<TokenStream> {
     let mut checks = Vec::new();
     for c in &table.columns {
         let ty = &c.ty;
-        let span = c.ty_span();
-        let mut check = |name: &str| {
-            let check = format_ident!("{}", name, span = span);
-            checks.push(quote_spanned!(span=> __engine::#check::<#ty>();));
-        };
-        if c.primary_key.is_some() {
-            check("check_key_column");
-        }
-        if c.owner.is_some() {
-            check("check_owner_column");
-        }
-        if c.soft_delete.is_some() {
-            check("check_soft_delete_column");
+        let roles = [
+            ("primary_key", c.primary_key, "KeyColumn"),
+            ("owner", c.owner, "OwnerColumn"),
+            ("soft_delete", c.soft_delete, "SoftDeleteColumn"),
+        ];
+        for (role, flag, bound) in roles {
+            let Some(flag) = flag else { continue };
+            let role = Ident::new(role, Span::call_site());
+            let bound = Ident::new(bound, flag);
+            let bound = quote_spanned!(flag=> __engine::#bound);
+            let call = quote_spanned!(c.ty_span()=> #role::<#ty>(););
+            checks.push(quote!({
+                fn #role<V: #bound>() {}
+                #call
+            }));
         }
     }
     checks

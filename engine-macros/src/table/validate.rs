@@ -2,7 +2,7 @@
 //! are checked by the type system in the expansion, so aliases and paths work as written.
 
 use super::model::Table;
-use crate::support::{Diagnostics, RESERVED_PREFIX, is_sql_identifier};
+use crate::support::{Diagnostics, RESERVED_PREFIX, derived_among, is_sql_identifier, option_inner, text};
 
 pub(crate) fn validate(table: &Table, errors: &mut Diagnostics) {
     check_no_generics(table, errors);
@@ -12,6 +12,7 @@ pub(crate) fn validate(table: &Table, errors: &mut Diagnostics) {
     check_table_name(table, errors);
     check_column_names(table, errors);
     check_no_row_derives(table, errors);
+    check_collaborative_not_optional(table, errors);
 }
 
 /// A table is a concrete struct: rows of one shape, so no generic parameters.
@@ -108,23 +109,30 @@ fn check_column_names(table: &Table, errors: &mut Diagnostics) {
 /// The macro derives the row's `Serialize`, `Deserialize` and `JsonSchema` (its wire form), so
 /// the struct must not derive them too.
 fn check_no_row_derives(table: &Table, errors: &mut Diagnostics) {
-    for attr in &table.item.attrs {
-        if !attr.path().is_ident("derive") {
-            continue;
+    for path in derived_among(&table.item.attrs, &["Serialize", "Deserialize", "JsonSchema"]) {
+        let name = path.segments.last().map(|s| s.ident.to_string()).unwrap_or_default();
+        errors.spanned(
+            &path,
+            format!("`#[engine::table]` implements `{name}` itself, as the row's wire form: remove this derive"),
+        );
+    }
+}
+
+/// A collaborative column is never null: its empty value is an empty document. (Caught here when
+/// written `Option<CrdtText>`; through an alias, the column-type check in the expansion says so.)
+fn check_collaborative_not_optional(table: &Table, errors: &mut Diagnostics) {
+    for column in &table.columns {
+        let Some(syn::Type::Path(inner)) = option_inner(&column.ty) else { continue };
+        let Some(kind) = inner.path.segments.last().map(|s| s.ident.to_string()) else { continue };
+        if kind == "CrdtText" || kind == "CrdtMap" {
+            errors.spanned(
+                &column.ty,
+                format!(
+                    "a collaborative column is never null, its empty value is an empty document (`{kind}::new()`): write `{}: {}`",
+                    column.field,
+                    text(inner)
+                ),
+            );
         }
-        let _ = attr.parse_nested_meta(|meta| {
-            if let Some(last) = meta.path.segments.last() {
-                let name = last.ident.to_string();
-                if matches!(name.as_str(), "Serialize" | "Deserialize" | "JsonSchema") {
-                    errors.spanned(
-                        &meta.path,
-                        format!(
-                            "`#[engine::table]` implements `{name}` itself, as the row's wire form: remove this derive"
-                        ),
-                    );
-                }
-            }
-            Ok(())
-        });
     }
 }

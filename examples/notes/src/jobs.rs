@@ -2,13 +2,13 @@
 //! once the share commits. A real app would send a mail or a push notification here; the
 //! quickstart logs it.
 
-use serde::{Deserialize, Serialize};
-
 /// The name of the job that tells a user a list was shared with them.
 pub const LIST_SHARED: &str = "list_shared";
 
-/// The payload of [`LIST_SHARED`].
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+/// The payload of [`LIST_SHARED`]: JSON like a mutator's arguments, so `#[engine::args]` derives
+/// its serde traits.
+#[engine::args]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ListShared {
     /// The list shared.
     pub list_id: String,

@@ -2,9 +2,7 @@
 //! it authoritatively, the client optimistically. Write authorization comes from the sync rules:
 //! a mutator cannot put a row where its actor cannot read, whatever it tries.
 
-use engine::{CrdtText, Error, MutatorCtx, Outcome, Result};
-use schemars::JsonSchema;
-use serde::{Deserialize, Serialize};
+use engine::{CrdtText, CrdtUpdate, Error, MutatorCtx, Outcome, Result};
 
 use crate::{List, ListMember, Note};
 
@@ -21,7 +19,8 @@ fn resolve_id(ctx: &mut MutatorCtx<'_>, proposed: Option<String>) -> (String, Ou
 }
 
 /// A role a list can be shared with.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[engine::args]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[serde(rename_all = "lowercase")]
 pub enum ShareRole {
     /// May edit the list's notes.
@@ -43,7 +42,8 @@ impl ShareRole {
 pub const OWNER_ROLE: &str = "owner";
 
 /// Arguments of `create_list`.
-#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+#[engine::args]
+#[derive(Debug, Clone)]
 pub struct CreateList {
     /// The list's id; a fresh one is chosen when absent or empty.
     #[serde(default)]
@@ -72,7 +72,8 @@ async fn owned_list(ctx: &mut MutatorCtx<'_>, list_id: &String, verb: &str) -> R
 }
 
 /// Arguments of `share_list`.
-#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+#[engine::args]
+#[derive(Debug, Clone)]
 pub struct ShareList {
     pub list_id: String,
     /// The user to share with.
@@ -113,7 +114,8 @@ pub async fn share_list(ctx: &mut MutatorCtx<'_>, args: ShareList) -> Result<Out
 }
 
 /// Arguments of `unshare_list`.
-#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+#[engine::args]
+#[derive(Debug, Clone)]
 pub struct UnshareList {
     pub list_id: String,
     pub user_id: String,
@@ -137,7 +139,8 @@ pub async fn unshare_list(ctx: &mut MutatorCtx<'_>, args: UnshareList) -> Result
 }
 
 /// Arguments of `add_note`.
-#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+#[engine::args]
+#[derive(Debug, Clone)]
 pub struct AddNote {
     /// The note's id; a fresh one is chosen when absent or empty.
     #[serde(default)]
@@ -170,7 +173,8 @@ pub async fn add_note(ctx: &mut MutatorCtx<'_>, args: AddNote) -> Result<Outcome
 }
 
 /// Arguments of `update_note`: the fields to change.
-#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+#[engine::args]
+#[derive(Debug, Clone)]
 pub struct UpdateNote {
     pub id: String,
     #[serde(default)]
@@ -198,23 +202,24 @@ pub async fn update_note(ctx: &mut MutatorCtx<'_>, args: UpdateNote) -> Result<O
 }
 
 /// Arguments of `edit_note_body`.
-#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+#[engine::args]
+#[derive(Debug, Clone)]
 pub struct EditNoteBody {
     pub id: String,
+    // What editing the body returns (`note.body.insert(0, "oat ")?`).
     /// Base64 of a yrs v1 update of the body's document (`engine::crdt::update_to_base64`).
-    pub update: String,
+    pub update: CrdtUpdate,
 }
 
 /// Merge an edit into a note's collaborative body.
 #[engine::mutator]
 pub async fn edit_note_body(ctx: &mut MutatorCtx<'_>, args: EditNoteBody) -> Result<Outcome> {
-    let update = engine::crdt::update_from_base64(&args.update)?;
-    let changed = ctx.update::<Note>(&args.id, [Note::body.set(CrdtText::from_update(update))]).await?;
-    found(changed, &args.id)
+    found(ctx.update::<Note>(&args.id, [Note::body.set(args.update)]).await?, &args.id)
 }
 
 /// Arguments of `move_note`.
-#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+#[engine::args]
+#[derive(Debug, Clone)]
 pub struct MoveNote {
     pub id: String,
     /// The list to move the note to.
@@ -231,7 +236,8 @@ pub async fn move_note(ctx: &mut MutatorCtx<'_>, args: MoveNote) -> Result<Outco
 }
 
 /// Arguments of `delete_note` and `purge_note`.
-#[derive(Debug, Clone, Serialize, Deserialize, JsonSchema)]
+#[engine::args]
+#[derive(Debug, Clone)]
 pub struct NoteId {
     pub id: String,
 }

@@ -1,0 +1,4 @@
+#[engine::args]
+pub fn args() {}
+
+fn main() {}
