@@ -375,3 +375,103 @@ async fn a_transaction_running_in_another_database_does_not_hold_pulls_back() {
     assert_eq!(changes(&page).into_keys().collect::<Vec<_>>(), vec!["notes:n1"]);
     elsewhere.rollback().await.unwrap();
 }
+
+/// The payload of a cursor's text form, and its tag.
+fn cursor_parts(cursor: &str) -> (Value, &str) {
+    use base64::Engine as _;
+    let (payload, tag) = cursor.split_once('.').expect("a cursor has a tag");
+    let json = base64::engine::general_purpose::URL_SAFE_NO_PAD.decode(payload).unwrap();
+    (serde_json::from_slice(&json).unwrap(), tag)
+}
+
+fn with_payload(payload: &Value, tag: &str) -> String {
+    use base64::Engine as _;
+    format!("{}.{tag}", base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(payload.to_string()))
+}
+
+#[tokio::test]
+async fn a_cursor_the_client_changed_or_another_user_sends_starts_afresh() {
+    let db = TestDb::new().await;
+    let storage = db.notes().await;
+    seed(&db, &storage).await;
+    let first = pull(&storage, "alice", None).await;
+    exec(&db, &storage, "DELETE FROM notes WHERE id = 'n3'; UPDATE notes SET title = 'later' WHERE id = 'n1'").await;
+    assert!(!pull(&storage, "alice", Some(&first.cursor)).await.reset, "the cursor as written goes on");
+
+    // Positions moved back, to receive tombstones again; or forward, to skip rows.
+    let (payload, tag) = cursor_parts(&first.cursor);
+    let mut back = payload.clone();
+    back["g"][0]["t"]["x"] = Value::from(1);
+    back["g"][0]["r"]["x"] = Value::from(1);
+    let mut ahead = payload.clone();
+    ahead["g"][0]["r"]["x"] = Value::from(u64::MAX);
+    // A bucket added to a group at the cursor's position: its old tombstones would follow.
+    let mut added = payload.clone();
+    added["g"][0]["b"].as_array_mut().unwrap().push(Value::from("shared/l3"));
+    for forged in [back, ahead, added] {
+        let page = pull(&storage, "alice", Some(&with_payload(&forged, tag))).await;
+        assert!(page.reset, "a changed cursor starts afresh: {forged}");
+        assert!(page.tombstones.is_empty(), "and sends no tombstone of before");
+        assert!(changes(&page).contains_key("notes:n1"));
+    }
+    // The same cursor, sent by bob (who holds shared/l2 too).
+    let page = pull(&storage, "bob", Some(&first.cursor)).await;
+    assert!(page.reset, "a cursor is its user's");
+    assert!(page.tombstones.is_empty());
+    // Shapes and values a cursor never has, signed or not.
+    for crafted in [
+        with_payload(
+            &serde_json::json!({"v": 2, "g": [{"b": ["own/alice"], "r": {"x": 1, "t": "notes", "k": ["\u{0}"]}, "t": {"x": 0, "i": 0}}]}),
+            tag,
+        ),
+        with_payload(&serde_json::json!({"v": 2, "g": [{"b": "own/alice", "r": [], "t": null}]}), tag),
+        with_payload(&serde_json::json!([1, 2, 3]), tag),
+        format!("{}.", first.cursor.split_once('.').unwrap().0),
+        format!("{}.{}", first.cursor, tag),
+        "\u{0}.\u{0}".to_owned(),
+    ] {
+        let page = pull(&storage, "alice", Some(&crafted)).await;
+        assert!(page.reset, "{crafted:?} resets");
+    }
+}
+
+#[tokio::test]
+async fn a_cursor_stays_small_however_many_buckets_and_every_instance_reads_it() {
+    let db = TestDb::new().await;
+    let storage = db.notes().await;
+    // 300 lists with long ids shared with alice, a note in each.
+    let long = "x".repeat(200);
+    let mut sql = String::new();
+    for i in 0..300 {
+        let list = format!("{long}-{i:03}");
+        sql.push_str(&format!(
+            "INSERT INTO lists VALUES ('{list}', 'bob', 't', false);
+             INSERT INTO list_members VALUES ('{list}', 'alice', 'bob', 'editor');
+             INSERT INTO notes (id, owner_id, list_id, title, done, position) VALUES ('n{i}', 'bob', '{list}', 't', false, {i});"
+        ));
+    }
+    exec(&db, &storage, &sql).await;
+    let pages = pull_all(&storage, "alice", None, 100).await;
+    let rows: usize = pages.iter().map(|p| p.changes.len()).sum();
+    assert_eq!(rows, 900, "every list, membership and note, once");
+    for page in &pages {
+        assert!(page.cursor.len() <= 8 * 1024, "a cursor of {} bytes", page.cursor.len());
+    }
+    let last = pages.last().unwrap().cursor.clone();
+    let (payload, _) = cursor_parts(&last);
+    assert!(payload["g"][0]["s"].is_string(), "300 buckets are named by their stored set: {payload}");
+
+    // Another instance on the same database: it knows the key and finds the set.
+    exec(&db, &storage, "UPDATE notes SET title = 'changed' WHERE id = 'n7'").await;
+    let other = PostgresStorage::new(db.pool.clone(), std::sync::Arc::new(example_notes::app()));
+    let page = pull(&other, "alice", Some(&last)).await;
+    assert!(!page.reset, "another instance opens the cursor");
+    assert_eq!(changes(&page).into_keys().collect::<Vec<_>>(), vec!["notes:n7"]);
+
+    // A set collected (its cursor unused past the retention) makes the old cursor start afresh.
+    exec(&db, &storage, "UPDATE _engine_bucket_sets SET used_at = now() - interval '30 days'").await;
+    other.collect_garbage(std::time::Duration::from_secs(7 * 86_400)).await.unwrap();
+    let fresh = PostgresStorage::new(db.pool.clone(), std::sync::Arc::new(example_notes::app()));
+    let page = pull(&fresh, "alice", Some(&last)).await;
+    assert!(page.reset, "a cursor naming a collected set starts afresh");
+}

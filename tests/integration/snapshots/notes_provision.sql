@@ -42,6 +42,14 @@ ALTER TABLE _engine_mutations ADD COLUMN IF NOT EXISTS xid xid8 NOT NULL DEFAULT
 
 CREATE UNIQUE INDEX IF NOT EXISTS _engine_mutations_client_mutation ON _engine_mutations (user_id, client_id, client_mutation_id);
 
+CREATE TABLE IF NOT EXISTS _engine_bucket_sets (
+  digest text PRIMARY KEY,
+  buckets text[] NOT NULL,
+  used_at timestamptz NOT NULL DEFAULT now()
+);
+
+CREATE INDEX IF NOT EXISTS _engine_bucket_sets_used ON _engine_bucket_sets (used_at);
+
 CREATE OR REPLACE FUNCTION _engine_sequence_moved(client uuid, expected bigint) RETURNS text
 LANGUAGE plpgsql AS $$
 BEGIN

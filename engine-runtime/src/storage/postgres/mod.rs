@@ -1,6 +1,7 @@
 //! The Postgres store (sqlx): provisioning, the change stream and pull, and the transactional
 //! push path.
 
+mod bucket_sets;
 mod held;
 mod jobs;
 mod mutation;
@@ -129,6 +130,10 @@ pub struct PostgresStorage {
     highest_horizon: Arc<AtomicU64>,
     /// The server's clock, for mutations that arrive without one.
     pub(crate) clock: Arc<Mutex<HlcClock>>,
+    /// The key that signs cursors, read from the database once.
+    cursor_key: Arc<tokio::sync::OnceCell<crate::cursor::CursorKey>>,
+    /// The bucket sets cursors name, as far as this instance has seen them.
+    pub(crate) bucket_sets: Arc<Mutex<bucket_sets::SetCache>>,
 }
 
 impl PostgresStorage {
@@ -143,7 +148,14 @@ impl PostgresStorage {
             memberships,
             highest_horizon: Arc::new(AtomicU64::new(0)),
             clock: Arc::new(Mutex::new(HlcClock::new("server"))),
+            cursor_key: Arc::new(tokio::sync::OnceCell::new()),
+            bucket_sets: Arc::default(),
         }
+    }
+
+    /// The key that signs this database's cursors.
+    pub(crate) async fn cursor_key(&self) -> Result<crate::cursor::CursorKey> {
+        self.cursor_key.get_or_try_init(|| bucket_sets::cursor_key(&self.pool)).await.cloned()
     }
 
     /// The connection pool.
@@ -345,6 +357,7 @@ impl Storage for PostgresStorage {
                     .fetch_one(&mut *tx)
                     .await?;
             let finished_jobs = jobs::collect(&mut tx, cutoff).await?;
+            bucket_sets::collect(&mut tx, cutoff).await?;
             if finished_jobs > 0 {
                 tracing::info!(jobs = finished_jobs, "collected finished jobs");
             }

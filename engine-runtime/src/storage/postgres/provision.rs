@@ -82,6 +82,10 @@ fn engine_tables() -> Vec<String> {
         "ALTER TABLE _engine_clients ADD COLUMN IF NOT EXISTS last_xid xid8 NOT NULL DEFAULT '0'".into(),
         "ALTER TABLE _engine_mutations ADD COLUMN IF NOT EXISTS xid xid8 NOT NULL DEFAULT pg_current_xact_id()".into(),
         "CREATE UNIQUE INDEX IF NOT EXISTS _engine_mutations_client_mutation ON _engine_mutations (user_id, client_id, client_mutation_id)".into(),
+        // The bucket sets pull cursors name by digest (too many buckets to write out), and when
+        // a cursor last named each: sets unused for the tombstone retention are collected.
+        "CREATE TABLE IF NOT EXISTS _engine_bucket_sets (\n  digest text PRIMARY KEY,\n  buckets text[] NOT NULL,\n  used_at timestamptz NOT NULL DEFAULT now()\n)".into(),
+        "CREATE INDEX IF NOT EXISTS _engine_bucket_sets_used ON _engine_bucket_sets (used_at)".into(),
         // Raised by a mutation's record when the client's sequence is not where the mutation
         // expected it, so the whole statement (and an insert sent with it) is undone.
         "CREATE OR REPLACE FUNCTION _engine_sequence_moved(client uuid, expected bigint) RETURNS text\nLANGUAGE plpgsql AS $$\nBEGIN\n  RAISE EXCEPTION 'the sequence of client % is not at %', client, expected USING ERRCODE = 'EN409';\nEND\n$$".into(),

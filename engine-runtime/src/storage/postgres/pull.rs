@@ -18,9 +18,9 @@ use sqlx::{PgConnection, Row as _};
 use super::selection::{self, Buckets, Sql};
 use super::sql::ident;
 use super::values::decode_row;
-use super::{PostgresStorage, held};
+use super::{PostgresStorage, bucket_sets, held};
 use crate::buckets::RuleSelection;
-use crate::cursor::{Cursor, Group, RowPosition, TombstonePosition};
+use crate::cursor::{Cursor, CursorKey, Group, MAX_GROUPS, RowPosition, SetDigest, TombstonePosition};
 use crate::error::{Error, Result};
 
 /// The page size when the request names none.
@@ -105,11 +105,12 @@ pub(crate) async fn pull(store: &PostgresStorage, actor: &Actor, request: &PullR
         }
     };
 
+    let key = store.cursor_key().await?;
     let (mut cursor, mut reset) = match request.cursor.as_deref() {
         None => (Cursor::default(), false),
-        Some(text) => match Cursor::decode(text) {
-            Ok(cursor) => (cursor, false),
-            Err(_) => (Cursor::default(), true),
+        Some(text) => match open_cursor(store, &mut tx, &key, &actor.user_id, text).await? {
+            Some(cursor) => (cursor, false),
+            None => (Cursor::default(), true),
         },
     };
     if cursor.groups.iter().any(|g| g.tombstones.xid < gc_horizon) {
@@ -151,21 +152,62 @@ pub(crate) async fn pull(store: &PostgresStorage, actor: &Actor, request: &PullR
         remaining -= taken;
     }
     let has_more = groups.iter().any(|g| !g.is_caught_up(horizon));
-    let groups = merge_groups(groups);
+    let groups = bound_groups(merge_groups(groups));
 
     tx.commit().await?;
+    let (cursor, sets) = Cursor::new(groups).seal(&key, &actor.user_id);
+    bucket_sets::store(&store.pool, &store.bucket_sets, sets).await?;
 
     let (changes, tombstones) = normalize(changes, tombstones, groups_scanned > 1);
     Ok(PullResponse {
         changes,
         tombstones,
         removed_buckets,
-        cursor: Cursor::new(groups).encode(),
+        cursor,
         has_more,
         reset,
         last_mutation_id: start.last_mutation_id,
         synced_mutation_id: Some(start.synced_mutation_id),
     })
+}
+
+/// The cursor `text`, opened and its stored bucket sets looked up; `None` when it is not a
+/// cursor of this database for this user, or names a set that is gone.
+async fn open_cursor(
+    store: &PostgresStorage,
+    conn: &mut PgConnection,
+    key: &CursorKey,
+    user: &str,
+    text: &str,
+) -> Result<Option<Cursor>> {
+    let Ok(opened) = Cursor::open(text, key, user) else { return Ok(None) };
+    let digests: Vec<SetDigest> = opened.stored_sets().cloned().collect();
+    let sets = if digests.is_empty() {
+        Default::default()
+    } else {
+        bucket_sets::load(conn, &store.bucket_sets, digests).await?
+    };
+    Ok(opened.resolve(|digest| sets.get(digest).map(|set| set.as_ref().clone())).ok())
+}
+
+/// At most [`MAX_GROUPS`] groups: beyond that, the two groups whose row positions are closest
+/// become one at the earlier of their positions (rows and tombstones between the two are sent
+/// again, which clients apply as they did the first time).
+fn bound_groups(mut groups: Vec<Group>) -> Vec<Group> {
+    while groups.len() > MAX_GROUPS {
+        groups.sort_by_key(|g| (g.rows.xid, g.tombstones.xid));
+        let closest =
+            (1..groups.len()).min_by_key(|&i| groups[i].rows.xid - groups[i - 1].rows.xid).expect("two groups or more");
+        let later = groups.remove(closest);
+        let earlier = &mut groups[closest - 1];
+        earlier.buckets.extend(later.buckets);
+        earlier.buckets.sort();
+        earlier.buckets.dedup();
+        if (later.tombstones.xid, later.tombstones.id) < (earlier.tombstones.xid, earlier.tombstones.id) {
+            earlier.tombstones = later.tombstones;
+        }
+    }
+    groups
 }
 
 /// Groups that reached the same position become one.
