@@ -4,8 +4,9 @@
 //! the cursor, the server never records what a client holds: a lost or repeated response changes
 //! nothing (`docs/design.md` §3).
 //!
-//! Positions are in the change stream's total order, below the safe horizon: rows by
-//! `(transaction id, table, primary key)`, tombstones by `(transaction id, tombstone id)`.
+//! Positions are below the safe horizon: rows by transaction id (everything below it delivered),
+//! with a [`Walk`] under way through the rows of the transactions after it; tombstones by
+//! `(transaction id, tombstone id)`.
 //!
 //! The text form is `base64url(JSON).base64url(tag)`, the tag an HMAC-SHA256 (128 bits) of the
 //! JSON and the user it was written for, under a key of the database's: a cursor the client
@@ -22,7 +23,7 @@ use serde_json::Value;
 use sha2::{Digest, Sha256};
 
 /// The cursor format's version.
-const VERSION: u8 = 2;
+const VERSION: u8 = 3;
 
 /// The most groups a cursor holds; more are merged at the earlier position.
 pub(crate) const MAX_GROUPS: usize = 16;
@@ -41,28 +42,55 @@ pub(crate) struct Cursor {
 pub(crate) struct Group {
     /// The buckets, sorted.
     pub(crate) buckets: Vec<BucketKey>,
-    /// The last row delivered.
-    pub(crate) rows: RowPosition,
+    /// Every row of a transaction below this id was delivered.
+    pub(crate) rows: u64,
     /// The last tombstone delivered.
     pub(crate) tombstones: TombstonePosition,
+    /// The walk delivering the rows from `rows` on, when one is under way.
+    pub(crate) walk: Option<Walk>,
 }
 
-/// A position in the row stream: everything up to and including it was delivered.
+/// A walk through a group's rows of the transactions from the group's `rows` up to `to`: lane by
+/// lane (a table and one of its selections), bucket by bucket, and in a bucket in the change
+/// stream's order. Each step is an ordered index range scan, so a page costs what it delivers
+/// plus one probe per bucket it passes, however many rows lie elsewhere.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub(crate) struct RowPosition {
-    /// Transaction id.
-    #[serde(rename = "x")]
-    pub(crate) xid: u64,
-    /// Table name (empty: before every table of that transaction).
+pub(crate) struct Walk {
+    /// Rows of transactions below this id are delivered by the walk; the ones after, by the next.
+    #[serde(rename = "o")]
+    pub(crate) to: u64,
+    /// The lane under way: every lane before it was delivered. None: none yet.
+    #[serde(rename = "l", default, skip_serializing_if = "Option::is_none")]
+    pub(crate) lane: Option<Lane>,
+    /// In that lane, the last row delivered: every bucket before its bucket was delivered.
+    #[serde(rename = "p", default, skip_serializing_if = "Option::is_none")]
+    pub(crate) point: Option<WalkPoint>,
+}
+
+/// One selection of a table, walked as one: its table, its rule and its place in the rule.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+pub(crate) struct Lane {
     #[serde(rename = "t")]
     pub(crate) table: String,
-    /// Primary key values in key order (empty: before every row of that table).
+    #[serde(rename = "r")]
+    pub(crate) rule: String,
+    #[serde(rename = "s")]
+    pub(crate) selection: usize,
+}
+
+/// The last row a walk delivered in a lane: its bucket, transaction id and primary key.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub(crate) struct WalkPoint {
+    #[serde(rename = "b")]
+    pub(crate) bucket: BucketKey,
+    #[serde(rename = "x")]
+    pub(crate) xid: u64,
     #[serde(rename = "k")]
     pub(crate) key: Vec<Value>,
 }
 
-/// A position in the tombstone stream.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+/// A position in the tombstone stream: everything up to it was delivered.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
 pub(crate) struct TombstonePosition {
     /// Transaction id.
     #[serde(rename = "x")]
@@ -72,33 +100,10 @@ pub(crate) struct TombstonePosition {
     pub(crate) id: i64,
 }
 
-impl RowPosition {
-    /// Before every row of transaction `xid`: everything below `xid` was delivered.
-    pub(crate) fn at(xid: u64) -> Self {
-        RowPosition { xid, table: String::new(), key: Vec::new() }
-    }
-
-    /// Move to `to`, unless that is behind: positions never go back, even when a reading of
-    /// the horizon does.
-    pub(crate) fn advance_to(&mut self, to: RowPosition) {
-        let behind = to.xid < self.xid || (to.xid == self.xid && to.table.is_empty() && !self.table.is_empty());
-        if !behind {
-            *self = to;
-        }
-    }
-}
-
 impl TombstonePosition {
     /// Before every tombstone of transaction `xid`.
     pub(crate) fn at(xid: u64) -> Self {
         TombstonePosition { xid, id: 0 }
-    }
-
-    /// Move to `to`, unless that is behind.
-    pub(crate) fn advance_to(&mut self, to: TombstonePosition) {
-        if (to.xid, to.id) >= (self.xid, self.id) {
-            *self = to;
-        }
     }
 }
 
@@ -106,17 +111,12 @@ impl Group {
     /// A group of buckets the client has just started to hold: every row from the beginning,
     /// and tombstones from now on only (the client holds nothing older of these buckets).
     pub(crate) fn fresh(buckets: Vec<BucketKey>, horizon: u64) -> Self {
-        Group { buckets, rows: RowPosition::at(0), tombstones: TombstonePosition::at(horizon) }
+        Group { buckets, rows: 0, tombstones: TombstonePosition::at(horizon), walk: None }
     }
 
-    /// Whether the group has everything below `horizon`: both streams stand at a transaction
-    /// boundary at or past it.
+    /// Whether the group has everything below `horizon`.
     pub(crate) fn is_caught_up(&self, horizon: u64) -> bool {
-        self.rows.xid >= horizon
-            && self.rows.table.is_empty()
-            && self.rows.key.is_empty()
-            && self.tombstones.xid >= horizon
-            && self.tombstones.id == 0
+        self.walk.is_none() && self.rows >= horizon && self.tombstones >= TombstonePosition::at(horizon)
     }
 }
 
@@ -192,8 +192,10 @@ struct WrittenGroup {
     /// Or the digest of their stored set.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     s: Option<SetDigest>,
-    r: RowPosition,
+    r: u64,
     t: TombstonePosition,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    w: Option<Walk>,
 }
 
 /// A cursor whose tag checked out, before the bucket sets it names are looked up.
@@ -219,7 +221,7 @@ impl Opened {
                 (None, Some(digest)) => lookup(&digest).ok_or(Undecodable)?,
                 _ => return Err(Undecodable),
             };
-            groups.push(Group { buckets, rows: group.r, tombstones: group.t });
+            groups.push(Group { buckets, rows: group.r, tombstones: group.t, walk: group.w });
         }
         Ok(Cursor { groups })
     }
@@ -246,7 +248,10 @@ impl Cursor {
             g.b.as_ref().is_none_or(|b| !b.is_empty())
                 && g.s.as_ref().is_none_or(SetDigest::is_well_formed)
                 && g.t.id >= 0
-                && g.r.key.iter().all(|v| !v.is_array() && !v.is_object())
+                && g.w
+                    .as_ref()
+                    .and_then(|w| w.point.as_ref())
+                    .is_none_or(|p| p.key.iter().all(|v| !v.is_array() && !v.is_object()))
         });
         if written.v != VERSION || !well_formed || written.g.len() > MAX_GROUPS {
             return Err(Undecodable);
@@ -270,7 +275,7 @@ impl Cursor {
                     stored.push((digest.clone(), group.buckets.clone()));
                     (None, Some(digest))
                 };
-                WrittenGroup { b, s, r: group.rows.clone(), t: group.tombstones }
+                WrittenGroup { b, s, r: group.rows, t: group.tombstones, w: group.walk.clone() }
             })
             .collect();
         let json = serde_json::to_vec(&Written { v: VERSION, g: groups }).expect("a cursor serializes");
@@ -291,23 +296,14 @@ mod tests {
     use super::*;
 
     #[test]
-    fn positions_never_go_back() {
-        let mut rows = RowPosition { xid: 10, table: "notes".into(), key: vec![Value::from("n1")] };
-        rows.advance_to(RowPosition::at(9));
-        assert_eq!(rows.xid, 10);
-        rows.advance_to(RowPosition::at(10));
-        assert_eq!(rows.table, "notes", "the start of transaction 10 is behind a row of it");
-        rows.advance_to(RowPosition::at(11));
-        assert_eq!(rows, RowPosition::at(11));
-        let mut tombstones = TombstonePosition { xid: 5, id: 7 };
-        tombstones.advance_to(TombstonePosition::at(5));
-        assert_eq!(tombstones, TombstonePosition { xid: 5, id: 7 });
-        let group = Group {
-            buckets: vec![BucketKey::new("own", &["a"])],
-            rows: RowPosition::at(12),
-            tombstones: TombstonePosition::at(12),
-        };
+    fn a_group_is_caught_up_when_both_streams_reached_the_horizon_and_no_walk_is_under_way() {
+        let mut group = Group { rows: 12, ..Group::fresh(vec![BucketKey::new("own", &["a"])], 12) };
         assert!(group.is_caught_up(11) && group.is_caught_up(12) && !group.is_caught_up(13));
+        group.tombstones = TombstonePosition { xid: 12, id: 3 };
+        assert!(group.is_caught_up(12) && !group.is_caught_up(13));
+        group.walk = Some(Walk { to: 12, lane: None, point: None });
+        assert!(!group.is_caught_up(12));
+        assert!(TombstonePosition { xid: 5, id: 7 } > TombstonePosition::at(5));
     }
 
     fn key() -> CursorKey {

@@ -402,9 +402,9 @@ async fn a_cursor_the_client_changed_or_another_user_sends_starts_afresh() {
     let (payload, tag) = cursor_parts(&first.cursor);
     let mut back = payload.clone();
     back["g"][0]["t"]["x"] = Value::from(1);
-    back["g"][0]["r"]["x"] = Value::from(1);
+    back["g"][0]["r"] = Value::from(1);
     let mut ahead = payload.clone();
-    ahead["g"][0]["r"]["x"] = Value::from(u64::MAX);
+    ahead["g"][0]["r"] = Value::from(u64::MAX);
     // A bucket added to a group at the cursor's position: its old tombstones would follow.
     let mut added = payload.clone();
     added["g"][0]["b"].as_array_mut().unwrap().push(Value::from("shared/l3"));
@@ -421,10 +421,10 @@ async fn a_cursor_the_client_changed_or_another_user_sends_starts_afresh() {
     // Shapes and values a cursor never has, signed or not.
     for crafted in [
         with_payload(
-            &serde_json::json!({"v": 2, "g": [{"b": ["own/alice"], "r": {"x": 1, "t": "notes", "k": ["\u{0}"]}, "t": {"x": 0, "i": 0}}]}),
+            &serde_json::json!({"v": 3, "g": [{"b": ["own/alice"], "r": 1, "t": {"x": 0, "i": 0}, "w": {"o": 9, "p": {"b": "own/alice", "x": 1, "k": ["\u{0}"]}}}]}),
             tag,
         ),
-        with_payload(&serde_json::json!({"v": 2, "g": [{"b": "own/alice", "r": [], "t": null}]}), tag),
+        with_payload(&serde_json::json!({"v": 3, "g": [{"b": "own/alice", "r": [], "t": null}]}), tag),
         with_payload(&serde_json::json!([1, 2, 3]), tag),
         format!("{}.", first.cursor.split_once('.').unwrap().0),
         format!("{}.{}", first.cursor, tag),
@@ -474,4 +474,39 @@ async fn a_cursor_stays_small_however_many_buckets_and_every_instance_reads_it()
     let fresh = PostgresStorage::new(db.pool.clone(), std::sync::Arc::new(example_notes::app()));
     let page = pull(&fresh, "alice", Some(&last)).await;
     assert!(page.reset, "a cursor naming a collected set starts afresh");
+}
+
+#[tokio::test]
+async fn a_page_ends_early_when_its_rows_fill_the_byte_budget() {
+    let db = TestDb::new().await;
+    let storage = db.notes().await;
+    let big = "x".repeat(2_000);
+    exec(
+        &db,
+        &storage,
+        &format!(
+            "INSERT INTO notes (id, owner_id, list_id, title, done, position)
+             SELECT 'n' || lpad(i::text, 3, '0'), 'alice', 'l1', '{big}', false, i FROM generate_series(1, 60) AS i"
+        ),
+    )
+    .await;
+    let small =
+        PostgresStorage::new(db.pool.clone(), std::sync::Arc::new(example_notes::app())).with_page_bytes(10_000);
+    let pages = pull_all(&small, "alice", None, 1_000).await;
+    let mut seen = BTreeSet::new();
+    for page in &pages[..pages.len() - 1] {
+        assert!(page.has_more);
+        assert!((1..=5).contains(&page.changes.len()), "a page of {} rows of 2 kB", page.changes.len());
+    }
+    for page in &pages {
+        for change in &page.changes {
+            assert!(seen.insert(change.row["id"].to_string()), "{} twice", change.row["id"]);
+        }
+    }
+    assert_eq!(seen.len(), 60, "every note, once, in {} pages", pages.len());
+    // A row larger than the budget still goes, alone.
+    let tiny = PostgresStorage::new(db.pool.clone(), std::sync::Arc::new(example_notes::app())).with_page_bytes(10);
+    let page = pull_with(&tiny, "alice", None, None, Some(1_000)).await;
+    assert_eq!(page.changes.len(), 1);
+    assert!(page.has_more);
 }

@@ -10,6 +10,8 @@ mod pull;
 mod push;
 mod selection;
 mod sql;
+#[cfg(test)]
+mod test_db;
 mod values;
 
 use std::collections::BTreeSet;
@@ -24,7 +26,7 @@ use sqlx::PgPool;
 use sqlx::postgres::PgPoolOptions;
 
 pub use provision::{SCHEMA_VERSION, provision_plan};
-pub use pull::{DEFAULT_PULL_LIMIT, MAX_PULL_LIMIT};
+pub use pull::{DEFAULT_PAGE_BYTES, DEFAULT_PULL_LIMIT, MAX_PULL_LIMIT};
 pub use push::MAX_CLOCK_LEAD_MS;
 
 use super::{OpenStorage, Pushed, Stats, Storage};
@@ -36,7 +38,7 @@ use selection::Sql;
 ///
 /// Always name the user in the URL: with none, the driver connects as `anonymous`.
 pub fn postgres(url: impl Into<String>) -> Postgres {
-    Postgres { url: url.into(), max_connections: 16, pool: None }
+    Postgres { url: url.into(), max_connections: 16, pool: None, page_bytes: DEFAULT_PAGE_BYTES }
 }
 
 /// Create the database `url` names when it does not exist (connecting to the server's
@@ -75,12 +77,20 @@ pub struct Postgres {
     url: String,
     max_connections: u32,
     pool: Option<PgPool>,
+    page_bytes: usize,
 }
 
 impl Postgres {
     /// The most connections the pool opens (default 16).
     pub fn max_connections(mut self, n: u32) -> Self {
         self.max_connections = n.max(1);
+        self
+    }
+
+    /// The most row data a pull page carries, in bytes (default [`DEFAULT_PAGE_BYTES`]); a page
+    /// that would carry more ends early with `hasMore`. A page always takes at least one row.
+    pub fn page_bytes(mut self, bytes: usize) -> Self {
+        self.page_bytes = bytes.max(1);
         self
     }
 
@@ -101,7 +111,7 @@ impl Postgres {
                 .await
                 .map_err(|e| Error::Config(format!("cannot connect to Postgres: {e}")))?,
         };
-        Ok(PostgresStorage::new(pool, app))
+        Ok(PostgresStorage::new(pool, app).with_page_bytes(self.page_bytes))
     }
 }
 
@@ -134,6 +144,8 @@ pub struct PostgresStorage {
     cursor_key: Arc<tokio::sync::OnceCell<crate::cursor::CursorKey>>,
     /// The bucket sets cursors name, as far as this instance has seen them.
     pub(crate) bucket_sets: Arc<Mutex<bucket_sets::SetCache>>,
+    /// The most row data a pull page carries, in bytes.
+    pub(crate) page_bytes: usize,
 }
 
 impl PostgresStorage {
@@ -150,7 +162,14 @@ impl PostgresStorage {
             clock: Arc::new(Mutex::new(HlcClock::new("server"))),
             cursor_key: Arc::new(tokio::sync::OnceCell::new()),
             bucket_sets: Arc::default(),
+            page_bytes: DEFAULT_PAGE_BYTES,
         }
+    }
+
+    /// This store with pull pages of at most `bytes` of row data (see [`Postgres::page_bytes`]).
+    pub fn with_page_bytes(mut self, bytes: usize) -> Self {
+        self.page_bytes = bytes.max(1);
+        self
     }
 
     /// The key that signs this database's cursors.

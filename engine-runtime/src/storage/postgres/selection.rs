@@ -9,24 +9,17 @@
 //! equals the scope column, every constant filter holds, and the row is live (its soft-delete
 //! column is null). Dynamic SQL goes through [`Sql`] (sqlx's `QueryBuilder`): values are bound,
 //! never spliced, and no placeholder is numbered by hand.
+//!
+//! A pull reads a selection's rows with [`push_walk`]: bucket by bucket, each an ordered range
+//! scan of the `(scope, _engine_xid, key)` index bounded by the rows still wanted.
 
 use engine_kernel::{ColumnMeta, SqlType, TableMeta};
 
 use super::sql::{constant, ident, literal, ordered};
 use crate::buckets::{RuleSelection, param_text};
-use crate::cursor::RowPosition;
 
 /// A statement being built, with its bound values.
 pub(crate) type Sql = sqlx::QueryBuilder<sqlx::Postgres>;
-
-/// Which buckets of a selection's rule a predicate asks about.
-#[derive(Debug, Clone, Copy)]
-pub(crate) enum Buckets<'a> {
-    /// One bucket, by its parameter values in parameter order.
-    One(&'a [String]),
-    /// Several buckets, each by its parameter values in parameter order.
-    Many(&'a [Vec<String>]),
-}
 
 /// `alias.column`, quoted.
 pub(crate) fn column(alias: &str, name: &str) -> String {
@@ -39,14 +32,6 @@ pub(crate) fn push_as_column(sql: &mut Sql, column: &ColumnMeta, value: String) 
     sql.push_bind(value);
     if column.sql_type != SqlType::Text {
         sql.push(format_args!("::text::{}", column.sql_type.postgres()));
-    }
-}
-
-/// Bind `values`, parameters' text forms, as an array of `column`'s type.
-fn push_array_as_column(sql: &mut Sql, column: &ColumnMeta, values: Vec<String>) {
-    sql.push_bind(values).push("::text[]");
-    if column.sql_type != SqlType::Text {
-        sql.push(format_args!("::{}[]", column.sql_type.postgres()));
     }
 }
 
@@ -63,53 +48,21 @@ fn fixed_conditions(alias: &str, selection: &RuleSelection) -> Vec<String> {
     filters.chain(ties).collect()
 }
 
-/// The rows of `table` (as `alias`) in `buckets` of `selection`: scope, ties, filters, live.
+/// The rows of `table` (as `alias`) in the bucket of `selection` whose parameters are `params`
+/// (in parameter order): scope, ties, filters, live.
 pub(crate) fn push_selected(
     sql: &mut Sql,
     alias: &str,
     table: &TableMeta,
     selection: &RuleSelection,
-    buckets: Buckets<'_>,
+    params: &[String],
 ) {
-    let scope = selection.scope_columns();
-    let meta = |name: &str| table.column(name).expect("scope columns are columns");
-    match buckets {
-        Buckets::One(params) => {
-            for (i, (name, value)) in scope.iter().zip(params).enumerate() {
-                if i > 0 {
-                    sql.push(" AND ");
-                }
-                sql.push(format_args!("{} = ", column(alias, name)));
-                push_as_column(sql, meta(name), value.clone());
-            }
+    for (i, (name, value)) in selection.scope_columns().iter().zip(params).enumerate() {
+        if i > 0 {
+            sql.push(" AND ");
         }
-        Buckets::Many(params) => match scope {
-            [name] => {
-                sql.push(format_args!("{} = ANY(", column(alias, name)));
-                push_array_as_column(sql, meta(name), params.iter().map(|p| p[0].clone()).collect());
-                sql.push(")");
-            }
-            _ => {
-                let columns: Vec<String> = scope.iter().map(|c| column(alias, c)).collect();
-                sql.push(format_args!("({}) IN (SELECT ", columns.join(", ")));
-                for (i, name) in scope.iter().enumerate() {
-                    let cast = match meta(name).sql_type {
-                        SqlType::Text => String::new(),
-                        other => format!("::{}", other.postgres()),
-                    };
-                    sql.push(format_args!("{}u.p{i}{cast}", if i > 0 { ", " } else { "" }));
-                }
-                sql.push(" FROM unnest(");
-                for i in 0..scope.len() {
-                    if i > 0 {
-                        sql.push(", ");
-                    }
-                    sql.push_bind(params.iter().map(|p| p[i].clone()).collect::<Vec<String>>()).push("::text[]");
-                }
-                let names: Vec<String> = (0..scope.len()).map(|i| format!("p{i}")).collect();
-                sql.push(format_args!(") AS u({}))", names.join(", ")));
-            }
-        },
+        sql.push(format_args!("{} = ", column(alias, name)));
+        push_as_column(sql, table.column(name).expect("scope columns are columns"), value.clone());
     }
     for condition in fixed_conditions(alias, selection).into_iter().chain(live(alias, table)) {
         sql.push(" AND ").push(condition);
@@ -150,33 +103,96 @@ pub(crate) fn stream_order(alias: &str, table: &TableMeta) -> String {
     parts.join(", ")
 }
 
-/// Rows of `table` (as `alias`) after `position` in the change stream's order and below
-/// `horizon`.
-pub(crate) fn push_after(sql: &mut Sql, alias: &str, table: &TableMeta, position: &RowPosition, horizon: u64) {
-    let xid = format!("{alias}._engine_xid");
-    sql.push(format_args!("{xid} < ")).push_bind(horizon.to_string()).push("::text::xid8 AND ");
-    match table.name.cmp(position.table.as_str()) {
-        std::cmp::Ordering::Less => {
-            sql.push(format_args!("{xid} > ")).push_bind(position.xid.to_string()).push("::text::xid8");
-        }
-        std::cmp::Ordering::Greater => {
-            sql.push(format_args!("{xid} >= ")).push_bind(position.xid.to_string()).push("::text::xid8");
-        }
-        std::cmp::Ordering::Equal => {
-            let mut left = vec![xid];
-            left.extend(table.key_columns().map(|c| ordered(alias, c)));
-            sql.push(format_args!("({}) > (", left.join(", ")));
-            sql.push_bind(position.xid.to_string()).push("::text::xid8");
-            for (column, value) in table.key_columns().zip(&position.key) {
-                sql.push(", ");
-                push_as_column(sql, column, param_text(value).unwrap_or_default());
-                if column.sql_type == SqlType::Text {
-                    sql.push("::text COLLATE \"C\"");
-                }
-            }
-            sql.push(")");
-        }
+/// `expression`, a value's text form, as a value of `sql_type`, compared byte-wise when text.
+fn text_as(expression: &str, sql_type: SqlType) -> String {
+    match sql_type {
+        SqlType::Text => format!("{expression} COLLATE \"C\""),
+        SqlType::Bytes => format!("decode({expression}, 'base64')"),
+        other => format!("{expression}::{}", other.postgres()),
     }
+}
+
+/// A value of `sql_type` no key can be before, in its text form: a walk's bound for the buckets
+/// it has not entered yet (their transaction id bound, 0, decides before it is compared).
+fn floor(sql_type: SqlType) -> &'static str {
+    match sql_type {
+        SqlType::Text | SqlType::Bytes => "",
+        SqlType::Uuid => "00000000-0000-0000-0000-000000000000",
+        SqlType::Timestamp => "-infinity",
+        SqlType::Boolean => "false",
+        _ => "0",
+    }
+}
+
+/// One step of a pull's walk through a selection: the rows of transactions from `from` (on) to
+/// `to` (below) in the buckets whose parameters are `buckets`, bucket after bucket in the given
+/// order and in a bucket in the change stream's order, the first bucket after `resume` (the
+/// last row delivered in it: transaction id and key) when given; at most `limit` rows.
+#[derive(Debug)]
+pub(crate) struct WalkStep<'a> {
+    pub(crate) buckets: &'a [Vec<String>],
+    pub(crate) resume: Option<(u64, &'a [serde_json::Value])>,
+    pub(crate) from: u64,
+    pub(crate) to: u64,
+    pub(crate) limit: usize,
+}
+
+/// The `SELECT` of one walk step over `selection` of `table`: each row's columns, then its
+/// transaction id as text, then the 1-based index of its bucket in `step.buckets`.
+///
+/// Per bucket, a `LATERAL` index range scan on `(scope, _engine_xid, key)` that stops at `limit`;
+/// the buckets come in the order of `unnest … WITH ORDINALITY`, which Postgres knows, so the
+/// final order needs only an incremental sort within a bucket and the scan stops as soon as the
+/// page is full: the step costs the rows it returns plus a probe per bucket it passes.
+pub(crate) fn push_walk(sql: &mut Sql, table: &TableMeta, selection: &RuleSelection, step: &WalkStep<'_>) {
+    let scope = selection.scope_columns();
+    let keys: Vec<&ColumnMeta> = table.key_columns().collect();
+    let columns: Vec<String> = table.columns.iter().map(|c| column("r", c.name)).collect();
+    sql.push(format_args!("SELECT {}, r._engine_xid::text, v.i FROM unnest(", columns.join(", ")));
+    for i in 0..scope.len() {
+        sql.push_bind(step.buckets.iter().map(|b| b[i].clone()).collect::<Vec<String>>()).push("::text[], ");
+    }
+    // Where each bucket starts: after the resumed row for the first, anywhere for the others.
+    let resumed = |i: usize| step.resume.filter(|_| i == 0);
+    let xids: Vec<String> = (0..step.buckets.len()).map(|i| resumed(i).map_or(0, |(xid, _)| xid).to_string()).collect();
+    sql.push_bind(xids).push("::text[]");
+    for (k, key) in keys.iter().enumerate() {
+        let bounds: Vec<String> = (0..step.buckets.len())
+            .map(|i| match resumed(i) {
+                Some((_, values)) => values.get(k).and_then(param_text).unwrap_or_default(),
+                None => floor(key.sql_type).to_owned(),
+            })
+            .collect();
+        sql.push(", ").push_bind(bounds).push("::text[]");
+    }
+    let mut names: Vec<String> = (0..scope.len()).map(|i| format!("p{i}")).collect();
+    names.push("x".into());
+    names.extend((0..keys.len()).map(|k| format!("k{k}")));
+    names.push("i".into());
+    sql.push(format_args!(
+        ") WITH ORDINALITY AS v({}) CROSS JOIN LATERAL (SELECT t.* FROM {} AS t WHERE ",
+        names.join(", "),
+        ident(table.name)
+    ));
+    for (i, name) in scope.iter().enumerate() {
+        let sql_type = table.column(name).expect("scope columns are columns").sql_type;
+        let value = match sql_type {
+            SqlType::Text => format!("v.p{i}"),
+            other => format!("v.p{i}::{}", other.postgres()),
+        };
+        sql.push(format_args!("{} = {value} AND ", column("t", name)));
+    }
+    sql.push("t._engine_xid >= ").push_bind(step.from.to_string()).push("::text::xid8 AND t._engine_xid < ");
+    sql.push_bind(step.to.to_string()).push("::text::xid8");
+    let left: Vec<String> = keys.iter().map(|c| ordered("t", c)).collect();
+    let right: Vec<String> = (0..keys.len()).map(|k| text_as(&format!("v.k{k}"), keys[k].sql_type)).collect();
+    sql.push(format_args!(" AND ROW(t._engine_xid, {}) > ROW(v.x::xid8, {})", left.join(", "), right.join(", ")));
+    for condition in fixed_conditions("t", selection).into_iter().chain(live("t", table)) {
+        sql.push(" AND ").push(condition);
+    }
+    let limit = i64::try_from(step.limit).unwrap_or(i64::MAX);
+    sql.push(format_args!(" ORDER BY {} LIMIT ", stream_order("t", table))).push_bind(limit);
+    sql.push(format_args!(") AS r ORDER BY v.i, {} LIMIT ", stream_order("r", table))).push_bind(limit);
 }
 
 #[cfg(test)]

@@ -24,7 +24,7 @@ use super::PgMutatorTx;
 use super::errors::to_kernel;
 use crate::buckets::claim_bucket;
 use crate::storage::postgres::held;
-use crate::storage::postgres::selection::{self, Buckets, Sql};
+use crate::storage::postgres::selection::{self, Sql};
 use crate::storage::postgres::sql::ident;
 
 type KernelResult<T> = engine_kernel::Result<T>;
@@ -112,7 +112,7 @@ impl PgMutatorTx<'_> {
         for selection in self.store.rules.rule_selections(rule.name) {
             let table = self.store.app.table(selection.selection.table).expect("rule tables are app tables");
             sql.push(format_args!(" OR EXISTS (SELECT 1 FROM {} AS t WHERE ", ident(table.name)));
-            selection::push_selected(&mut sql, "t", table, selection, Buckets::One(&params));
+            selection::push_selected(&mut sql, "t", table, selection, &params);
             sql.push(")");
         }
         let had = sql.build_query_scalar::<bool>().fetch_one(self.conn()?).await;

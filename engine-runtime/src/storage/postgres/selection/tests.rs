@@ -3,7 +3,6 @@
 //! exactly the rows whose Rust-side buckets hold the key, the stats query finds exactly their
 //! buckets, and the tracking trigger records exactly the buckets the Rust side says a row left.
 //!
-//! The database server is `ENGINE_TEST_DATABASE_URL` (default: the machine's Postgres).
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -11,46 +10,19 @@ use engine_kernel::{App, BucketKey, Row, SqlType, TableMeta};
 use proptest::prelude::*;
 use proptest::test_runner::{Config, TestCaseError, TestRunner};
 use serde_json::Value;
-use sqlx::{Connection, Executor, PgConnection, PgPool};
+use sqlx::{Executor, PgConnection, PgPool};
 
-use super::{Buckets, Sql, any_bucket, push_selected};
+use super::{Sql, WalkStep, any_bucket, push_selected, push_walk};
 use crate::buckets::{RuleIndex, RuleSelection};
 use crate::storage::Storage;
 use crate::storage::postgres::PostgresStorage;
 use crate::storage::postgres::sql::ident;
+use crate::storage::postgres::test_db::TestDb;
 use crate::storage::postgres::values::{decode_row, push_value};
 
 /// Text values every text column draws from: shared by keys and scope columns so that rows meet
 /// in buckets, and chosen to stress bucket keys (a separator, percent signs, non-ASCII, empty).
 const TEXTS: [&str; 5] = ["alice", "bob", "a/b", "ü %2F", ""];
-
-/// A database of its own, dropped at the end.
-struct TestDb {
-    server: String,
-    name: String,
-    pool: PgPool,
-}
-
-impl TestDb {
-    async fn new() -> TestDb {
-        let server = std::env::var("ENGINE_TEST_DATABASE_URL")
-            .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/postgres?sslmode=disable".into());
-        let name = format!("engine_test_{}", uuid::Uuid::new_v4().simple());
-        let mut admin = PgConnection::connect(&server).await.expect("connect to the test server");
-        admin.execute(sqlx::AssertSqlSafe(format!("CREATE DATABASE {name}"))).await.expect("create the database");
-        let (base, query) = server.split_once('?').map_or((server.as_str(), ""), |(b, q)| (b, q));
-        let url = format!("{}/{name}?{query}", base.rsplit_once('/').map_or(base, |(prefix, _)| prefix));
-        let pool = PgPool::connect(&url).await.expect("connect to the test database");
-        TestDb { server, name, pool }
-    }
-
-    async fn drop(self) {
-        self.pool.close().await;
-        let mut admin = PgConnection::connect(&self.server).await.expect("connect to the test server");
-        let drop = format!("DROP DATABASE IF EXISTS {} WITH (FORCE)", self.name);
-        admin.execute(sqlx::AssertSqlSafe(drop)).await.expect("drop the database");
-    }
-}
 
 /// A value for a column of type `sql_type`, from small pools so that rows collide.
 fn value(sql_type: SqlType, nullable: bool) -> BoxedStrategy<Value> {
@@ -144,16 +116,42 @@ fn candidate_keys(selection: &RuleSelection) -> Vec<BucketKey> {
     keys.into_iter().map(|params| BucketKey::new(selection.rule.name, &params)).collect()
 }
 
-/// The `SELECT` of every column of the rows of `table` in `buckets` of any of `selections`.
-fn selected(table: &'static TableMeta, selections: &[&RuleSelection], buckets: Buckets<'_>) -> Sql {
+/// The `SELECT` of every column of the rows of `table` in the bucket `params` of any of
+/// `selections`.
+fn selected(table: &'static TableMeta, selections: &[&RuleSelection], params: &[String]) -> Sql {
     let columns: Vec<String> = table.columns.iter().map(|c| super::column("t", c.name)).collect();
     let mut sql = Sql::new(format!("SELECT {} FROM {} AS t WHERE false", columns.join(", "), ident(table.name)));
     for selection in selections {
         sql.push(" OR (");
-        push_selected(&mut sql, "t", table, selection, buckets);
+        push_selected(&mut sql, "t", table, selection, params);
         sql.push(")");
     }
     sql
+}
+
+/// The keys of the rows a pull's walk over `selection` finds in the buckets `params`, checking
+/// that it gives them bucket after bucket, each in the change stream's order.
+async fn walked(
+    conn: &mut PgConnection,
+    table: &'static TableMeta,
+    selection: &RuleSelection,
+    params: &[Vec<String>],
+) -> BTreeSet<String> {
+    let step = WalkStep { buckets: params, resume: None, from: 0, to: u64::MAX / 2, limit: 10_000 };
+    let mut sql = Sql::new("");
+    push_walk(&mut sql, table, selection, &step);
+    let rows = sql.build().fetch_all(&mut *conn).await.unwrap();
+    let mut last: Option<(i64, u64)> = None;
+    let mut keys = BTreeSet::new();
+    for row in &rows {
+        let xid: String = sqlx::Row::get(row, table.columns.len());
+        let bucket: i64 = sqlx::Row::get(row, table.columns.len() + 1);
+        let at = (bucket, xid.parse::<u64>().unwrap());
+        assert!(last.is_none_or(|last| last <= at), "the walk goes bucket after bucket, in order");
+        last = Some(at);
+        keys.insert(serde_json::to_string(&key_of(table, &decode_row(table, row).unwrap())).unwrap());
+    }
+    keys
 }
 
 async fn check(app: &App, rules: &RuleIndex, pool: &PgPool, case: &Case) -> Result<(), TestCaseError> {
@@ -181,15 +179,18 @@ async fn check(app: &App, rules: &RuleIndex, pool: &PgPool, case: &Case) -> Resu
             let keys = candidate_keys(selections[0]);
             for key in &keys {
                 let params = key.params();
-                let sql = keys_of(conn, table, selected(table, selections, Buckets::One(&params))).await;
+                let sql = keys_of(conn, table, selected(table, selections, &params)).await;
                 let rust: BTreeSet<String> =
                     buckets.iter().filter(|(_, b)| b.contains(key)).map(|(k, _)| (*k).clone()).collect();
                 prop_assert_eq!(&sql, &rust, "rows of `{}` in bucket `{}`", table.name, key);
             }
-            // Every other key at once.
+            // Every other key at once, as a pull walks them.
             let some: Vec<&BucketKey> = keys.iter().step_by(2).collect();
             let params: Vec<Vec<String>> = some.iter().map(|k| k.params()).collect();
-            let sql = keys_of(conn, table, selected(table, selections, Buckets::Many(&params))).await;
+            let mut sql = BTreeSet::new();
+            for selection in selections {
+                sql.extend(walked(conn, table, selection, &params).await);
+            }
             let rust: BTreeSet<String> = buckets
                 .iter()
                 .filter(|(_, b)| some.iter().any(|k| b.contains(*k)))

@@ -1,0 +1,126 @@
+//! The plan of a pull's walk, pinned on data written as apps write it (many small transactions,
+//! several users, no ANALYZE): per bucket an ordered index range scan under a `LIMIT`, never a
+//! bitmap scan, a sequential scan or a sort of a whole bucket; and the rows it reads stay within
+//! the page plus a bucket's worth, wherever the page starts.
+
+use std::sync::Arc;
+
+use serde_json::Value;
+use sqlx::PgPool;
+
+use super::PLANNER;
+use crate::buckets::RuleIndex;
+use crate::storage::Storage;
+use crate::storage::postgres::PostgresStorage;
+use crate::storage::postgres::selection::{Sql, WalkStep, push_walk};
+use crate::storage::postgres::test_db::TestDb;
+
+/// Ten users, each owning ten lists of 150 notes, written 50 to a transaction.
+async fn write_as_apps_do(pool: &PgPool) {
+    sqlx::raw_sql(
+        "ALTER TABLE notes SET (autovacuum_enabled = false); ALTER TABLE lists SET (autovacuum_enabled = false)",
+    )
+    .execute(pool)
+    .await
+    .unwrap();
+    let mut n = 0;
+    for _ in 0..300 {
+        let mut batch = String::from("BEGIN;");
+        for _ in 0..50 {
+            let (user, list) = (n % 10, n % 100);
+            batch.push_str(&format!(
+                "INSERT INTO notes (id, owner_id, list_id, title, done, position) VALUES ('n{n:05}', 'u{user}', 'l{list}', 't', false, {n});"
+            ));
+            n += 1;
+        }
+        batch.push_str("COMMIT;");
+        sqlx::raw_sql(sqlx::AssertSqlSafe(batch)).execute(pool).await.unwrap();
+    }
+}
+
+/// Every node of a JSON plan, with the node types above it.
+fn nodes<'p>(plan: &'p Value, above: &mut Vec<String>, out: &mut Vec<(Vec<String>, &'p Value)>) {
+    out.push((above.clone(), plan));
+    above.push(plan["Node Type"].as_str().unwrap_or_default().to_owned());
+    for child in plan["Plans"].as_array().into_iter().flatten() {
+        nodes(child, above, out);
+    }
+    above.pop();
+}
+
+async fn explain(pool: &PgPool, step: &WalkStep<'_>, rule: &str) -> Value {
+    let app = example_notes::app();
+    let rules = RuleIndex::new(&app);
+    let selection = rules.selections("notes").iter().find(|s| s.rule.name == rule).unwrap().clone();
+    let table = app.table("notes").unwrap();
+    let mut sql = Sql::new("EXPLAIN (ANALYZE, FORMAT JSON) ");
+    push_walk(&mut sql, table, &selection, step);
+    let mut tx = pool.begin().await.unwrap();
+    sqlx::raw_sql(PLANNER).execute(&mut *tx).await.unwrap();
+    let plan: Value = sql.build_query_scalar().fetch_one(&mut *tx).await.unwrap();
+    tx.rollback().await.unwrap();
+    plan[0]["Plan"].clone()
+}
+
+/// The plan reads `notes` only by ordered index scans under a `LIMIT`, sorts nothing but within
+/// a bucket, and reads at most `most` rows.
+fn assert_walks(plan: &Value, most: u64) {
+    let mut all = Vec::new();
+    nodes(plan, &mut Vec::new(), &mut all);
+    let mut read = 0;
+    for (above, node) in &all {
+        let kind = node["Node Type"].as_str().unwrap_or_default();
+        assert!(!kind.starts_with("Bitmap"), "no bitmap scan: {plan:#}");
+        assert_ne!(kind, "Sort", "no sort of a whole bucket: {plan:#}");
+        assert_ne!(kind, "Seq Scan", "no sequential scan: {plan:#}");
+        if node["Relation Name"] == "notes" {
+            assert_eq!(kind, "Index Scan", "{plan:#}");
+            assert!(above.iter().any(|k| k == "Limit"), "each bucket's scan stops at the page: {plan:#}");
+            read += node["Actual Rows"].as_u64().unwrap() * node["Actual Loops"].as_u64().unwrap();
+        }
+    }
+    assert!(read <= most, "read {read} rows of notes, at most {most} expected: {plan:#}");
+}
+
+#[test]
+fn a_page_of_the_walk_reads_what_it_delivers_plus_a_bucket() {
+    let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+    runtime.block_on(async {
+        let db = TestDb::new().await;
+        let storage = PostgresStorage::new(db.pool.clone(), Arc::new(example_notes::app()));
+        storage.provision().await.unwrap();
+        write_as_apps_do(&db.pool).await;
+        let analyzed: Option<f32> =
+            sqlx::query_scalar("SELECT reltuples FROM pg_class WHERE relname = 'notes'").fetch_one(&db.pool).await.unwrap();
+        assert_eq!(analyzed, Some(-1.0), "the planner has no statistics of notes");
+
+        // A bootstrap of one owner's 1,500 notes, in pages of 500.
+        let own = vec![vec!["u3".to_owned()]];
+        let first = explain(&db.pool, &WalkStep { buckets: &own, resume: None, from: 0, to: u64::MAX / 2, limit: 500 }, "own").await;
+        assert_walks(&first, 500);
+        assert_eq!(first["Actual Rows"], 500);
+        // A later page, resumed after the owner's 1,200th note, reads no more than the first.
+        let (xid, id): (String, String) = sqlx::query_as(
+            "SELECT _engine_xid::text, id FROM notes WHERE owner_id = 'u3' ORDER BY _engine_xid, id COLLATE \"C\" OFFSET 1199 LIMIT 1",
+        )
+        .fetch_one(&db.pool)
+        .await
+        .unwrap();
+        let key = [Value::from(id)];
+        let deep = WalkStep { buckets: &own, resume: Some((xid.parse().unwrap(), &key[..])), from: 0, to: u64::MAX / 2, limit: 500 };
+        let plan = explain(&db.pool, &deep, "own").await;
+        assert_walks(&plan, 500);
+        assert_eq!(plan["Actual Rows"], 300, "the rest of the bucket");
+
+        // All 100 lists shared with one actor: a page of 500 passes four lists of 150 notes.
+        let lists: Vec<Vec<String>> = (0..100).map(|l| vec![format!("l{l}")]).collect();
+        let shared = explain(&db.pool, &WalkStep { buckets: &lists, resume: None, from: 0, to: u64::MAX / 2, limit: 500 }, "shared").await;
+        assert_walks(&shared, 500 + 150);
+        assert_eq!(shared["Actual Rows"], 500);
+        // Late in the walk, past 90 of the lists: what came before costs nothing.
+        let late = &lists[90..];
+        let step = WalkStep { buckets: late, resume: None, from: 0, to: u64::MAX / 2, limit: 500 };
+        assert_walks(&explain(&db.pool, &step, "shared").await, 500 + 150);
+        db.drop().await;
+    });
+}

@@ -1,0 +1,110 @@
+//! The walk through a group's rows (`docs/design.md` §1): lane by lane (a synced table and one of
+//! its selections, in the order of [`Lane`]), bucket by bucket (in key order), and in a bucket by
+//! transaction id and key, each step one ordered index range scan bounded by the page's room.
+//! A page therefore costs the rows it delivers plus a probe per bucket it passes, however many
+//! rows the table holds and whatever the planner knows of them; the position of the walk goes
+//! in the cursor, so the next page starts where this one ended.
+
+use engine_kernel::{BucketKey, TableMeta};
+use futures_util::TryStreamExt;
+use sqlx::{PgConnection, Row as _};
+
+use super::page::Page;
+use crate::buckets::RuleSelection;
+use crate::cursor::{Group, Lane, WalkPoint};
+use crate::error::{Error, Result};
+use crate::storage::postgres::PostgresStorage;
+use crate::storage::postgres::selection::{self, Sql, WalkStep};
+use crate::storage::postgres::values::decode_row;
+
+/// The lanes of `group`, in walk order: every selection of a synced table whose rule has a
+/// bucket in the group.
+fn lanes<'s>(store: &'s PostgresStorage, group: &Group) -> Vec<(Lane, &'s RuleSelection, &'static TableMeta)> {
+    let mut lanes = Vec::new();
+    for table in store.rules.synced_tables() {
+        for rule_selection in store.rules.selections(table.name) {
+            let rule = rule_selection.rule;
+            if !group.buckets.iter().any(|b| b.rule() == rule.name) {
+                continue;
+            }
+            let index = rule.data.iter().position(|s| std::ptr::eq(s, rule_selection.selection)).unwrap_or(0);
+            let lane = Lane { table: table.name.to_owned(), rule: rule.name.to_owned(), selection: index };
+            lanes.push((lane, rule_selection, table));
+        }
+    }
+    lanes.sort_by(|a, b| a.0.cmp(&b.0));
+    lanes
+}
+
+/// Walk `group` from where its walk stands until the walk is done (`true`) or the page is full
+/// (`false`).
+pub(super) async fn walk(
+    store: &PostgresStorage,
+    conn: &mut PgConnection,
+    group: &mut Group,
+    page: &mut Page<'_>,
+) -> Result<bool> {
+    let lanes = lanes(store, group);
+    let from = group.rows;
+    let walk = group.walk.as_mut().expect("a walk is under way");
+    for (position, (lane, rule_selection, table)) in lanes.iter().enumerate() {
+        if walk.lane.as_ref().is_some_and(|current| lane < current) {
+            continue; // walked already
+        }
+        if walk.lane.as_ref() != Some(lane) {
+            walk.lane = Some(lane.clone());
+            walk.point = None;
+        }
+        // A row an earlier lane of its table put in one of the group's buckets went with that
+        // lane: the rows of the walk's transactions do not change while it goes on.
+        let earlier: Vec<&RuleSelection> =
+            lanes[..position].iter().filter(|(_, _, t)| t.name == table.name).map(|(_, s, _)| *s).collect();
+        let walked_before = |row: &engine_kernel::Row| {
+            earlier.iter().any(|s| s.bucket_of(row).is_some_and(|b| group.buckets.binary_search(&b).is_ok()))
+        };
+        let buckets: Vec<&BucketKey> = group.buckets.iter().filter(|b| b.rule() == rule_selection.rule.name).collect();
+        loop {
+            let limit = page.entries_left();
+            if limit == 0 {
+                return Ok(false);
+            }
+            let ahead: Vec<&BucketKey> = match &walk.point {
+                Some(point) => buckets.iter().copied().filter(|b| *b >= &point.bucket).collect(),
+                None => buckets.clone(),
+            };
+            if ahead.is_empty() {
+                break;
+            }
+            let params: Vec<Vec<String>> = ahead.iter().map(|b| b.params()).collect();
+            let resume = walk.point.as_ref().filter(|p| &p.bucket == ahead[0]).map(|p| (p.xid, p.key.as_slice()));
+            let step = WalkStep { buckets: &params, resume, from, to: walk.to, limit };
+            let mut sql = Sql::new("");
+            selection::push_walk(&mut sql, table, rule_selection, &step);
+            let mut rows = sql.build().fetch(&mut *conn);
+            let mut read = 0;
+            while let Some(row) = rows.try_next().await? {
+                read += 1;
+                let decoded = decode_row(table, &row)?;
+                let again = walked_before(&decoded);
+                if !again && !page.fits(&decoded) {
+                    return Ok(false);
+                }
+                let xid: String = row.try_get(table.columns.len()).map_err(Error::Database)?;
+                let index: i64 = row.try_get(table.columns.len() + 1).map_err(Error::Database)?;
+                let bucket = usize::try_from(index - 1).ok().and_then(|i| ahead.get(i)).ok_or_else(|| {
+                    Error::Internal(format!("a walk step answered bucket {index} of {}", ahead.len()))
+                })?;
+                let key = table.primary_key.iter().map(|k| decoded.get(*k).cloned().unwrap_or_default()).collect();
+                let xid = xid.parse().map_err(|_| Error::Internal(format!("unreadable transaction id {xid}")))?;
+                walk.point = Some(WalkPoint { bucket: (*bucket).clone(), xid, key });
+                if !again {
+                    page.add_row(table, decoded);
+                }
+            }
+            if read < limit {
+                break; // every bucket of the lane is walked
+            }
+        }
+    }
+    Ok(true)
+}
