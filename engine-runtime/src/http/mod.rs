@@ -7,10 +7,13 @@ mod routes;
 use std::sync::Arc;
 
 use axum::Router;
+use axum::body::Body;
 use axum::http::{HeaderValue, Request, StatusCode, header};
+use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use tower_http::request_id::{MakeRequestId, PropagateRequestIdLayer, RequestId, SetRequestIdLayer};
 use tower_http::trace::TraceLayer;
+use tracing::Instrument;
 
 use crate::error::Error;
 use crate::state::ServerState;
@@ -38,6 +41,7 @@ pub(crate) fn router(state: Arc<ServerState>) -> Router {
         .fallback(|| async { Error::NotFound("no such route".into()) })
         .method_not_allowed_fallback(|| async { Error::MethodNotAllowed })
         .with_state(state)
+        .layer(axum::middleware::from_fn(run_to_completion))
         .layer(axum::middleware::map_response(move |response| problem_for_plain_errors(response, body_limit)))
         .layer(PropagateRequestIdLayer::x_request_id());
     // A host app that mounts the router traces requests itself, so the span is asked for.
@@ -46,6 +50,20 @@ pub(crate) fn router(state: Arc<ServerState>) -> Router {
         false => router,
     };
     router.layer(SetRequestIdLayer::x_request_id(MakeUuid))
+}
+
+/// Run the request on a task of its own, to its end even when its client goes away. Dropped
+/// halfway, a handler could leave a pooled database session inside a transaction (sqlx does not
+/// roll back a `BEGIN` cancelled before its answer arrived, and every later borrower of that
+/// session fails), and a push cancelled after its commit would ping no one.
+async fn run_to_completion(request: Request<Body>, next: Next) -> Response {
+    match tokio::spawn(next.run(request).in_current_span()).await {
+        Ok(response) => response,
+        Err(err) => {
+            tracing::error!(error = %err, "a request's task failed");
+            Error::Internal("the request's task failed".into()).into_response()
+        }
+    }
 }
 
 /// The span of one request: its method, path and request id, and the actor once known.
