@@ -35,6 +35,8 @@ pub mod storage;
 mod stream;
 
 pub use auth::{Authenticated, BearerTokenAuth, EngineAuth, issue_bearer_token};
+/// The boxed future [`EngineAuth`]'s methods return.
+pub use engine_kernel::BoxFuture;
 pub use error::{Error, Result};
 pub use jobs::{JobCtx, JobError, JobQueue, Jobs};
 pub use limits::{Limits, StreamLimits};

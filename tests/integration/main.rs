@@ -6,6 +6,7 @@ mod support;
 mod blobs;
 mod client;
 mod contract;
+mod examples;
 mod hostile;
 mod jobs;
 mod layers;

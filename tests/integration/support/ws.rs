@@ -45,17 +45,22 @@ impl Ws {
     /// Connect (heartbeating when authenticated at the handshake); the handshake's HTTP status
     /// on refusal.
     pub(crate) async fn connect(addr: SocketAddr, auth: Auth<'_>) -> Result<Ws, u16> {
+        Self::connect_at(addr, "/sync/stream", auth).await
+    }
+
+    /// Connect to the stream at `path` (an engine nested under a prefix).
+    pub(crate) async fn connect_at(addr: SocketAddr, path: &str, auth: Auth<'_>) -> Result<Ws, u16> {
         let heartbeat = !matches!(auth, Auth::None);
-        Self::open(addr, auth, heartbeat).await
+        Self::open(addr, path, auth, heartbeat).await
     }
 
     /// Connect without heartbeating: a socket that falls silent.
     pub(crate) async fn connect_silent(addr: SocketAddr, auth: Auth<'_>) -> Result<Ws, u16> {
-        Self::open(addr, auth, false).await
+        Self::open(addr, "/sync/stream", auth, false).await
     }
 
-    async fn open(addr: SocketAddr, auth: Auth<'_>, heartbeat: bool) -> Result<Ws, u16> {
-        let mut request = format!("ws://{addr}/sync/stream").into_client_request().unwrap();
+    async fn open(addr: SocketAddr, path: &str, auth: Auth<'_>, heartbeat: bool) -> Result<Ws, u16> {
+        let mut request = format!("ws://{addr}{path}").into_client_request().unwrap();
         let mut protocols = "engine.v1".to_owned();
         match auth {
             Auth::Header(token) => {
