@@ -7,14 +7,16 @@ use std::sync::{Arc, Mutex};
 
 use axum::Router;
 use axum::routing::get;
-use engine::auth::{Authenticated, BearerTokenAuth};
-use engine::server::{Server, ServerBuilder};
+use engine::Actor;
+use engine::auth::{Authenticated, BearerTokenAuth, EngineAuth};
+use engine::server::{BoxFuture, Server, ServerBuilder};
 use reqwest::StatusCode;
 use serde_json::Value;
 use tracing::span::{Attributes, Id, Record};
 use tracing::{Event, Metadata, Subscriber};
 
 use crate::support::server::SECRET;
+use crate::support::ws::{Auth, Ws};
 use crate::support::{TestDb, TestServer};
 
 const PULL: &str = r#"{"clientId":"0192f0e0-0000-7000-8000-000000000001"}"#;
@@ -168,4 +170,44 @@ async fn host_routes_authenticate_with_the_engines_auth_and_refuse_as_it_does() 
         assert_eq!(host["code"], "unauthenticated");
         assert_eq!(host, engine, "the same problem document");
     }
+}
+
+/// A host's auth that knows its users by a session cookie (here the cookie names the user).
+struct SessionCookies;
+
+impl EngineAuth for SessionCookies {
+    fn resolve<'a>(&'a self, request: &'a axum::http::request::Parts) -> BoxFuture<'a, Option<Actor>> {
+        Box::pin(async move {
+            let cookies = request.headers.get("cookie")?.to_str().ok()?;
+            let user = cookies.split(';').find_map(|c| c.trim().strip_prefix("session="))?;
+            Some(Actor::new(user, user))
+        })
+    }
+
+    fn resolve_token<'a>(&'a self, _token: &'a str) -> BoxFuture<'a, Option<Actor>> {
+        Box::pin(async { None })
+    }
+}
+
+#[tokio::test]
+async fn the_stream_knows_a_socket_by_the_hosts_own_credentials() {
+    let db = TestDb::new().await;
+    let engine = engine(&db, |b| b.auth(SessionCookies)).await;
+    let server = TestServer::serve(Router::new().nest("/sync-api", engine.router())).await;
+    let mut socket = Ws::connect_at(server.addr, "/sync-api/sync/stream", Auth::Cookie("session=alice"))
+        .await
+        .expect("the stream upgrades");
+    let push = r#"{"clientId":"0192f0e0-0000-7000-8000-000000000001","mutations":[{"mutationId":1,"clientMutationId":"0192f0e0-0000-7000-8000-00000000a001","name":"create_list","args":{"title":"Groceries"}}]}"#;
+    let response = server
+        .http
+        .post(server.url("/sync-api/sync/push"))
+        .header("cookie", "session=alice")
+        .header("content-type", "application/json")
+        .body(push)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), StatusCode::OK);
+    let ping = socket.expect("ping", std::time::Duration::from_secs(3)).await;
+    assert_eq!(ping["bucket"], "own/alice", "the socket was alice's from its handshake on");
 }

@@ -35,7 +35,9 @@ fn subprotocol_token(headers: &HeaderMap) -> Option<String> {
 }
 
 /// Upgrade to the stream. A token in the `Authorization` header or the `bearer.` subprotocol is
-/// checked now (401 when bad); without one, the socket must authenticate in its first frame.
+/// checked now (401 when bad). Without one, the server's auth may still know the request by
+/// other credentials (a host app's session cookie, say); otherwise the socket must authenticate
+/// in its first frame.
 pub(crate) async fn stream(State(state): State<Arc<ServerState>>, upgrade: WebSocketUpgrade, parts: Parts) -> Response {
     let actor = if crate::auth::bearer_token(&parts).is_some() {
         match state.auth.resolve(&parts).await {
@@ -50,7 +52,7 @@ pub(crate) async fn stream(State(state): State<Arc<ServerState>>, upgrade: WebSo
             }
         }
     } else {
-        None
+        state.auth.resolve(&parts).await
     };
     if let Some(actor) = &actor
         && state.hub.sockets_of(&actor.user_id) >= state.stream_limits.sockets_per_actor

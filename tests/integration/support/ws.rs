@@ -25,6 +25,8 @@ pub(crate) enum Auth<'a> {
     Subprotocol(&'a str),
     /// Nothing at the handshake (an `auth` frame must follow).
     None,
+    /// A `Cookie` header, for a server whose auth reads cookies.
+    Cookie(&'a str),
 }
 
 pub(crate) struct Ws {
@@ -69,6 +71,9 @@ impl Ws {
                     .insert("authorization", HeaderValue::from_str(&format!("Bearer {token}")).unwrap());
             }
             Auth::Subprotocol(token) => protocols.push_str(&format!(", bearer.{token}")),
+            Auth::Cookie(cookie) => {
+                request.headers_mut().insert("cookie", HeaderValue::from_str(cookie).unwrap());
+            }
             Auth::None => {}
         }
         request.headers_mut().insert("sec-websocket-protocol", HeaderValue::from_str(&protocols).unwrap());
