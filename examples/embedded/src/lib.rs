@@ -11,7 +11,7 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use axum::extract::FromRef;
+use axum::extract::{FromRef, State};
 use axum::http::header::AUTHORIZATION;
 use axum::http::request::Parts;
 use axum::routing::get;
@@ -85,10 +85,7 @@ pub fn host_app(engine: &Server) -> Router {
 
 /// Who the caller is, by the same auth the engine's routes use; without a valid key, the
 /// engine's 401 problem document.
-async fn me(
-    Authenticated(actor): Authenticated,
-    axum::extract::State(host): axum::extract::State<HostState>,
-) -> Json<Value> {
+async fn me(Authenticated(actor): Authenticated, State(host): State<HostState>) -> Json<Value> {
     Json(json!({"service": host.name, "userId": actor.user_id, "ownerId": actor.owner_id}))
 }
 
