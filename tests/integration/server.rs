@@ -417,9 +417,9 @@ async fn slow_database(upstream: (String, u16), delay: Duration) -> u16 {
 }
 
 /// Clients that give up on requests midway (a timeout, a closed app) must not leave a pooled
-/// database session inside a transaction, or every later borrower of it fails. The server's one
-/// connection reaches the database through a slow relay, and requests are abandoned at
-/// moments spread over a pull's round trips, so some land while a transaction begins.
+/// database session inside a transaction, or every later borrower of it fails. The server's two
+/// connections reach the database through a slow relay, and requests are abandoned at moments
+/// spread over a pull's round trips, so some land while a transaction begins.
 #[tokio::test]
 async fn requests_abandoned_midway_leave_no_session_in_a_transaction() {
     use std::str::FromStr;
@@ -428,11 +428,12 @@ async fn requests_abandoned_midway_leave_no_session_in_a_transaction() {
     let options = sqlx::postgres::PgConnectOptions::from_str(&db.url).unwrap();
     let relay = slow_database((options.get_host().to_owned(), options.get_port()), Duration::from_millis(2)).await;
     let pool = sqlx::postgres::PgPoolOptions::new()
-        .max_connections(1)
+        .max_connections(2)
         .connect_with(options.host("127.0.0.1").port(relay))
         .await
         .unwrap();
     let server = TestServer::start(&db, |b| b.storage(engine::storage::postgres("unused").pool(pool))).await;
+    assert_eq!(server.post("/sync/pull", Some("alice"), PULL).await.status(), StatusCode::OK);
     let token = TestServer::token("alice");
     let http = reqwest::Client::new();
     for i in 0..150u64 {
