@@ -13,9 +13,9 @@ use crate::error::{Error, Result};
 use crate::presence::{PresenceEvent, PresenceState};
 use crate::remote::Remote;
 use crate::settings::{Reconnect, Settings};
+use crate::state::{ClientState, lock};
 use crate::status::Status;
 use crate::store::{Quarantined, Queued, Store, StoreLocation};
-use crate::sync::{Inner, lock, spawn};
 
 /// A client of an engine server: a durable local copy of the actor's buckets that takes writes
 /// offline and converges when it reconnects. Cheap to clone; background work stops when the last
@@ -36,14 +36,14 @@ use crate::sync::{Inner, lock, spawn};
 /// ```
 #[derive(Debug, Clone)]
 pub struct Client {
-    inner: Arc<Inner>,
+    inner: Arc<ClientState>,
     _lifetime: Arc<Lifetime>,
 }
 
 /// Stops the background tasks when the last handle goes.
 #[derive(Debug)]
 struct Lifetime {
-    inner: Arc<Inner>,
+    inner: Arc<ClientState>,
     tasks: Vec<tokio::task::JoinHandle<()>>,
 }
 
@@ -168,10 +168,16 @@ impl ClientBuilder {
         self.settings.check()?;
         let remote = Remote::new(&self.server_url, auth)?;
         let store = Store::open(&self.store, app, actor).await?;
-        let inner = Arc::new(Inner::new(store, remote, self.settings));
+        let inner = Arc::new(ClientState::new(store, remote, self.settings));
         inner.refresh_status().await;
         inner.refresh_held(std::collections::BTreeSet::new()).await?;
-        let tasks = if inner.settings.background { spawn(&inner) } else { Vec::new() };
+        let mut tasks = Vec::new();
+        if inner.settings.background {
+            tasks.extend(crate::sync::spawn(&inner));
+            if inner.settings.realtime {
+                tasks.push(tokio::spawn(crate::stream::run(inner.clone())));
+            }
+        }
         let lifetime = Lifetime { inner: inner.clone(), tasks };
         Ok(Client { inner, _lifetime: Arc::new(lifetime) })
     }

@@ -5,6 +5,7 @@
 //!   [`Collection`]s and [`LiveQuery`]s, presence, status.
 //! - `store`: the local SQLite store — the view the app reads, the confirmed base, the outbox,
 //!   the quarantine; pull pages applied atomically, and the rebase of pending mutations.
+//! - `state`: what the handle and the background tasks share.
 //! - `sync`: pushing and pulling, classified by the protocol, and the background loops.
 //! - `stream`: the reconnecting WebSocket that turns pings into pulls and keeps presence.
 //! - [`auth`]: credentials ([`AuthProvider`], [`BearerToken`]).
@@ -26,6 +27,7 @@ mod error;
 mod presence;
 mod remote;
 mod settings;
+mod state;
 mod status;
 mod store;
 mod stream;

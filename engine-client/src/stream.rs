@@ -22,7 +22,7 @@ use tokio_tungstenite::{MaybeTlsStream, WebSocketStream};
 use crate::backoff::Backoff;
 use crate::error::{Error, Result};
 use crate::presence::{Presence, PresenceEvent};
-use crate::sync::{Inner, lock};
+use crate::state::{ClientState, lock};
 
 type Socket = WebSocketStream<MaybeTlsStream<TcpStream>>;
 
@@ -37,7 +37,7 @@ enum End {
     Reconnect,
 }
 
-pub(crate) async fn run(inner: Arc<Inner>) {
+pub(crate) async fn run(inner: Arc<ClientState>) {
     let reconnect = inner.settings.reconnect.clone();
     let mut backoff = Backoff::new(reconnect.backoff_base, reconnect.backoff_max);
     let mut shutdown = inner.shutdown.subscribe();
@@ -80,7 +80,7 @@ pub(crate) async fn run(inner: Arc<Inner>) {
     }
 }
 
-async fn connect(inner: &Inner) -> Result<Socket> {
+async fn connect(inner: &ClientState) -> Result<Socket> {
     let mut url = inner.remote.url("sync/stream");
     let scheme = if url.scheme() == "https" { "wss" } else { "ws" };
     url.set_scheme(scheme).map_err(|()| Error::Config(format!("no WebSocket URL for {url}")))?;
@@ -145,7 +145,7 @@ impl Pace {
     }
 }
 
-async fn session(inner: &Inner, socket: Socket, shutdown: &mut tokio::sync::watch::Receiver<bool>) -> End {
+async fn session(inner: &ClientState, socket: Socket, shutdown: &mut tokio::sync::watch::Receiver<bool>) -> End {
     let (mut sink, mut stream) = socket.split();
     let mut held = inner.held.subscribe();
     let mut told = Told::default();
@@ -285,7 +285,7 @@ fn plan(
     Step::Frames { frames }
 }
 
-fn handle(inner: &Inner, told: &Told, text: &str) {
+fn handle(inner: &ClientState, told: &Told, text: &str) {
     let frame: ServerFrame = match serde_json::from_str(text) {
         Ok(frame) => frame,
         Err(err) => {

@@ -1,5 +1,6 @@
-//! Limits a user can rely on (DESIGN.md §4), each configurable: the request body size, and a
-//! per-actor request rate (governor's token bucket, keyed by user id).
+//! Limits a user can rely on (DESIGN.md §4), each configurable: the request body size, a
+//! per-actor request rate (governor's token bucket, keyed by user id), and the limits of stream
+//! connections ([`StreamLimits`]).
 
 use std::num::NonZeroU32;
 use std::sync::Arc;
@@ -78,5 +79,39 @@ impl RateLimit {
     pub(crate) fn housekeep(&self) {
         self.limiter.retain_recent();
         self.limiter.shrink_to_fit();
+    }
+}
+
+/// Limits of stream connections (DESIGN.md §4 and decision 8).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct StreamLimits {
+    /// The largest frame a client may send (1009 beyond it).
+    pub max_frame_bytes: usize,
+    /// Frames a second a socket may send on average (1008 beyond it).
+    pub frames_per_second: u32,
+    /// Frames a socket may send at once.
+    pub frame_burst: u32,
+    /// Sockets one actor may hold on one server instance.
+    pub sockets_per_actor: usize,
+    /// How long a socket without credentials has to send its `auth` frame.
+    pub auth_deadline: Duration,
+    /// The largest presence meta, serialized.
+    pub max_meta_bytes: usize,
+    /// How long pings of a socket are gathered before they are sent (one per bucket).
+    pub ping_window: Duration,
+}
+
+impl Default for StreamLimits {
+    fn default() -> Self {
+        StreamLimits {
+            max_frame_bytes: 64 * 1024,
+            frames_per_second: 20,
+            frame_burst: 50,
+            sockets_per_actor: 16,
+            auth_deadline: Duration::from_secs(5),
+            max_meta_bytes: 1024,
+            ping_window: Duration::from_millis(10),
+        }
     }
 }

@@ -7,19 +7,22 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use axum::Router;
+use axum::serve::{Listener, ListenerExt};
 use engine_kernel::{Actor, App};
-use tokio::net::TcpListener;
+use tokio::net::{TcpListener, TcpStream};
 
 use crate::auth::EngineAuth;
 use crate::blob::Blobs;
+use crate::contract::ServedContract;
 use crate::error::{Error, Result};
-use crate::http::{self, AdminCriterion, Shared, State};
+use crate::http;
+use crate::hub::Hub;
 use crate::jobs::Jobs;
-use crate::limits::{Limits, RateLimit};
+use crate::limits::{Limits, RateLimit, StreamLimits};
 use crate::observer::{NoObserver, Observer};
-use crate::realtime::{OpenRealtime, in_process};
+use crate::realtime::{OpenRealtime, PresenceSettings, in_process};
+use crate::state::{AdminCriterion, Background, ServerState};
 use crate::storage::{OpenStorage, Storage, postgres};
-use crate::stream::{Hub, StreamLimits};
 
 /// How long tombstones are kept by default: clients away longer start their buckets afresh.
 pub const DEFAULT_TOMBSTONE_RETENTION: Duration = Duration::from_secs(7 * 24 * 3600);
@@ -35,26 +38,38 @@ pub enum Provisioning {
     Verify,
 }
 
-/// Presence settings.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-#[non_exhaustive]
-pub struct PresenceSettings {
-    /// A connection silent for this long leaves every bucket it was present in.
-    pub heartbeat_timeout: Duration,
-}
-
-impl Default for PresenceSettings {
-    fn default() -> Self {
-        PresenceSettings { heartbeat_timeout: Duration::from_secs(30) }
-    }
-}
-
 enum StorageSource {
     Open(Box<dyn OpenStorage>),
     Ready(Arc<dyn Storage>),
 }
 
 /// Builds a [`Server`]. Start with [`Server::builder`].
+///
+/// # Mounting in an existing service
+///
+/// [`Server::router`] nests under a prefix of a host app beside its own routes and layers:
+///
+/// - The router opens no span of its own, so it does not duplicate the host's `TraceLayer`;
+///   [`trace_requests`](Self::trace_requests) asks for one. Either way every response carries an
+///   `x-request-id` (the request's own, or a new UUID v7).
+/// - The served contract names the prefix in `servers`: the one the router is nested under, or
+///   the one given to [`mount_prefix`](Self::mount_prefix).
+/// - Serve the host app with `TCP_NODELAY` on accepted connections ([`tcp_nodelay`]), as
+///   [`Server::serve`] does: otherwise the second of two small WebSocket frames in a row waits
+///   for the client's delayed acknowledgement, about 40 ms.
+/// - The host's own routes authenticate with the engine's auth through the
+///   [`Authenticated`](crate::auth::Authenticated) extractor, given [`Server::auth`] as state.
+///
+/// ```no_run
+/// # async fn run(engine: engine_runtime::Server) -> std::io::Result<()> {
+/// use axum::Router;
+/// use axum::routing::get;
+///
+/// let host = Router::new().route("/health", get(|| async { "ok" })).nest("/sync-api", engine.router());
+/// let listener = tokio::net::TcpListener::bind("127.0.0.1:8080").await?;
+/// axum::serve(engine_runtime::tcp_nodelay(listener), host).await
+/// # }
+/// ```
 #[must_use]
 pub struct ServerBuilder {
     app: Option<App>,
@@ -70,6 +85,8 @@ pub struct ServerBuilder {
     tombstone_retention: Duration,
     jobs: Option<Jobs>,
     blobs: Option<Blobs>,
+    trace_requests: bool,
+    mount_prefix: Option<String>,
 }
 
 impl std::fmt::Debug for ServerBuilder {
@@ -79,6 +96,8 @@ impl std::fmt::Debug for ServerBuilder {
             .field("provisioning", &self.provisioning)
             .field("jobs", &self.jobs)
             .field("blobs", &self.blobs)
+            .field("trace_requests", &self.trace_requests)
+            .field("mount_prefix", &self.mount_prefix)
             .finish_non_exhaustive()
     }
 }
@@ -179,6 +198,23 @@ impl ServerBuilder {
         self
     }
 
+    /// Open a `tracing` span per request (`request`, with the method, path, request id and
+    /// actor), for a server that runs alone. Off by default: a host app that mounts the router
+    /// traces requests itself.
+    pub fn trace_requests(mut self, trace: bool) -> Self {
+        self.trace_requests = trace;
+        self
+    }
+
+    /// The path prefix (`/sync-api`) or URL clients reach the routes under, which the served
+    /// contract names in `servers`. By default it is the prefix the router is nested under in
+    /// the host app (`Router::nest`), and none at the root; set it when something between the
+    /// clients and the host changes the path, such as a proxy that strips a prefix.
+    pub fn mount_prefix(mut self, prefix: impl Into<String>) -> Self {
+        self.mount_prefix = Some(prefix.into());
+        self
+    }
+
     /// Open the store, provision (or verify) the database, and assemble the server.
     pub async fn build(self) -> Result<Server> {
         let app = Arc::new(self.app.ok_or_else(|| Error::Config("the server needs an app: `.app(…)`".into()))?);
@@ -201,15 +237,14 @@ impl ServerBuilder {
             Some(jobs) => Some(jobs.start(storage.clone()).await?),
             None => None,
         };
-        let contract =
-            serde_json::to_vec(&engine_kernel::contract(&app)).map_err(|e| Error::Internal(e.to_string()))?;
+        let contract = ServedContract::new(&app, self.mount_prefix)?;
         let rate_limit = RateLimit::new(&self.limits);
         let realtime =
             self.realtime.unwrap_or_else(|| Box::new(in_process())).open(self.presence.heartbeat_timeout).await?;
         let hub = Hub::new();
         let mut background = Background::start(storage.clone(), rate_limit.clone(), self.tombstone_retention);
-        background.0.push(hub.start(&realtime, storage.clone()));
-        let shared = Shared {
+        background.add(hub.start(&realtime, storage.clone()));
+        let state = ServerState {
             storage,
             hub,
             stream_limits: self.stream_limits,
@@ -220,62 +255,19 @@ impl ServerBuilder {
             rate_limit,
             body_limit: self.limits.body_bytes,
             admin: self.admin,
-            contract: contract.into(),
+            contract,
+            trace_requests: self.trace_requests,
+            blobs: self.blobs,
             _background: background,
             _jobs: jobs,
-            blobs: self.blobs,
         };
-        Ok(Server { state: State(Arc::new(shared)) })
-    }
-}
-
-/// Background work of a server, stopped when the last router holding it is dropped.
-pub(crate) struct Background(Vec<tokio::task::AbortHandle>);
-
-impl Background {
-    fn start(storage: Arc<dyn Storage>, rate_limit: Option<RateLimit>, retention: Duration) -> Self {
-        let mut tasks = Vec::new();
-        tasks.push(
-            tokio::spawn(async move {
-                let mut every = tokio::time::interval(Duration::from_secs(3600));
-                loop {
-                    every.tick().await;
-                    match storage.collect_garbage(retention).await {
-                        Ok(0) => {}
-                        Ok(n) => tracing::info!(tombstones = n, "collected tombstones"),
-                        Err(err) => tracing::warn!(error = %err, "collecting tombstones failed"),
-                    }
-                }
-            })
-            .abort_handle(),
-        );
-        if let Some(limit) = rate_limit {
-            tasks.push(
-                tokio::spawn(async move {
-                    let mut every = tokio::time::interval(Duration::from_secs(60));
-                    loop {
-                        every.tick().await;
-                        limit.housekeep();
-                    }
-                })
-                .abort_handle(),
-            );
-        }
-        Background(tasks)
-    }
-}
-
-impl Drop for Background {
-    fn drop(&mut self) {
-        for task in &self.0 {
-            task.abort();
-        }
+        Ok(Server { state: Arc::new(state) })
     }
 }
 
 /// A sync server for one app.
 pub struct Server {
-    state: State,
+    state: Arc<ServerState>,
 }
 
 impl std::fmt::Debug for Server {
@@ -301,15 +293,23 @@ impl Server {
             tombstone_retention: DEFAULT_TOMBSTONE_RETENTION,
             jobs: None,
             blobs: None,
+            trace_requests: false,
+            mount_prefix: None,
         }
     }
 
     /// The routes of the protocol as an axum router, to serve alone or to `nest` under a prefix
-    /// of an existing service beside its own routes. Serve it with `TCP_NODELAY` on accepted
-    /// connections (as [`serve`](Self::serve) does), or small WebSocket frames wait for delayed
-    /// acknowledgements.
+    /// of an existing service beside its own routes ([mounting](ServerBuilder#mounting-in-an-existing-service)).
+    /// Serve it with `TCP_NODELAY` on accepted connections ([`tcp_nodelay`]), or small
+    /// WebSocket frames wait for delayed acknowledgements.
     pub fn router(&self) -> Router {
         http::router(self.state.clone())
+    }
+
+    /// The auth the server's routes resolve actors with: the state a host app's routes give
+    /// the [`Authenticated`](crate::auth::Authenticated) extractor.
+    pub fn auth(&self) -> Arc<dyn EngineAuth> {
+        self.state.auth.clone()
     }
 
     /// The store the server serves from.
@@ -329,18 +329,24 @@ impl Server {
         if let Some(addr) = addr {
             tracing::info!(%addr, "serving");
         }
-        // Pings and presence are small frames: without TCP_NODELAY the second of two frames in
-        // a row waits for the client's delayed acknowledgement (about 40 ms).
-        let listener = axum::serve::ListenerExt::tap_io(listener, |tcp: &mut tokio::net::TcpStream| {
-            if let Err(err) = tcp.set_nodelay(true) {
-                tracing::warn!(error = %err, "cannot set TCP_NODELAY");
-            }
-        });
-        axum::serve(listener, self.router())
+        axum::serve(tcp_nodelay(listener), self.router())
             .with_graceful_shutdown(shutdown_signal())
             .await
             .map_err(|e| Error::Internal(format!("the server stopped: {e}")))
     }
+}
+
+/// `listener` with `TCP_NODELAY` set on every connection it accepts, for `axum::serve`.
+///
+/// Pings and presence are small frames: without `TCP_NODELAY` the second of two frames in a row
+/// waits for the client's delayed acknowledgement (about 40 ms). A host app that mounts the
+/// engine's router serves it through this (or sets the option itself).
+pub fn tcp_nodelay(listener: TcpListener) -> impl Listener<Io = TcpStream, Addr = SocketAddr> {
+    listener.tap_io(|tcp: &mut TcpStream| {
+        if let Err(err) = tcp.set_nodelay(true) {
+            tracing::warn!(error = %err, "cannot set TCP_NODELAY");
+        }
+    })
 }
 
 /// Ctrl-C, or SIGTERM on Unix.

@@ -17,6 +17,7 @@
 //! The `notes` example (`examples/notes`) declares a complete app with every feature.
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
+#![cfg_attr(docsrs, feature(doc_cfg))]
 
 pub use engine_kernel::{
     Actor, App, AppBuilder, Assignment, BlobKey, Bucket, BucketKey, Column, ColumnType, CrdtMap, CrdtText, CrdtUpdate,
@@ -364,12 +365,15 @@ pub use {schemars, serde, serde_json};
 
 /// The server crate: builder, router, storage, realtime, auth, limits, jobs and observer hooks.
 #[cfg(feature = "server")]
+#[cfg_attr(docsrs, doc(cfg(feature = "server")))]
 pub use engine_runtime as server;
 #[cfg(feature = "server")]
+#[cfg_attr(docsrs, doc(cfg(feature = "server")))]
 pub use engine_runtime::{Server, auth, blob, jobs, limits, observer, realtime, storage};
 
 /// The Rust client.
 #[cfg(feature = "client")]
+#[cfg_attr(docsrs, doc(cfg(feature = "client")))]
 pub use engine_client as client;
 
 /// The names most apps use, for `use engine::prelude::*`.

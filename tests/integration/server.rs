@@ -379,3 +379,86 @@ async fn a_database_url_that_asks_for_tls_gets_it() {
     assert!(connections > 0, "the server holds connections to the database");
     assert_eq!(encrypted, connections, "every one of them encrypted");
 }
+
+/// A relay to the test database that holds each of its answers back for `delay`, so that a
+/// round trip (a `BEGIN`) lasts long enough for a client to give up during it.
+async fn slow_database(upstream: (String, u16), delay: Duration) -> u16 {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let port = listener.local_addr().unwrap().port();
+    tokio::spawn(async move {
+        while let Ok((client, _)) = listener.accept().await {
+            let upstream = upstream.clone();
+            tokio::spawn(async move {
+                let Ok(database) = tokio::net::TcpStream::connect(upstream).await else { return };
+                let (mut from_client, mut to_client) = client.into_split();
+                let (mut from_database, mut to_database) = database.into_split();
+                let answers = async {
+                    let mut buffer = vec![0; 64 * 1024];
+                    loop {
+                        let n = from_database.read(&mut buffer).await?;
+                        if n == 0 {
+                            return Ok::<_, std::io::Error>(());
+                        }
+                        tokio::time::sleep(delay).await;
+                        to_client.write_all(&buffer[..n]).await?;
+                    }
+                };
+                // The client hanging up ends the session, as it would without the relay.
+                let requests = async {
+                    tokio::io::copy(&mut from_client, &mut to_database).await?;
+                    to_database.shutdown().await
+                };
+                let _ = tokio::join!(requests, answers);
+            });
+        }
+    });
+    port
+}
+
+/// Clients that give up on requests midway (a timeout, a closed app) must not leave a pooled
+/// database session inside a transaction, or every later borrower of it fails. The server's two
+/// connections reach the database through a slow relay, and requests are abandoned at moments
+/// spread over a pull's round trips, so some land while a transaction begins.
+#[tokio::test]
+async fn requests_abandoned_midway_leave_no_session_in_a_transaction() {
+    use std::str::FromStr;
+    let db = TestDb::new().await;
+    db.notes().await;
+    let options = sqlx::postgres::PgConnectOptions::from_str(&db.url).unwrap();
+    let relay = slow_database((options.get_host().to_owned(), options.get_port()), Duration::from_millis(2)).await;
+    let pool = sqlx::postgres::PgPoolOptions::new()
+        .max_connections(2)
+        .connect_with(options.host("127.0.0.1").port(relay))
+        .await
+        .unwrap();
+    let server = TestServer::start(&db, |b| b.storage(engine::storage::postgres("unused").pool(pool))).await;
+    assert_eq!(server.post("/sync/pull", Some("alice"), PULL).await.status(), StatusCode::OK);
+    let token = TestServer::token("alice");
+    let http = reqwest::Client::new();
+    for i in 0..150u64 {
+        let abandoned = http
+            .post(server.url("/sync/pull"))
+            .bearer_auth(&token)
+            .header("content-type", "application/json")
+            .body(PULL)
+            .timeout(Duration::from_micros(500 + i * 173 % 20_000))
+            .send()
+            .await;
+        if let Ok(answered) = abandoned {
+            assert_eq!(answered.status(), StatusCode::OK, "{}", answered.text().await.unwrap());
+        }
+    }
+    for _ in 0..5 {
+        let response = server.post("/sync/pull", Some("alice"), PULL).await;
+        assert_eq!(response.status(), StatusCode::OK, "{}", response.text().await.unwrap());
+    }
+    let stuck: i64 = sqlx::query_scalar(
+        "SELECT count(*) FROM pg_stat_activity WHERE datname = $1 AND state LIKE 'idle in transaction%'",
+    )
+    .bind(&db.name)
+    .fetch_one(&db.pool)
+    .await
+    .unwrap();
+    assert_eq!(stuck, 0, "sessions left inside a transaction");
+}

@@ -1,15 +1,21 @@
 //! Authentication: who a request acts for. One trait, [`EngineAuth`]; one implementation per
-//! scheme.
+//! scheme; and [`Authenticated`], the extractor that lets a host app's own routes authenticate as
+//! the engine's do.
 //!
 //! - [`bearer`]: JWT bearer tokens (HS256 with the server's secret, and RS256 / EdDSA keys of an
 //!   identity provider's JWKS by `kid`).
 
 pub mod bearer;
 
+use std::sync::Arc;
+
+use axum::extract::{FromRef, FromRequestParts};
 use axum::http::request::Parts;
 use engine_kernel::{Actor, BoxFuture};
 
 pub use bearer::{BearerTokenAuth, issue_bearer_token};
+
+use crate::error::Error;
 
 /// Resolves the actor of a request, or refuses it (401).
 pub trait EngineAuth: Send + Sync + 'static {
@@ -26,4 +32,48 @@ pub(crate) fn bearer_token(parts: &Parts) -> Option<&str> {
     let value = parts.headers.get(axum::http::header::AUTHORIZATION)?.to_str().ok()?;
     let (scheme, token) = value.split_once(' ')?;
     scheme.eq_ignore_ascii_case("bearer").then(|| token.trim()).filter(|t| !t.is_empty())
+}
+
+/// The actor of a request to a host app's own route, resolved by the engine's [`EngineAuth`]; a
+/// request without valid credentials is refused with the 401 problem document the engine's
+/// routes answer.
+///
+/// The extractor takes the auth from the route's state: an `Arc<dyn EngineAuth>`
+/// ([`Server::auth`](crate::Server::auth)) as the state, or a field of the host's state that
+/// `#[derive(FromRef)]` gives out.
+///
+/// ```no_run
+/// use axum::Router;
+/// use axum::routing::get;
+/// use engine_runtime::auth::Authenticated;
+///
+/// async fn me(Authenticated(actor): Authenticated) -> String {
+///     actor.user_id
+/// }
+///
+/// fn host_app(engine: &engine_runtime::Server) -> Router {
+///     Router::new().route("/me", get(me)).with_state(engine.auth()).nest("/sync-api", engine.router())
+/// }
+/// ```
+#[derive(Debug, Clone, PartialEq)]
+pub struct Authenticated(pub Actor);
+
+impl<S> FromRequestParts<S> for Authenticated
+where
+    Arc<dyn EngineAuth>: FromRef<S>,
+    S: Send + Sync,
+{
+    type Rejection = Error;
+
+    async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self, Error> {
+        let auth = Arc::<dyn EngineAuth>::from_ref(state);
+        authenticate(auth.as_ref(), parts).await.map(Authenticated)
+    }
+}
+
+/// The actor `request` acts for, or the engine's 401.
+pub(crate) async fn authenticate(auth: &dyn EngineAuth, request: &Parts) -> Result<Actor, Error> {
+    auth.resolve(request)
+        .await
+        .ok_or_else(|| Error::Unauthenticated("send a valid `Authorization: Bearer <token>`".into()))
 }

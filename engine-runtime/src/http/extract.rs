@@ -1,42 +1,41 @@
 //! Extractors: the authenticated, rate-limited actor of a request, and a JSON body that is
 //! refused (never defaulted) when it is empty, malformed or too large.
 
+use std::sync::Arc;
+
 use axum::body::Bytes;
 use axum::extract::{FromRequest, FromRequestParts, Request};
 use axum::http::request::Parts;
 use engine_kernel::Actor;
 use serde::de::DeserializeOwned;
 
-use super::State;
 use crate::error::Error;
+use crate::state::ServerState;
 
-/// The actor a request acts for: authenticated (401 otherwise) and within its rate (429).
-pub(crate) struct Authenticated(pub(crate) Actor);
+/// The actor a request to the engine's routes acts for: authenticated (401 otherwise) and
+/// within its rate (429).
+pub(crate) struct Caller(pub(crate) Actor);
 
-impl FromRequestParts<State> for Authenticated {
+impl FromRequestParts<Arc<ServerState>> for Caller {
     type Rejection = Error;
 
-    async fn from_request_parts(parts: &mut Parts, state: &State) -> Result<Self, Error> {
-        let actor = state
-            .auth
-            .resolve(parts)
-            .await
-            .ok_or_else(|| Error::Unauthenticated("send a valid `Authorization: Bearer <token>`".into()))?;
+    async fn from_request_parts(parts: &mut Parts, state: &Arc<ServerState>) -> Result<Self, Error> {
+        let actor = crate::auth::authenticate(state.auth.as_ref(), parts).await?;
         tracing::Span::current().record("actor", actor.user_id.as_str());
         if let Some(limit) = &state.rate_limit {
             limit.check(&actor.user_id)?;
         }
-        Ok(Authenticated(actor))
+        Ok(Caller(actor))
     }
 }
 
 /// A JSON body of type `T`.
 pub(crate) struct JsonBody<T>(pub(crate) T);
 
-impl<T: DeserializeOwned> FromRequest<State> for JsonBody<T> {
+impl<T: DeserializeOwned> FromRequest<Arc<ServerState>> for JsonBody<T> {
     type Rejection = Error;
 
-    async fn from_request(request: Request, state: &State) -> Result<Self, Error> {
+    async fn from_request(request: Request, state: &Arc<ServerState>) -> Result<Self, Error> {
         let limit = state.body_limit;
         let bytes: Bytes = match axum::body::to_bytes(request.into_body(), limit).await {
             Ok(bytes) => bytes,

@@ -1,9 +1,12 @@
 //! The routes of PROTOCOL.md: pull, push, the contract and stats; and the blob tickets.
 
+use std::sync::Arc;
+
 use axum::Json;
 use axum::Router;
-use axum::extract::State as AxumState;
+use axum::extract::{NestedPath, State};
 use axum::http::header;
+use axum::http::request::Parts;
 use axum::response::IntoResponse;
 use axum::routing::{get, post};
 use engine_kernel::ErrorCode;
@@ -12,12 +15,12 @@ use engine_kernel::wire::{
 };
 use serde_json::json;
 
-use super::State;
-use super::extract::{Authenticated, JsonBody};
+use super::extract::{Caller, JsonBody};
 use crate::error::{Error, Result};
 use crate::realtime::Signal;
+use crate::state::ServerState;
 
-pub(crate) fn routes() -> Router<State> {
+pub(crate) fn routes() -> Router<Arc<ServerState>> {
     Router::new()
         .route("/sync/pull", post(pull))
         .route("/sync/push", post(push))
@@ -28,13 +31,13 @@ pub(crate) fn routes() -> Router<State> {
         .route("/blobs/download", post(blob_download))
 }
 
-fn blobs(state: &State) -> Result<&crate::blob::Blobs> {
+fn blobs(state: &ServerState) -> Result<&crate::blob::Blobs> {
     state.blobs.as_ref().ok_or_else(|| Error::NotFound("this server stores no blobs".into()))
 }
 
 async fn blob_upload(
-    AxumState(state): AxumState<State>,
-    Authenticated(_actor): Authenticated,
+    State(state): State<Arc<ServerState>>,
+    Caller(_actor): Caller,
     JsonBody(request): JsonBody<BlobUploadRequest>,
 ) -> Result<Json<BlobTicket>> {
     let blobs = blobs(&state)?;
@@ -45,8 +48,8 @@ async fn blob_upload(
 }
 
 async fn blob_download(
-    AxumState(state): AxumState<State>,
-    Authenticated(actor): Authenticated,
+    State(state): State<Arc<ServerState>>,
+    Caller(actor): Caller,
     JsonBody(request): JsonBody<BlobDownloadRequest>,
 ) -> Result<Json<BlobTicket>> {
     let blobs = blobs(&state)?;
@@ -58,8 +61,8 @@ async fn blob_download(
 }
 
 async fn pull(
-    AxumState(state): AxumState<State>,
-    Authenticated(actor): Authenticated,
+    State(state): State<Arc<ServerState>>,
+    Caller(actor): Caller,
     JsonBody(request): JsonBody<PullRequest>,
 ) -> Result<Json<PullResponse>> {
     match state.storage.pull(&actor, &request).await {
@@ -75,8 +78,8 @@ async fn pull(
 }
 
 async fn push(
-    AxumState(state): AxumState<State>,
-    Authenticated(actor): Authenticated,
+    State(state): State<Arc<ServerState>>,
+    Caller(actor): Caller,
     JsonBody(request): JsonBody<PushRequest>,
 ) -> Result<Json<PushResponse>> {
     let pushed = match state.storage.push(&actor, &request).await {
@@ -113,11 +116,13 @@ async fn push(
     }
 }
 
-async fn contract(AxumState(state): AxumState<State>) -> impl IntoResponse {
-    ([(header::CONTENT_TYPE, "application/json")], state.contract.clone())
+/// The contract, naming in `servers` the prefix the router is nested under, if any.
+async fn contract(State(state): State<Arc<ServerState>>, request: Parts) -> impl IntoResponse {
+    let nested = request.extensions.get::<NestedPath>().map(NestedPath::as_str);
+    ([(header::CONTENT_TYPE, "application/json")], state.contract.bytes(nested))
 }
 
-async fn stats(AxumState(state): AxumState<State>, Authenticated(actor): Authenticated) -> Result<impl IntoResponse> {
+async fn stats(State(state): State<Arc<ServerState>>, Caller(actor): Caller) -> Result<impl IntoResponse> {
     if !(state.admin)(&actor) {
         return Err(Error::Forbidden("statistics are for admins".into()));
     }

@@ -67,6 +67,20 @@ pub struct Presence {
     pub meta: Map<String, Value>,
 }
 
+/// Presence settings.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct PresenceSettings {
+    /// A connection silent for this long leaves every bucket it was present in.
+    pub heartbeat_timeout: Duration,
+}
+
+impl Default for PresenceSettings {
+    fn default() -> Self {
+        PresenceSettings { heartbeat_timeout: Duration::from_secs(30) }
+    }
+}
+
 /// Carries signals from the commit chokepoint to every subscriber, and keeps presence.
 pub trait Realtime: Send + Sync + 'static {
     /// Publish a signal; pings are published only after the transaction that caused them

@@ -1,25 +1,24 @@
 //! `GET /sync/stream`: the WebSocket of PROTOCOL.md (subprotocol `engine.v1`) carrying pings,
 //! bucket-set changes and presence.
 //!
-//! - [`hub`]: one per server process: which sockets want which buckets, and the gate that holds
-//!   a ping until pulls can see its commit.
 //! - [`socket`]: one task per connection: authentication, subscription, coalescing, limits,
 //!   presence.
+//!
+//! The sockets of a process are registered with the hub (`crate::hub`), which passes each one
+//! the pings and presence of its buckets.
 
-pub(crate) mod hub;
 mod socket;
 
-use axum::extract::State as AxumState;
+use std::sync::Arc;
+
+use axum::extract::State;
 use axum::extract::ws::WebSocketUpgrade;
 use axum::http::HeaderMap;
 use axum::http::request::Parts;
 use axum::response::{IntoResponse, Response};
 
 use crate::error::Error;
-use crate::http::State;
-
-pub(crate) use hub::Hub;
-pub use socket::StreamLimits;
+use crate::state::ServerState;
 
 /// The subprotocol of the stream.
 pub const SUBPROTOCOL: &str = engine_kernel::wire::STREAM_SUBPROTOCOL;
@@ -36,8 +35,10 @@ fn subprotocol_token(headers: &HeaderMap) -> Option<String> {
 }
 
 /// Upgrade to the stream. A token in the `Authorization` header or the `bearer.` subprotocol is
-/// checked now (401 when bad); without one, the socket must authenticate in its first frame.
-pub(crate) async fn stream(AxumState(state): AxumState<State>, upgrade: WebSocketUpgrade, parts: Parts) -> Response {
+/// checked now (401 when bad). Without one, the server's auth may still know the request by
+/// other credentials (a host app's session cookie, say); otherwise the socket must authenticate
+/// in its first frame.
+pub(crate) async fn stream(State(state): State<Arc<ServerState>>, upgrade: WebSocketUpgrade, parts: Parts) -> Response {
     let actor = if crate::auth::bearer_token(&parts).is_some() {
         match state.auth.resolve(&parts).await {
             Some(actor) => Some(actor),
@@ -51,7 +52,7 @@ pub(crate) async fn stream(AxumState(state): AxumState<State>, upgrade: WebSocke
             }
         }
     } else {
-        None
+        state.auth.resolve(&parts).await
     };
     if let Some(actor) = &actor
         && state.hub.sockets_of(&actor.user_id) >= state.stream_limits.sockets_per_actor

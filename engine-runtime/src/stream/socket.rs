@@ -5,6 +5,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::num::NonZeroU32;
+use std::sync::Arc;
 use std::time::Duration;
 
 use axum::extract::ws::{CloseFrame, Message, WebSocket};
@@ -16,43 +17,10 @@ use governor::{DefaultDirectRateLimiter, Quota};
 use serde_json::Value;
 use tokio::time::Instant;
 
-use super::hub::Event;
-use crate::http::State;
+use crate::hub::Event;
+use crate::limits::StreamLimits;
 use crate::realtime::Presence;
-
-/// Limits of stream connections (DESIGN.md §4 and decision 8).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-#[non_exhaustive]
-pub struct StreamLimits {
-    /// The largest frame a client may send (1009 beyond it).
-    pub max_frame_bytes: usize,
-    /// Frames a second a socket may send on average (1008 beyond it).
-    pub frames_per_second: u32,
-    /// Frames a socket may send at once.
-    pub frame_burst: u32,
-    /// Sockets one actor may hold on one server instance.
-    pub sockets_per_actor: usize,
-    /// How long a socket without credentials has to send its `auth` frame.
-    pub auth_deadline: Duration,
-    /// The largest presence meta, serialized.
-    pub max_meta_bytes: usize,
-    /// How long pings of a socket are gathered before they are sent (one per bucket).
-    pub ping_window: Duration,
-}
-
-impl Default for StreamLimits {
-    fn default() -> Self {
-        StreamLimits {
-            max_frame_bytes: 64 * 1024,
-            frames_per_second: 20,
-            frame_burst: 50,
-            sockets_per_actor: 16,
-            auth_deadline: Duration::from_secs(5),
-            max_meta_bytes: 1024,
-            ping_window: Duration::from_millis(10),
-        }
-    }
-}
+use crate::state::ServerState;
 
 /// Why a socket closes: the `error` frame's code and detail, and the close code.
 struct Close {
@@ -69,7 +37,7 @@ impl Close {
 
 struct Connection {
     sender: SplitSink<WebSocket, Message>,
-    state: State,
+    state: Arc<ServerState>,
     actor: Actor,
     id: u64,
     subscribed: BTreeSet<BucketKey>,
@@ -138,7 +106,7 @@ fn parse(text: &str) -> Result<ClientFrame, Close> {
 }
 
 /// Run one connection to its end.
-pub(crate) async fn run(socket: WebSocket, state: State, actor: Option<Actor>) {
+pub(crate) async fn run(socket: WebSocket, state: Arc<ServerState>, actor: Option<Actor>) {
     let limits = state.stream_limits;
     let (mut sender, mut receiver) = socket.split();
     let actor = match actor {
@@ -180,7 +148,7 @@ pub(crate) async fn run(socket: WebSocket, state: State, actor: Option<Actor>) {
 
 /// Wait for the `auth` frame of a socket that brought no credentials.
 async fn authenticate(
-    state: &State,
+    state: &ServerState,
     receiver: &mut SplitStream<WebSocket>,
     deadline: Duration,
 ) -> Result<Actor, Close> {

@@ -115,7 +115,8 @@ async fn serve() -> Result<(), String> {
         .database_url(database_url.clone())
         .auth(BearerTokenAuth::new(secret))
         .limits(limits)
-        .jobs(example_notes::jobs::jobs());
+        .jobs(example_notes::jobs::jobs())
+        .trace_requests(true);
     let builder = match std::env::var("ENGINE_REALTIME").as_deref() {
         Ok("listen_notify") => builder.realtime(engine::realtime::listen_notify(database_url)),
         Ok("in_process") | Err(_) => builder,

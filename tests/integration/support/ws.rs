@@ -25,6 +25,8 @@ pub(crate) enum Auth<'a> {
     Subprotocol(&'a str),
     /// Nothing at the handshake (an `auth` frame must follow).
     None,
+    /// A `Cookie` header, for a server whose auth reads cookies.
+    Cookie(&'a str),
 }
 
 pub(crate) struct Ws {
@@ -45,17 +47,22 @@ impl Ws {
     /// Connect (heartbeating when authenticated at the handshake); the handshake's HTTP status
     /// on refusal.
     pub(crate) async fn connect(addr: SocketAddr, auth: Auth<'_>) -> Result<Ws, u16> {
+        Self::connect_at(addr, "/sync/stream", auth).await
+    }
+
+    /// Connect to the stream at `path` (an engine nested under a prefix).
+    pub(crate) async fn connect_at(addr: SocketAddr, path: &str, auth: Auth<'_>) -> Result<Ws, u16> {
         let heartbeat = !matches!(auth, Auth::None);
-        Self::open(addr, auth, heartbeat).await
+        Self::open(addr, path, auth, heartbeat).await
     }
 
     /// Connect without heartbeating: a socket that falls silent.
     pub(crate) async fn connect_silent(addr: SocketAddr, auth: Auth<'_>) -> Result<Ws, u16> {
-        Self::open(addr, auth, false).await
+        Self::open(addr, "/sync/stream", auth, false).await
     }
 
-    async fn open(addr: SocketAddr, auth: Auth<'_>, heartbeat: bool) -> Result<Ws, u16> {
-        let mut request = format!("ws://{addr}/sync/stream").into_client_request().unwrap();
+    async fn open(addr: SocketAddr, path: &str, auth: Auth<'_>, heartbeat: bool) -> Result<Ws, u16> {
+        let mut request = format!("ws://{addr}{path}").into_client_request().unwrap();
         let mut protocols = "engine.v1".to_owned();
         match auth {
             Auth::Header(token) => {
@@ -64,6 +71,9 @@ impl Ws {
                     .insert("authorization", HeaderValue::from_str(&format!("Bearer {token}")).unwrap());
             }
             Auth::Subprotocol(token) => protocols.push_str(&format!(", bearer.{token}")),
+            Auth::Cookie(cookie) => {
+                request.headers_mut().insert("cookie", HeaderValue::from_str(cookie).unwrap());
+            }
             Auth::None => {}
         }
         request.headers_mut().insert("sec-websocket-protocol", HeaderValue::from_str(&protocols).unwrap());
