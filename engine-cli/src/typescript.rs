@@ -14,6 +14,10 @@ use heck::{ToLowerCamelCase, ToUpperCamelCase};
 use serde::Deserialize;
 use serde_json::{Map, Value, json};
 
+use engine_kernel::rules::{ParamSource, RuleMeta};
+use engine_kernel::wire::PROTOCOL_VERSION;
+use engine_kernel::{App, ColumnMeta, SqlType, TableMeta};
+
 use crate::error::{Error, Result};
 use crate::source::Contract;
 
@@ -24,77 +28,32 @@ use crate::source::Contract;
 /// when it has something TypeScript cannot be written for (an unknown column type, two things
 /// that would get one name).
 pub fn typescript(contract: &Contract) -> Result<String> {
-    // Checked as `engine check` and `engine migrate` check it: a client of an app the server
-    // could not run is of no use.
-    contract.app()?;
-    let engine: Engine = serde_json::from_value(contract.doc["x-engine"].clone())
-        .map_err(|e| generate_error(contract, format!("`x-engine` does not have the contract's shape: {e}")))?;
+    // Tables and rules are read as `engine check` and `engine migrate` read them, checks
+    // included: a client of an app the server could not run is of no use.
+    let app = contract.app()?;
+    let failed = |reason: String| Error::Generate { origin: contract.origin.clone(), reason };
+    let mutators: BTreeMap<String, Mutator> = match &contract.doc["x-engine"]["mutators"] {
+        Value::Null => BTreeMap::new(),
+        listed => serde_json::from_value(listed.clone())
+            .map_err(|e| failed(format!("`x-engine.mutators` does not have the contract's shape: {e}")))?,
+    };
     let schemas = contract.doc["components"]["schemas"].as_object().cloned().unwrap_or_default();
-    Module { engine: &engine, schemas: &schemas }.render().map_err(|reason| generate_error(contract, reason))
+    let mut tables: Vec<&'static TableMeta> = app.tables().iter().map(|t| t.meta()).collect();
+    tables.sort_by_key(|t| t.name);
+    let mut rules: Vec<&RuleMeta> = app.sync_rules().rules.iter().collect();
+    rules.sort_by_key(|r| r.name);
+    let module = Module {
+        app: &app,
+        tables,
+        rules,
+        mutators: &mutators,
+        schemas: &schemas,
+        contract_tables: &contract.doc["x-engine"]["tables"],
+    };
+    module.render().map_err(failed)
 }
 
-fn generate_error(contract: &Contract, reason: String) -> Error {
-    Error::Generate { origin: contract.origin.clone(), reason }
-}
-
-/// The parts of `x-engine` the module is written from.
-#[derive(Debug, Deserialize)]
-struct Engine {
-    version: String,
-    #[serde(default)]
-    tables: BTreeMap<String, Table>,
-    #[serde(default, rename = "syncRules")]
-    sync_rules: BTreeMap<String, Rule>,
-    #[serde(default)]
-    mutators: BTreeMap<String, Mutator>,
-}
-
-#[derive(Debug, Deserialize)]
-#[serde(rename_all = "camelCase")]
-struct Table {
-    columns: Vec<Column>,
-    primary_key: Vec<String>,
-    merge: String,
-    #[serde(default)]
-    crdt: Vec<String>,
-    owner: Option<String>,
-    soft_delete: Option<String>,
-    synced: bool,
-    #[serde(default)]
-    description: String,
-    #[serde(default)]
-    row: Value,
-}
-
-#[derive(Debug, Deserialize)]
-struct Column {
-    name: String,
-    #[serde(rename = "type")]
-    sql_type: String,
-    nullable: bool,
-    #[serde(default)]
-    blob: bool,
-    #[serde(default)]
-    description: String,
-}
-
-#[derive(Debug, Deserialize)]
-struct Rule {
-    #[serde(default)]
-    description: String,
-    parameters: Vec<Parameter>,
-    #[serde(default)]
-    tables: Vec<String>,
-}
-
-#[derive(Debug, Deserialize)]
-struct Parameter {
-    name: String,
-    #[serde(rename = "type")]
-    sql_type: String,
-    source: String,
-}
-
+/// A mutator as the contract describes it: the code behind it is the server's.
 #[derive(Debug, Deserialize)]
 struct Mutator {
     args: Value,
@@ -114,8 +73,14 @@ fn referenced_name(schema: &Value) -> Option<&str> {
 }
 
 struct Module<'a> {
-    engine: &'a Engine,
+    app: &'a App,
+    /// In name order, as the rules below.
+    tables: Vec<&'static TableMeta>,
+    rules: Vec<&'a RuleMeta>,
+    mutators: &'a BTreeMap<String, Mutator>,
     schemas: &'a Map<String, Value>,
+    /// `x-engine.tables`, for the component each row's schema names.
+    contract_tables: &'a Value,
 }
 
 impl Module<'_> {
@@ -128,7 +93,7 @@ impl Module<'_> {
         out.push_str(HEADER);
         out.push_str("import { bucketKey, defineSchema, type Mutate } from \"@engine/client\";\n\n");
         doc(&mut out, "", "The protocol version the contract speaks (`x-engine.version`).");
-        writeln!(out, "export const protocolVersion = {};", string(&self.engine.version)).ok();
+        writeln!(out, "export const protocolVersion = {};", string(PROTOCOL_VERSION)).ok();
 
         let row_types = self.rows(&mut out, &mut names)?;
         self.arguments(&mut out, &mut names, &row_types)?;
@@ -141,21 +106,27 @@ impl Module<'_> {
     /// A row type per table and `Tables`; returns the component names the rows stand for.
     fn rows(&self, out: &mut String, names: &mut Names) -> std::result::Result<BTreeSet<String>, String> {
         let mut row_types = BTreeMap::new();
-        for (table_name, table) in &self.engine.tables {
-            let type_name = referenced_name(&table.row).map_or_else(|| table_name.to_upper_camel_case(), str::to_owned);
-            names.claim(&type_name, &format!("the row type of table `{table_name}`"))?;
+        for table in &self.tables {
+            let row = &self.contract_tables[table.name]["row"];
+            let type_name = referenced_name(row).map_or_else(|| table.name.to_upper_camel_case(), str::to_owned);
+            names.claim(&type_name, &format!("the row type of table `{}`", table.name))?;
             out.push('\n');
-            doc(out, "", &format!("{} Table `{table_name}`.", sentence(&table.description)));
+            doc(out, "", &format!("{} Table `{}`.", sentence(table.description), table.name));
             writeln!(out, "export interface {type_name} {{").ok();
-            for column in &table.columns {
+            for column in table.columns {
                 let ts = column_type(column).ok_or_else(|| {
-                    format!("column `{table_name}.{}` has the type `{}`, unknown here", column.name, column.sql_type)
+                    format!(
+                        "column `{}.{}` has the type `{}`, unknown here",
+                        table.name,
+                        column.name,
+                        column.sql_type.name()
+                    )
                 })?;
                 doc(out, "  ", &column_doc(column));
-                writeln!(out, "  {}: {ts};", property(&column.name)).ok();
+                writeln!(out, "  {}: {ts};", property(column.name)).ok();
             }
             out.push_str("}\n");
-            row_types.insert(table_name.as_str(), type_name);
+            row_types.insert(table.name, type_name);
         }
         out.push('\n');
         doc(out, "", "Every table's row type, by the table's SQL name.");
@@ -176,7 +147,7 @@ impl Module<'_> {
         row_types: &BTreeSet<String>,
     ) -> std::result::Result<(), String> {
         let mut wanted = BTreeSet::new();
-        for mutator in self.engine.mutators.values() {
+        for mutator in self.mutators.values() {
             references(&mutator.args, &mut wanted);
         }
         // Components reached through other components, until none is new.
@@ -200,7 +171,7 @@ impl Module<'_> {
         }
 
         let mut argument_types = BTreeMap::new();
-        for (mutator_name, mutator) in &self.engine.mutators {
+        for (mutator_name, mutator) in self.mutators {
             let alias = format!("{}Args", mutator_name.to_upper_camel_case());
             let target = ts_type(&mutator.args);
             argument_types.insert(mutator_name.as_str(), alias.clone());
@@ -230,10 +201,10 @@ impl Module<'_> {
             out,
             "",
             "A typed call per mutator over a client's `mutate(name, args)`:\n\
-             `mutators(client).addNote({ list_id, title })` is `client.mutate(\"add_note\", { list_id, title })`.",
+             `mutators(client).addNote(args)` is `client.mutate(\"add_note\", args)`.",
         );
         out.push_str("export function mutators<R>(client: Mutate<Mutators, R>) {\n  return {\n");
-        for (mutator_name, mutator) in &self.engine.mutators {
+        for (mutator_name, mutator) in self.mutators {
             let call = mutator_name.to_lower_camel_case();
             calls.claim(&call, &format!("the call of mutator `{mutator_name}`"))?;
             doc(out, "    ", &mutator.description);
@@ -255,19 +226,21 @@ impl Module<'_> {
         out.push('\n');
         doc(out, "", "The parameters of each sync rule's buckets, by the rule's name.");
         out.push_str("export interface BucketParams {\n");
-        for (rule_name, rule) in &self.engine.sync_rules {
+        for rule in &self.rules {
             let mut fields = Vec::new();
-            for parameter in &rule.parameters {
-                let ts = param_type(&parameter.sql_type).ok_or_else(|| {
+            for parameter in rule.parameters {
+                let ts = param_type(parameter.sql_type).ok_or_else(|| {
                     format!(
-                        "parameter `{}` of sync rule `{rule_name}` has the type `{}`, unknown here",
-                        parameter.name, parameter.sql_type
+                        "parameter `{}` of sync rule `{}` has the type `{}`, which no bucket key holds",
+                        parameter.name,
+                        rule.name,
+                        parameter.sql_type.name()
                     )
                 })?;
-                fields.push(format!("{}: {ts}", property(&parameter.name)));
+                fields.push(format!("{}: {ts}", property(parameter.name)));
             }
             let fields = if fields.is_empty() { "{}".to_owned() } else { format!("{{ {} }}", fields.join("; ")) };
-            writeln!(out, "  {}: {fields};", property(rule_name)).ok();
+            writeln!(out, "  {}: {fields};", property(rule.name)).ok();
         }
         out.push_str("}\n\n");
         doc(
@@ -277,27 +250,27 @@ impl Module<'_> {
              Parameters come from the actor on the server; these keys name buckets the client holds.",
         );
         out.push_str("export const buckets = {\n");
-        for (rule_name, rule) in &self.engine.sync_rules {
+        for rule in &self.rules {
             let sources: Vec<String> =
-                rule.parameters.iter().map(|p| format!("`{}` from `{}`", p.name, p.source)).collect();
+                rule.parameters.iter().map(|p| format!("`{}` from `{}`", p.name, source(p.source))).collect();
             let about =
                 if sources.is_empty() { String::new() } else { format!(" Parameters: {}.", sources.join(", ")) };
-            doc(out, "  ", &format!("{}{about}", sentence(&rule.description)));
+            doc(out, "  ", &format!("{}{about}", sentence(rule.description)));
             let values: Vec<String> = rule
                 .parameters
                 .iter()
                 .map(|p| {
-                    let value = format!("params.{}", access(&p.name));
+                    let value = format!("params.{}", access(p.name));
                     // The canonical text of a UUID is lowercase.
-                    if p.sql_type == "uuid" { format!("{value}.toLowerCase()") } else { value }
+                    if p.sql_type == SqlType::Uuid { format!("{value}.toLowerCase()") } else { value }
                 })
                 .collect();
             writeln!(
                 out,
                 "  {}: (params: BucketParams[{}]): string => bucketKey({}, [{}]),",
-                property(rule_name),
-                string(rule_name),
-                string(rule_name),
+                property(rule.name),
+                string(rule.name),
+                string(rule.name),
                 values.join(", ")
             )
             .ok();
@@ -309,43 +282,42 @@ impl Module<'_> {
     /// `schema`: what the client needs of the contract, typed by `Tables` and `Mutators`.
     fn schema(&self, out: &mut String) {
         let tables: Map<String, Value> = self
-            .engine
             .tables
             .iter()
-            .map(|(name, t)| {
+            .map(|t| {
                 let columns: Vec<Value> = t
                     .columns
                     .iter()
-                    .map(|c| json!({"name": c.name, "type": c.sql_type, "nullable": c.nullable}))
+                    .map(|c| json!({"name": c.name, "type": c.sql_type.name(), "nullable": c.nullable}))
                     .collect();
+                let crdt: Vec<&str> = t.crdt_columns().map(|c| c.name).collect();
                 let table = json!({
                     "columns": columns,
                     "primaryKey": t.primary_key,
-                    "merge": t.merge,
-                    "crdt": t.crdt,
+                    "merge": t.merge.name(),
+                    "crdt": crdt,
                     "owner": t.owner,
                     "softDelete": t.soft_delete,
-                    "synced": t.synced,
+                    "synced": self.app.is_synced(t.name),
                 });
-                (name.clone(), table)
+                (t.name.to_owned(), table)
             })
             .collect();
         let rules: Map<String, Value> = self
-            .engine
-            .sync_rules
+            .rules
             .iter()
-            .map(|(name, r)| {
+            .map(|r| {
                 let parameters: Vec<Value> = r
                     .parameters
                     .iter()
-                    .map(|p| json!({"name": p.name, "type": p.sql_type, "source": p.source}))
+                    .map(|p| json!({"name": p.name, "type": p.sql_type.name(), "source": source(p.source)}))
                     .collect();
-                (name.clone(), json!({"parameters": parameters, "tables": r.tables}))
+                (r.name.to_owned(), json!({"parameters": parameters, "tables": r.tables()}))
             })
             .collect();
-        let mutators: Vec<&String> = self.engine.mutators.keys().collect();
+        let mutators: Vec<&String> = self.mutators.keys().collect();
         let schema = json!({
-            "version": self.engine.version,
+            "version": PROTOCOL_VERSION,
             "tables": tables,
             "syncRules": rules,
             "mutators": mutators,
@@ -381,42 +353,53 @@ impl Names {
 }
 
 /// The TypeScript type of a column's values, as rows carry them (`docs/protocol.md#row-values`).
-fn column_type(column: &Column) -> Option<String> {
-    let base = match column.sql_type.as_str() {
-        "text" | "uuid" | "timestamptz" | "bytea" | "crdt_text" | "crdt_map" => "string",
-        "int2" | "int4" | "int8" => "number",
+fn column_type(column: &ColumnMeta) -> Option<String> {
+    let base = match column.sql_type {
+        SqlType::Text | SqlType::Uuid | SqlType::Timestamp | SqlType::Bytes | SqlType::CrdtText | SqlType::CrdtMap => {
+            "string"
+        }
+        SqlType::SmallInt | SqlType::Integer | SqlType::BigInt => "number",
         // A value that is not finite travels as null.
-        "float4" | "float8" => "number | null",
-        "bool" => "boolean",
-        "jsonb" => "unknown",
+        SqlType::Real | SqlType::Double => "number | null",
+        SqlType::Boolean => "boolean",
+        SqlType::Json => "unknown",
+        // A type this version does not know yet.
         _ => return None,
     };
     Some(if column.nullable && !base.ends_with("| null") { format!("{base} | null") } else { base.to_owned() })
 }
 
 /// What a column's doc says: its description, and how its values travel when that is not plain.
-fn column_doc(column: &Column) -> String {
-    let form = match column.sql_type.as_str() {
-        "uuid" => "A UUID, hyphenated lowercase.",
-        "timestamptz" => "A timestamp, RFC 3339 in UTC.",
-        "bytea" => "Bytes, base64.",
-        "crdt_text" => "Collaborative text: base64 of the document's yrs v1 state (root text `text`).",
-        "crdt_map" => "A collaborative map: base64 of the document's yrs v1 state (root map `map`).",
-        "int8" => "A 64-bit integer (exact up to 2^53 as a number).",
-        "float4" | "float8" => "Null when not finite.",
-        "text" if column.blob => "A blob key: `sha256:` and 64 lowercase hex digits.",
+fn column_doc(column: &ColumnMeta) -> String {
+    let form = match column.sql_type {
+        SqlType::Uuid => "A UUID, hyphenated lowercase.",
+        SqlType::Timestamp => "A timestamp, RFC 3339 in UTC.",
+        SqlType::Bytes => "Bytes, base64.",
+        SqlType::CrdtText => "Collaborative text: base64 of the document's yrs v1 state (root text `text`).",
+        SqlType::CrdtMap => "A collaborative map: base64 of the document's yrs v1 state (root map `map`).",
+        SqlType::BigInt => "A 64-bit integer (exact up to 2^53 as a number).",
+        SqlType::Real | SqlType::Double => "Null when not finite.",
+        SqlType::Text if column.blob => "A blob key: `sha256:` and 64 lowercase hex digits.",
         _ => "",
     };
-    [sentence(&column.description), form.to_owned()].into_iter().filter(|s| !s.is_empty()).collect::<Vec<_>>().join(" ")
+    [sentence(column.description), form.to_owned()].into_iter().filter(|s| !s.is_empty()).collect::<Vec<_>>().join(" ")
 }
 
 /// The TypeScript type of a bucket parameter.
-fn param_type(sql_type: &str) -> Option<&'static str> {
+fn param_type(sql_type: SqlType) -> Option<&'static str> {
     match sql_type {
-        "text" | "uuid" => Some("string"),
-        "int2" | "int4" | "int8" => Some("number"),
-        "bool" => Some("boolean"),
+        SqlType::Text | SqlType::Uuid => Some("string"),
+        SqlType::SmallInt | SqlType::Integer | SqlType::BigInt => Some("number"),
+        SqlType::Boolean => Some("boolean"),
         _ => None,
+    }
+}
+
+/// Where a parameter's value comes from, as the contract writes it.
+fn source(source: ParamSource) -> String {
+    match source {
+        ParamSource::Claim(claim) => claim.describe(),
+        ParamSource::Membership { column } => format!("membership.{column}"),
     }
 }
 
@@ -613,24 +596,37 @@ fn string(text: &str) -> String {
     Value::String(text.to_owned()).to_string()
 }
 
-/// A doc comment of `text` at `indent`; nothing for empty text.
+/// Widest line a doc comment is wrapped to.
+const DOC_WIDTH: usize = 100;
+
+/// A doc comment of `text` at `indent`, its lines wrapped; nothing for empty text.
 fn doc(out: &mut String, indent: &str, text: &str) {
     let text = text.trim().replace("*/", "*\\/");
     if text.is_empty() {
         return;
     }
-    let lines: Vec<&str> = text.lines().collect();
-    if let [line] = lines.as_slice() {
-        writeln!(out, "{indent}/** {line} */").ok();
+    if !text.contains('\n') && indent.len() + text.len() + 7 <= DOC_WIDTH {
+        writeln!(out, "{indent}/** {text} */").ok();
         return;
     }
     writeln!(out, "{indent}/**").ok();
-    for line in lines {
-        let line = line.trim_end();
-        if line.is_empty() {
+    let room = DOC_WIDTH.saturating_sub(indent.len() + 3).max(40);
+    for line in text.lines() {
+        let mut current = String::new();
+        for word in line.split_whitespace() {
+            if !current.is_empty() && current.len() + 1 + word.len() > room {
+                writeln!(out, "{indent} * {current}").ok();
+                current.clear();
+            }
+            if !current.is_empty() {
+                current.push(' ');
+            }
+            current.push_str(word);
+        }
+        if current.is_empty() {
             writeln!(out, "{indent} *").ok();
         } else {
-            writeln!(out, "{indent} * {line}").ok();
+            writeln!(out, "{indent} * {current}").ok();
         }
     }
     writeln!(out, "{indent} */").ok();
@@ -714,6 +710,9 @@ mod tests {
         let mut out = String::new();
         doc(&mut out, "  ", "ends a comment */ here");
         assert_eq!(out, "  /** ends a comment *\\/ here */\n");
+        let mut out = String::new();
+        doc(&mut out, "", &"word ".repeat(30));
+        assert_eq!(out, format!("/**\n * {}\n * {}\n */\n", ["word"; 19].join(" "), ["word"; 11].join(" ")));
     }
 
     #[test]

@@ -6,7 +6,10 @@ import { bucketKey, defineSchema, type Mutate } from "@engine/client";
 /** The protocol version the contract speaks (`x-engine.version`). */
 export const protocolVersion = "1";
 
-/** A user's membership of a list: the owner's own (role `owner`) and every share. Table `list_members`. */
+/**
+ * A user's membership of a list: the owner's own (role `owner`) and every share. Table
+ * `list_members`.
+ */
 export interface ListMember {
   list_id: string;
   user_id: string;
@@ -149,7 +152,7 @@ export interface Mutators {
 
 /**
  * A typed call per mutator over a client's `mutate(name, args)`:
- * `mutators(client).addNote({ list_id, title })` is `client.mutate("add_note", { list_id, title })`.
+ * `mutators(client).addNote(args)` is `client.mutate("add_note", args)`.
  */
 export function mutators<R>(client: Mutate<Mutators, R>) {
   return {
@@ -185,9 +188,15 @@ export interface BucketParams {
  * Parameters come from the actor on the server; these keys name buckets the client holds.
  */
 export const buckets = {
-  /** Everything the actor owns: its lists, its notes, and the memberships of its lists. Parameters: `owner_id` from `actor.owner_id`. */
+  /**
+   * Everything the actor owns: its lists, its notes, and the memberships of its lists. Parameters:
+   * `owner_id` from `actor.owner_id`.
+   */
   own: (params: BucketParams["own"]): string => bucketKey("own", [params.owner_id]),
-  /** Every list the actor is a member of: the list, its notes and its members. Parameters: `list_id` from `membership.list_id`. */
+  /**
+   * Every list the actor is a member of: the list, its notes and its members. Parameters: `list_id`
+   * from `membership.list_id`.
+   */
   shared: (params: BucketParams["shared"]): string => bucketKey("shared", [params.list_id]),
 };
 
