@@ -17,7 +17,7 @@ import { newUuid } from "./ids.js";
 import { keyText, type AnySchema, type TableSchema } from "./schema.js";
 import type { OutboxEntry, QuarantinedEntry, StoredState, StoreMeta, StoreWrite } from "./store/types.js";
 import { CLIENT_STORE_VERSION } from "./store/types.js";
-import { Layer, LocalTx, isSoftDeleted, sameValue, type Actor, type OptimisticMutator, type RowSource } from "./view.js";
+import { frozen, Layer, LocalTx, isSoftDeleted, sameValue, type Actor, type OptimisticMutator, type RowSource } from "./view.js";
 import type { MutationResult, Problem, PullResponse, Row } from "./wire.js";
 
 /** A confirmed row and the buckets holding it. */
@@ -103,9 +103,9 @@ export class Replica implements RowSource {
       lastHlc: null,
     };
     this.dirtyMeta = stored === undefined;
-    for (const stored_row of stored?.rows ?? []) {
-      if (!this.isLocal(stored_row.table)) continue;
-      this.tableRows(stored_row.table).set(stored_row.key, { row: stored_row.row, buckets: new Set(stored_row.buckets) });
+    for (const storedRow of stored?.rows ?? []) {
+      if (!this.isLocal(storedRow.table)) continue;
+      this.tableRows(storedRow.table).set(storedRow.key, { row: frozen(storedRow.row), buckets: new Set(storedRow.buckets) });
     }
     for (const bucket of stored?.buckets ?? []) this.held.set(bucket.bucket, bucket.leftAt);
     this.outbox = [...(stored?.outbox ?? [])].sort((a, b) => a.mutationId - b.mutationId);
@@ -236,8 +236,10 @@ export class Replica implements RowSource {
   // --- Mutations ---------------------------------------------------------------------------
 
   /** Run mutator `name`'s optimistic function (if any) and queue the mutation. */
-  mutate(name: string, args: unknown, now: number): Queued {
+  mutate(name: string, input: unknown, now: number): Queued {
     if (!this.schema.mutators.includes(name)) throw new UnknownMutatorError(name);
+    // The outbox keeps the arguments as they were when the mutation was made.
+    const args = frozen(structuredClone(input));
     const hlc = this.clock.now();
     const clientMutationId = newUuid();
     const mutator = this.optimistic[name];
@@ -435,10 +437,10 @@ export class Replica implements RowSource {
       const rows = this.tableRows(change.table);
       const base = rows.get(key);
       if (base) {
-        base.row = change.row;
+        base.row = frozen(change.row);
         for (const bucket of change.buckets) base.buckets.add(bucket);
       } else {
-        rows.set(key, { row: change.row, buckets: new Set(change.buckets) });
+        rows.set(key, { row: frozen(change.row), buckets: new Set(change.buckets) });
       }
       for (const bucket of change.buckets) this.setBucket(bucket, null);
     }

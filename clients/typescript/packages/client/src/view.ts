@@ -45,6 +45,7 @@ export class Layer implements RowSource {
   }
 
   set(table: string, key: string, row: Row | null): void {
+    if (row !== null) frozen(row);
     let rows = this.writes.get(table);
     if (!rows) this.writes.set(table, (rows = new Map()));
     rows.set(key, row);
@@ -243,6 +244,18 @@ function compareValues(a: unknown, b: unknown): number {
   if (typeof a === "number" && typeof b === "number") return a - b;
   const [x, y] = [String(a), String(b)];
   return x < y ? -1 : x > y ? 1 : 0;
+}
+
+/**
+ * `value`, frozen through and through: rows are shared between the view, the base and the app,
+ * so an app that changes a row it read fails at once instead of changing them all.
+ */
+export function frozen<V>(value: V): V {
+  if (typeof value === "object" && value !== null && !Object.isFrozen(value)) {
+    Object.freeze(value);
+    for (const inner of Object.values(value)) frozen(inner);
+  }
+  return value;
 }
 
 /** Whether two JSON values are equal. */

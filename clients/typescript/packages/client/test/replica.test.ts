@@ -94,6 +94,19 @@ describe("replica", () => {
     expect(() => r.mutate("unknown", {}, 1)).toThrow("no mutator `unknown`");
   });
 
+  test("rows and queued arguments cannot be changed from outside", () => {
+    const r = replica();
+    const args = { id: "i", title: "mine" };
+    r.mutate("rename", args, 1);
+    args.title = "changed afterwards";
+    expect(r.flush().putOutbox[0]!.args).toEqual({ id: "i", title: "mine" });
+    const row = r.viewRow("items", '["i"]')!;
+    expect(() => {
+      row.title = "scribbled";
+    }).toThrow(TypeError);
+    expect(r.viewRow("items", '["i"]')?.title).toBe("mine");
+  });
+
   test("a mutator without an optimistic function queues without touching the view", () => {
     const r = replica();
     const queued = r.mutate("other", {}, 1);
