@@ -149,6 +149,22 @@ export async function createEngineClient<T extends TableTypes, M extends Mutator
 
 const DEFAULT_PUSH_ROUNDS = 8;
 
+/** Runs of one kind, one at a time, in the order they were asked for. */
+class Serial<T> {
+  private last: Promise<unknown> = Promise.resolve();
+
+  run(work: () => Promise<T>): Promise<T> {
+    const next = this.last.catch(() => undefined).then(work);
+    this.last = next;
+    return next;
+  }
+
+  /** Settles once every run asked for so far has. */
+  idle(): Promise<unknown> {
+    return this.last.catch(() => undefined);
+  }
+}
+
 class Client<T extends TableTypes, M extends MutatorTypes> implements EngineClient<T, M> {
   readonly schema: EngineSchema<T, M>;
   private readonly remote: Remote;
@@ -166,8 +182,8 @@ class Client<T extends TableTypes, M extends MutatorTypes> implements EngineClie
   private told = new Told();
   private held: Set<string>;
   private writes: Promise<void> = Promise.resolve();
-  private pulling: Promise<void> | undefined;
-  private pushing: Promise<boolean> | undefined;
+  private readonly pulls = new Serial<void>();
+  private readonly pushes = new Serial<boolean>();
   private running = 0;
   private closed = false;
   private readonly source: RealtimeSource | undefined;
@@ -399,13 +415,7 @@ class Client<T extends TableTypes, M extends MutatorTypes> implements EngineClie
 
   /** One pull at a time: a caller arriving while one runs waits for it and pulls again. */
   private pullOnce(): Promise<void> {
-    const previous = this.pulling ?? Promise.resolve();
-    const next = previous.catch(() => undefined).then(() => this.pullPages());
-    this.pulling = next;
-    void next.finally(() => {
-      if (this.pulling === next) this.pulling = undefined;
-    }).catch(() => undefined);
-    return next;
+    return this.pulls.run(() => this.pullPages());
   }
 
   private async pullPages(): Promise<void> {
@@ -433,13 +443,7 @@ class Client<T extends TableTypes, M extends MutatorTypes> implements EngineClie
 
   /** One push at a time. Returns whether something was applied. */
   private pushOnce(): Promise<boolean> {
-    const previous = this.pushing ?? Promise.resolve(false);
-    const next = previous.catch(() => false).then(() => this.pushBatches());
-    this.pushing = next;
-    void next.finally(() => {
-      if (this.pushing === next) this.pushing = undefined;
-    }).catch(() => undefined);
-    return next;
+    return this.pushes.run(() => this.pushBatches());
   }
 
   private async pushBatches(): Promise<boolean> {
@@ -601,7 +605,7 @@ class Client<T extends TableTypes, M extends MutatorTypes> implements EngineClie
     this.pullLoop.stop();
     this.source?.stop();
     this.setStatus({ connected: false });
-    await Promise.allSettled([this.pulling, this.pushing]);
+    await Promise.allSettled([this.pulls.idle(), this.pushes.idle()]);
     await this.writes.catch(() => undefined);
     await this.store.close();
   }

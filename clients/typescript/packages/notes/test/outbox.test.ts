@@ -5,29 +5,23 @@
  * pull reports `syncedMutationId` at or above its mutation.
  */
 
-import { afterAll, beforeAll, describe, expect, test } from "vitest";
+import { describe, expect, test } from "vitest";
 
 import { memoryStore } from "@engine/client";
 
 import { mutators } from "../src/contract.gen.js";
 import { notesClient, waitFor } from "./support/clients.js";
 import { problem, Proxy } from "./support/proxy.js";
-import { NotesServer } from "./support/server.js";
+import { useNotesServer } from "./support/lifecycle.js";
 
-let server: NotesServer;
-beforeAll(async () => {
-  server = await NotesServer.start();
-});
-afterAll(async () => {
-  await server?.dispose();
-});
+const notes = useNotesServer();
 
 /** The server through `proxy`, with the server's tokens. */
-const through = (proxy: Proxy) => ({ url: proxy.url, token: (user: string) => server.token(user) });
+const through = (proxy: Proxy) => ({ url: proxy.url, token: (user: string) => notes().token(user) });
 
 describe("quarantine", () => {
   test("a rejected mutation is quarantined, its effect withdrawn, and later mutations still apply", async () => {
-    const bob = await notesClient(server, "bob");
+    const bob = await notesClient(notes(), "bob");
     const call = mutators(bob);
     await call.createList({ id: "bobs", title: "Bob's" });
     // The optimistic function cannot know the list does not exist on the server yet: guess it does.
@@ -65,12 +59,12 @@ describe("quarantine", () => {
   });
 
   test("a mutation the server forbids is quarantined with `forbidden`", async () => {
-    const owner = await notesClient(server, "oscar");
+    const owner = await notesClient(notes(), "oscar");
     await mutators(owner).createList({ id: "oscars", title: "Oscar's" });
     await mutators(owner).shareList({ list_id: "oscars", user_id: "vera", role: "viewer" });
     await owner.sync();
 
-    const viewer = await notesClient(server, "vera");
+    const viewer = await notesClient(notes(), "vera");
     await viewer.pull();
     expect(viewer.get("lists", "oscars")?.title).toBe("Oscar's");
     // Only the owner may share: the local run knows it too and refuses at once.
@@ -89,7 +83,7 @@ describe("quarantine", () => {
 
 describe("replays and renumbering", () => {
   test("a push whose answer is lost goes again and applies once", async () => {
-    const proxy = await Proxy.start(server.url);
+    const proxy = await Proxy.start(notes().url);
     let lost = 0;
     proxy.plan((path) => (path === "/sync/push" && lost++ === 0 ? { forward: true, loseResponse: true } : { forward: true }));
     const client = await notesClient(through(proxy), "rita");
@@ -103,20 +97,20 @@ describe("replays and renumbering", () => {
     // The same mutation, both times; the server recorded one.
     const sent = pushes.map((p) => (p.body as { mutations: { clientMutationId: string }[] }).mutations[0]!.clientMutationId);
     expect(sent[0]).toBe(sent[1]);
-    const reader = await notesClient(server, "rita");
+    const reader = await notesClient(notes(), "rita");
     await reader.pull();
     expect(reader.rows("list_members")).toHaveLength(1);
     await Promise.all([client.close(), reader.close(), proxy.stop()]);
   });
 
   test("the server answers a replayed mutation `duplicate`", async () => {
-    const token = server.token("dora");
+    const token = notes().token("dora");
     const body = {
       clientId: "0192f0e0-0000-7000-8000-0000000000d1",
       mutations: [{ mutationId: 1, clientMutationId: "0192f0e0-0000-7000-8000-00000000d001", name: "create_list", args: { id: "d", title: "D" } }],
     };
     const push = () =>
-      fetch(`${server.url}/sync/push`, {
+      fetch(`${notes().url}/sync/push`, {
         method: "POST",
         headers: { authorization: `Bearer ${token}`, "content-type": "application/json" },
         body: JSON.stringify(body),
@@ -127,7 +121,7 @@ describe("replays and renumbering", () => {
 
   test("a copied store is renumbered after the server's 409 and its mutation applies", async () => {
     const store = memoryStore();
-    const first = await notesClient(server, "carl", { store });
+    const first = await notesClient(notes(), "carl", { store });
     await mutators(first).createList({ id: "carls", title: "Carl's" });
     await first.sync();
     const snapshot = (await store.load())!;
@@ -138,7 +132,7 @@ describe("replays and renumbering", () => {
 
     // The store as it was after the first mutation, restored: its next id is taken on the server.
     const copy = memoryStore(snapshot);
-    const restored = await notesClient(server, "carl", { store: copy });
+    const restored = await notesClient(notes(), "carl", { store: copy });
     const queued = await mutators(restored).addNote({ id: "n4", list_id: "carls", title: "four" });
     expect(queued.mutationId).toBe(2);
     await restored.sync();
@@ -156,7 +150,7 @@ describe("retries", () => {
     [429, "rate_limited", 2],
   ] as const) {
     test(`a push answered ${status} is retried after its Retry-After`, async () => {
-      const proxy = await Proxy.start(server.url);
+      const proxy = await Proxy.start(notes().url);
       let refused = 0;
       proxy.plan((path) =>
         path === "/sync/push" && refused++ < 2
@@ -182,7 +176,7 @@ describe("retries", () => {
 
 describe("syncedMutationId", () => {
   test("optimistic state stays until a pull reports its mutation synced", async () => {
-    const proxy = await Proxy.start(server.url);
+    const proxy = await Proxy.start(notes().url);
     let lag = false;
     // As while an older transaction is still running on the server: the pull holds less than pushed.
     proxy.plan((path) =>

@@ -4,25 +4,19 @@
  * stream comes back by itself after the server restarts.
  */
 
-import { afterAll, beforeAll, describe, expect, test } from "vitest";
+import { describe, expect, test } from "vitest";
 
 import { bucketKey, createWebSocketSource, type PresenceEvent } from "@engine/client";
 
 import { buckets, mutators } from "../src/contract.gen.js";
 import { notesClient, waitFor, type NotesClient } from "./support/clients.js";
-import { NotesServer } from "./support/server.js";
+import { useNotesServer } from "./support/lifecycle.js";
 
-let server: NotesServer;
-beforeAll(async () => {
-  server = await NotesServer.start();
-});
-afterAll(async () => {
-  await server?.dispose();
-});
+const notes = useNotesServer();
 
 /** A client that syncs in the background over a WebSocket source, reconnecting quickly. */
 const live = (user: string) =>
-  notesClient(server, user, {
+  notesClient(notes(), user, {
     background: true,
     realtime: createWebSocketSource({ backoffBaseMs: 50, backoffMaxMs: 500, connectTimeoutMs: 2_000 }),
   });
@@ -80,14 +74,14 @@ describe("realtime", () => {
     const disconnects: boolean[] = [];
     eli.onStatus((s) => disconnects.push(s.connected));
 
-    await server.stop();
+    await notes().stop();
     await waitFor("eli to notice", () => !eli.status.connected);
-    await server.restart();
+    await notes().restart();
     await waitFor("eli to reconnect", () => eli.status.connected);
     expect(disconnects).toContain(false);
 
     // Another client of eli's writes; the reconnected stream's ping brings it.
-    const other = await notesClient(server, "eli");
+    const other = await notesClient(notes(), "eli");
     await other.pull();
     await mutators(other).addNote({ id: "after", list_id: "eli", title: "after the restart" });
     await other.sync();

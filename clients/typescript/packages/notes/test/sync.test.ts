@@ -3,23 +3,17 @@
  * the server, come back from it, and what the server decides replaces what the client guessed.
  */
 
-import { afterAll, beforeAll, describe, expect, test } from "vitest";
+import { describe, expect, test } from "vitest";
 
 import { mutators } from "../src/contract.gen.js";
 import { notesClient } from "./support/clients.js";
-import { NotesServer } from "./support/server.js";
+import { useNotesServer } from "./support/lifecycle.js";
 
-let server: NotesServer;
-beforeAll(async () => {
-  server = await NotesServer.start();
-});
-afterAll(async () => {
-  await server?.dispose();
-});
+const notes = useNotesServer();
 
 describe("pull and push", () => {
   test("a mutation shows at once, is pushed, and comes back from the server on a pull", async () => {
-    const alice = await notesClient(server, "alice");
+    const alice = await notesClient(notes(), "alice");
     const call = mutators(alice);
     await call.createList({ id: "groceries", title: "Groceries" });
     const queued = await call.addNote({ list_id: "groceries", title: "Oat milk" });
@@ -38,7 +32,7 @@ describe("pull and push", () => {
     expect(note).toMatchObject({ id: noteId, list_id: "groceries", title: "Oat milk", owner_id: "alice", done: false });
 
     // Another client of alice's, starting from nothing, pulls the same rows.
-    const again = await notesClient(server, "alice");
+    const again = await notesClient(notes(), "alice");
     expect(again.clientId).not.toBe(alice.clientId);
     await again.pull();
     expect(again.rows("notes")).toEqual(alice.rows("notes"));
@@ -47,13 +41,13 @@ describe("pull and push", () => {
   });
 
   test("pulls come in pages, each applied, until the last", async () => {
-    const writer = await notesClient(server, "paula");
+    const writer = await notesClient(notes(), "paula");
     const call = mutators(writer);
     await call.createList({ id: "paged", title: "Paged" });
     for (let i = 0; i < 7; i++) await call.addNote({ list_id: "paged", title: `note ${i}` });
     await writer.sync();
 
-    const reader = await notesClient(server, "paula", { pullPage: 2 });
+    const reader = await notesClient(notes(), "paula", { pullPage: 2 });
     const seen: number[] = [];
     reader.onChange((changes) => seen.push(changes.length));
     await reader.pull();
@@ -65,7 +59,7 @@ describe("pull and push", () => {
   });
 
   test("a mutator without an optimistic function still queues and syncs", async () => {
-    const client = await notesClient(server, "olga", { optimistic: {} });
+    const client = await notesClient(notes(), "olga", { optimistic: {} });
     const call = mutators(client);
     await call.createList({ id: "plain", title: "Plain" });
     expect(client.rows("lists")).toEqual([]);
@@ -76,7 +70,7 @@ describe("pull and push", () => {
   });
 
   test("what the server decides replaces the optimistic guess", async () => {
-    const client = await notesClient(server, "gina");
+    const client = await notesClient(notes(), "gina");
     const call = mutators(client);
     await call.createList({ id: "g", title: "G" });
     const { result } = await call.addNote({ list_id: "g", title: "first" });
