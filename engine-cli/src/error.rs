@@ -39,6 +39,22 @@ pub enum Error {
         /// What does not fit.
         source: engine_kernel::Error,
     },
+    /// The contract has something `gen` cannot write TypeScript for.
+    #[error("cannot generate TypeScript for the contract {origin}: {reason}")]
+    Generate {
+        /// The file or URL.
+        origin: String,
+        /// What stands in the way.
+        reason: String,
+    },
+    /// A file could not be written.
+    #[error("cannot write {path}: {source}")]
+    Write {
+        /// The file.
+        path: String,
+        /// Why.
+        source: std::io::Error,
+    },
     /// `migrate` was given no database.
     #[error("no database: pass --database-url or set DATABASE_URL")]
     NoDatabaseUrl,

@@ -5,6 +5,9 @@
 //! - `engine migrate <CONTRACT> --database-url <URL>`: provision a Postgres database for the app
 //!   the contract describes, exactly as the app's server would at start-up (`--plan` prints the
 //!   SQL instead).
+//! - `engine gen <CONTRACT> [--out FILE]`: write the TypeScript module of the app for the
+//!   TypeScript client: row and argument types, typed mutator calls, sync rules and bucket keys,
+//!   and the schema the client is built with.
 //!
 //! `<CONTRACT>` is a file holding the JSON of `GET /engine/contract`, or the URL of a running
 //! server (its `/engine/contract` is fetched) or of the contract itself.
@@ -15,11 +18,13 @@ mod check;
 mod error;
 mod migrate;
 mod source;
+mod typescript;
 
 use clap::{Parser, Subcommand};
 
 pub use error::{Error, Result};
-pub use source::load_contract;
+pub use source::{Contract, load_contract};
+pub use typescript::typescript;
 
 /// `engine`: tools for an engine app's contract and database.
 #[derive(Debug, Parser)]
@@ -50,6 +55,14 @@ enum Command {
         #[arg(long)]
         plan: bool,
     },
+    /// Write the TypeScript module of the app a contract describes, for `@engine/client`.
+    Gen {
+        /// A contract file, or the URL of a server or of its contract.
+        contract: String,
+        /// The file to write; the module is printed when absent.
+        #[arg(long)]
+        out: Option<std::path::PathBuf>,
+    },
 }
 
 impl Cli {
@@ -66,6 +79,17 @@ impl Cli {
                 let doc = load_contract(&contract).await?;
                 let url = database_url.ok_or(Error::NoDatabaseUrl)?;
                 migrate::migrate(&doc, &url, create_database).await
+            }
+            Command::Gen { contract, out } => {
+                let module = typescript(&load_contract(&contract).await?)?;
+                match out {
+                    None => Ok(module),
+                    Some(path) => {
+                        std::fs::write(&path, &module)
+                            .map_err(|source| Error::Write { path: path.display().to_string(), source })?;
+                        Ok(format!("wrote {}\n", path.display()))
+                    }
+                }
             }
         }
     }

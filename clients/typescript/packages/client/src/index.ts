@@ -1,0 +1,73 @@
+/**
+ * `@engine/client`: the engine's TypeScript client, with no framework dependency.
+ *
+ * - `createEngineClient`: a durable local copy of the actor's buckets that takes writes
+ *   offline and converges when it reconnects (pull, push, outbox, quarantine, rebase, status).
+ * - `createEngineMutators`: the app's optimistic functions and a call per mutator.
+ * - `createWebSocketSource`: realtime over any WHATWG WebSocket, reconnecting.
+ * - Stores: `memoryStore`, `indexedDbStore`, and `migrateClientStore` for their layout versions.
+ * - `defineSchema`, `bucketKey` and `Mutate`: what modules written by `engine gen` use.
+ * - The wire protocol's messages, its clock and its ids.
+ */
+
+export { createEngineClient } from "./client.js";
+export type { EngineClient, EngineClientOptions, OptimisticMutators, Status } from "./client.js";
+export { createEngineMutators } from "./mutators.js";
+export type { MutatorCalls } from "./mutators.js";
+export type { PageApplied, Queued, RowChange } from "./replica.js";
+export { StoreMismatchError, UnknownMutatorError } from "./replica.js";
+export type { Actor, MutationTx, OptimisticMutator } from "./view.js";
+export { timestampText } from "./view.js";
+
+export { createWebSocketSource } from "./websocket.js";
+export type {
+  CloseInfo,
+  RealtimeSession,
+  RealtimeSource,
+  ReconnectOptions,
+  WebSocketFactory,
+  WebSocketLike,
+  WebSocketSourceOptions,
+} from "./websocket.js";
+export type { PresenceEvent } from "./presence.js";
+
+export { memoryStore } from "./store/memory.js";
+export { indexedDbStore } from "./store/indexeddb.js";
+export { CLIENT_STORE_MIGRATIONS, ClientStoreVersionError, migrateClientStore } from "./store/migrate.js";
+export type { ClientStoreMigration } from "./store/migrate.js";
+export { CLIENT_STORE_VERSION } from "./store/types.js";
+export type {
+  ClientStore,
+  OutboxEntry,
+  QuarantinedEntry,
+  StoredBucket,
+  StoredRow,
+  StoredState,
+  StoreMeta,
+  StoreWrite,
+} from "./store/types.js";
+
+export { defineSchema, keyRow, keyText } from "./schema.js";
+export type {
+  ColumnSchema,
+  EngineSchema,
+  KeyInput,
+  Mutate,
+  MutatorTypes,
+  SyncRuleSchema,
+  TableSchema,
+  TableTypes,
+} from "./schema.js";
+export { bucketKey, bucketRule, encodeBucketParam } from "./bucket.js";
+export type { BucketParam } from "./bucket.js";
+
+export { actorOfToken, BearerToken, tokenClaims } from "./auth.js";
+export type { AuthInput, AuthProvider } from "./auth.js";
+export { ClosedError, NetworkError, ServerError } from "./errors.js";
+export { retryAfterMs } from "./remote.js";
+export type { Fetch } from "./remote.js";
+export { formatHlc, HlcClock, parseHlc } from "./hlc.js";
+export type { HlcReading } from "./hlc.js";
+export { derivedId, newUuid } from "./ids.js";
+export { PROTOCOL_VERSION, STREAM_SUBPROTOCOL } from "./wire.js";
+export type * from "./wire.js";

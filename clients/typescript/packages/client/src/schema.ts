@@ -1,0 +1,99 @@
+/**
+ * The app as the client needs it: the tables with their columns, keys and merge policies, the
+ * sync rules and the mutator names. `engine gen` writes it for an app (`schema` in the generated
+ * module), typed by the app's row and argument types.
+ */
+
+import type { Row } from "./wire.js";
+
+/** A column as the contract describes it. */
+export interface ColumnSchema {
+  readonly name: string;
+  /** The contract's type name: `text`, `int8`, `bool`, `timestamptz`, `crdt_text`, … */
+  readonly type: string;
+  readonly nullable: boolean;
+}
+
+/** A table as the contract describes it. */
+export interface TableSchema {
+  readonly columns: readonly ColumnSchema[];
+  readonly primaryKey: readonly string[];
+  readonly merge: string;
+  readonly crdt: readonly string[];
+  readonly owner: string | null;
+  readonly softDelete: string | null;
+  /** Whether some sync rule selects from the table: only synced tables have a local copy. */
+  readonly synced: boolean;
+}
+
+/** A sync rule as the contract describes it. */
+export interface SyncRuleSchema {
+  readonly parameters: readonly { readonly name: string; readonly type: string; readonly source: string }[];
+  readonly tables: readonly string[];
+}
+
+/** Row types by table name (an interface such as the generated `Tables`). */
+export type TableTypes = object;
+/** Argument types by mutator name (an interface such as the generated `Mutators`). */
+export type MutatorTypes = object;
+
+/** The app's schema, typed by its row types `T` and argument types `M`. */
+export interface EngineSchema<T extends TableTypes = TableTypes, M extends MutatorTypes = MutatorTypes> {
+  readonly version: string;
+  readonly tables: { readonly [K in keyof T & string]: TableSchema };
+  readonly syncRules: { readonly [rule: string]: SyncRuleSchema };
+  readonly mutators: readonly (keyof M & string)[];
+  /** Carries the row and argument types; never set at run time. */
+  readonly types?: { readonly tables: T; readonly mutators: M };
+}
+
+/** A schema whatever its types: what the client's internals read. */
+export interface AnySchema {
+  readonly version: string;
+  readonly tables: { readonly [table: string]: TableSchema };
+  readonly syncRules: { readonly [rule: string]: SyncRuleSchema };
+  readonly mutators: readonly string[];
+}
+
+/** The schema `schema`, typed by row types `T` and argument types `M` (what `engine gen` writes). */
+export function defineSchema<T extends TableTypes, M extends MutatorTypes>(
+  schema: Omit<EngineSchema<T, M>, "types">,
+): EngineSchema<T, M> {
+  return schema;
+}
+
+/** Anything that can run a mutation by name: the client, or a test double of it. */
+export interface Mutate<M, R> {
+  mutate<K extends keyof M & string>(name: K, args: M[K]): R;
+}
+
+/**
+ * A row's key: the value of a one-column primary key, or an object holding every primary key
+ * column.
+ */
+export type KeyInput = string | number | boolean | Row;
+
+/** The primary key columns of `row` (or of the key `key`), as an object. */
+export function keyRow(table: TableSchema, tableName: string, key: KeyInput): Row {
+  if (typeof key === "object" && key !== null) {
+    const out: Row = {};
+    for (const column of table.primaryKey) {
+      if (!(column in key)) {
+        throw new TypeError(`a key of table \`${tableName}\` needs its column \`${column}\``);
+      }
+      out[column] = key[column];
+    }
+    return out;
+  }
+  if (table.primaryKey.length !== 1) {
+    throw new TypeError(
+      `table \`${tableName}\` has a key of ${table.primaryKey.length} columns: give them as an object`,
+    );
+  }
+  return { [table.primaryKey[0]!]: key };
+}
+
+/** A key's text, to index rows by: the JSON of its column values in key order. */
+export function keyText(table: TableSchema, row: Row): string {
+  return JSON.stringify(table.primaryKey.map((column) => row[column] ?? null));
+}

@@ -1,0 +1,152 @@
+/**
+ * The replica's rules where no server can be asked to exercise them: a `superseded` result,
+ * rows pending mutations wrote kept past the bucket TTL, an optimistic function that throws,
+ * and the store layout's migrations.
+ */
+
+import { describe, expect, test } from "vitest";
+
+import { ClientStoreVersionError, CLIENT_STORE_VERSION, defineSchema, migrateClientStore, type StoredState } from "../src/index.js";
+import { Replica } from "../src/replica.js";
+import type { PullResponse } from "../src/wire.js";
+
+interface Item {
+  id: string;
+  title: string;
+}
+const schema = defineSchema<{ items: Item }, { rename: { id: string; title: string }; other: object }>({
+  version: "1",
+  tables: {
+    items: {
+      columns: [
+        { name: "id", type: "text", nullable: false },
+        { name: "title", type: "text", nullable: false },
+      ],
+      primaryKey: ["id"],
+      merge: "field",
+      crdt: [],
+      owner: null,
+      softDelete: null,
+      synced: true,
+    },
+  },
+  syncRules: {},
+  mutators: ["rename", "other"],
+});
+const actor = { userId: "u", ownerId: "u", claims: {} };
+
+function page(changes: Item[], extra: Partial<PullResponse> = {}): PullResponse {
+  return {
+    changes: changes.map((row) => ({ table: "items", row: { ...row }, buckets: ["own/u"] })),
+    tombstones: [],
+    removedBuckets: [],
+    cursor: "c",
+    hasMore: false,
+    reset: false,
+    lastMutationId: 0,
+    syncedMutationId: 0,
+    ...extra,
+  };
+}
+
+function replica(): Replica {
+  const r = new Replica(schema, actor, undefined);
+  r.setOptimistic({
+    rename: ((tx: { update(t: string, k: string, c: object): boolean }, args: { id: string; title: string }) => {
+      if (!tx.update("items", args.id, { title: args.title })) throw new Error("no item");
+    }) as never,
+  });
+  r.applyPage(page([{ id: "i", title: "server" }]), 0, 0);
+  r.takeViewChanges();
+  return r;
+}
+
+describe("replica", () => {
+  test("a mutation the server reports superseded stops showing at once", () => {
+    const r = replica();
+    const queued = r.mutate("rename", { id: "i", title: "mine" }, 1);
+    expect(r.viewRow("items", '["i"]')?.title).toBe("mine");
+    expect(r.takeViewChanges().map((c) => c.type)).toEqual(["update"]);
+    r.recordResults([{ clientMutationId: queued.clientMutationId, mutationId: 1, status: "applied", superseded: true }], 2);
+    expect(r.viewRow("items", '["i"]')?.title).toBe("server");
+    expect(r.takeViewChanges()).toEqual([
+      { table: "items", key: '["i"]', type: "update", row: { id: "i", title: "server" }, previous: { id: "i", title: "mine" } },
+    ]);
+    // It still waits for a pull to show it synced.
+    expect(r.pendingCount).toBe(1);
+    r.applyPage(page([], { lastMutationId: 1, syncedMutationId: 1 }), 3, 0);
+    expect(r.pendingCount).toBe(0);
+  });
+
+  test("rows a pending mutation wrote outlive a lost bucket's TTL", () => {
+    const r = replica();
+    r.mutate("rename", { id: "i", title: "mine" }, 1);
+    r.applyPage(page([], { removedBuckets: ["own/u"] }), 10, 0);
+    expect(r.viewRow("items", '["i"]')?.title).toBe("mine");
+    expect(r.heldBuckets()).toEqual([]);
+  });
+
+  test("an optimistic function that throws refuses the mutation locally: nothing is queued", () => {
+    const r = replica();
+    expect(() => r.mutate("rename", { id: "missing", title: "x" }, 1)).toThrow("no item");
+    expect(r.pendingCount).toBe(0);
+    expect(r.meta.lastMutationId).toBe(0);
+    expect(() => r.mutate("unknown", {}, 1)).toThrow("no mutator `unknown`");
+  });
+
+  test("rows and queued arguments cannot be changed from outside", () => {
+    const r = replica();
+    const args = { id: "i", title: "mine" };
+    r.mutate("rename", args, 1);
+    args.title = "changed afterwards";
+    expect(r.flush().putOutbox[0]!.args).toEqual({ id: "i", title: "mine" });
+    const row = r.viewRow("items", '["i"]')!;
+    expect(() => {
+      row.title = "scribbled";
+    }).toThrow(TypeError);
+    expect(r.viewRow("items", '["i"]')?.title).toBe("mine");
+  });
+
+  test("a mutator without an optimistic function queues without touching the view", () => {
+    const r = replica();
+    const queued = r.mutate("other", {}, 1);
+    expect(queued.mutationId).toBe(1);
+    expect(r.takeViewChanges()).toEqual([]);
+    expect(r.flush().putOutbox.map((e) => e.name)).toEqual(["other"]);
+  });
+});
+
+describe("store layout", () => {
+  const stored = (version: number): StoredState => ({
+    meta: {
+      version,
+      clientId: "c",
+      userId: "u",
+      schemaFingerprint: "f",
+      cursor: null,
+      lastMutationId: 0,
+      syncedMutationId: 0,
+      sweeping: false,
+      lastHlc: null,
+    },
+    rows: [],
+    buckets: [],
+    outbox: [],
+    quarantine: [],
+  });
+
+  test("the current layout passes unchanged; a newer one is refused", () => {
+    expect(migrateClientStore(stored(CLIENT_STORE_VERSION))).toEqual(stored(CLIENT_STORE_VERSION));
+    expect(() => migrateClientStore(stored(CLIENT_STORE_VERSION + 1))).toThrow(ClientStoreVersionError);
+  });
+
+  test("older layouts go through each step in order", () => {
+    const steps = {
+      1: (s: StoredState) => ({ ...s, meta: { ...s.meta, cursor: "one" } }),
+      2: (s: StoredState) => ({ ...s, meta: { ...s.meta, cursor: `${s.meta.cursor}+two` } }),
+    };
+    const migrated = migrateClientStore(stored(1), steps, 3);
+    expect(migrated.meta).toMatchObject({ version: 3, cursor: "one+two" });
+    expect(() => migrateClientStore(stored(0), steps, 3)).toThrow("layout 0 has no migration");
+  });
+});

@@ -1,0 +1,84 @@
+/**
+ * The notes app's optimistic mutators: what each mutation does to the local view at once,
+ * written in TypeScript after the app's Rust mutators (`examples/notes/src/mutators.rs`). The
+ * server runs the Rust ones; after every pull these run again on its rows until its result
+ * shows. `edit_note_body` has none: a body edit shows once the server has merged it.
+ */
+
+import type { MutationTx, OptimisticMutators } from "@engine/client";
+
+import type { Mutators, Tables } from "./contract.gen.js";
+
+type Tx = MutationTx<Tables>;
+
+/** The id the client proposed, or the one the server's run takes too. */
+const resolveId = (tx: Tx, proposed: string | null | undefined) => (proposed ? proposed : tx.newId());
+
+function ownedList(tx: Tx, listId: string, verb: string) {
+  const list = tx.get("lists", listId);
+  if (!list) throw new Error(`no list \`${listId}\``);
+  if (list.owner_id !== tx.actor.ownerId) throw new Error(`only the list's owner may ${verb} it`);
+  return list;
+}
+
+function found(exists: boolean, id: string): void {
+  if (!exists) throw new Error(`no note \`${id}\``);
+}
+
+export const optimistic: OptimisticMutators<Tables, Mutators> = {
+  create_list(tx, args) {
+    const id = resolveId(tx, args.id);
+    tx.insert("lists", { id, owner_id: tx.actor.ownerId, title: args.title, archived: false });
+    tx.insert("list_members", { list_id: id, user_id: tx.actor.userId, owner_id: tx.actor.ownerId, role: "owner" });
+    return id;
+  },
+  share_list(tx, args) {
+    const list = ownedList(tx, args.list_id, "share");
+    const key = { list_id: args.list_id, user_id: args.user_id };
+    const member = tx.get("list_members", key);
+    if (member?.role === "owner") throw new Error("the owner's membership cannot change");
+    if (member) tx.update("list_members", key, { role: args.role });
+    else tx.insert("list_members", { ...key, owner_id: list.owner_id, role: args.role });
+  },
+  unshare_list(tx, args) {
+    ownedList(tx, args.list_id, "unshare");
+    const key = { list_id: args.list_id, user_id: args.user_id };
+    const member = tx.get("list_members", key);
+    if (!member) throw new Error("that user is not a member of the list");
+    if (member.role === "owner") throw new Error("the owner's membership cannot be removed");
+    tx.delete("list_members", key);
+  },
+  add_note(tx, args) {
+    if (!tx.get("lists", args.list_id)) throw new Error(`no list \`${args.list_id}\``);
+    const id = resolveId(tx, args.id);
+    tx.insert("notes", {
+      id,
+      owner_id: tx.actor.ownerId,
+      list_id: args.list_id,
+      title: args.title,
+      done: false,
+      // Creation time orders new notes after older ones, as on the server.
+      position: tx.physicalMs,
+      body: "AAA=",
+      deleted_at: null,
+    });
+    return id;
+  },
+  update_note(tx, args) {
+    const changes: Partial<Tables["notes"]> = {};
+    if (args.title != null) changes.title = args.title;
+    if (args.done != null) changes.done = args.done;
+    if (args.position != null) changes.position = args.position;
+    found(tx.update("notes", args.id, changes), args.id);
+  },
+  move_note(tx, args) {
+    if (!tx.get("lists", args.list_id)) throw new Error(`no list \`${args.list_id}\``);
+    found(tx.update("notes", args.id, { list_id: args.list_id }), args.id);
+  },
+  delete_note(tx, args) {
+    found(tx.delete("notes", args.id), args.id);
+  },
+  purge_note(tx, args) {
+    found(tx.purge("notes", args.id), args.id);
+  },
+};

@@ -1,0 +1,91 @@
+/**
+ * The stream against a real notes server: a write by one client reaches another without a
+ * pull of its own asking, presence goes between two clients with joins and leaves, and the
+ * stream comes back by itself after the server restarts.
+ */
+
+import { describe, expect, test } from "vitest";
+
+import { bucketKey, createWebSocketSource, type PresenceEvent } from "@engine/client";
+
+import { buckets, mutators } from "../src/contract.gen.js";
+import { notesClient, waitFor, type NotesClient } from "./support/clients.js";
+import { useNotesServer } from "./support/lifecycle.js";
+
+const notes = useNotesServer();
+
+/** A client that syncs in the background over a WebSocket source, reconnecting quickly. */
+const live = (user: string) =>
+  notesClient(notes(), user, {
+    background: true,
+    realtime: createWebSocketSource({ backoffBaseMs: 50, backoffMaxMs: 500, connectTimeoutMs: 2_000 }),
+  });
+
+describe("realtime", () => {
+  test("a write shows on another user's client through the stream", async () => {
+    const ann = await live("ann");
+    const ben = await live("ben");
+    await waitFor("both streams up", () => ann.status.connected && ben.status.connected);
+    const call = mutators(ann);
+    await call.createList({ id: "shared-ab", title: "Ours" });
+    await call.shareList({ list_id: "shared-ab", user_id: "ben", role: "editor" });
+    await waitFor("ben to see the shared list", () => ben.get("lists", "shared-ab")?.title === "Ours");
+    await mutators(ben).addNote({ id: "from-ben", list_id: "shared-ab", title: "hello" });
+    await waitFor("ann to see ben's note", () => ann.get("notes", "from-ben")?.title === "hello");
+    expect(ben.buckets()).toContain(buckets.shared({ list_id: "shared-ab" }));
+    await Promise.all([ann.close(), ben.close()]);
+  });
+
+  test("presence goes between two clients, with joins and leaves", async () => {
+    const cleo = await live("cleo");
+    const dan = await live("dan");
+    await mutators(cleo).createList({ id: "room", title: "Room" });
+    await mutators(cleo).shareList({ list_id: "room", user_id: "dan", role: "viewer" });
+    const room = bucketKey("shared", ["room"]);
+    await waitFor("dan to hold the room", () => dan.buckets().includes(room));
+    await waitFor("cleo to hold the room", () => cleo.buckets().includes(room));
+
+    const seenByCleo: PresenceEvent[] = [];
+    cleo.onPresence((event) => event.bucket === room && seenByCleo.push(event));
+    cleo.track(room, { at: "title" });
+    dan.track(room, { at: "body" });
+    const present = (client: NotesClient, user: string) => (client.presenceState(room)[user] ?? []).length > 0;
+    await waitFor("each to see the other", () => present(cleo, "dan") && present(dan, "cleo"));
+    const danMeta = cleo.presenceState(room).dan![0]!;
+    expect(danMeta.at).toBe("body");
+    expect(typeof danMeta.presenceRef).toBe("string");
+    expect(seenByCleo.some((e) => e.joins.dan?.some((m) => m.presenceRef === danMeta.presenceRef))).toBe(true);
+
+    // A new meta replaces the old one; untrack leaves.
+    dan.track(room, { at: "title" });
+    await waitFor("dan's meta to change", () => cleo.presenceState(room).dan?.[0]?.at === "title");
+    expect(cleo.presenceState(room).dan).toHaveLength(1);
+    dan.untrack(room);
+    await waitFor("dan to leave", () => !present(cleo, "dan"));
+    expect(seenByCleo.at(-1)!.leaves.dan).toHaveLength(1);
+    expect(present(dan, "cleo")).toBe(true);
+    await Promise.all([cleo.close(), dan.close()]);
+  });
+
+  test("the stream comes back after the server restarts, and what happened meanwhile arrives", async () => {
+    const eli = await live("eli");
+    await mutators(eli).createList({ id: "eli", title: "Eli" });
+    await waitFor("eli connected and synced", () => eli.status.connected && eli.status.pending === 0);
+    const disconnects: boolean[] = [];
+    eli.onStatus((s) => disconnects.push(s.connected));
+
+    await notes().stop();
+    await waitFor("eli to notice", () => !eli.status.connected);
+    await notes().restart();
+    await waitFor("eli to reconnect", () => eli.status.connected);
+    expect(disconnects).toContain(false);
+
+    // Another client of eli's writes; the reconnected stream's ping brings it.
+    const other = await notesClient(notes(), "eli");
+    await other.pull();
+    await mutators(other).addNote({ id: "after", list_id: "eli", title: "after the restart" });
+    await other.sync();
+    await waitFor("eli to see the note", () => eli.get("notes", "after")?.title === "after the restart");
+    await Promise.all([eli.close(), other.close()]);
+  });
+});

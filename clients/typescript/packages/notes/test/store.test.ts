@@ -1,0 +1,103 @@
+/**
+ * What the client keeps, against a real notes server: the outbox and the confirmed rows survive
+ * a reload in IndexedDB, rows of a bucket the actor lost leave after the bucket TTL, and a pull
+ * the server starts over sweeps away rows it does not deliver again.
+ */
+
+import "fake-indexeddb/auto";
+
+import { describe, expect, test } from "vitest";
+
+import { indexedDbStore, memoryStore } from "@engine/client";
+
+import { mutators } from "../src/contract.gen.js";
+import { notesClient } from "./support/clients.js";
+import { useNotesServer } from "./support/lifecycle.js";
+
+const notes = useNotesServer();
+
+describe("persistence", () => {
+  test("the outbox and the rows survive a reload in IndexedDB, then sync", async () => {
+    const name = `notes-${notes().database}`;
+    // Offline: the server's address answers nothing.
+    const offline = { url: "http://127.0.0.1:9", token: (user: string) => notes().token(user) };
+    const before = await notesClient(offline, "fay", { store: indexedDbStore(name) });
+    await mutators(before).createList({ id: "fays", title: "Fay's" });
+    const { result } = await mutators(before).addNote({ list_id: "fays", title: "written offline" });
+    await expect(before.push()).rejects.toThrow();
+    await before.close();
+
+    const after = await notesClient(notes(), "fay", { store: indexedDbStore(name) });
+    expect(after.clientId).toBe(before.clientId);
+    expect(after.status.pending).toBe(2);
+    expect(after.get("notes", result as string)?.title).toBe("written offline");
+    await after.sync();
+    expect(after.status.pending).toBe(0);
+    await after.close();
+
+    // Reloaded once more: the confirmed rows come from the store, before any pull.
+    const again = await notesClient(notes(), "fay", { store: indexedDbStore(name) });
+    expect(again.rows("notes").map((n) => n.title)).toEqual(["written offline"]);
+    expect(again.cursor).not.toBeNull();
+    await again.close();
+  });
+
+  test("a store of another user is refused", async () => {
+    const store = memoryStore();
+    await (await notesClient(notes(), "gus", { store })).close();
+    await expect(notesClient(notes(), "hal", { store })).rejects.toThrow("holds the data of user `gus`");
+  });
+});
+
+describe("buckets lost and pulls started over", () => {
+  test("rows of a bucket the actor lost go after the bucket TTL", async () => {
+    const owner = await notesClient(notes(), "ida");
+    await mutators(owner).createList({ id: "ttl", title: "TTL" });
+    await mutators(owner).addNote({ id: "ttl-note", list_id: "ttl", title: "shared for a while" });
+    await mutators(owner).shareList({ list_id: "ttl", user_id: "jon", role: "viewer" });
+    await mutators(owner).shareList({ list_id: "ttl", user_id: "kim", role: "viewer" });
+    await owner.sync();
+
+    const jon = await notesClient(notes(), "jon");
+    const kim = await notesClient(notes(), "kim", { bucketTtlMs: 3_600_000 });
+    await Promise.all([jon.pull(), kim.pull()]);
+    expect(jon.get("notes", "ttl-note")?.title).toBe("shared for a while");
+    expect(kim.get("notes", "ttl-note")?.title).toBe("shared for a while");
+
+    await mutators(owner).unshareList({ list_id: "ttl", user_id: "jon" });
+    await mutators(owner).unshareList({ list_id: "ttl", user_id: "kim" });
+    await owner.sync();
+    await Promise.all([jon.pull(), kim.pull()]);
+    // At once for jon (TTL 0); kim keeps them for the hour, without holding the bucket.
+    expect(jon.rows("notes")).toEqual([]);
+    expect(jon.rows("lists")).toEqual([]);
+    expect(jon.buckets()).toEqual([]);
+    expect(kim.get("notes", "ttl-note")?.title).toBe("shared for a while");
+    expect(kim.buckets()).toEqual([]);
+    await Promise.all([owner.close(), jon.close(), kim.close()]);
+  });
+
+  test("a cursor the server cannot read starts the pull over, and rows not delivered again go", async () => {
+    const store = memoryStore();
+    const client = await notesClient(notes(), "lea", { store });
+    await mutators(client).createList({ id: "leas", title: "Lea's" });
+    await client.sync();
+    await client.close();
+
+    // A row the server never had, and a cursor it never wrote.
+    const stored = (await store.load())!;
+    stored.meta.cursor = "not-a-cursor";
+    stored.rows.push({
+      table: "lists",
+      key: JSON.stringify(["ghost"]),
+      row: { id: "ghost", owner_id: "lea", title: "Ghost", archived: false },
+      buckets: ["own/lea"],
+    });
+    const reopened = await notesClient(notes(), "lea", { store: memoryStore(stored) });
+    expect(reopened.rows("lists").map((l) => l.id)).toEqual(["ghost", "leas"]);
+    await reopened.pull();
+    expect(reopened.rows("lists").map((l) => l.id)).toEqual(["leas"]);
+    expect(reopened.cursor).not.toBe("not-a-cursor");
+    await reopened.close();
+  });
+});
