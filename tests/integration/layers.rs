@@ -13,7 +13,7 @@ use std::str::FromStr;
 use proc_macro2::{Delimiter, TokenStream, TokenTree};
 
 /// The crates checked, by directory under the workspace root.
-const CRATES: &[&str] = &["engine-runtime", "engine-client"];
+const CRATES: &[&str] = &["engine-runtime", "engine-client", "engine-kernel"];
 
 /// Which top-level modules each top-level module names, with a file that names it.
 type Graph = BTreeMap<String, BTreeMap<String, PathBuf>>;

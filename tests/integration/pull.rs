@@ -464,6 +464,7 @@ async fn a_cursor_stays_small_however_many_buckets_and_every_instance_reads_it()
     // Another instance on the same database: it knows the key and finds the set.
     exec(&db, &storage, "UPDATE notes SET title = 'changed' WHERE id = 'n7'").await;
     let other = PostgresStorage::new(db.pool.clone(), std::sync::Arc::new(example_notes::app()));
+    db.settle(&other).await;
     let page = pull(&other, "alice", Some(&last)).await;
     assert!(!page.reset, "another instance opens the cursor");
     assert_eq!(changes(&page).into_keys().collect::<Vec<_>>(), vec!["notes:n7"]);
@@ -472,6 +473,7 @@ async fn a_cursor_stays_small_however_many_buckets_and_every_instance_reads_it()
     exec(&db, &storage, "UPDATE _engine_bucket_sets SET used_at = now() - interval '30 days'").await;
     other.collect_garbage(std::time::Duration::from_secs(7 * 86_400)).await.unwrap();
     let fresh = PostgresStorage::new(db.pool.clone(), std::sync::Arc::new(example_notes::app()));
+    db.settle(&fresh).await;
     let page = pull(&fresh, "alice", Some(&last)).await;
     assert!(page.reset, "a cursor naming a collected set starts afresh");
 }
@@ -492,6 +494,7 @@ async fn a_page_ends_early_when_its_rows_fill_the_byte_budget() {
     .await;
     let small =
         PostgresStorage::new(db.pool.clone(), std::sync::Arc::new(example_notes::app())).with_page_bytes(10_000);
+    db.settle(&small).await;
     let pages = pull_all(&small, "alice", None, 1_000).await;
     let mut seen = BTreeSet::new();
     for page in &pages[..pages.len() - 1] {
@@ -506,6 +509,7 @@ async fn a_page_ends_early_when_its_rows_fill_the_byte_budget() {
     assert_eq!(seen.len(), 60, "every note, once, in {} pages", pages.len());
     // A row larger than the budget still goes, alone.
     let tiny = PostgresStorage::new(db.pool.clone(), std::sync::Arc::new(example_notes::app())).with_page_bytes(10);
+    db.settle(&tiny).await;
     let page = pull_with(&tiny, "alice", None, None, Some(1_000)).await;
     assert_eq!(page.changes.len(), 1);
     assert!(page.has_more);
