@@ -16,12 +16,15 @@ pub enum Error {
         source: std::io::Error,
     },
     /// The contract could not be fetched from a server.
-    #[error("cannot fetch the contract from {url}: {reason}")]
+    #[error("cannot fetch the contract from {url}: {reason}{}", source.as_ref().map(|s| format!(": {s}")).unwrap_or_default())]
     Fetch {
         /// Where from.
         url: String,
-        /// Why.
+        /// What went wrong.
         reason: String,
+        /// The HTTP client's error behind it, when there is one.
+        #[source]
+        source: Option<Box<dyn std::error::Error + Send + Sync>>,
     },
     /// What was read is not JSON.
     #[error("the contract {origin} is not JSON: {source}")]

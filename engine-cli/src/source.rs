@@ -42,16 +42,23 @@ pub async fn load_contract(origin: &str) -> Result<Contract> {
 
 /// The body of the contract at `url`; a bare server URL means its `/engine/contract`.
 async fn fetch(url: &str) -> Result<String> {
-    let mut target =
-        reqwest::Url::parse(url).map_err(|e| Error::Fetch { url: url.to_owned(), reason: e.to_string() })?;
+    let mut target = reqwest::Url::parse(url).map_err(|e| Error::Fetch {
+        url: url.to_owned(),
+        reason: "not a URL".into(),
+        source: Some(Box::new(e)),
+    })?;
     if target.path() == "/" || target.path().is_empty() {
         target.set_path("/engine/contract");
     }
-    let failed = |reason: String| Error::Fetch { url: target.to_string(), reason };
-    let response = reqwest::get(target.clone()).await.map_err(|e| failed(engine_kernel::error::chain(&e)))?;
+    let failed = |reason: &str, source: Option<reqwest::Error>| Error::Fetch {
+        url: target.to_string(),
+        reason: reason.to_owned(),
+        source: source.map(|e| Box::new(e) as Box<dyn std::error::Error + Send + Sync>),
+    };
+    let response = reqwest::get(target.clone()).await.map_err(|e| failed("the request failed", Some(e)))?;
     let status = response.status();
     if !status.is_success() {
-        return Err(failed(format!("the server answered {status}")));
+        return Err(failed(&format!("the server answered {status}"), None));
     }
-    response.text().await.map_err(|e| failed(engine_kernel::error::chain(&e)))
+    response.text().await.map_err(|e| failed("the answer did not arrive", Some(e)))
 }

@@ -71,13 +71,13 @@ impl AuthProvider for BearerToken {
 /// # Errors
 /// [`Error::Auth`] when the token is not a JWT with a `sub`.
 pub fn actor_of_token(token: &str) -> Result<Actor> {
-    let payload = token.split('.').nth(1).ok_or_else(|| Error::Auth("the token is not a JWT".into()))?;
+    let payload = token.split('.').nth(1).ok_or_else(|| Error::auth("the token is not a JWT"))?;
     let bytes = base64::engine::general_purpose::URL_SAFE_NO_PAD
         .decode(payload.trim_end_matches('='))
-        .map_err(|_| Error::Auth("the token's payload is not base64url".into()))?;
+        .map_err(|_| Error::auth("the token's payload is not base64url"))?;
     let claims: serde_json::Map<String, Value> =
-        serde_json::from_slice(&bytes).map_err(|_| Error::Auth("the token's payload is not a JSON object".into()))?;
-    let user = claims.get("sub").and_then(Value::as_str).ok_or_else(|| Error::Auth("the token has no `sub`".into()))?;
+        serde_json::from_slice(&bytes).map_err(|_| Error::auth("the token's payload is not a JSON object"))?;
+    let user = claims.get("sub").and_then(Value::as_str).ok_or_else(|| Error::auth("the token has no `sub`"))?;
     let owner = claims.get("ownerId").and_then(Value::as_str).unwrap_or(user);
     let mut actor = Actor::new(user, owner);
     for (name, value) in &claims {

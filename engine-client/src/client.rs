@@ -160,11 +160,12 @@ impl ClientBuilder {
     /// [`Error::Store`] or [`Error::StoreMismatch`] when the store cannot be opened for this app
     /// and actor.
     pub async fn build(self) -> Result<Client> {
-        let app = self.app.ok_or_else(|| Error::Config("no app: call `.app(…)`".into()))?;
-        let auth = self.auth.ok_or_else(|| Error::Config("no credentials: call `.auth(…)`".into()))?;
-        let actor = self.actor.or_else(|| auth.actor()).ok_or_else(|| {
-            Error::Config("no actor: the auth provider cannot tell who it is; call `.actor(…)`".into())
-        })?;
+        let app = self.app.ok_or_else(|| Error::config("no app: call `.app(…)`"))?;
+        let auth = self.auth.ok_or_else(|| Error::config("no credentials: call `.auth(…)`"))?;
+        let actor = self
+            .actor
+            .or_else(|| auth.actor())
+            .ok_or_else(|| Error::config("no actor: the auth provider cannot tell who it is; call `.actor(…)`"))?;
         self.settings.check()?;
         let remote = Remote::new(&self.server_url, auth)?;
         let store = Store::open(&self.store, app, actor).await?;

@@ -29,15 +29,89 @@ pub enum Error {
         retry_after: Option<std::time::Duration>,
     },
     /// The server could not be reached, or answered something that is not the protocol.
-    #[error("network: {0}")]
-    Network(String),
-    /// The auth provider failed.
-    #[error("auth: {0}")]
-    Auth(String),
+    #[error("network: {what}{}", caused(.source))]
+    Network {
+        /// What failed.
+        what: String,
+        /// Why, when another error says (the HTTP or WebSocket client's error).
+        #[source]
+        source: Option<BoxError>,
+    },
+    /// The auth provider failed, or gave credentials that cannot be used.
+    #[error("auth: {what}{}", caused(.source))]
+    Auth {
+        /// What is wrong.
+        what: String,
+        /// Why, when another error says.
+        #[source]
+        source: Option<BoxError>,
+    },
     /// The builder is missing something or was given something unusable.
-    #[error("configuration: {0}")]
-    Config(String),
+    #[error("configuration: {what}{}", caused(.source))]
+    Config {
+        /// What is wrong.
+        what: String,
+        /// Why, when another error says.
+        #[source]
+        source: Option<BoxError>,
+    },
     /// The client was shut down.
     #[error("the client is closed")]
     Closed,
+}
+
+/// A cause kept with an error.
+pub type BoxError = Box<dyn std::error::Error + Send + Sync + 'static>;
+
+/// `": <cause>"` after an error's own words, when it has a cause.
+fn caused(source: &Option<BoxError>) -> String {
+    source.as_ref().map(|s| format!(": {s}")).unwrap_or_default()
+}
+
+impl Error {
+    /// A network failure with nothing behind it.
+    pub(crate) fn network(what: impl Into<String>) -> Self {
+        Error::Network { what: what.into(), source: None }
+    }
+
+    /// A network failure caused by `source`.
+    pub(crate) fn network_from(what: impl Into<String>, source: impl Into<BoxError>) -> Self {
+        Error::Network { what: what.into(), source: Some(source.into()) }
+    }
+
+    /// An auth failure with nothing behind it.
+    pub(crate) fn auth(what: impl Into<String>) -> Self {
+        Error::Auth { what: what.into(), source: None }
+    }
+
+    /// An auth failure caused by `source`.
+    pub(crate) fn auth_from(what: impl Into<String>, source: impl Into<BoxError>) -> Self {
+        Error::Auth { what: what.into(), source: Some(source.into()) }
+    }
+
+    /// A configuration error with nothing behind it.
+    pub(crate) fn config(what: impl Into<String>) -> Self {
+        Error::Config { what: what.into(), source: None }
+    }
+
+    /// A configuration error caused by `source`.
+    pub(crate) fn config_from(what: impl Into<String>, source: impl Into<BoxError>) -> Self {
+        Error::Config { what: what.into(), source: Some(source.into()) }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::error::Error as _;
+
+    use super::*;
+
+    #[test]
+    fn errors_keep_their_causes() {
+        let timeout = std::io::Error::new(std::io::ErrorKind::TimedOut, "timed out");
+        let err = Error::network_from("/sync/pull could not be sent", timeout);
+        assert_eq!(err.to_string(), "network: /sync/pull could not be sent: timed out");
+        assert!(err.source().and_then(|s| s.downcast_ref::<std::io::Error>()).is_some());
+        assert!(Error::auth("the token has no `sub`").source().is_none());
+    }
 }

@@ -41,7 +41,7 @@ pub use engine_kernel::BoxFuture;
 /// `CrdtMap::insert` return the update ([`crdt::CrdtUpdate`]), which goes into the mutator's
 /// arguments as it is; `merge` applies an update or a server state.
 pub use engine_kernel::crdt;
-pub use error::{Error, Result};
+pub use error::{BoxError, Error, Result};
 pub use presence::{PresenceEvent, PresenceState};
 pub use settings::{Reconnect, Settings};
 pub use status::Status;

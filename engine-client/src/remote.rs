@@ -29,14 +29,15 @@ impl std::fmt::Debug for Remote {
 
 impl Remote {
     pub(crate) fn new(base: &str, auth: Arc<dyn AuthProvider>) -> Result<Remote> {
-        let mut base = reqwest::Url::parse(base).map_err(|e| Error::Config(format!("the server URL {base:?}: {e}")))?;
+        let mut base =
+            reqwest::Url::parse(base).map_err(|e| Error::config_from(format!("the server URL {base:?}"), e))?;
         if !base.path().ends_with('/') {
             base.set_path(&format!("{}/", base.path()));
         }
         let http = reqwest::Client::builder()
             .timeout(REQUEST_TIMEOUT)
             .build()
-            .map_err(|e| Error::Config(format!("an HTTP client: {e}")))?;
+            .map_err(|e| Error::config_from("an HTTP client", e))?;
         Ok(Remote { http, base, auth })
     }
 
@@ -69,7 +70,7 @@ impl Remote {
         for (name, value) in self.auth.headers().await? {
             request = request.header(name, value);
         }
-        let response = request.send().await.map_err(|e| Error::Network(engine_kernel::error::chain(&e)))?;
+        let response = request.send().await.map_err(|e| Error::network_from(format!("{path} could not be sent"), e))?;
         let status = response.status();
         let retry_after = response
             .headers()
@@ -77,16 +78,19 @@ impl Remote {
             .and_then(|v| v.to_str().ok())
             .and_then(|v| v.parse::<u64>().ok())
             .map(Duration::from_secs);
-        let bytes = response.bytes().await.map_err(|e| Error::Network(engine_kernel::error::chain(&e)))?;
+        let bytes = response
+            .bytes()
+            .await
+            .map_err(|e| Error::network_from(format!("the answer to {path} did not arrive"), e))?;
         if status.is_success() {
             return serde_json::from_slice(&bytes)
-                .map_err(|e| Error::Network(format!("the server's answer to {path} is not the protocol: {e}")));
+                .map_err(|e| Error::network_from(format!("the server's answer to {path} is not the protocol"), e));
         }
         match serde_json::from_slice::<Problem>(&bytes) {
             Ok(problem) => Err(Error::Server { status: status.as_u16(), problem, retry_after }),
             // Not a problem document: a proxy or a load balancer answered, not the engine. Try
             // again later; never conclude anything about the mutations from it.
-            Err(_) => Err(Error::Network(format!("HTTP {status} from {path} without a problem document"))),
+            Err(_) => Err(Error::network(format!("HTTP {status} from {path} without a problem document"))),
         }
     }
 }

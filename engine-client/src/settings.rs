@@ -53,10 +53,10 @@ impl Settings {
             ("first backoff", self.reconnect.backoff_base),
         ];
         if let Some((name, _)) = positive.iter().find(|(_, d)| d.is_zero()) {
-            return Err(Error::Config(format!("the {name} must be longer than zero")));
+            return Err(Error::config(format!("the {name} must be longer than zero")));
         }
         if self.reconnect.backoff_base > self.reconnect.backoff_max {
-            return Err(Error::Config(format!(
+            return Err(Error::config(format!(
                 "the backoff starts at {:?}, above its maximum {:?}",
                 self.reconnect.backoff_base, self.reconnect.backoff_max
             )));
@@ -124,6 +124,6 @@ mod tests {
             reconnect: Reconnect::default().backoff(Duration::from_secs(2), Duration::from_secs(1)),
             ..Settings::default()
         };
-        assert!(matches!(settings.check(), Err(Error::Config(_))));
+        assert!(matches!(settings.check(), Err(Error::Config { .. })));
     }
 }

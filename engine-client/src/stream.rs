@@ -83,20 +83,20 @@ pub(crate) async fn run(inner: Arc<ClientState>) {
 async fn connect(inner: &ClientState) -> Result<Socket> {
     let mut url = inner.remote.url("sync/stream");
     let scheme = if url.scheme() == "https" { "wss" } else { "ws" };
-    url.set_scheme(scheme).map_err(|()| Error::Config(format!("no WebSocket URL for {url}")))?;
+    url.set_scheme(scheme).map_err(|()| Error::config(format!("no WebSocket URL for {url}")))?;
     let mut request =
-        url.as_str().into_client_request().map_err(|e| Error::Config(format!("the stream URL {url}: {e}")))?;
+        url.as_str().into_client_request().map_err(|e| Error::config_from(format!("the stream URL {url}"), e))?;
     let headers = request.headers_mut();
     for (name, value) in inner.remote.auth.headers().await? {
         let name = reqwest::header::HeaderName::from_bytes(name.as_bytes())
-            .map_err(|e| Error::Auth(format!("header name {name:?}: {e}")))?;
-        let value = value.parse().map_err(|e| Error::Auth(format!("header value: {e}")))?;
+            .map_err(|e| Error::auth_from(format!("header name {name:?}"), e))?;
+        let value = value.parse().map_err(|e| Error::auth_from("a header value", e))?;
         headers.insert(name, value);
     }
     headers.insert("sec-websocket-protocol", STREAM_SUBPROTOCOL.parse().expect("a valid header value"));
     let timeout = inner.settings.reconnect.connect_timeout;
     match tokio::time::timeout(timeout, tokio_tungstenite::connect_async(request)).await {
-        Err(_) => Err(Error::Network(format!("the stream did not open within {timeout:?}"))),
+        Err(_) => Err(Error::network(format!("the stream did not open within {timeout:?}"))),
         Ok(Err(tokio_tungstenite::tungstenite::Error::Http(response))) => {
             let status = response.status().as_u16();
             let problem =
@@ -105,7 +105,7 @@ async fn connect(inner: &ClientState) -> Result<Socket> {
                 });
             Err(Error::Server { status, problem, retry_after: None })
         }
-        Ok(Err(err)) => Err(Error::Network(err.to_string())),
+        Ok(Err(err)) => Err(Error::network_from("the stream did not open", err)),
         Ok(Ok((socket, _))) => Ok(socket),
     }
 }

@@ -27,7 +27,9 @@ impl ServedContract {
     /// The contract of `app`, served under `mount_prefix` when given.
     pub(crate) fn new(app: &App, mount_prefix: Option<String>) -> Result<Self> {
         let document = engine_kernel::contract(app);
-        let at_root = serde_json::to_vec(&document).map_err(|e| Error::Internal(e.to_string()))?.into();
+        let at_root = serde_json::to_vec(&document)
+            .map_err(|e| Error::internal_from("the contract does not serialize", e))?
+            .into();
         let mount_prefix = mount_prefix.map(|prefix| match prefix.starts_with('/') || prefix.contains("://") {
             true => prefix,
             false => format!("/{prefix}"),

@@ -60,11 +60,24 @@ pub enum Error {
         detail: String,
     },
     /// The database was provisioned by a newer engine, or provisioning failed.
-    #[error("provisioning: {0}")]
-    Provision(String),
-    /// The server is configured inconsistently.
-    #[error("configuration: {0}")]
-    Config(String),
+    #[error("provisioning: {what}{}", caused(.source))]
+    Provision {
+        /// What failed.
+        what: String,
+        /// Why, when another error says.
+        #[source]
+        source: Option<BoxError>,
+    },
+    /// The server is configured inconsistently, or a resource it was configured with (an address,
+    /// a database, a key) cannot be used.
+    #[error("configuration: {what}{}", caused(.source))]
+    Config {
+        /// What is wrong.
+        what: String,
+        /// Why, when another error says.
+        #[source]
+        source: Option<BoxError>,
+    },
     /// A failure of a mutator or of the app's definition.
     #[error(transparent)]
     Kernel(#[from] engine_kernel::Error),
@@ -72,14 +85,58 @@ pub enum Error {
     #[error("database: {0}")]
     Database(#[source] sqlx::Error),
     /// Any other fault of the server.
-    #[error("internal: {0}")]
-    Internal(String),
+    #[error("internal: {what}{}", caused(.source))]
+    Internal {
+        /// What failed.
+        what: String,
+        /// Why, when another error says.
+        #[source]
+        source: Option<BoxError>,
+    },
+}
+
+/// A cause kept with an error.
+pub type BoxError = Box<dyn std::error::Error + Send + Sync + 'static>;
+
+/// `": <cause>"` after an error's own words, when it has a cause.
+fn caused(source: &Option<BoxError>) -> String {
+    source.as_ref().map(|s| format!(": {s}")).unwrap_or_default()
 }
 
 /// How long clients wait after a transient failure.
 pub(crate) const RETRY_AFTER: Duration = Duration::from_secs(1);
 
 impl Error {
+    /// A configuration error with nothing behind it.
+    pub(crate) fn config(what: impl Into<String>) -> Self {
+        Error::Config { what: what.into(), source: None }
+    }
+
+    /// A configuration error caused by `source`.
+    pub(crate) fn config_from(what: impl Into<String>, source: impl Into<BoxError>) -> Self {
+        Error::Config { what: what.into(), source: Some(source.into()) }
+    }
+
+    /// A provisioning error with nothing behind it.
+    pub(crate) fn provision(what: impl Into<String>) -> Self {
+        Error::Provision { what: what.into(), source: None }
+    }
+
+    /// A provisioning error caused by `source`.
+    pub(crate) fn provision_from(what: impl Into<String>, source: impl Into<BoxError>) -> Self {
+        Error::Provision { what: what.into(), source: Some(source.into()) }
+    }
+
+    /// A fault of the server with nothing behind it.
+    pub(crate) fn internal(what: impl Into<String>) -> Self {
+        Error::Internal { what: what.into(), source: None }
+    }
+
+    /// A fault of the server caused by `source`.
+    pub(crate) fn internal_from(what: impl Into<String>, source: impl Into<BoxError>) -> Self {
+        Error::Internal { what: what.into(), source: Some(source.into()) }
+    }
+
     /// The stable code of this error on the wire.
     pub fn code(&self) -> ErrorCode {
         match self {
@@ -93,7 +150,9 @@ impl Error {
             Error::RateLimited { .. } => ErrorCode::RateLimited,
             Error::RetryLater { .. } => ErrorCode::RetryLater,
             Error::Kernel(e) => e.code(),
-            Error::Provision(_) | Error::Config(_) | Error::Database(_) | Error::Internal(_) => ErrorCode::Internal,
+            Error::Provision { .. } | Error::Config { .. } | Error::Database(_) | Error::Internal { .. } => {
+                ErrorCode::Internal
+            }
         }
     }
 
@@ -108,7 +167,7 @@ impl Error {
     pub fn problem(&self) -> Problem {
         let code = self.code();
         let detail = match self {
-            Error::Provision(_) | Error::Config(_) | Error::Database(_) | Error::Internal(_) => {
+            Error::Provision { .. } | Error::Config { .. } | Error::Database(_) | Error::Internal { .. } => {
                 "the server failed; the failure is logged".to_owned()
             }
             Error::Kernel(engine_kernel::Error::Internal(_) | engine_kernel::Error::InvalidApp(_)) => {
@@ -226,5 +285,24 @@ impl IntoResponse for Error {
             headers.insert(header::RETRY_AFTER, HeaderValue::from(seconds));
         }
         response
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::error::Error as _;
+
+    use super::*;
+
+    #[test]
+    fn errors_keep_their_causes() {
+        let refused = std::io::Error::new(std::io::ErrorKind::AddrInUse, "address in use");
+        let err = Error::config_from("cannot listen", refused);
+        assert_eq!(err.to_string(), "configuration: cannot listen: address in use");
+        let cause = err.source().and_then(|s| s.downcast_ref::<std::io::Error>()).expect("the cause is kept");
+        assert_eq!(cause.kind(), std::io::ErrorKind::AddrInUse);
+        assert!(Error::provision("not provisioned").source().is_none());
+        assert_eq!(Error::internal("lost").to_string(), "internal: lost");
+        assert_eq!(err.problem().detail, "the server failed; the failure is logged", "never shown to a client");
     }
 }

@@ -217,15 +217,14 @@ impl ServerBuilder {
 
     /// Open the store, provision (or verify) the database, and assemble the server.
     pub async fn build(self) -> Result<Server> {
-        let app = Arc::new(self.app.ok_or_else(|| Error::Config("the server needs an app: `.app(…)`".into()))?);
+        let app = Arc::new(self.app.ok_or_else(|| Error::config("the server needs an app: `.app(…)`"))?);
         let storage = match self.storage {
             Some(StorageSource::Ready(storage)) => storage,
             Some(StorageSource::Open(open)) => open.open(app.clone()).await?,
-            None => return Err(Error::Config("the server needs a store: `.database_url(…)` or `.storage(…)`".into())),
+            None => return Err(Error::config("the server needs a store: `.database_url(…)` or `.storage(…)`")),
         };
-        let auth = self
-            .auth
-            .ok_or_else(|| Error::Config("the server needs auth: `.auth(BearerTokenAuth::new(secret))`".into()))?;
+        let auth =
+            self.auth.ok_or_else(|| Error::config("the server needs auth: `.auth(BearerTokenAuth::new(secret))`"))?;
         if let Some(jobs) = &self.jobs {
             jobs.check()?;
         }
@@ -319,7 +318,7 @@ impl Server {
 
     /// Serve on `addr` until Ctrl-C or SIGTERM, then finish the requests in flight.
     pub async fn listen(self, addr: impl tokio::net::ToSocketAddrs) -> Result<()> {
-        let listener = TcpListener::bind(addr).await.map_err(|e| Error::Config(format!("cannot listen: {e}")))?;
+        let listener = TcpListener::bind(addr).await.map_err(|e| Error::config_from("cannot listen", e))?;
         self.serve(listener).await
     }
 
@@ -332,7 +331,7 @@ impl Server {
         axum::serve(tcp_nodelay(listener), self.router())
             .with_graceful_shutdown(shutdown_signal())
             .await
-            .map_err(|e| Error::Internal(format!("the server stopped: {e}")))
+            .map_err(|e| Error::internal_from("the server stopped", e))
     }
 }
 

@@ -593,7 +593,7 @@ async fn https_and_wss_server_urls_speak_tls() {
     });
     let client = notes_client(&format!("https://localhost:{port}"), "alice", StoreLocation::Memory, |b| b).await;
     let pulled = client.pull().await;
-    assert!(matches!(pulled, Err(engine::client::Error::Network(_))), "{pulled:?}");
+    assert!(matches!(pulled, Err(engine::client::Error::Network { .. })), "{pulled:?}");
     let offers_http = |hello: &[u8]| hello.windows(8).any(|w| w == b"http/1.1");
     let (mut https, mut wss) = (0, 0);
     while https < 2 || wss < 2 {

@@ -288,7 +288,7 @@ async fn the_server_runs_its_jobs_and_counts_them_in_stats() {
         .jobs(Jobs::new().concurrency(0))
         .build()
         .await;
-    assert!(matches!(refused, Err(engine::server::Error::Config(_))), "{refused:?}");
+    assert!(matches!(refused, Err(engine::server::Error::Config { .. })), "{refused:?}");
 
     let (ran, mut runs) = mpsc::unbounded_channel();
     let jobs = quick().job(LIST_SHARED, move |_: JobCtx, shared: ListShared| {

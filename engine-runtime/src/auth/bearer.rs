@@ -69,7 +69,7 @@ impl BearerTokenAuth {
         for jwk in &jwks.keys {
             let Some(kid) = jwk.common.key_id.clone() else { continue };
             let Some(algorithm) = asymmetric_algorithm(jwk) else { continue };
-            let key = DecodingKey::from_jwk(jwk).map_err(|e| Error::Config(format!("JWKS key `{kid}`: {e}")))?;
+            let key = DecodingKey::from_jwk(jwk).map_err(|e| Error::config_from(format!("JWKS key `{kid}`"), e))?;
             keys.push((kid, algorithm, key));
         }
         *self.jwks.write().unwrap_or_else(std::sync::PoisonError::into_inner) = keys;
@@ -203,7 +203,7 @@ pub fn issue_bearer_token_with_claims(
     claims.insert("iat".into(), now.into());
     claims.insert("exp".into(), (now + ttl.as_secs()).into());
     jsonwebtoken::encode(&Header::new(Algorithm::HS256), &claims, &EncodingKey::from_secret(secret.as_ref()))
-        .map_err(|e| Error::Internal(format!("cannot sign a token: {e}")))
+        .map_err(|e| Error::internal_from("cannot sign a token", e))
 }
 
 #[cfg(test)]

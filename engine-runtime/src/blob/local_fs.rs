@@ -86,7 +86,7 @@ impl LocalFs {
     }
 
     async fn receive(&self, key: &BlobKey, size: u64, body: Body) -> Result<()> {
-        let io = |e: std::io::Error| Error::Internal(format!("the blob directory: {e}"));
+        let io = |e: std::io::Error| Error::internal_from("the blob directory", e);
         tokio::fs::create_dir_all(&self.dir).await.map_err(io)?;
         let temp = self.dir.join(format!(".upload-{}", uuid::Uuid::now_v7()));
         let result = async {
@@ -164,7 +164,7 @@ async fn download(
     match tokio::fs::read(store.path(&key)).await {
         Ok(bytes) => Ok(([(header::CONTENT_TYPE, "application/octet-stream")], bytes).into_response()),
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => Err(Error::NotFound("the blob was not uploaded".into())),
-        Err(e) => Err(Error::Internal(format!("reading a blob: {e}"))),
+        Err(e) => Err(Error::internal_from("reading a blob", e)),
     }
 }
 

@@ -61,7 +61,7 @@ async fn run_to_completion(request: Request<Body>, next: Next) -> Response {
         Ok(response) => response,
         Err(err) => {
             tracing::error!(error = %err, "a request's task failed");
-            Error::Internal("the request's task failed".into()).into_response()
+            Error::internal("the request's task failed").into_response()
         }
     }
 }

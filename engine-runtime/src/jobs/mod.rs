@@ -307,7 +307,7 @@ impl Jobs {
     /// Refuse settings a worker cannot run with.
     pub fn check(&self) -> Result<()> {
         let s = &self.settings;
-        let refuse = |what: &str| Err(Error::Config(format!("jobs: {what}")));
+        let refuse = |what: &str| Err(Error::config(format!("jobs: {what}")));
         if s.concurrency == 0 {
             return refuse("the concurrency must be at least 1");
         }

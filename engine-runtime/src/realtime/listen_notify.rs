@@ -73,12 +73,12 @@ const SCHEMA: &str = "
 
 impl Shared {
     async fn open(url: &str, timeout: Duration) -> Result<Self> {
-        let options: PgConnectOptions = url.parse().map_err(|e| Error::Config(format!("not a Postgres URL: {e}")))?;
+        let options: PgConnectOptions = url.parse().map_err(|e| Error::config_from("not a Postgres URL", e))?;
         let pool = PgPoolOptions::new()
             .max_connections(4)
             .connect_with(options.clone())
             .await
-            .map_err(|e| Error::Config(format!("cannot connect to Postgres for realtime: {e}")))?;
+            .map_err(|e| Error::config_from("cannot connect to Postgres for realtime", e))?;
         // Serialize the creation of the tables with other instances starting at the same time.
         let mut tx = pool.begin().await?;
         sqlx::query("SELECT pg_advisory_xact_lock(7368754935)").execute(&mut *tx).await?;

@@ -137,11 +137,11 @@ pub(crate) async fn cursor_key(pool: &PgPool) -> Result<CursorKey> {
             return if key.len() >= 32 {
                 Ok(CursorKey::new(key.as_bytes()))
             } else {
-                Err(Error::Internal("the database's cursor key is too short".into()))
+                Err(Error::internal("the database's cursor key is too short"))
             };
         }
     }
-    Err(Error::Internal("the database's cursor key could not be made".into()))
+    Err(Error::internal("the database's cursor key could not be made"))
 }
 
 /// Delete the sets no cursor has named since `cutoff`.

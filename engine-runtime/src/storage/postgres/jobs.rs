@@ -173,7 +173,7 @@ pub(crate) async fn counts(conn: &mut PgConnection) -> Result<JobCounts> {
             "running" => counts.running = n,
             "done" => counts.done = n,
             "dead" => counts.dead = n,
-            other => return Err(Error::Internal(format!("a job in the unknown state `{other}`"))),
+            other => return Err(Error::internal(format!("a job in the unknown state `{other}`"))),
         }
     }
     Ok(counts)

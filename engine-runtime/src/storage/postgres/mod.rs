@@ -46,14 +46,14 @@ pub fn postgres(url: impl Into<String>) -> Postgres {
 pub async fn create_database_if_missing(url: &str) -> Result<bool> {
     use sqlx::ConnectOptions;
     use sqlx::postgres::PgConnectOptions;
-    let options: PgConnectOptions = url.parse().map_err(|e| Error::Config(format!("not a Postgres URL: {e}")))?;
+    let options: PgConnectOptions = url.parse().map_err(|e| Error::config_from("not a Postgres URL", e))?;
     let Some(name) = options.get_database().map(str::to_owned) else { return Ok(false) };
     let mut admin = options
         .clone()
         .database("postgres")
         .connect()
         .await
-        .map_err(|e| Error::Config(format!("cannot connect to the Postgres server: {e}")))?;
+        .map_err(|e| Error::config_from("cannot connect to the Postgres server", e))?;
     let exists: bool = sqlx::query_scalar("SELECT EXISTS (SELECT 1 FROM pg_database WHERE datname = $1)")
         .bind(&name)
         .fetch_one(&mut admin)
@@ -66,7 +66,7 @@ pub async fn create_database_if_missing(url: &str) -> Result<bool> {
         Ok(_) => Ok(true),
         // Another process created it meanwhile.
         Err(sqlx::Error::Database(db)) if db.code().as_deref() == Some("42P04") => Ok(false),
-        Err(e) => Err(Error::Config(format!("cannot create database `{name}`: {e}"))),
+        Err(e) => Err(Error::config_from(format!("cannot create database `{name}`"), e)),
     }
 }
 
@@ -109,7 +109,7 @@ impl Postgres {
                 .acquire_timeout(Duration::from_secs(10))
                 .connect(&self.url)
                 .await
-                .map_err(|e| Error::Config(format!("cannot connect to Postgres: {e}")))?,
+                .map_err(|e| Error::config_from("cannot connect to Postgres", e))?,
         };
         Ok(PostgresStorage::new(pool, app).with_page_bytes(self.page_bytes))
     }
@@ -239,7 +239,7 @@ impl PostgresStorage {
         sql.push(" AND m.xid < h.h ORDER BY m.mutation_id DESC LIMIT 1), 0) END FROM c) FROM h");
         let (horizon, gc, last, synced): (String, Option<String>, Option<i64>, Option<i64>) =
             sql.build_query_as().fetch_one(conn).await?;
-        let horizon: u64 = horizon.parse().map_err(|_| Error::Internal(format!("unreadable horizon {horizon}")))?;
+        let horizon: u64 = sql::xid(&horizon)?;
         self.raise_floor(horizon);
         let id = |n: Option<i64>| n.map_or(0, |n| u64::try_from(n).unwrap_or(0));
         Ok(PullStart {
@@ -254,7 +254,7 @@ impl PostgresStorage {
     /// first).
     pub(crate) async fn read_horizon(&self, conn: &mut sqlx::PgConnection, floor: u64) -> Result<u64> {
         let text: String = sqlx::query_scalar(pull::HORIZON).fetch_one(conn).await?;
-        let read: u64 = text.parse().map_err(|_| Error::Internal(format!("unreadable horizon {text}")))?;
+        let read: u64 = sql::xid(&text)?;
         let horizon = read.max(floor);
         self.raise_floor(horizon);
         Ok(horizon)
@@ -265,7 +265,7 @@ impl PostgresStorage {
     pub async fn next_xid(&self) -> Result<u64> {
         let next: String =
             sqlx::query_scalar("SELECT pg_snapshot_xmax(pg_current_snapshot())::text").fetch_one(&self.pool).await?;
-        next.parse().map_err(|_| Error::Internal(format!("unreadable transaction id {next}")))
+        sql::xid(&next)
     }
 }
 
@@ -389,7 +389,7 @@ impl Storage for PostgresStorage {
                 .execute(&mut *tx)
                 .await?
                 .rows_affected();
-            let horizon = newest.parse::<u64>().map_err(|_| Error::Internal(format!("unreadable xid {newest}")))? + 1;
+            let horizon = sql::xid(&newest)? + 1;
             sqlx::query(
                 "INSERT INTO _engine_meta (key, value) VALUES ('tombstone_horizon', $1)
                  ON CONFLICT (key) DO UPDATE SET value = EXCLUDED.value
@@ -401,5 +401,22 @@ impl Storage for PostgresStorage {
             tx.commit().await?;
             Ok(deleted)
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::error::Error as _;
+
+    use super::*;
+
+    #[tokio::test]
+    async fn an_unreachable_database_says_why() {
+        let err = create_database_if_missing("postgres://postgres@127.0.0.1:1/none").await.unwrap_err();
+        assert!(matches!(err, Error::Config { .. }), "{err}");
+        assert!(
+            err.source().and_then(|s| s.downcast_ref::<sqlx::Error>()).is_some(),
+            "the driver's error is kept: {err:?}"
+        );
     }
 }

@@ -279,7 +279,7 @@ async fn recorded(conn: &mut sqlx::PgConnection) -> Result<Option<(i64, Option<S
 
 fn refuse_newer(version: i64) -> Result<()> {
     if version > SCHEMA_VERSION {
-        return Err(Error::Provision(format!(
+        return Err(Error::provision(format!(
             "the database was provisioned by a newer engine (schema version {version}); this engine knows version {SCHEMA_VERSION}: upgrade the engine"
         )));
     }
@@ -300,10 +300,10 @@ pub(crate) async fn provision(pool: &PgPool, app: &App) -> Result<()> {
         }
     }
     for (i, statement) in plan.iter().enumerate() {
-        sqlx::raw_sql(sqlx::AssertSqlSafe(statement.as_str()))
-            .execute(&mut *tx)
-            .await
-            .map_err(|e| Error::Provision(format!("statement {} of the plan failed: {e}\n{statement}", i + 1)))?;
+        sqlx::raw_sql(sqlx::AssertSqlSafe(statement.as_str())).execute(&mut *tx).await.map_err(|e| {
+            let first_line = statement.lines().next().unwrap_or_default();
+            Error::provision_from(format!("statement {} of the plan (`{first_line}`…) failed", i + 1), e)
+        })?;
     }
     sqlx::query(
         "INSERT INTO _engine_meta (key, value) VALUES ('plan_fingerprint', $1) ON CONFLICT (key) DO UPDATE SET value = EXCLUDED.value",
@@ -319,14 +319,14 @@ pub(crate) async fn provision(pool: &PgPool, app: &App) -> Result<()> {
 pub(crate) async fn verify(pool: &PgPool, app: &App) -> Result<()> {
     let mut conn = pool.acquire().await?;
     match recorded(&mut conn).await? {
-        None => Err(Error::Provision(
-            "the database is not provisioned: run `engine migrate` or let the server provision it".into(),
+        None => Err(Error::provision(
+            "the database is not provisioned: run `engine migrate` or let the server provision it",
         )),
         Some((version, fingerprint)) => {
             refuse_newer(version)?;
             if fingerprint.as_deref() != Some(self::fingerprint(&provision_plan(app)).as_str()) {
-                return Err(Error::Provision(
-                    "the database is provisioned for another version of this app: run `engine migrate` or let the server provision it".into(),
+                return Err(Error::provision(
+                    "the database is provisioned for another version of this app: run `engine migrate` or let the server provision it",
                 ));
             }
             Ok(())

@@ -26,6 +26,7 @@ use sqlx::{Connection, PgConnection};
 use super::PostgresStorage;
 use super::mutation::{PendingInsert, PgMutatorTx, Session, to_kernel};
 use super::selection::Sql;
+use super::sql;
 use crate::error::{Error, Result};
 use crate::storage::Pushed;
 
@@ -130,7 +131,7 @@ async fn lock_sequence(
             .execute(&mut *conn)
             .await?;
     }
-    Err(Error::Internal("the client's sequence row vanished".into()))
+    Err(Error::internal("the client's sequence row vanished"))
 }
 
 /// The recorded outcome of this mutation (by sequence number, or by its client id under another
@@ -227,7 +228,7 @@ async fn record(
     sql.push(" RETURNING 1) SELECT CASE WHEN EXISTS (SELECT 1 FROM advanced) THEN pg_current_xact_id()::text ");
     sql.push("ELSE _engine_sequence_moved(").push_bind(client).push(", ").push_bind(mutation_id - 1).push(") END");
     let xid: String = sql.build_query_scalar().fetch_one(&mut *conn).await?;
-    xid.parse().map_err(|_| Error::Internal(format!("unreadable transaction id {xid}")))
+    sql::xid(&xid)
 }
 
 /// The mutation's clock: the client's reading, pulled back when far ahead of the server's, or

@@ -31,6 +31,11 @@ pub(crate) fn ordered(alias: &str, column: &ColumnMeta) -> String {
     }
 }
 
+/// A transaction id Postgres wrote as text.
+pub(crate) fn xid(text: &str) -> crate::error::Result<u64> {
+    text.parse().map_err(|_| crate::error::Error::internal(format!("unreadable transaction id {text}")))
+}
+
 /// The name of the tracking trigger function of `table`.
 pub(crate) fn trigger_function(table: &str) -> String {
     format!("_engine_track_{table}")

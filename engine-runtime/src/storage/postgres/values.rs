@@ -33,7 +33,7 @@ pub(crate) fn decode(row: &PgRow, index: usize, column: &ColumnMeta) -> Result<V
         SqlType::Timestamp => get::<Timestamp>(row, index),
         SqlType::Json => get::<Value>(row, index),
         SqlType::Bytes | SqlType::CrdtText | SqlType::CrdtMap => get::<Vec<u8>>(row, index),
-        other => Err(Error::Internal(format!("no decoding for column type {other:?}"))),
+        other => Err(Error::internal(format!("no decoding for column type {other:?}"))),
     }
 }
 
@@ -61,7 +61,7 @@ pub(crate) fn push_value(sql: &mut Sql, table: &TableMeta, column: &ColumnMeta, 
         ColumnValue::Timestamp(v) => sql.push_bind(v),
         ColumnValue::Json(v) => sql.push_bind(v),
         ColumnValue::Bytes(v) => sql.push_bind(v),
-        other => return Err(Error::Internal(format!("no binding for a value {other:?}"))),
+        other => return Err(Error::internal(format!("no binding for a value {other:?}"))),
     };
     Ok(())
 }

@@ -40,7 +40,7 @@ pub(crate) fn to_kernel(err: Error) -> KernelError {
         Error::Kernel(e) => e,
         Error::RetryLater { detail, .. } => KernelError::Transient(detail),
         Error::Database(e) => map_sql_error(&e),
-        other => KernelError::Internal(other.to_string().into()),
+        other => KernelError::Internal(other.into()),
     }
 }
 

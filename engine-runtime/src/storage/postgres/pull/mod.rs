@@ -26,6 +26,7 @@ use sqlx::{PgConnection, Row as _};
 use super::{PostgresStorage, bucket_sets, held};
 use crate::cursor::{Cursor, CursorKey, Group, MAX_GROUPS, SetDigest, TombstonePosition, Walk};
 use crate::error::{Error, Result};
+use crate::storage::postgres::sql;
 pub use page::DEFAULT_PAGE_BYTES;
 use page::Page;
 
@@ -272,7 +273,7 @@ async fn scan_tombstones(conn: &mut PgConnection, group: &mut Group, to: u64, pa
         let buckets: Vec<String> = row.try_get(4).map_err(Error::Database)?;
         let buckets =
             buckets.iter().filter_map(|b| BucketKey::parse(b).ok()).filter(|b| group.buckets.contains(b)).collect();
-        let xid = xid.parse().map_err(|_| Error::Internal(format!("unreadable transaction id {xid}")))?;
+        let xid = sql::xid(&xid)?;
         group.tombstones = TombstonePosition { xid, id };
         if let Value::Object(key) = key {
             page.add_tombstone(table, key, buckets);

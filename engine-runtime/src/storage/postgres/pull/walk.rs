@@ -15,6 +15,7 @@ use crate::cursor::{Group, Lane, WalkPoint};
 use crate::error::{Error, Result};
 use crate::storage::postgres::PostgresStorage;
 use crate::storage::postgres::selection::{self, Sql, WalkStep};
+use crate::storage::postgres::sql;
 use crate::storage::postgres::values::decode_row;
 
 /// The lanes of `group`, in walk order: every selection of a synced table whose rule has a
@@ -92,10 +93,10 @@ pub(super) async fn walk(
                 let xid: String = row.try_get(table.columns.len()).map_err(Error::Database)?;
                 let index: i64 = row.try_get(table.columns.len() + 1).map_err(Error::Database)?;
                 let bucket = usize::try_from(index - 1).ok().and_then(|i| ahead.get(i)).ok_or_else(|| {
-                    Error::Internal(format!("a walk step answered bucket {index} of {}", ahead.len()))
+                    Error::internal(format!("a walk step answered bucket {index} of {}", ahead.len()))
                 })?;
                 let key = table.primary_key.iter().map(|k| decoded.get(*k).cloned().unwrap_or_default()).collect();
-                let xid = xid.parse().map_err(|_| Error::Internal(format!("unreadable transaction id {xid}")))?;
+                let xid = sql::xid(&xid)?;
                 walk.point = Some(WalkPoint { bucket: (*bucket).clone(), xid, key });
                 if !again {
                     page.add_row(table, decoded);
