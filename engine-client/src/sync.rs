@@ -138,7 +138,10 @@ impl ClientState {
                     self.store.renumber(last).await?;
                 }
                 Err(Error::Server { problem, .. })
-                    if matches!(problem.code, ErrorCode::MalformedRequest | ErrorCode::PayloadTooLarge) =>
+                    if matches!(
+                        problem.code,
+                        ErrorCode::MalformedRequest | ErrorCode::PayloadTooLarge | ErrorCode::TooManyMutations
+                    ) =>
                 {
                     if batch.len() > 1 {
                         // Find the mutation the server cannot take by pushing fewer at a time.

@@ -124,6 +124,8 @@ pub enum ErrorCode {
     MutationOutOfOrder,
     /// The body is over the size limit.
     PayloadTooLarge,
+    /// A push holds more mutations than the server takes in one push.
+    TooManyMutations,
     /// The actor is over its request rate.
     RateLimited,
     /// A passing condition: retry after the `Retry-After` delay; nothing was recorded.
@@ -151,6 +153,7 @@ impl ErrorCode {
             ErrorCode::MethodNotAllowed => "method_not_allowed",
             ErrorCode::MutationOutOfOrder => "mutation_out_of_order",
             ErrorCode::PayloadTooLarge => "payload_too_large",
+            ErrorCode::TooManyMutations => "too_many_mutations",
             ErrorCode::RateLimited => "rate_limited",
             ErrorCode::RetryLater => "retry_later",
             ErrorCode::ValidationFailed => "validation_failed",
@@ -170,7 +173,7 @@ impl ErrorCode {
             ErrorCode::NotFound => 404,
             ErrorCode::MethodNotAllowed => 405,
             ErrorCode::MutationOutOfOrder => 409,
-            ErrorCode::PayloadTooLarge => 413,
+            ErrorCode::PayloadTooLarge | ErrorCode::TooManyMutations => 413,
             ErrorCode::ValidationFailed
             | ErrorCode::UnknownMutator
             | ErrorCode::MutatorFailed
@@ -191,6 +194,7 @@ impl ErrorCode {
             ErrorCode::MethodNotAllowed => "Method not allowed",
             ErrorCode::MutationOutOfOrder => "Mutation out of order",
             ErrorCode::PayloadTooLarge => "Payload too large",
+            ErrorCode::TooManyMutations => "Too many mutations",
             ErrorCode::RateLimited => "Rate limited",
             ErrorCode::RetryLater => "Retry later",
             ErrorCode::ValidationFailed => "Validation failed",

@@ -45,6 +45,20 @@ pub enum Error {
         /// The limit in bytes.
         limit: usize,
     },
+    /// A push with more mutations than the store takes in one push.
+    #[error("too many mutations: a push holds at most {limit}")]
+    TooManyMutations {
+        /// The most mutations a push may hold.
+        limit: usize,
+    },
+    /// The actor holds more buckets than the store syncs for one actor.
+    #[error("too many buckets: the actor holds {held}; at most {limit} are synced for one actor")]
+    TooManyBuckets {
+        /// How many the actor holds.
+        held: usize,
+        /// The most the store syncs.
+        limit: usize,
+    },
     /// The actor is over its request rate.
     #[error("rate limited: retry after {} ms", retry_after.as_millis())]
     RateLimited {
@@ -146,7 +160,8 @@ impl Error {
             Error::NotFound(_) => ErrorCode::NotFound,
             Error::MethodNotAllowed => ErrorCode::MethodNotAllowed,
             Error::MutationOutOfOrder { .. } => ErrorCode::MutationOutOfOrder,
-            Error::PayloadTooLarge { .. } => ErrorCode::PayloadTooLarge,
+            Error::PayloadTooLarge { .. } | Error::TooManyBuckets { .. } => ErrorCode::PayloadTooLarge,
+            Error::TooManyMutations { .. } => ErrorCode::TooManyMutations,
             Error::RateLimited { .. } => ErrorCode::RateLimited,
             Error::RetryLater { .. } => ErrorCode::RetryLater,
             Error::Kernel(e) => e.code(),
@@ -185,6 +200,12 @@ impl Error {
                 last_mutation_id + 1
             ),
             Error::PayloadTooLarge { limit } => format!("the body is over the limit of {limit} bytes"),
+            Error::TooManyMutations { limit } => {
+                format!("the push holds more mutations than the server takes at once ({limit}); push fewer")
+            }
+            Error::TooManyBuckets { held, limit } => {
+                format!("the actor holds {held} buckets; this server syncs at most {limit} buckets for one actor")
+            }
             Error::RateLimited { retry_after } => {
                 format!("over the request rate; retry in {} ms", retry_after.as_millis().max(1))
             }

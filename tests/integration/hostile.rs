@@ -90,3 +90,68 @@ async fn an_endless_detail_is_cut_before_it_is_stored() {
     let detail = results[0]["error"]["detail"].as_str().unwrap();
     assert!(detail.len() <= engine::wire::Problem::MAX_DETAIL, "{}", detail.len());
 }
+
+/// A server of the notes app whose store has `limits`.
+async fn server_with(db: &TestDb, limits: engine::server::storage::StoreLimits) -> TestServer {
+    let pool = db.pool.clone();
+    TestServer::start(db, move |b| b.storage(engine::storage::postgres("unused").pool(pool).limits(limits))).await
+}
+
+#[tokio::test]
+async fn a_push_of_too_many_mutations_is_refused_whole() {
+    let db = TestDb::new().await;
+    let limits = engine::server::storage::StoreLimits::default().mutations_per_push(3);
+    let server = server_with(&db, limits).await;
+    let four: Vec<Value> = (1..=4).map(|i| mutation(i, "create_list", json!({"title": "t"}))).collect();
+    let body = json!({"clientId": CLIENT, "mutations": four});
+    let response = server.post("/sync/push", Some("alice"), body.to_string()).await;
+    assert_eq!(response.status(), StatusCode::PAYLOAD_TOO_LARGE);
+    let problem: Value = response.json().await.unwrap();
+    assert_eq!(problem["code"], "too_many_mutations");
+    assert!(problem["detail"].as_str().unwrap().contains('3'), "{problem}");
+    // Nothing was applied: the first three go through in a push of their own.
+    let results = push(&server, &four[..3]).await;
+    assert!(results.iter().all(|r| r["status"] == "applied"), "{results:?}");
+}
+
+#[tokio::test]
+async fn keys_parameters_rows_and_arguments_past_their_bounds_are_rejected_by_name() {
+    let db = TestDb::new().await;
+    let limits = engine::server::storage::StoreLimits::default().row_bytes(4_000);
+    let server = server_with(&db, limits).await;
+    let results = push(&server, &[mutation(1, "create_list", json!({"id": "groceries", "title": "G"}))]).await;
+    assert_eq!(results[0]["status"], "applied");
+    let long = "k".repeat(513);
+    let cases = [
+        (mutation(2, "create_list", json!({"id": long, "title": "t"})), "at most 512"),
+        (mutation(4, "add_note", json!({"list_id": "groceries", "title": "t".repeat(5_000)})), "at most 4000"),
+        (
+            mutation(6, "create_list", json!({"title": "t", "extra": (0..100).fold(json!(0), |v, _| json!([v]))})),
+            "at most 64",
+        ),
+    ];
+    for (hostile, bound) in cases {
+        let results = push(&server, std::slice::from_ref(&hostile)).await;
+        assert_eq!(results[0]["status"], "rejected", "{hostile}");
+        assert_eq!(results[0]["error"]["code"], "validation_failed");
+        let detail = results[0]["error"]["detail"].as_str().unwrap();
+        assert!(detail.contains(bound), "{detail}");
+        let next = mutation(hostile["mutationId"].as_u64().unwrap() + 1, "create_list", json!({"title": "after"}));
+        assert_eq!(push(&server, &[next]).await[0]["status"], "applied", "the outbox goes on");
+    }
+}
+
+#[tokio::test]
+async fn an_actor_past_the_bucket_bound_gets_an_error_that_names_it() {
+    let db = TestDb::new().await;
+    let limits = engine::server::storage::StoreLimits::default().buckets_per_actor(3);
+    let server = server_with(&db, limits).await;
+    let lists: Vec<Value> = (1..=3).map(|i| mutation(i, "create_list", json!({"title": "t"}))).collect();
+    push(&server, &lists).await;
+    let response = server.post("/sync/pull", Some("alice"), json!({"clientId": CLIENT}).to_string()).await;
+    assert_eq!(response.status(), StatusCode::PAYLOAD_TOO_LARGE);
+    let problem: Value = response.json().await.unwrap();
+    assert_eq!(problem["code"], "payload_too_large");
+    let detail = problem["detail"].as_str().unwrap();
+    assert!(detail.contains("holds 4 buckets") && detail.contains("at most 3"), "{detail}");
+}

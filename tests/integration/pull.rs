@@ -3,7 +3,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use engine::server::Storage;
-use engine::server::storage::PostgresStorage;
+use engine::server::storage::{PostgresStorage, StoreLimits};
 use engine::wire::{PullRequest, PullResponse};
 use engine::{Actor, BucketKey};
 use serde_json::Value;
@@ -492,8 +492,8 @@ async fn a_page_ends_early_when_its_rows_fill_the_byte_budget() {
         ),
     )
     .await;
-    let small =
-        PostgresStorage::new(db.pool.clone(), std::sync::Arc::new(example_notes::app())).with_page_bytes(10_000);
+    let small = PostgresStorage::new(db.pool.clone(), std::sync::Arc::new(example_notes::app()))
+        .with_limits(StoreLimits::default().page_bytes(10_000));
     db.settle(&small).await;
     let pages = pull_all(&small, "alice", None, 1_000).await;
     let mut seen = BTreeSet::new();
@@ -508,7 +508,8 @@ async fn a_page_ends_early_when_its_rows_fill_the_byte_budget() {
     }
     assert_eq!(seen.len(), 60, "every note, once, in {} pages", pages.len());
     // A row larger than the budget still goes, alone.
-    let tiny = PostgresStorage::new(db.pool.clone(), std::sync::Arc::new(example_notes::app())).with_page_bytes(10);
+    let tiny = PostgresStorage::new(db.pool.clone(), std::sync::Arc::new(example_notes::app()))
+        .with_limits(StoreLimits::default().page_bytes(10));
     db.settle(&tiny).await;
     let page = pull_with(&tiny, "alice", None, None, Some(1_000)).await;
     assert_eq!(page.changes.len(), 1);

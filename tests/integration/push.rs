@@ -550,3 +550,16 @@ async fn an_empty_id_is_chosen_by_the_server_and_reconciled() {
     let pushed = push(&storage, "alice", client(20), vec![m]).await;
     assert_eq!(pushed.response.results[0].server_id.as_deref(), Some(expected.as_str()));
 }
+
+#[tokio::test]
+async fn a_bucket_parameter_past_its_bound_is_rejected_before_authorization_sees_it() {
+    let db = TestDb::new().await;
+    let storage = store(&db).await;
+    let long = "l".repeat(600);
+    let result = one(&storage, "alice", "inject_note", json!({"list_id": long, "owner_id": "alice"})).await;
+    assert_eq!(result.status, MutationStatus::Rejected);
+    let error = result.error.unwrap();
+    assert_eq!(error.code, ErrorCode::ValidationFailed);
+    assert!(error.detail.contains("`notes.list_id`") && error.detail.contains("at most 512"), "{}", error.detail);
+    assert!(!error.detail.contains(&long), "the value is not echoed");
+}

@@ -26,10 +26,10 @@ use sqlx::PgPool;
 use sqlx::postgres::PgPoolOptions;
 
 pub use provision::{SCHEMA_VERSION, provision_plan};
-pub use pull::{DEFAULT_PAGE_BYTES, DEFAULT_PULL_LIMIT, MAX_PULL_LIMIT};
+pub use pull::{DEFAULT_PULL_LIMIT, MAX_PULL_LIMIT};
 pub use push::MAX_CLOCK_LEAD_MS;
 
-use super::{OpenStorage, Pushed, Stats, Storage};
+use super::{OpenStorage, Pushed, Stats, Storage, StoreLimits};
 use crate::buckets::RuleIndex;
 use crate::error::{Error, Result};
 use selection::Sql;
@@ -38,7 +38,7 @@ use selection::Sql;
 ///
 /// Always name the user in the URL: with none, the driver connects as `anonymous`.
 pub fn postgres(url: impl Into<String>) -> Postgres {
-    Postgres { url: url.into(), max_connections: 16, pool: None, page_bytes: DEFAULT_PAGE_BYTES }
+    Postgres { url: url.into(), max_connections: 16, pool: None, limits: StoreLimits::default() }
 }
 
 /// Create the database `url` names when it does not exist (connecting to the server's
@@ -77,7 +77,7 @@ pub struct Postgres {
     url: String,
     max_connections: u32,
     pool: Option<PgPool>,
-    page_bytes: usize,
+    limits: StoreLimits,
 }
 
 impl Postgres {
@@ -87,10 +87,10 @@ impl Postgres {
         self
     }
 
-    /// The most row data a pull page carries, in bytes (default [`DEFAULT_PAGE_BYTES`]); a page
-    /// that would carry more ends early with `hasMore`. A page always takes at least one row.
-    pub fn page_bytes(mut self, bytes: usize) -> Self {
-        self.page_bytes = bytes.max(1);
+    /// The bounds on what one actor's requests may ask of the store (defaults:
+    /// [`StoreLimits::default`]).
+    pub fn limits(mut self, limits: StoreLimits) -> Self {
+        self.limits = limits;
         self
     }
 
@@ -111,7 +111,7 @@ impl Postgres {
                 .await
                 .map_err(|e| Error::config_from("cannot connect to Postgres", e))?,
         };
-        Ok(PostgresStorage::new(pool, app).with_page_bytes(self.page_bytes))
+        Ok(PostgresStorage::new(pool, app).with_limits(self.limits))
     }
 }
 
@@ -144,8 +144,8 @@ pub struct PostgresStorage {
     cursor_key: Arc<tokio::sync::OnceCell<crate::cursor::CursorKey>>,
     /// The bucket sets cursors name, as far as this instance has seen them.
     pub(crate) bucket_sets: Arc<Mutex<bucket_sets::SetCache>>,
-    /// The most row data a pull page carries, in bytes.
-    pub(crate) page_bytes: usize,
+    /// The bounds on what one actor's requests may ask.
+    pub(crate) limits: Arc<StoreLimits>,
 }
 
 impl PostgresStorage {
@@ -162,13 +162,13 @@ impl PostgresStorage {
             clock: Arc::new(Mutex::new(HlcClock::new("server"))),
             cursor_key: Arc::new(tokio::sync::OnceCell::new()),
             bucket_sets: Arc::default(),
-            page_bytes: DEFAULT_PAGE_BYTES,
+            limits: Arc::default(),
         }
     }
 
-    /// This store with pull pages of at most `bytes` of row data (see [`Postgres::page_bytes`]).
-    pub fn with_page_bytes(mut self, bytes: usize) -> Self {
-        self.page_bytes = bytes.max(1);
+    /// This store with `limits` (see [`StoreLimits`]).
+    pub fn with_limits(mut self, limits: StoreLimits) -> Self {
+        self.limits = Arc::new(limits);
         self
     }
 
@@ -320,7 +320,11 @@ impl Storage for PostgresStorage {
     fn held_buckets<'a>(&'a self, actor: &'a Actor) -> BoxFuture<'a, Result<BTreeSet<BucketKey>>> {
         Box::pin(async move {
             let mut conn = self.pool.acquire().await?;
-            held::held_buckets(&mut conn, &self.app, &self.memberships, actor).await
+            let held = held::held_buckets(&mut conn, &self.app, &self.memberships, actor).await?;
+            if held.len() > self.limits.buckets_per_actor {
+                return Err(Error::TooManyBuckets { held: held.len(), limit: self.limits.buckets_per_actor });
+            }
+            Ok(held)
         })
     }
 

@@ -24,7 +24,7 @@ use serde_json::{Value, json};
 use sqlx::{Connection, PgConnection};
 
 use super::PostgresStorage;
-use super::mutation::{PendingInsert, PgMutatorTx, Session, to_kernel};
+use super::mutation::{PendingInsert, PgMutatorTx, Session, depth, to_kernel};
 use super::selection::Sql;
 use super::sql;
 use crate::error::{Error, Result};
@@ -50,6 +50,9 @@ enum Step {
 }
 
 pub(crate) async fn push(store: &PostgresStorage, actor: &Actor, request: &PushRequest) -> Result<Pushed> {
+    if request.mutations.len() > store.limits.mutations_per_push {
+        return Err(Error::TooManyMutations { limit: store.limits.mutations_per_push });
+    }
     let mut conn = store.pool.acquire().await?;
     let mut pushed = Pushed::default();
     // The client's sequence as the steps saw it; read afresh only when no step saw it.
@@ -332,14 +335,19 @@ async fn execute(
 ) -> std::result::Result<Step, KernelError> {
     let hlc = clock(store, mutation)?;
     let def = store.app.mutator(&mutation.name).ok_or_else(|| KernelError::UnknownMutator(mutation.name.clone()))?;
+    let depth = depth(&mutation.args);
+    if depth > store.limits.args_depth {
+        return Err(KernelError::validation(format!(
+            "the arguments nest {depth} levels deep; at most {} are taken",
+            store.limits.args_depth
+        )));
+    }
     let mut tx = PgMutatorTx::new(session, store, actor.clone(), hlc, mutation.client_mutation_id);
     let outcome = {
         let mut ctx = MutatorCtx::new(&mut tx);
         def.run(&mut ctx, mutation.args.clone()).await
     };
-    // A failed statement fails the mutation even when the mutator went on regardless.
-    tx.finish().await?;
-    let outcome: Outcome = outcome?;
+    let outcome: Outcome = tx.finish(outcome).await?;
     let pending = tx.take_pending();
     let stored = json!({ "serverId": outcome.server_id, "reconciliation": outcome.reconciliation });
     // The mutation's last insert goes with the record: its failure is the mutation's.

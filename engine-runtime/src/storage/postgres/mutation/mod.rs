@@ -11,6 +11,7 @@
 //! - `errors.rs`: how failures are classified for the push protocol.
 
 mod authorize;
+mod bounds;
 mod errors;
 mod merge;
 mod session;
@@ -22,6 +23,7 @@ use engine_kernel::rules::{FilterValue, Membership};
 use engine_kernel::{Actor, BoxFuture, BucketKey, Hlc, MergePolicy, MutatorTx, Row, TableMeta};
 use serde_json::Value;
 
+pub(crate) use bounds::depth;
 pub(crate) use errors::to_kernel;
 pub(crate) use session::{PendingInsert, Session};
 
@@ -74,10 +76,14 @@ impl<'t> PgMutatorTx<'t> {
         }
     }
 
-    /// After the mutator returned: the checks that need all its writes in.
-    pub(crate) async fn finish(&mut self) -> KernelResult<()> {
+    /// After the mutator returned `outcome`: a failed statement fails the mutation as that
+    /// statement did, whatever the mutator made of it; then the mutator's own failure; then the
+    /// checks that need all its writes in.
+    pub(crate) async fn finish<T>(&mut self, outcome: KernelResult<T>) -> KernelResult<T> {
         self.check_usable()?;
-        self.check_new_buckets().await
+        let outcome = outcome?;
+        self.check_new_buckets().await?;
+        Ok(outcome)
     }
 
     fn is_synced(&self, table: &TableMeta) -> bool {
@@ -158,6 +164,8 @@ impl<'t> PgMutatorTx<'t> {
             table.value(column, &value)?;
             values.push(value);
         }
+        let stored: Row = table.columns.iter().map(|c| c.name.to_owned()).zip(values.iter().cloned()).collect();
+        self.check_bounds(table, &stored)?;
         let stamps = self.by_field(table).then(|| merge::inserted(table, &self.hlc));
         self.pending = Some(PendingInsert { table, values, stamps });
         self.note_write();
@@ -183,6 +191,7 @@ impl<'t> PgMutatorTx<'t> {
         }
         let by_field = self.by_field(table);
         let (after, stamps) = merge::updated(table, by_field, &before, stamps, &changes, &self.hlc)?;
+        self.check_bounds(table, &after)?;
         let after_buckets = self.store.rules.row_buckets(table, &after);
         for bucket in after_buckets.difference(&before_buckets) {
             self.authorize_entering(bucket).await?;

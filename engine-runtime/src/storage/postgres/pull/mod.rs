@@ -27,7 +27,6 @@ use super::{PostgresStorage, bucket_sets, held};
 use crate::cursor::{Cursor, CursorKey, Group, MAX_GROUPS, SetDigest, TombstonePosition, Walk};
 use crate::error::{Error, Result};
 use crate::storage::postgres::sql;
-pub use page::DEFAULT_PAGE_BYTES;
 use page::Page;
 
 /// The page size when the request names none.
@@ -94,6 +93,9 @@ pub(crate) async fn pull(store: &PostgresStorage, actor: &Actor, request: &PullR
     let (horizon, gc_horizon) = (start.horizon, start.tombstone_horizon);
 
     let held = held::held_buckets(&mut tx, &store.app, &store.memberships, actor).await?;
+    if held.len() > store.limits.buckets_per_actor {
+        return Err(Error::TooManyBuckets { held: held.len(), limit: store.limits.buckets_per_actor });
+    }
     let requested: BTreeSet<BucketKey> = match &request.buckets {
         None => held,
         Some(subset) => {
@@ -133,7 +135,7 @@ pub(crate) async fn pull(store: &PostgresStorage, actor: &Actor, request: &PullR
     }
     groups.sort_by_key(|g| (g.rows, g.tombstones));
 
-    let mut page = Page::new(&store.rules, &requested, limit, store.page_bytes);
+    let mut page = Page::new(&store.rules, &requested, limit, store.limits.page_bytes);
     for group in &mut groups {
         if page.is_full() {
             break;

@@ -12,10 +12,6 @@ use serde_json::Value;
 
 use crate::buckets::RuleIndex;
 
-/// The most row data a page carries by default, in bytes (its JSON, roughly): a page that would
-/// hold more ends early with `hasMore`.
-pub const DEFAULT_PAGE_BYTES: usize = 4 * 1024 * 1024;
-
 /// A page being filled.
 pub(super) struct Page<'a> {
     rules: &'a RuleIndex,
