@@ -162,6 +162,7 @@ impl ClientState {
                         server_id: None,
                         reconciliation: None,
                         error: (!settled).then_some(problem),
+                        superseded: false,
                     };
                     let tables = self.store.record_results(&[result]).await?;
                     self.notify_tables(tables.iter().copied());

@@ -61,6 +61,12 @@ pub struct PullResponse {
     /// from servers that do not report it: read `lastMutationId` then.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub synced_mutation_id: Option<u64>,
+    /// The server's clock reading, at least every clock stamp of the rows this response
+    /// delivers: a client's clock observes it, so a write issued after this pull orders after
+    /// every write it delivered, whatever the wall clocks say. Absent from servers that do not
+    /// send it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub server_hlc: Option<crate::hlc::Hlc>,
 }
 
 /// A row written since the cursor.
@@ -143,6 +149,10 @@ pub struct MutationResult {
     /// Why the mutation was refused.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub error: Option<Problem>,
+    /// Every write of the mutation lost its merge to a newer write: it was applied, but nothing
+    /// of it shows. Sent only when true.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub superseded: bool,
 }
 
 /// The fate of a mutation.

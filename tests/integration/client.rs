@@ -976,3 +976,49 @@ async fn scope_helpers_and_a_narrowed_subscription() {
     bob.subscribe(None);
     eventually(SOON, "bob catches up", || async { note(&bob, "quiet").await.is_some() }).await;
 }
+
+#[tokio::test]
+async fn a_write_after_a_pull_wins_over_what_a_fast_clock_wrote_before() {
+    let db = TestDb::new().await;
+    let server = TestServer::start(&db, |b| b).await;
+    let url = server.url("");
+    let alice = notes_client(&url, "alice", StoreLocation::Memory, |b| b).await;
+    alice.mutate::<create_list>(CreateList { id: Some("l1".into()), title: "groceries".into() }).await.unwrap();
+    alice
+        .mutate::<add_note>(AddNote { id: Some("n1".into()), list_id: "l1".into(), title: "milk".into() })
+        .await
+        .unwrap();
+    eventually(SOON, "the note reaches the server", || async {
+        sqlx::query_scalar::<_, i64>("SELECT count(*) FROM notes").fetch_one(&db.pool).await.unwrap() == 1
+    })
+    .await;
+
+    // Another device of alice's, its clock 59 s ahead, renames the note.
+    let ahead = engine::hlc::wall_clock_ms() + 59_000;
+    let fast = serde_json::json!({"clientId": "0192f0e0-0000-7000-8000-0000000000fa", "mutations": [{
+        "mutationId": 1, "clientMutationId": "0192f0e0-0000-7000-8000-00000000fa01", "name": "update_note",
+        "args": {"id": "n1", "title": "from the fast clock"}, "hlc": format!("{ahead:013}-0000-fast")}]});
+    let response = server.post("/sync/push", Some("alice"), fast.to_string()).await;
+    assert_eq!(response.status(), reqwest::StatusCode::OK);
+    eventually(SOON, "the client pulls the fast write", || async {
+        note(&alice, "n1").await.is_some_and(|n| n.title == "from the fast clock")
+    })
+    .await;
+
+    // The client's clock is a minute behind that stamp; having pulled it, its rename still wins.
+    alice
+        .mutate::<update_note>(UpdateNote {
+            id: "n1".into(),
+            title: Some("after the pull".into()),
+            done: None,
+            position: None,
+        })
+        .await
+        .unwrap();
+    eventually(SOON, "the later write is the one that stays", || async {
+        let title: String =
+            sqlx::query_scalar("SELECT title FROM notes WHERE id = 'n1'").fetch_one(&db.pool).await.unwrap();
+        title == "after the pull"
+    })
+    .await;
+}

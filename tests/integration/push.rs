@@ -563,3 +563,77 @@ async fn a_bucket_parameter_past_its_bound_is_rejected_before_authorization_sees
     assert!(error.detail.contains("`notes.list_id`") && error.detail.contains("at most 512"), "{}", error.detail);
     assert!(!error.detail.contains(&long), "the value is not echoed");
 }
+
+/// A reading of a clock `offset_ms` off the wall clock, on `node`.
+fn reading(offset_ms: i64, node: &str) -> String {
+    let ms = engine::hlc::wall_clock_ms().saturating_add_signed(offset_ms);
+    format!("{ms:013}-0000-{node}")
+}
+
+async fn note(db: &TestDb, id: &str) -> (String, bool, bool) {
+    sqlx::query_as("SELECT title, done, deleted_at IS NOT NULL FROM notes WHERE id = $1")
+        .bind(id)
+        .fetch_one(&db.pool)
+        .await
+        .unwrap()
+}
+
+#[tokio::test]
+async fn causality_wins_over_clocks_a_minute_ahead_or_ten_minutes_behind() {
+    let db = TestDb::new().await;
+    let storage = store(&db).await;
+    seed(&storage).await;
+    one(&storage, "alice", "add_note", json!({"id": "an2", "list_id": "a1", "title": "bread"})).await;
+    // A client whose clock is 59 s ahead writes both notes.
+    let ahead = reading(59_000, "fast");
+    let fast = vec![
+        MutationRequest {
+            hlc: Some(ahead.clone()),
+            ..mutation(1, "update_note", json!({"id": "an1", "title": "fast"}))
+        },
+        MutationRequest {
+            hlc: Some(ahead.clone()),
+            ..mutation(2, "update_note", json!({"id": "an2", "title": "fast"}))
+        },
+    ];
+    let pushed = push(&storage, "alice", client(20), fast).await;
+    assert!(pushed.response.results.iter().all(|r| r.status == MutationStatus::Applied && !r.superseded));
+
+    // Another instance, which never saw that clock, deletes a note with its own reading.
+    let other = PostgresStorage::new(db.pool.clone(), Arc::new(raw::app()));
+    let deleted = push(&other, "alice", client(21), vec![mutation(1, "delete_note", json!({"id": "an1"}))]).await;
+    let result = &deleted.response.results[0];
+    assert!(result.status == MutationStatus::Applied && !result.superseded, "{result:?}");
+    assert!(note(&db, "an1").await.2, "the delete issued after the fast write wins");
+
+    // A client ten minutes behind, after pulling: its clock observes the pull's reading.
+    db.settle(&storage).await;
+    let pulled = storage
+        .pull(&actor("bob"), &PullRequest { client_id: client(22), cursor: None, buckets: None, limit: None })
+        .await
+        .unwrap();
+    let server = pulled.server_hlc.expect("a pull carries the server's clock");
+    assert!(server.to_string() > ahead, "{server} reads past the fast stamp {ahead}");
+    let mut slow = engine::hlc::HlcClock::new("slow");
+    slow.observe(&server);
+    let after_pull = slow.tick(engine::hlc::wall_clock_ms() - 600_000).to_string();
+    let late = MutationRequest {
+        hlc: Some(after_pull),
+        ..mutation(1, "update_note", json!({"id": "an2", "title": "after pulling"}))
+    };
+    let result = push(&storage, "bob", client(22), vec![late]).await.response.results.remove(0);
+    assert!(result.status == MutationStatus::Applied && !result.superseded, "{result:?}");
+    assert_eq!(note(&db, "an2").await.0, "after pulling");
+
+    // The same slow clock without the pull: concurrent with the fast write, and older, it loses
+    // every merge and says so.
+    let blind = MutationRequest {
+        hlc: Some(reading(-600_000, "blind")),
+        ..mutation(1, "update_note", json!({"id": "an2", "title": "blind"}))
+    };
+    let result = push(&storage, "bob", client(23), vec![blind.clone()]).await.response.results.remove(0);
+    assert!(result.status == MutationStatus::Applied && result.superseded, "{result:?}");
+    assert_eq!(note(&db, "an2").await.0, "after pulling");
+    let replay = push(&storage, "bob", client(23), vec![blind]).await.response.results.remove(0);
+    assert!(replay.status == MutationStatus::Duplicate && replay.superseded, "a replay says it again");
+}

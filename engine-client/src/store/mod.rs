@@ -112,8 +112,14 @@ impl Store {
             schema::set_meta(&mut tx, "sweep", "1").await?;
             apply::rebase(&mut tx, &app, &actor).await?;
         }
+        // The clock goes on from its last reading: after a restart (or with the wall clock set
+        // back) its writes still order after what it wrote and pulled before.
+        let mut clock = HlcClock::new(client_id.to_string());
+        if let Some(last) = schema::meta(&mut tx, "clock").await?.and_then(|c| c.parse::<engine_kernel::Hlc>().ok()) {
+            clock.observe(&last);
+        }
         tx.commit().await?;
-        let clock = Mutex::new(HlcClock::new(client_id.to_string()));
+        let clock = Mutex::new(clock);
         Ok(Store { pool, app, actor, client_id, clock })
     }
 
@@ -142,6 +148,7 @@ impl Store {
     async fn queue(&self, conn: &mut SqliteConnection, name: &str, args: Value) -> Result<Queued> {
         let def = *self.app.mutator(name).ok_or_else(|| engine_kernel::Error::UnknownMutator(name.to_owned()))?;
         let hlc = self.clock.lock().unwrap_or_else(std::sync::PoisonError::into_inner).now();
+        schema::set_meta(conn, "clock", &hlc.to_string()).await?;
         let client_mutation_id = uuid::Uuid::now_v7();
         let outcome = {
             let mut local = tx::LocalTx::new(conn, &self.app, self.actor.clone(), hlc.clone(), client_mutation_id);
@@ -208,6 +215,15 @@ impl Store {
         let ttl = i64::try_from(bucket_ttl.as_millis()).unwrap_or(i64::MAX);
         let mut tx = self.write().await?;
         let applied = apply::apply_page(&mut tx, &self.app, &self.actor, page, now_ms(), ttl).await?;
+        if let Some(server) = &page.server_hlc {
+            // Writes issued after this page order after every write it delivered.
+            let last = {
+                let mut clock = self.clock.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+                clock.observe(server);
+                clock.now()
+            };
+            schema::set_meta(&mut tx, "clock", &last.to_string()).await?;
+        }
         tx.commit().await?;
         Ok(applied)
     }

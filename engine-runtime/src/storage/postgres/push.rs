@@ -185,6 +185,7 @@ fn stored_result(mutation: &MutationRequest, status: &str, result: &Value) -> Mu
             .and_then(|r| serde_json::from_value::<BTreeMap<String, String>>(r.clone()).ok())
             .filter(|r| !r.is_empty()),
         error,
+        superseded: result.get("superseded").and_then(Value::as_bool).unwrap_or(false),
     }
 }
 
@@ -196,6 +197,7 @@ fn rejection(mutation: &MutationRequest, err: &KernelError) -> MutationResult {
         server_id: None,
         reconciliation: None,
         error: Some(Problem::new(err.code(), err.to_string())),
+        superseded: false,
     }
 }
 
@@ -236,11 +238,18 @@ async fn record(
 
 /// The mutation's clock: the client's reading, pulled back when far ahead of the server's, or
 /// the server's own.
+/// The server's clock observes the client's reading, so that its own readings, and those of the
+/// clients that pull from it, order after it.
 fn clock(store: &PostgresStorage, mutation: &MutationRequest) -> std::result::Result<Hlc, KernelError> {
     let now = engine_kernel::hlc::wall_clock_ms();
+    let mut server = store.clock.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
     match &mutation.hlc {
-        Some(text) => Ok(text.parse::<Hlc>()?.clamped(now + MAX_CLOCK_LEAD_MS)),
-        None => Ok(store.clock.lock().unwrap_or_else(std::sync::PoisonError::into_inner).tick(now)),
+        Some(text) => {
+            let reading = text.parse::<Hlc>()?.clamped(now + MAX_CLOCK_LEAD_MS);
+            server.observe(&reading);
+            Ok(reading)
+        }
+        None => Ok(server.tick(now)),
     }
 }
 
@@ -343,13 +352,18 @@ async fn execute(
         )));
     }
     let mut tx = PgMutatorTx::new(session, store, actor.clone(), hlc, mutation.client_mutation_id);
+    if mutation.hlc.is_none() {
+        tx = tx.stamped_by_server();
+    }
     let outcome = {
         let mut ctx = MutatorCtx::new(&mut tx);
         def.run(&mut ctx, mutation.args.clone()).await
     };
     let outcome: Outcome = tx.finish(outcome).await?;
     let pending = tx.take_pending();
-    let stored = json!({ "serverId": outcome.server_id, "reconciliation": outcome.reconciliation });
+    let superseded = tx.superseded();
+    let stored =
+        json!({ "serverId": outcome.server_id, "reconciliation": outcome.reconciliation, "superseded": superseded });
     // The mutation's last insert goes with the record: its failure is the mutation's.
     let commit_xid = record(tx.conn()?, &actor.user_id, client, mutation, "applied", &stored, pending.as_ref())
         .await
@@ -366,6 +380,7 @@ async fn execute(
             server_id: outcome.server_id,
             reconciliation: (!outcome.reconciliation.is_empty()).then_some(outcome.reconciliation),
             error: None,
+            superseded,
         },
         affected,
         membership_changes,

@@ -135,10 +135,13 @@ pub(crate) struct WalkStep<'a> {
     pub(crate) from: u64,
     pub(crate) to: u64,
     pub(crate) limit: usize,
+    /// Whether to return each row's clock stamps too (`_engine_hlc`, after the bucket index).
+    pub(crate) stamps: bool,
 }
 
 /// The `SELECT` of one walk step over `selection` of `table`: each row's columns, then its
-/// transaction id as text, then the 1-based index of its bucket in `step.buckets`.
+/// transaction id as text, then the 1-based index of its bucket in `step.buckets`, then (when
+/// asked) its clock stamps.
 ///
 /// Per bucket, a `LATERAL` index range scan on `(scope, _engine_xid, key)` that stops at `limit`;
 /// the buckets come in the order of `unnest … WITH ORDINALITY`, which Postgres knows, so the
@@ -148,7 +151,8 @@ pub(crate) fn push_walk(sql: &mut Sql, table: &TableMeta, selection: &RuleSelect
     let scope = selection.scope_columns();
     let keys: Vec<&ColumnMeta> = table.key_columns().collect();
     let columns: Vec<String> = table.columns.iter().map(|c| column("r", c.name)).collect();
-    sql.push(format_args!("SELECT {}, r._engine_xid::text, v.i FROM unnest(", columns.join(", ")));
+    let stamps = if step.stamps { ", r._engine_hlc" } else { "" };
+    sql.push(format_args!("SELECT {}, r._engine_xid::text, v.i{stamps} FROM unnest(", columns.join(", ")));
     for i in 0..scope.len() {
         sql.push_bind(step.buckets.iter().map(|b| b[i].clone()).collect::<Vec<String>>()).push("::text[], ");
     }

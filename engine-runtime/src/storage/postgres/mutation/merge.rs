@@ -21,8 +21,19 @@ pub(super) fn inserted(table: &TableMeta, hlc: &Hlc) -> Value {
     Value::Object(table.columns.iter().map(|c| (c.name.to_owned(), stamp.clone())).collect())
 }
 
-/// `before` with `changes` written at `hlc`, merged column by column, and the row's stamps after
-/// (changed only when the table merges `by_field`).
+/// What an update leaves of a row.
+#[derive(Debug)]
+pub(super) struct Updated {
+    /// The row after the write.
+    pub(super) after: Row,
+    /// Its stamps after the write (changed only when the table merges by field).
+    pub(super) stamps: Stamps,
+    /// Whether any of the write took effect: false when every column it set lost its merge to
+    /// a newer write (a write that sets nothing takes effect: it touches the row).
+    pub(super) took_effect: bool,
+}
+
+/// `before` with `changes` written at `hlc`, merged column by column.
 pub(super) fn updated(
     table: &TableMeta,
     by_field: bool,
@@ -30,25 +41,34 @@ pub(super) fn updated(
     mut stamps: Stamps,
     changes: &[(&'static str, Value)],
     hlc: &Hlc,
-) -> KernelResult<(Row, Stamps)> {
+) -> KernelResult<Updated> {
     let mut after = before.clone();
     let stamp = hlc.to_string();
+    let mut took_effect = changes.is_empty();
     for (name, value) in changes {
         let column = table.known_column(name)?;
         if column.sql_type.is_crdt() {
             let merged = table.written(column, after.get(*name), value)?;
             after.insert((*name).to_owned(), merged);
+            took_effect = true;
         } else if by_field {
             let newer = stamps.get(*name).and_then(Value::as_str).is_none_or(|old| stamp.as_str() > old);
             if newer {
                 after.insert((*name).to_owned(), value.clone());
                 stamps.insert((*name).to_owned(), Value::from(stamp.clone()));
+                took_effect = true;
             }
         } else {
             after.insert((*name).to_owned(), value.clone());
+            took_effect = true;
         }
     }
-    Ok((after, stamps))
+    Ok(Updated { after, stamps, took_effect })
+}
+
+/// The newest stamp of a row.
+pub(super) fn newest(stamps: &Stamps) -> Option<Hlc> {
+    stamps.values().filter_map(Value::as_str).filter_map(|s| s.parse().ok()).max()
 }
 
 #[cfg(test)]
@@ -86,20 +106,24 @@ mod tests {
         let before: Row = json!({"id": "n", "title": "old", "body": "AAA="}).as_object().unwrap().clone();
         let stamps: Stamps = json!({"title": hlc(2000).to_string()}).as_object().unwrap().clone();
         let older = [("title", Value::from("from the past"))];
-        let (after, kept) = updated(&TABLE, true, &before, stamps.clone(), &older, &hlc(1000)).unwrap();
-        assert_eq!(after["title"], "old");
-        assert_eq!(kept, stamps);
-        let (after, moved) = updated(&TABLE, true, &before, stamps, &[("title", "new".into())], &hlc(3000)).unwrap();
-        assert_eq!(after["title"], "new");
-        assert_eq!(moved["title"], hlc(3000).to_string());
+        let lost = updated(&TABLE, true, &before, stamps.clone(), &older, &hlc(1000)).unwrap();
+        assert_eq!(lost.after["title"], "old");
+        assert_eq!(lost.stamps, stamps);
+        assert!(!lost.took_effect, "the write lost its only merge");
+        let won = updated(&TABLE, true, &before, stamps, &[("title", "new".into())], &hlc(3000)).unwrap();
+        assert_eq!(won.after["title"], "new");
+        assert_eq!(won.stamps["title"], hlc(3000).to_string());
+        assert!(won.took_effect);
+        assert_eq!(newest(&won.stamps), Some(hlc(3000)));
     }
 
     #[test]
     fn without_field_merge_the_write_replaces() {
         let before: Row = json!({"id": "n", "title": "old", "body": "AAA="}).as_object().unwrap().clone();
         let stamps: Stamps = json!({"title": hlc(2000).to_string()}).as_object().unwrap().clone();
-        let (after, _) = updated(&TABLE, false, &before, stamps, &[("title", "late".into())], &hlc(1000)).unwrap();
-        assert_eq!(after["title"], "late");
+        let late = updated(&TABLE, false, &before, stamps, &[("title", "late".into())], &hlc(1000)).unwrap();
+        assert_eq!(late.after["title"], "late");
+        assert!(late.took_effect);
     }
 
     #[test]
@@ -108,8 +132,8 @@ mod tests {
         let mut doc = engine_kernel::CrdtText::new();
         let update = doc.insert(0, "hello").unwrap();
         let change = [("body", engine_kernel::crdt::update_to_base64(&update).into())];
-        let (after, _) = updated(&TABLE, true, &before, Stamps::new(), &change, &hlc(1)).unwrap();
-        let merged: engine_kernel::CrdtText = engine_kernel::ColumnType::from_json(after["body"].clone()).unwrap();
+        let merged = updated(&TABLE, true, &before, Stamps::new(), &change, &hlc(1)).unwrap().after;
+        let merged: engine_kernel::CrdtText = engine_kernel::ColumnType::from_json(merged["body"].clone()).unwrap();
         assert_eq!(merged.text().unwrap(), "hello");
         let garbage = [("body", Value::from("not an update"))];
         assert!(updated(&TABLE, true, &before, Stamps::new(), &garbage, &hlc(1)).is_err());

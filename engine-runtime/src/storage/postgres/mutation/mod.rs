@@ -52,6 +52,12 @@ pub(crate) struct PgMutatorTx<'t> {
     failure: Option<Failure>,
     /// The last insert, authorized but not yet sent.
     pending: Option<PendingInsert>,
+    /// Whether the mutation's clock is the server's (its client sent none): its writes then
+    /// order after every write they meet, on this instance or another.
+    server_stamped: bool,
+    /// How many writes the mutation made, and how many of them lost every merge.
+    writes: usize,
+    lost: usize,
 }
 
 impl<'t> PgMutatorTx<'t> {
@@ -73,7 +79,21 @@ impl<'t> PgMutatorTx<'t> {
             membership_changes: BTreeSet::new(),
             failure: None,
             pending: None,
+            server_stamped: false,
+            writes: 0,
+            lost: 0,
         }
+    }
+
+    /// This transaction for a mutation whose clock reading is the server's.
+    pub(crate) fn stamped_by_server(mut self) -> Self {
+        self.server_stamped = true;
+        self
+    }
+
+    /// Whether the mutation wrote, and every write lost its merge to a newer one.
+    pub(crate) fn superseded(&self) -> bool {
+        self.writes > 0 && self.lost == self.writes
     }
 
     /// After the mutator returned `outcome`: a failed statement fails the mutation as that
@@ -168,6 +188,7 @@ impl<'t> PgMutatorTx<'t> {
         self.check_bounds(table, &stored)?;
         let stamps = self.by_field(table).then(|| merge::inserted(table, &self.hlc));
         self.pending = Some(PendingInsert { table, values, stamps });
+        self.writes += 1;
         self.note_write();
         self.note_membership(table, &row);
         self.entered(buckets.iter().cloned());
@@ -190,7 +211,17 @@ impl<'t> PgMutatorTx<'t> {
             return Ok(false); // a row the actor cannot see is not found
         }
         let by_field = self.by_field(table);
-        let (after, stamps) = merge::updated(table, by_field, &before, stamps, &changes, &self.hlc)?;
+        if by_field
+            && self.server_stamped
+            && let Some(newest) = merge::newest(&stamps)
+        {
+            // The server's own reading orders after what the row holds, whoever stamped it.
+            let mut clock = self.store.clock.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+            clock.observe(&newest);
+            self.hlc = clock.tick(engine_kernel::hlc::wall_clock_ms());
+        }
+        let merge::Updated { after, stamps, took_effect } =
+            merge::updated(table, by_field, &before, stamps, &changes, &self.hlc)?;
         self.check_bounds(table, &after)?;
         let after_buckets = self.store.rules.row_buckets(table, &after);
         for bucket in after_buckets.difference(&before_buckets) {
@@ -202,6 +233,8 @@ impl<'t> PgMutatorTx<'t> {
         if let Err(e) = sql.build().execute(self.writing().await?).await {
             return Err(self.failed(e));
         }
+        self.writes += 1;
+        self.lost += usize::from(!took_effect);
         self.note_write();
         self.note_membership(table, &before);
         self.note_membership(table, &after);
@@ -232,6 +265,7 @@ impl<'t> PgMutatorTx<'t> {
         if let Err(e) = sql.build().execute(self.writing().await?).await {
             return Err(self.failed(e));
         }
+        self.writes += 1;
         self.note_write();
         self.note_membership(table, &before);
         self.affected.extend(buckets);

@@ -149,6 +149,15 @@ pub(crate) async fn pull(store: &PostgresStorage, actor: &Actor, request: &PullR
     let (cursor, sets) = Cursor::new(groups).seal(&key, &actor.user_id);
     bucket_sets::store(&store.pool, &store.bucket_sets, sets).await?;
 
+    // The server's clock reads past every stamp this page delivers, so the client's next
+    // writes order after them, whichever instance stamped them.
+    let server_hlc = {
+        let mut clock = store.clock.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        if let Some(newest) = page.newest() {
+            clock.observe(newest);
+        }
+        clock.tick(engine_kernel::hlc::wall_clock_ms())
+    };
     let (changes, tombstones) = page.finish();
     Ok(PullResponse {
         changes,
@@ -159,6 +168,7 @@ pub(crate) async fn pull(store: &PostgresStorage, actor: &Actor, request: &PullR
         reset,
         last_mutation_id: start.last_mutation_id,
         synced_mutation_id: Some(start.synced_mutation_id),
+        server_hlc: Some(server_hlc),
     })
 }
 

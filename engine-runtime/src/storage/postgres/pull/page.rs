@@ -7,7 +7,7 @@
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 use engine_kernel::wire::{Change, Tombstone};
-use engine_kernel::{BucketKey, Row, TableMeta};
+use engine_kernel::{BucketKey, Hlc, Row, TableMeta};
 use serde_json::Value;
 
 use crate::buckets::RuleIndex;
@@ -23,6 +23,8 @@ pub(super) struct Page<'a> {
     rows: HashMap<(&'static str, String), usize>,
     tombstones: Vec<Tombstone>,
     memo: BucketMemo,
+    /// The newest clock stamp of the rows taken.
+    newest: Option<Hlc>,
 }
 
 impl<'a> Page<'a> {
@@ -36,6 +38,7 @@ impl<'a> Page<'a> {
             rows: HashMap::new(),
             tombstones: Vec::new(),
             memo: BucketMemo::default(),
+            newest: None,
         }
     }
 
@@ -66,6 +69,19 @@ impl<'a> Page<'a> {
         let buckets = self.memo.buckets(self.rules, table, &row, self.requested);
         self.rows.insert(identity, self.changes.len());
         self.changes.push(Change { table: table.name.to_owned(), row, buckets });
+    }
+
+    /// Note the clock stamps of a row taken (a JSON object of readings).
+    pub(super) fn observe(&mut self, stamps: &Value) {
+        let newest = stamps.as_object().into_iter().flat_map(|m| m.values()).filter_map(Value::as_str);
+        if let Some(newest) = newest.filter_map(|s| s.parse::<Hlc>().ok()).max() {
+            self.newest = self.newest.take().max(Some(newest));
+        }
+    }
+
+    /// The newest clock stamp of the rows taken.
+    pub(super) fn newest(&self) -> Option<&Hlc> {
+        self.newest.as_ref()
     }
 
     /// Take a tombstone: the row of `table` with `key` left `buckets`.

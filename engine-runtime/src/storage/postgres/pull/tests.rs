@@ -96,7 +96,7 @@ fn a_page_of_the_walk_reads_what_it_delivers_plus_a_bucket() {
 
         // A bootstrap of one owner's 1,500 notes, in pages of 500.
         let own = vec![vec!["u3".to_owned()]];
-        let first = explain(&db.pool, &WalkStep { buckets: &own, resume: None, from: 0, to: u64::MAX / 2, limit: 500 }, "own").await;
+        let first = explain(&db.pool, &WalkStep { buckets: &own, resume: None, from: 0, to: u64::MAX / 2, limit: 500, stamps: false }, "own").await;
         assert_walks(&first, 500);
         assert_eq!(first["Actual Rows"], 500);
         // A later page, resumed after the owner's 1,200th note, reads no more than the first.
@@ -107,19 +107,19 @@ fn a_page_of_the_walk_reads_what_it_delivers_plus_a_bucket() {
         .await
         .unwrap();
         let key = [Value::from(id)];
-        let deep = WalkStep { buckets: &own, resume: Some((xid.parse().unwrap(), &key[..])), from: 0, to: u64::MAX / 2, limit: 500 };
+        let deep = WalkStep { buckets: &own, resume: Some((xid.parse().unwrap(), &key[..])), from: 0, to: u64::MAX / 2, limit: 500, stamps: false };
         let plan = explain(&db.pool, &deep, "own").await;
         assert_walks(&plan, 500);
         assert_eq!(plan["Actual Rows"], 300, "the rest of the bucket");
 
         // All 100 lists shared with one actor: a page of 500 passes four lists of 150 notes.
         let lists: Vec<Vec<String>> = (0..100).map(|l| vec![format!("l{l}")]).collect();
-        let shared = explain(&db.pool, &WalkStep { buckets: &lists, resume: None, from: 0, to: u64::MAX / 2, limit: 500 }, "shared").await;
+        let shared = explain(&db.pool, &WalkStep { buckets: &lists, resume: None, from: 0, to: u64::MAX / 2, limit: 500, stamps: false }, "shared").await;
         assert_walks(&shared, 500 + 150);
         assert_eq!(shared["Actual Rows"], 500);
         // Late in the walk, past 90 of the lists: what came before costs nothing.
         let late = &lists[90..];
-        let step = WalkStep { buckets: late, resume: None, from: 0, to: u64::MAX / 2, limit: 500 };
+        let step = WalkStep { buckets: late, resume: None, from: 0, to: u64::MAX / 2, limit: 500, stamps: false };
         assert_walks(&explain(&db.pool, &step, "shared").await, 500 + 150);
         db.drop().await;
     });

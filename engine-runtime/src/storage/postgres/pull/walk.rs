@@ -7,6 +7,7 @@
 
 use engine_kernel::{BucketKey, TableMeta};
 use futures_util::TryStreamExt;
+use serde_json::Value;
 use sqlx::{PgConnection, Row as _};
 
 use super::page::Page;
@@ -78,7 +79,8 @@ pub(super) async fn walk(
             }
             let params: Vec<Vec<String>> = ahead.iter().map(|b| b.params()).collect();
             let resume = walk.point.as_ref().filter(|p| &p.bucket == ahead[0]).map(|p| (p.xid, p.key.as_slice()));
-            let step = WalkStep { buckets: &params, resume, from, to: walk.to, limit };
+            let stamps = table.merge == engine_kernel::MergePolicy::Field;
+            let step = WalkStep { buckets: &params, resume, from, to: walk.to, limit, stamps };
             let mut sql = Sql::new("");
             selection::push_walk(&mut sql, table, rule_selection, &step);
             let mut rows = sql.build().fetch(&mut *conn);
@@ -99,6 +101,10 @@ pub(super) async fn walk(
                 let xid = sql::xid(&xid)?;
                 walk.point = Some(WalkPoint { bucket: (*bucket).clone(), xid, key });
                 if !again {
+                    if stamps {
+                        let stamps: Value = row.try_get(table.columns.len() + 2).map_err(Error::Database)?;
+                        page.observe(&stamps);
+                    }
                     page.add_row(table, decoded);
                 }
             }

@@ -137,7 +137,7 @@ async fn walked(
     selection: &RuleSelection,
     params: &[Vec<String>],
 ) -> BTreeSet<String> {
-    let step = WalkStep { buckets: params, resume: None, from: 0, to: u64::MAX / 2, limit: 10_000 };
+    let step = WalkStep { buckets: params, resume: None, from: 0, to: u64::MAX / 2, limit: 10_000, stamps: false };
     let mut sql = Sql::new("");
     push_walk(&mut sql, table, selection, &step);
     let rows = sql.build().fetch_all(&mut *conn).await.unwrap();
