@@ -1,5 +1,5 @@
 //! The engine Rust client: a durable local copy of the actor's buckets that takes writes offline
-//! and converges when it reconnects. It speaks only the wire protocol (PROTOCOL.md).
+//! and converges when it reconnects. It speaks only the wire protocol (`docs/protocol.md`).
 //!
 //! - [`Client`] and [`ClientBuilder`] (`client`): the handle — mutate, pull, push, read
 //!   [`Collection`]s and [`LiveQuery`]s, presence, status.

@@ -1,5 +1,5 @@
 //! The server, over HTTP: `POST /sync/pull` and `POST /sync/push` with fresh credentials each
-//! time, one refresh and retry on 401, and every answer read as PROTOCOL.md says.
+//! time, one refresh and retry on 401, and every answer read as `docs/protocol.md` says.
 
 use std::sync::Arc;
 use std::time::Duration;

@@ -1,4 +1,4 @@
-//! The client's settings, with the defaults of DESIGN.md §4.
+//! The client's settings, with the defaults of `docs/design.md` §14.
 
 use std::time::Duration;
 

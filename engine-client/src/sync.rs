@@ -1,6 +1,7 @@
-//! The sync engine: pull and push, each classified by PROTOCOL.md, and the loops that run them in
-//! the background — the outbox drains on a timer with backoff and jitter (never waiting for the
-//! next local write), pulls run when the stream says so, after a push, and on an interval.
+//! The sync engine: pull and push, their answers classified as `docs/protocol.md` says, and the
+//! loops that run them in the background — the outbox drains on a timer with backoff and jitter
+//! (never waiting for the next local write), pulls run when the stream says so, after a push, and
+//! on an interval.
 
 use std::collections::BTreeSet;
 use std::sync::Arc;

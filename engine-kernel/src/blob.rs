@@ -29,7 +29,7 @@ pub struct BlobKey(String);
 const PREFIX: &str = "sha256:";
 
 impl BlobKey {
-    /// The key of `bytes` (the spec's `keyForBlob`).
+    /// The key of `bytes`.
     pub fn for_bytes(bytes: &[u8]) -> BlobKey {
         BlobKey::from_digest(Sha256::digest(bytes).into())
     }

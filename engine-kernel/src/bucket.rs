@@ -1,6 +1,6 @@
 //! Buckets: the unit of sync. A bucket key names one instance of a sync rule by the rule's name
-//! and its parameter values, in one canonical encoding (DESIGN.md decision 2), so no two rules
-//! and no two parameter sets can ever share a key.
+//! and its parameter values, in one canonical encoding (`docs/protocol.md#bucket-keys`,
+//! `docs/design.md` §2), so no two rules and no two parameter sets can ever share a key.
 //!
 //! Encoding: `<rule>/<param>/<param>…`, parameters in declaration order, each the parameter's
 //! text form with every byte outside `A-Z a-z 0-9 - . _ ~` written `%XX` (uppercase hex). A key

@@ -2,8 +2,9 @@
 //! stored and sent as the v1 update encoding of their whole state.
 //!
 //! A `CrdtText` keeps its text in the root text named `text`; a `CrdtMap` keeps its entries in
-//! the root map named `map` (PROTOCOL.md). Merging an update is commutative, associative and
-//! idempotent, so the order in which replicas see updates never matters.
+//! the root map named `map` (`docs/protocol.md#collaborative-columns`). Merging an update is
+//! commutative, associative and idempotent, so the order in which replicas see updates never
+//! matters.
 //!
 //! Every update from outside goes through [`decode_update`], the one place that turns bytes into
 //! a `yrs` update.

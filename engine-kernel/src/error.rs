@@ -8,16 +8,19 @@ pub type Result<T, E = Error> = std::result::Result<T, E>;
 
 /// Everything that can go wrong while defining an app or running a mutator.
 ///
-/// The variants are the classes of PROTOCOL.md: deterministic failures ([`Validation`],
-/// [`Forbidden`], [`MutatorFailed`], [`Conflict`]) are recorded and never retried; [`Transient`]
-/// is retried and records nothing; [`Internal`] is a server fault that is logged, not shown.
+/// The variants are the failure classes of `docs/design.md` §6: deterministic failures
+/// ([`Validation`], [`UnknownMutator`], [`Forbidden`], [`MutatorFailed`], [`Conflict`]) are
+/// recorded and never retried; [`Transient`] is retried and records nothing; [`Internal`] and
+/// [`InvalidApp`] are server faults, logged, neither shown nor recorded.
 ///
 /// [`Validation`]: Error::Validation
+/// [`UnknownMutator`]: Error::UnknownMutator
 /// [`Forbidden`]: Error::Forbidden
 /// [`MutatorFailed`]: Error::MutatorFailed
 /// [`Conflict`]: Error::Conflict
 /// [`Transient`]: Error::Transient
 /// [`Internal`]: Error::Internal
+/// [`InvalidApp`]: Error::InvalidApp
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum Error {
@@ -105,7 +108,7 @@ impl Error {
     }
 }
 
-/// The stable, snake_case codes of PROTOCOL.md's problem documents.
+/// The stable, snake_case codes of the problem documents (`docs/protocol.md#problem-codes`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "snake_case")]
 #[non_exhaustive]

@@ -1,8 +1,8 @@
 //! Hybrid logical clocks: the order of `field`-merged writes.
 //!
-//! Wire form (PROTOCOL.md): `<physical ms since the Unix epoch, 13 digits>-<logical counter,
-//! 4 hex digits>-<node id>`, e.g. `1763700000000-0001-3f2a…`. The byte order of the string is the
-//! clock order, so stores compare HLCs as plain text.
+//! Wire form (`docs/protocol.md#hybrid-logical-clock`): `<physical ms since the Unix epoch,
+//! 13 digits>-<logical counter, 4 hex digits>-<node id>`, e.g. `1763700000000-0001-3f2a…`. The
+//! byte order of the string is the clock order, so stores compare HLCs as plain text.
 
 use std::fmt;
 use std::str::FromStr;

@@ -70,7 +70,7 @@ impl Outcome {
 /// The store side of a mutator's context: one implementation per store, with untyped rows.
 ///
 /// Implementations scope every read to the actor's buckets and refuse every write that would put
-/// data where the actor cannot read (DESIGN.md decision 4).
+/// data where the actor cannot read (`docs/design.md` §4).
 pub trait MutatorTx: Send {
     /// The actor the mutation acts for.
     fn actor(&self) -> &Actor;

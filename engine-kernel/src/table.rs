@@ -8,7 +8,7 @@ use crate::column::{ColumnCodec, ColumnMeta, ColumnType};
 use crate::error::{Error, Result};
 use crate::value::ColumnValue;
 
-/// A row in its JSON form: SQL column name → value (PROTOCOL.md `changes[].row`).
+/// A row in its JSON form: SQL column name → value (`docs/protocol.md#row-values`).
 pub type Row = Map<String, Value>;
 
 /// How concurrent writes to one row are merged.

@@ -1,4 +1,4 @@
-//! The messages of wire protocol v1 (PROTOCOL.md): pull, push, the stream's frames and the
+//! The messages of wire protocol v1 (`docs/protocol.md`): pull, push, the stream's frames and the
 //! problem document. Field names are camelCase and fixed; unknown fields are ignored so newer
 //! clients can add some.
 

@@ -1,6 +1,6 @@
-//! The one error type of the server, and its rendering as a problem document (PROTOCOL.md): the
-//! status and stable code of each case, and never a database's text, a bound value or a stack
-//! trace in a response.
+//! The one error type of the server, and its rendering as a problem document
+//! (`docs/protocol.md#problem-documents`): the status and stable code of each case, and never a
+//! database's text, a bound value or a stack trace in a response.
 
 use std::time::Duration;
 

@@ -1,5 +1,5 @@
 //! The engine sync server. It takes an [`engine_kernel::App`] and serves the wire protocol
-//! (PROTOCOL.md) over HTTP and WebSocket, on Postgres.
+//! (`docs/protocol.md`) over HTTP and WebSocket, on Postgres.
 //!
 //! - [`Server`]: the builder, the mountable axum router, `listen`; [`tcp_nodelay`] for a host
 //!   app that serves the router itself.

@@ -1,4 +1,4 @@
-//! Limits a user can rely on (DESIGN.md §4), each configurable: the request body size, a
+//! Limits a user can rely on (`docs/design.md` §14), each configurable: the request body size, a
 //! per-actor request rate (governor's token bucket, keyed by user id), and the limits of stream
 //! connections ([`StreamLimits`]).
 
@@ -82,7 +82,8 @@ impl RateLimit {
     }
 }
 
-/// Limits of stream connections (DESIGN.md §4 and decision 8).
+/// Limits of stream connections (`docs/design.md` §8 and §14; how a connection over one is
+/// closed: `docs/protocol.md#closing`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct StreamLimits {

@@ -1,6 +1,6 @@
-//! The assembled server (the spec's `createEngineServer`): a builder taking the app, its store,
-//! its auth and optional settings with the defaults of DESIGN.md §4; `router()` for mounting in
-//! an existing axum service, `listen()` / `serve()` to run it alone with graceful shutdown.
+//! The assembled server: a builder taking the app, its store, its auth and optional settings
+//! with the defaults of `docs/design.md` §14; `router()` for mounting in an existing axum
+//! service, `listen()` / `serve()` to run it alone with graceful shutdown.
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -170,7 +170,7 @@ impl ServerBuilder {
         self
     }
 
-    /// Run background jobs with these handlers (the spec's job registry): the server starts a
+    /// Run background jobs with these handlers (`docs/design.md` §12): the server starts a
     /// worker on its store, which shares the queue with the workers of other instances. Without
     /// it, jobs that mutations enqueue wait for a worker elsewhere ([`Jobs::start`]).
     pub fn jobs(mut self, jobs: Jobs) -> Self {
@@ -178,7 +178,7 @@ impl ServerBuilder {
         self
     }
 
-    /// Store blobs (the spec's blob adapter): `POST /blobs/upload` and `/blobs/download` hand
+    /// Store blobs (`docs/protocol.md#blobs`): `POST /blobs/upload` and `/blobs/download` hand
     /// out signed URLs of this store, a download only to who can read a row referring to the
     /// blob. Without it, those routes answer 404.
     pub fn blobs(mut self, blobs: Blobs) -> Self {

@@ -16,5 +16,6 @@ mod mount;
 mod provision;
 mod pull;
 mod push;
+mod references;
 mod server;
 mod stream;

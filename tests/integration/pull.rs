@@ -1,4 +1,4 @@
-//! Pull on a real Postgres (PROTOCOL.md `POST /sync/pull`, DESIGN.md decisions 1–3).
+//! Pull on a real Postgres (`docs/protocol.md#post-syncpull`, `docs/design.md` §1–3).
 
 use std::collections::{BTreeMap, BTreeSet};
 

@@ -1,4 +1,4 @@
-//! Push on a real Postgres (PROTOCOL.md `POST /sync/push`, DESIGN.md decisions 4–7).
+//! Push on a real Postgres (`docs/protocol.md#post-syncpush`, `docs/design.md` §4–7).
 
 use std::sync::Arc;
 

@@ -1,11 +1,11 @@
-//! JWT bearer tokens (PROTOCOL.md, Authentication): claims `sub` (the user id), `ownerId`, `iat`
-//! and `exp`, all required; every other claim is passed to the actor.
+//! JWT bearer tokens (`docs/protocol.md#authentication`): claims `sub` (the user id), `ownerId`,
+//! `iat` and `exp`, all required; every other claim is passed to the actor.
 //!
 //! Tokens signed with HS256 are checked against the server's secret only; tokens signed with
-//! RS256/384/512 or EdDSA are checked against the key of their `kid` in a JWKS, and only when the
-//! token's algorithm is that key's. So `alg: none`, a bad signature, an expired token, a token
-//! without a required claim, and a token of one family signed with a key of another (the HS/RS
-//! confusion) are all refused.
+//! RS256/384/512, PS256/384/512 or EdDSA are checked against the key of their `kid` in a JWKS,
+//! and only when the token's algorithm is that key's. So `alg: none`, a bad signature, an expired
+//! token, a token without a required claim, and a token of one family signed with a key of
+//! another (the HS/RS confusion) are all refused.
 
 use std::sync::{Arc, RwLock};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};

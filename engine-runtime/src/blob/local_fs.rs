@@ -1,7 +1,8 @@
-//! Blobs as files in a directory (the spec's `localFsBlobStore`), served by the engine's router:
-//! `PUT` and `GET /blobs/data/<hex digest>` with URLs signed by HMAC-SHA256 over the method,
-//! the digest, the size and the expiry. An upload streams to a temporary file, and becomes the
-//! blob only when its bytes hash to the key and their count is the one signed.
+//! Blobs as files in a directory, served by the engine's router
+//! (`docs/protocol.md#blob-data-urls`): `PUT` and `GET /blobs/data/<hex digest>` with URLs signed
+//! by HMAC-SHA256 over the method, the digest, the size and the expiry. An upload streams to a
+//! temporary file, and becomes the blob only when its bytes hash to the key and their count is
+//! the one signed.
 
 use std::path::PathBuf;
 use std::sync::Arc;

@@ -1,6 +1,6 @@
-//! Blobs (the spec's blob adapter): files stored beside the rows, named by the SHA-256 of their
-//! bytes ([`BlobKey`]) and referred to by rows in `BlobKey` columns. The server hands out signed
-//! URLs; the bytes go straight between the client and the store.
+//! Blobs (`docs/design.md` §13, `docs/protocol.md#blobs`): files stored beside the rows, named by
+//! the SHA-256 of their bytes ([`BlobKey`]) and referred to by rows in `BlobKey` columns. The
+//! server hands out signed URLs; the bytes go straight between the client and the store.
 //!
 //! - `POST /blobs/upload {key, size}`: a signed `PUT` URL for any authenticated actor. The store
 //!   checks that the bytes hash to the key, so nobody can put other bytes under a key.

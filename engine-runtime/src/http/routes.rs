@@ -1,4 +1,4 @@
-//! The routes of PROTOCOL.md: pull, push, the contract and stats; and the blob tickets.
+//! The routes of `docs/protocol.md`: pull, push, the contract and stats; and the blob tickets.
 
 use std::sync::Arc;
 

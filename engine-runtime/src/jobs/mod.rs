@@ -1,6 +1,6 @@
-//! Background jobs (the spec's `createJobScheduler` / `createJobWorker`): durable tasks that a
-//! mutator enqueues in its own transaction ([`MutatorCtx::enqueue`](engine_kernel::MutatorCtx::enqueue))
-//! or the app enqueues directly ([`JobQueue::enqueue_job`]), run by workers after the commit.
+//! Background jobs (`docs/design.md` §12): durable tasks that a mutator enqueues in its own
+//! transaction ([`MutatorCtx::enqueue`](engine_kernel::MutatorCtx::enqueue)) or the app enqueues
+//! directly ([`JobQueue::enqueue_job`]), run by workers after the commit.
 //!
 //! - A job is enqueued exactly when the mutation commits: a rejected or failed mutation enqueues
 //!   nothing, and a replayed one (a lost push response) does not enqueue again.
@@ -37,7 +37,7 @@ pub use worker::JobWorker;
 /// A queue of jobs: one implementation per store, because a mutation's jobs go in the
 /// mutation's own transaction.
 pub trait JobQueue: Send + Sync + 'static {
-    /// Enqueue a job outside any mutation (the spec's scheduler); returns its id.
+    /// Enqueue a job outside any mutation; returns its id.
     fn enqueue_job(&self, job: JobRequest) -> BoxFuture<'_, Result<i64>>;
     /// Lease up to `limit` due jobs named in `names` for `lease`: queued jobs whose time has
     /// come, and running jobs whose lease ran out. Each claim counts as an attempt.
@@ -323,8 +323,8 @@ impl Jobs {
         Ok(())
     }
 
-    /// Start a worker on `queue` (the spec's `createJobWorker`): it runs until it is stopped or
-    /// dropped. A server given these jobs starts its own.
+    /// Start a worker on `queue`: it runs until it is stopped or dropped. A server given these
+    /// jobs starts its own.
     pub async fn start(self, queue: Arc<dyn JobQueue>) -> Result<JobWorker> {
         self.check()?;
         JobWorker::start(self, queue).await

@@ -1,5 +1,6 @@
-//! Realtime: hints that something changed, delivered after commit, and presence (DESIGN.md
-//! decision 8: realtime is a hint, pull is the truth). One trait, one module per backend.
+//! Realtime: hints that something changed, delivered after commit, and presence
+//! (`docs/design.md` §8: realtime is a hint, pulls carry the data). One trait, one module per
+//! backend.
 //!
 //! - [`in_process`](mod@in_process): one server process, the default.
 //! - [`listen_notify`](mod@listen_notify): several server processes on one Postgres, through

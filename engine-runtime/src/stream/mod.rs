@@ -1,5 +1,5 @@
-//! `GET /sync/stream`: the WebSocket of PROTOCOL.md (subprotocol `engine.v1`) carrying pings,
-//! bucket-set changes and presence.
+//! `GET /sync/stream` (`docs/protocol.md#get-syncstream`): the WebSocket (subprotocol
+//! `engine.v1`) carrying pings, bucket-set changes and presence.
 //!
 //! - [`socket`]: one task per connection: authentication, subscription, coalescing, limits,
 //!   presence.

@@ -301,7 +301,8 @@ impl Connection {
                 let buckets: BTreeSet<BucketKey> = buckets.into_iter().collect();
                 let kept: Vec<BucketKey> = buckets.intersection(&self.subscribed).cloned().collect();
                 self.set_subscribed(buckets).await?;
-                // PROTOCOL: after each subscribe, the state of every subscribed bucket.
+                // After each subscribe, the state of every subscribed bucket
+                // (`docs/protocol.md#subscription`).
                 self.send_presence(&kept).await
             }
             ClientFrame::Track { bucket, mut meta } => {

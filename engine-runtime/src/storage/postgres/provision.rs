@@ -1,5 +1,5 @@
 //! Provisioning: the SQL that makes a Postgres database serve an app, without logical
-//! replication (DESIGN.md decision 1). User tables are created when missing and otherwise get the
+//! replication (`docs/design.md` §1). User tables are created when missing and otherwise get the
 //! engine's columns added, keeping their rows; every synced table gets a trigger that stamps each
 //! written row with its transaction id and records, in `_engine_tombstones`, every bucket a row
 //! leaves (by delete, soft delete or a change of scope column); and indexes serve the change

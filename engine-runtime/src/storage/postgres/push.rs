@@ -1,6 +1,6 @@
 //! Push: each mutation in its own transaction — sequence check, claim, validation, the mutator
-//! on the authorized, merge-aware transaction, the outcome recorded — then commit (DESIGN.md
-//! decisions 4–7, PROTOCOL.md `POST /sync/push`).
+//! on the authorized, merge-aware transaction, the outcome recorded — then commit
+//! (`docs/design.md` §4–7, `docs/protocol.md#post-syncpush`).
 //!
 //! A client's sequence is scoped to the authenticated user, so another user reusing the client
 //! id has a sequence of its own. The record of a mutation advances the sequence only from the

@@ -23,7 +23,7 @@ pub(crate) fn constant(value: ConstValue) -> String {
     }
 }
 
-/// `col` qualified by `alias`, compared byte-wise when it is text (docs/design.md §1).
+/// `column` qualified by `alias`, compared byte-wise when it is text (`docs/design.md` §1).
 pub(crate) fn ordered(alias: &str, column: &ColumnMeta) -> String {
     match column.sql_type {
         SqlType::Text => format!("{alias}.{} COLLATE \"C\"", ident(column.name)),
