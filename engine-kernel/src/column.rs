@@ -349,11 +349,12 @@ impl<T: NonNullColumn> ColumnType for Option<T> {
     }
 }
 
-/// Types that can be a primary-key column.
+/// Types that can be a primary-key column: values with one exact wire form. Floats are not (a
+/// value has several decimal forms, and NaN none), nor JSON, collaborative or nullable columns.
 #[diagnostic::on_unimplemented(
     message = "`{Self}` cannot be a primary key column",
     label = "not a key type",
-    note = "primary keys are `String`, `i16`, `i32`, `i64` or `uuid::Uuid`, never `Option`, a float, JSON or a collaborative column"
+    note = "primary keys are `String`, `i16`, `i32`, `i64`, `uuid::Uuid`, `engine::Timestamp` or `Vec<u8>`, never `Option`, a float, JSON or a collaborative column"
 )]
 pub trait KeyColumn: ColumnType + Clone + Eq {}
 impl KeyColumn for String {}
@@ -361,6 +362,8 @@ impl KeyColumn for i16 {}
 impl KeyColumn for i32 {}
 impl KeyColumn for i64 {}
 impl KeyColumn for uuid::Uuid {}
+impl KeyColumn for Timestamp {}
+impl KeyColumn for Vec<u8> {}
 
 /// Types that can be the owner column: the actor's owner id, a `String`.
 #[diagnostic::on_unimplemented(

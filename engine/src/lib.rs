@@ -62,7 +62,8 @@ pub use engine_kernel::{bucket, column, crdt, hlc, mutator as mutators, rules, w
 /// # Field attributes
 ///
 /// - `#[engine(primary_key)]` on one or more fields (several make a composite key, whose
-///   [`Table::Key`] is a tuple in field order).
+///   [`Table::Key`] is a tuple in field order): `String`, `i16`, `i32`, `i64`, `uuid::Uuid`,
+///   [`Timestamp`] or `Vec<u8>`, the types whose values have one exact wire form.
 /// - `#[engine(owner)]` on at most one `String` field, holding the actor's owner id.
 /// - `#[engine(soft_delete)]` on at most one `Option<engine::Timestamp>` field: a non-null value
 ///   makes the row a tombstone for clients.

@@ -9,6 +9,7 @@ mod contract;
 mod examples;
 mod hostile;
 mod jobs;
+mod keys;
 mod layers;
 mod migrate;
 mod model;

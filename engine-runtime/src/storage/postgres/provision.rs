@@ -12,7 +12,7 @@ use engine_kernel::{App, MergePolicy, SqlType, TableMeta};
 use sqlx::PgPool;
 
 use super::selection::{bucket_key_of, live};
-use super::sql::{ident, index_name, literal, trigger_function};
+use super::sql::{ident, index_name, literal, trigger_function, wire_json};
 use crate::buckets::{RuleIndex, RuleSelection};
 use crate::error::{Error, Result};
 
@@ -191,8 +191,11 @@ fn trigger_function_sql(table: &TableMeta, selections: &[RuleSelection]) -> Stri
         format!("array_remove(ARRAY[\n      {}\n    ]::text[], NULL)", items.join(",\n      "))
     };
     let live = |record: &str| live(record, table).unwrap_or_else(|| "true".into());
-    let key_json =
-        table.primary_key.iter().map(|k| format!("{}, OLD.{}", literal(k), ident(k))).collect::<Vec<_>>().join(", ");
+    let key_json = table
+        .key_columns()
+        .map(|c| format!("{}, {}", literal(c.name), wire_json("OLD", c)))
+        .collect::<Vec<_>>()
+        .join(", ");
     let same_key = table
         .primary_key
         .iter()

@@ -31,6 +31,23 @@ pub(crate) fn ordered(alias: &str, column: &ColumnMeta) -> String {
     }
 }
 
+/// `record.column` (a trigger's `OLD`, say) as the JSON value it travels as on the wire, so a
+/// key written by SQL matches the same key read back by the store: a timestamp in UTC with
+/// microseconds and a `Z`, bytes in standard base64, a float widened to double precision.
+pub(crate) fn wire_json(record: &str, column: &ColumnMeta) -> String {
+    let value = format!("{record}.{}", ident(column.name));
+    match column.sql_type {
+        SqlType::Timestamp => {
+            format!("to_jsonb(to_char({value} AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS.US\"Z\"'))")
+        }
+        SqlType::Bytes | SqlType::CrdtText | SqlType::CrdtMap => {
+            format!("to_jsonb(translate(encode({value}, 'base64'), E'\\n', ''))")
+        }
+        SqlType::Real => format!("to_jsonb({value}::float8)"),
+        _ => value,
+    }
+}
+
 /// A transaction id Postgres wrote as text.
 pub(crate) fn xid(text: &str) -> crate::error::Result<u64> {
     text.parse().map_err(|_| crate::error::Error::internal(format!("unreadable transaction id {text}")))
