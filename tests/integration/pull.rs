@@ -517,3 +517,30 @@ async fn a_page_ends_early_when_its_rows_fill_the_byte_budget() {
     assert_eq!(page.changes.len(), 1);
     assert!(page.has_more);
 }
+
+#[tokio::test]
+async fn a_subset_pull_leaves_the_buckets_it_did_not_ask_for_where_they_were() {
+    let db = TestDb::new().await;
+    let storage = db.notes().await;
+    seed(&db, &storage).await;
+    let all = pull(&storage, "alice", None).await;
+    // n1 is alice's, in l1; n2 is bob's, in l2.
+    exec(&db, &storage, "UPDATE notes SET title = 'changed' WHERE id IN ('n1', 'n2')").await;
+
+    let subset = pull_with(&storage, "alice", Some(&all.cursor), Some(vec![key("shared/l2")]), None).await;
+    assert!(subset.removed_buckets.is_empty(), "held buckets are not removed: {:?}", subset.removed_buckets);
+    assert_eq!(changes(&subset).into_keys().collect::<Vec<_>>(), vec!["notes:n2"]);
+
+    let rest = pull(&storage, "alice", Some(&subset.cursor)).await;
+    assert!(!rest.reset && rest.removed_buckets.is_empty());
+    assert_eq!(
+        changes(&rest),
+        BTreeMap::from([("notes:n1".to_owned(), vec!["own/alice".to_owned(), "shared/l1".to_owned()])]),
+        "the buckets the subset left alone go on from where they were; l2's change is not sent again"
+    );
+
+    // A bucket the actor lost is still reported, subset or not.
+    exec(&db, &storage, "DELETE FROM list_members WHERE list_id = 'l2' AND user_id = 'alice'").await;
+    let after = pull_with(&storage, "alice", Some(&rest.cursor), Some(vec![key("shared/l1")]), None).await;
+    assert_eq!(after.removed_buckets, vec![key("shared/l2")]);
+}

@@ -93,6 +93,7 @@ pub(crate) async fn pull(store: &PostgresStorage, actor: &Actor, request: &PullR
     let (horizon, gc_horizon) = (start.horizon, start.tombstone_horizon);
 
     let held = held::held_buckets(&mut tx, &store.app, &store.memberships, actor).await?;
+    let all_held = held.clone();
     if held.len() > store.limits.buckets_per_actor {
         return Err(Error::TooManyBuckets { held: held.len(), limit: store.limits.buckets_per_actor });
     }
@@ -119,16 +120,22 @@ pub(crate) async fn pull(store: &PostgresStorage, actor: &Actor, request: &PullR
         reset = true;
     }
 
+    // Buckets the actor lost leave the cursor and are reported; held buckets a subset pull did not
+    // ask for stay in the cursor where they were, untouched.
     let known: BTreeSet<BucketKey> = cursor.buckets().cloned().collect();
-    let removed_buckets: Vec<BucketKey> = known.difference(&requested).cloned().collect();
-    let mut groups: Vec<Group> = cursor
-        .groups
-        .into_iter()
-        .filter_map(|mut g| {
-            g.buckets.retain(|b| requested.contains(b));
-            (!g.buckets.is_empty()).then_some(g)
-        })
-        .collect();
+    let removed_buckets: Vec<BucketKey> = known.difference(&all_held).cloned().collect();
+    let mut groups: Vec<Group> = Vec::new();
+    let mut parked: Vec<Group> = Vec::new();
+    for group in cursor.groups {
+        let (asked, other): (Vec<BucketKey>, Vec<BucketKey>) =
+            group.buckets.iter().cloned().filter(|b| all_held.contains(b)).partition(|b| requested.contains(b));
+        if !other.is_empty() {
+            parked.push(Group { buckets: other, ..group.clone() });
+        }
+        if !asked.is_empty() {
+            groups.push(Group { buckets: asked, ..group });
+        }
+    }
     let fresh: Vec<BucketKey> = requested.difference(&known).cloned().collect();
     if !fresh.is_empty() {
         groups.push(Group::fresh(fresh, horizon));
@@ -143,6 +150,7 @@ pub(crate) async fn pull(store: &PostgresStorage, actor: &Actor, request: &PullR
         scan_group(store, &mut tx, group, horizon, &mut page).await?;
     }
     let has_more = groups.iter().any(|g| !g.is_caught_up(horizon) && is_ready(g, horizon));
+    groups.extend(parked);
     let groups = bound_groups(merge_groups(groups));
 
     tx.commit().await?;
