@@ -2,7 +2,7 @@
 //! to values in Rust. The same rules applied in SQL live in the store (membership queries and the
 //! change-tracking triggers); both produce the same canonical bucket keys.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 
 use engine_kernel::rules::{ConstValue, ParamSource, RuleMeta, Selection};
 use engine_kernel::{Actor, App, BucketKey, Row, TableMeta};
@@ -86,6 +86,10 @@ fn const_matches(constant: ConstValue, value: Option<&Value>) -> bool {
 #[derive(Debug, Clone)]
 pub(crate) struct RuleIndex {
     tables: Vec<(&'static TableMeta, Vec<RuleSelection>)>,
+    /// Per rule, a digest of which rows its buckets hold (parameters and selections, not the
+    /// membership query): when it differs from a cursor's, the cursor's rows of that rule are
+    /// not what the rule selects now.
+    versions: BTreeMap<&'static str, String>,
 }
 
 impl RuleIndex {
@@ -109,7 +113,13 @@ impl RuleIndex {
                 (meta, selections)
             })
             .collect();
-        RuleIndex { tables }
+        let versions = app.sync_rules().rules.iter().map(|rule| (rule.name, rule_version(rule))).collect();
+        RuleIndex { tables, versions }
+    }
+
+    /// The version of rule `rule` (see [`RuleIndex::versions`]).
+    pub(crate) fn version(&self, rule: &str) -> Option<&str> {
+        self.versions.get(rule).map(String::as_str)
     }
 
     /// The selections that read `table`.
@@ -148,6 +158,27 @@ impl RuleIndex {
     pub(crate) fn synced_tables(&self) -> impl Iterator<Item = &'static TableMeta> + '_ {
         self.tables.iter().filter(|(_, s)| !s.is_empty()).map(|(t, _)| *t)
     }
+}
+
+/// A digest of what rows a rule's buckets hold: its parameters' names and types, and each
+/// selection's table, scope, filters, in a canonical order.
+fn rule_version(rule: &RuleMeta) -> String {
+    use sha2::{Digest, Sha256};
+    let mut selections: Vec<String> = rule
+        .data
+        .iter()
+        .map(|s| {
+            let mut scope: Vec<String> = s.scope.iter().map(|eq| format!("{}={}", eq.column, eq.param)).collect();
+            scope.sort();
+            let mut filters: Vec<String> = s.filters.iter().map(|f| format!("{}={:?}", f.column, f.value)).collect();
+            filters.sort();
+            format!("{}({};{})", s.table, scope.join(","), filters.join(","))
+        })
+        .collect();
+    selections.sort();
+    let params: Vec<String> = rule.parameters.iter().map(|p| format!("{}:{}", p.name, p.sql_type.name())).collect();
+    let text = format!("{}|{}|{}", rule.name, params.join(","), selections.join("|"));
+    Sha256::digest(text.as_bytes())[..6].iter().map(|b| format!("{b:02x}")).collect()
 }
 
 /// The bucket a rule whose parameters all come from claims gives `actor`, if the actor has every

@@ -15,6 +15,8 @@
 //! otherwise named by the digest of a set the server stored ([`SetDigest`]), and a cursor holds
 //! at most [`MAX_GROUPS`] groups.
 
+use std::collections::BTreeMap;
+
 use base64::Engine as _;
 use engine_kernel::BucketKey;
 use hmac::{Hmac, Mac};
@@ -35,6 +37,9 @@ const MAX_LISTED: usize = 512;
 #[derive(Debug, Clone, Default, PartialEq)]
 pub(crate) struct Cursor {
     pub(crate) groups: Vec<Group>,
+    /// The version of each rule whose buckets the cursor holds, when it was written: a rule
+    /// whose version differs now selects other rows than the client has.
+    pub(crate) rules: BTreeMap<String, String>,
 }
 
 /// Buckets that share a position.
@@ -181,6 +186,8 @@ impl SetDigest {
 struct Written {
     v: u8,
     g: Vec<WrittenGroup>,
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    r: BTreeMap<String, String>,
 }
 
 #[derive(Debug, Serialize, Deserialize)]
@@ -223,13 +230,13 @@ impl Opened {
             };
             groups.push(Group { buckets, rows: group.r, tombstones: group.t, walk: group.w });
         }
-        Ok(Cursor { groups })
+        Ok(Cursor { groups, rules: self.0.r })
     }
 }
 
 impl Cursor {
-    pub(crate) fn new(groups: Vec<Group>) -> Self {
-        Cursor { groups }
+    pub(crate) fn new(groups: Vec<Group>, rules: BTreeMap<String, String>) -> Self {
+        Cursor { groups, rules }
     }
 
     /// Open the text form of a cursor written for `user` under `key`: anything else (another
@@ -278,7 +285,8 @@ impl Cursor {
                 WrittenGroup { b, s, r: group.rows, t: group.tombstones, w: group.walk.clone() }
             })
             .collect();
-        let json = serde_json::to_vec(&Written { v: VERSION, g: groups }).expect("a cursor serializes");
+        let json =
+            serde_json::to_vec(&Written { v: VERSION, g: groups, r: self.rules.clone() }).expect("a cursor serializes");
         let engine = base64::engine::general_purpose::URL_SAFE_NO_PAD;
         let payload = engine.encode(json);
         let tag = key.tag(user, payload.as_bytes()).finalize().into_bytes();
@@ -316,7 +324,10 @@ mod tests {
 
     #[test]
     fn round_trips_and_refuses_anything_else() {
-        let cursor = Cursor::new(vec![Group::fresh(vec![BucketKey::new("own", &["a"])], 42)]);
+        let cursor = Cursor::new(
+            vec![Group::fresh(vec![BucketKey::new("own", &["a"])], 42)],
+            BTreeMap::from([("own".into(), "v1".into())]),
+        );
         let (text, stored) = cursor.seal(&key(), "alice");
         assert!(stored.is_empty(), "a short bucket list is written out");
         assert_eq!(open(&text, "alice").unwrap(), cursor);
@@ -336,7 +347,7 @@ mod tests {
     fn a_long_bucket_list_is_stored_and_named_by_its_digest() {
         let buckets: Vec<BucketKey> =
             (0..10_000).map(|i| BucketKey::new("shared", &[format!("list-{i:05}")])).collect();
-        let cursor = Cursor::new(vec![Group::fresh(buckets.clone(), 7)]);
+        let cursor = Cursor::new(vec![Group::fresh(buckets.clone(), 7)], BTreeMap::new());
         let (text, stored) = cursor.seal(&key(), "alice");
         assert!(text.len() < 1024, "{} bytes", text.len());
         assert_eq!(stored, vec![(SetDigest::of(&buckets), buckets.clone())]);

@@ -544,3 +544,112 @@ async fn a_subset_pull_leaves_the_buckets_it_did_not_ask_for_where_they_were() {
     let after = pull_with(&storage, "alice", Some(&rest.cursor), Some(vec![key("shared/l1")]), None).await;
     assert_eq!(after.removed_buckets, vec![key("shared/l2")]);
 }
+
+/// The notes app's tables under rules of two versions: `own` selects every note of its owner
+/// (v1), then only those not done (v2); `shared` is the same in both.
+mod rule_change {
+    use example_notes::{List, ListMember, Note};
+
+    macro_rules! rules {
+        ($module:ident, $($own_notes:tt)+) => {
+            #[engine::sync_rules]
+            pub(crate) mod $module {
+                use super::{List, ListMember, Note};
+
+                /// What the actor owns.
+                #[bucket(name = "own", data(List::owner_id == bucket.owner_id, $($own_notes)+, ListMember::owner_id == bucket.owner_id))]
+                #[derive(Debug)]
+                pub(crate) struct Own {
+                    #[param(actor.owner_id)]
+                    pub(crate) owner_id: String,
+                }
+
+                /// The lists the actor is a member of.
+                #[bucket(name = "shared", membership(ListMember::user_id == actor.user_id), data(List::id == bucket.list_id, Note::list_id == bucket.list_id, ListMember::list_id == bucket.list_id))]
+                #[derive(Debug)]
+                pub(crate) struct Shared {
+                    #[param(ListMember::list_id)]
+                    pub(crate) list_id: String,
+                }
+            }
+        };
+    }
+    rules!(v1_rules, Note::owner_id == bucket.owner_id);
+    rules!(v2_rules, Note::owner_id == bucket.owner_id && Note::done == false);
+
+    pub(crate) fn v1() -> engine::App {
+        engine::app! { tables: [List, ListMember, Note], mutators: [], sync_rules: v1_rules }
+    }
+
+    pub(crate) fn v2() -> engine::App {
+        engine::app! { tables: [List, ListMember, Note], mutators: [], sync_rules: v2_rules }
+    }
+}
+
+/// What a client holds after applying `pages` to `replica`: each row's buckets.
+fn apply(replica: &mut BTreeMap<String, BTreeSet<String>>, pages: &[PullResponse]) {
+    for page in pages {
+        if page.reset {
+            replica.clear();
+        }
+        for bucket in &page.removed_buckets {
+            replica.values_mut().for_each(|buckets| {
+                buckets.remove(bucket.as_str());
+            });
+        }
+        for (id, buckets) in changes(page) {
+            replica.insert(id, buckets.into_iter().collect());
+        }
+        for (id, buckets) in tombstones(page) {
+            if let Some(held) = replica.get_mut(&id) {
+                buckets.iter().for_each(|b| {
+                    held.remove(b);
+                });
+            }
+        }
+        replica.retain(|_, buckets| !buckets.is_empty());
+    }
+}
+
+#[tokio::test]
+async fn a_changed_rule_resyncs_its_buckets_and_leaves_the_others() {
+    let db = TestDb::new().await;
+    let v1 = PostgresStorage::new(db.pool.clone(), std::sync::Arc::new(rule_change::v1()));
+    v1.provision().await.unwrap();
+    exec(
+        &db,
+        &v1,
+        "INSERT INTO lists VALUES ('l1', 'alice', 'alice list', false), ('l2', 'bob', 'bob list', false);
+         INSERT INTO list_members VALUES ('l2', 'bob', 'bob', 'owner'), ('l2', 'alice', 'bob', 'editor');
+         INSERT INTO notes (id, owner_id, list_id, title, done, position) VALUES
+           ('n1', 'alice', 'l1', 'open', false, 1), ('n2', 'alice', 'l1', 'done', true, 2),
+           ('n3', 'bob', 'l2', 'bob''s', false, 3), ('n4', 'alice', 'l2', 'done in l2', true, 4);",
+    )
+    .await;
+    let mut replica = BTreeMap::new();
+    let before = pull_all(&v1, "alice", None, 1_000).await;
+    apply(&mut replica, &before);
+    assert!(replica.contains_key("notes:n2"), "v1 syncs alice's done notes");
+
+    // The next version of the server, on the same database.
+    let v2 = PostgresStorage::new(db.pool.clone(), std::sync::Arc::new(rule_change::v2()));
+    v2.provision().await.unwrap();
+    db.settle(&v2).await;
+    let first = pull(&v2, "alice", Some(&before.last().unwrap().cursor)).await;
+    assert_eq!(first.removed_buckets, vec![key("own/alice")], "the changed rule's bucket is resynced");
+    assert!(first.has_more && first.changes.is_empty(), "and nothing of shared/l2 is sent again");
+    let mut after = vec![first.clone()];
+    after.extend(pull_all(&v2, "alice", Some(&first.cursor), 1_000).await);
+    apply(&mut replica, &after);
+    let sent_again: BTreeSet<String> = after.iter().flat_map(|p| changes(p).into_keys()).collect();
+    assert!(
+        sent_again.iter().all(|id| !id.contains("n3")),
+        "rows only shared/l2 holds are not sent again: {sent_again:?}"
+    );
+
+    let mut fresh = BTreeMap::new();
+    apply(&mut fresh, &pull_all(&v2, "alice", None, 1_000).await);
+    assert_eq!(replica, fresh, "the replica equals a fresh one");
+    assert!(!replica.contains_key("notes:n2"), "a done note alice's own bucket no longer selects is gone");
+    assert_eq!(replica["notes:n4"], BTreeSet::from(["shared/l2".to_owned()]));
+}

@@ -120,6 +120,19 @@ pub(crate) async fn pull(store: &PostgresStorage, actor: &Actor, request: &PullR
         reset = true;
     }
 
+    // The buckets of a rule that selects other rows than when the cursor was written leave it
+    // and are reported removed; the next pull back-fills them afresh. The other buckets go on.
+    let changed_rules: BTreeSet<&str> = cursor
+        .rules
+        .iter()
+        .filter(|(rule, version)| store.rules.version(rule) != Some(version.as_str()))
+        .map(|(rule, _)| rule.as_str())
+        .collect();
+    let resynced: BTreeSet<BucketKey> =
+        cursor.buckets().filter(|b| changed_rules.contains(b.rule()) && all_held.contains(b)).cloned().collect();
+    let requested: BTreeSet<BucketKey> = requested.difference(&resynced).cloned().collect();
+    let all_held: BTreeSet<BucketKey> = all_held.difference(&resynced).cloned().collect();
+
     // Buckets the actor lost leave the cursor and are reported; held buckets a subset pull did not
     // ask for stay in the cursor where they were, untouched.
     let known: BTreeSet<BucketKey> = cursor.buckets().cloned().collect();
@@ -128,7 +141,7 @@ pub(crate) async fn pull(store: &PostgresStorage, actor: &Actor, request: &PullR
     let mut parked: Vec<Group> = Vec::new();
     for group in cursor.groups {
         let (asked, other): (Vec<BucketKey>, Vec<BucketKey>) =
-            group.buckets.iter().cloned().filter(|b| all_held.contains(b)).partition(|b| requested.contains(b));
+            group.buckets.iter().filter(|&b| all_held.contains(b)).cloned().partition(|b| requested.contains(b));
         if !other.is_empty() {
             parked.push(Group { buckets: other, ..group.clone() });
         }
@@ -149,12 +162,17 @@ pub(crate) async fn pull(store: &PostgresStorage, actor: &Actor, request: &PullR
         }
         scan_group(store, &mut tx, group, horizon, &mut page).await?;
     }
-    let has_more = groups.iter().any(|g| !g.is_caught_up(horizon) && is_ready(g, horizon));
+    let has_more = !resynced.is_empty() || groups.iter().any(|g| !g.is_caught_up(horizon) && is_ready(g, horizon));
     groups.extend(parked);
     let groups = bound_groups(merge_groups(groups));
 
     tx.commit().await?;
-    let (cursor, sets) = Cursor::new(groups).seal(&key, &actor.user_id);
+    let rules = groups
+        .iter()
+        .flat_map(|g| g.buckets.iter().map(|b| b.rule()))
+        .filter_map(|rule| Some((rule.to_owned(), store.rules.version(rule)?.to_owned())))
+        .collect();
+    let (cursor, sets) = Cursor::new(groups, rules).seal(&key, &actor.user_id);
     bucket_sets::store(&store.pool, &store.bucket_sets, sets).await?;
 
     // The server's clock reads past every stamp this page delivers, so the client's next
