@@ -99,6 +99,21 @@ impl<'de> serde::Deserialize<'de> for BucketKey {
     }
 }
 
+/// The canonical form of a bucket key as a regular expression: exactly the keys
+/// [`BucketKey::parse`] accepts. A parameter's byte is written as itself when it is unreserved
+/// (`A-Z a-z 0-9 - . _ ~`) and as `%XX` (uppercase hex) otherwise, and the bytes spell UTF-8.
+const CANONICAL_KEY: &str = concat!(
+    "^[A-Za-z_][A-Za-z0-9_]*(/(",
+    "[A-Za-z0-9._~-]",
+    // An ASCII byte that is not unreserved.
+    "|%([01][0-9A-F]|2[0-9A-CF]|3[A-F]|40|5[B-E]|60|7[B-DF])",
+    // Two, three and four bytes of UTF-8, without overlong forms or surrogates.
+    "|%(C[2-9A-F]|D[0-9A-F])%[89AB][0-9A-F]",
+    "|%E0%[AB][0-9A-F]%[89AB][0-9A-F]|%E[1-9A-CEF](%[89AB][0-9A-F]){2}|%ED%[89][0-9A-F]%[89AB][0-9A-F]",
+    "|%F0%[9AB][0-9A-F](%[89AB][0-9A-F]){2}|%F[1-3](%[89AB][0-9A-F]){3}|%F4%8[0-9A-F](%[89AB][0-9A-F]){2}",
+    ")*)*$"
+);
+
 impl schemars::JsonSchema for BucketKey {
     fn schema_name() -> std::borrow::Cow<'static, str> {
         "BucketKey".into()
@@ -107,7 +122,7 @@ impl schemars::JsonSchema for BucketKey {
     fn json_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
         schemars::json_schema!({
             "type": "string",
-            "pattern": "^[A-Za-z_][A-Za-z0-9_]*(/([A-Za-z0-9._~-]|%[0-9A-F]{2})*)*$",
+            "pattern": CANONICAL_KEY,
             "description": "<rule>/<param>/…, parameters percent-encoded (canonical, uppercase hex)"
         })
     }

@@ -595,16 +595,38 @@ impl ColumnType for CrdtMap {
     }
 }
 
+/// The largest collaborative document a merge takes or makes, in bytes of its v1 encoding: the
+/// stored document and the update together, and the merged document.
+pub const MAX_DOCUMENT_BYTES: usize = 1024 * 1024;
+
 /// A collaborative column's stored state with an update merged in, both in their JSON form
 /// (base64 of the yrs v1 encoding), as every store merges an assignment to such a column. The
-/// update is checked before it is decoded; no stored state counts as an empty document.
+/// update is checked before it is decoded; no stored state counts as an empty document. The
+/// merge is bounded by [`MAX_DOCUMENT_BYTES`] ([`merged_column_within`]).
 ///
 /// # Errors
-/// [`Error::Validation`] when the update is not base64 of a well-formed v1 update.
+/// [`Error::Validation`] when the update is not base64 of a well-formed v1 update, the merge
+/// would pass the bound, or the update breaks `yrs` itself.
 pub fn merged_column(
     sql_type: SqlType,
     stored: Option<&serde_json::Value>,
     update: &serde_json::Value,
+) -> Result<serde_json::Value> {
+    merged_column_within(sql_type, stored, update, MAX_DOCUMENT_BYTES)
+}
+
+/// [`merged_column`] bounded by `max_bytes`: a stored document and an update larger together, or
+/// a merged document larger, are refused with a validation error naming the bound. An update
+/// that makes `yrs` panic (a well-formed encoding whose items point where yrs does not expect,
+/// say) is refused the same way; the panic does not reach the caller.
+///
+/// # Errors
+/// As [`merged_column`].
+pub fn merged_column_within(
+    sql_type: SqlType,
+    stored: Option<&serde_json::Value>,
+    update: &serde_json::Value,
+    max_bytes: usize,
 ) -> Result<serde_json::Value> {
     let update_bytes = <Vec<u8> as ColumnType>::from_json(update.clone())
         .map_err(|e| Error::validation(format!("a collaborative update: {e}")))?;
@@ -614,18 +636,37 @@ pub fn merged_column(
         }
         _ => EMPTY_STATE.to_vec(),
     };
-    Ok(match sql_type {
-        SqlType::CrdtMap => {
-            let mut doc = CrdtMap::from_state_unchecked(stored_bytes);
-            doc.merge(&update_bytes)?;
-            <CrdtMap as ColumnType>::to_json(&doc)
-        }
-        _ => {
-            let mut doc = CrdtText::from_state_unchecked(stored_bytes);
-            doc.merge(&update_bytes)?;
-            <CrdtText as ColumnType>::to_json(&doc)
-        }
-    })
+    let taken = stored_bytes.len() + update_bytes.len();
+    if taken > max_bytes {
+        return Err(Error::validation(format!(
+            "a collaborative document and its update take {taken} bytes; a merge takes at most {max_bytes}"
+        )));
+    }
+    let merge = || -> Result<Vec<u8>> {
+        Ok(match sql_type {
+            SqlType::CrdtMap => {
+                let mut doc = CrdtMap::from_state_unchecked(stored_bytes);
+                doc.merge(&update_bytes)?;
+                doc.state
+            }
+            _ => {
+                let mut doc = CrdtText::from_state_unchecked(stored_bytes);
+                doc.merge(&update_bytes)?;
+                doc.state
+            }
+        })
+    };
+    // yrs trusts the ids an update's items point at; a hostile one can break its invariants,
+    // which it reports by panicking. Nothing of the document outlives the closure.
+    let merged = std::panic::catch_unwind(std::panic::AssertUnwindSafe(merge))
+        .map_err(|_| Error::validation("the collaborative update is not one the CRDT library can apply"))??;
+    if merged.len() > max_bytes {
+        return Err(Error::validation(format!(
+            "the merged collaborative document would take {} bytes; at most {max_bytes} are kept",
+            merged.len()
+        )));
+    }
+    Ok(serde_json::Value::String(base64::engine::general_purpose::STANDARD.encode(merged)))
 }
 
 #[cfg(test)]

@@ -20,6 +20,44 @@ pub const STREAM_SUBPROTOCOL: &str = "engine.v1";
 /// The `error` frame code of a `track` whose meta is over the server's size limit.
 pub const META_TOO_LARGE: &str = "meta_too_large";
 
+/// Integers in requests as JSON Schema counts them: `37`, and `37.0` too (a number whose
+/// fractional part is zero).
+mod integer {
+    use serde::Deserialize;
+    use serde::de::{Deserializer, Error};
+
+    /// The integer `number` holds, if it holds one a `u64` can.
+    fn of(number: &serde_json::Number) -> Option<u64> {
+        const TWO_TO_THE_64: f64 = 18_446_744_073_709_551_616.0;
+        match (number.as_u64(), number.as_f64()) {
+            (Some(n), _) => Some(n),
+            // An integral double below 2^64 is an exact integer.
+            (None, Some(f)) if f.fract() == 0.0 && (0.0..TWO_TO_THE_64).contains(&f) => Some(f as u64),
+            _ => None,
+        }
+    }
+
+    fn refused<E: Error>(number: &serde_json::Number) -> E {
+        E::custom(format!("expected a non-negative integer, got {number}"))
+    }
+
+    pub(super) fn required<'de, D: Deserializer<'de>>(deserializer: D) -> Result<u64, D::Error> {
+        let number = serde_json::Number::deserialize(deserializer)?;
+        of(&number).ok_or_else(|| refused(&number))
+    }
+
+    /// An optional bound, where any larger value means as many as may be: taken as `u32::MAX`.
+    pub(super) fn optional_bound<'de, D: Deserializer<'de>>(deserializer: D) -> Result<Option<u32>, D::Error> {
+        let Some(number) = Option::<serde_json::Number>::deserialize(deserializer)? else { return Ok(None) };
+        match number.as_f64() {
+            Some(f) if f.fract() == 0.0 && f >= 0.0 => {
+                Ok(Some(of(&number).map_or(u32::MAX, |n| u32::try_from(n).unwrap_or(u32::MAX))))
+            }
+            _ => Err(refused(&number)),
+        }
+    }
+}
+
 /// `POST /sync/pull` request.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
@@ -33,7 +71,8 @@ pub struct PullRequest {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub buckets: Option<Vec<BucketKey>>,
     /// The most entries (changes plus tombstones) to return.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(default, skip_serializing_if = "Option::is_none", deserialize_with = "integer::optional_bound")]
+    #[schemars(range(min = 1))]
     pub limit: Option<u32>,
 }
 
@@ -108,6 +147,8 @@ pub struct PushRequest {
 #[serde(rename_all = "camelCase")]
 pub struct MutationRequest {
     /// The client's sequence number of the mutation, 1 for its first.
+    #[serde(deserialize_with = "integer::required")]
+    #[schemars(range(max = 9_223_372_036_854_775_807_u64))]
     pub mutation_id: u64,
     /// The client's unique id of the mutation.
     pub client_mutation_id: Uuid,

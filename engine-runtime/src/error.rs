@@ -65,6 +65,23 @@ pub enum Error {
         /// When a request will be accepted again.
         retry_after: Duration,
     },
+    /// A blob upload would take the uploader's blobs past its storage quota.
+    #[error("over quota: {used} of {quota} bytes used")]
+    OverQuota {
+        /// The most bytes one actor's blobs may take.
+        quota: u64,
+        /// The bytes its blobs take now.
+        used: u64,
+    },
+    /// The actor already has as many requests in progress, or sockets, as it may (or its
+    /// address as many sockets waiting to authenticate).
+    #[error("busy: {detail}")]
+    Busy {
+        /// Which limit, in words.
+        detail: String,
+        /// When to try again.
+        retry_after: Duration,
+    },
     /// A passing condition of the database; nothing was recorded.
     #[error("retry later: {detail}")]
     RetryLater {
@@ -160,9 +177,11 @@ impl Error {
             Error::NotFound(_) => ErrorCode::NotFound,
             Error::MethodNotAllowed => ErrorCode::MethodNotAllowed,
             Error::MutationOutOfOrder { .. } => ErrorCode::MutationOutOfOrder,
-            Error::PayloadTooLarge { .. } | Error::TooManyBuckets { .. } => ErrorCode::PayloadTooLarge,
+            Error::PayloadTooLarge { .. } | Error::TooManyBuckets { .. } | Error::OverQuota { .. } => {
+                ErrorCode::PayloadTooLarge
+            }
             Error::TooManyMutations { .. } => ErrorCode::TooManyMutations,
-            Error::RateLimited { .. } => ErrorCode::RateLimited,
+            Error::RateLimited { .. } | Error::Busy { .. } => ErrorCode::RateLimited,
             Error::RetryLater { .. } => ErrorCode::RetryLater,
             Error::Kernel(e) => e.code(),
             Error::Provision { .. } | Error::Config { .. } | Error::Database(_) | Error::Internal { .. } => {
@@ -209,6 +228,10 @@ impl Error {
             Error::RateLimited { retry_after } => {
                 format!("over the request rate; retry in {} ms", retry_after.as_millis().max(1))
             }
+            Error::Busy { detail, .. } => detail.clone(),
+            Error::OverQuota { quota, used } => {
+                format!("the actor's blobs take {used} bytes of its quota of {quota}; this one does not fit")
+            }
             other => other.to_string(),
         };
         let mut problem = Problem::new(code, detail);
@@ -220,7 +243,9 @@ impl Error {
 
     fn retry_after(&self) -> Option<Duration> {
         match self {
-            Error::RateLimited { retry_after } | Error::RetryLater { retry_after, .. } => Some(*retry_after),
+            Error::RateLimited { retry_after }
+            | Error::Busy { retry_after, .. }
+            | Error::RetryLater { retry_after, .. } => Some(*retry_after),
             Error::Kernel(e) if e.code() == ErrorCode::RetryLater => Some(RETRY_AFTER),
             _ => None,
         }

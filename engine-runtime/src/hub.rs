@@ -4,7 +4,8 @@
 //! it, so the pull a ping triggers sees the change.
 
 use std::collections::{BTreeSet, HashMap, HashSet};
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::net::IpAddr;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -20,25 +21,52 @@ use crate::storage::Storage;
 pub(crate) enum Event {
     /// Something in a subscribed bucket changed.
     Ping(BucketKey),
-    /// The actor's memberships may have changed: recompute the bucket set.
-    Membership,
     /// A presence frame for a subscribed bucket (boxed: every socket's queue is sized by the
     /// largest event).
     Frame(Box<ServerFrame>),
-    /// Signals may have been lost: ping every subscribed bucket and refresh presence.
-    Resync,
+    /// Look at the socket's [`Owed`] flags: what it owes came without an event of its own.
+    Wake,
 }
 
-/// How many events a socket may have waiting before it is told to resync instead.
+/// How many events a socket may have waiting; past that, events are dropped and a resync is
+/// owed instead.
 const SOCKET_QUEUE: usize = 64;
+
+/// What a socket owes its client beyond the events in its queue, set by the hub and taken by
+/// the socket before it sends anything else, so that no frame goes out on a bucket set that may
+/// be stale (`docs/protocol.md#subscription`).
+#[derive(Debug, Default)]
+pub(crate) struct Owed {
+    /// The actor's buckets may have changed (its memberships, or signals lost): recompute them.
+    recompute: AtomicBool,
+    /// Signals may have been lost: ping every followed bucket and send its presence afresh.
+    resync: AtomicBool,
+}
+
+impl Owed {
+    /// Whether the buckets are to be recomputed; the flag is cleared.
+    pub(crate) fn take_recompute(&self) -> bool {
+        self.recompute.swap(false, Ordering::AcqRel)
+    }
+
+    /// Whether a resync is owed; the flag is cleared.
+    pub(crate) fn take_resync(&self) -> bool {
+        self.resync.swap(false, Ordering::AcqRel)
+    }
+
+    fn lost_signals(&self) {
+        // Whatever was lost may have been a membership change.
+        self.recompute.store(true, Ordering::Release);
+        self.resync.store(true, Ordering::Release);
+    }
+}
 
 struct Entry {
     sender: mpsc::Sender<Event>,
+    owed: Arc<Owed>,
     user: String,
     claims: Vec<String>,
     buckets: BTreeSet<BucketKey>,
-    /// Whether an event was dropped for a full queue (a resync is owed).
-    behind: bool,
 }
 
 #[derive(Default)]
@@ -47,6 +75,26 @@ struct Index {
     by_bucket: HashMap<BucketKey, HashSet<u64>>,
     by_claim: HashMap<String, HashSet<u64>>,
     per_user: HashMap<String, usize>,
+    /// Sockets still waiting for their `auth` frame, by the address they came from.
+    unauthenticated: HashMap<IpAddr, usize>,
+}
+
+/// A socket from an address that has yet to authenticate, counted until dropped.
+pub(crate) struct Unauthenticated {
+    hub: Arc<Hub>,
+    address: IpAddr,
+}
+
+impl Drop for Unauthenticated {
+    fn drop(&mut self) {
+        let mut index = self.hub.index();
+        if let Some(count) = index.unauthenticated.get_mut(&self.address) {
+            *count -= 1;
+            if *count == 0 {
+                index.unauthenticated.remove(&self.address);
+            }
+        }
+    }
 }
 
 /// The sockets of one process.
@@ -87,7 +135,7 @@ impl Hub {
         user: &str,
         claims: Vec<String>,
         limit: usize,
-    ) -> Option<(u64, mpsc::Receiver<Event>)> {
+    ) -> Option<(u64, mpsc::Receiver<Event>, Arc<Owed>)> {
         let mut index = self.index();
         let count = index.per_user.entry(user.to_owned()).or_default();
         if *count >= limit {
@@ -96,13 +144,51 @@ impl Hub {
         *count += 1;
         let id = self.next.fetch_add(1, Ordering::Relaxed);
         let (sender, receiver) = mpsc::channel(SOCKET_QUEUE);
+        let owed = Arc::new(Owed::default());
+        Self::index_claims(&mut index, id, &claims);
+        let entry = Entry { sender, owed: owed.clone(), user: user.to_owned(), claims, buckets: BTreeSet::new() };
+        index.sockets.insert(id, entry);
+        Some((id, receiver, owed))
+    }
+
+    fn index_claims(index: &mut Index, id: u64, claims: &[String]) {
         for claim in claims.iter().chain(std::iter::once(&"*".to_owned())) {
             index.by_claim.entry(claim.clone()).or_default().insert(id);
         }
-        index
-            .sockets
-            .insert(id, Entry { sender, user: user.to_owned(), claims, buckets: BTreeSet::new(), behind: false });
-        Some((id, receiver))
+    }
+
+    fn unindex_claims(index: &mut Index, id: u64, claims: &[String]) {
+        for claim in claims.iter().chain(std::iter::once(&"*".to_owned())) {
+            if let Some(ids) = index.by_claim.get_mut(claim) {
+                ids.remove(&id);
+                if ids.is_empty() {
+                    index.by_claim.remove(claim);
+                }
+            }
+        }
+    }
+
+    /// Count a socket from `address` that has yet to authenticate, until the returned guard is
+    /// dropped; refused when that address already has `limit` such sockets.
+    pub(crate) fn admit_unauthenticated(self: &Arc<Self>, address: IpAddr, limit: usize) -> Option<Unauthenticated> {
+        let mut index = self.index();
+        let count = index.unauthenticated.entry(address).or_default();
+        if *count >= limit {
+            return None;
+        }
+        *count += 1;
+        Some(Unauthenticated { hub: Arc::clone(self), address })
+    }
+
+    /// Socket `id` now acts with these membership claims (a fresh token with other claims).
+    pub(crate) fn set_claims(&self, id: u64, claims: Vec<String>) {
+        let mut index = self.index();
+        let Some(old) = index.sockets.get(&id).map(|e| e.claims.clone()) else { return };
+        Self::unindex_claims(&mut index, id, &old);
+        Self::index_claims(&mut index, id, &claims);
+        if let Some(entry) = index.sockets.get_mut(&id) {
+            entry.claims = claims;
+        }
     }
 
     /// The buckets socket `id` wants pings and presence of.
@@ -136,14 +222,7 @@ impl Hub {
                 }
             }
         }
-        for claim in entry.claims.iter().chain(std::iter::once(&"*".to_owned())) {
-            if let Some(ids) = index.by_claim.get_mut(claim) {
-                ids.remove(&id);
-                if ids.is_empty() {
-                    index.by_claim.remove(claim);
-                }
-            }
-        }
+        Self::unindex_claims(&mut index, id, &entry.claims);
         if let Some(count) = index.per_user.get_mut(&entry.user) {
             *count -= 1;
             if *count == 0 {
@@ -153,29 +232,34 @@ impl Hub {
     }
 
     /// Send `event` to the sockets `ids`; a socket whose queue is full owes a resync instead.
-    fn send(index: &mut Index, ids: impl IntoIterator<Item = u64>, event: &Event) {
+    fn send(index: &Index, ids: impl IntoIterator<Item = u64>, event: &Event) {
         for id in ids {
-            if let Some(entry) = index.sockets.get_mut(&id) {
-                if entry.behind {
-                    if entry.sender.try_send(Event::Resync).is_ok() {
-                        entry.behind = false;
-                    }
-                    continue;
-                }
-                if entry.sender.try_send(event.clone()).is_err() {
-                    entry.behind = true;
-                }
+            if let Some(entry) = index.sockets.get(&id)
+                && let Err(mpsc::error::TrySendError::Full(_)) = entry.sender.try_send(event.clone())
+            {
+                entry.owed.lost_signals();
+            }
+        }
+    }
+
+    /// Tell the sockets `ids` that they owe what `mark` sets, waking those that are idle (a
+    /// socket whose queue is full finds the flags before it sends its next event).
+    fn owe(index: &Index, ids: impl IntoIterator<Item = u64>, mark: impl Fn(&Owed)) {
+        for id in ids {
+            if let Some(entry) = index.sockets.get(&id) {
+                mark(&entry.owed);
+                let _ = entry.sender.try_send(Event::Wake);
             }
         }
     }
 
     fn deliver(&self, signal: Signal) {
-        let mut index = self.index();
+        let index = self.index();
         match signal {
             Signal::Ping { bucket, .. } => {
                 let ids: Vec<u64> =
                     index.by_bucket.get(&bucket).map(|s| s.iter().copied().collect()).unwrap_or_default();
-                Self::send(&mut index, ids, &Event::Ping(bucket));
+                Self::send(&index, ids, &Event::Ping(bucket));
             }
             Signal::Membership(claim) => {
                 let ids: Vec<u64> = if claim == "*" {
@@ -183,20 +267,16 @@ impl Hub {
                 } else {
                     index.by_claim.get(&claim).map(|s| s.iter().copied().collect()).unwrap_or_default()
                 };
-                Self::send(&mut index, ids, &Event::Membership);
+                Self::owe(&index, ids, |owed| owed.recompute.store(true, Ordering::Release));
             }
             Signal::Presence { bucket, joins, leaves } => {
                 let ids: Vec<u64> =
                     index.by_bucket.get(&bucket).map(|s| s.iter().copied().collect()).unwrap_or_default();
-                Self::send(
-                    &mut index,
-                    ids,
-                    &Event::Frame(Box::new(ServerFrame::PresenceDiff { bucket, joins, leaves })),
-                );
+                Self::send(&index, ids, &Event::Frame(Box::new(ServerFrame::PresenceDiff { bucket, joins, leaves })));
             }
             Signal::Resync => {
                 let ids: Vec<u64> = index.sockets.keys().copied().collect();
-                Self::send(&mut index, ids, &Event::Resync);
+                Self::owe(&index, ids, Owed::lost_signals);
             }
         }
     }

@@ -1,9 +1,10 @@
 //! Limits a user can rely on (`docs/design.md` §14), each configurable: the request body size, a
-//! per-actor request rate (governor's token bucket, keyed by user id), and the limits of stream
-//! connections ([`StreamLimits`]).
+//! per-actor request rate (governor's token bucket, keyed by user id), a per-actor limit on
+//! requests in progress at once, and the limits of stream connections ([`StreamLimits`]).
 
+use std::collections::HashMap;
 use std::num::NonZeroU32;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use governor::clock::{Clock, DefaultClock};
@@ -17,6 +18,8 @@ pub const DEFAULT_BODY_LIMIT: usize = 1024 * 1024;
 pub const DEFAULT_RATE_PER_SECOND: u32 = 50;
 /// The default burst per actor: 200 requests.
 pub const DEFAULT_BURST: u32 = 200;
+/// The default number of requests one actor may have in progress at once: 4.
+pub const DEFAULT_CONCURRENT_PER_ACTOR: usize = 4;
 
 /// Request limits.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -28,11 +31,20 @@ pub struct Limits {
     pub rate_per_second: u32,
     /// Requests an actor may make at once after being idle.
     pub burst: u32,
+    /// Requests of one actor that may be in progress at once (pulls, pushes, stats, blob
+    /// tickets): each may hold a database session, so one actor cannot take them all from the
+    /// others. Beyond it, `429 rate_limited`; 0 turns the limit off.
+    pub concurrent_per_actor: usize,
 }
 
 impl Default for Limits {
     fn default() -> Self {
-        Limits { body_bytes: DEFAULT_BODY_LIMIT, rate_per_second: DEFAULT_RATE_PER_SECOND, burst: DEFAULT_BURST }
+        Limits {
+            body_bytes: DEFAULT_BODY_LIMIT,
+            rate_per_second: DEFAULT_RATE_PER_SECOND,
+            burst: DEFAULT_BURST,
+            concurrent_per_actor: DEFAULT_CONCURRENT_PER_ACTOR,
+        }
     }
 }
 
@@ -50,6 +62,13 @@ impl Limits {
     pub fn rate(mut self, per_second: u32, burst: u32) -> Self {
         self.rate_per_second = per_second;
         self.burst = burst.max(1);
+        self
+    }
+
+    /// These limits with at most `n` requests of one actor in progress at once (0: off).
+    #[must_use]
+    pub fn concurrent_per_actor(mut self, n: usize) -> Self {
+        self.concurrent_per_actor = n;
         self
     }
 }
@@ -82,6 +101,59 @@ impl RateLimit {
     }
 }
 
+/// How long an actor at its limit of requests in progress, or of sockets, is asked to wait.
+pub(crate) const BUSY_RETRY_AFTER: Duration = Duration::from_secs(1);
+
+/// The requests each actor has in progress, bounded per actor.
+#[derive(Clone)]
+pub(crate) struct WorkLimit {
+    limit: usize,
+    in_progress: Arc<Mutex<HashMap<String, usize>>>,
+}
+
+impl WorkLimit {
+    pub(crate) fn new(limits: &Limits) -> Option<Self> {
+        (limits.concurrent_per_actor > 0)
+            .then(|| WorkLimit { limit: limits.concurrent_per_actor, in_progress: Arc::default() })
+    }
+
+    /// Count a request of `actor` as in progress until the permit is dropped; refuse it when the
+    /// actor is at its limit.
+    pub(crate) fn enter(&self, actor: &str) -> Result<WorkPermit, Error> {
+        let mut in_progress = self.in_progress.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        let count = in_progress.entry(actor.to_owned()).or_default();
+        if *count >= self.limit {
+            return Err(Error::Busy {
+                detail: format!(
+                    "the actor already has {} requests in progress, as many as it may; retry when one has finished",
+                    self.limit
+                ),
+                retry_after: BUSY_RETRY_AFTER,
+            });
+        }
+        *count += 1;
+        Ok(WorkPermit { limit: self.clone(), actor: actor.to_owned() })
+    }
+}
+
+/// One request in progress of an actor, counted until dropped.
+pub(crate) struct WorkPermit {
+    limit: WorkLimit,
+    actor: String,
+}
+
+impl Drop for WorkPermit {
+    fn drop(&mut self) {
+        let mut in_progress = self.limit.in_progress.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        if let Some(count) = in_progress.get_mut(&self.actor) {
+            *count -= 1;
+            if *count == 0 {
+                in_progress.remove(&self.actor);
+            }
+        }
+    }
+}
+
 /// Limits of stream connections (`docs/design.md` §8 and §14; how a connection over one is
 /// closed: `docs/protocol.md#closing`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -101,6 +173,12 @@ pub struct StreamLimits {
     pub max_meta_bytes: usize,
     /// How long pings of a socket are gathered before they are sent (one per bucket).
     pub ping_window: Duration,
+    /// The largest frame the WebSocket layer reads on a socket that brought no credentials to
+    /// its upgrade (it authenticates by its first frame): beyond it the connection is dropped.
+    pub first_frame_bytes: usize,
+    /// Sockets from one address that may be waiting for their `auth` frame at once; more are
+    /// refused `429` at the upgrade.
+    pub unauthenticated_per_address: usize,
 }
 
 impl Default for StreamLimits {
@@ -113,6 +191,8 @@ impl Default for StreamLimits {
             auth_deadline: Duration::from_secs(5),
             max_meta_bytes: 1024,
             ping_window: Duration::from_millis(10),
+            first_frame_bytes: 16 * 1024,
+            unauthenticated_per_address: 32,
         }
     }
 }

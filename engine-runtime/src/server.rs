@@ -7,7 +7,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use axum::Router;
-use axum::serve::{Listener, ListenerExt};
+use axum::serve::{ListenerExt, TapIo};
 use engine_kernel::{Actor, App};
 use tokio::net::{TcpListener, TcpStream};
 
@@ -18,7 +18,7 @@ use crate::error::{Error, Result};
 use crate::http;
 use crate::hub::Hub;
 use crate::jobs::Jobs;
-use crate::limits::{Limits, RateLimit, StreamLimits};
+use crate::limits::{Limits, RateLimit, StreamLimits, WorkLimit};
 use crate::observer::{NoObserver, Observer};
 use crate::realtime::{OpenRealtime, PresenceSettings, in_process};
 use crate::state::{AdminCriterion, Background, ServerState};
@@ -57,6 +57,10 @@ enum StorageSource {
 /// - Serve the host app with `TCP_NODELAY` on accepted connections ([`tcp_nodelay`]), as
 ///   [`Server::serve`] does: otherwise the second of two small WebSocket frames in a row waits
 ///   for the client's delayed acknowledgement, about 40 ms.
+/// - Serve it with the peer's address (`into_make_service_with_connect_info::<SocketAddr>()`),
+///   as [`Server::serve`] does, so that stream sockets still waiting to authenticate are
+///   counted per address ([`StreamLimits::unauthenticated_per_address`]); without it they are
+///   not counted.
 /// - The host's own routes authenticate with the engine's auth through the
 ///   [`Authenticated`](crate::auth::Authenticated) extractor, given [`Server::auth`] as state.
 ///
@@ -67,6 +71,7 @@ enum StorageSource {
 ///
 /// let host = Router::new().route("/health", get(|| async { "ok" })).nest("/sync-api", engine.router());
 /// let listener = tokio::net::TcpListener::bind("127.0.0.1:8080").await?;
+/// let host = host.into_make_service_with_connect_info::<std::net::SocketAddr>();
 /// axum::serve(engine_runtime::tcp_nodelay(listener), host).await
 /// # }
 /// ```
@@ -152,7 +157,8 @@ impl ServerBuilder {
         self
     }
 
-    /// Request limits (default: 1 MiB bodies; 50 requests a second per actor, bursts of 200).
+    /// Request limits (default: 1 MiB bodies; 50 requests a second per actor, bursts of 200; 4
+    /// requests of one actor in progress at once).
     pub fn limits(mut self, limits: Limits) -> Self {
         self.limits = limits;
         self
@@ -252,6 +258,7 @@ impl ServerBuilder {
             realtime,
             observer: self.observer,
             rate_limit,
+            work_limit: WorkLimit::new(&self.limits),
             body_limit: self.limits.body_bytes,
             admin: self.admin,
             contract,
@@ -328,7 +335,7 @@ impl Server {
         if let Some(addr) = addr {
             tracing::info!(%addr, "serving");
         }
-        axum::serve(tcp_nodelay(listener), self.router())
+        axum::serve(tcp_nodelay(listener), self.router().into_make_service_with_connect_info::<SocketAddr>())
             .with_graceful_shutdown(shutdown_signal())
             .await
             .map_err(|e| Error::internal_from("the server stopped", e))
@@ -340,12 +347,14 @@ impl Server {
 /// Pings and presence are small frames: without `TCP_NODELAY` the second of two frames in a row
 /// waits for the client's delayed acknowledgement (about 40 ms). A host app that mounts the
 /// engine's router serves it through this (or sets the option itself).
-pub fn tcp_nodelay(listener: TcpListener) -> impl Listener<Io = TcpStream, Addr = SocketAddr> {
-    listener.tap_io(|tcp: &mut TcpStream| {
-        if let Err(err) = tcp.set_nodelay(true) {
-            tracing::warn!(error = %err, "cannot set TCP_NODELAY");
-        }
-    })
+pub fn tcp_nodelay(listener: TcpListener) -> TapIo<TcpListener, fn(&mut TcpStream)> {
+    listener.tap_io(set_nodelay)
+}
+
+fn set_nodelay(tcp: &mut TcpStream) {
+    if let Err(err) = tcp.set_nodelay(true) {
+        tracing::warn!(error = %err, "cannot set TCP_NODELAY");
+    }
 }
 
 /// Ctrl-C, or SIGTERM on Unix.

@@ -13,7 +13,7 @@ use crate::blob::Blobs;
 use crate::contract::ServedContract;
 use crate::hub::Hub;
 use crate::jobs::JobWorker;
-use crate::limits::{RateLimit, StreamLimits};
+use crate::limits::{RateLimit, StreamLimits, WorkLimit};
 use crate::observer::Observer;
 use crate::realtime::{PresenceSettings, Realtime};
 use crate::storage::Storage;
@@ -31,6 +31,8 @@ pub(crate) struct ServerState {
     pub(crate) realtime: Arc<dyn Realtime>,
     pub(crate) observer: Arc<dyn Observer>,
     pub(crate) rate_limit: Option<RateLimit>,
+    /// The bound on each actor's requests in progress.
+    pub(crate) work_limit: Option<WorkLimit>,
     pub(crate) body_limit: usize,
     pub(crate) admin: AdminCriterion,
     pub(crate) contract: ServedContract,

@@ -1,8 +1,8 @@
 //! Blobs over real TCP: signed upload and download URLs of the local-directory store, bytes
-//! checked against their key, and downloads only for actors who can read a row that refers to
-//! the blob.
+//! checked against their key, single-use upload URLs, a quota per actor, and downloads only for
+//! actors who can read a row that an uploader of the bytes wrote the key into.
 
-use engine::blob::{BlobStore, Blobs, local_fs};
+use engine::blob::{BlobStore, Blobs, Upload, local_fs};
 use engine::{BlobKey, MutatorCtx, Outcome, Result};
 use reqwest::StatusCode;
 use serde_json::{Value, json};
@@ -83,16 +83,52 @@ mod photos {
 const BLOB_SECRET: &str = "blob-secret";
 
 async fn server(db: &TestDb, dir: &std::path::Path) -> TestServer {
+    server_with(db, Blobs::new(local_fs(dir, BLOB_SECRET)).max_size(1 << 20)).await
+}
+
+async fn server_with(db: &TestDb, blobs: Blobs) -> TestServer {
     let server = engine::Server::builder()
         .app(photos::app())
         .storage(engine::storage::postgres("unused").pool(db.pool.clone()))
         .auth(engine::auth::BearerTokenAuth::new(SECRET))
         .limits(engine::limits::Limits::default().rate(0, 0))
-        .blobs(Blobs::new(local_fs(dir, BLOB_SECRET)).max_size(1 << 20))
+        .blobs(blobs)
         .build()
         .await
         .unwrap();
     TestServer::serve(server.router()).await
+}
+
+/// Upload `bytes` as `user`: the ticket's status, then the upload's.
+async fn upload(server: &TestServer, user: &str, bytes: &[u8]) -> (StatusCode, Option<StatusCode>) {
+    let key = BlobKey::for_bytes(bytes);
+    let (status, ticket) = ticket(server, "/blobs/upload", user, json!({"key": key, "size": bytes.len()})).await;
+    if status != StatusCode::OK {
+        return (status, None);
+    }
+    let url = ticket["url"].as_str().unwrap();
+    (status, Some(send(server, reqwest::Method::PUT, url, bytes.to_vec()).await.0))
+}
+
+/// Push `add_photo` as `user`, asserting it applied.
+async fn add_photo(server: &TestServer, user: &str, id: &str, album: &str, key: &BlobKey) {
+    let push = json!({"clientId": uuid::Uuid::new_v4(), "mutations": [{"mutationId": 1, "clientMutationId": uuid::Uuid::new_v4(),
+        "name": "add_photo", "args": {"id": id, "album": album, "blob": key}}]});
+    let pushed: Value = server.post("/sync/push", Some(user), push.to_string()).await.json().await.unwrap();
+    assert_eq!(pushed["results"][0]["status"], "applied", "{pushed}");
+}
+
+async fn member(db: &TestDb, album: &str, user: &str, member: bool) {
+    let sql = match member {
+        true => "INSERT INTO album_members (album, user_id) VALUES ($1, $2)",
+        false => "DELETE FROM album_members WHERE album = $1 AND user_id = $2",
+    };
+    sqlx::query(sql).bind(album).bind(user).execute(&db.pool).await.unwrap();
+}
+
+/// The status and problem of a download ticket for `key` as `user`.
+async fn download(server: &TestServer, user: &str, key: &BlobKey) -> (StatusCode, Value) {
+    ticket(server, "/blobs/download", user, json!({"key": key})).await
 }
 
 async fn ticket(server: &TestServer, route: &str, user: &str, body: Value) -> (StatusCode, Value) {
@@ -131,9 +167,13 @@ async fn blobs_go_up_checked_and_come_down_only_to_readers_of_a_row_that_holds_t
     assert_eq!(send(&server, reqwest::Method::PUT, &url, long).await.0, StatusCode::PAYLOAD_TOO_LARGE);
     // An expired URL of the same store.
     let past = engine::Timestamp::from(std::time::SystemTime::now() - std::time::Duration::from_secs(5));
-    let expired = local_fs(&dir, BLOB_SECRET).upload_url(&key, bytes.len() as u64, past).unwrap();
+    let upload = Upload::new(key.clone(), bytes.len() as u64, "alice", None);
+    let expired = local_fs(&dir, BLOB_SECRET).upload_url(&upload, past).unwrap();
     assert_eq!(send(&server, reqwest::Method::PUT, &expired.url, bytes.clone()).await.0, StatusCode::FORBIDDEN);
     assert_eq!(send(&server, reqwest::Method::PUT, &url, bytes.clone()).await.0, StatusCode::NO_CONTENT);
+    // An upload URL serves one upload.
+    let (status, again) = send(&server, reqwest::Method::PUT, &url, bytes.clone()).await;
+    assert_eq!(status, StatusCode::FORBIDDEN, "{}", String::from_utf8_lossy(&again));
 
     // No row holds the key yet: not even the uploader gets it.
     let ask = json!({"key": key});
@@ -188,4 +228,95 @@ async fn a_server_without_blobs_says_so() {
         let problem: Value = response.json().await.unwrap();
         assert_eq!(problem["code"], "not_found", "{problem}");
     }
+}
+
+#[tokio::test]
+async fn blobs_are_as_private_as_rows() {
+    let db = TestDb::new().await;
+    let dir = std::env::temp_dir().join(format!("{}-blobs", db.name));
+    let server = server(&db, &dir).await;
+    let private = b"alice's private photo".to_vec();
+    let key = BlobKey::for_bytes(&private);
+    assert_eq!(upload(&server, "alice", &private).await, (StatusCode::OK, Some(StatusCode::NO_CONTENT)));
+    for album in ["a1", "a2"] {
+        member(&db, album, "alice", true).await;
+        add_photo(&server, "alice", &format!("p-{album}"), album, &key).await;
+    }
+
+    // Mallory knows the key and names it in a row of her own: that gives her nothing, and her
+    // refusal is the one for bytes nobody uploaded.
+    let never = BlobKey::for_bytes(b"never uploaded");
+    member(&db, "m-album", "mallory", true).await;
+    add_photo(&server, "mallory", "m1", "m-album", &key).await;
+    add_photo(&server, "mallory", "m2", "m-album", &never).await;
+    let (status, refused) = download(&server, "mallory", &key).await;
+    let (never_status, never_refused) = download(&server, "mallory", &never).await;
+    assert_eq!((status, never_status), (StatusCode::NOT_FOUND, StatusCode::NOT_FOUND), "{refused}");
+    let without_key = |problem: &Value, key: &BlobKey| problem.to_string().replace(key.as_str(), "KEY");
+    assert_eq!(without_key(&refused, &key), without_key(&never_refused, &never), "existence is not told");
+    // Asking to upload tells nothing either.
+    let (status, ticket) =
+        ticket(&server, "/blobs/upload", "mallory", json!({"key": key, "size": private.len()})).await;
+    assert_eq!(status, StatusCode::OK, "{ticket}");
+
+    // A member of an album of Alice's reads her row there, and gets the bytes.
+    member(&db, "a1", "bob", true).await;
+    member(&db, "a2", "bob", true).await;
+    member(&db, "a1", "carol", true).await;
+    for user in ["bob", "carol"] {
+        let (status, down) = download(&server, user, &key).await;
+        assert_eq!(status, StatusCode::OK, "{user}: {down}");
+        let got = send(&server, reqwest::Method::GET, down["url"].as_str().unwrap(), Vec::new()).await;
+        assert_eq!(got, (StatusCode::OK, private.clone()));
+    }
+    // Removed from a1, Carol loses what a1 gave; Bob keeps what a2 gives, until he leaves it too.
+    member(&db, "a1", "carol", false).await;
+    member(&db, "a1", "bob", false).await;
+    assert_eq!(download(&server, "carol", &key).await.0, StatusCode::NOT_FOUND);
+    assert_eq!(download(&server, "bob", &key).await.0, StatusCode::OK);
+    member(&db, "a2", "bob", false).await;
+    assert_eq!(download(&server, "bob", &key).await.0, StatusCode::NOT_FOUND);
+
+    // Mallory, once a member of a1, reads a row of Alice's naming the key: now she may.
+    member(&db, "a1", "mallory", true).await;
+    assert_eq!(download(&server, "mallory", &key).await.0, StatusCode::OK);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[tokio::test]
+async fn an_actor_s_blobs_stay_within_its_quota_and_come_down_as_streams() {
+    let db = TestDb::new().await;
+    let dir = std::env::temp_dir().join(format!("{}-blobs", db.name));
+    let blobs = Blobs::new(local_fs(&dir, BLOB_SECRET)).max_size(8 << 20).quota_per_actor(Some(3 << 20));
+    let server = server_with(&db, blobs).await;
+    let big: Vec<u8> = (0..(2 << 20)).map(|i: u32| (i % 251) as u8).collect();
+    assert_eq!(upload(&server, "alice", &big).await, (StatusCode::OK, Some(StatusCode::NO_CONTENT)));
+    // The same bytes again count once.
+    assert_eq!(upload(&server, "alice", &big).await, (StatusCode::OK, Some(StatusCode::NO_CONTENT)));
+    let more: Vec<u8> = vec![7; 1536 << 10];
+    let (status, problem) =
+        ticket(&server, "/blobs/upload", "alice", json!({"key": BlobKey::for_bytes(&more), "size": more.len()})).await;
+    assert_eq!(status, StatusCode::PAYLOAD_TOO_LARGE, "{problem}");
+    assert!(problem["detail"].as_str().unwrap().contains("quota"), "{problem}");
+    // Two tickets that fit alone but not together: the second upload is refused.
+    let (a, b) = (vec![1u8; 600 << 10], vec![2u8; 600 << 10]);
+    let tickets = [&a, &b].map(|bytes| json!({"key": BlobKey::for_bytes(bytes), "size": bytes.len()}));
+    let (_, first) = ticket(&server, "/blobs/upload", "alice", tickets[0].clone()).await;
+    let (_, second) = ticket(&server, "/blobs/upload", "alice", tickets[1].clone()).await;
+    assert_eq!(send(&server, reqwest::Method::PUT, first["url"].as_str().unwrap(), a).await.0, StatusCode::NO_CONTENT);
+    assert_eq!(
+        send(&server, reqwest::Method::PUT, second["url"].as_str().unwrap(), b).await.0,
+        StatusCode::PAYLOAD_TOO_LARGE
+    );
+    // Another actor has a quota of its own.
+    assert_eq!(upload(&server, "bob", &more).await, (StatusCode::OK, Some(StatusCode::NO_CONTENT)));
+
+    let key = BlobKey::for_bytes(&big);
+    member(&db, "a1", "alice", true).await;
+    add_photo(&server, "alice", "p1", "a1", &key).await;
+    let (_, down) = download(&server, "alice", &key).await;
+    let response = server.http.get(server.url(down["url"].as_str().unwrap())).send().await.unwrap();
+    assert_eq!(response.headers()["content-length"], (2u64 << 20).to_string().as_str());
+    assert_eq!(response.bytes().await.unwrap().to_vec(), big);
+    let _ = std::fs::remove_dir_all(&dir);
 }

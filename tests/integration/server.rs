@@ -432,7 +432,11 @@ async fn requests_abandoned_midway_leave_no_session_in_a_transaction() {
         .connect_with(options.host("127.0.0.1").port(relay))
         .await
         .unwrap();
-    let server = TestServer::start(&db, |b| b.storage(engine::storage::postgres("unused").pool(pool))).await;
+    // Abandoned requests run on to their end, many at once: no limit on an actor's requests in
+    // progress, so that every answer is the pull's own.
+    let unlimited = Limits::default().rate(0, 0).concurrent_per_actor(0);
+    let server =
+        TestServer::start(&db, |b| b.storage(engine::storage::postgres("unused").pool(pool)).limits(unlimited)).await;
     assert_eq!(server.post("/sync/pull", Some("alice"), PULL).await.status(), StatusCode::OK);
     let token = TestServer::token("alice");
     let http = reqwest::Client::new();

@@ -329,3 +329,210 @@ async fn three_server_processes_share_pings_and_presence_through_postgres() {
     let frames = on_c.drain(5 * SECOND).await;
     assert!(frames.iter().any(|f| f["type"] == "ping" && f["bucket"] == "shared/l1"), "no ping lost: {frames:?}");
 }
+
+/// A socket of `user` that sends `frames` while reading everything the server sends, until a
+/// frame carrying `marker` comes back (the last frame's meta: by then the server has handled
+/// every frame before it). It goes on reading, in the background, until dropped.
+struct Flood {
+    sink: futures_util::stream::SplitSink<
+        tokio_tungstenite::WebSocketStream<tokio_tungstenite::MaybeTlsStream<tokio::net::TcpStream>>,
+        Message,
+    >,
+    seen: tokio::sync::mpsc::UnboundedReceiver<String>,
+    reader: tokio::task::JoinHandle<()>,
+}
+
+impl Flood {
+    async fn connect(addr: std::net::SocketAddr, user: &str) -> Flood {
+        use futures_util::StreamExt;
+        use tokio_tungstenite::tungstenite::client::IntoClientRequest;
+        let mut request = format!("ws://{addr}/sync/stream").into_client_request().unwrap();
+        let headers = request.headers_mut();
+        headers.insert("authorization", format!("Bearer {}", TestServer::token(user)).parse().unwrap());
+        headers.insert("sec-websocket-protocol", "engine.v1".parse().unwrap());
+        let (socket, _) = tokio_tungstenite::connect_async(request).await.unwrap();
+        let (sink, mut stream) = socket.split();
+        let (seen_tx, seen) = tokio::sync::mpsc::unbounded_channel();
+        let reader = tokio::spawn(async move {
+            while let Some(Ok(message)) = stream.next().await {
+                if let Message::Text(text) = message {
+                    let _ = seen_tx.send(text.to_string());
+                }
+            }
+        });
+        Flood { sink, seen, reader }
+    }
+
+    /// Send `frames`, then wait until a frame holding `marker` comes back.
+    async fn send_until_echoed(&mut self, frames: impl IntoIterator<Item = Value>, marker: &str) {
+        use futures_util::SinkExt;
+        for frame in frames {
+            self.sink.send(Message::Text(frame.to_string().into())).await.unwrap();
+        }
+        let deadline = tokio::time::Instant::now() + 20 * SECOND;
+        loop {
+            let text =
+                tokio::time::timeout_at(deadline, self.seen.recv()).await.expect("the marker comes back").unwrap();
+            if text.contains(marker) {
+                return;
+            }
+        }
+    }
+}
+
+impl Drop for Flood {
+    fn drop(&mut self) {
+        self.reader.abort();
+    }
+}
+
+/// Every frame until the socket has been quiet for a second.
+async fn read_until_quiet(socket: &mut Ws) -> Vec<Value> {
+    let mut frames = Vec::new();
+    while let Some(frame) = socket.next(SECOND).await {
+        frames.push(frame);
+    }
+    frames
+}
+
+/// Alice's list `l1`, shared with Carol as a viewer.
+async fn share_with_carol(server: &TestServer) {
+    let mutations = [
+        (1, "create_list", json!({"id": "l1", "title": "t"})),
+        (2, "share_list", json!({"list_id": "l1", "user_id": "carol", "role": "viewer"})),
+    ];
+    push(&base(server), "alice", &mutations).await;
+}
+
+fn flood_limits() -> StreamLimits {
+    let mut limits = StreamLimits::default();
+    limits.frames_per_second = 100_000;
+    limits.frame_burst = 100_000;
+    limits
+}
+
+#[tokio::test]
+async fn a_socket_that_fell_behind_learns_of_a_revocation_before_anything_else() {
+    let db = TestDb::new().await;
+    let server = TestServer::start(&db, |b| b.stream_limits(flood_limits())).await;
+    share_with_carol(&server).await;
+    let carol_token = TestServer::token("carol");
+    let mut carol = Ws::connect_small_buffer(server.addr, Auth::Header(&carol_token)).await.unwrap();
+    carol.expect("presence_state", SECOND).await;
+    carol.expect("presence_state", SECOND).await;
+
+    // Carol stops reading while presence in her shared list changes thousands of times: her
+    // socket's buffers fill, then its queue overflows.
+    let pad = "x".repeat(900);
+    let mut flooders = Vec::new();
+    for n in 0..3 {
+        let mut flooder = Flood::connect(server.addr, "alice").await;
+        let frames = (0..800)
+            .map(|i| json!({"type": "track", "bucket": "shared/l1", "meta": {"phase": "before", "i": i, "pad": pad}}))
+            .chain(std::iter::once(
+                json!({"type": "track", "bucket": "shared/l1", "meta": {"phase": format!("flooded-{n}")}}),
+            ));
+        flooder.send_until_echoed(frames, &format!("flooded-{n}")).await;
+        flooders.push(flooder);
+    }
+
+    // Meanwhile Carol loses the list, which goes on changing.
+    push(&base(&server), "alice", &[(3, "unshare_list", json!({"list_id": "l1", "user_id": "carol"}))]).await;
+    push(&base(&server), "alice", &[(4, "add_note", json!({"id": "n1", "list_id": "l1", "title": "secret"}))]).await;
+    let after = json!({"type": "track", "bucket": "shared/l1", "meta": {"phase": "after"}});
+    flooders[0].send_until_echoed([after], "\"after\"").await;
+
+    // What she reads: what was sent before the loss (the flood, and the resyncs her overflowing
+    // queue owed, pings of the list included), then `buckets_changed`, then nothing of the list.
+    let frames = read_until_quiet(&mut carol).await;
+    let lost = |f: &&Value| f["bucket"] == "shared/l1";
+    let changed = frames.iter().position(|f| f["type"] == "buckets_changed");
+    let changed = changed.unwrap_or_else(|| panic!("buckets_changed after the revocation ({} frames)", frames.len()));
+    assert!(frames[..changed].iter().any(|f| lost(&f)), "the flood reached her before the loss");
+    let late: Vec<&Value> = frames[changed..].iter().filter(lost).collect();
+    assert!(late.is_empty(), "nothing of the lost bucket after buckets_changed: {late:?}");
+    let after: Vec<&Value> = frames.iter().filter(|f| f.to_string().contains("\"after\"")).collect();
+    assert!(after.is_empty(), "no presence from after the loss: {after:?}");
+}
+
+#[tokio::test]
+async fn a_reconnected_realtime_link_recomputes_every_socket_s_buckets() {
+    let db = TestDb::new().await;
+    let url = db.url.clone();
+    let server = TestServer::start(&db, |b| b.realtime(engine::realtime::listen_notify(url))).await;
+    share_with_carol(&server).await;
+    let carol_token = TestServer::token("carol");
+    let mut carol = Ws::connect(server.addr, Auth::Header(&carol_token)).await.unwrap();
+    carol.drain(Duration::from_millis(300)).await;
+    // Another program revokes Carol: no push, so no signal says so.
+    sqlx::query("DELETE FROM list_members WHERE user_id = 'carol'").execute(&db.pool).await.unwrap();
+    assert!(carol.drain(Duration::from_millis(300)).await.is_empty());
+    // The link's session is cut: signals may have been lost while it was away.
+    sqlx::query(
+        "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = 'engine-listener' AND datname = $1",
+    )
+    .bind(&db.name)
+    .execute(&db.pool)
+    .await
+    .unwrap();
+    let frames = carol.drain(5 * SECOND).await;
+    let changed = frames.iter().position(|f| f["type"] == "buckets_changed").expect("buckets_changed");
+    assert!(!frames[..changed].iter().any(|f| f["bucket"] == "shared/l1"), "{frames:?}");
+    assert!(!frames[changed..].iter().any(|f| f["bucket"] == "shared/l1"), "{frames:?}");
+    assert!(frames.iter().any(|f| f["type"] == "ping" && f["bucket"] == "own/carol"), "a resync pings: {frames:?}");
+}
+
+#[tokio::test]
+async fn a_fresh_token_with_other_claims_moves_the_subscription() {
+    let db = TestDb::new().await;
+    let server = TestServer::start(&db, |b| b).await;
+    let token = TestServer::token("alice");
+    let mut socket = Ws::connect(server.addr, Auth::Header(&token)).await.unwrap();
+    assert_eq!(socket.expect("presence_state", SECOND).await["bucket"], "own/alice");
+    let other_owner =
+        engine::auth::issue_bearer_token("alice", "acme", crate::support::server::SECRET, Duration::from_secs(600))
+            .unwrap();
+    socket.send(json!({"type": "auth", "token": other_owner})).await;
+    socket.expect("buckets_changed", 2 * SECOND).await;
+    assert_eq!(socket.expect("presence_state", SECOND).await["bucket"], "own/acme");
+    push(&base(&server), "alice", &[(1, "create_list", json!({"id": "l1", "title": "t"}))]).await;
+    let frames = socket.drain(Duration::from_millis(500)).await;
+    assert!(!frames.iter().any(|f| f["bucket"] == "own/alice"), "the old owner's bucket is left: {frames:?}");
+}
+
+#[tokio::test]
+async fn sockets_waiting_to_authenticate_are_few_per_address_and_read_little() {
+    let db = TestDb::new().await;
+    let mut limits = limits();
+    limits.auth_deadline = Duration::from_secs(5);
+    limits.unauthenticated_per_address = 2;
+    limits.first_frame_bytes = 4096;
+    let server = TestServer::start(&db, |b| b.stream_limits(limits)).await;
+    let first = Ws::connect_silent(server.addr, Auth::None).await.unwrap();
+    let mut second = Ws::connect_silent(server.addr, Auth::None).await.unwrap();
+    assert_eq!(Ws::connect_silent(server.addr, Auth::None).await.err(), Some(429), "a third waits its turn");
+    let token = TestServer::token("alice");
+    let mut with_token = Ws::connect(server.addr, Auth::Header(&token)).await.unwrap();
+    with_token.expect("presence_state", SECOND).await;
+    second.send(json!({"type": "auth", "token": token})).await;
+    second.expect("presence_state", SECOND).await;
+    let mut third = Ws::connect_silent(server.addr, Auth::None).await.expect("an authenticated socket leaves room");
+    drop(first);
+    // A first frame past the budget is not read: the connection is dropped, unauthenticated.
+    third.send_raw(Message::Text(format!(r#"{{"type":"auth","token":"{}"}}"#, "x".repeat(8192)).into())).await;
+    let frames = third.drain(SECOND).await;
+    assert!(!frames.iter().any(|f| f["type"] == "presence_state"), "{frames:?}");
+}
+
+#[tokio::test]
+async fn stream_connections_count_against_the_request_rate() {
+    let db = TestDb::new().await;
+    let server = TestServer::start(&db, |b| b.limits(engine::limits::Limits::default().rate(1, 2))).await;
+    let token = TestServer::token("alice");
+    let _a = Ws::connect(server.addr, Auth::Header(&token)).await.unwrap();
+    let _b = Ws::connect(server.addr, Auth::Subprotocol(&token)).await.unwrap();
+    assert_eq!(Ws::connect(server.addr, Auth::Header(&token)).await.err(), Some(429));
+    let mut by_frame = Ws::connect(server.addr, Auth::None).await.unwrap();
+    by_frame.send(json!({"type": "auth", "token": token})).await;
+    assert_eq!(by_frame.closed(SECOND).await, (Some("rate_limited".into()), Some(1008)));
+}

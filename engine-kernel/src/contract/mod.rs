@@ -180,9 +180,13 @@ pub fn contract(app: &App) -> Value {
             "/sync/stream": {"get": {
                 "operationId": "stream",
                 "summary": "WebSocket (subprotocol engine.v1): pings and presence",
+                // The token may also come as the `bearer.` subprotocol or in the first frame.
+                "security": [{"bearer": []}, {}],
                 "responses": {
                     "101": {"description": "switching to the WebSocket protocol"},
-                    "401": problem_response("unauthenticated: no, bad or expired token"),
+                    "400": problem_response("malformed_request: not a WebSocket upgrade"),
+                    "401": problem_response("unauthenticated: a bad or expired token"),
+                    "429": problem_response("rate_limited: over the per-actor rate, the actor's sockets, or the sockets waiting to authenticate from one address; see Retry-After"),
                 },
                 "x-engine-stream": {
                     "subprotocol": wire::STREAM_SUBPROTOCOL,
@@ -203,6 +207,8 @@ pub fn contract(app: &App) -> Value {
                     "200": {"description": "statistics", "content": {"application/json": {"schema": {"type": "object"}}}},
                     "401": problem_response("unauthenticated: no, bad or expired token"),
                     "403": problem_response("forbidden: the actor is not an admin"),
+                    "429": problem_response("rate_limited: over the per-actor rate; see Retry-After"),
+                    "503": problem_response("retry_later: a transient condition; see Retry-After"),
                 },
             }},
         },

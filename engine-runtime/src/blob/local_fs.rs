@@ -1,10 +1,16 @@
 //! Blobs as files in a directory, served by the engine's router
-//! (`docs/protocol.md#blob-data-urls`): `PUT` and `GET /blobs/data/<hex digest>` with URLs signed
-//! by HMAC-SHA256 over the method, the digest, the size and the expiry. An upload streams to a
-//! temporary file, and becomes the blob only when its bytes hash to the key and their count is
-//! the one signed.
+//! (`docs/protocol.md#blob-data-urls`): `PUT` and `GET /blobs/data/<hex digest>` with URLs
+//! signed by HMAC-SHA256 over the method, the digest, the size and the expiry (and, for uploads,
+//! the uploader, its quota and the ticket). An upload
+//! streams to a temporary file, and becomes the blob only when its bytes hash to the key, their
+//! count is the one signed, the uploader's blobs stay within its quota, and its ticket was never
+//! used. A download streams the file from disk.
+//!
+//! Beside the blobs, the directory keeps who uploaded what: `.uploads/<digest>/<uploader>` and
+//! `.users/<uploader>/<digest>`, each holding the blob's size (the uploader's id in hex), and the
+//! tickets used, `.tickets/<expiry>-<ticket>`, until they expire.
 
-use std::path::PathBuf;
+use std::path::{Path as FsPath, PathBuf};
 use std::sync::Arc;
 
 use axum::Router;
@@ -14,13 +20,13 @@ use axum::http::{StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::put;
 use engine_kernel::wire::BlobTicket;
-use engine_kernel::{BlobKey, Timestamp};
+use engine_kernel::{BlobKey, BoxFuture, Timestamp};
 use hmac::{Hmac, Mac};
 use http_body_util::BodyExt;
 use sha2::{Digest, Sha256};
 use tokio::io::AsyncWriteExt;
 
-use super::BlobStore;
+use super::{BlobStore, Upload};
 use crate::error::{Error, Result};
 
 /// Blobs in `dir` (created when missing), behind URLs signed with `secret`.
@@ -45,27 +51,37 @@ impl std::fmt::Debug for LocalFs {
 const DATA: &str = "/blobs/data";
 
 impl LocalFs {
-    fn mac(&self, method: &str, hex: &str, size: Option<u64>, expires: i64) -> Hmac<Sha256> {
+    fn mac(&self, method: &str, hex: &str, signed: &Signed) -> Hmac<Sha256> {
         let mut mac = Hmac::<Sha256>::new_from_slice(&self.secret).expect("HMAC takes keys of any length");
-        let size = size.map_or_else(|| "-".to_owned(), |s| s.to_string());
+        let or_dash = |v: Option<String>| v.unwrap_or_else(|| "-".to_owned());
+        let size = or_dash(signed.size.map(|s| s.to_string()));
+        let expires = signed.expires;
         mac.update(format!("{method}\n{hex}\n{size}\n{expires}").as_bytes());
+        if method == "PUT" {
+            let (user, quota) = (or_dash(signed.user.clone()), or_dash(signed.quota.map(|q| q.to_string())));
+            let ticket = or_dash(signed.ticket.clone());
+            mac.update(format!("\n{user}\n{quota}\n{ticket}").as_bytes());
+        }
         mac
     }
 
-    fn ticket(&self, method: &str, key: &BlobKey, size: Option<u64>, expires_at: Timestamp) -> BlobTicket {
-        let expires = expires_at.timestamp();
-        let signature: String = self
-            .mac(method, key.hex(), size, expires)
-            .finalize()
-            .into_bytes()
-            .iter()
-            .map(|b| format!("{b:02x}"))
-            .collect();
-        let size = size.map_or_else(String::new, |s| format!("size={s}&"));
+    fn ticket(&self, method: &str, key: &BlobKey, signed: Signed, expires_at: Timestamp) -> BlobTicket {
+        let signature = to_hex(&self.mac(method, key.hex(), &signed).finalize().into_bytes());
+        let mut query = String::new();
+        for (name, value) in [
+            ("size", signed.size.map(|s| s.to_string())),
+            ("user", signed.user),
+            ("quota", signed.quota.map(|q| q.to_string())),
+            ("ticket", signed.ticket),
+        ] {
+            if let Some(value) = value {
+                query.push_str(&format!("{name}={value}&"));
+            }
+        }
         BlobTicket {
             key: key.clone(),
             method: method.into(),
-            url: format!("{DATA}/{}?{size}expires={expires}&signature={signature}", key.hex()),
+            url: format!("{DATA}/{}?{query}expires={}&signature={signature}", key.hex(), signed.expires),
             headers: Default::default(),
             expires_at,
         }
@@ -75,7 +91,7 @@ impl LocalFs {
     fn check(&self, method: &str, hex: &str, query: &Signed) -> Result<BlobKey> {
         let key: BlobKey = format!("sha256:{hex}").parse().map_err(|_| Error::NotFound("no such blob".into()))?;
         let signature = decode_hex(&query.signature).ok_or_else(invalid_signature)?;
-        self.mac(method, hex, query.size, query.expires).verify_slice(&signature).map_err(|_| invalid_signature())?;
+        self.mac(method, hex, query).verify_slice(&signature).map_err(|_| invalid_signature())?;
         if query.expires < chrono::Utc::now().timestamp() {
             return Err(Error::Forbidden("the URL has expired: ask for a new one".into()));
         }
@@ -86,8 +102,20 @@ impl LocalFs {
         self.dir.join(key.hex())
     }
 
-    async fn receive(&self, key: &BlobKey, size: u64, body: Body) -> Result<()> {
+    /// Where the record that `user` (in hex) uploaded blob `hex` goes, in each index.
+    fn records(&self, hex: &str, user: &str) -> [PathBuf; 2] {
+        [self.dir.join(".uploads").join(hex).join(user), self.dir.join(".users").join(user).join(hex)]
+    }
+
+    async fn receive(&self, key: &BlobKey, signed: &Signed, body: Body) -> Result<()> {
         let io = |e: std::io::Error| Error::internal_from("the blob directory", e);
+        let size = signed.size.ok_or_else(invalid_signature)?;
+        let (Some(user), Some(ticket)) = (signed.user.as_deref(), signed.ticket.as_deref()) else {
+            return Err(invalid_signature());
+        };
+        if decode_hex(user).is_none() || decode_hex(ticket).is_none() {
+            return Err(invalid_signature());
+        }
         tokio::fs::create_dir_all(&self.dir).await.map_err(io)?;
         let temp = self.dir.join(format!(".upload-{}", uuid::Uuid::now_v7()));
         let result = async {
@@ -115,7 +143,24 @@ impl LocalFs {
                 return Err(Error::Kernel(engine_kernel::Error::validation("the bytes do not hash to the blob's key")));
             }
             file.sync_all().await.map_err(io)?;
-            tokio::fs::rename(&temp, self.path(key)).await.map_err(io)
+            let [by_blob, by_user] = self.records(key.hex(), user);
+            if let Some(quota) = signed.quota
+                && !tokio::fs::try_exists(&by_blob).await.map_err(io)?
+            {
+                let used = usage_in(&self.dir.join(".users").join(user)).await.map_err(io)?;
+                if used + size > quota {
+                    return Err(Error::OverQuota { quota, used });
+                }
+            }
+            self.use_ticket(ticket, signed.expires).await?;
+            tokio::fs::rename(&temp, self.path(key)).await.map_err(io)?;
+            for record in [by_blob, by_user] {
+                if let Some(parent) = record.parent() {
+                    tokio::fs::create_dir_all(parent).await.map_err(io)?;
+                }
+                tokio::fs::write(&record, size.to_string()).await.map_err(io)?;
+            }
+            Ok(())
         }
         .await;
         if result.is_err() {
@@ -123,6 +168,54 @@ impl LocalFs {
         }
         result
     }
+
+    /// Mark `ticket` used, refusing one used before; forget tickets whose URLs have expired.
+    async fn use_ticket(&self, ticket: &str, expires: i64) -> Result<()> {
+        let io = |e: std::io::Error| Error::internal_from("the blob directory", e);
+        let tickets = self.dir.join(".tickets");
+        tokio::fs::create_dir_all(&tickets).await.map_err(io)?;
+        let marker = tickets.join(format!("{expires}-{ticket}"));
+        match tokio::fs::OpenOptions::new().write(true).create_new(true).open(&marker).await {
+            Ok(_) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
+                return Err(Error::Forbidden("this upload URL was used: ask for a new one".into()));
+            }
+            Err(e) => return Err(io(e)),
+        }
+        let now = chrono::Utc::now().timestamp();
+        let mut entries = tokio::fs::read_dir(&tickets).await.map_err(io)?;
+        while let Some(entry) = entries.next_entry().await.map_err(io)? {
+            let name = entry.file_name();
+            let expired = name
+                .to_str()
+                .and_then(|n| n.split_once('-'))
+                .and_then(|(at, _)| at.parse::<i64>().ok())
+                .is_some_and(|at| at < now);
+            if expired {
+                let _ = tokio::fs::remove_file(entry.path()).await;
+            }
+        }
+        Ok(())
+    }
+}
+
+/// The bytes of the blobs recorded in `dir` (one file per blob, holding its size).
+async fn usage_in(dir: &FsPath) -> std::io::Result<u64> {
+    let mut entries = match tokio::fs::read_dir(dir).await {
+        Ok(entries) => entries,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(0),
+        Err(e) => return Err(e),
+    };
+    let mut used = 0u64;
+    while let Some(entry) = entries.next_entry().await? {
+        let size = tokio::fs::read_to_string(entry.path()).await?;
+        used += size.trim().parse::<u64>().unwrap_or(0);
+    }
+    Ok(used)
+}
+
+fn to_hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
 
 fn invalid_signature() -> Error {
@@ -140,6 +233,12 @@ fn decode_hex(text: &str) -> Option<Vec<u8>> {
 #[derive(serde::Deserialize)]
 struct Signed {
     size: Option<u64>,
+    /// The uploader's user id, in hex (uploads only).
+    user: Option<String>,
+    /// The most bytes the uploader's blobs may take (uploads only).
+    quota: Option<u64>,
+    /// The upload's one-time ticket, in hex (uploads only).
+    ticket: Option<String>,
     expires: i64,
     signature: String,
 }
@@ -151,8 +250,7 @@ async fn upload(
     body: Body,
 ) -> Result<StatusCode> {
     let key = store.check("PUT", &hex, &query)?;
-    let size = query.size.ok_or_else(invalid_signature)?;
-    store.receive(&key, size, body).await?;
+    store.receive(&key, &query, body).await?;
     Ok(StatusCode::NO_CONTENT)
 }
 
@@ -162,20 +260,72 @@ async fn download(
     Query(query): Query<Signed>,
 ) -> Result<Response> {
     let key = store.check("GET", &hex, &query)?;
-    match tokio::fs::read(store.path(&key)).await {
-        Ok(bytes) => Ok(([(header::CONTENT_TYPE, "application/octet-stream")], bytes).into_response()),
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Err(Error::NotFound("the blob was not uploaded".into())),
-        Err(e) => Err(Error::internal_from("reading a blob", e)),
-    }
+    let file = match tokio::fs::File::open(store.path(&key)).await {
+        Ok(file) => file,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            return Err(Error::NotFound("the blob was not uploaded".into()));
+        }
+        Err(e) => return Err(Error::internal_from("reading a blob", e)),
+    };
+    let length = file.metadata().await.map_err(|e| Error::internal_from("reading a blob", e))?.len();
+    // The bytes go out as they are read, a chunk at a time, whatever the blob's size.
+    let body = Body::from_stream(tokio_util::io::ReaderStream::new(file));
+    Ok((
+        [(header::CONTENT_TYPE, "application/octet-stream".to_owned()), (header::CONTENT_LENGTH, length.to_string())],
+        body,
+    )
+        .into_response())
 }
 
 impl BlobStore for LocalFs {
-    fn upload_url(&self, key: &BlobKey, size: u64, expires_at: Timestamp) -> Result<BlobTicket> {
-        Ok(self.ticket("PUT", key, Some(size), expires_at))
+    fn upload_url(&self, upload: &Upload, expires_at: Timestamp) -> Result<BlobTicket> {
+        let signed = Signed {
+            size: Some(upload.size),
+            user: Some(to_hex(upload.uploader.as_bytes())),
+            quota: upload.quota,
+            ticket: Some(uuid::Uuid::new_v4().simple().to_string()),
+            expires: expires_at.timestamp(),
+            signature: String::new(),
+        };
+        Ok(self.ticket("PUT", &upload.key, signed, expires_at))
     }
 
     fn download_url(&self, key: &BlobKey, expires_at: Timestamp) -> Result<BlobTicket> {
-        Ok(self.ticket("GET", key, None, expires_at))
+        let signed = Signed {
+            size: None,
+            user: None,
+            quota: None,
+            ticket: None,
+            expires: expires_at.timestamp(),
+            signature: String::new(),
+        };
+        Ok(self.ticket("GET", key, signed, expires_at))
+    }
+
+    fn uploaders<'a>(&'a self, key: &'a BlobKey) -> BoxFuture<'a, Result<Vec<String>>> {
+        Box::pin(async move {
+            let mut entries = match tokio::fs::read_dir(self.dir.join(".uploads").join(key.hex())).await {
+                Ok(entries) => entries,
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
+                Err(e) => return Err(Error::internal_from("the blob directory", e)),
+            };
+            let mut uploaders = Vec::new();
+            while let Some(entry) =
+                entries.next_entry().await.map_err(|e| Error::internal_from("the blob directory", e))?
+            {
+                let user = entry.file_name().to_str().and_then(decode_hex).and_then(|b| String::from_utf8(b).ok());
+                uploaders.extend(user);
+            }
+            Ok(uploaders)
+        })
+    }
+
+    fn usage<'a>(&'a self, user: &'a str) -> BoxFuture<'a, Result<u64>> {
+        Box::pin(async move {
+            usage_in(&self.dir.join(".users").join(to_hex(user.as_bytes())))
+                .await
+                .map_err(|e| Error::internal_from("the blob directory", e))
+        })
     }
 
     fn routes(&self) -> Option<Router> {

@@ -10,11 +10,13 @@ use engine_kernel::Actor;
 use serde::de::DeserializeOwned;
 
 use crate::error::Error;
+use crate::limits::WorkPermit;
 use crate::state::ServerState;
 
-/// The actor a request to the engine's routes acts for: authenticated (401 otherwise) and
-/// within its rate (429).
-pub(crate) struct Caller(pub(crate) Actor);
+/// The actor a request to the engine's routes acts for: authenticated (401 otherwise), within
+/// its rate and with room for one more request in progress (429). The request counts as in
+/// progress for as long as its handler holds the permit.
+pub(crate) struct Caller(pub(crate) Actor, pub(crate) Option<WorkPermit>);
 
 impl FromRequestParts<Arc<ServerState>> for Caller {
     type Rejection = Error;
@@ -25,7 +27,8 @@ impl FromRequestParts<Arc<ServerState>> for Caller {
         if let Some(limit) = &state.rate_limit {
             limit.check(&actor.user_id)?;
         }
-        Ok(Caller(actor))
+        let work = state.work_limit.as_ref().map(|limit| limit.enter(&actor.user_id)).transpose()?;
+        Ok(Caller(actor, work))
     }
 }
 

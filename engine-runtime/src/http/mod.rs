@@ -1,5 +1,6 @@
 //! The HTTP face of the server: the router, and the layers every route goes through (request
-//! ids, a span per request when asked, the body limit, problem documents for every error).
+//! ids, a span per request when asked, the body read whole within its limit before anything
+//! answers, problem documents for every error).
 
 mod extract;
 mod routes;
@@ -8,7 +9,8 @@ use std::sync::Arc;
 
 use axum::Router;
 use axum::body::Body;
-use axum::http::{HeaderValue, Request, StatusCode, header};
+use axum::extract::State;
+use axum::http::{HeaderValue, Method, Request, header};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use tower_http::request_id::{MakeRequestId, PropagateRequestIdLayer, RequestId, SetRequestIdLayer};
@@ -32,7 +34,7 @@ impl MakeRequestId for MakeUuid {
 pub(crate) fn router(state: Arc<ServerState>) -> Router {
     let body_limit = state.body_limit;
     let trace_requests = state.trace_requests;
-    let mut routes = routes::routes().layer(tower_http::limit::RequestBodyLimitLayer::new(body_limit));
+    let mut routes = routes::routes().layer(axum::middleware::from_fn_with_state(body_limit, read_body_first));
     // Blob bytes are not bound by the body limit: the signed size bounds them.
     if let Some(data) = state.blobs.as_ref().and_then(|blobs| blobs.store.routes()) {
         routes = routes.nest_service("/blobs/data", data);
@@ -42,7 +44,6 @@ pub(crate) fn router(state: Arc<ServerState>) -> Router {
         .method_not_allowed_fallback(|| async { Error::MethodNotAllowed })
         .with_state(state)
         .layer(axum::middleware::from_fn(run_to_completion))
-        .layer(axum::middleware::map_response(move |response| problem_for_plain_errors(response, body_limit)))
         .layer(PropagateRequestIdLayer::x_request_id());
     // A host app that mounts the router traces requests itself, so the span is asked for.
     let router = match trace_requests {
@@ -72,17 +73,44 @@ fn request_span<B>(request: &Request<B>) -> tracing::Span {
     tracing::info_span!("request", method = %request.method(), route = %request.uri().path(), request_id = %id, actor = tracing::field::Empty)
 }
 
-/// Responses made below the handlers (the body limit's 413) become problem documents too.
-async fn problem_for_plain_errors(response: Response, body_limit: usize) -> Response {
-    let is_problem = response
-        .headers()
-        .get(header::CONTENT_TYPE)
-        .is_some_and(|v| v.as_bytes().starts_with(b"application/problem+json"));
-    if is_problem || response.status().is_success() || response.status() == StatusCode::SWITCHING_PROTOCOLS {
-        return response;
+/// Read a request's body whole, within the body limit, before the route sees the request, so
+/// that every answer, a refusal included (401, 429), leaves the connection ready for the next
+/// request: an answer sent while the body is still arriving makes the server close the
+/// connection once the answer is out, and a client that had already sent its next request on it
+/// would get no answer at all. A body over the limit is not read on: its `413` says
+/// `Connection: close`, and so does the answer to a body cut short.
+async fn read_body_first(State(limit): State<usize>, request: Request<Body>, next: Next) -> Response {
+    if matches!(*request.method(), Method::GET | Method::HEAD) {
+        return next.run(request).await;
     }
-    match response.status() {
-        StatusCode::PAYLOAD_TOO_LARGE => Error::PayloadTooLarge { limit: body_limit }.into_response(),
-        _ => response,
+    let declared =
+        request.headers().get(header::CONTENT_LENGTH).and_then(|v| v.to_str().ok()).and_then(|v| v.parse::<u64>().ok());
+    if declared.is_some_and(|length| length > limit as u64) {
+        return closing(Error::PayloadTooLarge { limit }.into_response());
     }
+    let (parts, body) = request.into_parts();
+    match axum::body::to_bytes(body, limit).await {
+        Ok(bytes) => next.run(Request::from_parts(parts, Body::from(bytes))).await,
+        Err(err) => {
+            let too_large = std::error::Error::source(&err).is_some_and(|e| e.is::<http_body_util::LengthLimitError>());
+            // A body cut short is the connection's fault, not the request's: retry it.
+            closing(
+                match too_large {
+                    true => Error::PayloadTooLarge { limit },
+                    false => Error::RetryLater {
+                        retry_after: crate::error::RETRY_AFTER,
+                        detail: format!("the body could not be read: {err}"),
+                    },
+                }
+                .into_response(),
+            )
+        }
+    }
+}
+
+/// `response` with `Connection: close`: the request's body was not read to its end, so the
+/// connection cannot carry another request.
+fn closing(mut response: Response) -> Response {
+    response.headers_mut().insert(header::CONNECTION, HeaderValue::from_static("close"));
+    response
 }

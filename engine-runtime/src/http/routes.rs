@@ -16,6 +16,7 @@ use engine_kernel::wire::{
 use serde_json::json;
 
 use super::extract::{Caller, JsonBody};
+use crate::blob::Upload;
 use crate::error::{Error, Result};
 use crate::realtime::Signal;
 use crate::state::ServerState;
@@ -37,24 +38,37 @@ fn blobs(state: &ServerState) -> Result<&crate::blob::Blobs> {
 
 async fn blob_upload(
     State(state): State<Arc<ServerState>>,
-    Caller(_actor): Caller,
+    Caller(actor, _work): Caller,
     JsonBody(request): JsonBody<BlobUploadRequest>,
 ) -> Result<Json<BlobTicket>> {
     let blobs = blobs(&state)?;
     if request.size > blobs.max_size {
         return Err(Error::PayloadTooLarge { limit: usize::try_from(blobs.max_size).unwrap_or(usize::MAX) });
     }
-    Ok(Json(blobs.store.upload_url(&request.key, request.size, blobs.expiry())?))
+    // Bytes the actor uploaded before count once; the store checks the quota again on upload.
+    if let Some(quota) = blobs.quota
+        && !blobs.store.uploaders(&request.key).await?.contains(&actor.user_id)
+    {
+        let used = blobs.store.usage(&actor.user_id).await?;
+        if used.saturating_add(request.size) > quota {
+            return Err(Error::OverQuota { quota, used });
+        }
+    }
+    let upload = Upload::new(request.key, request.size, actor.user_id, blobs.quota);
+    Ok(Json(blobs.store.upload_url(&upload, blobs.expiry())?))
 }
 
 async fn blob_download(
     State(state): State<Arc<ServerState>>,
-    Caller(actor): Caller,
+    Caller(actor, _work): Caller,
     JsonBody(request): JsonBody<BlobDownloadRequest>,
 ) -> Result<Json<BlobTicket>> {
     let blobs = blobs(&state)?;
-    // Not 403: whether a blob exists is not told to who may not read it.
-    if !state.storage.can_read_blob(&actor, &request.key).await? {
+    // Not 403, and the same answer whether or not the bytes exist: whether a blob exists is not
+    // told to who may not read it.
+    // Rows are looked at even when nobody uploaded the bytes, so the answer takes as long.
+    let uploaders = blobs.store.uploaders(&request.key).await?;
+    if !state.storage.can_read_blob(&actor, &request.key, &uploaders).await? {
         return Err(Error::NotFound(format!("no row the actor can read holds blob `{}`", request.key)));
     }
     Ok(Json(blobs.store.download_url(&request.key, blobs.expiry())?))
@@ -62,7 +76,7 @@ async fn blob_download(
 
 async fn pull(
     State(state): State<Arc<ServerState>>,
-    Caller(actor): Caller,
+    Caller(actor, _work): Caller,
     JsonBody(request): JsonBody<PullRequest>,
 ) -> Result<Json<PullResponse>> {
     match state.storage.pull(&actor, &request).await {
@@ -79,7 +93,7 @@ async fn pull(
 
 async fn push(
     State(state): State<Arc<ServerState>>,
-    Caller(actor): Caller,
+    Caller(actor, _work): Caller,
     JsonBody(request): JsonBody<PushRequest>,
 ) -> Result<Json<PushResponse>> {
     let pushed = match state.storage.push(&actor, &request).await {
@@ -122,7 +136,7 @@ async fn contract(State(state): State<Arc<ServerState>>, request: Parts) -> impl
     ([(header::CONTENT_TYPE, "application/json")], state.contract.bytes(nested))
 }
 
-async fn stats(State(state): State<Arc<ServerState>>, Caller(actor): Caller) -> Result<impl IntoResponse> {
+async fn stats(State(state): State<Arc<ServerState>>, Caller(actor, _work): Caller) -> Result<impl IntoResponse> {
     if !(state.admin)(&actor) {
         return Err(Error::Forbidden("statistics are for admins".into()));
     }

@@ -29,8 +29,14 @@ pub trait Storage: JobQueue + Send + Sync + 'static {
     fn pull<'a>(&'a self, actor: &'a Actor, request: &'a PullRequest) -> BoxFuture<'a, Result<PullResponse>>;
     /// Apply the request's mutations in order, each in its own transaction.
     fn push<'a>(&'a self, actor: &'a Actor, request: &'a PushRequest) -> BoxFuture<'a, Result<Pushed>>;
-    /// Whether the actor can read a row whose blob column holds `key` (who may download it).
-    fn can_read_blob<'a>(&'a self, actor: &'a Actor, key: &'a engine_kernel::BlobKey) -> BoxFuture<'a, Result<bool>>;
+    /// Whether the actor can read a row whose blob column holds `key` and that one of
+    /// `uploaders` wrote there (who may download the blob).
+    fn can_read_blob<'a>(
+        &'a self,
+        actor: &'a Actor,
+        key: &'a engine_kernel::BlobKey,
+        uploaders: &'a [String],
+    ) -> BoxFuture<'a, Result<bool>>;
     /// Every bucket the actor holds now.
     fn held_buckets<'a>(&'a self, actor: &'a Actor) -> BoxFuture<'a, Result<BTreeSet<BucketKey>>>;
     /// The safe horizon now: a commit whose transaction id is below it is visible to pulls.

@@ -9,15 +9,18 @@
 
 mod socket;
 
+use std::net::SocketAddr;
 use std::sync::Arc;
 
-use axum::extract::State;
 use axum::extract::ws::WebSocketUpgrade;
+use axum::extract::ws::rejection::WebSocketUpgradeRejection;
+use axum::extract::{ConnectInfo, State};
 use axum::http::HeaderMap;
 use axum::http::request::Parts;
 use axum::response::{IntoResponse, Response};
 
 use crate::error::Error;
+use crate::limits::BUSY_RETRY_AFTER;
 use crate::state::ServerState;
 
 /// The subprotocol of the stream.
@@ -37,8 +40,14 @@ fn subprotocol_token(headers: &HeaderMap) -> Option<String> {
 /// Upgrade to the stream. A token in the `Authorization` header or the `bearer.` subprotocol is
 /// checked now (401 when bad). Without one, the server's auth may still know the request by
 /// other credentials (a host app's session cookie, say); otherwise the socket must authenticate
-/// in its first frame.
-pub(crate) async fn stream(State(state): State<Arc<ServerState>>, upgrade: WebSocketUpgrade, parts: Parts) -> Response {
+/// in its first frame, read within a small budget, and its address may have only so many such
+/// sockets waiting at once. An upgrade whose actor is known counts against the actor's request
+/// rate and socket limit.
+pub(crate) async fn stream(
+    State(state): State<Arc<ServerState>>,
+    upgrade: Result<WebSocketUpgrade, WebSocketUpgradeRejection>,
+    parts: Parts,
+) -> Response {
     let actor = if crate::auth::bearer_token(&parts).is_some() {
         match state.auth.resolve(&parts).await {
             Some(actor) => Some(actor),
@@ -54,16 +63,40 @@ pub(crate) async fn stream(State(state): State<Arc<ServerState>>, upgrade: WebSo
     } else {
         state.auth.resolve(&parts).await
     };
-    if let Some(actor) = &actor
-        && state.hub.sockets_of(&actor.user_id) >= state.stream_limits.sockets_per_actor
-    {
-        return Error::RateLimited { retry_after: std::time::Duration::from_secs(1) }.into_response();
-    }
+    let upgrade = match upgrade {
+        Ok(upgrade) => upgrade,
+        Err(refused) => {
+            let detail = format!("not a WebSocket upgrade: {}", refused.body_text());
+            return Error::MalformedRequest(detail).into_response();
+        }
+    };
     let limits = state.stream_limits;
+    let mut unauthenticated = None;
+    if let Some(actor) = &actor {
+        if let Err(refused) = admit(&state, &actor.user_id) {
+            return refused.into_response();
+        }
+    } else if let Some(ConnectInfo(address)) = parts.extensions.get::<ConnectInfo<SocketAddr>>() {
+        // Behind a host that serves the router without connect info, addresses are unknown.
+        match state.hub.admit_unauthenticated(address.ip(), limits.unauthenticated_per_address) {
+            Some(admitted) => unauthenticated = Some(admitted),
+            None => {
+                let detail = format!(
+                    "{} sockets from this address are already waiting to authenticate",
+                    limits.unauthenticated_per_address
+                );
+                return Error::Busy { detail, retry_after: limits.auth_deadline.max(BUSY_RETRY_AFTER) }.into_response();
+            }
+        }
+    }
     // The WebSocket layer's own cap is a backstop well above the protocol's frame limit: a frame
     // over the limit is read and refused by the socket (1009), which keeps the socket able to
-    // say why; past the backstop the connection is dropped.
-    let backstop = (limits.max_frame_bytes * 16).max(64 * 1024);
+    // say why; past the backstop the connection is dropped. A socket that has yet to say who it
+    // is gets only the first frame's budget.
+    let backstop = match actor {
+        Some(_) => (limits.max_frame_bytes * 16).max(64 * 1024),
+        None => limits.first_frame_bytes.max(1024),
+    };
     upgrade
         .protocols([SUBPROTOCOL])
         .max_message_size(backstop)
@@ -73,5 +106,17 @@ pub(crate) async fn stream(State(state): State<Arc<ServerState>>, upgrade: WebSo
         .read_buffer_size(1024)
         .write_buffer_size(0)
         .max_write_buffer_size(limits.max_frame_bytes * 4)
-        .on_upgrade(move |socket| socket::run(socket, state, actor))
+        .on_upgrade(move |socket| socket::run(socket, state, actor, unauthenticated))
+}
+
+/// A new socket of `user`: within the actor's request rate and socket limit, or the refusal.
+pub(crate) fn admit(state: &ServerState, user: &str) -> Result<(), Error> {
+    if let Some(rate) = &state.rate_limit {
+        rate.check(user)?;
+    }
+    if state.hub.sockets_of(user) >= state.stream_limits.sockets_per_actor {
+        let detail = format!("an actor holds at most {} sockets", state.stream_limits.sockets_per_actor);
+        return Err(Error::Busy { detail, retry_after: BUSY_RETRY_AFTER });
+    }
+    Ok(())
 }

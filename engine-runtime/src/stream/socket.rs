@@ -2,6 +2,11 @@
 //! frame within a deadline), follow the actor's bucket set (or an explicit subscription), pass
 //! pings on coalesced, keep presence, and close the socket (never anything else) on a
 //! malformed, unknown, oversized or too frequent frame, an expired token, or silence.
+//!
+//! Before it sends anything, a socket settles what it owes (`crate::hub::Owed`): when the
+//! actor's memberships may have changed, or signals were lost (its queue overflowed, the hub
+//! lagged, the realtime link was re-established), it recomputes the actor's buckets first, so
+//! no ping or presence of a bucket the actor has lost goes out after the loss.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::num::NonZeroU32;
@@ -17,7 +22,7 @@ use governor::{DefaultDirectRateLimiter, Quota};
 use serde_json::Value;
 use tokio::time::Instant;
 
-use crate::hub::Event;
+use crate::hub::{Event, Owed, Unauthenticated};
 use crate::limits::StreamLimits;
 use crate::realtime::Presence;
 use crate::state::ServerState;
@@ -40,6 +45,7 @@ struct Connection {
     state: Arc<ServerState>,
     actor: Actor,
     id: u64,
+    owed: Arc<Owed>,
     subscribed: BTreeSet<BucketKey>,
     /// Whether the client chose its buckets (`subscribe`) rather than following all it holds.
     explicit: bool,
@@ -105,8 +111,14 @@ fn parse(text: &str) -> Result<ClientFrame, Close> {
     serde_json::from_value(value).map_err(|e| Close::policy("malformed_request", format!("a `{kind}` frame: {e}")))
 }
 
-/// Run one connection to its end.
-pub(crate) async fn run(socket: WebSocket, state: Arc<ServerState>, actor: Option<Actor>) {
+/// Run one connection to its end. `unauthenticated` counts a socket that has yet to send its
+/// `auth` frame against its address until it has.
+pub(crate) async fn run(
+    socket: WebSocket,
+    state: Arc<ServerState>,
+    actor: Option<Actor>,
+    unauthenticated: Option<Unauthenticated>,
+) {
     let limits = state.stream_limits;
     let (mut sender, mut receiver) = socket.split();
     let actor = match actor {
@@ -119,7 +131,9 @@ pub(crate) async fn run(socket: WebSocket, state: Arc<ServerState>, actor: Optio
             }
         },
     };
-    let Some((id, mut events)) = state.hub.register(&actor.user_id, claims(&actor), limits.sockets_per_actor) else {
+    drop(unauthenticated);
+    let Some((id, mut events, owed)) = state.hub.register(&actor.user_id, claims(&actor), limits.sockets_per_actor)
+    else {
         let why =
             Close::policy("too_many_sockets", format!("an actor holds at most {} sockets", limits.sockets_per_actor));
         return close(&mut sender, why).await;
@@ -130,6 +144,7 @@ pub(crate) async fn run(socket: WebSocket, state: Arc<ServerState>, actor: Optio
         state: state.clone(),
         actor,
         id,
+        owed,
         subscribed: BTreeSet::new(),
         explicit: false,
         presences: BTreeMap::new(),
@@ -158,14 +173,21 @@ async fn authenticate(
     let Some(Ok(Message::Text(text))) = first else {
         return Err(Close::policy("unauthenticated", "the first frame is `{\"type\":\"auth\",\"token\":…}`"));
     };
-    match parse(&text)? {
+    let actor = match parse(&text)? {
         ClientFrame::Auth { token } => state
             .auth
             .resolve_token(&token)
             .await
-            .ok_or_else(|| Close::policy("unauthenticated", "the token is not valid")),
-        _ => Err(Close::policy("unauthenticated", "the first frame is `{\"type\":\"auth\",\"token\":…}`")),
+            .ok_or_else(|| Close::policy("unauthenticated", "the token is not valid"))?,
+        _ => return Err(Close::policy("unauthenticated", "the first frame is `{\"type\":\"auth\",\"token\":…}`")),
+    };
+    // The connection counts against the actor's request rate once it is known.
+    if let Some(rate) = &state.rate_limit
+        && rate.check(&actor.user_id).is_err()
+    {
+        return Err(Close::policy("rate_limited", "over the request rate: reconnect after a while"));
     }
+    Ok(actor)
 }
 
 impl Connection {
@@ -206,7 +228,9 @@ impl Connection {
                             if rate.check().is_err() {
                                 return Err(Close::policy("rate_limited", format!("at most {} frames a second", limits.frames_per_second)));
                             }
-                            self.handle(parse(&text)?).await?;
+                            let frame = parse(&text)?;
+                            self.settle().await?;
+                            self.handle(frame).await?;
                         }
                         Some(Ok(Message::Binary(bytes))) => {
                             if bytes.len() > limits.max_frame_bytes {
@@ -223,9 +247,13 @@ impl Connection {
                 }
                 event = events.recv() => {
                     let Some(event) = event else { return Ok(()) };
+                    self.settle().await?;
                     self.on_event(event, limits.ping_window).await?;
                 }
-                () = flush => self.flush().await?,
+                () = flush => {
+                    self.settle().await?;
+                    self.flush().await?;
+                }
                 () = expire => return Err(Close::policy("unauthenticated", "the token expired: reconnect with a fresh one")),
                 () = tokio::time::sleep_until(last_heard + timeout) => {
                     return Err(Close { code: "heartbeat_timeout", detail: format!("silent for {} s", timeout.as_secs()), close: 1001 });
@@ -285,9 +313,11 @@ impl Connection {
                 // A fresh token for the same user extends the connection.
                 match self.state.auth.resolve_token(&token).await {
                     Some(actor) if actor.user_id == self.actor.user_id => {
+                        // Its claims may be other than the old token's: the buckets they give too.
                         self.expires_at = expiry(&actor);
+                        self.state.hub.set_claims(self.id, claims(&actor));
                         self.actor = actor;
-                        Ok(())
+                        self.recompute().await
                     }
                     _ => Err(Close::policy("unauthenticated", "the token is not valid for this connection")),
                 }
@@ -352,23 +382,41 @@ impl Connection {
                 }
                 Ok(())
             }
-            Event::Membership => {
-                let held = self.held().await?;
-                let wanted = if self.explicit { self.subscribed.intersection(&held).cloned().collect() } else { held };
-                if wanted != self.subscribed {
-                    self.send(&ServerFrame::BucketsChanged).await?;
-                    self.set_subscribed(wanted).await?;
-                }
-                Ok(())
-            }
-            Event::Frame(frame) => self.send(&frame).await,
-            Event::Resync => {
-                self.pending.extend(self.subscribed.iter().cloned());
-                self.flush().await?;
-                let all: Vec<BucketKey> = self.subscribed.iter().cloned().collect();
-                self.send_presence(&all).await
-            }
+            Event::Frame(frame) => match &*frame {
+                // Queued before the bucket left the followed set: no longer this socket's.
+                ServerFrame::PresenceDiff { bucket, .. } if !self.subscribed.contains(bucket) => Ok(()),
+                _ => self.send(&frame).await,
+            },
+            Event::Wake => Ok(()),
         }
+    }
+
+    /// Settle what the hub says this socket owes, before anything else goes out: the actor's
+    /// buckets recomputed, then, after lost signals, a ping for every followed bucket and its
+    /// presence afresh.
+    async fn settle(&mut self) -> Result<(), Close> {
+        if self.owed.take_recompute() {
+            self.recompute().await?;
+        }
+        if self.owed.take_resync() {
+            self.pending.extend(self.subscribed.iter().cloned());
+            self.flush().await?;
+            let all: Vec<BucketKey> = self.subscribed.iter().cloned().collect();
+            self.send_presence(&all).await?;
+        }
+        Ok(())
+    }
+
+    /// Follow what the actor holds now (within an explicit subscription); when that changed,
+    /// `buckets_changed`, then the presence of each bucket newly followed.
+    async fn recompute(&mut self) -> Result<(), Close> {
+        let held = self.held().await?;
+        let wanted = if self.explicit { self.subscribed.intersection(&held).cloned().collect() } else { held };
+        if wanted != self.subscribed {
+            self.send(&ServerFrame::BucketsChanged).await?;
+            self.set_subscribed(wanted).await?;
+        }
+        Ok(())
     }
 
     /// Send the gathered pings, one per bucket.

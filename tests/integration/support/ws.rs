@@ -61,7 +61,26 @@ impl Ws {
         Self::open(addr, "/sync/stream", auth, false).await
     }
 
+    /// Connect with a receive buffer of a few kilobytes and no heartbeat: a client that stops
+    /// reading holds the server's frames back almost at once.
+    pub(crate) async fn connect_small_buffer(addr: SocketAddr, auth: Auth<'_>) -> Result<Ws, u16> {
+        let tcp = tokio::net::TcpSocket::new_v4().unwrap();
+        tcp.set_recv_buffer_size(4096).unwrap();
+        let stream = tcp.connect(addr).await.unwrap();
+        Self::handshake(addr, "/sync/stream", auth, false, Some(stream)).await
+    }
+
     async fn open(addr: SocketAddr, path: &str, auth: Auth<'_>, heartbeat: bool) -> Result<Ws, u16> {
+        Self::handshake(addr, path, auth, heartbeat, None).await
+    }
+
+    async fn handshake(
+        addr: SocketAddr,
+        path: &str,
+        auth: Auth<'_>,
+        heartbeat: bool,
+        stream: Option<TcpStream>,
+    ) -> Result<Ws, u16> {
         let mut request = format!("ws://{addr}{path}").into_client_request().unwrap();
         let mut protocols = "engine.v1".to_owned();
         match auth {
@@ -77,7 +96,11 @@ impl Ws {
             Auth::None => {}
         }
         request.headers_mut().insert("sec-websocket-protocol", HeaderValue::from_str(&protocols).unwrap());
-        let socket = match tokio_tungstenite::connect_async(request).await {
+        let connected = match stream {
+            Some(stream) => tokio_tungstenite::client_async(request, MaybeTlsStream::Plain(stream)).await,
+            None => tokio_tungstenite::connect_async(request).await,
+        };
+        let socket = match connected {
             Ok((socket, response)) => {
                 assert_eq!(
                     response.headers().get("sec-websocket-protocol").unwrap(),

@@ -12,6 +12,7 @@ mod selection;
 mod sql;
 #[cfg(test)]
 mod test_db;
+mod timeouts;
 mod values;
 
 use std::collections::BTreeSet;
@@ -22,12 +23,14 @@ use std::time::Duration;
 
 use engine_kernel::wire::{PullRequest, PullResponse, PushRequest};
 use engine_kernel::{Actor, App, BoxFuture, BucketKey, HlcClock};
+use serde_json::Value;
 use sqlx::PgPool;
-use sqlx::postgres::PgPoolOptions;
+use sqlx::postgres::{PgConnectOptions, PgPoolOptions};
 
 pub use provision::{SCHEMA_VERSION, provision_plan};
 pub use pull::{DEFAULT_PULL_LIMIT, MAX_PULL_LIMIT};
 pub use push::MAX_CLOCK_LEAD_MS;
+pub use timeouts::{DEFAULT_IDLE_IN_TRANSACTION_TIMEOUT, DEFAULT_LOCK_TIMEOUT, DEFAULT_STATEMENT_TIMEOUT, Timeouts};
 
 use super::{OpenStorage, Pushed, Stats, Storage, StoreLimits};
 use crate::buckets::RuleIndex;
@@ -38,7 +41,13 @@ use selection::Sql;
 ///
 /// Always name the user in the URL: with none, the driver connects as `anonymous`.
 pub fn postgres(url: impl Into<String>) -> Postgres {
-    Postgres { url: url.into(), max_connections: 16, pool: None, limits: StoreLimits::default() }
+    Postgres {
+        url: url.into(),
+        max_connections: 16,
+        pool: None,
+        limits: StoreLimits::default(),
+        timeouts: Timeouts::default(),
+    }
 }
 
 /// Create the database `url` names when it does not exist (connecting to the server's
@@ -78,6 +87,7 @@ pub struct Postgres {
     max_connections: u32,
     pool: Option<PgPool>,
     limits: StoreLimits,
+    timeouts: Timeouts,
 }
 
 impl Postgres {
@@ -94,7 +104,16 @@ impl Postgres {
         self
     }
 
-    /// Use an existing pool instead of connecting to the URL.
+    /// The timeouts of every session (default: [`Timeouts::default`]: statements 30 s, lock
+    /// waits 10 s, idle in a transaction 60 s).
+    pub fn timeouts(mut self, timeouts: Timeouts) -> Self {
+        self.timeouts = timeouts;
+        self
+    }
+
+    /// Use an existing pool instead of connecting to the URL. Its sessions get the
+    /// [`timeouts`](Self::timeouts) too: the pool opens new sessions with them from then on,
+    /// and the sessions it holds idle are replaced.
     pub fn pool(mut self, pool: PgPool) -> Self {
         self.pool = Some(pool);
         self
@@ -103,13 +122,20 @@ impl Postgres {
     /// Connect for `app`.
     pub async fn connect(self, app: Arc<App>) -> Result<PostgresStorage> {
         let pool = match self.pool {
-            Some(pool) => pool,
-            None => PgPoolOptions::new()
-                .max_connections(self.max_connections)
-                .acquire_timeout(Duration::from_secs(10))
-                .connect(&self.url)
-                .await
-                .map_err(|e| Error::config_from("cannot connect to Postgres", e))?,
+            Some(pool) => {
+                self.timeouts.apply_to_pool(&pool).await;
+                pool
+            }
+            None => {
+                let options: PgConnectOptions =
+                    self.url.parse().map_err(|e| Error::config_from("not a Postgres URL", e))?;
+                PgPoolOptions::new()
+                    .max_connections(self.max_connections)
+                    .acquire_timeout(Duration::from_secs(10))
+                    .connect_with(self.timeouts.apply(options))
+                    .await
+                    .map_err(|e| Error::config_from("cannot connect to Postgres", e))?
+            }
         };
         Ok(PostgresStorage::new(pool, app).with_limits(self.limits))
     }
@@ -149,7 +175,8 @@ pub struct PostgresStorage {
 }
 
 impl PostgresStorage {
-    /// The store of `app` on `pool`.
+    /// The store of `app` on `pool`, used as it is: its sessions get no
+    /// [`Timeouts`] unless it was given through [`Postgres::pool`].
     pub fn new(pool: PgPool, app: Arc<App>) -> Self {
         let rules = RuleIndex::new(&app);
         let memberships = held::compile(&app);
@@ -286,10 +313,29 @@ impl Storage for PostgresStorage {
         Box::pin(push::push(self, actor, request))
     }
 
-    fn can_read_blob<'a>(&'a self, actor: &'a Actor, key: &'a engine_kernel::BlobKey) -> BoxFuture<'a, Result<bool>> {
+    fn can_read_blob<'a>(
+        &'a self,
+        actor: &'a Actor,
+        key: &'a engine_kernel::BlobKey,
+        uploaders: &'a [String],
+    ) -> BoxFuture<'a, Result<bool>> {
         Box::pin(async move {
             use engine_kernel::MutatorTx;
             let mut conn = self.pool.acquire().await?;
+            let has_blobs = self.app.tables().iter().any(|def| def.meta().columns.iter().any(|c| c.blob));
+            if !has_blobs {
+                return Ok(false);
+            }
+            // The rows an uploader wrote the key into; whether the actor can read one of them,
+            // and whether it still holds the key, the mutation's scoped reads say.
+            let written: Vec<(String, Value, String)> = sqlx::query_as(
+                "SELECT table_name, row_key, column_name FROM _engine_blob_refs
+                 WHERE blob_key = $1 AND writer = ANY($2) LIMIT 1000",
+            )
+            .bind(key.to_string())
+            .bind(uploaders)
+            .fetch_all(&mut *conn)
+            .await?;
             let hlc = self
                 .clock
                 .lock()
@@ -304,13 +350,17 @@ impl Storage for PostgresStorage {
                 hlc,
                 uuid::Uuid::nil(),
             );
-            for def in self.app.tables() {
-                let table = def.meta();
-                for column in table.columns.iter().filter(|c| c.blob) {
-                    let filter = vec![(column.name, serde_json::Value::String(key.to_string()))];
-                    if !reads.select(table, filter, Some(1)).await?.is_empty() {
-                        return Ok(true);
-                    }
+            for (table_name, row_key, column_name) in written {
+                let Some(table) = self.app.table(&table_name) else { continue };
+                let Some(column) = table.column(&column_name).filter(|c| c.blob) else { continue };
+                let Value::Object(key_values) = row_key else { continue };
+                let mut filter = vec![(column.name, Value::String(key.to_string()))];
+                for (name, value) in key_values {
+                    let Some(key_column) = table.column(&name) else { continue };
+                    filter.push((key_column.name, value));
+                }
+                if !reads.select(table, filter, Some(1)).await?.is_empty() {
+                    return Ok(true);
                 }
             }
             Ok(false)

@@ -48,7 +48,11 @@ pub fn provision_plan(app: &App) -> Vec<String> {
             columns.iter().map(|c| ident(c)).collect::<Vec<_>>().join(", ")
         ));
     }
-    // Blob columns are looked up by key when a download is asked for.
+    // Blob columns are looked up by key when a download is asked for, and who wrote each key
+    // into a row is kept: a download needs a row an uploader of the bytes wrote.
+    if app.tables().iter().any(|def| def.meta().columns.iter().any(|c| c.blob)) {
+        plan.extend(blob_refs());
+    }
     for def in app.tables() {
         let table = def.meta();
         for column in table.columns.iter().filter(|c| c.blob) {
@@ -103,6 +107,14 @@ fn engine_tables() -> Vec<String> {
         "CREATE OR REPLACE FUNCTION _engine_jobs_notify() RETURNS trigger\nLANGUAGE plpgsql AS $$\nBEGIN\n  PERFORM pg_notify('_engine_jobs', '');\n  RETURN NULL;\nEND\n$$".into(),
         "CREATE OR REPLACE TRIGGER _engine_jobs_notify AFTER INSERT ON _engine_jobs FOR EACH STATEMENT EXECUTE FUNCTION _engine_jobs_notify()".into(),
         "CREATE OR REPLACE FUNCTION _engine_bucket_key(rule text, params text[]) RETURNS text\nLANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE AS $$\n  SELECT rule || coalesce((SELECT string_agg('/' || _engine_percent_encode(p), '' ORDER BY i)\n                           FROM unnest(params) WITH ORDINALITY AS u(p, i)), '')\n$$".into(),
+    ]
+}
+
+/// Who last wrote the blob key a row's blob column holds, through a mutation.
+fn blob_refs() -> Vec<String> {
+    vec![
+        "CREATE TABLE IF NOT EXISTS _engine_blob_refs (\n  table_name text NOT NULL,\n  row_key jsonb NOT NULL,\n  column_name text NOT NULL,\n  blob_key text NOT NULL,\n  writer text NOT NULL,\n  PRIMARY KEY (table_name, row_key, column_name)\n)".into(),
+        "CREATE INDEX IF NOT EXISTS _engine_blob_refs_key ON _engine_blob_refs (blob_key)".into(),
     ]
 }
 
@@ -295,6 +307,9 @@ pub(crate) async fn provision(pool: &PgPool, app: &App) -> Result<()> {
     let plan = provision_plan(app);
     let fingerprint = fingerprint(&plan);
     let mut tx = pool.begin().await?;
+    // Building an index on a large table may take longer than any request may, and waiting for
+    // another instance's provisioning is expected: the sessions' timeouts do not apply here.
+    sqlx::raw_sql("SET LOCAL statement_timeout = 0; SET LOCAL lock_timeout = 0").execute(&mut *tx).await?;
     sqlx::query("SELECT pg_advisory_xact_lock($1)").bind(ADVISORY_LOCK).execute(&mut *tx).await?;
     if let Some((version, recorded_fingerprint)) = recorded(&mut tx).await? {
         refuse_newer(version)?;

@@ -1,12 +1,15 @@
 //! How a write merges with the stored row, by the table's merge policy (docs/design.md §7).
 //!
 //! - A collaborative column merges the written update into the stored document: concurrent
-//!   edits all survive, whatever their order.
+//!   edits all survive, whatever their order. The merge runs on a blocking thread, off the async
+//!   workers, bounded in size (`engine_kernel::crdt::MAX_DOCUMENT_BYTES`); an update past the
+//!   bound, or one that breaks `yrs`, is refused `validation_failed`.
 //! - On a synced table that merges by field, each scalar column keeps the value of the newer
 //!   hybrid logical clock: a write stamped older than the column's stamp leaves the column as it
 //!   is (the row is still written, so clients holding the losing value see the winner).
 //! - Otherwise the written value replaces the stored one (last writer in commit order wins).
 
+use engine_kernel::column::ColumnMeta;
 use engine_kernel::{Hlc, Row, TableMeta};
 use serde_json::{Map, Value};
 
@@ -33,8 +36,33 @@ pub(super) struct Updated {
     pub(super) took_effect: bool,
 }
 
+/// What a write stores in `column`: a collaborative column's update merged into `stored` (the
+/// document so far; none for an insert), off the async workers; any other column's value as
+/// given.
+pub(super) async fn written(column: &ColumnMeta, stored: Option<&Value>, value: &Value) -> KernelResult<Value> {
+    if !column.sql_type.is_crdt() || value.is_null() {
+        return Ok(value.clone());
+    }
+    let (sql_type, stored, update) = (column.sql_type, stored.cloned(), value.clone());
+    let merge = move || {
+        engine_kernel::crdt::merged_column_within(
+            sql_type,
+            stored.as_ref(),
+            &update,
+            engine_kernel::crdt::MAX_DOCUMENT_BYTES,
+        )
+    };
+    match tokio::task::spawn_blocking(merge).await {
+        Ok(merged) => merged,
+        Err(err) if err.is_panic() => {
+            Err(engine_kernel::Error::validation("the collaborative update is not one the CRDT library can apply"))
+        }
+        Err(_) => Err(engine_kernel::Error::Transient("the merge of a collaborative update was cancelled".into())),
+    }
+}
+
 /// `before` with `changes` written at `hlc`, merged column by column.
-pub(super) fn updated(
+pub(super) async fn updated(
     table: &TableMeta,
     by_field: bool,
     before: &Row,
@@ -48,7 +76,7 @@ pub(super) fn updated(
     for (name, value) in changes {
         let column = table.known_column(name)?;
         if column.sql_type.is_crdt() {
-            let merged = table.written(column, after.get(*name), value)?;
+            let merged = written(column, after.get(*name), value).await?;
             after.insert((*name).to_owned(), merged);
             took_effect = true;
         } else if by_field {
@@ -101,42 +129,47 @@ mod tests {
         format!("{ms:013}-0000-a").parse().unwrap()
     }
 
-    #[test]
-    fn by_field_the_newer_clock_wins_each_column() {
+    #[tokio::test]
+    async fn by_field_the_newer_clock_wins_each_column() {
         let before: Row = json!({"id": "n", "title": "old", "body": "AAA="}).as_object().unwrap().clone();
         let stamps: Stamps = json!({"title": hlc(2000).to_string()}).as_object().unwrap().clone();
         let older = [("title", Value::from("from the past"))];
-        let lost = updated(&TABLE, true, &before, stamps.clone(), &older, &hlc(1000)).unwrap();
+        let lost = updated(&TABLE, true, &before, stamps.clone(), &older, &hlc(1000)).await.unwrap();
         assert_eq!(lost.after["title"], "old");
         assert_eq!(lost.stamps, stamps);
         assert!(!lost.took_effect, "the write lost its only merge");
-        let won = updated(&TABLE, true, &before, stamps, &[("title", "new".into())], &hlc(3000)).unwrap();
+        let won = updated(&TABLE, true, &before, stamps, &[("title", "new".into())], &hlc(3000)).await.unwrap();
         assert_eq!(won.after["title"], "new");
         assert_eq!(won.stamps["title"], hlc(3000).to_string());
         assert!(won.took_effect);
         assert_eq!(newest(&won.stamps), Some(hlc(3000)));
     }
 
-    #[test]
-    fn without_field_merge_the_write_replaces() {
+    #[tokio::test]
+    async fn without_field_merge_the_write_replaces() {
         let before: Row = json!({"id": "n", "title": "old", "body": "AAA="}).as_object().unwrap().clone();
         let stamps: Stamps = json!({"title": hlc(2000).to_string()}).as_object().unwrap().clone();
-        let late = updated(&TABLE, false, &before, stamps, &[("title", "late".into())], &hlc(1000)).unwrap();
+        let late = updated(&TABLE, false, &before, stamps, &[("title", "late".into())], &hlc(1000)).await.unwrap();
         assert_eq!(late.after["title"], "late");
         assert!(late.took_effect);
     }
 
-    #[test]
-    fn a_collaborative_column_merges_and_refuses_garbage() {
+    #[tokio::test]
+    async fn a_collaborative_column_merges_and_refuses_garbage() {
         let before: Row = json!({"id": "n", "title": "t", "body": "AAA="}).as_object().unwrap().clone();
         let mut doc = engine_kernel::CrdtText::new();
         let update = doc.insert(0, "hello").unwrap();
         let change = [("body", engine_kernel::crdt::update_to_base64(&update).into())];
-        let merged = updated(&TABLE, true, &before, Stamps::new(), &change, &hlc(1)).unwrap().after;
+        let merged = updated(&TABLE, true, &before, Stamps::new(), &change, &hlc(1)).await.unwrap().after;
         let merged: engine_kernel::CrdtText = engine_kernel::ColumnType::from_json(merged["body"].clone()).unwrap();
         assert_eq!(merged.text().unwrap(), "hello");
         let garbage = [("body", Value::from("not an update"))];
-        assert!(updated(&TABLE, true, &before, Stamps::new(), &garbage, &hlc(1)).is_err());
-        assert!(updated(&TABLE, true, &before, Stamps::new(), &[("nope", Value::Null)], &hlc(1)).is_err());
+        assert!(updated(&TABLE, true, &before, Stamps::new(), &garbage, &hlc(1)).await.is_err());
+        assert!(updated(&TABLE, true, &before, Stamps::new(), &[("nope", Value::Null)], &hlc(1)).await.is_err());
+        let huge = vec![0u8; engine_kernel::crdt::MAX_DOCUMENT_BYTES];
+        let past_the_bound = [("body", engine_kernel::crdt::update_to_base64(&huge).into())];
+        let err = updated(&TABLE, true, &before, Stamps::new(), &past_the_bound, &hlc(1)).await.unwrap_err();
+        assert_eq!(err.code(), engine_kernel::ErrorCode::ValidationFailed);
+        assert!(err.to_string().contains("at most"), "{err}");
     }
 }

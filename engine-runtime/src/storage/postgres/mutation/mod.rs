@@ -8,9 +8,11 @@
 //! - `authorize.rs`: the authorization rule and the state it keeps.
 //! - `merge.rs`: field and collaborative merges.
 //! - `statements.rs`: the SQL of reads and writes on one table.
+//! - `blob_refs.rs`: who wrote each blob key into a row.
 //! - `errors.rs`: how failures are classified for the push protocol.
 
 mod authorize;
+mod blob_refs;
 mod bounds;
 mod errors;
 mod merge;
@@ -179,16 +181,17 @@ impl<'t> PgMutatorTx<'t> {
         self.freeze_before_writing(table).await?;
         let mut values = Vec::with_capacity(table.columns.len());
         for column in table.columns {
-            let value = table.written(column, None, row.get(column.name).unwrap_or(&Value::Null))?;
+            let value = merge::written(column, None, row.get(column.name).unwrap_or(&Value::Null)).await?;
             // Refuse a value of the wrong shape now, not when the insert is sent.
             table.value(column, &value)?;
             values.push(value);
         }
-        let stored: Row = table.columns.iter().map(|c| c.name.to_owned()).zip(values.iter().cloned()).collect();
-        self.check_bounds(table, &stored)?;
+        let inserted: Row = table.columns.iter().map(|c| c.name.to_owned()).zip(values.iter().cloned()).collect();
+        self.check_bounds(table, &inserted)?;
         let stamps = self.by_field(table).then(|| merge::inserted(table, &self.hlc));
         self.pending = Some(PendingInsert { table, values, stamps });
         self.writes += 1;
+        self.note_blob_refs(table, None, &inserted, &table.columns.iter().collect::<Vec<_>>()).await?;
         self.note_write();
         self.note_membership(table, &row);
         self.entered(buckets.iter().cloned());
@@ -221,7 +224,7 @@ impl<'t> PgMutatorTx<'t> {
             self.hlc = clock.tick(engine_kernel::hlc::wall_clock_ms());
         }
         let merge::Updated { after, stamps, took_effect } =
-            merge::updated(table, by_field, &before, stamps, &changes, &self.hlc)?;
+            merge::updated(table, by_field, &before, stamps, &changes, &self.hlc).await?;
         self.check_bounds(table, &after)?;
         let after_buckets = self.store.rules.row_buckets(table, &after);
         for bucket in after_buckets.difference(&before_buckets) {
@@ -235,6 +238,7 @@ impl<'t> PgMutatorTx<'t> {
         }
         self.writes += 1;
         self.lost += usize::from(!took_effect);
+        self.note_blob_refs(table, Some(&before), &after, &assigned).await?;
         self.note_write();
         self.note_membership(table, &before);
         self.note_membership(table, &after);

@@ -1,0 +1,90 @@
+//! The timeouts every database session of the store runs under, so that no request, however
+//! hostile, holds a session, a lock or an open transaction for long (`docs/design.md` §14):
+//! `statement_timeout`, `lock_timeout` and `idle_in_transaction_session_timeout`. They are set
+//! when a session starts (its startup options), for a pool the store opens and for one it is
+//! given alike. A statement they stop fails as transient (57014, 55P03: `503 retry_later`); a
+//! session they end is replaced by the pool.
+
+use std::time::Duration;
+
+use sqlx::PgPool;
+use sqlx::postgres::PgConnectOptions;
+
+/// The default `statement_timeout`: 30 s.
+pub const DEFAULT_STATEMENT_TIMEOUT: Duration = Duration::from_secs(30);
+/// The default `lock_timeout`: 10 s.
+pub const DEFAULT_LOCK_TIMEOUT: Duration = Duration::from_secs(10);
+/// The default `idle_in_transaction_session_timeout`: 60 s.
+pub const DEFAULT_IDLE_IN_TRANSACTION_TIMEOUT: Duration = Duration::from_secs(60);
+
+/// The timeouts of the store's sessions; a zero duration turns one off.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct Timeouts {
+    /// The longest one statement may run.
+    pub statement: Duration,
+    /// The longest a statement may wait for a lock.
+    pub lock: Duration,
+    /// The longest a session may sit idle inside a transaction before Postgres ends it.
+    pub idle_in_transaction: Duration,
+}
+
+impl Default for Timeouts {
+    fn default() -> Self {
+        Timeouts {
+            statement: DEFAULT_STATEMENT_TIMEOUT,
+            lock: DEFAULT_LOCK_TIMEOUT,
+            idle_in_transaction: DEFAULT_IDLE_IN_TRANSACTION_TIMEOUT,
+        }
+    }
+}
+
+impl Timeouts {
+    /// These timeouts with statements stopped after `timeout`.
+    #[must_use]
+    pub fn statement(mut self, timeout: Duration) -> Self {
+        self.statement = timeout;
+        self
+    }
+
+    /// These timeouts with lock waits stopped after `timeout`.
+    #[must_use]
+    pub fn lock(mut self, timeout: Duration) -> Self {
+        self.lock = timeout;
+        self
+    }
+
+    /// These timeouts with sessions idle in a transaction ended after `timeout`.
+    #[must_use]
+    pub fn idle_in_transaction(mut self, timeout: Duration) -> Self {
+        self.idle_in_transaction = timeout;
+        self
+    }
+
+    /// `options` with these timeouts among the session's startup options.
+    pub(crate) fn apply(&self, options: PgConnectOptions) -> PgConnectOptions {
+        options.options([
+            ("statement_timeout", millis(self.statement)),
+            ("lock_timeout", millis(self.lock)),
+            ("idle_in_transaction_session_timeout", millis(self.idle_in_transaction)),
+        ])
+    }
+
+    /// Make `pool`, which the store was given, open its sessions with these timeouts, and
+    /// replace the sessions it holds idle now. A session busy elsewhere at this moment keeps the
+    /// settings it was opened with until the pool retires it.
+    pub(crate) async fn apply_to_pool(&self, pool: &PgPool) {
+        pool.set_connect_options(self.apply((*pool.connect_options()).clone()));
+        for _ in 0..pool.size() {
+            let Some(idle) = pool.try_acquire() else { break };
+            if let Err(err) = idle.close().await {
+                tracing::debug!(error = %err, "closing a session opened without the timeouts");
+            }
+        }
+    }
+}
+
+/// A duration as Postgres reads a setting in milliseconds.
+fn millis(duration: Duration) -> String {
+    format!("{}ms", duration.as_millis())
+}

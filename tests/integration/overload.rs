@@ -1,0 +1,180 @@
+//! Overload over real HTTP: one actor cannot take the database from the others, the store's
+//! sessions run under their timeouts, and every request gets an answer, refusals included.
+
+use std::time::Duration;
+
+use engine::limits::Limits;
+use engine::storage::postgres::Timeouts;
+use reqwest::StatusCode;
+use serde_json::{Value, json};
+
+use crate::support::{TestDb, TestServer};
+
+fn mutations(first: u64, count: u64) -> Vec<Value> {
+    (first..first + count)
+        .map(|id| {
+            json!({"mutationId": id, "clientMutationId": uuid::Uuid::new_v4(), "name": "create_list",
+                   "args": {"title": format!("list {id}")}})
+        })
+        .collect()
+}
+
+fn push_body(client: uuid::Uuid, mutations: Vec<Value>) -> String {
+    json!({"clientId": client, "mutations": mutations}).to_string()
+}
+
+#[tokio::test]
+async fn one_actor_pushing_at_once_twenty_times_leaves_room_for_the_others() {
+    let db = TestDb::new().await;
+    let url = db.url.clone();
+    let server = TestServer::start(&db, |b| {
+        b.storage(engine::storage::postgres(url).max_connections(8)).limits(Limits::default().rate(0, 0))
+    })
+    .await;
+    let base = server.url("");
+
+    // Mallory: twenty pushes of a thousand mutations each, all at once, each of its own client.
+    let (answered, mut first_answers) = tokio::sync::mpsc::channel(20);
+    let pushes: Vec<_> = (0..20)
+        .map(|_| {
+            let (http, base, answered) = (server.http.clone(), base.clone(), answered.clone());
+            tokio::spawn(async move {
+                let body = push_body(uuid::Uuid::new_v4(), mutations(1, 1000));
+                let response = http
+                    .post(format!("{base}/sync/push"))
+                    .bearer_auth(TestServer::token("mallory"))
+                    .body(body)
+                    .send()
+                    .await
+                    .expect("every push is answered");
+                let status = response.status();
+                let retry_after = response.headers().get("retry-after").map(|v| v.to_str().unwrap().to_owned());
+                let body: Value = response.json().await.unwrap();
+                let _ = answered.send(status).await;
+                (status, retry_after, body)
+            })
+        })
+        .collect();
+
+    // Once Mallory has been refused, the pushes that were let in are under way: Alice is served
+    // meanwhile, from the sessions Mallory may not take.
+    loop {
+        let status = first_answers.recv().await.expect("a push is answered");
+        if status == StatusCode::TOO_MANY_REQUESTS {
+            break;
+        }
+    }
+    let alice = uuid::Uuid::new_v4();
+    let response = server.post("/sync/push", Some("alice"), push_body(alice, mutations(1, 1))).await;
+    assert_eq!(response.status(), StatusCode::OK);
+    let pushed: Value = response.json().await.unwrap();
+    assert_eq!(pushed["results"][0]["status"], "applied", "{pushed}");
+    let response = server.post("/sync/pull", Some("alice"), json!({"clientId": alice}).to_string()).await;
+    assert_eq!(response.status(), StatusCode::OK);
+    let pulled: Value = response.json().await.unwrap();
+    assert_eq!(pulled["lastMutationId"], 1, "{pulled}");
+
+    let (mut applied, mut refused) = (0, 0);
+    for push in pushes {
+        let (status, retry_after, body) = push.await.unwrap();
+        match status {
+            StatusCode::OK => {
+                assert_eq!(body["lastMutationId"], 1000, "a push let in runs to its end");
+                applied += 1;
+            }
+            StatusCode::TOO_MANY_REQUESTS => {
+                assert_eq!(body["code"], "rate_limited", "{body}");
+                assert_eq!(retry_after.as_deref(), Some("1"));
+                refused += 1;
+            }
+            other => panic!("a push answered {other}: {body}"),
+        }
+    }
+    assert!(applied >= 1 && refused >= 1, "{applied} applied, {refused} refused");
+    assert!(applied < 20, "the concurrent-work limit refused some of the twenty");
+}
+
+#[tokio::test]
+async fn a_write_stuck_behind_a_lock_gives_up_after_the_lock_timeout() {
+    let db = TestDb::new().await;
+    let storage = engine::storage::postgres("unused")
+        .pool(db.pool.clone())
+        .timeouts(Timeouts::default().lock(Duration::from_millis(200)))
+        .connect(std::sync::Arc::new(example_notes::app()))
+        .await
+        .unwrap();
+    let settings: (String, String, String) =
+        sqlx::query_as("SELECT current_setting('statement_timeout'), current_setting('lock_timeout'), current_setting('idle_in_transaction_session_timeout')")
+            .fetch_one(storage.pool())
+            .await
+            .unwrap();
+    assert_eq!(settings, ("30s".into(), "200ms".into(), "1min".into()), "a pool the store was given gets the timeouts");
+
+    let storage: std::sync::Arc<dyn engine::server::Storage> = std::sync::Arc::new(storage);
+    let server = TestServer::start(&db, |b| b.storage_instance(storage)).await;
+    let alice = uuid::Uuid::new_v4();
+    let create = vec![
+        json!({"mutationId": 1, "clientMutationId": uuid::Uuid::new_v4(), "name": "create_list",
+               "args": {"id": "l1", "title": "t"}}),
+        json!({"mutationId": 2, "clientMutationId": uuid::Uuid::new_v4(), "name": "add_note",
+               "args": {"id": "n1", "list_id": "l1", "title": "t"}}),
+    ];
+    let response = server.post("/sync/push", Some("alice"), push_body(alice, create)).await;
+    let pushed: Value = response.json().await.unwrap();
+    assert_eq!(pushed["results"][1]["status"], "applied", "{pushed}");
+
+    // Another program holds the note's row.
+    use sqlx::Connection;
+    let mut other = sqlx::PgConnection::connect(&db.url).await.unwrap();
+    let mut holding = other.begin().await.unwrap();
+    sqlx::query("SELECT 1 FROM notes WHERE id = 'n1' FOR UPDATE").execute(&mut *holding).await.unwrap();
+    let update = json!({"mutationId": 3, "clientMutationId": uuid::Uuid::new_v4(), "name": "update_note",
+                        "args": {"id": "n1", "title": "renamed"}});
+    let response = server.post("/sync/push", Some("alice"), push_body(alice, vec![update.clone()])).await;
+    assert_eq!(response.status(), StatusCode::SERVICE_UNAVAILABLE, "the lock wait is given up");
+    let problem: Value = response.json().await.unwrap();
+    assert_eq!(problem["code"], "retry_later", "{problem}");
+    holding.rollback().await.unwrap();
+    let response = server.post("/sync/push", Some("alice"), push_body(alice, vec![update])).await;
+    let pushed: Value = response.json().await.unwrap();
+    assert_eq!(pushed["results"][0]["status"], "applied", "nothing was recorded of the first try: {pushed}");
+}
+
+#[tokio::test]
+async fn keep_alive_clients_bursting_past_the_limits_get_an_answer_to_every_request() {
+    let db = TestDb::new().await;
+    let server = TestServer::start(&db, |b| b.limits(Limits::default().rate(20, 20).body_bytes(64 * 1024))).await;
+    let base = server.url("");
+    let clients: Vec<_> = (0..16)
+        .map(|c| {
+            let base = base.clone();
+            tokio::spawn(async move {
+                // A client of its own: its connections are kept alive between requests.
+                let http = reqwest::Client::new();
+                let token = TestServer::token("alice");
+                let mut statuses = Vec::new();
+                for i in 0..60 {
+                    let body = match (c + i) % 10 {
+                        // Now and then a body over the limit.
+                        0 => "x".repeat(100 * 1024),
+                        _ => json!({"clientId": uuid::Uuid::new_v4()}).to_string(),
+                    };
+                    let sent = http.post(format!("{base}/sync/pull")).bearer_auth(&token).body(body).send().await;
+                    let response = sent.unwrap_or_else(|e| panic!("request {i} of client {c} got no answer: {e}"));
+                    statuses.push(response.status());
+                    response.bytes().await.unwrap();
+                }
+                statuses
+            })
+        })
+        .collect();
+    let mut seen = std::collections::BTreeMap::new();
+    for client in clients {
+        for status in client.await.unwrap() {
+            *seen.entry(status.as_u16()).or_insert(0) += 1;
+        }
+    }
+    assert_eq!(seen.values().sum::<i32>(), 16 * 60);
+    assert!(seen.keys().all(|s| [200, 413, 429].contains(s)), "{seen:?}");
+    assert!(seen.contains_key(&200) && seen.contains_key(&413) && seen.contains_key(&429), "{seen:?}");
+}
