@@ -149,6 +149,52 @@ async fn membership_granted_and_revoked_while_connected_moves_the_bucket_set() {
     );
 }
 
+/// Pull as `user` from `cursor`: the rows of `table` it carries, and the next cursor.
+async fn pull_rows(base: &str, user: &str, cursor: Option<&str>, table: &str) -> (Vec<Value>, String) {
+    let body: Value = reqwest::Client::new()
+        .post(format!("{base}/sync/pull"))
+        .bearer_auth(TestServer::token(user))
+        .body(json!({"clientId": CLIENT, "cursor": cursor}).to_string())
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let rows =
+        body["changes"].as_array().unwrap().iter().filter(|c| c["table"] == table).map(|c| c["row"].clone()).collect();
+    (rows, body["cursor"].as_str().unwrap().to_owned())
+}
+
+#[tokio::test]
+async fn a_new_member_gets_the_rows_of_the_share_without_a_later_write() {
+    let db = TestDb::new().await;
+    let server = TestServer::start(&db, |b| b).await;
+    push(&base(&server), "alice", &[(1, "create_list", json!({"id": "l1", "title": "t"}))]).await;
+    let carol_token = TestServer::token("carol");
+    let mut carol = Ws::connect(server.addr, Auth::Header(&carol_token)).await.unwrap();
+    carol.drain(Duration::from_millis(300)).await;
+    // A transaction of the same database holds the horizon below the share while it runs.
+    let mut blocker = db.pool.begin().await.unwrap();
+    sqlx::query("SELECT pg_current_xact_id()").execute(&mut *blocker).await.unwrap();
+    push(&base(&server), "alice", &[(2, "share_list", json!({"list_id": "l1", "user_id": "carol", "role": "viewer"}))])
+        .await;
+    carol.expect("buckets_changed", 2 * SECOND).await;
+    let (lists, cursor) = pull_rows(&base(&server), "carol", None, "lists").await;
+    assert_eq!(lists.len(), 1, "the list, written before the horizon, is back-filled: {lists:?}");
+    let (members, _) = pull_rows(&base(&server), "carol", None, "list_members").await;
+    assert!(
+        !members.iter().any(|m| m["user_id"] == "carol"),
+        "the share's own row is above the horizon while the other transaction runs: {members:?}"
+    );
+    blocker.commit().await.unwrap();
+    // No later write: the ping held for the share's transaction reaches the new member.
+    let ping = carol.expect("ping", 5 * SECOND).await;
+    assert_eq!(ping["bucket"], "shared/l1");
+    let (members, _) = pull_rows(&base(&server), "carol", Some(&cursor), "list_members").await;
+    assert!(members.iter().any(|m| m["user_id"] == "carol"), "the share's own row arrives: {members:?}");
+}
+
 #[tokio::test]
 async fn subscribing_to_a_bucket_the_actor_does_not_hold_is_refused() {
     let db = TestDb::new().await;

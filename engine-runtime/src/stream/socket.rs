@@ -279,6 +279,14 @@ impl Connection {
 
     /// Subscribe to `buckets`: presence in buckets left is withdrawn, presence of new ones sent.
     async fn set_subscribed(&mut self, buckets: BTreeSet<BucketKey>) -> Result<Vec<BucketKey>, Close> {
+        let added = self.follow(buckets).await;
+        self.send_presence(&added).await?;
+        Ok(added)
+    }
+
+    /// Take pings and presence of `buckets` from now on and withdraw presence in the buckets
+    /// left, sending nothing; the buckets newly followed.
+    async fn follow(&mut self, buckets: BTreeSet<BucketKey>) -> Vec<BucketKey> {
         let added: Vec<BucketKey> = buckets.difference(&self.subscribed).cloned().collect();
         let left: Vec<BucketKey> = self.subscribed.difference(&buckets).cloned().collect();
         for bucket in &left {
@@ -289,8 +297,7 @@ impl Connection {
         self.pending.retain(|b| buckets.contains(b));
         self.subscribed = buckets;
         self.state.hub.subscribe(self.id, &self.subscribed);
-        self.send_presence(&added).await?;
-        Ok(added)
+        added
     }
 
     async fn send_presence(&mut self, buckets: &[BucketKey]) -> Result<(), Close> {
@@ -409,12 +416,19 @@ impl Connection {
 
     /// Follow what the actor holds now (within an explicit subscription); when that changed,
     /// `buckets_changed`, then the presence of each bucket newly followed.
+    ///
+    /// The hub follows the new buckets *before* `buckets_changed` goes out: a ping the hub
+    /// releases before that was released with the horizon past its transaction, so the pull the
+    /// client makes on `buckets_changed` starts above it and sees the rows; a ping released after
+    /// it reaches this socket. Either way a new member gets the rows of the transaction that
+    /// made it one without a later write (`docs/design.md`, "A new member's first rows").
     async fn recompute(&mut self) -> Result<(), Close> {
         let held = self.held().await?;
         let wanted = if self.explicit { self.subscribed.intersection(&held).cloned().collect() } else { held };
         if wanted != self.subscribed {
+            let added = self.follow(wanted).await;
             self.send(&ServerFrame::BucketsChanged).await?;
-            self.set_subscribed(wanted).await?;
+            self.send_presence(&added).await?;
         }
         Ok(())
     }
