@@ -132,8 +132,10 @@ impl AppBuilder {
     ///
     /// # Errors
     /// [`Error::InvalidApp`] when two tables share a SQL name, two mutators share a wire name,
-    /// two rules share a name, a rule selects from a table the app does not list, or raw
-    /// membership SQL has a placeholder that is not an actor claim, or none.
+    /// two rules share a name, a rule selects from a table the app does not list, raw
+    /// membership SQL has a placeholder that is not an actor claim, or none, a rule says who may
+    /// write a table it does not select (or has no membership table), or accepts rows from a rule
+    /// that does not exist.
     pub fn build(self) -> Result<App> {
         let sync_rules = self.sync_rules.unwrap_or(SyncRules { rules: &[] });
         let invalid = |m: String| Err(Error::InvalidApp(m));
@@ -172,6 +174,28 @@ impl AppBuilder {
                 if !self.tables.iter().any(|t| t.meta.name == table) {
                     return invalid(format!(
                         "sync rule `{}` selects from `{table}`, which is not among the app's tables",
+                        rule.name
+                    ));
+                }
+            }
+            for write in rule.writes {
+                if !rule.tables().contains(&write.table) {
+                    return invalid(format!(
+                        "sync rule `{}` says who may write `{}`, which it does not select",
+                        rule.name, write.table
+                    ));
+                }
+                if !matches!(rule.membership, Some(crate::rules::Membership::Table { .. })) {
+                    return invalid(format!(
+                        "sync rule `{}` says who may write `{}` but has no membership table to say it with",
+                        rule.name, write.table
+                    ));
+                }
+            }
+            for accepted in rule.accepts {
+                if sync_rules.rule(accepted).is_none() {
+                    return invalid(format!(
+                        "sync rule `{}` accepts rows from `{accepted}`, which is no rule",
                         rule.name
                     ));
                 }

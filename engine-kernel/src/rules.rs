@@ -45,6 +45,12 @@ pub struct RuleMeta {
     pub membership: Option<Membership>,
     /// The rows a bucket holds.
     pub data: &'static [Selection],
+    /// Which memberships may write which of the bucket's tables. A table with no entry may be
+    /// written by every holder of the bucket.
+    pub writes: &'static [WriteRule],
+    /// The rules whose holders may put a row into a bucket of this rule they do not hold, when
+    /// the row also lies in a bucket of theirs of that rule (which they may write).
+    pub accepts: &'static [&'static str],
 }
 
 impl RuleMeta {
@@ -63,6 +69,23 @@ impl RuleMeta {
     pub fn parameter(&self, name: &str) -> Option<&'static ParamMeta> {
         self.parameters.iter().find(|p| p.name == name)
     }
+
+    /// Which memberships may write rows of `table` in a bucket of this rule; `None` when every
+    /// holder may.
+    pub fn write_rule(&self, table: &str) -> Option<&'static WriteRule> {
+        self.writes.iter().find(|w| w.table == table)
+    }
+}
+
+/// `write(Table: Member::role == "editor" || …)`: the memberships of a bucket that may write the
+/// bucket's rows of `table`.
+#[derive(Debug, Clone, Copy)]
+pub struct WriteRule {
+    /// The table the permission is about.
+    pub table: &'static str,
+    /// Alternatives, any of which suffices; each a conjunction of equalities on columns of the
+    /// rule's membership table.
+    pub any_of: &'static [&'static [ConstFilter]],
 }
 
 /// A bucket parameter.

@@ -220,6 +220,8 @@ mod tests {
         }],
         membership: None,
         data: std::slice::from_ref(&SELECTION),
+        writes: &[],
+        accepts: &[],
     };
 
     #[test]

@@ -393,7 +393,7 @@ pub mod __private {
     pub use engine_kernel::macro_support::*;
     pub use engine_kernel::rules::{
         Claim, ConstFilter, ConstValue, FilterValue, Membership, MembershipFilter, ParamMeta, ParamSource, RuleMeta,
-        ScopeEq, Selection,
+        ScopeEq, Selection, WriteRule,
     };
     pub use engine_kernel::{
         App, BoxFuture, Bucket, BucketKey, Column, ColumnMeta, ColumnType, MergePolicy, Mutator, MutatorArgs,

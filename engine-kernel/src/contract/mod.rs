@@ -113,6 +113,22 @@ pub fn contract(app: &App) -> Value {
                 })
             })
             .collect();
+        let write: Map<String, Value> = rule
+            .writes
+            .iter()
+            .map(|w| {
+                let any_of: Vec<Value> = w
+                    .any_of
+                    .iter()
+                    .map(|all| {
+                        Value::Array(
+                            all.iter().map(|f| json!({"column": f.column, "value": f.value.to_json()})).collect(),
+                        )
+                    })
+                    .collect();
+                (w.table.to_owned(), Value::Array(any_of))
+            })
+            .collect();
         rules.insert(
             rule.name.to_owned(),
             json!({
@@ -121,6 +137,8 @@ pub fn contract(app: &App) -> Value {
                 "membership": membership,
                 "tables": rule.tables(),
                 "data": data,
+                "write": write,
+                "accept": rule.accepts,
             }),
         );
     }

@@ -16,7 +16,7 @@ use crate::column::{ColumnMeta, SqlType};
 use crate::error::{Error, Result};
 use crate::rules::{
     Claim, ConstFilter, ConstValue, FilterValue, Membership, MembershipFilter, ParamMeta, ParamSource, RuleMeta,
-    ScopeEq, Selection, SyncRules,
+    ScopeEq, Selection, SyncRules, WriteRule,
 };
 use crate::table::{MergePolicy, TableMeta};
 use crate::wire::PROTOCOL_VERSION;
@@ -123,6 +123,17 @@ struct ContractRule {
     #[serde(default)]
     membership: Option<ContractMembership>,
     data: Vec<ContractSelection>,
+    /// Per table, alternatives of conjunctions of membership-column equalities.
+    #[serde(default)]
+    write: BTreeMap<String, Vec<Vec<ContractConstFilter>>>,
+    #[serde(default)]
+    accept: Vec<String>,
+}
+
+#[derive(Deserialize)]
+struct ContractConstFilter {
+    column: String,
+    value: Value,
 }
 
 #[derive(Deserialize)]
@@ -353,11 +364,34 @@ fn rule_meta(name: &str, rule: ContractRule, tables: &[&'static TableMeta]) -> R
     if data.is_empty() {
         return Err(invalid(format!("{what} selects nothing")));
     }
+    let mut writes = Vec::new();
+    for (table, any_of) in &rule.write {
+        let where_ = format!("{what}'s write permission on `{table}`");
+        let Some(selected) = data.iter().find(|s| s.table == table) else {
+            return Err(invalid(format!("{where_}: the rule does not select `{table}`")));
+        };
+        let Some(Membership::Table { table: members, .. }) = membership else {
+            return Err(invalid(format!("{where_}: the rule has no membership table")));
+        };
+        let mut alternatives = Vec::new();
+        for all in any_of {
+            let mut filters = Vec::new();
+            for filter in all {
+                let column = column_of(tables, members, &filter.column, &where_)?;
+                filters.push(ConstFilter { column: column.name, value: const_value(&filter.value, &where_)? });
+            }
+            alternatives.push(leak_slice(filters) as &'static [ConstFilter]);
+        }
+        writes.push(WriteRule { table: selected.table, any_of: leak_slice(alternatives) });
+    }
+    let accepts: Vec<&'static str> = rule.accept.iter().map(|a| leak(a)).collect();
     Ok(RuleMeta {
         name: leak(name),
         description: leak(&rule.description),
         parameters: leak_slice(parameters),
         membership,
         data: leak_slice(data),
+        writes: leak_slice(writes),
+        accepts: leak_slice(accepts),
     })
 }

@@ -1,7 +1,8 @@
 //! The grammar of `#[bucket(...)]` and `#[param(...)]`:
 //!
 //! ```text
-//! #[bucket( name = "…"?, membership(<conditions> | raw("<sql>"))?, data(<selection>, …) )]
+//! #[bucket( name = "…"?, membership(<conditions> | raw("<sql>"))?, data(<selection>, …),
+//!           write(<Table>: <membership condition> || …, …)?, accept(<Bucket>, …)? )]
 //! #[param( actor.user_id | actor.owner_id | actor.claims.<name> | Table::column | membership.<column> )]
 //! ```
 //!
@@ -18,6 +19,24 @@ pub(crate) struct BucketArgs {
     pub(crate) name: Option<LitStr>,
     pub(crate) membership: Option<(Ident, MembershipArg)>,
     pub(crate) data: Option<(Ident, Vec<Expr>)>,
+    /// `write(Table: condition, …)`.
+    pub(crate) write: Option<(Ident, Vec<(syn::Path, Expr)>)>,
+    /// `accept(Bucket, …)`.
+    pub(crate) accept: Option<(Ident, Vec<Ident>)>,
+}
+
+/// `Table: condition` in `write(...)`.
+struct WriteArg {
+    table: syn::Path,
+    condition: Expr,
+}
+
+impl Parse for WriteArg {
+    fn parse(input: ParseStream<'_>) -> syn::Result<Self> {
+        let table: syn::Path = input.parse()?;
+        input.parse::<Token![:]>()?;
+        Ok(WriteArg { table, condition: input.parse()? })
+    }
 }
 
 /// What `membership(...)` holds.
@@ -72,11 +91,28 @@ impl Parse for BucketArgs {
                         return Err(duplicate());
                     }
                 }
+                "write" => {
+                    let content;
+                    syn::parenthesized!(content in input);
+                    let writes = Punctuated::<WriteArg, Token![,]>::parse_terminated(&content)?;
+                    let writes = writes.into_iter().map(|w| (w.table, w.condition)).collect();
+                    if args.write.replace((key.clone(), writes)).is_some() {
+                        return Err(duplicate());
+                    }
+                }
+                "accept" => {
+                    let content;
+                    syn::parenthesized!(content in input);
+                    let buckets = Punctuated::<Ident, Token![,]>::parse_terminated(&content)?;
+                    if args.accept.replace((key.clone(), buckets.into_iter().collect())).is_some() {
+                        return Err(duplicate());
+                    }
+                }
                 other => {
                     return Err(syn::Error::new(
                         key.span(),
                         format!(
-                            "unknown bucket argument `{other}`: a bucket takes `name = \"…\"`, `membership(…)` and `data(…)`"
+                            "unknown bucket argument `{other}`: a bucket takes `name = \"…\"`, `membership(…)`, `data(…)`, `write(…)` and `accept(…)`"
                         ),
                     ));
                 }

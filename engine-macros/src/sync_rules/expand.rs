@@ -11,7 +11,7 @@ use crate::support::text;
 /// The module with its generated items appended.
 pub(crate) fn expand(rules: &Rules) -> TokenStream {
     let buckets: Vec<TokenStream> = rules.buckets.iter().map(bucket_items).collect();
-    let metas = rules.buckets.iter().map(rule_meta);
+    let metas = rules.buckets.iter().map(|bucket| rule_meta(rules, bucket));
     // Each table a rule selects from, with what `engine::app!` says when the app does not list it.
     let mut tables: Vec<(String, TokenStream)> = Vec::new();
     for bucket in &rules.buckets {
@@ -176,6 +176,17 @@ fn bucket_checks(bucket: &Bucket) -> Vec<TokenStream> {
             checks.push(const_check(column, literal, expr));
         }
     }
+    for write in &bucket.writes {
+        let table = &write.table;
+        let bound = quote_spanned!(table.span()=> __engine::Table);
+        checks.push(local_check(quote!(a_table<T: #bound>()), quote_spanned!(table.span()=> a_table::<#table>();)));
+        for condition in write.any_of.iter().flatten() {
+            if let Some((column, literal, expr)) = condition.as_const() {
+                check_table(&mut checks, column);
+                checks.push(const_check(column, literal, expr));
+            }
+        }
+    }
     checks
 }
 
@@ -208,7 +219,7 @@ fn const_check(column: &ColumnRef, literal: &Literal, expr: &syn::Expr) -> Token
     )
 }
 
-fn rule_meta(bucket: &Bucket) -> TokenStream {
+fn rule_meta(rules: &Rules, bucket: &Bucket) -> TokenStream {
     let name = &bucket.name;
     let description = &bucket.description;
     let params = bucket.params.iter().map(|param| {
@@ -279,6 +290,27 @@ fn rule_meta(bucket: &Bucket) -> TokenStream {
             }
         }
     });
+    let writes = bucket.writes.iter().map(|write| {
+        let table = &write.table;
+        let any_of = write.any_of.iter().map(|all| {
+            let filters = all.iter().filter_map(Condition::as_const).map(|(column, literal, _)| {
+                let (path, value) = (&column.path, const_value(literal));
+                quote!(__engine::ConstFilter { column: #path.name(), value: #value })
+            });
+            quote!(&[#(#filters,)*])
+        });
+        quote! {
+            __engine::WriteRule {
+                table: <#table as __engine::Table>::META.name,
+                any_of: &[#(#any_of,)*],
+            }
+        }
+    });
+    let accepts = bucket
+        .accepts
+        .iter()
+        .filter_map(|ident| rules.buckets.iter().find(|b| b.ident == *ident))
+        .map(|accepted| accepted.name.clone());
     quote! {
         {
             use ::engine::__private as __engine;
@@ -288,6 +320,8 @@ fn rule_meta(bucket: &Bucket) -> TokenStream {
                 parameters: &[#(#params,)*],
                 membership: #membership,
                 data: &[#(#selections,)*],
+                writes: &[#(#writes,)*],
+                accepts: &[#(#accepts,)*],
             }
         }
     }

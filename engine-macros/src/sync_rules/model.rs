@@ -35,6 +35,26 @@ pub(crate) struct Bucket {
     pub(crate) params: Vec<Param>,
     pub(crate) membership: Option<Membership>,
     pub(crate) data: Option<(Ident, Vec<Selection>)>,
+    /// `write(Table: …)`: which memberships may write which tables.
+    pub(crate) writes: Vec<Write>,
+    /// `accept(Bucket, …)`: the buckets whose holders may put rows into this one.
+    pub(crate) accepts: Vec<Ident>,
+}
+
+/// `Table: Member::role == "editor" || …` in `write(...)`.
+pub(crate) struct Write {
+    /// The table written.
+    pub(crate) table: syn::Path,
+    /// The whole condition, as written.
+    pub(crate) expr: Expr,
+    /// Its alternatives (the operands of top-level `||`), each a conjunction.
+    pub(crate) any_of: Vec<Vec<Condition>>,
+}
+
+impl Write {
+    pub(crate) fn table_key(&self) -> String {
+        self.table.to_token_stream().to_string()
+    }
 }
 
 /// A bucket parameter: one field.
@@ -212,6 +232,16 @@ impl Bucket {
                 exprs.into_iter().map(|expr| Selection { conditions: Condition::flatten(&expr), expr }).collect();
             (keyword, selections)
         });
+        let writes = args.write.map_or_else(Vec::new, |(_, writes)| {
+            writes
+                .into_iter()
+                .map(|(table, expr)| {
+                    let any_of = Condition::alternatives(&expr).into_iter().map(Condition::flatten).collect();
+                    Write { table, expr, any_of }
+                })
+                .collect()
+        });
+        let accepts = args.accept.map_or_else(Vec::new, |(_, accepts)| accepts);
         Some(Bucket {
             ident: item.ident.clone(),
             generics: item.generics.clone(),
@@ -223,6 +253,8 @@ impl Bucket {
             params,
             membership,
             data,
+            writes,
+            accepts,
         })
     }
 
@@ -274,6 +306,20 @@ impl Source {
 }
 
 impl Condition {
+    /// The operands of `expr`'s top-level `||` chain.
+    fn alternatives(expr: &Expr) -> Vec<&Expr> {
+        match expr {
+            Expr::Paren(p) => Condition::alternatives(&p.expr),
+            Expr::Group(g) => Condition::alternatives(&g.expr),
+            Expr::Binary(b) if matches!(b.op, syn::BinOp::Or(_)) => {
+                let mut out = Condition::alternatives(&b.left);
+                out.extend(Condition::alternatives(&b.right));
+                out
+            }
+            other => vec![other],
+        }
+    }
+
     /// The leaves of `expr`'s top-level `&&` chain.
     fn flatten(expr: &Expr) -> Vec<Condition> {
         let mut out = Vec::new();

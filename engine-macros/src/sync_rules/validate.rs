@@ -11,6 +11,7 @@ use crate::support::{Diagnostics, option_inner, text};
 pub(crate) fn validate(rules: &Rules, errors: &mut Diagnostics) {
     check_buckets_exist(rules, errors);
     check_unique_rule_names(rules, errors);
+    check_accepted_buckets_exist(rules, errors);
     for bucket in &rules.buckets {
         check_bucket_shape(bucket, errors);
         check_param_has_one_source(bucket, errors);
@@ -29,6 +30,97 @@ pub(crate) fn validate(rules: &Rules, errors: &mut Diagnostics) {
         check_selection_scoped(bucket, errors);
         check_bucket_params_known(bucket, errors);
         check_selection_scopes_every_parameter(bucket, errors);
+        check_write_rules(bucket, errors);
+    }
+}
+
+/// `accept(...)` names other buckets of the module: their holders may put rows into this one.
+fn check_accepted_buckets_exist(rules: &Rules, errors: &mut Diagnostics) {
+    for bucket in &rules.buckets {
+        for accepted in &bucket.accepts {
+            if *accepted == bucket.ident {
+                errors.spanned(accepted,
+                    format!("a bucket always accepts rows from its own holders: `accept(...)` names the other buckets whose holders may put rows into `{}`", bucket.ident),
+                );
+            } else if !rules.buckets.iter().any(|b| b.ident == *accepted) {
+                let names: Vec<String> = rules.buckets.iter().map(|b| format!("`{}`", b.ident)).collect();
+                errors.spanned(
+                    accepted,
+                    format!(
+                        "`accept({accepted})` names no bucket of this module; its buckets are {}",
+                        names.join(", ")
+                    ),
+                );
+            }
+        }
+    }
+}
+
+/// `write(Table: condition)` speaks of a table the bucket selects, once per table, and decides
+/// by the actor's membership row: equalities of the membership table's columns with constants,
+/// joined by `&&` and `||`.
+fn check_write_rules(bucket: &Bucket, errors: &mut Diagnostics) {
+    let selected: Vec<String> = bucket
+        .selections()
+        .iter()
+        .flat_map(|s| &s.conditions)
+        .flat_map(Condition::columns)
+        .map(|c| c.table_key())
+        .collect();
+    let membership_table = match &bucket.membership {
+        Some(Membership::Conditions { conditions, .. }) => {
+            conditions.iter().flat_map(Condition::columns).next().map(|c| (c.table_key(), c.table.clone()))
+        }
+        _ => None,
+    };
+    for (i, write) in bucket.writes.iter().enumerate() {
+        if bucket.writes[..i].iter().any(|w| w.table_key() == write.table_key()) {
+            errors.spanned(
+                &write.table,
+                format!("`write({}: …)` is given twice: join the alternatives with `||`", text(&write.table)),
+            );
+        }
+        if !selected.contains(&write.table_key()) {
+            errors.spanned(&write.table,
+                format!(
+                    "bucket `{}` does not hold `{}`: `write(...)` says who may write the tables of the bucket's `data(...)`",
+                    bucket.ident,
+                    text(&write.table)
+                ),
+            );
+        }
+        let Some((members_key, members)) = &membership_table else {
+            errors.spanned(&write.expr,
+                "`write(...)` decides by the actor's membership row, and this bucket has no membership table: add `membership(Member::user_id == actor.user_id)`",
+            );
+            continue;
+        };
+        for condition in write.any_of.iter().flatten() {
+            match condition.as_const() {
+                Some((column, literal, _)) => {
+                    if column.table_key() != *members_key {
+                        errors.spanned(&column.path,
+                            format!(
+                                "`{}` is not a column of the membership table `{}`: `write(...)` decides by the actor's membership row, e.g. `{}::role == \"editor\"`",
+                                text(&column.path),
+                                text(members),
+                                text(members)
+                            ),
+                        );
+                    }
+                    if matches!(literal, Literal::Unsupported) {
+                        errors.spanned(condition.expr(), "a write condition compares with a boolean, integer or string constant");
+                    }
+                }
+                None => errors.spanned(condition.expr(),
+                    format!(
+                        "`{}` cannot say who may write: compare columns of the membership table with constants (`{}::role == \"editor\"`), joined by `&&` and `||`",
+                        text(condition.expr()),
+                        text(members)
+                    ),
+                ),
+            }
+        }
     }
 }
 

@@ -4,8 +4,8 @@
 
 use std::collections::BTreeSet;
 
-use engine_kernel::rules::{FilterValue, Membership, MembershipFilter, ParamSource, RawPiece, RuleMeta};
-use engine_kernel::{Actor, App, BucketKey, TableMeta};
+use engine_kernel::rules::{ConstFilter, FilterValue, Membership, MembershipFilter, ParamSource, RawPiece, RuleMeta};
+use engine_kernel::{Actor, App, BucketKey, Row, TableMeta};
 use sqlx::PgConnection;
 
 use super::selection::{Sql, column, live, push_as_column};
@@ -66,10 +66,49 @@ impl MembershipQuery {
         self.rule
     }
 
+    /// Whether the query reads a membership table (not raw SQL).
+    pub(crate) fn is_raw(&self) -> bool {
+        matches!(self.source, Source::Raw(_))
+    }
+
+    /// The bucket a row of `table` makes its member hold, if it is a live membership row of this
+    /// query's table matching its constant filters: its parameters are read from the row (a
+    /// claim parameter from the column the query compares with that claim). `None` for a raw
+    /// query, another table, or a row that grants nothing.
+    pub(crate) fn granted_by(&self, table: &TableMeta, row: &Row) -> Option<BucketKey> {
+        let Source::Table { table: members, filters } = &self.source else { return None };
+        if members.name != table.name || !table.is_live(row) {
+            return None;
+        }
+        for filter in *filters {
+            if let FilterValue::Const(value) = filter.value
+                && row.get(filter.column) != Some(&value.to_json())
+            {
+                return None;
+            }
+        }
+        let mut params = Vec::with_capacity(self.rule.parameters.len());
+        for param in self.rule.parameters {
+            let column = match param.source {
+                ParamSource::Membership { column } => column,
+                ParamSource::Claim(claim) => {
+                    filters.iter().find(|f| matches!(f.value, FilterValue::Claim(c) if c == claim))?.column
+                }
+            };
+            params.push(param_text(row.get(column)?)?);
+        }
+        Some(BucketKey::new(self.rule.name, &params))
+    }
+
+    /// Whether a membership row of this query's table matches one of `any_of`.
+    pub(crate) fn row_matches(row: &Row, any_of: &[&[ConstFilter]]) -> bool {
+        any_of.iter().any(|all| all.iter().all(|f| row.get(f.column) == Some(&f.value.to_json())))
+    }
+
     /// `SELECT DISTINCT` of the membership-sourced parameters as text (`p0, p1, …`) of every
-    /// bucket of the rule `actor` holds; `None` when the actor lacks a claim the query needs
-    /// (it then holds none of them).
-    fn memberships(&self, sql: &mut Sql, actor: &Actor) -> Option<()> {
+    /// bucket of the rule `actor` holds, through a membership row matching one of `write` when
+    /// given; `None` when the actor lacks a claim the query needs (it then holds none of them).
+    fn memberships(&self, sql: &mut Sql, actor: &Actor, write: Option<&[&[ConstFilter]]>) -> Option<()> {
         let parameters: Vec<String> = self
             .rule
             .parameters
@@ -100,7 +139,23 @@ impl MembershipQuery {
                 if let Some(live) = live("m", table) {
                     sql.push(" AND ").push(live);
                 }
+                if let Some(any_of) = write {
+                    let alternatives: Vec<String> = any_of
+                        .iter()
+                        .map(|all| {
+                            let equalities: Vec<String> = all
+                                .iter()
+                                .map(|f| format!("{} = {}", column("m", f.column), constant(f.value)))
+                                .chain(std::iter::once("true".to_owned()))
+                                .collect();
+                            format!("({})", equalities.join(" AND "))
+                        })
+                        .chain(std::iter::once("false".to_owned()))
+                        .collect();
+                    sql.push(format_args!(" AND ({})", alternatives.join(" OR ")));
+                }
             }
+            Source::Raw(_) if write.is_some() => return None,
             Source::Raw(pieces) => {
                 sql.push("(");
                 for piece in pieces {
@@ -118,6 +173,18 @@ impl MembershipQuery {
     /// Whether `actor` holds bucket `key` of this query's rule now (as the connection sees it,
     /// its own transaction's writes included).
     pub(crate) async fn holds(&self, conn: &mut PgConnection, actor: &Actor, key: &BucketKey) -> Result<bool> {
+        self.holds_through(conn, actor, key, None).await
+    }
+
+    /// Whether `actor` holds bucket `key` of this query's rule now through a membership row
+    /// matching one of `write` (any row when `None`).
+    pub(crate) async fn holds_through(
+        &self,
+        conn: &mut PgConnection,
+        actor: &Actor,
+        key: &BucketKey,
+        write: Option<&[&[ConstFilter]]>,
+    ) -> Result<bool> {
         let params = key.params();
         if params.len() != self.rule.parameters.len() {
             return Ok(false);
@@ -134,7 +201,7 @@ impl MembershipQuery {
             }
         }
         let mut sql = Sql::new("SELECT EXISTS (SELECT 1 FROM (");
-        if self.memberships(&mut sql, actor).is_none() {
+        if self.memberships(&mut sql, actor, write).is_none() {
             return Ok(false);
         }
         sql.push(") AS h WHERE true");
@@ -160,15 +227,27 @@ pub(crate) async fn held_buckets(
         }
     }
     for query in queries {
-        let mut sql = Sql::new("");
-        if query.memberships(&mut sql, actor).is_none() {
-            continue;
-        }
-        for row in sql.build().fetch_all(&mut *conn).await? {
-            held.extend(bucket_of_member(query.rule, actor, &row));
-        }
+        held.extend(query.held_through(conn, actor, None).await?);
     }
     Ok(held)
+}
+
+impl MembershipQuery {
+    /// Every bucket of this query's rule `actor` holds through a membership row matching one of
+    /// `write` (any row when `None`).
+    pub(crate) async fn held_through(
+        &self,
+        conn: &mut PgConnection,
+        actor: &Actor,
+        write: Option<&[&[ConstFilter]]>,
+    ) -> Result<BTreeSet<BucketKey>> {
+        let mut sql = Sql::new("");
+        if self.memberships(&mut sql, actor, write).is_none() {
+            return Ok(BTreeSet::new());
+        }
+        let rows = sql.build().fetch_all(&mut *conn).await?;
+        Ok(rows.iter().filter_map(|row| bucket_of_member(self.rule, actor, row)).collect())
+    }
 }
 
 fn bucket_of_member(rule: &RuleMeta, actor: &Actor, row: &sqlx::postgres::PgRow) -> Option<BucketKey> {

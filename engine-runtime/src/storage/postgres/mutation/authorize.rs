@@ -1,29 +1,44 @@
-//! Write authorization: no write puts data where the actor cannot read (docs/design.md §4).
+//! Write authorization: no write puts data where the actor cannot read, and no write grants a
+//! bucket its writer could not read (docs/design.md §4).
 //!
-//! The rule, exactly:
-//! - A row may be updated or deleted only if its before image lies in a bucket the actor held
-//!   when the mutation began. A row the actor cannot see is not found.
-//! - A write may put a row into a bucket (an insert, or an update that changes a column deciding
-//!   the row's buckets) only if the actor held that bucket when the mutation began, or the
-//!   bucket belongs to a membership rule, had no rows when the mutation began, and is held by
-//!   the actor once the mutation's writes are in (as when creating a list makes its first member).
-//!   A claim bucket of another actor is never new.
-//! - Reads through the mutation see only rows of buckets the actor held at the start, or that
-//!   the mutation itself put rows into.
+//! The rule, exactly. "Held" means held when the mutation began; "may write a table in a
+//! bucket" means held, through a membership row that the rule's `write(Table: …)` accepts when
+//! the rule has one for that table.
+//! - A row may be updated or deleted only if its before image lies in a bucket the actor held.
+//!   A row the actor cannot see is not found; a row it sees but may write in none of its buckets
+//!   is forbidden.
+//! - A write may put a row of a table into a bucket (an insert, or an update that changes a
+//!   column deciding the row's buckets) only if the actor may write the table in that bucket,
+//!   or the bucket's rule accepts rows from the holders of another rule (`accept(...)`) and the
+//!   row also lies in a bucket of that rule in which the actor may write the table, or the bucket
+//!   belongs to a membership rule, had no rows when the mutation began, and is held by the actor
+//!   once the mutation's writes are in (as when creating a list makes its first member). A claim
+//!   bucket of another actor is never new.
+//! - A write to a membership table may grant (to anyone, the actor included) only a bucket the
+//!   actor held or one that had no rows when the mutation began, and only the write permissions
+//!   the actor had in it.
+//! - With every write in, the actor holds no bucket of a raw membership query that had rows when
+//!   the mutation began and that it did not hold (raw queries are evaluated at the start and at
+//!   the end of the mutation, since the engine cannot tell which rows they read).
+//! - Reads through the mutation see only rows of buckets the actor held, or that the mutation
+//!   itself put rows into (not the buckets it only fed through `accept(...)`).
 //!
-//! Whether the actor held a bucket at the start is asked lazily, bucket by bucket, until the
-//! mutation first writes a table some membership query reads; just before that write every
-//! holding is read and frozen, so no write can grant the mutation a bucket it then uses.
+//! Whether the actor held a bucket is asked lazily, bucket by bucket, until the mutation first
+//! writes a table some membership query reads; just before that write every holding is read and
+//! frozen, so no write can grant the mutation a bucket it then uses.
+//!
+//! A refusal names the table and the rule, never a bucket key or a row value the actor did not
+//! send: the server log keeps the bucket.
 
 use std::collections::{BTreeMap, BTreeSet};
 
 use engine_kernel::rules::{Membership, RuleMeta};
-use engine_kernel::{BucketKey, Error as KernelError, TableMeta};
+use engine_kernel::{BucketKey, Error as KernelError, Row, TableMeta};
 
 use super::PgMutatorTx;
 use super::errors::to_kernel;
 use crate::buckets::claim_bucket;
-use crate::storage::postgres::held;
+use crate::storage::postgres::held::{self, MembershipQuery};
 use crate::storage::postgres::selection::{self, Sql};
 use crate::storage::postgres::sql::ident;
 
@@ -34,18 +49,52 @@ type KernelResult<T> = engine_kernel::Result<T>;
 pub(super) struct Holdings {
     /// Whether the actor held a bucket when the mutation began, as far as asked.
     held_at_start: BTreeMap<BucketKey, bool>,
+    /// Whether the actor could write a table in a bucket when the mutation began, as far as
+    /// asked (only for rules with a `write(...)` for the table).
+    writable_at_start: BTreeMap<(BucketKey, &'static str), bool>,
     /// Whether every holding has been read (before the first write to a membership table).
     frozen: bool,
-    /// Buckets the mutation put rows into that it did not hold at the start: to be held by the
-    /// actor when the writes are in.
-    new_buckets: BTreeSet<BucketKey>,
+    /// Buckets of membership rules that had no rows when the mutation began and that it put rows
+    /// into or granted: new buckets (a new list, a new team).
+    created: BTreeSet<BucketKey>,
+    /// Of those, the ones the mutation put rows into, with the table of the first row: to be
+    /// held by the actor when the writes are in.
+    new_buckets: BTreeMap<BucketKey, &'static str>,
     /// Buckets the mutation put rows into (readable by it from then on).
     entered: BTreeSet<BucketKey>,
+    /// Buckets the mutation put rows into only through `accept(...)`: not readable by it.
+    accepted: BTreeSet<BucketKey>,
+    /// Buckets rows left through the mutation's updates and deletes (so they had rows).
+    left: BTreeSet<BucketKey>,
 }
 
-/// The refusal of a write into a bucket the actor may not fill.
-fn forbidden(bucket: &BucketKey) -> KernelError {
-    KernelError::forbidden(format!("the mutation puts a row into bucket `{bucket}`, which the actor does not hold"))
+/// Why a write is refused.
+#[derive(Debug, Clone, Copy)]
+enum Refusal {
+    /// It puts a row into a bucket the actor does not hold.
+    Puts,
+    /// It writes a row in buckets where the actor may read but not write it.
+    Writes,
+    /// It grants a bucket, or a permission in one, the actor may not grant.
+    Grants,
+}
+
+/// A refusal in the domain's words: the table and the rule, never the bucket key (which may
+/// hold values the actor did not send). The bucket goes to the server log.
+fn forbidden(table: &str, bucket: &BucketKey, refusal: Refusal) -> KernelError {
+    tracing::warn!(table, rule = bucket.rule(), bucket = %bucket, ?refusal, "write refused");
+    let rule = bucket.rule();
+    KernelError::forbidden(match refusal {
+        Refusal::Puts => {
+            format!("the mutation puts a row of `{table}` into a bucket of rule `{rule}` that the actor does not hold")
+        }
+        Refusal::Writes => {
+            format!("the actor's membership in rule `{rule}` does not let it write this row of `{table}`")
+        }
+        Refusal::Grants => format!(
+            "the mutation's write to `{table}` grants a bucket of rule `{rule}` (or a permission in it) that the actor may not grant"
+        ),
+    })
 }
 
 impl PgMutatorTx<'_> {
@@ -53,10 +102,14 @@ impl PgMutatorTx<'_> {
         self.store.app.sync_rules().rule(bucket.rule())
     }
 
+    fn membership_query(&self, rule: &RuleMeta) -> Option<&MembershipQuery> {
+        self.store.memberships.iter().find(|q| q.rule().name == rule.name)
+    }
+
     /// Whether the actor holds `bucket` with the mutation's writes in.
     async fn holds_now(&mut self, bucket: &BucketKey) -> KernelResult<bool> {
         let Some(rule) = self.rule(bucket) else { return Ok(false) };
-        match self.store.memberships.iter().find(|q| q.rule().name == rule.name) {
+        match self.membership_query(rule).cloned() {
             None => Ok(claim_bucket(rule, &self.actor).as_ref() == Some(bucket)),
             Some(query) => query.holds(self.session.conn()?, &self.actor, bucket).await.map_err(to_kernel),
         }
@@ -75,6 +128,29 @@ impl PgMutatorTx<'_> {
         Ok(held)
     }
 
+    /// Whether the actor could write rows of `table` in `bucket` when the mutation began.
+    async fn may_write(&mut self, bucket: &BucketKey, table: &'static TableMeta) -> KernelResult<bool> {
+        if !self.held_at_start(bucket).await? {
+            return Ok(false);
+        }
+        let Some(rule) = self.rule(bucket) else { return Ok(false) };
+        let Some(write) = rule.write_rule(table.name) else { return Ok(true) };
+        let asked = (bucket.clone(), table.name);
+        if let Some(&may) = self.holdings.writable_at_start.get(&asked) {
+            return Ok(may);
+        }
+        if self.holdings.frozen {
+            return Ok(false);
+        }
+        let Some(query) = self.membership_query(rule).cloned() else { return Ok(false) };
+        let may = query
+            .holds_through(self.session.conn()?, &self.actor, bucket, Some(write.any_of))
+            .await
+            .map_err(to_kernel)?;
+        self.holdings.writable_at_start.insert(asked, may);
+        Ok(may)
+    }
+
     /// Whether a write to `table` may change whose buckets: some membership query reads it (a
     /// raw one may read any table).
     pub(super) fn may_grant(&self, table: &TableMeta) -> bool {
@@ -85,27 +161,42 @@ impl PgMutatorTx<'_> {
         })
     }
 
-    /// Read and keep every holding, before a write to `table` that could change one.
+    /// Read and keep every holding and write permission, before a write to `table` that could
+    /// change one.
     pub(super) async fn freeze_before_writing(&mut self, table: &TableMeta) -> KernelResult<()> {
         if self.holdings.frozen || !self.may_grant(table) {
             return Ok(());
         }
-        let held = held::held_buckets(self.session.conn()?, &self.store.app, &self.store.memberships, &self.actor)
-            .await
-            .map_err(to_kernel)?;
+        let conn = self.session.conn()?;
+        let held =
+            held::held_buckets(conn, &self.store.app, &self.store.memberships, &self.actor).await.map_err(to_kernel)?;
         for (bucket, was_held) in self.holdings.held_at_start.iter_mut() {
             *was_held = held.contains(bucket);
         }
         for bucket in held {
             self.holdings.held_at_start.insert(bucket, true);
         }
+        let mut writable = BTreeMap::new();
+        for query in &self.store.memberships {
+            for write in query.rule().writes {
+                let buckets = query.held_through(conn, &self.actor, Some(write.any_of)).await.map_err(to_kernel)?;
+                writable.insert(write.table, buckets);
+            }
+        }
+        for ((bucket, table), may) in self.holdings.writable_at_start.iter_mut() {
+            *may = writable.get(table).is_some_and(|b| b.contains(bucket));
+        }
+        for (table, buckets) in writable {
+            for bucket in buckets {
+                self.holdings.writable_at_start.insert((bucket, table), true);
+            }
+        }
         self.holdings.frozen = true;
         Ok(())
     }
 
-    /// Whether `bucket` had any row when the mutation began (asked before the mutation first
-    /// puts a row into it).
-    async fn had_rows(&mut self, bucket: &BucketKey) -> KernelResult<bool> {
+    /// Whether `bucket` has any row now.
+    async fn has_rows(&mut self, bucket: &BucketKey) -> KernelResult<bool> {
         let Some(rule) = self.rule(bucket) else { return Ok(true) };
         let params = bucket.params();
         let mut sql = Sql::new("SELECT false");
@@ -119,43 +210,147 @@ impl PgMutatorTx<'_> {
         had.map_err(|e| self.failed(e))
     }
 
-    /// May the mutation put a row into `bucket`?
-    pub(super) async fn authorize_entering(&mut self, bucket: &BucketKey) -> KernelResult<()> {
-        if self.holdings.entered.contains(bucket) || self.held_at_start(bucket).await? {
-            return Ok(());
+    /// Whether `bucket` had any row when the mutation began: a bucket the mutation created had
+    /// none; one it took rows out of, or put rows into without creating it, had some (or may
+    /// have had: the answer errs towards refusing); any other has the rows it had.
+    async fn had_rows(&mut self, bucket: &BucketKey) -> KernelResult<bool> {
+        if self.holdings.created.contains(bucket) {
+            return Ok(false);
         }
-        let is_membership_rule = self.rule(bucket).is_some_and(|r| r.membership.is_some());
-        if is_membership_rule && !self.had_rows(bucket).await? {
-            self.holdings.new_buckets.insert(bucket.clone());
-            return Ok(());
+        if self.holdings.left.contains(bucket) || self.holdings.entered.contains(bucket) {
+            return Ok(true);
         }
-        Err(forbidden(bucket))
+        self.has_rows(bucket).await
     }
 
-    /// Note that the mutation put rows into `buckets`: it may read them from now on.
+    /// May the mutation put a row of `table` into `bucket`, the row lying in `row_buckets`?
+    pub(super) async fn authorize_entering(
+        &mut self,
+        table: &'static TableMeta,
+        bucket: &BucketKey,
+        row_buckets: &BTreeSet<BucketKey>,
+    ) -> KernelResult<()> {
+        if self.holdings.created.contains(bucket) {
+            self.holdings.new_buckets.insert(bucket.clone(), table.name);
+            return Ok(());
+        }
+        if self.may_write(bucket, table).await? {
+            return Ok(());
+        }
+        let Some(rule) = self.rule(bucket) else { return Err(forbidden(table.name, bucket, Refusal::Puts)) };
+        for accepted in rule.accepts {
+            for other in row_buckets.iter().filter(|b| b.rule() == *accepted) {
+                if self.holdings.created.contains(other) || self.may_write(other, table).await? {
+                    if !self.held_at_start(bucket).await? {
+                        self.holdings.accepted.insert(bucket.clone());
+                    }
+                    return Ok(());
+                }
+            }
+        }
+        if self.held_at_start(bucket).await? {
+            return Err(forbidden(table.name, bucket, Refusal::Writes));
+        }
+        if rule.membership.is_some() && !self.had_rows(bucket).await? {
+            self.holdings.created.insert(bucket.clone());
+            self.holdings.new_buckets.insert(bucket.clone(), table.name);
+            return Ok(());
+        }
+        Err(forbidden(table.name, bucket, Refusal::Puts))
+    }
+
+    /// May the mutation change or delete a row of `table` that lies in `buckets` (which it can
+    /// read)? It may when it may write the table in one of them.
+    pub(super) async fn authorize_changing(
+        &mut self,
+        table: &'static TableMeta,
+        buckets: &BTreeSet<BucketKey>,
+    ) -> KernelResult<()> {
+        for bucket in buckets {
+            if self.holdings.created.contains(bucket) || self.may_write(bucket, table).await? {
+                return Ok(());
+            }
+        }
+        match buckets.iter().next() {
+            Some(bucket) => Err(forbidden(table.name, bucket, Refusal::Writes)),
+            None => Ok(()),
+        }
+    }
+
+    /// Before a row of `table` becomes `row`: the buckets and write permissions it grants its
+    /// member are ones the actor has, or new.
+    pub(super) async fn authorize_granting(&mut self, table: &'static TableMeta, row: &Row) -> KernelResult<()> {
+        let queries: Vec<MembershipQuery> = self.store.memberships.clone();
+        for query in queries {
+            let Some(bucket) = query.granted_by(table, row) else { continue };
+            if self.holdings.created.contains(&bucket) {
+                continue;
+            }
+            if self.held_at_start(&bucket).await? {
+                for write in query.rule().writes {
+                    let target = self.store.app.table(write.table).expect("rule tables are app tables");
+                    if MembershipQuery::row_matches(row, write.any_of) && !self.may_write(&bucket, target).await? {
+                        return Err(forbidden(table.name, &bucket, Refusal::Grants));
+                    }
+                }
+                continue;
+            }
+            if self.had_rows(&bucket).await? {
+                return Err(forbidden(table.name, &bucket, Refusal::Grants));
+            }
+            self.holdings.created.insert(bucket);
+        }
+        Ok(())
+    }
+
+    /// Note that the mutation put rows into `buckets`: it may read them from now on, except
+    /// those it only fed through `accept(...)`.
     pub(super) fn entered(&mut self, buckets: impl IntoIterator<Item = BucketKey>) {
         self.holdings.entered.extend(buckets);
+    }
+
+    /// Note that rows left `buckets`.
+    pub(super) fn left(&mut self, buckets: impl IntoIterator<Item = BucketKey>) {
+        self.holdings.left.extend(buckets);
     }
 
     /// Whether the mutation may see a row in `buckets`.
     pub(super) async fn can_read(&mut self, buckets: &BTreeSet<BucketKey>) -> KernelResult<bool> {
         for bucket in buckets {
-            if self.holdings.entered.contains(bucket) || self.held_at_start(bucket).await? {
+            let entered = self.holdings.entered.contains(bucket) && !self.holdings.accepted.contains(bucket);
+            if entered || self.held_at_start(bucket).await? {
                 return Ok(true);
             }
         }
         Ok(false)
     }
 
-    /// With every write in: the actor holds each new bucket the mutation put rows into.
+    /// With every write in: the actor holds each new bucket the mutation put rows into, and no
+    /// bucket of a raw membership query that it did not hold and that had rows.
     pub(super) async fn check_new_buckets(&mut self) -> KernelResult<()> {
-        if self.holdings.new_buckets.is_empty() {
+        let raw: Vec<MembershipQuery> = self.store.memberships.iter().filter(|q| q.is_raw()).cloned().collect();
+        let raw_may_grant = self.holdings.frozen && !raw.is_empty();
+        if self.holdings.new_buckets.is_empty() && !raw_may_grant {
             return Ok(());
         }
         self.flush().await?;
-        for bucket in std::mem::take(&mut self.holdings.new_buckets) {
+        for (bucket, table) in std::mem::take(&mut self.holdings.new_buckets) {
             if !self.holds_now(&bucket).await? {
-                return Err(forbidden(&bucket));
+                return Err(forbidden(table, &bucket, Refusal::Puts));
+            }
+        }
+        if raw_may_grant {
+            for query in raw {
+                let now = query.held_through(self.session.conn()?, &self.actor, None).await.map_err(to_kernel)?;
+                for bucket in now {
+                    if !self.held_at_start(&bucket).await? && self.had_rows(&bucket).await? {
+                        tracing::warn!(rule = bucket.rule(), bucket = %bucket, "write refused: a raw membership grant");
+                        return Err(KernelError::forbidden(format!(
+                            "the mutation grants the actor a bucket of rule `{}` that it did not hold",
+                            bucket.rule()
+                        )));
+                    }
+                }
             }
         }
         Ok(())

@@ -176,7 +176,7 @@ impl<'t> PgMutatorTx<'t> {
         table.check_insert(&row)?;
         let buckets = self.store.rules.row_buckets(table, &row);
         for bucket in &buckets {
-            self.authorize_entering(bucket).await?;
+            self.authorize_entering(table, bucket, &buckets).await?;
         }
         self.freeze_before_writing(table).await?;
         let mut values = Vec::with_capacity(table.columns.len());
@@ -188,6 +188,7 @@ impl<'t> PgMutatorTx<'t> {
         }
         let inserted: Row = table.columns.iter().map(|c| c.name.to_owned()).zip(values.iter().cloned()).collect();
         self.check_bounds(table, &inserted)?;
+        self.authorize_granting(table, &inserted).await?;
         let stamps = self.by_field(table).then(|| merge::inserted(table, &self.hlc));
         self.pending = Some(PendingInsert { table, values, stamps });
         self.writes += 1;
@@ -213,6 +214,9 @@ impl<'t> PgMutatorTx<'t> {
         if self.is_synced(table) && !self.can_read(&before_buckets).await? {
             return Ok(false); // a row the actor cannot see is not found
         }
+        if self.is_synced(table) {
+            self.authorize_changing(table, &before_buckets).await?;
+        }
         let by_field = self.by_field(table);
         if by_field
             && self.server_stamped
@@ -228,9 +232,10 @@ impl<'t> PgMutatorTx<'t> {
         self.check_bounds(table, &after)?;
         let after_buckets = self.store.rules.row_buckets(table, &after);
         for bucket in after_buckets.difference(&before_buckets) {
-            self.authorize_entering(bucket).await?;
+            self.authorize_entering(table, bucket, &after_buckets).await?;
         }
         self.freeze_before_writing(table).await?;
+        self.authorize_granting(table, &after).await?;
         let stamps = by_field.then_some(Value::Object(stamps));
         let mut sql = statements::update(table, &key, &assigned, &after, stamps).map_err(to_kernel)?;
         if let Err(e) = sql.build().execute(self.writing().await?).await {
@@ -243,6 +248,7 @@ impl<'t> PgMutatorTx<'t> {
         self.note_membership(table, &before);
         self.note_membership(table, &after);
         self.entered(after_buckets.difference(&before_buckets).cloned());
+        self.left(before_buckets.difference(&after_buckets).cloned());
         self.affected.extend(before_buckets);
         self.affected.extend(after_buckets);
         Ok(true)
@@ -263,6 +269,7 @@ impl<'t> PgMutatorTx<'t> {
             if !self.can_read(&deciding).await? {
                 return Ok(false);
             }
+            self.authorize_changing(table, &deciding).await?;
         }
         self.freeze_before_writing(table).await?;
         let mut sql = statements::delete(table, &key).map_err(to_kernel)?;
@@ -272,6 +279,7 @@ impl<'t> PgMutatorTx<'t> {
         self.writes += 1;
         self.note_write();
         self.note_membership(table, &before);
+        self.left(buckets.iter().cloned());
         self.affected.extend(buckets);
         Ok(true)
     }
