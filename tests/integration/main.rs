@@ -3,6 +3,7 @@
 
 mod support;
 
+mod authorization;
 mod blobs;
 mod client;
 mod contract;

@@ -2,8 +2,11 @@
 //! bodies. It is the quickstart and the app every test of the engine runs against.
 //!
 //! - Tables: [`List`], [`ListMember`], [`Note`].
-//! - Sync rules ([`rules`]): `own` (everything the actor owns) and `shared` (every list the
-//!   actor is a member of, with its notes and members).
+//! - Sync rules ([`rules`]): `own` (the lists the actor owns and their memberships) and
+//!   `shared` (every list the actor is a member of, with its notes and members). Notes lie only
+//!   in their list's bucket, so a member removed from a list stops receiving its notes. The
+//!   roles are the engine's to enforce: `owner` and `editor` members may write notes, only the
+//!   owner may change the list or its memberships (share, unshare, archive), a `viewer` reads.
 //! - Mutators ([`mutators`]): `create_list`, `share_list`, `unshare_list`, `add_note`,
 //!   `update_note`, `edit_note_body`, `move_note`, `delete_note`, `purge_note`.
 //! - Background jobs ([`jobs`]): `list_shared`, enqueued by `share_list` for a new member.
@@ -65,25 +68,27 @@ pub struct Note {
 pub mod rules {
     use super::{List, ListMember, Note};
 
-    /// Everything the actor owns: its lists, its notes, and the memberships of its lists.
-    #[bucket(data(
-        List::owner_id == bucket.owner_id,
-        Note::owner_id == bucket.owner_id,
-        ListMember::owner_id == bucket.owner_id,
-    ))]
+    /// The lists the actor owns and the memberships of its lists.
+    #[bucket(data(List::owner_id == bucket.owner_id, ListMember::owner_id == bucket.owner_id))]
     #[derive(Debug, Clone, PartialEq, Eq, Hash)]
     pub struct Own {
         #[param(actor.owner_id)]
         pub owner_id: String,
     }
 
-    /// Every list the actor is a member of: the list, its notes and its members.
+    /// Every list the actor is a member of: the list, its notes and its members. Owners and
+    /// editors write notes; only the owner changes the list and its memberships.
     #[bucket(
         membership(ListMember::user_id == actor.user_id),
         data(
             List::id == bucket.list_id,
             Note::list_id == bucket.list_id,
             ListMember::list_id == bucket.list_id,
+        ),
+        write(
+            Note: ListMember::role == "owner" || ListMember::role == "editor",
+            List: ListMember::role == "owner",
+            ListMember: ListMember::role == "owner",
         ),
     )]
     #[derive(Debug, Clone, PartialEq, Eq, Hash)]

@@ -1,6 +1,7 @@
 //! The notes app's mutators. Each is one business operation in one transaction; the server runs
 //! it authoritatively, the client optimistically. Write authorization comes from the sync rules:
-//! a mutator cannot put a row where its actor cannot read, whatever it tries.
+//! a mutator cannot put a row where its actor cannot read, nor write what the actor's role in the
+//! list does not allow (`write(...)` of the `shared` rule), whatever it tries.
 
 use engine::{CrdtText, CrdtUpdate, Error, MutatorCtx, Outcome, Result};
 

@@ -15,7 +15,8 @@ use crate::storage::postgres::PostgresStorage;
 use crate::storage::postgres::selection::{Sql, WalkStep, push_walk};
 use crate::storage::postgres::test_db::TestDb;
 
-/// Ten users, each owning ten lists of 150 notes, written 50 to a transaction.
+/// Ten users, each owning ten lists of 150 notes, and a big list of 1,500 notes, written 55 to a
+/// transaction (5 of them to the big list).
 async fn write_as_apps_do(pool: &PgPool) {
     sqlx::raw_sql(
         "ALTER TABLE notes SET (autovacuum_enabled = false); ALTER TABLE lists SET (autovacuum_enabled = false)",
@@ -23,7 +24,7 @@ async fn write_as_apps_do(pool: &PgPool) {
     .execute(pool)
     .await
     .unwrap();
-    let mut n = 0;
+    let (mut n, mut big) = (0, 0);
     for _ in 0..300 {
         let mut batch = String::from("BEGIN;");
         for _ in 0..50 {
@@ -32,6 +33,13 @@ async fn write_as_apps_do(pool: &PgPool) {
                 "INSERT INTO notes (id, owner_id, list_id, title, done, position) VALUES ('n{n:05}', 'u{user}', 'l{list}', 't', false, {n});"
             ));
             n += 1;
+        }
+        for _ in 0..5 {
+            batch.push_str(&format!(
+                "INSERT INTO notes (id, owner_id, list_id, title, done, position) VALUES ('b{big:05}', 'u{}', 'big', 't', false, {big});",
+                big % 10
+            ));
+            big += 1;
         }
         batch.push_str("COMMIT;");
         sqlx::raw_sql(sqlx::AssertSqlSafe(batch)).execute(pool).await.unwrap();
@@ -94,21 +102,21 @@ fn a_page_of_the_walk_reads_what_it_delivers_plus_a_bucket() {
             sqlx::query_scalar("SELECT reltuples FROM pg_class WHERE relname = 'notes'").fetch_one(&db.pool).await.unwrap();
         assert_eq!(analyzed, Some(-1.0), "the planner has no statistics of notes");
 
-        // A bootstrap of one owner's 1,500 notes, in pages of 500.
-        let own = vec![vec!["u3".to_owned()]];
-        let first = explain(&db.pool, &WalkStep { buckets: &own, resume: None, from: 0, to: u64::MAX / 2, limit: 500, stamps: false }, "own").await;
+        // A bootstrap of the big list's 1,500 notes, in pages of 500.
+        let big = vec![vec!["big".to_owned()]];
+        let first = explain(&db.pool, &WalkStep { buckets: &big, resume: None, from: 0, to: u64::MAX / 2, limit: 500, stamps: false }, "shared").await;
         assert_walks(&first, 500);
         assert_eq!(first["Actual Rows"], 500);
-        // A later page, resumed after the owner's 1,200th note, reads no more than the first.
+        // A later page, resumed after the big list's 1,200th note, reads no more than the first.
         let (xid, id): (String, String) = sqlx::query_as(
-            "SELECT _engine_xid::text, id FROM notes WHERE owner_id = 'u3' ORDER BY _engine_xid, id COLLATE \"C\" OFFSET 1199 LIMIT 1",
+            "SELECT _engine_xid::text, id FROM notes WHERE list_id = 'big' ORDER BY _engine_xid, id COLLATE \"C\" OFFSET 1199 LIMIT 1",
         )
         .fetch_one(&db.pool)
         .await
         .unwrap();
         let key = [Value::from(id)];
-        let deep = WalkStep { buckets: &own, resume: Some((xid.parse().unwrap(), &key[..])), from: 0, to: u64::MAX / 2, limit: 500, stamps: false };
-        let plan = explain(&db.pool, &deep, "own").await;
+        let deep = WalkStep { buckets: &big, resume: Some((xid.parse().unwrap(), &key[..])), from: 0, to: u64::MAX / 2, limit: 500, stamps: false };
+        let plan = explain(&db.pool, &deep, "shared").await;
         assert_walks(&plan, 500);
         assert_eq!(plan["Actual Rows"], 300, "the rest of the bucket");
 

@@ -1,0 +1,460 @@
+//! Write authorization attacked over real HTTP, with an app built for it: teams whose membership
+//! table no rule selects, a task board with an "assigned to me" bucket that accepts tasks from
+//! teammates, inboxes that accept messages from their senders' outboxes, and organisations whose
+//! membership is raw SQL over a table no rule selects. No write grants a bucket its writer could
+//! not read, writes follow the rules' `write(...)`, rows enter another actor's bucket only when
+//! its rule accepts them, and a refusal names no bucket key or value the actor did not send.
+
+use std::sync::{Arc, Mutex};
+
+use reqwest::StatusCode;
+use serde_json::{Value, json};
+use tracing::field::{Field, Visit};
+use tracing::span::{Attributes, Id, Record};
+use tracing::{Event, Metadata, Subscriber};
+
+use crate::support::{TestDb, TestServer};
+
+pub(crate) mod app {
+    use engine::{MutatorCtx, Outcome, Result};
+
+    /// A team.
+    #[engine::table]
+    pub(crate) struct Team {
+        #[engine(primary_key)]
+        pub id: String,
+        pub name: String,
+    }
+
+    /// Who is in which team, and as what (`lead`, `member` or `viewer`). No rule selects it.
+    #[engine::table]
+    pub(crate) struct TeamMember {
+        #[engine(primary_key)]
+        pub team_id: String,
+        #[engine(primary_key)]
+        pub user_id: String,
+        pub role: String,
+    }
+
+    /// A task of a team, assigned to a user.
+    #[engine::table]
+    pub(crate) struct Task {
+        #[engine(primary_key)]
+        pub id: String,
+        pub team_id: String,
+        pub assignee: String,
+        pub title: String,
+        pub done: bool,
+    }
+
+    /// A message from one user to another.
+    #[engine::table]
+    pub(crate) struct Message {
+        #[engine(primary_key)]
+        pub id: String,
+        pub sender: String,
+        pub recipient: String,
+        pub body: String,
+    }
+
+    /// Who is in which organisation. No rule selects it; a raw membership query reads it.
+    #[engine::table]
+    pub(crate) struct OrgMember {
+        #[engine(primary_key)]
+        pub org: String,
+        #[engine(primary_key)]
+        pub user_id: String,
+    }
+
+    /// A project of an organisation.
+    #[engine::table]
+    pub(crate) struct Project {
+        #[engine(primary_key)]
+        pub id: String,
+        pub org: String,
+        pub title: String,
+    }
+
+    #[engine::sync_rules]
+    pub(crate) mod rules {
+        use super::{Message, Project, Task, Team, TeamMember};
+
+        /// The teams the actor is in, with their tasks; viewers do not write tasks.
+        #[bucket(
+            name = "team",
+            membership(TeamMember::user_id == actor.user_id),
+            data(Team::id == bucket.team_id, Task::team_id == bucket.team_id),
+            write(Task: TeamMember::role == "lead" || TeamMember::role == "member", Team: TeamMember::role == "lead"),
+        )]
+        pub(crate) struct TeamBucket {
+            #[param(TeamMember::team_id)]
+            pub team_id: String,
+        }
+
+        /// The tasks assigned to the actor, in any team; a teammate may assign one.
+        #[bucket(data(Task::assignee == bucket.user_id), accept(TeamBucket))]
+        pub(crate) struct Assigned {
+            #[param(actor.user_id)]
+            pub user_id: String,
+        }
+
+        /// The messages the actor sent.
+        #[bucket(data(Message::sender == bucket.user_id))]
+        pub(crate) struct Outbox {
+            #[param(actor.user_id)]
+            pub user_id: String,
+        }
+
+        /// The messages sent to the actor, by anyone from their own outbox.
+        #[bucket(data(Message::recipient == bucket.user_id), accept(Outbox))]
+        pub(crate) struct Inbox {
+            #[param(actor.user_id)]
+            pub user_id: String,
+        }
+
+        /// The organisations the actor is in, with their projects.
+        #[bucket(
+            membership(raw("SELECT org FROM org_members WHERE user_id = $user_id")),
+            data(Project::org == bucket.org),
+        )]
+        pub(crate) struct Org {
+            #[param(membership.org)]
+            pub org: String,
+        }
+    }
+
+    #[engine::args]
+    pub(crate) struct CreateTeam {
+        pub id: String,
+        pub name: String,
+    }
+
+    /// Create a team led by the actor.
+    #[engine::mutator]
+    pub(crate) async fn create_team(ctx: &mut MutatorCtx<'_>, args: CreateTeam) -> Result<Outcome> {
+        let user_id = ctx.actor().user_id.clone();
+        ctx.insert(&Team { id: args.id.clone(), name: args.name }).await?;
+        ctx.insert(&TeamMember { team_id: args.id, user_id, role: "lead".into() }).await?;
+        Ok(Outcome::new())
+    }
+
+    #[engine::args]
+    pub(crate) struct TeamId {
+        pub team_id: String,
+    }
+
+    /// Join a team: as naive as a mutator can be.
+    #[engine::mutator]
+    pub(crate) async fn join_team(ctx: &mut MutatorCtx<'_>, args: TeamId) -> Result<Outcome> {
+        let user_id = ctx.actor().user_id.clone();
+        ctx.insert(&TeamMember { team_id: args.team_id, user_id, role: "member".into() }).await?;
+        Ok(Outcome::new())
+    }
+
+    #[engine::args]
+    pub(crate) struct AddMember {
+        pub team_id: String,
+        pub user_id: String,
+        pub role: String,
+    }
+
+    /// Put a user into a team, or change their role.
+    #[engine::mutator]
+    pub(crate) async fn add_member(ctx: &mut MutatorCtx<'_>, args: AddMember) -> Result<Outcome> {
+        let key = (args.team_id.clone(), args.user_id.clone());
+        if ctx.get::<TeamMember>(&key).await?.is_some() {
+            ctx.update::<TeamMember>(&key, [TeamMember::role.set(args.role)]).await?;
+        } else {
+            ctx.insert(&TeamMember { team_id: args.team_id, user_id: args.user_id, role: args.role }).await?;
+        }
+        Ok(Outcome::new())
+    }
+
+    #[engine::args]
+    pub(crate) struct AddTask {
+        pub id: String,
+        pub team_id: String,
+        pub assignee: String,
+        pub title: String,
+    }
+
+    /// Add a task to a team.
+    #[engine::mutator]
+    pub(crate) async fn add_task(ctx: &mut MutatorCtx<'_>, args: AddTask) -> Result<Outcome> {
+        let task = Task { id: args.id, team_id: args.team_id, assignee: args.assignee, title: args.title, done: false };
+        ctx.insert(&task).await?;
+        Ok(Outcome::new())
+    }
+
+    #[engine::args]
+    pub(crate) struct TaskId {
+        pub id: String,
+    }
+
+    /// Mark a task done.
+    #[engine::mutator]
+    pub(crate) async fn complete_task(ctx: &mut MutatorCtx<'_>, args: TaskId) -> Result<Outcome> {
+        let found = ctx.update::<Task>(&args.id, [Task::done.set(true)]).await?;
+        if !found {
+            return Err(engine::Error::mutator_failed(format!("no task `{}`", args.id)));
+        }
+        Ok(Outcome::new())
+    }
+
+    #[engine::args]
+    pub(crate) struct SendMessage {
+        pub id: String,
+        /// The sender as the message claims it (a well-behaved client sends its own id).
+        pub from: String,
+        pub to: String,
+        pub body: String,
+    }
+
+    /// Send a message, with whatever sender the client claims.
+    #[engine::mutator]
+    pub(crate) async fn send(ctx: &mut MutatorCtx<'_>, args: SendMessage) -> Result<Outcome> {
+        ctx.insert(&Message { id: args.id, sender: args.from, recipient: args.to, body: args.body }).await?;
+        Ok(Outcome::new())
+    }
+
+    #[engine::args]
+    pub(crate) struct JoinOrg {
+        pub org: String,
+        /// A project to add in the same mutation, if any.
+        #[serde(default)]
+        pub project: Option<String>,
+    }
+
+    /// Join an organisation (naively), and maybe add a project to it at once.
+    #[engine::mutator]
+    pub(crate) async fn join_org(ctx: &mut MutatorCtx<'_>, args: JoinOrg) -> Result<Outcome> {
+        let user_id = ctx.actor().user_id.clone();
+        ctx.insert(&OrgMember { org: args.org.clone(), user_id }).await?;
+        if let Some(id) = args.project {
+            ctx.insert(&Project { id, org: args.org, title: "mine".into() }).await?;
+        }
+        Ok(Outcome::new())
+    }
+
+    pub(crate) fn app() -> engine::App {
+        engine::app! {
+            tables: [Team, TeamMember, Task, Message, OrgMember, Project],
+            mutators: [create_team, join_team, add_member, add_task, complete_task, send, join_org],
+            sync_rules: rules,
+        }
+    }
+}
+
+/// A server of the test app on a real port.
+async fn server(db: &TestDb) -> TestServer {
+    let pool = db.pool.clone();
+    TestServer::start(db, move |b| b.app(app::app()).storage(engine::storage::postgres("unused").pool(pool))).await
+}
+
+/// Push one mutation as `user` (its id is `id`, its client the user's own); its result.
+async fn push(server: &TestServer, user: &str, id: u64, name: &str, args: Value) -> Value {
+    let tag = user.bytes().fold(0_u64, |h, b| h.wrapping_mul(31).wrapping_add(u64::from(b))) & 0xffff_ffff_ffff;
+    let body = json!({"clientId": format!("0192f0e0-0000-7000-8000-{tag:012x}"), "mutations": [{
+        "mutationId": id,
+        "clientMutationId": format!("0192f0e1-{id:04x}-7000-8000-{tag:012x}"),
+        "name": name,
+        "args": args,
+    }]});
+    let response = server.post("/sync/push", Some(user), body.to_string()).await;
+    assert_eq!(response.status(), StatusCode::OK);
+    let body: Value = response.json().await.unwrap();
+    body["results"][0].clone()
+}
+
+fn applied(result: &Value) {
+    assert_eq!(result["status"], "applied", "{result}");
+}
+
+/// The result is a `forbidden` rejection whose detail names none of `secrets`; the detail.
+fn forbidden(result: &Value, secrets: &[&str]) -> String {
+    assert_eq!(result["status"], "rejected", "{result}");
+    assert_eq!(result["error"]["code"], "forbidden", "{result}");
+    let detail = result["error"]["detail"].as_str().unwrap().to_owned();
+    for secret in secrets {
+        assert!(!detail.contains(secret), "the refusal names `{secret}`: {detail}");
+    }
+    detail
+}
+
+/// Every row `user` pulls from scratch: `(table, row)`.
+async fn pulled(server: &TestServer, user: &str) -> Vec<(String, Value)> {
+    let mut rows = Vec::new();
+    let mut cursor: Option<String> = None;
+    loop {
+        let mut body = json!({"clientId": uuid::Uuid::new_v4()});
+        if let Some(cursor) = &cursor {
+            body["cursor"] = cursor.clone().into();
+        }
+        let response = server.post("/sync/pull", Some(user), body.to_string()).await;
+        assert_eq!(response.status(), StatusCode::OK);
+        let page: Value = response.json().await.unwrap();
+        for change in page["changes"].as_array().unwrap() {
+            rows.push((change["table"].as_str().unwrap().to_owned(), change["row"].clone()));
+        }
+        if page["hasMore"] != true {
+            return rows;
+        }
+        cursor = page["cursor"].as_str().map(str::to_owned);
+    }
+}
+
+fn has(rows: &[(String, Value)], table: &str, id: &str) -> bool {
+    rows.iter().any(|(t, row)| t == table && row["id"] == id)
+}
+
+async fn count(db: &TestDb, sql: &'static str) -> i64 {
+    sqlx::query_scalar(sql).fetch_one(&db.pool).await.unwrap()
+}
+
+#[tokio::test]
+async fn nobody_joins_a_team_on_their_own() {
+    let db = TestDb::new().await;
+    let server = server(&db).await;
+    applied(&push(&server, "alice", 1, "create_team", json!({"id": "skunkworks", "name": "S"})).await);
+    let task = json!({"id": "t1", "team_id": "skunkworks", "assignee": "alice", "title": "confidential"});
+    applied(&push(&server, "alice", 2, "add_task", task).await);
+
+    // The naive join: the membership table lies in no bucket, so no row "enters" anything.
+    let detail = forbidden(&push(&server, "mallory", 1, "join_team", json!({"team_id": "skunkworks"})).await, &[]);
+    assert!(detail.contains("team_members") && detail.contains("`team`"), "{detail}");
+    assert_eq!(count(&db, "SELECT count(*) FROM team_members WHERE user_id = 'mallory'").await, 0);
+    let rows = pulled(&server, "mallory").await;
+    assert!(!has(&rows, "tasks", "t1") && !has(&rows, "teams", "skunkworks"), "{rows:?}");
+    let result = push(&server, "mallory", 2, "complete_task", json!({"id": "t1"})).await;
+    assert_eq!(result["status"], "rejected", "{result}");
+    assert_eq!(count(&db, "SELECT count(*) FROM tasks WHERE done").await, 0);
+
+    // Nor by a friend who is not in it either: a grant of a bucket the writer does not hold.
+    let grant = json!({"team_id": "skunkworks", "user_id": "mallory", "role": "member"});
+    forbidden(&push(&server, "trudy", 1, "add_member", grant).await, &["skunkworks"]);
+    assert_eq!(count(&db, "SELECT count(*) FROM team_members WHERE user_id = 'mallory'").await, 0);
+
+    // A member may bring someone in, but not as more than they are; a viewer writes no task.
+    let viewer = json!({"team_id": "skunkworks", "user_id": "victor", "role": "viewer"});
+    applied(&push(&server, "alice", 3, "add_member", viewer).await);
+    let promote = json!({"team_id": "skunkworks", "user_id": "victor", "role": "lead"});
+    forbidden(&push(&server, "victor", 1, "add_member", promote).await, &[]);
+    let task = json!({"id": "t2", "team_id": "skunkworks", "assignee": "victor", "title": "x"});
+    let detail = forbidden(&push(&server, "victor", 2, "add_task", task).await, &[]);
+    assert!(detail.contains("tasks") && detail.contains("`team`"), "{detail}");
+    assert!(has(&pulled(&server, "victor").await, "tasks", "t1"), "a viewer reads");
+
+    // Creating a new team stays possible: its bucket had no rows.
+    applied(&push(&server, "mallory", 3, "create_team", json!({"id": "own-team", "name": "M"})).await);
+    assert!(has(&pulled(&server, "mallory").await, "teams", "own-team"));
+}
+
+#[tokio::test]
+async fn a_raw_membership_grants_only_new_buckets() {
+    let db = TestDb::new().await;
+    let server = server(&db).await;
+    // A new organisation, joined and filled in one mutation: its bucket had no rows.
+    applied(&push(&server, "alice", 1, "join_org", json!({"org": "acme", "project": "p1"})).await);
+    assert!(has(&pulled(&server, "alice").await, "projects", "p1"));
+    // Joining it afterwards, alone or while adding a project, is refused.
+    forbidden(&push(&server, "mallory", 1, "join_org", json!({"org": "acme"})).await, &[]);
+    forbidden(&push(&server, "mallory", 2, "join_org", json!({"org": "acme", "project": "p2"})).await, &[]);
+    assert_eq!(count(&db, "SELECT count(*) FROM org_members WHERE user_id = 'mallory'").await, 0);
+    assert!(!has(&pulled(&server, "mallory").await, "projects", "p1"));
+}
+
+#[tokio::test]
+async fn rows_enter_other_actors_buckets_only_where_the_rules_accept_them() {
+    let db = TestDb::new().await;
+    let server = server(&db).await;
+    applied(&push(&server, "alice", 1, "create_team", json!({"id": "core", "name": "C"})).await);
+    let bob = json!({"team_id": "core", "user_id": "bob", "role": "member"});
+    applied(&push(&server, "alice", 2, "add_member", bob).await);
+
+    // Assigning a task of a team alice holds to her teammate: it enters bob's `assigned` bucket.
+    let task = json!({"id": "t1", "team_id": "core", "assignee": "bob", "title": "review"});
+    applied(&push(&server, "alice", 3, "add_task", task).await);
+    assert!(has(&pulled(&server, "bob").await, "tasks", "t1"));
+    applied(&push(&server, "bob", 1, "complete_task", json!({"id": "t1"})).await);
+
+    // A task of a team alice does not hold, assigned to carol, enters no bucket of alice's.
+    let stranger = json!({"id": "t2", "team_id": "elsewhere", "assignee": "carol", "title": "spam"});
+    let detail = forbidden(&push(&server, "alice", 4, "add_task", stranger).await, &["carol"]);
+    assert!(detail.contains("tasks"), "{detail}");
+    assert!(!has(&pulled(&server, "carol").await, "tasks", "t2"));
+
+    // A message into another user's inbox, from the sender's own outbox.
+    let hello = json!({"id": "m1", "from": "alice", "to": "bob", "body": "hi"});
+    applied(&push(&server, "alice", 5, "send", hello).await);
+    assert!(has(&pulled(&server, "bob").await, "messages", "m1"));
+    // Forged as sent by someone else, it lies in no bucket of the writer's: refused.
+    let forged = json!({"id": "m2", "from": "carol", "to": "bob", "body": "hi"});
+    forbidden(&push(&server, "mallory", 1, "send", forged).await, &[]);
+    assert!(!has(&pulled(&server, "bob").await, "messages", "m2"));
+}
+
+/// Records the fields of every event while it is the thread's subscriber (the tests run on a
+/// current-thread runtime, so the server's tasks run on the test's thread).
+#[derive(Clone, Default)]
+struct Log {
+    events: Arc<Mutex<Vec<String>>>,
+}
+
+struct Fields<'a>(&'a mut String);
+
+impl Visit for Fields<'_> {
+    fn record_debug(&mut self, field: &Field, value: &dyn std::fmt::Debug) {
+        self.0.push_str(&format!("{}={value:?} ", field.name()));
+    }
+}
+
+impl Subscriber for Log {
+    fn enabled(&self, _: &Metadata<'_>) -> bool {
+        true
+    }
+    fn new_span(&self, _: &Attributes<'_>) -> Id {
+        Id::from_u64(1)
+    }
+    fn record(&self, _: &Id, _: &Record<'_>) {}
+    fn record_follows_from(&self, _: &Id, _: &Id) {}
+    fn event(&self, event: &Event<'_>) {
+        let mut text = String::new();
+        event.record(&mut Fields(&mut text));
+        self.events.lock().unwrap().push(text);
+    }
+    fn enter(&self, _: &Id) {}
+    fn exit(&self, _: &Id) {}
+}
+
+#[tokio::test]
+async fn a_refusal_names_the_table_and_rule_and_the_log_keeps_the_bucket() {
+    let db = TestDb::new().await;
+    let log = Log::default();
+    let _subscriber = tracing::subscriber::set_default(log.clone());
+    let server = server(&db).await;
+    applied(&push(&server, "alice", 1, "create_team", json!({"id": "core", "name": "C"})).await);
+    applied(
+        &push(
+            &server,
+            "alice",
+            2,
+            "add_task",
+            json!({"id": "t1", "team_id": "core", "assignee": "alice", "title": "x"}),
+        )
+        .await,
+    );
+    // A row mallory cannot read is not found, and nothing of it is named.
+    let result = push(&server, "mallory", 1, "complete_task", json!({"id": "t1"})).await;
+    assert_eq!(result["status"], "rejected", "{result}");
+    let detail = result["error"]["detail"].as_str().unwrap();
+    assert!(!detail.contains("core") && !detail.contains("alice"), "{detail}");
+    // A refusal: the table and the rule, not the bucket key; the log has the bucket.
+    let stranger = json!({"id": "t2", "team_id": "elsewhere", "assignee": "carol", "title": "spam"});
+    let detail = forbidden(&push(&server, "alice", 3, "add_task", stranger).await, &["assigned/", "team/"]);
+    assert!(detail.contains("`tasks`") && detail.contains("`assigned`"), "{detail}");
+    let events = log.events.lock().unwrap().clone();
+    assert!(
+        events.iter().any(|e| e.contains("write refused") && e.contains("bucket=assigned/carol")),
+        "the log keeps the bucket: {events:?}"
+    );
+}
