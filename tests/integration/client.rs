@@ -223,7 +223,7 @@ async fn a_poison_mutation_is_quarantined_while_later_ones_apply() {
 }
 
 #[tokio::test]
-async fn revoking_a_shared_list_evicts_its_rows_but_not_the_members_own_notes() {
+async fn revoking_a_shared_list_evicts_all_its_rows_even_the_notes_the_member_wrote() {
     use example_notes::mutators::{UnshareList, unshare_list};
     let db = TestDb::new().await;
     let server = TestServer::start(&db, |b| b).await;
@@ -244,7 +244,9 @@ async fn revoking_a_shared_list_evicts_its_rows_but_not_the_members_own_notes() 
     bob.pull().await.unwrap();
     assert!(bob.get::<List>(&"l1".to_owned()).await.unwrap().is_none(), "the list is evicted");
     assert!(note(&bob, "n-alice").await.is_none(), "alice's note is evicted");
-    assert!(note(&bob, "n-bob").await.is_some(), "bob's own note stays: the `own` bucket holds it");
+    assert!(note(&bob, "n-bob").await.is_none(), "bob's note is evicted too: notes lie only in their list");
+    let count = |sql: &'static str| sqlx::query_scalar::<_, i64>(sql).fetch_one(&db.pool);
+    assert_eq!(count("SELECT count(*) FROM notes WHERE id = 'n-bob'").await.unwrap(), 1, "it stays in the list");
 }
 
 /// A small deterministic random sequence for the soak.

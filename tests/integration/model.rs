@@ -103,5 +103,5 @@ fn the_builder_refuses_what_the_macro_refuses_at_compile_time() {
         .unwrap_err();
     assert!(err.to_string().contains("two mutators are named `add_note`"), "{err}");
     let err = engine::App::builder().table::<List>().sync_rules(&rules::SYNC_RULES).build().unwrap_err();
-    assert!(err.to_string().contains("selects from `notes`"), "{err}");
+    assert!(err.to_string().contains("selects from `list_members`"), "{err}");
 }

@@ -64,6 +64,25 @@ mod raw {
         Ok(Outcome::new())
     }
 
+    /// Rename any list, without the owner check of the notes mutators.
+    #[engine::mutator]
+    pub(super) async fn rename_list(ctx: &mut MutatorCtx<'_>, args: Target) -> Result<Outcome> {
+        if !ctx.update::<List>(&args.list_id, [List::title.set("renamed".to_owned())]).await? {
+            return Err(engine::Error::mutator_failed("no such list"));
+        }
+        Ok(Outcome::new())
+    }
+
+    /// Make the actor an owner of a list it is a member of.
+    #[engine::mutator]
+    pub(super) async fn promote_self(ctx: &mut MutatorCtx<'_>, args: Target) -> Result<Outcome> {
+        let key = (args.list_id, ctx.actor().user_id.clone());
+        if !ctx.update::<ListMember>(&key, [ListMember::role.set("owner".to_owned())]).await? {
+            return Err(engine::Error::mutator_failed("no such membership"));
+        }
+        Ok(Outcome::new())
+    }
+
     /// Write three tables; the last write goes to the list `list_id`.
     #[engine::mutator]
     pub(super) async fn three_writes(ctx: &mut MutatorCtx<'_>, args: Target) -> Result<Outcome> {
@@ -97,7 +116,7 @@ mod raw {
         engine::app! {
             tables: [List, ListMember, Note],
             mutators: [create_list, share_list, unshare_list, add_note, update_note, edit_note_body, move_note, delete_note, purge_note,
-                       join_list, inject_note, force_move, three_writes],
+                       join_list, inject_note, force_move, three_writes, rename_list, promote_self],
             sync_rules: example_notes::rules,
         }
     }
@@ -368,6 +387,43 @@ async fn a_forbidden_last_write_leaves_no_trace_of_the_mutation() {
 }
 
 #[tokio::test]
+async fn a_viewer_reads_but_writes_nothing_and_only_the_owner_changes_the_list() {
+    let db = TestDb::new().await;
+    let storage = store(&db).await;
+    seed(&storage).await;
+    let shared =
+        one(&storage, "alice", "share_list", json!({"list_id": "a1", "user_id": "vic", "role": "viewer"})).await;
+    assert_eq!(shared.status, MutationStatus::Applied, "{shared:?}");
+    let update = engine::crdt::update_to_base64(CrdtText::new().insert(0, "x").unwrap().as_bytes());
+    let attempts = [
+        ("add_note", json!({"list_id": "a1", "title": "sneaky"})),
+        ("update_note", json!({"id": "an1", "title": "changed"})),
+        ("edit_note_body", json!({"id": "an1", "update": update})),
+        ("delete_note", json!({"id": "an1"})),
+        ("purge_note", json!({"id": "an1"})),
+        ("inject_note", json!({"list_id": "a1"})),
+    ];
+    for (name, args) in attempts {
+        let result = one(&storage, "vic", name, args.clone()).await;
+        assert_eq!(code(&result), Some(ErrorCode::Forbidden), "{name} {args}: {result:?}");
+        let detail = &result.error.as_ref().unwrap().detail;
+        assert!(!detail.contains("a1") || args.to_string().contains("a1"), "{detail}");
+    }
+    assert_eq!(rows(&db, "SELECT 1 FROM notes WHERE id = 'an1' AND title = 'milk' AND deleted_at IS NULL").await, 1);
+    // An editor writes notes but not the list or its memberships.
+    let edited = one(&storage, "bob", "update_note", json!({"id": "an1", "title": "oat milk"})).await;
+    assert_eq!(edited.status, MutationStatus::Applied, "{edited:?}");
+    let rename = one(&storage, "bob", "rename_list", json!({"list_id": "a1"})).await;
+    assert_eq!(code(&rename), Some(ErrorCode::Forbidden), "{rename:?}");
+    let promote = one(&storage, "bob", "promote_self", json!({"list_id": "a1"})).await;
+    assert_eq!(code(&promote), Some(ErrorCode::Forbidden), "{promote:?}");
+    assert_eq!(rows(&db, "SELECT 1 FROM list_members WHERE user_id = 'bob' AND role = 'editor'").await, 1);
+    // The owner does all of it.
+    let rename = one(&storage, "alice", "rename_list", json!({"list_id": "a1"})).await;
+    assert_eq!(rename.status, MutationStatus::Applied, "{rename:?}");
+}
+
+#[tokio::test]
 async fn forged_grants_and_injections_are_refused_and_reach_no_one() {
     let db = TestDb::new().await;
     let storage = store(&db).await;
@@ -382,7 +438,6 @@ async fn forged_grants_and_injections_are_refused_and_reach_no_one() {
         ("join_list", json!({"list_id": "c1"}), ErrorCode::Forbidden),
         ("join_list", json!({"list_id": "c1", "owner_id": "carol"}), ErrorCode::Forbidden),
         ("inject_note", json!({"list_id": "c1"}), ErrorCode::Forbidden),
-        ("inject_note", json!({"list_id": "a1", "owner_id": "alice"}), ErrorCode::Forbidden),
         ("add_note", json!({"list_id": "c1", "title": "sneaky"}), ErrorCode::MutatorFailed),
         ("force_move", json!({"list_id": "c1", "note_id": "an1"}), ErrorCode::Forbidden),
         ("move_note", json!({"id": "an1", "list_id": "c1"}), ErrorCode::MutatorFailed),
@@ -537,7 +592,7 @@ async fn an_empty_id_is_chosen_by_the_server_and_reconciled() {
     assert_eq!(replay.response.results[0].reconciliation, result.reconciliation);
     assert_eq!(rows(&db, &format!("SELECT 1 FROM notes WHERE id = '{server_id}'")).await, 1);
     let buckets: Vec<String> = pushed.affected.iter().map(ToString::to_string).collect();
-    assert_eq!(buckets, ["own/alice", "shared/a1"], "the pings to publish after commit");
+    assert_eq!(buckets, ["shared/a1"], "the pings to publish after commit");
 
     // With the client's clock, the id is the one the client's own run of the mutation chose.
     let hlc = engine::Hlc::new(engine::hlc::wall_clock_ms(), 0, client(20).to_string()).unwrap();

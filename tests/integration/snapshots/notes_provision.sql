@@ -263,13 +263,11 @@ BEGIN
   END IF;
   IF OLD."deleted_at" IS NULL THEN
     old_keys := array_remove(ARRAY[
-      CASE WHEN OLD."owner_id" IS NOT NULL THEN _engine_bucket_key('own', ARRAY[OLD."owner_id"::text]) END,
       CASE WHEN OLD."list_id" IS NOT NULL THEN _engine_bucket_key('shared', ARRAY[OLD."list_id"::text]) END
     ]::text[], NULL);
   END IF;
   IF TG_OP = 'UPDATE' AND NEW."deleted_at" IS NULL AND OLD."id" IS NOT DISTINCT FROM NEW."id" THEN
     new_keys := array_remove(ARRAY[
-      CASE WHEN NEW."owner_id" IS NOT NULL THEN _engine_bucket_key('own', ARRAY[NEW."owner_id"::text]) END,
       CASE WHEN NEW."list_id" IS NOT NULL THEN _engine_bucket_key('shared', ARRAY[NEW."list_id"::text]) END
     ]::text[], NULL);
   END IF;
@@ -286,8 +284,6 @@ CREATE OR REPLACE TRIGGER _engine_stamp BEFORE INSERT OR UPDATE ON "notes" FOR E
 CREATE OR REPLACE TRIGGER _engine_tombstone AFTER UPDATE OR DELETE ON "notes" FOR EACH ROW EXECUTE FUNCTION "_engine_track_notes"();
 
 CREATE INDEX IF NOT EXISTS "_engine_notes_xid" ON "notes" (_engine_xid, "id" COLLATE "C");
-
-CREATE INDEX IF NOT EXISTS "_engine_notes_scope_owner_id" ON "notes" ("owner_id", _engine_xid, "id" COLLATE "C");
 
 CREATE INDEX IF NOT EXISTS "_engine_notes_scope_list_id" ON "notes" ("list_id", _engine_xid, "id" COLLATE "C");
 
