@@ -1,0 +1,22 @@
+#[engine::sync_rules]
+pub mod rules {
+    use ui_tests::{List, ListMember, Note};
+    #[bucket(data(List::owner_id == bucket.owner_id), write(List: ListMember::role == "owner"))]
+    pub struct Own {
+        #[param(actor.owner_id)]
+        pub owner_id: String,
+    }
+
+    #[bucket(
+        membership(ListMember::user_id == actor.user_id),
+        data(List::id == bucket.list_id),
+        write(Note: ListMember::role == "owner" || ListMember::role < "x"),
+        accept(Own, Nobody),
+    )]
+    pub struct Shared {
+        #[param(ListMember::list_id)]
+        pub list_id: String,
+    }
+}
+
+fn main() {}
