@@ -189,12 +189,13 @@ export interface BucketParams {
  */
 export const buckets = {
   /**
-   * Everything the actor owns: its lists, its notes, and the memberships of its lists. Parameters:
-   * `owner_id` from `actor.owner_id`.
+   * The lists the actor owns and the memberships of its lists. Parameters: `owner_id` from
+   * `actor.owner_id`.
    */
   own: (params: BucketParams["own"]): string => bucketKey("own", [params.owner_id]),
   /**
-   * Every list the actor is a member of: the list, its notes and its members. Parameters: `list_id`
+   * Every list the actor is a member of: the list, its notes and its members. Owners and
+   * editors write notes; only the owner changes the list and its memberships. Parameters: `list_id`
    * from `membership.list_id`.
    */
   shared: (params: BucketParams["shared"]): string => bucketKey("shared", [params.list_id]),
@@ -219,7 +220,7 @@ export const schema = defineSchema<Tables, Mutators>({
   syncRules: {
     own: {
       parameters: [{ name: "owner_id", source: "actor.owner_id", type: "text" }],
-      tables: ["lists", "notes", "list_members"],
+      tables: ["lists", "list_members"],
     },
     shared: {
       parameters: [{ name: "list_id", source: "membership.list_id", type: "text" }],
