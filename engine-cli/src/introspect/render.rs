@@ -143,7 +143,9 @@ fn rules(model: &Model, out: &mut String) {
         used.push(&model.tables[bucket.table].struct_name);
         used.extend(bucket.data.iter().map(|&(t, _)| model.tables[t].struct_name.as_str()));
     }
-    let used: Vec<&str> = model.tables.iter().map(|t| t.struct_name.as_str()).filter(|n| used.contains(n)).collect();
+    let mut used: Vec<&str> =
+        model.tables.iter().map(|t| t.struct_name.as_str()).filter(|n| used.contains(n)).collect();
+    used.sort_unstable();
     out.push_str("\n/// Who sees what: a first guess from the schema's keys. Read every comment before serving it.\n");
     out.push_str("#[engine::sync_rules]\npub mod rules {\n");
     let _ = writeln!(out, "    use super::{};", if used.len() == 1 { used[0].to_owned() } else { format!("{{{}}}", used.join(", ")) });
