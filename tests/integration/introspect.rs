@@ -146,7 +146,17 @@ async fn an_existing_database_is_adopted_without_changing_a_row() {
     let names: Vec<&str> = app.tables().iter().map(|t| t.meta().name).collect();
     assert_eq!(
         names,
-        ["activity", "comments", "feature_flags", "invoices", "members", "organisations", "projects", "task_watchers", "tasks"]
+        [
+            "activity",
+            "comments",
+            "feature_flags",
+            "invoices",
+            "members",
+            "organisations",
+            "projects",
+            "task_watchers",
+            "tasks"
+        ]
     );
     assert!(!app.is_synced("feature_flags"), "no rule scopes feature_flags: the server keeps it");
     let storage = PostgresStorage::new(db.pool.clone(), Arc::new(app));

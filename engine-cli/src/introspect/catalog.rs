@@ -95,10 +95,9 @@ const CONSTRAINTS: &str = "SELECT c.relname::text, k.contype::text,
 /// the engine's own tables and columns.
 pub(crate) async fn read(url: &str, schema: &str, only: Option<&[String]>) -> Result<Catalog> {
     let failed = |source: sqlx::Error| Error::Introspect { reason: format!("cannot read schema `{schema}`"), source };
-    let mut conn = PgConnection::connect(url).await.map_err(|source| Error::Introspect {
-        reason: "cannot connect to the database".into(),
-        source,
-    })?;
+    let mut conn = PgConnection::connect(url)
+        .await
+        .map_err(|source| Error::Introspect { reason: "cannot connect to the database".into(), source })?;
     let wanted = |name: &str| !name.starts_with(ENGINE_PREFIX) && only.is_none_or(|o| o.iter().any(|t| t == name));
     let mut tables: Vec<SqlTable> = sqlx::query_scalar::<_, String>(TABLES)
         .bind(schema)

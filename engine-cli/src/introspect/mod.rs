@@ -26,11 +26,8 @@ pub(crate) struct Request<'a> {
 pub(crate) async fn introspect(request: Request<'_>) -> Result<String> {
     let catalog = catalog::read(request.url, request.schema, request.tables).await?;
     if let Some(wanted) = request.tables {
-        let missing: Vec<&str> = wanted
-            .iter()
-            .filter(|name| !catalog.tables.iter().any(|t| &t.name == *name))
-            .map(String::as_str)
-            .collect();
+        let missing: Vec<&str> =
+            wanted.iter().filter(|name| !catalog.tables.iter().any(|t| &t.name == *name)).map(String::as_str).collect();
         if !missing.is_empty() {
             return Err(Error::NothingUsable {
                 reason: format!("schema `{}` has no table {}", request.schema, missing.join(", ")),

@@ -59,7 +59,11 @@ fn kind_of(column: &SqlColumn) -> Result<Kind, String> {
     let carried = "the engine carries text, varchar, smallint, integer, bigint, real, double precision, boolean, uuid, timestamptz, jsonb and bytea";
     match column.type_kind.as_str() {
         "b" => {}
-        "e" => return Err(format!("an enum type; {carried} (a text column with a check constraint carries the same values)")),
+        "e" => {
+            return Err(format!(
+                "an enum type; {carried} (a text column with a check constraint carries the same values)"
+            ));
+        }
         "d" => return Err(format!("a domain type; {carried}")),
         "c" => return Err(format!("a composite type; {carried}")),
         _ => return Err(format!("a range type; {carried}")),
@@ -188,13 +192,8 @@ impl Model {
 
 /// The starter app for `catalog`.
 pub(crate) fn model(catalog: &Catalog) -> Model {
-    let mut model = Model {
-        schema: catalog.schema.clone(),
-        tables: vec![],
-        skipped: vec![],
-        own: vec![],
-        memberships: vec![],
-    };
+    let mut model =
+        Model { schema: catalog.schema.clone(), tables: vec![], skipped: vec![], own: vec![], memberships: vec![] };
     let mut taken: Vec<String> = RESERVED_STRUCTS.iter().map(|s| (*s).to_owned()).collect();
     for sql in &catalog.tables {
         match table(sql, &mut taken) {
@@ -214,7 +213,8 @@ pub(crate) fn model(catalog: &Catalog) -> Model {
 }
 
 /// Names a table struct may not take: the types and buckets the generated source names.
-const RESERVED_STRUCTS: &[&str] = &["Option", "String", "Vec", "Box", "Result", "Timestamp", "Value", "Own", "App", "Self"];
+const RESERVED_STRUCTS: &[&str] =
+    &["Option", "String", "Vec", "Box", "Result", "Timestamp", "Value", "Own", "App", "Self"];
 
 /// The table `sql` as the app carries it, or why it cannot.
 fn table(sql: &SqlTable, taken: &mut Vec<String>) -> Result<Table, String> {
@@ -342,7 +342,9 @@ fn membership(model: &Model, i: usize) -> Option<MembershipBucket> {
             let mut data = vec![(target, target_field)];
             for (x, other_table) in model.tables.iter().enumerate() {
                 let scoped = other_table.sql.foreign_keys.iter().find_map(|fk| {
-                    let references = fk.columns.len() == 1 && fk.table == target_table.sql.name && fk.references[0] == target_table.fields[target_field].column.name;
+                    let references = fk.columns.len() == 1
+                        && fk.table == target_table.sql.name
+                        && fk.references[0] == target_table.fields[target_field].column.name;
                     let field = other_table.fields.iter().position(|f| f.column.name == fk.columns[0])?;
                     (references && other_table.fields[field].kind == param_kind).then_some(field)
                 });

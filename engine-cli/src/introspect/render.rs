@@ -46,7 +46,11 @@ fn header(model: &Model, out: &mut String) {
     let left_out: Vec<String> = model
         .tables
         .iter()
-        .flat_map(|t| t.left_out.iter().map(move |l| format!("column `{}.{}` (`{}`)", t.sql.name, l.column.name, l.column.type_text)))
+        .flat_map(|t| {
+            t.left_out
+                .iter()
+                .map(move |l| format!("column `{}.{}` (`{}`)", t.sql.name, l.column.name, l.column.type_text))
+        })
         .chain(model.skipped.iter().map(|(name, _)| format!("table `{name}`")))
         .collect();
     if !left_out.is_empty() {
@@ -124,7 +128,9 @@ fn table_source(table: &Table, out: &mut String) {
         let column = &left.column;
         let _ = writeln!(out, "    // Left out: `{} {}`: {}.", column.name, column.type_text, left.reason);
         if column.not_null && column.default.is_none() {
-            out.push_str("    // It is not null and has no default, so inserts through the engine fail until it has one.\n");
+            out.push_str(
+                "    // It is not null and has no default, so inserts through the engine fail until it has one.\n",
+            );
         }
     }
     out.push_str("}\n");
@@ -133,7 +139,9 @@ fn table_source(table: &Table, out: &mut String) {
 fn rules(model: &Model, out: &mut String) {
     let unscoped = model.unscoped();
     if model.own.is_empty() && model.memberships.is_empty() {
-        out.push_str("\n// No sync rule could be guessed: no table has an owner column (`owner_id`, text) and none looks\n");
+        out.push_str(
+            "\n// No sync rule could be guessed: no table has an owner column (`owner_id`, text) and none looks\n",
+        );
         out.push_str("// like a membership (a user column and a foreign key as its primary key or a unique pair).\n");
         out.push_str("// Until the app has `#[engine::sync_rules]`, no table is synced; the server keeps them.\n");
         return;
@@ -148,7 +156,11 @@ fn rules(model: &Model, out: &mut String) {
     used.sort_unstable();
     out.push_str("\n/// Who sees what: a first guess from the schema's keys. Read every comment before serving it.\n");
     out.push_str("#[engine::sync_rules]\npub mod rules {\n");
-    let _ = writeln!(out, "    use super::{};", if used.len() == 1 { used[0].to_owned() } else { format!("{{{}}}", used.join(", ")) });
+    let _ = writeln!(
+        out,
+        "    use super::{};",
+        if used.len() == 1 { used[0].to_owned() } else { format!("{{{}}}", used.join(", ")) }
+    );
     if !model.own.is_empty() {
         let owners: Vec<String> = model
             .own
@@ -183,14 +195,23 @@ fn rules(model: &Model, out: &mut String) {
         let _ = writeln!(out, "    ///\n    /// A guess: {}.", bucket.reason);
         out.push_str("    /// The data are the rows of every table with a foreign key to the same row; a table that\n");
         out.push_str("    /// reaches it only through another table is not here (see the end of this module).\n");
-        let _ = writeln!(out, "    #[bucket(\n        membership({}::{} == actor.user_id),\n        data(", table.struct_name, user.ident);
+        let _ = writeln!(
+            out,
+            "    #[bucket(\n        membership({}::{} == actor.user_id),\n        data(",
+            table.struct_name, user.ident
+        );
         for &(t, f) in &bucket.data {
             let selected = &model.tables[t];
-            let _ = writeln!(out, "            {}::{} == bucket.{},", selected.struct_name, selected.fields[f].ident, bucket.param);
+            let _ = writeln!(
+                out,
+                "            {}::{} == bucket.{},",
+                selected.struct_name, selected.fields[f].ident, bucket.param
+            );
         }
         out.push_str("        ),\n    )]\n    #[derive(Debug, Clone, PartialEq, Eq, Hash)]\n");
         let _ = writeln!(out, "    pub struct {} {{", bucket.struct_name);
-        let _ = writeln!(out, "        /// `{}.{}` of one of the actor's memberships.", table.sql.name, key.column.name);
+        let _ =
+            writeln!(out, "        /// `{}.{}` of one of the actor's memberships.", table.sql.name, key.column.name);
         let _ = writeln!(out, "        #[param({}::{})]", table.struct_name, key.ident);
         let _ = writeln!(out, "        pub {}: {},", bucket.param, bucket.param_kind.rust());
         out.push_str("    }\n");
