@@ -1,5 +1,5 @@
 //! `engine introspect`: read an existing database's tables and write the Rust source of a
-//! starter app for them (`docs/design.md`, "Adopting an existing database").
+//! starter app for them (the README's "Adopting an existing database").
 //!
 //! Layers: [`catalog`] reads Postgres' catalog, [`model`] decides what the engine can carry and
 //! guesses the roles and sync rules, [`render`] writes the source.
