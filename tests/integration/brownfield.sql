@@ -76,7 +76,8 @@ CREATE TABLE invoices (
   issued_on date,
   status invoice_status NOT NULL DEFAULT 'draft',
   tags text[],
-  total_cents bigint GENERATED ALWAYS AS ((amount * 100)::bigint) STORED
+  total_cents bigint GENERATED ALWAYS AS ((amount * 100)::bigint) STORED,
+  seq integer GENERATED ALWAYS AS IDENTITY
 );
 
 -- Nothing scopes it to a user.

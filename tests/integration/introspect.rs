@@ -162,6 +162,11 @@ async fn an_existing_database_is_adopted_without_changing_a_row() {
     let storage = PostgresStorage::new(db.pool.clone(), Arc::new(app));
     storage.provision().await.expect("the introspected app provisions its own database");
     assert_eq!(checksums(&db, &columns).await, before, "provisioning changed no row of any table");
+    let again = engine_cli(&["introspect", "--database-url", &db.url]).await.unwrap();
+    assert!(
+        again == source,
+        "the engine's own columns and tables are not the app's: introspecting again changes nothing"
+    );
 
     let server = TestServer::start(&db, |b| b.app(generated::app())).await;
     db.settle(&storage).await;

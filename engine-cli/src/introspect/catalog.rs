@@ -46,6 +46,8 @@ pub(crate) struct SqlColumn {
     pub(crate) default: Option<String>,
     /// Computed by the database (`GENERATED ALWAYS AS (…) STORED`).
     pub(crate) generated: bool,
+    /// An identity column: `a` (`GENERATED ALWAYS`), `d` (`BY DEFAULT`), or empty.
+    pub(crate) identity: String,
 }
 
 /// A foreign key: `columns` of this table reference `references` of `table`.
@@ -68,7 +70,8 @@ const TABLES: &str = "SELECT c.relname::text FROM pg_class c JOIN pg_namespace n
  ORDER BY c.relname";
 
 const COLUMNS: &str = "SELECT c.relname::text, a.attname::text, format_type(a.atttypid, a.atttypmod), t.typname::text,
-        t.typtype::text, a.attnotnull, pg_get_expr(d.adbin, d.adrelid), a.attgenerated::text <> ''
+        t.typtype::text, a.attnotnull, pg_get_expr(d.adbin, d.adrelid), a.attgenerated::text <> '',
+        a.attidentity::text
  FROM pg_attribute a
  JOIN pg_class c ON c.oid = a.attrelid
  JOIN pg_namespace n ON n.oid = c.relnamespace
@@ -124,6 +127,7 @@ pub(crate) async fn read(url: &str, schema: &str, only: Option<&[String]>) -> Re
             not_null: row.get(5),
             default: row.get(6),
             generated: row.get(7),
+            identity: row.get(8),
         });
     }
     for row in sqlx::query(CONSTRAINTS).bind(schema).fetch_all(&mut conn).await.map_err(failed)? {

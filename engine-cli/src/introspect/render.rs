@@ -127,7 +127,7 @@ fn table_source(table: &Table, out: &mut String) {
     for left in &table.left_out {
         let column = &left.column;
         let _ = writeln!(out, "    // Left out: `{} {}`: {}.", column.name, column.type_text, left.reason);
-        if column.not_null && column.default.is_none() {
+        if column.not_null && column.default.is_none() && column.identity.is_empty() && !column.generated {
             out.push_str(
                 "    // It is not null and has no default, so inserts through the engine fail until it has one.\n",
             );

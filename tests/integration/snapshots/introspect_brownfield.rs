@@ -3,7 +3,7 @@
 //! - Tables: `activity`, `comments`, `feature_flags`, `invoices`, `members`, `organisations`, `projects`, `task_watchers`, `tasks`.
 //! - Sync rules ([`rules`]): `own`, `member_of_organisation`, `member_of_task`; every guess is commented.
 //! - Mutators: none yet; an example per table is commented out at the end of this file.
-//! - Left out, the reasons next to where they would be: column `comments.postedAt` (`timestamp with time zone`), column `invoices.amount` (`numeric(12,2)`), column `invoices.issued_on` (`date`), column `invoices.status` (`invoice_status`), column `invoices.tags` (`text[]`), column `invoices.total_cents` (`bigint`), table `import_log`.
+//! - Left out, the reasons next to where they would be: column `comments.postedAt` (`timestamp with time zone`), column `invoices.amount` (`numeric(12,2)`), column `invoices.issued_on` (`date`), column `invoices.status` (`invoice_status`), column `invoices.tags` (`text[]`), column `invoices.total_cents` (`bigint`), column `invoices.seq` (`integer`), table `import_log`.
 //!
 //! The crate depends on `engine`, `uuid` (uuid columns), `serde_json` (jsonb columns).
 
@@ -74,6 +74,7 @@ pub struct Invoice {
     // Left out: `status invoice_status`: an enum type; the engine carries text, varchar, smallint, integer, bigint, real, double precision, boolean, uuid, timestamptz, jsonb and bytea (a text column with a check constraint carries the same values).
     // Left out: `tags text[]`: an array; the engine carries text, varchar, smallint, integer, bigint, real, double precision, boolean, uuid, timestamptz, jsonb and bytea.
     // Left out: `total_cents bigint`: the database computes it, and the engine writes every column it carries.
+    // Left out: `seq integer`: the database numbers it (`GENERATED ALWAYS AS IDENTITY`) and refuses values written to it.
 }
 
 /// Table `members`.
@@ -81,6 +82,8 @@ pub struct Invoice {
 #[derive(Debug, Clone, PartialEq)]
 pub struct Member {
     /// `id bigint` not null, default `nextval('members_id_seq'::regclass)`, the primary key.
+    ///
+    /// The database numbers rows inserted by SQL; rows inserted through the engine carry the value their mutator gives them, which must not collide with the database's numbers.
     #[engine(primary_key)]
     pub id: i64,
     /// `org_id uuid` not null, references `organisations.id`.
