@@ -2,60 +2,56 @@
 //! types, and the guesses (owner and soft-delete columns, memberships) a starter app is built on.
 //! Every guess keeps the reason it was made, for the generated source to say.
 
-use heck::{ToSnakeCase, ToUpperCamelCase};
+use engine_kernel::SqlType;
+use engine_kernel::table::{default_table_name, is_sql_identifier};
+use heck::ToUpperCamelCase;
 
 use super::catalog::{Catalog, SqlColumn, SqlTable};
 
-/// The types of columns the engine carries, as the catalog names them.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Kind {
-    Text,
-    SmallInt,
-    Integer,
-    BigInt,
-    Real,
-    Double,
-    Boolean,
-    Uuid,
-    Timestamp,
-    Json,
-    Bytes,
+/// The Rust type of a non-null value of `sql_type`.
+pub(crate) const fn rust_type(sql_type: SqlType) -> &'static str {
+    match sql_type {
+        SqlType::Text => "String",
+        SqlType::SmallInt => "i16",
+        SqlType::Integer => "i32",
+        SqlType::BigInt => "i64",
+        SqlType::Real => "f32",
+        SqlType::Double => "f64",
+        SqlType::Boolean => "bool",
+        SqlType::Uuid => "uuid::Uuid",
+        SqlType::Timestamp => "Timestamp",
+        SqlType::Json => "serde_json::Value",
+        SqlType::Bytes => "Vec<u8>",
+        SqlType::CrdtText => "engine::CrdtText",
+        SqlType::CrdtMap => "engine::CrdtMap",
+        _ => "serde_json::Value",
+    }
 }
 
-impl Kind {
-    /// The Rust type of a non-null value.
-    pub(crate) const fn rust(self) -> &'static str {
-        match self {
-            Kind::Text => "String",
-            Kind::SmallInt => "i16",
-            Kind::Integer => "i32",
-            Kind::BigInt => "i64",
-            Kind::Real => "f32",
-            Kind::Double => "f64",
-            Kind::Boolean => "bool",
-            Kind::Uuid => "uuid::Uuid",
-            Kind::Timestamp => "Timestamp",
-            Kind::Json => "serde_json::Value",
-            Kind::Bytes => "Vec<u8>",
-        }
-    }
+/// Whether a primary key may have this type.
+const fn is_key(sql_type: SqlType) -> bool {
+    matches!(
+        sql_type,
+        SqlType::Text
+            | SqlType::SmallInt
+            | SqlType::Integer
+            | SqlType::BigInt
+            | SqlType::Uuid
+            | SqlType::Timestamp
+            | SqlType::Bytes
+    )
+}
 
-    /// Whether a primary key may have this type.
-    const fn key(self) -> bool {
-        matches!(
-            self,
-            Kind::Text | Kind::SmallInt | Kind::Integer | Kind::BigInt | Kind::Uuid | Kind::Timestamp | Kind::Bytes
-        )
-    }
-
-    /// Whether a bucket parameter may have this type.
-    const fn param(self) -> bool {
-        matches!(self, Kind::Text | Kind::SmallInt | Kind::Integer | Kind::BigInt | Kind::Boolean | Kind::Uuid)
-    }
+/// Whether a bucket parameter may have this type.
+const fn is_param(sql_type: SqlType) -> bool {
+    matches!(
+        sql_type,
+        SqlType::Text | SqlType::SmallInt | SqlType::Integer | SqlType::BigInt | SqlType::Boolean | SqlType::Uuid
+    )
 }
 
 /// The engine's type for `column`, or why it has none.
-fn kind_of(column: &SqlColumn) -> Result<Kind, String> {
+fn kind_of(column: &SqlColumn) -> Result<SqlType, String> {
     let carried = "the engine carries text, varchar, smallint, integer, bigint, real, double precision, boolean, uuid, timestamptz, jsonb and bytea";
     match column.type_kind.as_str() {
         "b" => {}
@@ -69,32 +65,23 @@ fn kind_of(column: &SqlColumn) -> Result<Kind, String> {
         _ => return Err(format!("a range type; {carried}")),
     }
     Ok(match column.type_name.as_str() {
-        "text" | "varchar" => Kind::Text,
-        "int2" => Kind::SmallInt,
-        "int4" => Kind::Integer,
-        "int8" => Kind::BigInt,
-        "float4" => Kind::Real,
-        "float8" => Kind::Double,
-        "bool" => Kind::Boolean,
-        "uuid" => Kind::Uuid,
-        "timestamptz" => Kind::Timestamp,
-        "jsonb" => Kind::Json,
-        "bytea" => Kind::Bytes,
+        "text" | "varchar" => SqlType::Text,
+        "int2" => SqlType::SmallInt,
+        "int4" => SqlType::Integer,
+        "int8" => SqlType::BigInt,
+        "float4" => SqlType::Real,
+        "float8" => SqlType::Double,
+        "bool" => SqlType::Boolean,
+        "uuid" => SqlType::Uuid,
+        "timestamptz" => SqlType::Timestamp,
+        "jsonb" => SqlType::Json,
+        "bytea" => SqlType::Bytes,
         "timestamp" => return Err("a timestamp without time zone; the engine carries `timestamptz`".into()),
         "json" => return Err("`json`; the engine carries `jsonb`".into()),
         "numeric" => return Err(format!("exact decimals; {carried} (integers of the smallest unit carry money)")),
         name if name.starts_with('_') => return Err(format!("an array; {carried}")),
         _ => return Err(carried.into()),
     })
-}
-
-/// Whether `name` is a name the engine uses unquoted: lowercase ASCII letters, digits and `_`,
-/// not starting with a digit, at most 63 bytes.
-fn is_sql_identifier(name: &str) -> bool {
-    let mut bytes = name.bytes();
-    matches!(bytes.next(), Some(b'a'..=b'z' | b'_'))
-        && bytes.all(|b| matches!(b, b'a'..=b'z' | b'0'..=b'9' | b'_'))
-        && name.len() <= 63
 }
 
 /// The starter app read from a catalog.
@@ -131,7 +118,7 @@ pub(crate) struct Field {
     pub(crate) ident: String,
     /// Whether `rename = "…"` must say the SQL name.
     pub(crate) rename: bool,
-    pub(crate) kind: Kind,
+    pub(crate) kind: SqlType,
     pub(crate) primary_key: bool,
     pub(crate) owner: bool,
     pub(crate) soft_delete: bool,
@@ -142,7 +129,7 @@ pub(crate) struct Field {
 impl Field {
     /// The Rust type, `Option<…>` when the column may be null.
     pub(crate) fn rust_type(&self) -> String {
-        if self.column.not_null { self.kind.rust().to_owned() } else { format!("Option<{}>", self.kind.rust()) }
+        if self.column.not_null { rust_type(self.kind).to_owned() } else { format!("Option<{}>", rust_type(self.kind)) }
     }
 }
 
@@ -165,7 +152,7 @@ pub(crate) struct MembershipBucket {
     /// The table a membership grants (index into `tables`).
     pub(crate) target: usize,
     pub(crate) param: String,
-    pub(crate) param_kind: Kind,
+    pub(crate) param_kind: SqlType,
     /// Every selection: table index and field index, the target's own row first.
     pub(crate) data: Vec<(usize, usize)>,
     /// Why the membership table was taken for one.
@@ -185,7 +172,7 @@ impl Model {
         self.tables.iter().position(|t| t.sql.name == name)
     }
 
-    pub(crate) fn uses(&self, kind: Kind) -> bool {
+    pub(crate) fn uses(&self, kind: SqlType) -> bool {
         self.tables.iter().flat_map(|t| &t.fields).any(|f| f.kind == kind)
     }
 }
@@ -238,7 +225,7 @@ fn table(sql: &SqlTable, taken: &mut Vec<String>) -> Result<Table, String> {
             kind_of(column)
         };
         let kind = match kind {
-            Ok(kind) if primary_key && !kind.key() => {
+            Ok(kind) if primary_key && !is_key(kind) => {
                 return Err(format!(
                     "its primary key column `{}` is `{}`, which cannot key a row (keys are text, integers, uuid, timestamptz or bytea)",
                     column.name, column.type_text
@@ -273,7 +260,7 @@ fn table(sql: &SqlTable, taken: &mut Vec<String>) -> Result<Table, String> {
         struct_name.push_str("Row");
     }
     taken.push(struct_name.clone());
-    let needs_name = plural(&struct_name.to_snake_case()) != sql.name;
+    let needs_name = default_table_name(&struct_name) != sql.name;
     Ok(Table { sql: sql.clone(), struct_name, needs_name, fields, left_out })
 }
 
@@ -295,7 +282,7 @@ fn guess_owner(fields: &mut [Field]) {
     let Some(field) = fields.iter_mut().find(|f| matches!(f.column.name.as_str(), "owner_id" | "owner")) else {
         return;
     };
-    if field.kind == Kind::Text {
+    if field.kind == SqlType::Text {
         field.owner = true;
         field.notes.push(format!(
             "Owner column (a guess: named `{}` and of type text): the engine fills it with the actor's owner id on insert, and the `own` bucket syncs the actor's rows by it.",
@@ -312,7 +299,7 @@ fn guess_owner(fields: &mut [Field]) {
 /// The soft-delete column: `deleted_at`, a nullable timestamptz.
 fn guess_soft_delete(fields: &mut [Field]) {
     let Some(field) = fields.iter_mut().find(|f| f.column.name == "deleted_at") else { return };
-    if field.kind == Kind::Timestamp && !field.column.not_null && !field.primary_key {
+    if field.kind == SqlType::Timestamp && !field.column.not_null && !field.primary_key {
         field.soft_delete = true;
         field.notes.push(
             "Soft-delete column (a guess: named `deleted_at`, a nullable timestamptz): a delete sets it, and a row with it set leaves its buckets.".into(),
@@ -329,7 +316,8 @@ fn guess_soft_delete(fields: &mut [Field]) {
 /// Whether a column names a user: `user_id`, `member_id`, `account_id` or `…_user_id`, of type text.
 fn is_user_column(field: &Field) -> bool {
     let name = field.column.name.as_str();
-    field.kind == Kind::Text && (matches!(name, "user_id" | "member_id" | "account_id") || name.ends_with("_user_id"))
+    field.kind == SqlType::Text
+        && (matches!(name, "user_id" | "member_id" | "account_id") || name.ends_with("_user_id"))
 }
 
 /// The membership bucket of table `i`, when it looks like a membership: its primary key or a
@@ -351,7 +339,7 @@ fn membership(model: &Model, i: usize) -> Option<MembershipBucket> {
                 continue;
             };
             let param_kind = table.fields[key_field].kind;
-            if target == i || !param_kind.param() || target_table.fields[target_field].kind != param_kind {
+            if target == i || !is_param(param_kind) || target_table.fields[target_field].kind != param_kind {
                 continue;
             }
             let mut data = vec![(target, target_field)];
@@ -409,7 +397,8 @@ fn field_ident(name: &str) -> (String, bool) {
     }
 }
 
-/// A table name's singular by English's regular rule, the inverse of [`plural`] for most names.
+/// A table name's singular by English's regular rule, the inverse of [`default_table_name`]
+/// for most names.
 fn singular(name: &str) -> String {
     if let Some(stem) = name.strip_suffix("ies") {
         format!("{stem}y")
@@ -422,20 +411,6 @@ fn singular(name: &str) -> String {
     }
 }
 
-/// The default table name of a struct (the table macro's rule): snake case, pluralized.
-fn plural(word: &str) -> String {
-    let ends_with_consonant_y = word.ends_with('y')
-        && word.len() > 1
-        && !matches!(word.as_bytes()[word.len() - 2], b'a' | b'e' | b'i' | b'o' | b'u');
-    if ends_with_consonant_y {
-        format!("{}ies", &word[..word.len() - 1])
-    } else if ["s", "x", "z", "ch", "sh"].iter().any(|end| word.ends_with(end)) {
-        format!("{word}es")
-    } else {
-        format!("{word}s")
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -443,10 +418,10 @@ mod tests {
     #[test]
     fn singular_names_pluralize_back() {
         for table in ["notes", "list_members", "categories", "boxes", "statuses", "matches", "houses", "task_labels"] {
-            assert_eq!(plural(&singular(table)), table, "{table}");
+            assert_eq!(default_table_name(&singular(table).to_upper_camel_case()), table, "{table}");
         }
         assert_eq!(singular("people"), "people");
-        assert_eq!(plural("people"), "peoples", "an irregular plural needs `name`");
+        assert_eq!(default_table_name("People"), "peoples", "an irregular plural needs `name`");
     }
 
     #[test]

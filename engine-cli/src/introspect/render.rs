@@ -5,7 +5,9 @@ use std::fmt::Write as _;
 
 use heck::ToSnakeCase;
 
-use super::model::{Field, Kind, Model, Table};
+use engine_kernel::SqlType;
+
+use super::model::{Field, Model, Table, rust_type};
 
 /// The source of `model`'s app, formatted as rustfmt would leave it for the common cases.
 pub(crate) fn render(model: &Model) -> String {
@@ -57,14 +59,14 @@ fn header(model: &Model, out: &mut String) {
         let _ = writeln!(out, "//! - Left out, the reasons next to where they would be: {}.", left_out.join(", "));
     }
     let mut crates = vec!["`engine`".to_owned()];
-    if model.uses(Kind::Uuid) {
+    if model.uses(SqlType::Uuid) {
         crates.push("`uuid` (uuid columns)".into());
     }
-    if model.uses(Kind::Json) {
+    if model.uses(SqlType::Json) {
         crates.push("`serde_json` (jsonb columns)".into());
     }
     let _ = writeln!(out, "//!\n//! The crate depends on {}.", crates.join(", "));
-    if model.uses(Kind::Timestamp) {
+    if model.uses(SqlType::Timestamp) {
         out.push_str("\nuse engine::Timestamp;\n");
     }
     for (name, reason) in &model.skipped {
@@ -213,7 +215,7 @@ fn rules(model: &Model, out: &mut String) {
         let _ =
             writeln!(out, "        /// `{}.{}` of one of the actor's memberships.", table.sql.name, key.column.name);
         let _ = writeln!(out, "        #[param({}::{})]", table.struct_name, key.ident);
-        let _ = writeln!(out, "        pub {}: {},", bucket.param, bucket.param_kind.rust());
+        let _ = writeln!(out, "        pub {}: {},", bucket.param, rust_type(bucket.param_kind));
         out.push_str("    }\n");
     }
     if !unscoped.is_empty() {
