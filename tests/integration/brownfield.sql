@@ -83,7 +83,8 @@ CREATE TABLE invoices (
 -- Nothing scopes it to a user.
 CREATE TABLE feature_flags (
   name text PRIMARY KEY,
-  enabled boolean NOT NULL
+  enabled boolean NOT NULL,
+  crate text -- the package a flag belongs to; not a name a Rust field can have
 );
 
 -- No primary key.
@@ -133,5 +134,5 @@ INSERT INTO invoices (id, org_id, number, amount, issued_on, status, tags) VALUE
   (1, '00000000-0000-4000-8000-00000000000a', 1001, 1250.50, '2025-02-01', 'sent', '{q1}'),
   (2, '00000000-0000-4000-8000-00000000000b', 7, 99.99, NULL, 'draft', NULL);
 
-INSERT INTO feature_flags (name, enabled) VALUES ('dark_mode', true);
+INSERT INTO feature_flags (name, enabled, crate) VALUES ('dark_mode', true, 'web');
 INSERT INTO import_log (line, at) VALUES ('legacy row', '2020-01-01 00:00:00');

@@ -20,12 +20,30 @@ use crate::support::{TestDb, TestServer};
 #[path = "snapshots/introspect_brownfield.rs"]
 mod generated;
 
+/// The app `engine introspect --tables activity,feature_flags` wrote: no owner column, no
+/// membership, so no sync rules.
+#[allow(unreachable_pub, dead_code)]
+#[path = "snapshots/introspect_unscoped.rs"]
+mod generated_unscoped;
+
 const SCHEMA: &str = include_str!("brownfield.sql");
 const ACME: &str = "00000000-0000-4000-8000-00000000000a";
 const GLOBEX: &str = "00000000-0000-4000-8000-00000000000b";
 
-fn snapshot_path() -> std::path::PathBuf {
-    std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("integration/snapshots/introspect_brownfield.rs")
+fn snapshot_path(name: &str) -> std::path::PathBuf {
+    std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR")).join(format!("integration/snapshots/{name}"))
+}
+
+/// `source` is the committed snapshot `name` (which this binary compiles).
+fn assert_snapshot(name: &str, source: &str) {
+    if std::env::var_os("UPDATE_SNAPSHOTS").is_some() {
+        std::fs::write(snapshot_path(name), source).unwrap();
+    }
+    let committed = std::fs::read_to_string(snapshot_path(name)).expect("the introspection snapshot exists");
+    assert!(
+        source == committed,
+        "the introspected source {name} changed; if intended, run with UPDATE_SNAPSHOTS=1, review the diff, and run again (the snapshot is compiled into this test)"
+    );
 }
 
 /// Run the `engine` command with `args`.
@@ -132,14 +150,7 @@ async fn an_existing_database_is_adopted_without_changing_a_row() {
     let before = checksums(&db, &columns).await;
 
     let source = engine_cli(&["introspect", "--database-url", &db.url]).await.unwrap();
-    if std::env::var_os("UPDATE_SNAPSHOTS").is_some() {
-        std::fs::write(snapshot_path(), &source).unwrap();
-    }
-    let committed = std::fs::read_to_string(snapshot_path()).expect("the introspection snapshot exists");
-    assert!(
-        source == committed,
-        "the introspected source changed; if intended, run with UPDATE_SNAPSHOTS=1, review the diff, and build again (the snapshot is compiled into this test)"
-    );
+    assert_snapshot("introspect_brownfield.rs", &source);
 
     // The compiled snapshot provisions the database it was read from; every row stays as it was.
     let app = generated::app();
@@ -237,4 +248,21 @@ async fn introspect_writes_a_file_reports_what_it_left_out_and_refuses_nothing_u
     assert!(missing.to_string().contains("has no table nope"), "{missing}");
     let empty = engine_cli(&["introspect", "--database-url", &db.url, "--schema", "nope"]).await.unwrap_err();
     assert!(empty.to_string().contains("schema `nope` has no table the engine can carry"), "{empty}");
+}
+
+#[tokio::test]
+async fn tables_no_rule_can_scope_make_an_app_without_sync_rules() {
+    let db = brownfield().await;
+    let source =
+        engine_cli(&["introspect", "--database-url", &db.url, "--tables", "activity,feature_flags"]).await.unwrap();
+    assert_snapshot("introspect_unscoped.rs", &source);
+    let app = generated_unscoped::app();
+    assert!(app.sync_rules().rules.is_empty());
+    assert!(!app.is_synced("activity") && !app.is_synced("feature_flags"));
+    let flags = app.table("feature_flags").unwrap();
+    assert_eq!(flags.struct_name, "FeatureFlag");
+    let columns: Vec<&str> = flags.columns.iter().map(|c| c.name).collect();
+    assert_eq!(columns, ["name", "enabled", "crate"], "`crate` is carried by a renamed field");
+    let storage = PostgresStorage::new(db.pool.clone(), Arc::new(app));
+    storage.provision().await.expect("an app without sync rules provisions too");
 }

@@ -230,7 +230,12 @@ fn rules(model: &Model, out: &mut String) {
 
 fn app(model: &Model, out: &mut String) {
     let tables: Vec<&str> = model.tables.iter().map(|t| t.struct_name.as_str()).collect();
-    out.push_str("\n/// The app: its tables and sync rules; add mutators to `mutators` as you write them.\n");
+    let rules = !model.own.is_empty() || !model.memberships.is_empty();
+    let _ = writeln!(
+        out,
+        "\n/// The app: its tables{}; add mutators to `mutators` as you write them.",
+        if rules { " and sync rules" } else { "" }
+    );
     out.push_str("pub fn app() -> engine::App {\n    engine::app! {\n");
     let line = format!("        tables: [{}],", tables.join(", "));
     if line.len() <= 120 {
@@ -243,7 +248,7 @@ fn app(model: &Model, out: &mut String) {
         out.push_str("        ],\n");
     }
     out.push_str("        mutators: [],\n");
-    if !model.own.is_empty() || !model.memberships.is_empty() {
+    if rules {
         out.push_str("        sync_rules: rules,\n");
     }
     out.push_str("    }\n}\n");

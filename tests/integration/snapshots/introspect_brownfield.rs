@@ -55,6 +55,9 @@ pub struct FeatureFlag {
     pub name: String,
     /// `enabled boolean` not null.
     pub enabled: bool,
+    /// `crate text`.
+    #[engine(rename = "crate")]
+    pub crate_: Option<String>,
 }
 
 /// Table `invoices`.
