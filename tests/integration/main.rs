@@ -10,6 +10,7 @@ mod contract;
 mod crdt;
 mod examples;
 mod hostile;
+mod introspect;
 mod jobs;
 mod keys;
 mod layers;
