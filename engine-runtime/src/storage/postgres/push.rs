@@ -389,6 +389,23 @@ async fn execute(
     })
 }
 
+/// Tell the operator of a rejected mutation: who, which mutator, the code, and what the client
+/// was not told (the cause of an internal failure). Never the arguments.
+fn log_rejection(user: &str, client: uuid::Uuid, mutation: &MutationRequest, err: &KernelError) {
+    let code = err.code();
+    let (mutator, id) = (mutation.name.as_str(), mutation.mutation_id);
+    match code {
+        ErrorCode::Internal => {
+            let cause = std::error::Error::source(err).map(ToString::to_string).unwrap_or_else(|| format!("{err:?}"));
+            tracing::error!(user, %client, mutator, mutation_id = id, %code, detail = %err, %cause, "mutation failed");
+        }
+        ErrorCode::Forbidden => {
+            tracing::warn!(user, %client, mutator, mutation_id = id, %code, detail = %err, "mutation forbidden");
+        }
+        _ => tracing::info!(user, %client, mutator, mutation_id = id, %code, detail = %err, "mutation rejected"),
+    }
+}
+
 /// Record a deterministic failure in its own transaction, and advance the sequence past it.
 async fn reject(
     conn: &mut PgConnection,
@@ -410,8 +427,6 @@ async fn reject(
     let stored = json!({ "error": result.error });
     record(&mut tx, user, client, mutation, "rejected", &stored, None).await?;
     tx.commit().await?;
-    if err.code() == ErrorCode::Internal {
-        tracing::error!(mutation = %mutation.name, error = %err, "mutation failed");
-    }
+    log_rejection(user, client, mutation, err);
     Ok(Step::Answered { result, sequence: mutation.mutation_id })
 }
