@@ -9,6 +9,10 @@
 //!   TypeScript client: row and argument types, typed mutator calls, sync rules and bucket keys,
 //!   and the schema the client is built with.
 //!
+//! - `engine jobs list | retry <ID>… | discard <ID>… --database-url <URL>`: the background jobs
+//!   of a database, newest first (`--state dead` for the failed ones); run dead jobs again, or
+//!   delete jobs that are not running.
+//!
 //! `<CONTRACT>` is a file holding the JSON of `GET /engine/contract`, or the URL of a running
 //! server (its `/engine/contract` is fetched) or of the contract itself.
 #![forbid(unsafe_code)]
@@ -16,6 +20,7 @@
 
 mod check;
 mod error;
+mod jobs;
 mod migrate;
 mod source;
 mod typescript;
@@ -63,6 +68,14 @@ enum Command {
         #[arg(long)]
         out: Option<std::path::PathBuf>,
     },
+    /// Look at a database's background jobs; run dead ones again or discard them.
+    Jobs {
+        /// The database (`postgres://user@host:port/db`).
+        #[arg(long, env = "DATABASE_URL", global = true)]
+        database_url: Option<String>,
+        #[command(subcommand)]
+        command: jobs::JobsCommand,
+    },
 }
 
 impl Cli {
@@ -79,6 +92,9 @@ impl Cli {
                 let doc = load_contract(&contract).await?;
                 let url = database_url.ok_or(Error::NoDatabaseUrl)?;
                 migrate::migrate(&doc, &url, create_database).await
+            }
+            Command::Jobs { database_url, command } => {
+                jobs::run(command, &database_url.ok_or(Error::NoDatabaseUrl)?).await
             }
             Command::Gen { contract, out } => {
                 let module = typescript(&load_contract(&contract).await?)?;

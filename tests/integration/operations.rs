@@ -3,8 +3,9 @@
 //! (`docs/design.md`, operations).
 
 use std::sync::Arc;
+use std::time::Duration;
 
-use engine::server::Storage;
+use engine::server::{Retention, Storage};
 use engine::server::storage::PostgresStorage;
 use engine::wire::{MutationRequest, MutationStatus, PushRequest};
 use engine::{Actor, ErrorCode};
@@ -106,4 +107,143 @@ async fn rejected_and_forbidden_mutations_are_logged_with_actor_mutator_and_code
     assert!(forbidden[0].contains("forbidden"), "{}", forbidden[0]);
     assert!(!logs.text().contains("secret-title-xyz"), "arguments are never logged: {}", logs.text());
     assert!(!logs.text().contains("mallory"), "arguments are never logged: {}", logs.text());
+}
+
+async fn count(db: &TestDb, sql: &str) -> i64 {
+    sqlx::query_scalar(sqlx::AssertSqlSafe(format!("SELECT count(*) FROM ({sql}) AS q")))
+        .fetch_one(&db.pool)
+        .await
+        .unwrap()
+}
+
+async fn exec(db: &TestDb, sql: &str) {
+    sqlx::query(sqlx::AssertSqlSafe(sql.to_owned())).execute(&db.pool).await.unwrap();
+}
+
+const DAY: Duration = Duration::from_secs(24 * 3600);
+
+#[tokio::test]
+async fn collection_goes_in_bounded_steps_and_an_old_replay_is_a_duplicate_without_outcome() {
+    let db = TestDb::new().await;
+    let storage = store(&db).await;
+    let lists: Vec<MutationRequest> =
+        (1..=25).map(|i| mutation(i, "create_list", json!({"id": format!("l{i}"), "title": "t"}))).collect();
+    assert!(push(&storage, "alice", 1, lists.clone()).await.iter().all(|s| *s == MutationStatus::Applied));
+    exec(&db, "INSERT INTO _engine_tombstones (table_name, key, buckets) SELECT 'notes', jsonb_build_object('id', i::text), ARRAY['x'] FROM generate_series(1, 35) AS i").await;
+    exec(&db, "UPDATE _engine_tombstones SET created_at = now() - interval '2 days'").await;
+    exec(&db, "UPDATE _engine_mutations SET applied_at = now() - interval '2 days' WHERE mutation_id <= 20").await;
+
+    let retention = Retention::default().tombstones(DAY).mutations(DAY).batch(10);
+    let collected = storage.collect_garbage(&retention).await.unwrap();
+    assert!(!collected.skipped);
+    assert_eq!((collected.tombstones, collected.mutations, collected.clients), (35, 20, 0), "{collected:?}");
+    // 35 tombstones are 4 steps and one that finds nothing; 20 records, 2 and 1.
+    assert!(collected.steps >= 5 + 3, "{collected:?}");
+    assert_eq!(count(&db, "SELECT 1 FROM _engine_tombstones").await, 0);
+    assert_eq!(count(&db, "SELECT 1 FROM _engine_mutations").await, 5);
+    let horizon: String =
+        sqlx::query_scalar("SELECT value FROM _engine_meta WHERE key = 'tombstone_horizon'").fetch_one(&db.pool).await.unwrap();
+    assert!(horizon.parse::<u64>().unwrap() > 0, "cursors before the collected tombstones reset");
+
+    // A lost response replayed after its record went: a duplicate, applied once, no outcome.
+    let alice = Actor::new("alice", "alice");
+    let replay = |m: &MutationRequest| PushRequest { client_id: client(1), mutations: vec![m.clone()] };
+    let old = storage.push(&alice, &replay(&lists[2])).await.unwrap();
+    let result = &old.response.results[0];
+    assert_eq!(result.status, MutationStatus::Duplicate, "{result:?}");
+    assert_eq!((result.server_id.as_ref(), result.error.as_ref()), (None, None), "{result:?}");
+    assert_eq!(old.response.last_mutation_id, 25);
+    let kept = storage.push(&alice, &replay(&lists[22])).await.unwrap();
+    assert_eq!(kept.response.results[0].status, MutationStatus::Duplicate);
+    assert!(kept.response.results[0].server_id.is_some(), "a kept record answers with its outcome");
+    assert_eq!(count(&db, "SELECT 1 FROM lists").await, 25, "nothing applied twice");
+    let next = vec![mutation(26, "create_list", json!({"id": "l26", "title": "t"}))];
+    assert_eq!(push(&storage, "alice", 1, next).await, [MutationStatus::Applied], "the sequence goes on");
+
+    // A client idle past the retention with no record left goes; one with records stays.
+    exec(&db, "UPDATE _engine_mutations SET applied_at = now() - interval '2 days'").await;
+    exec(&db, "UPDATE _engine_clients SET updated_at = now() - interval '2 days'").await;
+    push(&storage, "bob", 2, vec![mutation(1, "create_list", json!({"id": "b1", "title": "t"}))]).await;
+    let collected = storage.collect_garbage(&retention).await.unwrap();
+    assert_eq!((collected.mutations, collected.clients), (6, 1), "{collected:?}");
+    assert_eq!(count(&db, "SELECT 1 FROM _engine_clients WHERE user_id = 'bob'").await, 1);
+}
+
+#[tokio::test]
+async fn two_instances_never_collect_at_once() {
+    let db = TestDb::new().await;
+    let storage = store(&db).await;
+    let other = PostgresStorage::new(db.pool.clone(), Arc::new(example_notes::app()));
+    exec(&db, "INSERT INTO _engine_tombstones (table_name, key, buckets, created_at) SELECT 'notes', jsonb_build_object('id', i::text), ARRAY['x'], now() - interval '2 days' FROM generate_series(1, 5) AS i").await;
+    // Another instance in the middle of its collection holds the lock.
+    let mut collecting = db.pool.acquire().await.unwrap();
+    let locked: bool = sqlx::query_scalar("SELECT pg_try_advisory_lock(x'656e67696e650001'::bigint)")
+        .fetch_one(&mut *collecting)
+        .await
+        .unwrap();
+    assert!(locked);
+    let retention = Retention::default().tombstones(DAY);
+    let skipped = storage.collect_garbage(&retention).await.unwrap();
+    assert!(skipped.skipped, "{skipped:?}");
+    assert_eq!(count(&db, "SELECT 1 FROM _engine_tombstones").await, 5, "nothing collected");
+    sqlx::query("SELECT pg_advisory_unlock(x'656e67696e650001'::bigint)").execute(&mut *collecting).await.unwrap();
+    // Both at once: one collects and the other skips, or one after the other; never twice.
+    let (a, b) = tokio::join!(storage.collect_garbage(&retention), other.collect_garbage(&retention));
+    let (a, b) = (a.unwrap(), b.unwrap());
+    assert_eq!(a.tombstones + b.tombstones, 5, "{a:?} {b:?}");
+    let lock_left: i64 = sqlx::query_scalar("SELECT count(*) FROM pg_locks WHERE locktype = 'advisory'")
+        .fetch_one(&db.pool)
+        .await
+        .unwrap();
+    assert_eq!(lock_left, 0, "the lock is released once collection is over");
+}
+
+#[tokio::test]
+async fn dead_jobs_are_kept_longer_and_the_cli_lists_retries_and_discards_them() {
+    let db = TestDb::new().await;
+    let storage = store(&db).await;
+    exec(&db, "INSERT INTO _engine_jobs (name, payload, state, attempts, last_error, finished_at) VALUES
+        ('mail', '{}', 'dead', 5, 'smtp refused', now() - interval '2 days'),
+        ('mail', '{}', 'dead', 5, 'smtp refused again', now() - interval '2 days'),
+        ('mail', '{}', 'done', 1, NULL, now() - interval '2 days'),
+        ('mail', '{}', 'running', 1, NULL, NULL)").await;
+    let collected = storage.collect_garbage(&Retention::default().jobs(DAY)).await.unwrap();
+    assert_eq!(collected.jobs, 1, "the done job goes, the dead ones stay: {collected:?}");
+
+    let listed = engine_cli(&["jobs", "list", "--state", "dead", "--database-url", &db.url]).await.unwrap();
+    assert_eq!(listed.lines().count(), 2, "{listed}");
+    assert!(listed.contains("smtp refused again") && listed.contains("dead"), "{listed}");
+    let ids: Vec<i64> = sqlx::query_scalar("SELECT id FROM _engine_jobs WHERE state = 'dead' ORDER BY id")
+        .fetch_all(&db.pool)
+        .await
+        .unwrap();
+    let running: i64 =
+        sqlx::query_scalar("SELECT id FROM _engine_jobs WHERE state = 'running'").fetch_one(&db.pool).await.unwrap();
+    let retried = engine_cli(&["jobs", "retry", &ids[0].to_string(), "--database-url", &db.url]).await.unwrap();
+    assert!(retried.contains("queued to run again"), "{retried}");
+    let discarded = engine_cli(&["jobs", "discard", &ids[1].to_string(), &running.to_string(), "--database-url", &db.url])
+        .await
+        .unwrap();
+    assert!(discarded.contains(&format!("job {} discarded", ids[1])), "{discarded}");
+    assert!(discarded.contains(&format!("job {running} is running")), "a running job stays: {discarded}");
+    let states: Vec<(String, i32)> = sqlx::query_as("SELECT state, attempts FROM _engine_jobs ORDER BY id")
+        .fetch_all(&db.pool)
+        .await
+        .unwrap();
+    assert_eq!(states, [("queued".to_owned(), 0), ("running".to_owned(), 1)]);
+    let err = engine_cli(&["jobs", "list", "--state", "zombie", "--database-url", &db.url]).await.unwrap_err();
+    assert!(err.to_string().contains("zombie"), "{err}");
+
+    // Dead jobs past their own retention go too.
+    exec(&db, "UPDATE _engine_jobs SET state = 'dead', finished_at = now() - interval '2 days'").await;
+    let collected = storage.collect_garbage(&Retention::default().dead_jobs(DAY)).await.unwrap();
+    assert_eq!(collected.jobs, 2, "{collected:?}");
+}
+
+/// Run the `engine` command with `args`.
+async fn engine_cli(args: &[&str]) -> engine_cli::Result<String> {
+    use clap::Parser;
+    let cli = engine_cli::Cli::try_parse_from(std::iter::once("engine").chain(args.iter().copied()))
+        .unwrap_or_else(|e| panic!("{e}"));
+    cli.run().await
 }

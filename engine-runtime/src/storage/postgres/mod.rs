@@ -8,6 +8,7 @@ mod mutation;
 mod provision;
 mod pull;
 mod push;
+mod retention;
 mod selection;
 mod sql;
 #[cfg(test)]
@@ -27,12 +28,13 @@ use serde_json::Value;
 use sqlx::PgPool;
 use sqlx::postgres::{PgConnectOptions, PgPoolOptions};
 
+pub use jobs::{JobAdmin, JobRecord};
 pub use provision::{SCHEMA_VERSION, provision_plan};
 pub use pull::{DEFAULT_PULL_LIMIT, MAX_PULL_LIMIT};
 pub use push::MAX_CLOCK_LEAD_MS;
 pub use timeouts::{DEFAULT_IDLE_IN_TRANSACTION_TIMEOUT, DEFAULT_LOCK_TIMEOUT, DEFAULT_STATEMENT_TIMEOUT, Timeouts};
 
-use super::{OpenStorage, Pushed, Stats, Storage, StoreLimits};
+use super::{Collected, OpenStorage, Pushed, Retention, Stats, Storage, StoreLimits};
 use crate::buckets::RuleIndex;
 use crate::error::{Error, Result};
 use selection::Sql;
@@ -420,41 +422,8 @@ impl Storage for PostgresStorage {
         })
     }
 
-    fn collect_garbage(&self, retention: Duration) -> BoxFuture<'_, Result<u64>> {
-        Box::pin(async move {
-            let mut tx = self.pool.begin().await?;
-            let cutoff = chrono::Utc::now() - chrono::Duration::from_std(retention).unwrap_or(chrono::Duration::MAX);
-            let newest: Option<String> =
-                sqlx::query_scalar("SELECT max(xid)::text FROM _engine_tombstones WHERE created_at < $1")
-                    .bind(cutoff)
-                    .fetch_one(&mut *tx)
-                    .await?;
-            let finished_jobs = jobs::collect(&mut tx, cutoff).await?;
-            bucket_sets::collect(&mut tx, cutoff).await?;
-            if finished_jobs > 0 {
-                tracing::info!(jobs = finished_jobs, "collected finished jobs");
-            }
-            let Some(newest) = newest else {
-                tx.commit().await?;
-                return Ok(0);
-            };
-            let deleted = sqlx::query("DELETE FROM _engine_tombstones WHERE xid <= $1::text::xid8")
-                .bind(&newest)
-                .execute(&mut *tx)
-                .await?
-                .rows_affected();
-            let horizon = sql::xid(&newest)? + 1;
-            sqlx::query(
-                "INSERT INTO _engine_meta (key, value) VALUES ('tombstone_horizon', $1)
-                 ON CONFLICT (key) DO UPDATE SET value = EXCLUDED.value
-                 WHERE _engine_meta.value::numeric < EXCLUDED.value::numeric",
-            )
-            .bind(horizon.to_string())
-            .execute(&mut *tx)
-            .await?;
-            tx.commit().await?;
-            Ok(deleted)
-        })
+    fn collect_garbage<'a>(&'a self, retention: &'a Retention) -> BoxFuture<'a, Result<Collected>> {
+        Box::pin(retention::collect(&self.pool, retention))
     }
 }
 
