@@ -27,6 +27,10 @@ use crate::storage::{OpenStorage, Retention, Storage, postgres};
 /// How long tombstones are kept by default: clients away longer start their buckets afresh.
 pub const DEFAULT_TOMBSTONE_RETENTION: Duration = Duration::from_secs(7 * 24 * 3600);
 
+/// How long a ping may wait for the horizon by default before the transaction holding it back
+/// is named in a warning.
+pub const DEFAULT_HORIZON_WARNING: Duration = Duration::from_secs(10);
+
 /// How often an instance collects what its [`Retention`] no longer keeps (one instance at a time).
 pub const COLLECTION_INTERVAL: Duration = Duration::from_secs(3600);
 
@@ -91,6 +95,7 @@ pub struct ServerBuilder {
     admin: AdminCriterion,
     provisioning: Provisioning,
     retention: Retention,
+    horizon_warning: Duration,
     jobs: Option<Jobs>,
     blobs: Option<Blobs>,
     trace_requests: bool,
@@ -201,6 +206,14 @@ impl ServerBuilder {
         self
     }
 
+    /// How long a ping may wait for the horizon before the server logs a warning naming the
+    /// transaction that holds it back (default [`DEFAULT_HORIZON_WARNING`]; `docs/design.md`,
+    /// the horizon).
+    pub fn horizon_warning(mut self, after: Duration) -> Self {
+        self.horizon_warning = after;
+        self
+    }
+
     /// How long tombstones are kept (default 7 days): shorthand for
     /// [`retention`](Self::retention) with only the tombstones' changed.
     pub fn tombstone_retention(mut self, retention: Duration) -> Self {
@@ -260,7 +273,7 @@ impl ServerBuilder {
             self.realtime.unwrap_or_else(|| Box::new(in_process())).open(self.presence.heartbeat_timeout).await?;
         let hub = Hub::new();
         let mut background = Background::start(storage.clone(), rate_limit.clone(), self.retention);
-        background.add(hub.start(&realtime, storage.clone()));
+        background.add(hub.start(&realtime, storage.clone(), self.horizon_warning));
         let state = ServerState {
             storage,
             hub,
@@ -309,6 +322,7 @@ impl Server {
             admin: Arc::new(|actor: &Actor| actor.claim::<bool>("admin") == Some(true)),
             provisioning: Provisioning::Apply,
             retention: Retention::default(),
+            horizon_warning: DEFAULT_HORIZON_WARNING,
             jobs: None,
             blobs: None,
             trace_requests: false,

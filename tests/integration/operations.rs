@@ -247,3 +247,62 @@ async fn engine_cli(args: &[&str]) -> engine_cli::Result<String> {
         .unwrap_or_else(|e| panic!("{e}"));
     cli.run().await
 }
+
+#[tokio::test]
+async fn a_held_back_horizon_is_named_in_a_warning_and_shown_in_stats() {
+    use sqlx::Connection;
+    let db = TestDb::new().await;
+    let (logs, _guard) = Logs::capture();
+    let server = TestServer::start(&db, |b| b.horizon_warning(Duration::from_millis(200))).await;
+    // A forgotten session: a write transaction left open.
+    let mut forgotten = sqlx::PgConnection::connect(&db.url).await.unwrap();
+    sqlx::query("BEGIN").execute(&mut forgotten).await.unwrap();
+    let (_, pid): (String, i32) = sqlx::query_as("SELECT pg_current_xact_id()::text, pg_backend_pid()")
+        .fetch_one(&mut forgotten)
+        .await
+        .unwrap();
+    // A push whose ping now waits for the horizon.
+    let push = PushRequest {
+        client_id: client(1),
+        mutations: vec![mutation(1, "create_list", json!({"id": "l1", "title": "t"}))],
+    };
+    let response = server.post("/sync/push", Some("alice"), serde_json::to_string(&push).unwrap()).await;
+    assert_eq!(response.status(), StatusCode::OK);
+    let named = format!("pid={pid}");
+    let mut warning = Vec::new();
+    for _ in 0..200 {
+        warning = logs.lines_with(&["the horizon is held back", &named]);
+        if !warning.is_empty() {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert_eq!(warning.len(), 1, "one warning names the blocking backend: {}", logs.text());
+    assert!(warning[0].contains("WARN") && warning[0].contains("query_start=") && warning[0].contains("age_ms="), "{}", warning[0]);
+    let stats: Value = server
+        .http
+        .get(server.url("/engine/stats"))
+        .bearer_auth(TestServer::admin_token())
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(stats["horizonBlockerPid"], pid, "{stats}");
+    assert!(stats["horizonLagMs"].as_u64().unwrap() > 0, "{stats}");
+
+    sqlx::query("COMMIT").execute(&mut forgotten).await.unwrap();
+    let stats: Value = server
+        .http
+        .get(server.url("/engine/stats"))
+        .bearer_auth(TestServer::admin_token())
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(stats["horizonLagMs"], 0, "nothing holds the horizon back now: {stats}");
+    assert!(stats["horizonBlockerPid"].is_null(), "{stats}");
+}

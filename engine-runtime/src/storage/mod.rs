@@ -44,6 +44,9 @@ pub trait Storage: JobQueue + Send + Sync + 'static {
     fn horizon(&self) -> BoxFuture<'_, Result<u64>>;
     /// Counts for `/engine/stats`.
     fn stats(&self) -> BoxFuture<'_, Result<Stats>>;
+    /// The oldest transaction that may write this database and is still running, which holds
+    /// the horizon back (none when no transaction with an id runs).
+    fn horizon_blocker(&self) -> BoxFuture<'_, Result<Option<HorizonBlocker>>>;
     /// Delete what is older than its [`Retention`], in steps of at most `retention.batch` rows,
     /// unless another instance is collecting (then nothing is done: [`Collected::skipped`]).
     /// Clients whose cursors predate the collected tombstones get `reset: true` on their next
@@ -179,6 +182,29 @@ pub struct Stats {
     pub tombstones: u64,
     /// Background jobs, by state.
     pub jobs: JobCounts,
+    /// How long the oldest transaction that may write this database has been running, in
+    /// milliseconds (0 when none is): pings and pulls wait for it (`docs/design.md`, the
+    /// horizon).
+    pub horizon_lag_ms: u64,
+    /// The backend (process id) running that transaction.
+    pub horizon_blocker_pid: Option<i32>,
+}
+
+/// The transaction that holds the horizon back: its backend, as `pg_stat_activity` shows it
+/// (never the query's text, which may hold values).
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct HorizonBlocker {
+    /// The backend's process id (`pg_terminate_backend(pid)` ends it).
+    pub pid: i32,
+    /// How long its transaction has been running.
+    pub age: Duration,
+    /// When its current (or last) query started.
+    pub query_start: Option<chrono::DateTime<chrono::Utc>>,
+    /// `active`, `idle in transaction`, …
+    pub state: Option<String>,
+    /// Its `application_name`.
+    pub application: Option<String>,
 }
 
 /// Bounds on what one actor's requests may ask of a store, each answered with an error that

@@ -34,7 +34,7 @@ pub use pull::{DEFAULT_PULL_LIMIT, MAX_PULL_LIMIT};
 pub use push::MAX_CLOCK_LEAD_MS;
 pub use timeouts::{DEFAULT_IDLE_IN_TRANSACTION_TIMEOUT, DEFAULT_LOCK_TIMEOUT, DEFAULT_STATEMENT_TIMEOUT, Timeouts};
 
-use super::{Collected, OpenStorage, Pushed, Retention, Stats, Storage, StoreLimits};
+use super::{Collected, HorizonBlocker, OpenStorage, Pushed, Retention, Stats, Storage, StoreLimits};
 use crate::buckets::RuleIndex;
 use crate::error::{Error, Result};
 use selection::Sql;
@@ -411,7 +411,10 @@ impl Storage for PostgresStorage {
                 let n: i64 = sql.build_query_scalar().fetch_one(&mut *conn).await?;
                 buckets += count(n);
             }
+            let blocker = blocker(&mut conn).await?;
             Ok(Stats {
+                horizon_lag_ms: blocker.as_ref().map_or(0, |b| u64::try_from(b.age.as_millis()).unwrap_or(u64::MAX)),
+                horizon_blocker_pid: blocker.map(|b| b.pid),
                 jobs: jobs::counts(&mut conn).await?,
                 buckets,
                 clients: count(clients),
@@ -422,9 +425,37 @@ impl Storage for PostgresStorage {
         })
     }
 
+    fn horizon_blocker(&self) -> BoxFuture<'_, Result<Option<HorizonBlocker>>> {
+        Box::pin(async move {
+            let mut conn = self.pool.acquire().await?;
+            blocker(&mut conn).await
+        })
+    }
+
     fn collect_garbage<'a>(&'a self, retention: &'a Retention) -> BoxFuture<'a, Result<Collected>> {
         Box::pin(retention::collect(&self.pool, retention))
     }
+}
+
+/// The oldest running transaction of this database that has an id (may write), other than the
+/// session asking.
+async fn blocker(conn: &mut sqlx::PgConnection) -> Result<Option<HorizonBlocker>> {
+    type Row = (i32, f64, Option<chrono::DateTime<chrono::Utc>>, Option<String>, Option<String>);
+    let row: Option<Row> = sqlx::query_as(
+        "SELECT pid, extract(epoch FROM now() - xact_start)::float8, query_start, state, application_name
+         FROM pg_stat_activity
+         WHERE backend_xid IS NOT NULL AND datname = current_database() AND pid <> pg_backend_pid()
+         ORDER BY age(backend_xid) DESC LIMIT 1",
+    )
+    .fetch_optional(conn)
+    .await?;
+    Ok(row.map(|(pid, age, query_start, state, application)| HorizonBlocker {
+        pid,
+        age: Duration::try_from_secs_f64(age.max(0.0)).unwrap_or_default(),
+        query_start,
+        state,
+        application,
+    }))
 }
 
 #[cfg(test)]
