@@ -9,6 +9,7 @@ mod contract;
 mod crdt;
 mod examples;
 mod hostile;
+mod introspect;
 mod jobs;
 mod keys;
 mod layers;
