@@ -431,6 +431,8 @@ async fn warn_held_back(storage: &dyn Storage, held: Duration, waiting: usize) {
              idle_in_transaction_session_timeout)"
         ),
         Ok(None) => tracing::warn!(held_ms, waiting, "the horizon is held back by a transaction that cannot be named"),
-        Err(err) => tracing::warn!(held_ms, waiting, error = %err, "the horizon is held back; naming its transaction failed"),
+        Err(err) => {
+            tracing::warn!(held_ms, waiting, error = %err, "the horizon is held back; naming its transaction failed")
+        }
     }
 }

@@ -5,8 +5,8 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use engine::server::{Retention, Storage};
 use engine::server::storage::PostgresStorage;
+use engine::server::{Retention, Storage};
 use engine::wire::{MutationRequest, MutationStatus, PushRequest};
 use engine::{Actor, ErrorCode};
 use jsonwebtoken::{Algorithm, EncodingKey, Header};
@@ -141,8 +141,10 @@ async fn collection_goes_in_bounded_steps_and_an_old_replay_is_a_duplicate_witho
     assert!(collected.steps >= 5 + 3, "{collected:?}");
     assert_eq!(count(&db, "SELECT 1 FROM _engine_tombstones").await, 0);
     assert_eq!(count(&db, "SELECT 1 FROM _engine_mutations").await, 5);
-    let horizon: String =
-        sqlx::query_scalar("SELECT value FROM _engine_meta WHERE key = 'tombstone_horizon'").fetch_one(&db.pool).await.unwrap();
+    let horizon: String = sqlx::query_scalar("SELECT value FROM _engine_meta WHERE key = 'tombstone_horizon'")
+        .fetch_one(&db.pool)
+        .await
+        .unwrap();
     assert!(horizon.parse::<u64>().unwrap() > 0, "cursors before the collected tombstones reset");
 
     // A lost response replayed after its record went: a duplicate, applied once, no outcome.
@@ -202,11 +204,15 @@ async fn two_instances_never_collect_at_once() {
 async fn dead_jobs_are_kept_longer_and_the_cli_lists_retries_and_discards_them() {
     let db = TestDb::new().await;
     let storage = store(&db).await;
-    exec(&db, "INSERT INTO _engine_jobs (name, payload, state, attempts, last_error, finished_at) VALUES
+    exec(
+        &db,
+        "INSERT INTO _engine_jobs (name, payload, state, attempts, last_error, finished_at) VALUES
         ('mail', '{}', 'dead', 5, 'smtp refused', now() - interval '2 days'),
         ('mail', '{}', 'dead', 5, 'smtp refused again', now() - interval '2 days'),
         ('mail', '{}', 'done', 1, NULL, now() - interval '2 days'),
-        ('mail', '{}', 'running', 1, NULL, NULL)").await;
+        ('mail', '{}', 'running', 1, NULL, NULL)",
+    )
+    .await;
     let collected = storage.collect_garbage(&Retention::default().jobs(DAY)).await.unwrap();
     assert_eq!(collected.jobs, 1, "the done job goes, the dead ones stay: {collected:?}");
 
@@ -221,15 +227,14 @@ async fn dead_jobs_are_kept_longer_and_the_cli_lists_retries_and_discards_them()
         sqlx::query_scalar("SELECT id FROM _engine_jobs WHERE state = 'running'").fetch_one(&db.pool).await.unwrap();
     let retried = engine_cli(&["jobs", "retry", &ids[0].to_string(), "--database-url", &db.url]).await.unwrap();
     assert!(retried.contains("queued to run again"), "{retried}");
-    let discarded = engine_cli(&["jobs", "discard", &ids[1].to_string(), &running.to_string(), "--database-url", &db.url])
-        .await
-        .unwrap();
+    let discarded =
+        engine_cli(&["jobs", "discard", &ids[1].to_string(), &running.to_string(), "--database-url", &db.url])
+            .await
+            .unwrap();
     assert!(discarded.contains(&format!("job {} discarded", ids[1])), "{discarded}");
     assert!(discarded.contains(&format!("job {running} is running")), "a running job stays: {discarded}");
-    let states: Vec<(String, i32)> = sqlx::query_as("SELECT state, attempts FROM _engine_jobs ORDER BY id")
-        .fetch_all(&db.pool)
-        .await
-        .unwrap();
+    let states: Vec<(String, i32)> =
+        sqlx::query_as("SELECT state, attempts FROM _engine_jobs ORDER BY id").fetch_all(&db.pool).await.unwrap();
     assert_eq!(states, [("queued".to_owned(), 0), ("running".to_owned(), 1)]);
     let err = engine_cli(&["jobs", "list", "--state", "zombie", "--database-url", &db.url]).await.unwrap_err();
     assert!(err.to_string().contains("zombie"), "{err}");
@@ -257,10 +262,8 @@ async fn a_held_back_horizon_is_named_in_a_warning_and_shown_in_stats() {
     // A forgotten session: a write transaction left open.
     let mut forgotten = sqlx::PgConnection::connect(&db.url).await.unwrap();
     sqlx::query("BEGIN").execute(&mut forgotten).await.unwrap();
-    let (_, pid): (String, i32) = sqlx::query_as("SELECT pg_current_xact_id()::text, pg_backend_pid()")
-        .fetch_one(&mut forgotten)
-        .await
-        .unwrap();
+    let (_, pid): (String, i32) =
+        sqlx::query_as("SELECT pg_current_xact_id()::text, pg_backend_pid()").fetch_one(&mut forgotten).await.unwrap();
     // A push whose ping now waits for the horizon.
     let push = PushRequest {
         client_id: client(1),
@@ -278,7 +281,11 @@ async fn a_held_back_horizon_is_named_in_a_warning_and_shown_in_stats() {
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
     assert_eq!(warning.len(), 1, "one warning names the blocking backend: {}", logs.text());
-    assert!(warning[0].contains("WARN") && warning[0].contains("query_start=") && warning[0].contains("age_ms="), "{}", warning[0]);
+    assert!(
+        warning[0].contains("WARN") && warning[0].contains("query_start=") && warning[0].contains("age_ms="),
+        "{}",
+        warning[0]
+    );
     let stats: Value = server
         .http
         .get(server.url("/engine/stats"))

@@ -136,7 +136,9 @@ fn decode(token: &str, key: &DecodingKey, alg: Algorithm) -> Result<Map<String, 
         use jsonwebtoken::errors::ErrorKind;
         unauthenticated(match e.kind() {
             ErrorKind::ExpiredSignature => "the token has expired: get a fresh one",
-            ErrorKind::InvalidSignature => "the token has a bad signature: it was not signed by a key this server trusts",
+            ErrorKind::InvalidSignature => {
+                "the token has a bad signature: it was not signed by a key this server trusts"
+            }
             ErrorKind::InvalidToken | ErrorKind::Base64(_) | ErrorKind::Json(_) | ErrorKind::Utf8(_) => {
                 "the token is malformed: its parts are not base64url JSON"
             }

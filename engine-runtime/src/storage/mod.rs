@@ -17,7 +17,9 @@ use engine_kernel::{Actor, App, BoxFuture, BucketKey};
 use crate::error::{Error, Result};
 use crate::jobs::{JobCounts, JobQueue};
 
-pub use postgres::{JobAdmin, JobRecord, Postgres, PostgresStorage, create_database_if_missing, postgres, provision_plan};
+pub use postgres::{
+    JobAdmin, JobRecord, Postgres, PostgresStorage, create_database_if_missing, postgres, provision_plan,
+};
 
 /// An app's store: provisioning, pull and push, and the queue of its background jobs (which
 /// mutations enqueue in their own transactions), for one app.

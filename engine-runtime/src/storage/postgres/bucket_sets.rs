@@ -143,4 +143,3 @@ pub(crate) async fn cursor_key(pool: &PgPool) -> Result<CursorKey> {
     }
     Err(Error::internal("the database's cursor key could not be made"))
 }
-
