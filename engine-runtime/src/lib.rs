@@ -42,10 +42,9 @@ pub use jobs::{JobCtx, JobError, JobQueue, Jobs};
 pub use limits::{Limits, StreamLimits};
 pub use realtime::PresenceSettings;
 pub use server::{
-    COLLECTION_INTERVAL, DEFAULT_HORIZON_WARNING, DEFAULT_TOMBSTONE_RETENTION, Provisioning, Server, ServerBuilder,
-    tcp_nodelay,
+    DEFAULT_HORIZON_WARNING, DEFAULT_TOMBSTONE_RETENTION, Provisioning, Server, ServerBuilder, tcp_nodelay,
 };
-pub use storage::{Collected, HorizonBlocker, Retention, Storage, postgres, provision_plan};
+pub use storage::{COLLECTION_INTERVAL, Collected, HorizonBlocker, Retention, Storage, postgres, provision_plan};
 pub use stream::SUBPROTOCOL;
 
 /// The path of the public contract route.

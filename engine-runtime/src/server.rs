@@ -31,9 +31,6 @@ pub const DEFAULT_TOMBSTONE_RETENTION: Duration = Duration::from_secs(7 * 24 * 3
 /// is named in a warning.
 pub const DEFAULT_HORIZON_WARNING: Duration = Duration::from_secs(10);
 
-/// How often an instance collects what its [`Retention`] no longer keeps (one instance at a time).
-pub const COLLECTION_INTERVAL: Duration = Duration::from_secs(3600);
-
 /// How the server treats the database at start-up.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 #[non_exhaustive]
@@ -223,7 +220,8 @@ impl ServerBuilder {
 
     /// How long tombstones, mutation records, idle clients and finished jobs are kept, and how
     /// many rows a step of their collection deletes (defaults in [`Retention`]). Every instance
-    /// tries to collect every [`COLLECTION_INTERVAL`]; one at a time does.
+    /// tries to collect every [`COLLECTION_INTERVAL`](crate::storage::COLLECTION_INTERVAL); one
+    /// at a time does.
     pub fn retention(mut self, retention: Retention) -> Self {
         self.retention = retention;
         self

@@ -54,12 +54,12 @@ impl Background {
     /// Collect what `retention` no longer keeps every [`COLLECTION_INTERVAL`] (skipped while
     /// another instance collects), and let the rate limiter forget idle actors every minute.
     ///
-    /// [`COLLECTION_INTERVAL`]: crate::server::COLLECTION_INTERVAL
+    /// [`COLLECTION_INTERVAL`]: crate::storage::COLLECTION_INTERVAL
     pub(crate) fn start(storage: Arc<dyn Storage>, rate_limit: Option<RateLimit>, retention: Retention) -> Self {
         let mut tasks = Vec::new();
         tasks.push(
             tokio::spawn(async move {
-                let mut every = tokio::time::interval(crate::server::COLLECTION_INTERVAL);
+                let mut every = tokio::time::interval(crate::storage::COLLECTION_INTERVAL);
                 loop {
                     every.tick().await;
                     match storage.collect_garbage(&retention).await {

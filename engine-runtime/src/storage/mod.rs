@@ -56,6 +56,9 @@ pub trait Storage: JobQueue + Send + Sync + 'static {
     fn collect_garbage<'a>(&'a self, retention: &'a Retention) -> BoxFuture<'a, Result<Collected>>;
 }
 
+/// How often a server collects what its [`Retention`] no longer keeps (one instance at a time).
+pub const COLLECTION_INTERVAL: Duration = Duration::from_secs(3600);
+
 /// How long a store keeps what it no longer needs for long, and how much one step of collection
 /// deletes (`docs/design.md`, retention).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
