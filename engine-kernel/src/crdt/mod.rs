@@ -18,6 +18,11 @@ use yrs::{Doc, GetString, Map, ReadTxn, StateVector, Text, Transact, Update};
 use crate::column::{ColumnType, SqlType, decode_base64};
 use crate::error::{Error, Result};
 
+mod check;
+
+use check::Document;
+pub use check::check_update;
+
 /// The name of the root text of a [`CrdtText`] document.
 pub const TEXT_ROOT: &str = "text";
 /// The name of the root map of a [`CrdtMap`] document.
@@ -152,199 +157,6 @@ pub fn decode_update(bytes: &[u8]) -> Result<Update> {
     Update::decode_v1(bytes).map_err(|e| Error::validation(format!("not a yrs v1 update: {e}")))
 }
 
-/// How deeply `Any` values may nest in an update (yrs decodes them recursively).
-const MAX_ANY_DEPTH: usize = 64;
-
-/// Walk a yrs v1 update without allocating, refusing it when a declared count or length
-/// exceeds the bytes that remain, a value nests too deeply, or a tag is unknown.
-///
-/// yrs sizes collections from counts read off the input before reading their elements, so a
-/// few bytes can declare billions of entries; and it decodes nested values recursively. Every
-/// element takes at least one byte, so a count larger than what remains is a lie, and refusing it
-/// bounds yrs's allocations by the input's size. The walk mirrors yrs 0.28's `Update::decode`.
-pub fn check_update(bytes: &[u8]) -> std::result::Result<(), String> {
-    let mut walk = Walk { bytes, at: 0 };
-    let clients = walk.count()?;
-    for _ in 0..clients {
-        let blocks = walk.count()?;
-        walk.var()?; // client
-        walk.var()?; // clock
-        for _ in 0..blocks {
-            walk.block()?;
-        }
-    }
-    // The delete set: per client, ranges of (clock, length).
-    let clients = walk.count()?;
-    for _ in 0..clients {
-        walk.var()?;
-        let ranges = walk.count()?;
-        for _ in 0..ranges {
-            walk.var()?;
-            walk.var()?;
-        }
-    }
-    Ok(())
-}
-
-struct Walk<'a> {
-    bytes: &'a [u8],
-    at: usize,
-}
-
-impl Walk<'_> {
-    fn remaining(&self) -> usize {
-        self.bytes.len() - self.at
-    }
-
-    fn byte(&mut self) -> std::result::Result<u8, String> {
-        let b = *self.bytes.get(self.at).ok_or("ends early")?;
-        self.at += 1;
-        Ok(b)
-    }
-
-    fn skip(&mut self, n: usize) -> std::result::Result<(), String> {
-        if n > self.remaining() {
-            return Err(format!("declares {n} bytes where {} remain", self.remaining()));
-        }
-        self.at += n;
-        Ok(())
-    }
-
-    /// A variable-length integer (7 bits a byte, at most 10 bytes).
-    fn var(&mut self) -> std::result::Result<u64, String> {
-        let mut value: u64 = 0;
-        for i in 0..10 {
-            let b = self.byte()?;
-            value |= u64::from(b & 0x7f).checked_shl(7 * i).unwrap_or(0);
-            if b & 0x80 == 0 {
-                return Ok(value);
-            }
-        }
-        Err("a variable-length integer runs over 10 bytes".into())
-    }
-
-    /// A count of elements that each take at least one byte.
-    fn count(&mut self) -> std::result::Result<usize, String> {
-        let n = self.var()?;
-        match usize::try_from(n) {
-            Ok(n) if n <= self.remaining() => Ok(n),
-            _ => Err(format!("declares {n} elements where {} bytes remain", self.remaining())),
-        }
-    }
-
-    fn buf(&mut self) -> std::result::Result<(), String> {
-        let len = self.var()?;
-        self.skip(usize::try_from(len).map_err(|_| "length out of range")?)
-    }
-
-    fn string(&mut self) -> std::result::Result<(), String> {
-        let len = usize::try_from(self.var()?).map_err(|_| "length out of range")?;
-        let start = self.at;
-        self.skip(len)?;
-        std::str::from_utf8(&self.bytes[start..self.at]).map_err(|_| "a string is not UTF-8")?;
-        Ok(())
-    }
-
-    fn block(&mut self) -> std::result::Result<(), String> {
-        const HAS_ORIGIN: u8 = 0b1000_0000;
-        const HAS_RIGHT_ORIGIN: u8 = 0b0100_0000;
-        const HAS_PARENT_SUB: u8 = 0b0010_0000;
-        let info = self.byte()?;
-        match info {
-            0 | 10 => {
-                // GC and skip blocks: a length only.
-                self.var()?;
-                return Ok(());
-            }
-            _ => {}
-        }
-        if info & HAS_ORIGIN != 0 {
-            self.var()?;
-            self.var()?;
-        }
-        if info & HAS_RIGHT_ORIGIN != 0 {
-            self.var()?;
-            self.var()?;
-        }
-        if info & (HAS_ORIGIN | HAS_RIGHT_ORIGIN) == 0 {
-            if self.var()? == 1 {
-                self.string()?; // a root type's name
-            } else {
-                self.var()?; // the parent item's id
-                self.var()?;
-            }
-            if info & HAS_PARENT_SUB != 0 {
-                self.string()?;
-            }
-        }
-        match info & 0b1111 {
-            1 => {
-                self.var()?; // deleted: a length
-            }
-            2 => {
-                // JSON: yrs reads the declared count plus one strings.
-                let n = self.count()?;
-                for _ in 0..=n {
-                    self.string()?;
-                }
-            }
-            3 => self.buf()?,
-            4 | 5 => self.string()?,
-            6 => {
-                self.string()?;
-                self.string()?;
-            }
-            7 => match self.byte()? {
-                3 => self.string()?,
-                0 | 1 | 2 | 4 | 5 | 6 | 9 | 15 => {}
-                other => return Err(format!("unknown type ref {other}")),
-            },
-            8 => {
-                let n = self.count()?;
-                for _ in 0..n {
-                    self.any(0)?;
-                }
-            }
-            9 => {
-                self.string()?;
-                self.any(0)?;
-            }
-            other => return Err(format!("unknown content ref {other}")),
-        }
-        Ok(())
-    }
-
-    fn any(&mut self, depth: usize) -> std::result::Result<(), String> {
-        if depth > MAX_ANY_DEPTH {
-            return Err(format!("values nest deeper than {MAX_ANY_DEPTH}"));
-        }
-        match self.byte()? {
-            127 | 126 | 121 | 120 => Ok(()),
-            125 => self.var().map(drop),
-            124 => self.skip(4),
-            123 | 122 => self.skip(8),
-            119 => self.string(),
-            118 => {
-                let n = self.count()?;
-                for _ in 0..n {
-                    self.string()?;
-                    self.any(depth + 1)?;
-                }
-                Ok(())
-            }
-            117 => {
-                let n = self.count()?;
-                for _ in 0..n {
-                    self.any(depth + 1)?;
-                }
-                Ok(())
-            }
-            116 => self.buf(),
-            other => Err(format!("unknown value tag {other}")),
-        }
-    }
-}
-
 fn doc_with(state: &[u8]) -> Result<Doc> {
     let doc = Doc::new();
     if state != EMPTY_STATE {
@@ -400,6 +212,12 @@ macro_rules! crdt_common {
 
             /// Merge a v1 update into the document. Merging is idempotent: an update already seen
             /// changes nothing.
+            /// Updates may come in any order, as from peers: one whose neighbours are not in
+            /// the document yet waits inside it until they arrive.
+            ///
+            /// Like `yrs`, this trusts that the update comes from an honest replica. An update
+            /// from outside (a client's mutation) is merged with [`merged_column`], which checks
+            /// it against the document first.
             pub fn merge(&mut self, update: &[u8]) -> Result<()> {
                 let doc = doc_with(&self.state)?;
                 let update = decode_update(update)?;
@@ -616,9 +434,11 @@ pub fn merged_column(
 }
 
 /// [`merged_column`] bounded by `max_bytes`: a stored document and an update larger together, or
-/// a merged document larger, are refused with a validation error naming the bound. An update
-/// that makes `yrs` panic (a well-formed encoding whose items point where yrs does not expect,
-/// say) is refused the same way; the panic does not reach the caller.
+/// a merged document larger, are refused with a validation error naming the bound. The update is
+/// checked against the stored document before `yrs` sees it (`crdt/check.rs`): it may hold only
+/// what that kind of column writes, beside items that exist, continuing each replica's clock
+/// where the document has it; what an honest replica never sends is refused. Should `yrs` still
+/// panic on an update, the merge is refused the same way; the panic does not reach the caller.
 ///
 /// # Errors
 /// As [`merged_column`].
@@ -642,6 +462,12 @@ pub fn merged_column_within(
             "a collaborative document and its update take {taken} bytes; a merge takes at most {max_bytes}"
         )));
     }
+    let document = match sql_type {
+        SqlType::CrdtMap => Document::Map,
+        _ => Document::Text,
+    };
+    check::check_merge(&stored_bytes, &update_bytes, document)
+        .map_err(|e| Error::validation(format!("the collaborative update does not fit the document: {e}")))?;
     let merge = || -> Result<Vec<u8>> {
         Ok(match sql_type {
             SqlType::CrdtMap => {
