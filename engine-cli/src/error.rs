@@ -58,7 +58,7 @@ pub enum Error {
         /// Why.
         source: std::io::Error,
     },
-    /// `migrate` was given no database.
+    /// `migrate` or `jobs` was given no database.
     #[error("no database: pass --database-url or set DATABASE_URL")]
     NoDatabaseUrl,
     /// `introspect` could not read the database's schema.

@@ -11,6 +11,9 @@
 //! - `engine introspect --database-url <URL> [--schema public] [--tables a,b] [--out FILE]`: read
 //!   an existing database's tables and write the Rust source of a starter app for them: tables,
 //!   sync rules guessed from owner columns and memberships, the app, example mutators.
+//! - `engine jobs list | retry <ID>… | discard <ID>… --database-url <URL>`: the background jobs
+//!   of a database, newest first (`--state dead` for the failed ones); run dead jobs again, or
+//!   delete jobs that are not running.
 //!
 //! `<CONTRACT>` is a file holding the JSON of `GET /engine/contract`, or the URL of a running
 //! server (its `/engine/contract` is fetched) or of the contract itself.
@@ -20,6 +23,7 @@
 mod check;
 mod error;
 mod introspect;
+mod jobs;
 mod migrate;
 mod source;
 mod typescript;
@@ -67,6 +71,14 @@ enum Command {
         #[arg(long)]
         out: Option<std::path::PathBuf>,
     },
+    /// Look at a database's background jobs; run dead ones again or discard them.
+    Jobs {
+        /// The database (`postgres://user@host:port/db`).
+        #[arg(long, env = "DATABASE_URL", global = true)]
+        database_url: Option<String>,
+        #[command(subcommand)]
+        command: jobs::JobsCommand,
+    },
     /// Write a starter app (Rust source) for the tables of an existing database.
     Introspect {
         /// The database to read (`postgres://user@host:port/db`).
@@ -98,6 +110,9 @@ impl Cli {
                 let doc = load_contract(&contract).await?;
                 let url = database_url.ok_or(Error::NoDatabaseUrl)?;
                 migrate::migrate(&doc, &url, create_database).await
+            }
+            Command::Jobs { database_url, command } => {
+                jobs::run(command, &database_url.ok_or(Error::NoDatabaseUrl)?).await
             }
             Command::Gen { contract, out } => {
                 let module = typescript(&load_contract(&contract).await?)?;

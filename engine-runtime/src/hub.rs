@@ -12,6 +12,7 @@ use std::time::Duration;
 use engine_kernel::BucketKey;
 use engine_kernel::wire::ServerFrame;
 use tokio::sync::{broadcast, mpsc};
+use tokio::time::Instant;
 
 use crate::realtime::{Realtime, Signal};
 use crate::storage::Storage;
@@ -283,25 +284,38 @@ impl Hub {
 
     /// Route every signal of `realtime` to the sockets it concerns, holding pings until the
     /// horizon of `storage` has passed their transaction. Runs until the hub is dropped.
+    ///
+    /// Waiting pings are kept one per bucket (the latest transaction), at most
+    /// [`WAITING_BUCKETS`] of them; past that they become one resync of every socket, sent once
+    /// the horizon has passed them all. The horizon is read every 2 ms while it moves, less
+    /// often (up to every [`MAX_CHECK`]) while it stands still; when a ping has waited longer
+    /// than `warn_after`, the transaction holding the horizon back is named in a warning.
     pub(crate) fn start(
         self: &Arc<Self>,
         realtime: &Arc<dyn Realtime>,
         storage: Arc<dyn Storage>,
+        warn_after: Duration,
     ) -> tokio::task::AbortHandle {
         let hub = Arc::downgrade(self);
         let mut signals = realtime.subscribe();
         tokio::spawn(async move {
-            // Pings waiting for the horizon: (transaction id, bucket).
-            let mut waiting: Vec<(u64, BucketKey)> = Vec::new();
+            let mut waiting = Waiting::default();
             let mut horizon: u64 = 0;
-            let mut tick = tokio::time::interval(Duration::from_millis(2));
-            tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
+            let mut delay = MIN_CHECK;
+            let mut next_check = Instant::now();
+            let mut warned: Option<Instant> = None;
             loop {
                 tokio::select! {
                     signal = signals.recv() => {
                         let Some(hub) = hub.upgrade() else { return };
                         match signal {
-                            Ok(Signal::Ping { bucket, xid }) if xid >= horizon => waiting.push((xid, bucket)),
+                            Ok(Signal::Ping { bucket, xid }) if xid >= horizon => {
+                                if waiting.is_empty() {
+                                    delay = MIN_CHECK;
+                                    next_check = Instant::now() + delay;
+                                }
+                                waiting.add(bucket, xid);
+                            }
                             Ok(signal) => hub.deliver(signal),
                             Err(broadcast::error::RecvError::Lagged(missed)) => {
                                 tracing::warn!(missed, "the hub fell behind its signals; resyncing every socket");
@@ -310,23 +324,115 @@ impl Hub {
                             Err(broadcast::error::RecvError::Closed) => return,
                         }
                     }
-                    _ = tick.tick(), if !waiting.is_empty() => {
+                    () = tokio::time::sleep_until(next_check), if !waiting.is_empty() => {
+                        let before = horizon;
                         match storage.horizon().await {
                             Ok(h) => horizon = horizon.max(h),
                             Err(err) => tracing::warn!(error = %err, "reading the horizon failed"),
                         }
                         let Some(hub) = hub.upgrade() else { return };
-                        waiting.retain(|(xid, bucket)| {
-                            let ready = *xid < horizon;
-                            if ready {
-                                hub.deliver(Signal::Ping { bucket: bucket.clone(), xid: *xid });
-                            }
-                            !ready
-                        });
+                        waiting.release(horizon, |signal| hub.deliver(signal));
+                        delay = if horizon > before { MIN_CHECK } else { (delay * 2).min(MAX_CHECK) };
+                        next_check = Instant::now() + delay;
+                        let held = waiting.oldest().map(|since| since.elapsed());
+                        if held.is_some_and(|held| held > warn_after) && warned.is_none_or(|at| at.elapsed() > warn_after.max(WARN_EVERY)) {
+                            warned = Some(Instant::now());
+                            warn_held_back(storage.as_ref(), held.unwrap_or_default(), waiting.len()).await;
+                        }
                     }
                 }
             }
         })
         .abort_handle()
+    }
+}
+
+/// The first wait between readings of the horizon while pings wait.
+const MIN_CHECK: Duration = Duration::from_millis(2);
+
+/// The longest wait between readings of the horizon while pings wait.
+pub(crate) const MAX_CHECK: Duration = Duration::from_millis(250);
+
+/// The most buckets whose pings wait for the horizon one by one.
+pub(crate) const WAITING_BUCKETS: usize = 10_000;
+
+/// How often, at most, the warning about a held-back horizon is repeated.
+const WARN_EVERY: Duration = Duration::from_secs(60);
+
+/// Pings waiting for the horizon: per bucket the latest transaction and since when the bucket
+/// waits; past [`WAITING_BUCKETS`], one resync for everything.
+#[derive(Default)]
+struct Waiting {
+    buckets: HashMap<BucketKey, (u64, Instant)>,
+    /// Every socket is owed a resync once the horizon has passed this transaction, waiting since.
+    overflow: Option<(u64, Instant)>,
+}
+
+impl Waiting {
+    fn is_empty(&self) -> bool {
+        self.buckets.is_empty() && self.overflow.is_none()
+    }
+
+    fn len(&self) -> usize {
+        self.buckets.len() + usize::from(self.overflow.is_some())
+    }
+
+    fn add(&mut self, bucket: BucketKey, xid: u64) {
+        let now = Instant::now();
+        if let Some((top, _)) = &mut self.overflow {
+            *top = (*top).max(xid);
+            return;
+        }
+        if self.buckets.len() >= WAITING_BUCKETS && !self.buckets.contains_key(&bucket) {
+            let since = self.buckets.values().map(|(_, since)| *since).min().unwrap_or(now);
+            let top = self.buckets.drain().map(|(_, (xid, _))| xid).fold(xid, u64::max);
+            tracing::warn!(buckets = WAITING_BUCKETS, "too many pings wait for the horizon; every socket will resync");
+            self.overflow = Some((top, since));
+            return;
+        }
+        let entry = self.buckets.entry(bucket).or_insert((xid, now));
+        entry.0 = entry.0.max(xid);
+    }
+
+    /// Deliver what the horizon has passed.
+    fn release(&mut self, horizon: u64, mut deliver: impl FnMut(Signal)) {
+        self.buckets.retain(|bucket, (xid, _)| {
+            let ready = *xid < horizon;
+            if ready {
+                deliver(Signal::Ping { bucket: bucket.clone(), xid: *xid });
+            }
+            !ready
+        });
+        if self.overflow.is_some_and(|(top, _)| top < horizon) {
+            self.overflow = None;
+            deliver(Signal::Resync);
+        }
+    }
+
+    /// Since when the longest-waiting ping waits.
+    fn oldest(&self) -> Option<Instant> {
+        self.buckets.values().map(|(_, since)| *since).chain(self.overflow.map(|(_, since)| since)).min()
+    }
+}
+
+/// Name the transaction that holds the horizon back, for the operator.
+async fn warn_held_back(storage: &dyn Storage, held: Duration, waiting: usize) {
+    let held_ms = u64::try_from(held.as_millis()).unwrap_or(u64::MAX);
+    match storage.horizon_blocker().await {
+        Ok(Some(blocker)) => tracing::warn!(
+            held_ms,
+            waiting,
+            pid = blocker.pid,
+            age_ms = u64::try_from(blocker.age.as_millis()).unwrap_or(u64::MAX),
+            query_start = blocker.query_start.map(|t| t.to_rfc3339()).unwrap_or_default(),
+            state = blocker.state.as_deref().unwrap_or(""),
+            application = blocker.application.as_deref().unwrap_or(""),
+            "the horizon is held back: pings and pulls wait for this transaction (end it, or set \
+             idle_in_transaction_session_timeout)"
+        ),
+        Ok(None) => tracing::warn!(held_ms, waiting, "the horizon is held back by a transaction that cannot be named"),
+        Err(err) => {
+            tracing::warn!(held_ms, waiting, error = %err, "the horizon is held back; naming its transaction failed")
+        }
     }
 }

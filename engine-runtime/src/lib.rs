@@ -41,8 +41,10 @@ pub use error::{Error, Result};
 pub use jobs::{JobCtx, JobError, JobQueue, Jobs};
 pub use limits::{Limits, StreamLimits};
 pub use realtime::PresenceSettings;
-pub use server::{DEFAULT_TOMBSTONE_RETENTION, Provisioning, Server, ServerBuilder, tcp_nodelay};
-pub use storage::{Storage, postgres, provision_plan};
+pub use server::{
+    DEFAULT_HORIZON_WARNING, DEFAULT_TOMBSTONE_RETENTION, Provisioning, Server, ServerBuilder, tcp_nodelay,
+};
+pub use storage::{COLLECTION_INTERVAL, Collected, HorizonBlocker, Retention, Storage, postgres, provision_plan};
 pub use stream::SUBPROTOCOL;
 
 /// The path of the public contract route.

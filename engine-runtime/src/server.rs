@@ -22,10 +22,14 @@ use crate::limits::{Limits, RateLimit, StreamLimits, WorkLimit};
 use crate::observer::{NoObserver, Observer};
 use crate::realtime::{OpenRealtime, PresenceSettings, in_process};
 use crate::state::{AdminCriterion, Background, ServerState};
-use crate::storage::{OpenStorage, Storage, postgres};
+use crate::storage::{OpenStorage, Retention, Storage, postgres};
 
 /// How long tombstones are kept by default: clients away longer start their buckets afresh.
 pub const DEFAULT_TOMBSTONE_RETENTION: Duration = Duration::from_secs(7 * 24 * 3600);
+
+/// How long a ping may wait for the horizon by default before the transaction holding it back
+/// is named in a warning.
+pub const DEFAULT_HORIZON_WARNING: Duration = Duration::from_secs(10);
 
 /// How the server treats the database at start-up.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -87,7 +91,8 @@ pub struct ServerBuilder {
     presence: PresenceSettings,
     admin: AdminCriterion,
     provisioning: Provisioning,
-    tombstone_retention: Duration,
+    retention: Retention,
+    horizon_warning: Duration,
     jobs: Option<Jobs>,
     blobs: Option<Blobs>,
     trace_requests: bool,
@@ -198,9 +203,27 @@ impl ServerBuilder {
         self
     }
 
-    /// How long tombstones are kept (default 7 days).
+    /// How long a ping may wait for the horizon before the server logs a warning naming the
+    /// transaction that holds it back (default [`DEFAULT_HORIZON_WARNING`]; `docs/design.md`,
+    /// the horizon).
+    pub fn horizon_warning(mut self, after: Duration) -> Self {
+        self.horizon_warning = after;
+        self
+    }
+
+    /// How long tombstones are kept (default 7 days): shorthand for
+    /// [`retention`](Self::retention) with only the tombstones' changed.
     pub fn tombstone_retention(mut self, retention: Duration) -> Self {
-        self.tombstone_retention = retention;
+        self.retention.tombstones = retention;
+        self
+    }
+
+    /// How long tombstones, mutation records, idle clients and finished jobs are kept, and how
+    /// many rows a step of their collection deletes (defaults in [`Retention`]). Every instance
+    /// tries to collect every [`COLLECTION_INTERVAL`](crate::storage::COLLECTION_INTERVAL); one
+    /// at a time does.
+    pub fn retention(mut self, retention: Retention) -> Self {
+        self.retention = retention;
         self
     }
 
@@ -247,8 +270,8 @@ impl ServerBuilder {
         let realtime =
             self.realtime.unwrap_or_else(|| Box::new(in_process())).open(self.presence.heartbeat_timeout).await?;
         let hub = Hub::new();
-        let mut background = Background::start(storage.clone(), rate_limit.clone(), self.tombstone_retention);
-        background.add(hub.start(&realtime, storage.clone()));
+        let mut background = Background::start(storage.clone(), rate_limit.clone(), self.retention);
+        background.add(hub.start(&realtime, storage.clone(), self.horizon_warning));
         let state = ServerState {
             storage,
             hub,
@@ -296,7 +319,8 @@ impl Server {
             presence: PresenceSettings::default(),
             admin: Arc::new(|actor: &Actor| actor.claim::<bool>("admin") == Some(true)),
             provisioning: Provisioning::Apply,
-            tombstone_retention: DEFAULT_TOMBSTONE_RETENTION,
+            retention: Retention::default(),
+            horizon_warning: DEFAULT_HORIZON_WARNING,
             jobs: None,
             blobs: None,
             trace_requests: false,

@@ -16,7 +16,7 @@ use crate::jobs::JobWorker;
 use crate::limits::{RateLimit, StreamLimits, WorkLimit};
 use crate::observer::Observer;
 use crate::realtime::{PresenceSettings, Realtime};
-use crate::storage::Storage;
+use crate::storage::{Collected, Retention, Storage};
 
 /// Decides whether an actor may read `/engine/stats`.
 pub(crate) type AdminCriterion = Arc<dyn Fn(&Actor) -> bool + Send + Sync>;
@@ -51,19 +51,30 @@ pub(crate) struct ServerState {
 pub(crate) struct Background(Vec<tokio::task::AbortHandle>);
 
 impl Background {
-    /// Collect tombstones older than `retention` every hour, and let the rate limiter forget
-    /// idle actors every minute.
-    pub(crate) fn start(storage: Arc<dyn Storage>, rate_limit: Option<RateLimit>, retention: Duration) -> Self {
+    /// Collect what `retention` no longer keeps every [`COLLECTION_INTERVAL`] (skipped while
+    /// another instance collects), and let the rate limiter forget idle actors every minute.
+    ///
+    /// [`COLLECTION_INTERVAL`]: crate::storage::COLLECTION_INTERVAL
+    pub(crate) fn start(storage: Arc<dyn Storage>, rate_limit: Option<RateLimit>, retention: Retention) -> Self {
         let mut tasks = Vec::new();
         tasks.push(
             tokio::spawn(async move {
-                let mut every = tokio::time::interval(Duration::from_secs(3600));
+                let mut every = tokio::time::interval(crate::storage::COLLECTION_INTERVAL);
                 loop {
                     every.tick().await;
-                    match storage.collect_garbage(retention).await {
-                        Ok(0) => {}
-                        Ok(n) => tracing::info!(tombstones = n, "collected tombstones"),
-                        Err(err) => tracing::warn!(error = %err, "collecting tombstones failed"),
+                    match storage.collect_garbage(&retention).await {
+                        Ok(c) if c.skipped => tracing::debug!("another instance is collecting"),
+                        Ok(c) if c == Collected { steps: c.steps, ..Collected::default() } => {}
+                        Ok(c) => tracing::info!(
+                            tombstones = c.tombstones,
+                            mutations = c.mutations,
+                            clients = c.clients,
+                            jobs = c.jobs,
+                            bucket_sets = c.bucket_sets,
+                            steps = c.steps,
+                            "collected what the retention no longer keeps"
+                        ),
+                        Err(err) => tracing::warn!(error = %err, "collection failed"),
                     }
                 }
             })

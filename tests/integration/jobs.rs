@@ -189,8 +189,8 @@ async fn failed_runs_are_retried_until_the_job_succeeds_or_is_dead() {
     assert!(misfit.2.as_deref().unwrap().contains("payload does not fit"), "{misfit:?}");
     let counts = storage.job_counts().await.unwrap();
     assert_eq!((counts.done, counts.dead, counts.queued, counts.running), (2, 3, 0, 0));
-    // Collection takes the finished jobs and leaves the dead ones for an operator.
-    storage.collect_garbage(Duration::ZERO).await.unwrap();
+    // Collection takes the finished jobs and leaves the dead ones for an operator (kept longer).
+    storage.collect_garbage(&engine::server::Retention::default().jobs(Duration::ZERO)).await.unwrap();
     let counts = storage.job_counts().await.unwrap();
     assert_eq!((counts.done, counts.dead), (0, 3));
 }

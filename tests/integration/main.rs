@@ -17,6 +17,7 @@ mod layers;
 mod migrate;
 mod model;
 mod mount;
+mod operations;
 mod overload;
 mod provision;
 mod pull;

@@ -356,7 +356,7 @@ async fn a_cursor_older_than_tombstone_retention_resets() {
     let current = pull(&storage, "alice", Some(&old.cursor)).await;
     assert_eq!(current.tombstones.len(), 1);
     exec(&db, &storage, "UPDATE _engine_tombstones SET created_at = now() - interval '30 days'").await;
-    assert_eq!(storage.collect_garbage(std::time::Duration::from_secs(7 * 86_400)).await.unwrap(), 1);
+    assert_eq!(storage.collect_garbage(&engine::server::Retention::default()).await.unwrap().tombstones, 1);
     let stale = pull(&storage, "alice", Some(&old.cursor)).await;
     assert!(stale.reset, "the old cursor needed a tombstone that is gone");
     assert!(!changes(&stale).contains_key("notes:n1"));
@@ -490,7 +490,7 @@ async fn a_cursor_stays_small_however_many_buckets_and_every_instance_reads_it()
 
     // A set collected (its cursor unused past the retention) makes the old cursor start afresh.
     exec(&db, &storage, "UPDATE _engine_bucket_sets SET used_at = now() - interval '30 days'").await;
-    other.collect_garbage(std::time::Duration::from_secs(7 * 86_400)).await.unwrap();
+    other.collect_garbage(&engine::server::Retention::default()).await.unwrap();
     let fresh = PostgresStorage::new(db.pool.clone(), std::sync::Arc::new(example_notes::app()));
     db.settle(&fresh).await;
     let page = pull(&fresh, "alice", Some(&last)).await;

@@ -78,7 +78,8 @@ impl BearerTokenAuth {
 
     /// The actor of `token`, or why it is refused.
     pub fn verify(&self, token: &str) -> Result<Actor> {
-        let header = jsonwebtoken::decode_header(token).map_err(|_| unauthenticated("the token is not a JWT"))?;
+        let header = jsonwebtoken::decode_header(token)
+            .map_err(|_| unauthenticated("the token is malformed: it is not a JWT (`header.claims.signature`)"))?;
         let claims = match header.alg {
             Algorithm::HS256 => {
                 let key = self.secret.as_deref().ok_or_else(|| unauthenticated("HS256 tokens are not accepted"))?;
@@ -134,8 +135,13 @@ fn decode(token: &str, key: &DecodingKey, alg: Algorithm) -> Result<Map<String, 
     let data = jsonwebtoken::decode::<Map<String, Value>>(token, key, &validation).map_err(|e| {
         use jsonwebtoken::errors::ErrorKind;
         unauthenticated(match e.kind() {
-            ErrorKind::ExpiredSignature => "the token has expired",
-            ErrorKind::InvalidSignature => "the token's signature is not valid",
+            ErrorKind::ExpiredSignature => "the token has expired: get a fresh one",
+            ErrorKind::InvalidSignature => {
+                "the token has a bad signature: it was not signed by a key this server trusts"
+            }
+            ErrorKind::InvalidToken | ErrorKind::Base64(_) | ErrorKind::Json(_) | ErrorKind::Utf8(_) => {
+                "the token is malformed: its parts are not base64url JSON"
+            }
             ErrorKind::InvalidAlgorithm => "the token's algorithm is not accepted",
             ErrorKind::MissingRequiredClaim(_) => "the token lacks a required claim (`sub`, `iat`, `exp`)",
             ErrorKind::ImmatureSignature => "the token is not valid yet",
@@ -172,6 +178,19 @@ impl EngineAuth for BearerTokenAuth {
 
     fn resolve_token<'a>(&'a self, token: &'a str) -> BoxFuture<'a, Option<Actor>> {
         Box::pin(async move { self.verify(token).ok() })
+    }
+
+    fn check<'a>(&'a self, request: &'a Parts) -> BoxFuture<'a, Result<Actor>> {
+        Box::pin(async move {
+            match bearer_token(request) {
+                Some(token) => self.verify(token),
+                None => Err(unauthenticated("send a valid `Authorization: Bearer <token>`")),
+            }
+        })
+    }
+
+    fn check_token<'a>(&'a self, token: &'a str) -> BoxFuture<'a, Result<Actor>> {
+        Box::pin(async move { self.verify(token) })
     }
 }
 

@@ -25,6 +25,24 @@ pub trait EngineAuth: Send + Sync + 'static {
     /// The actor of a bare token (for WebSocket clients that send it as a subprotocol or in a
     /// first frame), or `None`.
     fn resolve_token<'a>(&'a self, token: &'a str) -> BoxFuture<'a, Option<Actor>>;
+
+    /// The actor `request` acts for, or the `401` that refuses it. Its detail says why (no
+    /// credential; a token expired, malformed or badly signed), never echoing the token. By
+    /// default it only says that no valid credential came.
+    fn check<'a>(&'a self, request: &'a Parts) -> BoxFuture<'a, Result<Actor, Error>> {
+        Box::pin(async move {
+            self.resolve(request)
+                .await
+                .ok_or_else(|| Error::Unauthenticated("send a valid `Authorization: Bearer <token>`".into()))
+        })
+    }
+
+    /// The actor of a bare token, or the `401` that refuses it, as [`check`](Self::check) says.
+    fn check_token<'a>(&'a self, token: &'a str) -> BoxFuture<'a, Result<Actor, Error>> {
+        Box::pin(async move {
+            self.resolve_token(token).await.ok_or_else(|| Error::Unauthenticated("the token is not valid".into()))
+        })
+    }
 }
 
 /// The token of an `Authorization: Bearer <token>` header.
@@ -71,9 +89,9 @@ where
     }
 }
 
-/// The actor `request` acts for, or the engine's 401.
+/// The actor `request` acts for, or the engine's 401 (logged at debug level with its reason).
 pub(crate) async fn authenticate(auth: &dyn EngineAuth, request: &Parts) -> Result<Actor, Error> {
-    auth.resolve(request)
-        .await
-        .ok_or_else(|| Error::Unauthenticated("send a valid `Authorization: Bearer <token>`".into()))
+    auth.check(request).await.inspect_err(|refused| {
+        tracing::debug!(path = %request.uri.path(), reason = %refused, "a request was refused: not authenticated");
+    })
 }

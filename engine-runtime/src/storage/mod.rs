@@ -7,6 +7,7 @@
 pub mod postgres;
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use std::collections::BTreeSet;
 
@@ -16,7 +17,9 @@ use engine_kernel::{Actor, App, BoxFuture, BucketKey};
 use crate::error::{Error, Result};
 use crate::jobs::{JobCounts, JobQueue};
 
-pub use postgres::{Postgres, PostgresStorage, create_database_if_missing, postgres, provision_plan};
+pub use postgres::{
+    JobAdmin, JobRecord, Postgres, PostgresStorage, create_database_if_missing, postgres, provision_plan,
+};
 
 /// An app's store: provisioning, pull and push, and the queue of its background jobs (which
 /// mutations enqueue in their own transactions), for one app.
@@ -43,10 +46,108 @@ pub trait Storage: JobQueue + Send + Sync + 'static {
     fn horizon(&self) -> BoxFuture<'_, Result<u64>>;
     /// Counts for `/engine/stats`.
     fn stats(&self) -> BoxFuture<'_, Result<Stats>>;
-    /// Delete tombstones older than `retention` (and jobs done before then); returns how many
-    /// tombstones went. Clients whose cursors
-    /// predate the collected ones get `reset: true` on their next pull.
-    fn collect_garbage(&self, retention: std::time::Duration) -> BoxFuture<'_, Result<u64>>;
+    /// The oldest transaction that may write this database and is still running, which holds
+    /// the horizon back (none when no transaction with an id runs).
+    fn horizon_blocker(&self) -> BoxFuture<'_, Result<Option<HorizonBlocker>>>;
+    /// Delete what is older than its [`Retention`], in steps of at most `retention.batch` rows,
+    /// unless another instance is collecting (then nothing is done: [`Collected::skipped`]).
+    /// Clients whose cursors predate the collected tombstones get `reset: true` on their next
+    /// pull.
+    fn collect_garbage<'a>(&'a self, retention: &'a Retention) -> BoxFuture<'a, Result<Collected>>;
+}
+
+/// How often a server collects what its [`Retention`] no longer keeps (one instance at a time).
+pub const COLLECTION_INTERVAL: Duration = Duration::from_secs(3600);
+
+/// How long a store keeps what it no longer needs for long, and how much one step of collection
+/// deletes (`docs/design.md`, retention).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct Retention {
+    /// Tombstones, and the bucket sets no cursor has named since (default 7 days): a client away
+    /// longer starts its buckets afresh.
+    pub tombstones: Duration,
+    /// The records of mutations, and the rows of clients that have not pushed since (default 30
+    /// days). A replay of a mutation whose record is gone is answered `duplicate` without its
+    /// outcome, from the client's kept sequence (`docs/protocol.md#post-syncpush`).
+    pub mutations: Duration,
+    /// Jobs `done` (default 7 days).
+    pub jobs: Duration,
+    /// Jobs `dead` (default 30 days), kept longer for an operator to look at, retry or discard.
+    pub dead_jobs: Duration,
+    /// The most rows one step deletes (default 1,000): each step is a short transaction of its
+    /// own, so collection never holds many locks or a long snapshot.
+    pub batch: usize,
+}
+
+impl Default for Retention {
+    fn default() -> Self {
+        const DAY: u64 = 24 * 3600;
+        Retention {
+            tombstones: Duration::from_secs(7 * DAY),
+            mutations: Duration::from_secs(30 * DAY),
+            jobs: Duration::from_secs(7 * DAY),
+            dead_jobs: Duration::from_secs(30 * DAY),
+            batch: 1_000,
+        }
+    }
+}
+
+impl Retention {
+    /// This retention with tombstones kept for `keep`.
+    #[must_use]
+    pub fn tombstones(mut self, keep: Duration) -> Self {
+        self.tombstones = keep;
+        self
+    }
+
+    /// This retention with mutation records and idle clients kept for `keep`.
+    #[must_use]
+    pub fn mutations(mut self, keep: Duration) -> Self {
+        self.mutations = keep;
+        self
+    }
+
+    /// This retention with jobs `done` kept for `keep`.
+    #[must_use]
+    pub fn jobs(mut self, keep: Duration) -> Self {
+        self.jobs = keep;
+        self
+    }
+
+    /// This retention with jobs `dead` kept for `keep`.
+    #[must_use]
+    pub fn dead_jobs(mut self, keep: Duration) -> Self {
+        self.dead_jobs = keep;
+        self
+    }
+
+    /// This retention deleting at most `rows` per step.
+    #[must_use]
+    pub fn batch(mut self, rows: usize) -> Self {
+        self.batch = rows.max(1);
+        self
+    }
+}
+
+/// What one collection did.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct Collected {
+    /// Another instance was collecting: this one did nothing.
+    pub skipped: bool,
+    /// Tombstones deleted.
+    pub tombstones: u64,
+    /// Mutation records deleted.
+    pub mutations: u64,
+    /// Client rows deleted.
+    pub clients: u64,
+    /// Jobs deleted (`done` and `dead`).
+    pub jobs: u64,
+    /// Bucket sets deleted.
+    pub bucket_sets: u64,
+    /// The steps (short transactions) it took.
+    pub steps: u64,
 }
 
 /// What a push did. Mutations before a stop are committed even when the push stopped, so their
@@ -86,6 +187,29 @@ pub struct Stats {
     pub tombstones: u64,
     /// Background jobs, by state.
     pub jobs: JobCounts,
+    /// How long the oldest transaction that may write this database has been running, in
+    /// milliseconds (0 when none is): pings and pulls wait for it (`docs/design.md`, the
+    /// horizon).
+    pub horizon_lag_ms: u64,
+    /// The backend (process id) running that transaction.
+    pub horizon_blocker_pid: Option<i32>,
+}
+
+/// The transaction that holds the horizon back: its backend, as `pg_stat_activity` shows it
+/// (never the query's text, which may hold values).
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct HorizonBlocker {
+    /// The backend's process id (`pg_terminate_backend(pid)` ends it).
+    pub pid: i32,
+    /// How long its transaction has been running.
+    pub age: Duration,
+    /// When its current (or last) query started.
+    pub query_start: Option<chrono::DateTime<chrono::Utc>>,
+    /// `active`, `idle in transaction`, …
+    pub state: Option<String>,
+    /// Its `application_name`.
+    pub application: Option<String>,
 }
 
 /// Bounds on what one actor's requests may ask of a store, each answered with an error that

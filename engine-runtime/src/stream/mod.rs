@@ -49,16 +49,17 @@ pub(crate) async fn stream(
     parts: Parts,
 ) -> Response {
     let actor = if crate::auth::bearer_token(&parts).is_some() {
-        match state.auth.resolve(&parts).await {
-            Some(actor) => Some(actor),
-            None => return Error::Unauthenticated("the bearer token is not valid".into()).into_response(),
+        match state.auth.check(&parts).await {
+            Ok(actor) => Some(actor),
+            Err(refused) => return refused.into_response(),
         }
     } else if let Some(token) = subprotocol_token(&parts.headers) {
-        match state.auth.resolve_token(&token).await {
-            Some(actor) => Some(actor),
-            None => {
-                return Error::Unauthenticated("the `bearer.` subprotocol's token is not valid".into()).into_response();
+        match state.auth.check_token(&token).await {
+            Ok(actor) => Some(actor),
+            Err(Error::Unauthenticated(why)) => {
+                return Error::Unauthenticated(format!("the `bearer.` subprotocol's token: {why}")).into_response();
             }
+            Err(refused) => return refused.into_response(),
         }
     } else {
         state.auth.resolve(&parts).await

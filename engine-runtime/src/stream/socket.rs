@@ -22,6 +22,7 @@ use governor::{DefaultDirectRateLimiter, Quota};
 use serde_json::Value;
 use tokio::time::Instant;
 
+use crate::error::Error;
 use crate::hub::{Event, Owed, Unauthenticated};
 use crate::limits::StreamLimits;
 use crate::realtime::Presence;
@@ -174,11 +175,10 @@ async fn authenticate(
         return Err(Close::policy("unauthenticated", "the first frame is `{\"type\":\"auth\",\"token\":…}`"));
     };
     let actor = match parse(&text)? {
-        ClientFrame::Auth { token } => state
-            .auth
-            .resolve_token(&token)
-            .await
-            .ok_or_else(|| Close::policy("unauthenticated", "the token is not valid"))?,
+        ClientFrame::Auth { token } => state.auth.check_token(&token).await.map_err(|refused| match refused {
+            Error::Unauthenticated(why) => Close::policy("unauthenticated", why),
+            _ => Close::policy("unauthenticated", "the token is not valid"),
+        })?,
         _ => return Err(Close::policy("unauthenticated", "the first frame is `{\"type\":\"auth\",\"token\":…}`")),
     };
     // The connection counts against the actor's request rate once it is known.

@@ -42,6 +42,10 @@ ALTER TABLE _engine_mutations ADD COLUMN IF NOT EXISTS xid xid8 NOT NULL DEFAULT
 
 CREATE UNIQUE INDEX IF NOT EXISTS _engine_mutations_client_mutation ON _engine_mutations (user_id, client_id, client_mutation_id);
 
+CREATE INDEX IF NOT EXISTS _engine_mutations_applied ON _engine_mutations (applied_at);
+
+CREATE INDEX IF NOT EXISTS _engine_clients_updated ON _engine_clients (updated_at);
+
 CREATE TABLE IF NOT EXISTS _engine_bucket_sets (
   digest text PRIMARY KEY,
   buckets text[] NOT NULL,

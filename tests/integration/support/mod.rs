@@ -2,10 +2,12 @@
 
 pub(crate) mod client;
 pub(crate) mod db;
+pub(crate) mod logs;
 pub(crate) mod process;
 pub(crate) mod proxy;
 pub(crate) mod server;
 pub(crate) mod ws;
 
 pub(crate) use db::TestDb;
+pub(crate) use logs::Logs;
 pub(crate) use server::TestServer;

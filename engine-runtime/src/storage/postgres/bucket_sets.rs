@@ -143,12 +143,3 @@ pub(crate) async fn cursor_key(pool: &PgPool) -> Result<CursorKey> {
     }
     Err(Error::internal("the database's cursor key could not be made"))
 }
-
-/// Delete the sets no cursor has named since `cutoff`.
-pub(crate) async fn collect(conn: &mut PgConnection, cutoff: chrono::DateTime<chrono::Utc>) -> Result<u64> {
-    Ok(sqlx::query("DELETE FROM _engine_bucket_sets WHERE used_at < $1")
-        .bind(cutoff)
-        .execute(conn)
-        .await?
-        .rows_affected())
-}

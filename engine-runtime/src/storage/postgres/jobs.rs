@@ -33,15 +33,6 @@ pub(crate) async fn insert(conn: &mut PgConnection, job: &JobRequest, user_id: O
     .await
 }
 
-/// Delete `done` jobs that finished before `cutoff`; `dead` ones stay for an operator.
-pub(crate) async fn collect(conn: &mut PgConnection, cutoff: chrono::DateTime<chrono::Utc>) -> sqlx::Result<u64> {
-    let done = sqlx::query("DELETE FROM _engine_jobs WHERE state = 'done' AND finished_at < $1")
-        .bind(cutoff)
-        .execute(conn)
-        .await?;
-    Ok(done.rows_affected())
-}
-
 impl JobQueue for PostgresStorage {
     fn enqueue_job(&self, job: JobRequest) -> BoxFuture<'_, Result<i64>> {
         Box::pin(async move {
@@ -177,4 +168,114 @@ pub(crate) async fn counts(conn: &mut PgConnection) -> Result<JobCounts> {
         }
     }
     Ok(counts)
+}
+
+/// A job as an operator sees it ([`JobAdmin::list`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct JobRecord {
+    /// The job's id.
+    pub id: i64,
+    /// The job's name.
+    pub name: String,
+    /// `queued`, `running`, `done` or `dead`.
+    pub state: String,
+    /// The runs it has had.
+    pub attempts: i32,
+    /// When it is due (queued), or was last due.
+    pub run_at: chrono::DateTime<chrono::Utc>,
+    /// When it ended (`done` or `dead`).
+    pub finished_at: Option<chrono::DateTime<chrono::Utc>>,
+    /// Why its last run failed.
+    pub last_error: Option<String>,
+    /// The user whose mutation enqueued it.
+    pub user_id: Option<String>,
+}
+
+/// An operator's hands on the job queue of a database (`engine jobs`): list the jobs, run a
+/// dead one again, discard one that is not running.
+#[derive(Debug, Clone)]
+pub struct JobAdmin {
+    pool: sqlx::PgPool,
+}
+
+impl JobAdmin {
+    /// The queue of the database at `url`.
+    pub async fn connect(url: &str) -> Result<Self> {
+        let options: sqlx::postgres::PgConnectOptions =
+            url.parse().map_err(|e| Error::config_from("not a Postgres URL", e))?;
+        let pool = sqlx::postgres::PgPoolOptions::new()
+            .max_connections(1)
+            .acquire_timeout(Duration::from_secs(10))
+            .connect_with(options)
+            .await
+            .map_err(|e| Error::config_from("cannot connect to Postgres", e))?;
+        Ok(JobAdmin { pool })
+    }
+
+    /// The queue of the database `pool` reaches.
+    pub fn new(pool: sqlx::PgPool) -> Self {
+        JobAdmin { pool }
+    }
+
+    /// Up to `limit` jobs, in `state` when given, newest first.
+    pub async fn list(&self, state: Option<&str>, limit: usize) -> Result<Vec<JobRecord>> {
+        if let Some(state) = state.filter(|s| !["queued", "running", "done", "dead"].contains(s)) {
+            return Err(Error::config(format!("no job state `{state}`: queued, running, done or dead")));
+        }
+        type Row = (
+            i64,
+            String,
+            String,
+            i32,
+            chrono::DateTime<chrono::Utc>,
+            Option<chrono::DateTime<chrono::Utc>>,
+            Option<String>,
+            Option<String>,
+        );
+        let rows: Vec<Row> = sqlx::query_as(
+            "SELECT id, name, state, attempts, run_at, finished_at, last_error, user_id FROM _engine_jobs
+             WHERE $1::text IS NULL OR state = $1 ORDER BY id DESC LIMIT $2",
+        )
+        .bind(state)
+        .bind(i64::try_from(limit).unwrap_or(i64::MAX))
+        .fetch_all(&self.pool)
+        .await?;
+        Ok(rows
+            .into_iter()
+            .map(|(id, name, state, attempts, run_at, finished_at, last_error, user_id)| JobRecord {
+                id,
+                name,
+                state,
+                attempts,
+                run_at,
+                finished_at,
+                last_error,
+                user_id,
+            })
+            .collect())
+    }
+
+    /// Queue the `dead` job `id` to run again now, with its attempts counted afresh; `false`
+    /// when there is no such dead job.
+    pub async fn retry(&self, id: i64) -> Result<bool> {
+        let done = sqlx::query(
+            "UPDATE _engine_jobs SET state = 'queued', run_at = now(), attempts = 0, finished_at = NULL
+             WHERE id = $1 AND state = 'dead'",
+        )
+        .bind(id)
+        .execute(&self.pool)
+        .await?;
+        Ok(done.rows_affected() == 1)
+    }
+
+    /// Delete job `id` unless a worker is running it; `false` when there is no such job or it is
+    /// running.
+    pub async fn discard(&self, id: i64) -> Result<bool> {
+        let done = sqlx::query("DELETE FROM _engine_jobs WHERE id = $1 AND state <> 'running'")
+            .bind(id)
+            .execute(&self.pool)
+            .await?;
+        Ok(done.rows_affected() == 1)
+    }
 }

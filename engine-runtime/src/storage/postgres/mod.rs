@@ -8,6 +8,7 @@ mod mutation;
 mod provision;
 mod pull;
 mod push;
+mod retention;
 mod selection;
 mod sql;
 #[cfg(test)]
@@ -27,12 +28,13 @@ use serde_json::Value;
 use sqlx::PgPool;
 use sqlx::postgres::{PgConnectOptions, PgPoolOptions};
 
+pub use jobs::{JobAdmin, JobRecord};
 pub use provision::{SCHEMA_VERSION, provision_plan};
 pub use pull::{DEFAULT_PULL_LIMIT, MAX_PULL_LIMIT};
 pub use push::MAX_CLOCK_LEAD_MS;
 pub use timeouts::{DEFAULT_IDLE_IN_TRANSACTION_TIMEOUT, DEFAULT_LOCK_TIMEOUT, DEFAULT_STATEMENT_TIMEOUT, Timeouts};
 
-use super::{OpenStorage, Pushed, Stats, Storage, StoreLimits};
+use super::{Collected, HorizonBlocker, OpenStorage, Pushed, Retention, Stats, Storage, StoreLimits};
 use crate::buckets::RuleIndex;
 use crate::error::{Error, Result};
 use selection::Sql;
@@ -409,7 +411,10 @@ impl Storage for PostgresStorage {
                 let n: i64 = sql.build_query_scalar().fetch_one(&mut *conn).await?;
                 buckets += count(n);
             }
+            let blocker = blocker(&mut conn).await?;
             Ok(Stats {
+                horizon_lag_ms: blocker.as_ref().map_or(0, |b| u64::try_from(b.age.as_millis()).unwrap_or(u64::MAX)),
+                horizon_blocker_pid: blocker.map(|b| b.pid),
                 jobs: jobs::counts(&mut conn).await?,
                 buckets,
                 clients: count(clients),
@@ -420,42 +425,37 @@ impl Storage for PostgresStorage {
         })
     }
 
-    fn collect_garbage(&self, retention: Duration) -> BoxFuture<'_, Result<u64>> {
+    fn horizon_blocker(&self) -> BoxFuture<'_, Result<Option<HorizonBlocker>>> {
         Box::pin(async move {
-            let mut tx = self.pool.begin().await?;
-            let cutoff = chrono::Utc::now() - chrono::Duration::from_std(retention).unwrap_or(chrono::Duration::MAX);
-            let newest: Option<String> =
-                sqlx::query_scalar("SELECT max(xid)::text FROM _engine_tombstones WHERE created_at < $1")
-                    .bind(cutoff)
-                    .fetch_one(&mut *tx)
-                    .await?;
-            let finished_jobs = jobs::collect(&mut tx, cutoff).await?;
-            bucket_sets::collect(&mut tx, cutoff).await?;
-            if finished_jobs > 0 {
-                tracing::info!(jobs = finished_jobs, "collected finished jobs");
-            }
-            let Some(newest) = newest else {
-                tx.commit().await?;
-                return Ok(0);
-            };
-            let deleted = sqlx::query("DELETE FROM _engine_tombstones WHERE xid <= $1::text::xid8")
-                .bind(&newest)
-                .execute(&mut *tx)
-                .await?
-                .rows_affected();
-            let horizon = sql::xid(&newest)? + 1;
-            sqlx::query(
-                "INSERT INTO _engine_meta (key, value) VALUES ('tombstone_horizon', $1)
-                 ON CONFLICT (key) DO UPDATE SET value = EXCLUDED.value
-                 WHERE _engine_meta.value::numeric < EXCLUDED.value::numeric",
-            )
-            .bind(horizon.to_string())
-            .execute(&mut *tx)
-            .await?;
-            tx.commit().await?;
-            Ok(deleted)
+            let mut conn = self.pool.acquire().await?;
+            blocker(&mut conn).await
         })
     }
+
+    fn collect_garbage<'a>(&'a self, retention: &'a Retention) -> BoxFuture<'a, Result<Collected>> {
+        Box::pin(retention::collect(&self.pool, retention))
+    }
+}
+
+/// The oldest running transaction of this database that has an id (may write), other than the
+/// session asking.
+async fn blocker(conn: &mut sqlx::PgConnection) -> Result<Option<HorizonBlocker>> {
+    type Row = (i32, f64, Option<chrono::DateTime<chrono::Utc>>, Option<String>, Option<String>);
+    let row: Option<Row> = sqlx::query_as(
+        "SELECT pid, extract(epoch FROM now() - xact_start)::float8, query_start, state, application_name
+         FROM pg_stat_activity
+         WHERE backend_xid IS NOT NULL AND datname = current_database() AND pid <> pg_backend_pid()
+         ORDER BY age(backend_xid) DESC LIMIT 1",
+    )
+    .fetch_optional(conn)
+    .await?;
+    Ok(row.map(|(pid, age, query_start, state, application)| HorizonBlocker {
+        pid,
+        age: Duration::try_from_secs_f64(age.max(0.0)).unwrap_or_default(),
+        query_start,
+        state,
+        application,
+    }))
 }
 
 #[cfg(test)]

@@ -86,6 +86,9 @@ fn engine_tables() -> Vec<String> {
         "ALTER TABLE _engine_clients ADD COLUMN IF NOT EXISTS last_xid xid8 NOT NULL DEFAULT '0'".into(),
         "ALTER TABLE _engine_mutations ADD COLUMN IF NOT EXISTS xid xid8 NOT NULL DEFAULT pg_current_xact_id()".into(),
         "CREATE UNIQUE INDEX IF NOT EXISTS _engine_mutations_client_mutation ON _engine_mutations (user_id, client_id, client_mutation_id)".into(),
+        // Collection finds the records and clients past their retention by these.
+        "CREATE INDEX IF NOT EXISTS _engine_mutations_applied ON _engine_mutations (applied_at)".into(),
+        "CREATE INDEX IF NOT EXISTS _engine_clients_updated ON _engine_clients (updated_at)".into(),
         // The bucket sets pull cursors name by digest (too many buckets to write out), and when
         // a cursor last named each: sets unused for the tombstone retention are collected.
         "CREATE TABLE IF NOT EXISTS _engine_bucket_sets (\n  digest text PRIMARY KEY,\n  buckets text[] NOT NULL,\n  used_at timestamptz NOT NULL DEFAULT now()\n)".into(),

@@ -110,23 +110,36 @@ fn to_i64(n: u64) -> Result<i64> {
     i64::try_from(n).map_err(|_| Error::MalformedRequest(format!("mutation id {n} is out of range")))
 }
 
-/// Lock the client's sequence and read it (creating it at 0 on the client's first push), and
-/// whether a mutation with this client mutation id was recorded. Locking writes nothing: the
-/// record that advances the sequence is the row's only write per mutation.
-async fn lock_sequence(
-    conn: &mut PgConnection,
-    user: &str,
-    client: uuid::Uuid,
-    cmid: uuid::Uuid,
-) -> Result<(u64, bool)> {
+/// The client's sequence, locked ([`lock_sequence`]).
+struct Sequence {
+    /// The last mutation id applied.
+    last: u64,
+    /// Whether a mutation with this client mutation id was recorded.
+    seen: bool,
+    /// The first mutation id whose record is kept (none: no record is): the records before it
+    /// were collected (`Retention::mutations`).
+    kept_from: Option<u64>,
+}
+
+impl Sequence {
+    /// Whether mutation `id`, behind the sequence, is one whose record was collected.
+    fn collected(&self, id: u64) -> bool {
+        id <= self.last && self.kept_from.is_none_or(|kept| id < kept)
+    }
+}
+
+/// Lock the client's sequence and read it (creating it at 0 on the client's first push). Locking
+/// writes nothing: the record that advances the sequence is the row's only write per mutation.
+async fn lock_sequence(conn: &mut PgConnection, user: &str, client: uuid::Uuid, cmid: uuid::Uuid) -> Result<Sequence> {
     const LOCK: &str = "SELECT c.last_mutation_id, EXISTS (
-             SELECT 1 FROM _engine_mutations m WHERE m.user_id = $1 AND m.client_id = $2 AND m.client_mutation_id = $3)
+             SELECT 1 FROM _engine_mutations m WHERE m.user_id = $1 AND m.client_id = $2 AND m.client_mutation_id = $3),
+           (SELECT min(m.mutation_id) FROM _engine_mutations m WHERE m.user_id = $1 AND m.client_id = $2)
          FROM _engine_clients c WHERE c.user_id = $1 AND c.client_id = $2 FOR UPDATE OF c";
     for _ in 0..2 {
-        let row: Option<(i64, bool)> =
+        let row: Option<(i64, bool, Option<i64>)> =
             sqlx::query_as(LOCK).bind(user).bind(client).bind(cmid).fetch_optional(&mut *conn).await?;
-        if let Some((last, seen)) = row {
-            return Ok((to_u64(last), seen));
+        if let Some((last, seen, kept_from)) = row {
+            return Ok(Sequence { last: to_u64(last), seen, kept_from: kept_from.map(to_u64) });
         }
         sqlx::query("INSERT INTO _engine_clients (user_id, client_id) VALUES ($1, $2) ON CONFLICT DO NOTHING")
             .bind(user)
@@ -186,6 +199,19 @@ fn stored_result(mutation: &MutationRequest, status: &str, result: &Value) -> Mu
             .filter(|r| !r.is_empty()),
         error,
         superseded: result.get("superseded").and_then(Value::as_bool).unwrap_or(false),
+    }
+}
+
+/// The answer to a replay whose record was collected: `duplicate`, without the outcome.
+fn collected_duplicate(mutation: &MutationRequest) -> MutationResult {
+    MutationResult {
+        client_mutation_id: mutation.client_mutation_id,
+        mutation_id: mutation.mutation_id,
+        status: MutationStatus::Duplicate,
+        server_id: None,
+        reconciliation: None,
+        error: None,
+        superseded: false,
     }
 }
 
@@ -280,7 +306,14 @@ async fn apply_checked(
 ) -> Result<Step> {
     let user = actor.user_id.as_str();
     let mut tx = conn.begin().await?;
-    let (last, seen) = lock_sequence(&mut tx, user, client, mutation.client_mutation_id).await?;
+    let sequence = lock_sequence(&mut tx, user, client, mutation.client_mutation_id).await?;
+    let (last, seen) = (sequence.last, sequence.seen);
+    if !seen && sequence.collected(mutation.mutation_id) {
+        // A replay from before the retention of mutation records: applied once, its outcome
+        // no longer kept (`docs/protocol.md#post-syncpush`).
+        tx.commit().await?;
+        return Ok(Step::Answered { result: collected_duplicate(mutation), sequence: last });
+    }
     if mutation.mutation_id <= last && !seen {
         // The id is another mutation's (the client's store was copied or restored from a
         // backup): this one never applied; the client numbers it on from `last`.
@@ -290,11 +323,8 @@ async fn apply_checked(
     if mutation.mutation_id <= last {
         let answer = recorded(&mut tx, user, client, mutation).await?;
         tx.commit().await?;
-        let behind = || {
-            let why = format!("mutation id {} is behind the sequence", mutation.mutation_id);
-            rejection(mutation, &KernelError::validation(why))
-        };
-        let result = answer.map_or_else(behind, |(_, result)| result);
+        // No record: it was collected since the sequence was read.
+        let result = answer.map_or_else(|| collected_duplicate(mutation), |(_, result)| result);
         return Ok(Step::Answered { result, sequence: last });
     }
     if mutation.mutation_id > last + 1 {
@@ -389,6 +419,23 @@ async fn execute(
     })
 }
 
+/// Tell the operator of a rejected mutation: who, which mutator, the code, and what the client
+/// was not told (the cause of an internal failure). Never the arguments.
+fn log_rejection(user: &str, client: uuid::Uuid, mutation: &MutationRequest, err: &KernelError) {
+    let code = err.code();
+    let (mutator, id) = (mutation.name.as_str(), mutation.mutation_id);
+    match code {
+        ErrorCode::Internal => {
+            let cause = std::error::Error::source(err).map(ToString::to_string).unwrap_or_else(|| format!("{err:?}"));
+            tracing::error!(user, %client, mutator, mutation_id = id, %code, detail = %err, %cause, "mutation failed");
+        }
+        ErrorCode::Forbidden => {
+            tracing::warn!(user, %client, mutator, mutation_id = id, %code, detail = %err, "mutation forbidden");
+        }
+        _ => tracing::info!(user, %client, mutator, mutation_id = id, %code, detail = %err, "mutation rejected"),
+    }
+}
+
 /// Record a deterministic failure in its own transaction, and advance the sequence past it.
 async fn reject(
     conn: &mut PgConnection,
@@ -398,7 +445,7 @@ async fn reject(
     err: &KernelError,
 ) -> Result<Step> {
     let mut tx = conn.begin().await?;
-    let (last, _) = lock_sequence(&mut tx, user, client, mutation.client_mutation_id).await?;
+    let last = lock_sequence(&mut tx, user, client, mutation.client_mutation_id).await?.last;
     if last >= mutation.mutation_id {
         // A concurrent push of the same client got here first: answer as it was answered.
         let answer = recorded(&mut tx, user, client, mutation).await?;
@@ -410,8 +457,6 @@ async fn reject(
     let stored = json!({ "error": result.error });
     record(&mut tx, user, client, mutation, "rejected", &stored, None).await?;
     tx.commit().await?;
-    if err.code() == ErrorCode::Internal {
-        tracing::error!(mutation = %mutation.name, error = %err, "mutation failed");
-    }
+    log_rejection(user, client, mutation, err);
     Ok(Step::Answered { result, sequence: mutation.mutation_id })
 }

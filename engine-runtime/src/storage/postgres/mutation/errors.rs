@@ -15,7 +15,18 @@ pub(crate) fn map_sql_error(err: &sqlx::Error) -> KernelError {
         FailureClass::Fault => KernelError::Internal(err.to_string().into()),
         FailureClass::Deterministic => {
             let code = match err {
-                sqlx::Error::Database(db) => db.code().unwrap_or_default().into_owned(),
+                sqlx::Error::Database(db) => {
+                    // What the client is not told (the database's text may echo values), for the
+                    // operator: logged in the request's span, which names the actor.
+                    tracing::info!(
+                        sqlstate = db.code().as_deref().unwrap_or(""),
+                        table = db.table().unwrap_or(""),
+                        constraint = db.constraint().unwrap_or(""),
+                        message = db.message(),
+                        "the database refused a mutation's write"
+                    );
+                    db.code().unwrap_or_default().into_owned()
+                }
                 _ => String::new(),
             };
             match code.as_str() {

@@ -1,0 +1,131 @@
+//! Collection of what is kept only for a while (`docs/design.md`, retention): tombstones, bucket
+//! sets, mutation records, idle clients, finished jobs. One instance collects at a time, under a
+//! session advisory lock on a connection of its own (closed afterwards, so a collection cut short
+//! never leaves the lock behind on a pooled session); every step deletes at most a batch of rows
+//! in a short transaction of its own.
+
+use sqlx::{Connection, PgConnection, PgPool};
+
+use super::sql;
+use crate::error::Result;
+use crate::storage::{Collected, Retention};
+
+/// The advisory lock key of collection (`engine` in ASCII, then 1).
+const LOCK: i64 = 0x656e_6769_6e65_0001;
+
+/// `now - keep`, saturating.
+fn cutoff(keep: std::time::Duration) -> chrono::DateTime<chrono::Utc> {
+    chrono::Utc::now() - chrono::Duration::from_std(keep).unwrap_or(chrono::Duration::MAX)
+}
+
+/// Collect what `retention` no longer keeps, unless another instance is collecting.
+pub(crate) async fn collect(pool: &PgPool, retention: &Retention) -> Result<Collected> {
+    let mut conn = pool.acquire().await?.detach();
+    let locked: bool = sqlx::query_scalar("SELECT pg_try_advisory_lock($1)").bind(LOCK).fetch_one(&mut conn).await?;
+    if !locked {
+        let _ = conn.close().await;
+        return Ok(Collected { skipped: true, ..Collected::default() });
+    }
+    let collected = collect_locked(&mut conn, retention).await;
+    // Closing the session releases the lock, whatever happened.
+    let _ = conn.close().await;
+    collected
+}
+
+async fn collect_locked(conn: &mut PgConnection, retention: &Retention) -> Result<Collected> {
+    let batch = i64::try_from(retention.batch.max(1)).unwrap_or(i64::MAX);
+    let mut done = Collected::default();
+    // Tombstones: first raise the tombstone horizon past the newest to go (a cursor below it
+    // starts afresh), then delete up to it, so a pull never misses a tombstone it needed.
+    let tombstone_cutoff = cutoff(retention.tombstones);
+    let newest: Option<String> =
+        sqlx::query_scalar("SELECT max(xid)::text FROM _engine_tombstones WHERE created_at < $1")
+            .bind(tombstone_cutoff)
+            .fetch_one(&mut *conn)
+            .await?;
+    if let Some(newest) = newest {
+        let horizon = sql::xid(&newest)? + 1;
+        sqlx::query(
+            "INSERT INTO _engine_meta (key, value) VALUES ('tombstone_horizon', $1)
+             ON CONFLICT (key) DO UPDATE SET value = EXCLUDED.value
+             WHERE _engine_meta.value::numeric < EXCLUDED.value::numeric",
+        )
+        .bind(horizon.to_string())
+        .execute(&mut *conn)
+        .await?;
+        done.tombstones = steps(conn, &mut done.steps, || {
+            sqlx::query(
+                "DELETE FROM _engine_tombstones WHERE id IN (
+                   SELECT id FROM _engine_tombstones WHERE xid <= $1::text::xid8 LIMIT $2)",
+            )
+            .bind(newest.clone())
+            .bind(batch)
+        })
+        .await?;
+    }
+    done.bucket_sets = steps(conn, &mut done.steps, || {
+        sqlx::query(
+            "DELETE FROM _engine_bucket_sets WHERE digest IN (
+               SELECT digest FROM _engine_bucket_sets WHERE used_at < $1 LIMIT $2)",
+        )
+        .bind(tombstone_cutoff)
+        .bind(batch)
+    })
+    .await?;
+    // Mutation records: a replay of one of them is answered from the client's sequence.
+    let mutation_cutoff = cutoff(retention.mutations);
+    done.mutations = steps(conn, &mut done.steps, || {
+        sqlx::query(
+            "DELETE FROM _engine_mutations WHERE (user_id, client_id, mutation_id) IN (
+               SELECT user_id, client_id, mutation_id FROM _engine_mutations WHERE applied_at < $1 LIMIT $2)",
+        )
+        .bind(mutation_cutoff)
+        .bind(batch)
+    })
+    .await?;
+    // Clients that have not pushed since, with no record left: such a client that comes back
+    // starts its sequence again from 0 (its next push is told so and renumbers).
+    done.clients = steps(conn, &mut done.steps, || {
+        sqlx::query(
+            "DELETE FROM _engine_clients WHERE (user_id, client_id) IN (
+               SELECT c.user_id, c.client_id FROM _engine_clients c
+               WHERE c.updated_at < $1 AND NOT EXISTS (
+                 SELECT 1 FROM _engine_mutations m WHERE m.user_id = c.user_id AND m.client_id = c.client_id)
+               LIMIT $2)",
+        )
+        .bind(mutation_cutoff)
+        .bind(batch)
+    })
+    .await?;
+    let (jobs, dead_jobs) = (cutoff(retention.jobs), cutoff(retention.dead_jobs));
+    done.jobs = steps(conn, &mut done.steps, || {
+        sqlx::query(
+            "DELETE FROM _engine_jobs WHERE id IN (
+               SELECT id FROM _engine_jobs
+               WHERE (state = 'done' AND finished_at < $1) OR (state = 'dead' AND finished_at < $2)
+               LIMIT $3)",
+        )
+        .bind(jobs)
+        .bind(dead_jobs)
+        .bind(batch)
+    })
+    .await?;
+    Ok(done)
+}
+
+/// Run the batch `step` until it deletes nothing, each run a transaction of its own; returns the
+/// rows deleted, counting the runs in `count`.
+async fn steps<'q, F>(conn: &mut PgConnection, count: &mut u64, step: F) -> Result<u64>
+where
+    F: Fn() -> sqlx::query::Query<'q, sqlx::Postgres, sqlx::postgres::PgArguments>,
+{
+    let mut deleted = 0;
+    loop {
+        let n = step().execute(&mut *conn).await?.rows_affected();
+        *count += 1;
+        deleted += n;
+        if n == 0 {
+            return Ok(deleted);
+        }
+    }
+}
