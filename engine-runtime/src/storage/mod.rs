@@ -16,7 +16,7 @@ use engine_kernel::{Actor, App, BoxFuture, BucketKey};
 use crate::error::{Error, Result};
 use crate::jobs::{JobCounts, JobQueue};
 
-pub use postgres::{Postgres, PostgresStorage, create_database_if_missing, postgres, provision_plan};
+pub use postgres::{Postgres, PostgresStorage, ProvisionLocks, create_database_if_missing, postgres, provision_plan};
 
 /// An app's store: provisioning, pull and push, and the queue of its background jobs (which
 /// mutations enqueue in their own transactions), for one app.

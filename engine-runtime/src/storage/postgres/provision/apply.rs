@@ -336,8 +336,9 @@ async fn provision_locked(
         }
     }
     let record = [
-        "INSERT INTO _engine_plans (fingerprint) SELECT value FROM _engine_meta WHERE key = 'plan_fingerprint' ON CONFLICT (fingerprint) DO NOTHING",
-        "INSERT INTO _engine_plans (fingerprint) VALUES ($1) ON CONFLICT (fingerprint) DO NOTHING",
+        // A database provisioned before plans were ordered: its plan is the first.
+        "INSERT INTO _engine_plans (fingerprint) SELECT value FROM _engine_meta WHERE key = 'plan_fingerprint' AND NOT EXISTS (SELECT 1 FROM _engine_plans)",
+        "INSERT INTO _engine_plans (fingerprint) SELECT $1 WHERE NOT EXISTS (SELECT 1 FROM _engine_plans WHERE fingerprint = $1)",
         "INSERT INTO _engine_meta (key, value) VALUES ('plan_fingerprint', $1) ON CONFLICT (key) DO UPDATE SET value = EXCLUDED.value",
     ];
     let mut tx = conn.begin().await?;
@@ -582,18 +583,43 @@ fn prefixed(prefix: &str, text: &str) -> String {
     text.lines().map(|l| format!("{prefix}{l}\n")).collect()
 }
 
-/// The lines that differ between `old` and `new`, past their common start and end.
+/// The lines that differ between `old` and `new` (`- ` removed, `+ ` added), by their longest
+/// common subsequence.
 fn line_diff(old: &str, new: &str) -> String {
     let old: Vec<&str> = old.lines().collect();
     let new: Vec<&str> = new.lines().collect();
-    let start = old.iter().zip(&new).take_while(|(a, b)| a == b).count();
-    let end = old[start..].iter().rev().zip(new[start..].iter().rev()).take_while(|(a, b)| a == b).count();
-    let mut out = String::new();
-    for line in &old[start..old.len() - end] {
-        out.push_str(&format!("- {line}\n"));
+    // common[i][j]: the longest common subsequence of old[i..] and new[j..].
+    let mut common = vec![vec![0_usize; new.len() + 1]; old.len() + 1];
+    for i in (0..old.len()).rev() {
+        for j in (0..new.len()).rev() {
+            common[i][j] =
+                if old[i] == new[j] { common[i + 1][j + 1] + 1 } else { common[i + 1][j].max(common[i][j + 1]) };
+        }
     }
-    for line in &new[start..new.len() - end] {
-        out.push_str(&format!("+ {line}\n"));
+    let (mut i, mut j, mut out) = (0, 0, String::new());
+    while i < old.len() || j < new.len() {
+        if i < old.len() && j < new.len() && old[i] == new[j] {
+            i += 1;
+            j += 1;
+        } else if j < new.len() && (i == old.len() || common[i][j + 1] >= common[i + 1][j]) {
+            out.push_str(&format!("+ {}\n", new[j]));
+            j += 1;
+        } else {
+            out.push_str(&format!("- {}\n", old[i]));
+            i += 1;
+        }
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::line_diff;
+
+    #[test]
+    fn a_line_diff_shows_only_the_changed_lines() {
+        assert_eq!(line_diff("a\nb\nc\n", "a\nx\nb\nc\ny\n"), "+ x\n+ y\n");
+        assert_eq!(line_diff("a\nb\nc", "a\nc"), "- b\n");
+        assert_eq!(line_diff("same", "same"), "");
+    }
 }
