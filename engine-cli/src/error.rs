@@ -61,6 +61,20 @@ pub enum Error {
     /// `migrate` was given no database.
     #[error("no database: pass --database-url or set DATABASE_URL")]
     NoDatabaseUrl,
+    /// `introspect` could not read the database's schema.
+    #[error("{reason}: {source}")]
+    Introspect {
+        /// What was being read.
+        reason: String,
+        /// The database's error.
+        source: sqlx::Error,
+    },
+    /// `introspect` found no table it can write an app for.
+    #[error("nothing to introspect: {reason}")]
+    NothingUsable {
+        /// What was found instead.
+        reason: String,
+    },
     /// The database refused or failed.
     #[error("{0}")]
     Database(#[from] engine_runtime::Error),

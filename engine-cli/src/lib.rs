@@ -10,6 +10,9 @@
 //! - `engine gen <CONTRACT> [--out FILE]`: write the TypeScript module of the app for the
 //!   TypeScript client: row and argument types, typed mutator calls, sync rules and bucket keys,
 //!   and the schema the client is built with.
+//! - `engine introspect --database-url <URL> [--schema public] [--tables a,b] [--out FILE]`: read
+//!   an existing database's tables and write the Rust source of a starter app for them: tables,
+//!   sync rules guessed from owner columns and memberships, the app, example mutators.
 //!
 //! `<CONTRACT>` is a file holding the JSON of `GET /engine/contract`, or the URL of a running
 //! server (its `/engine/contract` is fetched) or of the contract itself.
@@ -18,6 +21,7 @@
 
 mod check;
 mod error;
+mod introspect;
 mod migrate;
 mod source;
 mod typescript;
@@ -66,6 +70,21 @@ enum Command {
         #[arg(long)]
         out: Option<std::path::PathBuf>,
     },
+    /// Write a starter app (Rust source) for the tables of an existing database.
+    Introspect {
+        /// The database to read (`postgres://user@host:port/db`).
+        #[arg(long, env = "DATABASE_URL")]
+        database_url: String,
+        /// The schema whose tables are read.
+        #[arg(long, default_value = "public")]
+        schema: String,
+        /// Only these tables (comma-separated); every table of the schema when absent.
+        #[arg(long, value_delimiter = ',')]
+        tables: Option<Vec<String>>,
+        /// The file to write; the source is printed when absent.
+        #[arg(long)]
+        out: Option<std::path::PathBuf>,
+    },
 }
 
 impl Cli {
@@ -98,6 +117,15 @@ impl Cli {
                         Ok(format!("wrote {}\n", path.display()))
                     }
                 }
+            }
+            Command::Introspect { database_url, schema, tables, out } => {
+                introspect::introspect(introspect::Request {
+                    url: &database_url,
+                    schema: &schema,
+                    tables: tables.as_deref(),
+                    out: out.as_deref(),
+                })
+                .await
             }
         }
     }

@@ -8,6 +8,46 @@ use crate::column::{ColumnCodec, ColumnMeta, ColumnType};
 use crate::error::{Error, Result};
 use crate::value::ColumnValue;
 
+/// Whether `name` is a SQL identifier the engine can use unquoted: lowercase ASCII letters,
+/// digits and `_`, not starting with a digit, at most 63 bytes (Postgres' limit). Table and
+/// column names must be.
+///
+/// ```
+/// use engine_kernel::table::is_sql_identifier;
+/// assert!(is_sql_identifier("list_members") && is_sql_identifier("_x1"));
+/// assert!(!is_sql_identifier("Notes") && !is_sql_identifier("1x") && !is_sql_identifier("a-b"));
+/// ```
+pub fn is_sql_identifier(name: &str) -> bool {
+    let mut bytes = name.bytes();
+    matches!(bytes.next(), Some(b'a'..=b'z' | b'_'))
+        && bytes.all(|b| matches!(b, b'a'..=b'z' | b'0'..=b'9' | b'_'))
+        && name.len() <= 63
+}
+
+/// The default SQL name of a table: the struct name in snake_case, pluralized by English's
+/// regular rule (`Note` → `notes`, `ListMember` → `list_members`, `Category` → `categories`,
+/// `Box` → `boxes`). Irregular plurals take `name = "…"`.
+///
+/// ```
+/// use engine_kernel::table::default_table_name;
+/// assert_eq!(default_table_name("ListMember"), "list_members");
+/// assert_eq!(default_table_name("Category"), "categories");
+/// ```
+pub fn default_table_name(struct_name: &str) -> String {
+    use heck::ToSnakeCase;
+    let word = struct_name.to_snake_case();
+    let ends_with_consonant_y = word.ends_with('y')
+        && word.len() > 1
+        && !matches!(word.as_bytes()[word.len() - 2], b'a' | b'e' | b'i' | b'o' | b'u');
+    if ends_with_consonant_y {
+        format!("{}ies", &word[..word.len() - 1])
+    } else if ["s", "x", "z", "ch", "sh"].iter().any(|end| word.ends_with(end)) {
+        format!("{word}es")
+    } else {
+        format!("{word}s")
+    }
+}
+
 /// A row in its JSON form: SQL column name → value (`docs/protocol.md#row-values`).
 pub type Row = Map<String, Value>;
 

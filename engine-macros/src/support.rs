@@ -2,7 +2,6 @@
 
 use std::fmt::Display;
 
-use heck::ToSnakeCase;
 use proc_macro2::{Span, TokenStream};
 use quote::ToTokens;
 use syn::{Attribute, Expr, ExprLit, Lit, Meta};
@@ -121,37 +120,11 @@ pub(crate) fn option_inner(ty: &syn::Type) -> Option<&syn::Type> {
     }
 }
 
-/// Whether `name` is a SQL identifier the engine can use unquoted: lowercase ASCII letters,
-/// digits and `_`, not starting with a digit, at most 63 bytes (Postgres' limit).
-pub(crate) fn is_sql_identifier(name: &str) -> bool {
-    let mut bytes = name.bytes();
-    matches!(bytes.next(), Some(b'a'..=b'z' | b'_'))
-        && bytes.all(|b| matches!(b, b'a'..=b'z' | b'0'..=b'9' | b'_'))
-        && name.len() <= 63
-}
+/// Table and column names: shared with the tools that read the names back (`engine introspect`).
+pub(crate) use engine_kernel::table::{default_table_name, is_sql_identifier};
 
 /// The prefix of the engine's own tables and columns, which user names may not start with.
 pub(crate) const RESERVED_PREFIX: &str = "_engine";
-
-/// The default SQL name of a table: the struct name in snake_case, pluralized by English's
-/// regular rule (`Note` → `notes`, `ListMember` → `list_members`, `Category` → `categories`,
-/// `Box` → `boxes`). Irregular plurals take `name = "…"`.
-pub(crate) fn default_table_name(struct_name: &str) -> String {
-    pluralize(&struct_name.to_snake_case())
-}
-
-fn pluralize(word: &str) -> String {
-    let ends_with_consonant_y = word.ends_with('y')
-        && word.len() > 1
-        && !matches!(word.as_bytes()[word.len() - 2], b'a' | b'e' | b'i' | b'o' | b'u');
-    if ends_with_consonant_y {
-        format!("{}ies", &word[..word.len() - 1])
-    } else if ["s", "x", "z", "ch", "sh"].iter().any(|end| word.ends_with(end)) {
-        format!("{word}es")
-    } else {
-        format!("{word}s")
-    }
-}
 
 #[cfg(test)]
 mod tests {

@@ -10,6 +10,7 @@ mod crdt;
 mod evolution;
 mod examples;
 mod hostile;
+mod introspect;
 mod jobs;
 mod keys;
 mod layers;
