@@ -3,8 +3,10 @@
 //! - `engine check <CONTRACT>`: read an app's contract and summarize its tables, sync rules and
 //!   mutators, after checking them as the server would.
 //! - `engine migrate <CONTRACT> --database-url <URL>`: provision a Postgres database for the app
-//!   the contract describes, exactly as the app's server would at start-up (`--plan` prints the
-//!   SQL instead).
+//!   the contract describes, exactly as the app's server would at start-up. `--plan` changes
+//!   nothing: with a database it prints what provisioning would change there, as a diff (nothing
+//!   when the database is current); without one, the whole plan's SQL. Drift (a column whose
+//!   type, nullability or key differs from the app's) is an error either way.
 //! - `engine gen <CONTRACT> [--out FILE]`: write the TypeScript module of the app for the
 //!   TypeScript client: row and argument types, typed mutator calls, sync rules and bucket keys,
 //!   and the schema the client is built with.
@@ -59,7 +61,8 @@ enum Command {
         /// Create the database first if it does not exist.
         #[arg(long)]
         create_database: bool,
-        /// Print the plan's SQL and change nothing.
+        /// Change nothing: print what provisioning would change in the database, as a diff
+        /// (nothing when it is current), or the whole plan's SQL when no database is given.
         #[arg(long)]
         plan: bool,
     },
@@ -105,7 +108,12 @@ impl Cli {
     pub async fn run(self) -> Result<String> {
         match self.command {
             Command::Check { contract } => check::check(&load_contract(&contract).await?),
-            Command::Migrate { contract, plan: true, .. } => migrate::plan(&load_contract(&contract).await?),
+            Command::Migrate { contract, plan: true, database_url: None, .. } => {
+                migrate::plan(&load_contract(&contract).await?)
+            }
+            Command::Migrate { contract, plan: true, database_url: Some(url), .. } => {
+                migrate::diff(&load_contract(&contract).await?, &url).await
+            }
             Command::Migrate { contract, database_url, create_database, plan: false } => {
                 let doc = load_contract(&contract).await?;
                 let url = database_url.ok_or(Error::NoDatabaseUrl)?;

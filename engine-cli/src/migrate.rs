@@ -14,6 +14,13 @@ pub(crate) fn plan(contract: &Contract) -> Result<String> {
     Ok(plan.iter().map(|statement| format!("{statement};\n\n")).collect())
 }
 
+/// What provisioning would change in the database at `url`, as a diff; empty when it is current.
+pub(crate) async fn diff(contract: &Contract, url: &str) -> Result<String> {
+    let app = Arc::new(contract.app()?);
+    let storage = engine_runtime::postgres(url).max_connections(1).connect(app).await?;
+    Ok(storage.plan_changes().await?)
+}
+
 /// Provision the database at `url` (created first when `create` asks and it is missing).
 pub(crate) async fn migrate(contract: &Contract, url: &str, create: bool) -> Result<String> {
     let app = Arc::new(contract.app()?);

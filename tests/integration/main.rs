@@ -8,6 +8,7 @@ mod blobs;
 mod client;
 mod contract;
 mod crdt;
+mod evolution;
 mod examples;
 mod hostile;
 mod introspect;

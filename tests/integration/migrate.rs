@@ -298,3 +298,24 @@ fn a_contract_app_has_no_mutators_and_keeps_every_table() {
     let names: Vec<&str> = app.tables().iter().map(|t| t.meta().name).collect();
     assert_eq!(names, ["samples", "team_members"]);
 }
+
+#[tokio::test]
+async fn the_plan_against_a_database_is_a_diff_and_empty_when_current() {
+    let db = TestDb::new().await;
+    let file = notes_contract_file();
+    let fresh = engine_cli(&["migrate", &file, "--plan", "--database-url", &db.url]).await.unwrap();
+    assert!(fresh.starts_with("+ CREATE TABLE IF NOT EXISTS _engine_meta ("), "{fresh}");
+    assert!(!is_provisioned(&db).await, "the plan touches nothing");
+    engine_cli(&["migrate", &file, "--database-url", &db.url]).await.unwrap();
+    assert_eq!(engine_cli(&["migrate", &file, "--plan", "--database-url", &db.url]).await.unwrap(), "");
+    sqlx::query("ALTER TABLE notes ALTER COLUMN title DROP NOT NULL").execute(&db.pool).await.unwrap();
+    for args in
+        [vec!["migrate", &file, "--plan", "--database-url", &db.url], vec!["migrate", &file, "--database-url", &db.url]]
+    {
+        let err = engine_cli(&args).await.unwrap_err().to_string();
+        assert!(
+            err.contains("table notes, column title: the app declares text NOT NULL, the database has text NULL"),
+            "{err}"
+        );
+    }
+}

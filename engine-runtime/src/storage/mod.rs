@@ -18,7 +18,8 @@ use crate::error::{Error, Result};
 use crate::jobs::{JobCounts, JobQueue};
 
 pub use postgres::{
-    JobAdmin, JobRecord, Postgres, PostgresStorage, create_database_if_missing, postgres, provision_plan,
+    JobAdmin, JobRecord, Postgres, PostgresStorage, ProvisionLocks, create_database_if_missing, postgres,
+    provision_plan,
 };
 
 /// An app's store: provisioning, pull and push, and the queue of its background jobs (which

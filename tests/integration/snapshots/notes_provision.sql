@@ -1,4 +1,13 @@
-CREATE TABLE IF NOT EXISTS _engine_meta (key text PRIMARY KEY, value text NOT NULL);
+CREATE TABLE IF NOT EXISTS _engine_meta (
+  key text PRIMARY KEY,
+  value text NOT NULL
+);
+
+CREATE TABLE IF NOT EXISTS _engine_plans (
+  generation bigserial PRIMARY KEY,
+  fingerprint text NOT NULL UNIQUE,
+  provisioned_at timestamptz NOT NULL DEFAULT now()
+);
 
 CREATE TABLE IF NOT EXISTS _engine_tombstones (
   id bigserial PRIMARY KEY,

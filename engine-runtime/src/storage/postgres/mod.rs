@@ -29,7 +29,7 @@ use sqlx::PgPool;
 use sqlx::postgres::{PgConnectOptions, PgPoolOptions};
 
 pub use jobs::{JobAdmin, JobRecord};
-pub use provision::{SCHEMA_VERSION, provision_plan};
+pub use provision::{ProvisionLocks, SCHEMA_VERSION, provision_plan};
 pub use pull::{DEFAULT_PULL_LIMIT, MAX_PULL_LIMIT};
 pub use push::MAX_CLOCK_LEAD_MS;
 pub use timeouts::{DEFAULT_IDLE_IN_TRANSACTION_TIMEOUT, DEFAULT_LOCK_TIMEOUT, DEFAULT_STATEMENT_TIMEOUT, Timeouts};
@@ -174,6 +174,8 @@ pub struct PostgresStorage {
     pub(crate) bucket_sets: Arc<Mutex<bucket_sets::SetCache>>,
     /// The bounds on what one actor's requests may ask.
     pub(crate) limits: Arc<StoreLimits>,
+    /// How long provisioning waits for table locks.
+    provision_locks: ProvisionLocks,
 }
 
 impl PostgresStorage {
@@ -192,7 +194,23 @@ impl PostgresStorage {
             cursor_key: Arc::new(tokio::sync::OnceCell::new()),
             bucket_sets: Arc::default(),
             limits: Arc::default(),
+            provision_locks: ProvisionLocks::default(),
         }
+    }
+
+    /// This store with provisioning's lock waits bounded by `locks` (default:
+    /// [`ProvisionLocks::default`], 5 attempts of 2 s).
+    pub fn with_provision_locks(mut self, locks: ProvisionLocks) -> Self {
+        self.provision_locks = locks;
+        self
+    }
+
+    /// What provisioning would change in the database, as a diff: `+` lines for what it would
+    /// create, `~` for a function it would replace (with its body's changed lines) or an index it
+    /// would rebuild. Empty when the database is current. Drift and a database of a newer engine
+    /// are errors, as at start-up.
+    pub async fn plan_changes(&self) -> Result<String> {
+        provision::changes(&self.pool, &self.app).await
     }
 
     /// This store with `limits` (see [`StoreLimits`]).
@@ -300,7 +318,7 @@ impl PostgresStorage {
 
 impl Storage for PostgresStorage {
     fn provision(&self) -> BoxFuture<'_, Result<()>> {
-        Box::pin(provision::provision(&self.pool, &self.app))
+        Box::pin(provision::provision(&self.pool, &self.app, self.provision_locks))
     }
 
     fn verify(&self) -> BoxFuture<'_, Result<()>> {

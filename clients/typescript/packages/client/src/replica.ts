@@ -64,6 +64,19 @@ export function schemaFingerprint(schema: AnySchema): string {
   return JSON.stringify([schema.version, tables]);
 }
 
+/**
+ * `row` with every nullable column the schema declares and the row lacks set to `null`: a row
+ * stored, or served, before the app added the column. Columns the schema does not declare (a
+ * newer server's) are kept and ignored.
+ */
+export function withDeclaredColumns(table: TableSchema, row: Row): Row {
+  const missing = table.columns.filter((column) => column.nullable && !(column.name in row));
+  if (missing.length === 0) return row;
+  const filled: Row = { ...row };
+  for (const column of missing) filled[column.name] = null;
+  return filled;
+}
+
 export class Replica implements RowSource {
   meta: StoreMeta;
   private readonly base = new Map<string, Map<string, BaseRow>>();
@@ -105,7 +118,8 @@ export class Replica implements RowSource {
     this.dirtyMeta = stored === undefined;
     for (const storedRow of stored?.rows ?? []) {
       if (!this.isLocal(storedRow.table)) continue;
-      this.tableRows(storedRow.table).set(storedRow.key, { row: frozen(storedRow.row), buckets: new Set(storedRow.buckets) });
+      const row = withDeclaredColumns(this.tableSchema(storedRow.table), storedRow.row);
+      this.tableRows(storedRow.table).set(storedRow.key, { row: frozen(row), buckets: new Set(storedRow.buckets) });
     }
     for (const bucket of stored?.buckets ?? []) this.held.set(bucket.bucket, bucket.leftAt);
     this.outbox = [...(stored?.outbox ?? [])].sort((a, b) => a.mutationId - b.mutationId);
@@ -432,15 +446,17 @@ export class Replica implements RowSource {
 
     for (const change of page.changes) {
       if (!this.isLocal(change.table)) continue;
-      const key = keyText(this.tableSchema(change.table), change.row);
+      const table = this.tableSchema(change.table);
+      const key = keyText(table, change.row);
       this.touchBase(change.table, key);
       const rows = this.tableRows(change.table);
       const base = rows.get(key);
+      const row = withDeclaredColumns(table, change.row);
       if (base) {
-        base.row = frozen(change.row);
+        base.row = frozen(row);
         for (const bucket of change.buckets) base.buckets.add(bucket);
       } else {
-        rows.set(key, { row: frozen(change.row), buckets: new Set(change.buckets) });
+        rows.set(key, { row: frozen(row), buckets: new Set(change.buckets) });
       }
       for (const bucket of change.buckets) this.setBucket(bucket, null);
     }

@@ -5,16 +5,25 @@
 //! leaves (by delete, soft delete or a change of scope column); and indexes serve the change
 //! stream and bucket-scoped scans. The engine's own tables share the `_engine_` prefix.
 //!
-//! [`provision_plan`] returns the statements; [`provision`] applies them in one transaction under
-//! an advisory lock, and records the plan's fingerprint so that a second run does nothing.
+//! [`provision_plan`] returns the statements. [`apply`](mod@apply) reads the catalog first and runs
+//! only what is missing (`docs/design.md` §1): nothing, and no lock on any table, when the
+//! database is current; indexes on tables that already exist are built `CONCURRENTLY` outside
+//! the transaction; lock waits are bounded and retried, and a wait that gives up names the
+//! blocking query. [`catalog`] reads what the database has and finds drift (a column whose type,
+//! nullability or key differs from the app's). Plans are ordered (`_engine_plans`): an older
+//! plan never replaces a newer one.
+
+mod apply;
+mod catalog;
+
+pub use apply::ProvisionLocks;
+pub(crate) use apply::{changes, provision, verify};
 
 use engine_kernel::{App, MergePolicy, SqlType, TableMeta};
-use sqlx::PgPool;
 
 use super::selection::{bucket_key_of, live};
 use super::sql::{ident, index_name, literal, trigger_function, wire_json};
 use crate::buckets::{RuleIndex, RuleSelection};
-use crate::error::{Error, Result};
 
 /// The version of the engine's own schema. A database provisioned by a newer engine is refused.
 pub const SCHEMA_VERSION: i64 = 1;
@@ -28,8 +37,88 @@ const ADVISORY_LOCK: i64 = 0x656e_6769_6e65;
 /// tables go by name, and a table's selections by rule name. So the app compiled and the same
 /// app read from its contract ([`engine_kernel::contract::app_from_contract`]) have one plan.
 pub fn provision_plan(app: &App) -> Vec<String> {
+    steps(app).into_iter().map(|step| step.sql).collect()
+}
+
+/// What a statement of the plan creates or changes: how its need is read from the catalog.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Object {
+    /// `CREATE TABLE IF NOT EXISTS`, with the columns it creates.
+    Table { table: String, columns: Vec<String> },
+    /// `ALTER TABLE … ADD COLUMN IF NOT EXISTS`; `required` when it is `NOT NULL` without a
+    /// default (it cannot be added to a table that has rows).
+    Column { table: String, column: String, required: bool },
+    /// `CREATE [UNIQUE] INDEX IF NOT EXISTS`.
+    Index { table: String, name: String },
+    /// `CREATE OR REPLACE FUNCTION`: replaced when its body differs.
+    Function { name: String },
+    /// `CREATE OR REPLACE TRIGGER`.
+    Trigger { table: String, name: String },
+    /// The engine's metadata rows: written every time (no table lock).
+    Meta,
+}
+
+/// One statement of the plan and what it creates.
+#[derive(Debug, Clone)]
+pub(crate) struct Step {
+    pub(crate) sql: String,
+    pub(crate) object: Object,
+}
+
+impl Step {
+    fn new(sql: impl Into<String>, object: Object) -> Self {
+        Step { sql: sql.into(), object }
+    }
+
+    /// A step read from its own SQL (the engine's fixed statements).
+    fn parse(sql: &str) -> Self {
+        let words: Vec<&str> = sql.split_whitespace().collect();
+        let bare = |w: &str| w.split('(').next().unwrap_or_default().trim_matches('"').to_owned();
+        let object = match words.as_slice() {
+            ["CREATE", "TABLE", "IF", "NOT", "EXISTS", table, ..] => {
+                let columns = sql
+                    .lines()
+                    .skip(1)
+                    .filter_map(|l| l.split_whitespace().next())
+                    .filter(|c| *c != "PRIMARY" && *c != ")")
+                    .map(bare)
+                    .collect();
+                Object::Table { table: bare(table), columns }
+            }
+            ["ALTER", "TABLE", table, "ADD", "COLUMN", "IF", "NOT", "EXISTS", column, ..] => {
+                Object::Column { table: bare(table), column: bare(column), required: false }
+            }
+            ["CREATE", "INDEX" | "UNIQUE", ..] => {
+                let at = words.iter().position(|w| *w == "EXISTS").expect("an index statement names its index");
+                Object::Index { table: bare(words[at + 3]), name: bare(words[at + 1]) }
+            }
+            ["CREATE", "OR", "REPLACE", "FUNCTION", name, ..] => Object::Function { name: bare(name) },
+            ["CREATE", "OR", "REPLACE", "TRIGGER", name, ..] => {
+                let at = words.iter().position(|w| *w == "ON").expect("a trigger statement names its table");
+                Object::Trigger { table: bare(words[at + 1]), name: bare(name) }
+            }
+            _ => Object::Meta,
+        };
+        Step::new(sql, object)
+    }
+
+    /// The table the statement locks, if any.
+    pub(crate) fn table(&self) -> Option<&str> {
+        match &self.object {
+            Object::Table { table, .. }
+            | Object::Column { table, .. }
+            | Object::Index { table, .. }
+            | Object::Trigger { table, .. } => Some(table),
+            Object::Function { .. } => None,
+            Object::Meta => Some("_engine_meta"),
+        }
+    }
+}
+
+/// The plan's statements with what each creates, in order.
+pub(crate) fn steps(app: &App) -> Vec<Step> {
     let rules = RuleIndex::new(app);
-    let mut plan = engine_tables();
+    let mut plan: Vec<Step> = engine_tables().iter().map(|sql| Step::parse(sql)).collect();
     let mut tables: Vec<&TableMeta> = app.tables().iter().map(|def| def.meta()).collect();
     tables.sort_by_key(|t| t.name);
     for table in tables {
@@ -41,41 +130,45 @@ pub fn provision_plan(app: &App) -> Vec<String> {
         }
     }
     for (table, columns) in membership_indexes(app) {
-        plan.push(format!(
+        plan.push(Step::parse(&format!(
             "CREATE INDEX IF NOT EXISTS {} ON {} ({})",
             ident(&index_name(table, "member", &columns)),
             ident(table),
             columns.iter().map(|c| ident(c)).collect::<Vec<_>>().join(", ")
-        ));
+        )));
     }
     // Blob columns are looked up by key when a download is asked for, and who wrote each key
     // into a row is kept: a download needs a row an uploader of the bytes wrote.
     if app.tables().iter().any(|def| def.meta().columns.iter().any(|c| c.blob)) {
-        plan.extend(blob_refs());
+        plan.extend(blob_refs().iter().map(|sql| Step::parse(sql)));
     }
     for def in app.tables() {
         let table = def.meta();
         for column in table.columns.iter().filter(|c| c.blob) {
-            plan.push(format!(
+            plan.push(Step::parse(&format!(
                 "CREATE INDEX IF NOT EXISTS {} ON {} ({})",
                 ident(&index_name(table.name, "blob", &[column.name])),
                 ident(table.name),
                 ident(column.name)
-            ));
+            )));
         }
     }
-    plan.push(format!(
+    plan.push(Step::new(format!(
         "INSERT INTO _engine_meta (key, value) VALUES ('schema_version', '{SCHEMA_VERSION}') ON CONFLICT (key) DO UPDATE SET value = EXCLUDED.value WHERE _engine_meta.value IS DISTINCT FROM EXCLUDED.value"
+    ), Object::Meta));
+    plan.push(Step::new(
+        "INSERT INTO _engine_meta (key, value) VALUES ('tombstone_horizon', '0') ON CONFLICT (key) DO NOTHING",
+        Object::Meta,
     ));
-    plan.push(
-        "INSERT INTO _engine_meta (key, value) VALUES ('tombstone_horizon', '0') ON CONFLICT (key) DO NOTHING".into(),
-    );
     plan
 }
 
 fn engine_tables() -> Vec<String> {
     vec![
-        "CREATE TABLE IF NOT EXISTS _engine_meta (key text PRIMARY KEY, value text NOT NULL)".into(),
+        "CREATE TABLE IF NOT EXISTS _engine_meta (\n  key text PRIMARY KEY,\n  value text NOT NULL\n)".into(),
+        // The plans provisioned, in order: an instance whose plan is older than the last one
+        // does not replace it.
+        "CREATE TABLE IF NOT EXISTS _engine_plans (\n  generation bigserial PRIMARY KEY,\n  fingerprint text NOT NULL UNIQUE,\n  provisioned_at timestamptz NOT NULL DEFAULT now()\n)".into(),
         "CREATE TABLE IF NOT EXISTS _engine_tombstones (\n  id bigserial PRIMARY KEY,\n  xid xid8 NOT NULL DEFAULT pg_current_xact_id(),\n  table_name text NOT NULL,\n  key jsonb NOT NULL,\n  buckets text[] NOT NULL,\n  created_at timestamptz NOT NULL DEFAULT now()\n)".into(),
         "CREATE INDEX IF NOT EXISTS _engine_tombstones_xid ON _engine_tombstones (xid, id)".into(),
         "CREATE INDEX IF NOT EXISTS _engine_tombstones_created ON _engine_tombstones (created_at)".into(),
@@ -132,20 +225,34 @@ fn column_definition(column: &engine_kernel::ColumnMeta) -> String {
     def
 }
 
-fn user_table(table: &TableMeta) -> Vec<String> {
+fn user_table(table: &TableMeta) -> Vec<Step> {
     let name = ident(table.name);
     let mut columns: Vec<String> = table.columns.iter().map(|c| format!("  {}", column_definition(c))).collect();
     columns
         .push(format!("  PRIMARY KEY ({})", table.primary_key.iter().map(|k| ident(k)).collect::<Vec<_>>().join(", ")));
-    let mut plan = vec![format!("CREATE TABLE IF NOT EXISTS {name} (\n{}\n)", columns.join(",\n"))];
+    let mut plan = vec![Step::new(
+        format!("CREATE TABLE IF NOT EXISTS {name} (\n{}\n)", columns.join(",\n")),
+        Object::Table { table: table.name.into(), columns: table.columns.iter().map(|c| c.name.into()).collect() },
+    )];
     for column in table.columns {
-        plan.push(format!("ALTER TABLE {name} ADD COLUMN IF NOT EXISTS {}", column_definition(column)));
+        plan.push(Step::new(
+            format!("ALTER TABLE {name} ADD COLUMN IF NOT EXISTS {}", column_definition(column)),
+            Object::Column {
+                table: table.name.into(),
+                column: column.name.into(),
+                required: !column.nullable && !column.sql_type.is_crdt(),
+            },
+        ));
     }
     plan
 }
 
 /// The change-tracking columns, trigger and indexes of a synced table.
-fn tracking(table: &TableMeta, selections: &[RuleSelection]) -> Vec<String> {
+fn tracking(table: &TableMeta, selections: &[RuleSelection]) -> Vec<Step> {
+    tracking_sql(table, selections).iter().map(|sql| Step::parse(sql)).collect()
+}
+
+fn tracking_sql(table: &TableMeta, selections: &[RuleSelection]) -> Vec<String> {
     let name = ident(table.name);
     let mut plan = vec![format!(
         "ALTER TABLE {name} ADD COLUMN IF NOT EXISTS _engine_xid xid8 NOT NULL DEFAULT pg_current_xact_id()"
@@ -267,90 +374,10 @@ fn membership_indexes(app: &App) -> Vec<(&'static str, Vec<&'static str>)> {
 }
 
 /// A stable fingerprint of a plan (FNV-1a over its text).
-fn fingerprint(plan: &[String]) -> String {
+fn fingerprint(plan: &[Step]) -> String {
     let hash = plan
         .iter()
-        .flat_map(|s| s.bytes().chain(std::iter::once(0)))
+        .flat_map(|s| s.sql.bytes().chain(std::iter::once(0)))
         .fold(0xcbf2_9ce4_8422_2325_u64, |h, b| (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3));
     format!("{hash:016x}")
-}
-
-/// The engine's schema version and plan fingerprint recorded in the database, if provisioned.
-async fn recorded(conn: &mut sqlx::PgConnection) -> Result<Option<(i64, Option<String>)>> {
-    let exists: Option<String> =
-        sqlx::query_scalar("SELECT to_regclass('_engine_meta')::text").fetch_one(&mut *conn).await?;
-    if exists.is_none() {
-        return Ok(None);
-    }
-    let rows: Vec<(String, String)> =
-        sqlx::query_as("SELECT key, value FROM _engine_meta WHERE key IN ('schema_version', 'plan_fingerprint')")
-            .fetch_all(&mut *conn)
-            .await?;
-    let version = rows
-        .iter()
-        .find(|(k, _)| k == "schema_version")
-        .map(|(_, v)| v.parse::<i64>().unwrap_or(i64::MAX))
-        .unwrap_or(0);
-    let fingerprint = rows.into_iter().find(|(k, _)| k == "plan_fingerprint").map(|(_, v)| v);
-    Ok(Some((version, fingerprint)))
-}
-
-fn refuse_newer(version: i64) -> Result<()> {
-    if version > SCHEMA_VERSION {
-        return Err(Error::provision(format!(
-            "the database was provisioned by a newer engine (schema version {version}); this engine knows version {SCHEMA_VERSION}: upgrade the engine"
-        )));
-    }
-    Ok(())
-}
-
-/// Apply `app`'s plan in one transaction. Does nothing when the database already has this plan;
-/// refuses a database provisioned by a newer engine.
-pub(crate) async fn provision(pool: &PgPool, app: &App) -> Result<()> {
-    let plan = provision_plan(app);
-    let fingerprint = fingerprint(&plan);
-    let mut tx = pool.begin().await?;
-    // Building an index on a large table may take longer than any request may, and waiting for
-    // another instance's provisioning is expected: the sessions' timeouts do not apply here.
-    sqlx::raw_sql("SET LOCAL statement_timeout = 0; SET LOCAL lock_timeout = 0").execute(&mut *tx).await?;
-    sqlx::query("SELECT pg_advisory_xact_lock($1)").bind(ADVISORY_LOCK).execute(&mut *tx).await?;
-    if let Some((version, recorded_fingerprint)) = recorded(&mut tx).await? {
-        refuse_newer(version)?;
-        if recorded_fingerprint.as_deref() == Some(fingerprint.as_str()) && version == SCHEMA_VERSION {
-            return Ok(());
-        }
-    }
-    for (i, statement) in plan.iter().enumerate() {
-        sqlx::raw_sql(sqlx::AssertSqlSafe(statement.as_str())).execute(&mut *tx).await.map_err(|e| {
-            let first_line = statement.lines().next().unwrap_or_default();
-            Error::provision_from(format!("statement {} of the plan (`{first_line}`…) failed", i + 1), e)
-        })?;
-    }
-    sqlx::query(
-        "INSERT INTO _engine_meta (key, value) VALUES ('plan_fingerprint', $1) ON CONFLICT (key) DO UPDATE SET value = EXCLUDED.value",
-    )
-    .bind(&fingerprint)
-    .execute(&mut *tx)
-    .await?;
-    tx.commit().await?;
-    Ok(())
-}
-
-/// Check that the database is provisioned for `app` by this engine, without changing it.
-pub(crate) async fn verify(pool: &PgPool, app: &App) -> Result<()> {
-    let mut conn = pool.acquire().await?;
-    match recorded(&mut conn).await? {
-        None => Err(Error::provision(
-            "the database is not provisioned: run `engine migrate` or let the server provision it",
-        )),
-        Some((version, fingerprint)) => {
-            refuse_newer(version)?;
-            if fingerprint.as_deref() != Some(self::fingerprint(&provision_plan(app)).as_str()) {
-                return Err(Error::provision(
-                    "the database is provisioned for another version of this app: run `engine migrate` or let the server provision it",
-                ));
-            }
-            Ok(())
-        }
-    }
 }

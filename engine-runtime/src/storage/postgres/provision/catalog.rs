@@ -1,0 +1,209 @@
+//! What the database has, read from its catalog (no lock on any table), and how it differs from
+//! what an app declares: drift is a column whose type, nullability or key differs, or a column
+//! the app no longer declares that would make its inserts fail.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use engine_kernel::App;
+
+use crate::error::Result;
+
+/// A column as the database has it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct ColumnInfo {
+    /// `format_type` of its type (`text`, `bigint`, `timestamp with time zone`).
+    pub(crate) type_name: String,
+    pub(crate) not_null: bool,
+    pub(crate) has_default: bool,
+}
+
+impl ColumnInfo {
+    fn describe(&self) -> String {
+        format!("{} {}", self.type_name, if self.not_null { "NOT NULL" } else { "NULL" })
+    }
+}
+
+/// A table as the database has it.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct TableInfo {
+    pub(crate) columns: BTreeMap<String, ColumnInfo>,
+    /// The primary key's columns, in order (empty when it has none).
+    pub(crate) key: Vec<String>,
+    pub(crate) triggers: BTreeSet<String>,
+}
+
+/// The tables, indexes and functions of the current schema.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct Catalog {
+    pub(crate) tables: BTreeMap<String, TableInfo>,
+    /// Index name → whether it is valid (a failed concurrent build leaves an invalid one).
+    pub(crate) indexes: BTreeMap<String, bool>,
+    /// Function name → its body.
+    pub(crate) functions: BTreeMap<String, String>,
+    /// Each type name the app uses → how Postgres names it.
+    pub(crate) type_names: BTreeMap<String, String>,
+}
+
+const SCHEMA: &str = "current_schema()::regnamespace";
+
+impl Catalog {
+    /// Read the catalog, with the Postgres names of `app`'s column types.
+    pub(crate) async fn read(conn: &mut sqlx::PgConnection, app: &App) -> Result<Catalog> {
+        let mut catalog = Catalog::default();
+        let tables: Vec<String> = sqlx::query_scalar(sqlx::AssertSqlSafe(format!(
+            "SELECT relname::text FROM pg_class WHERE relnamespace = {SCHEMA} AND relkind IN ('r', 'p')"
+        )))
+        .fetch_all(&mut *conn)
+        .await?;
+        for table in tables {
+            catalog.tables.insert(table, TableInfo::default());
+        }
+        let columns: Vec<(String, String, String, bool, bool)> = sqlx::query_as(sqlx::AssertSqlSafe(format!(
+            "SELECT c.relname::text, a.attname::text, format_type(a.atttypid, a.atttypmod), a.attnotnull, a.atthasdef
+             FROM pg_attribute a JOIN pg_class c ON c.oid = a.attrelid
+             WHERE c.relnamespace = {SCHEMA} AND c.relkind IN ('r', 'p') AND a.attnum > 0 AND NOT a.attisdropped"
+        )))
+        .fetch_all(&mut *conn)
+        .await?;
+        for (table, column, type_name, not_null, has_default) in columns {
+            catalog
+                .tables
+                .entry(table)
+                .or_default()
+                .columns
+                .insert(column, ColumnInfo { type_name, not_null, has_default });
+        }
+        let keys: Vec<(String, Vec<String>)> = sqlx::query_as(sqlx::AssertSqlSafe(format!(
+            "SELECT c.relname::text, array_agg(a.attname::text ORDER BY k.ord)
+             FROM pg_index i JOIN pg_class c ON c.oid = i.indrelid
+             CROSS JOIN unnest(i.indkey) WITH ORDINALITY AS k(attnum, ord)
+             JOIN pg_attribute a ON a.attrelid = i.indrelid AND a.attnum = k.attnum
+             WHERE i.indisprimary AND c.relnamespace = {SCHEMA} GROUP BY c.relname"
+        )))
+        .fetch_all(&mut *conn)
+        .await?;
+        for (table, key) in keys {
+            catalog.tables.entry(table).or_default().key = key;
+        }
+        let triggers: Vec<(String, String)> = sqlx::query_as(sqlx::AssertSqlSafe(format!(
+            "SELECT c.relname::text, t.tgname::text FROM pg_trigger t JOIN pg_class c ON c.oid = t.tgrelid
+             WHERE NOT t.tgisinternal AND c.relnamespace = {SCHEMA}"
+        )))
+        .fetch_all(&mut *conn)
+        .await?;
+        for (table, trigger) in triggers {
+            catalog.tables.entry(table).or_default().triggers.insert(trigger);
+        }
+        let indexes: Vec<(String, bool)> = sqlx::query_as(sqlx::AssertSqlSafe(format!(
+            "SELECT c.relname::text, i.indisvalid FROM pg_index i JOIN pg_class c ON c.oid = i.indexrelid
+             WHERE c.relnamespace = {SCHEMA}"
+        )))
+        .fetch_all(&mut *conn)
+        .await?;
+        catalog.indexes = indexes.into_iter().collect();
+        let functions: Vec<(String, String)> = sqlx::query_as(sqlx::AssertSqlSafe(format!(
+            "SELECT proname::text, prosrc FROM pg_proc WHERE pronamespace = {SCHEMA}"
+        )))
+        .fetch_all(&mut *conn)
+        .await?;
+        catalog.functions = functions.into_iter().collect();
+        let types: BTreeSet<&str> =
+            app.tables().iter().flat_map(|t| t.meta().columns.iter().map(|c| c.sql_type.postgres())).collect();
+        let types: Vec<String> = types.into_iter().map(str::to_owned).collect();
+        let names: Vec<(String, String)> =
+            sqlx::query_as("SELECT t, format_type(t::regtype, NULL) FROM unnest($1::text[]) AS t")
+                .bind(&types)
+                .fetch_all(&mut *conn)
+                .await?;
+        catalog.type_names = names.into_iter().collect();
+        Ok(catalog)
+    }
+
+    /// How the tables of `app` that exist differ from what it declares, one line each (empty
+    /// when they do not). Columns the database lacks are not drift: provisioning adds them.
+    pub(crate) fn drift(&self, app: &App) -> Vec<String> {
+        let mut out = Vec::new();
+        let mut tables: Vec<_> = app.tables().iter().map(|t| t.meta()).collect();
+        tables.sort_by_key(|t| t.name);
+        for table in tables {
+            let Some(found) = self.tables.get(table.name) else { continue };
+            for column in table.columns {
+                let Some(has) = found.columns.get(column.name) else { continue };
+                let postgres = column.sql_type.postgres();
+                let type_name = self.type_names.get(postgres).map_or(postgres, String::as_str);
+                let expected =
+                    ColumnInfo { type_name: type_name.into(), not_null: !column.nullable, has_default: false };
+                if has.type_name != expected.type_name || has.not_null != expected.not_null {
+                    let what = if has.type_name == expected.type_name {
+                        if expected.not_null {
+                            format!(
+                                "make it NOT NULL (`ALTER TABLE {0} ALTER COLUMN {1} SET NOT NULL`, after filling its nulls) or declare the field `Option<…>`",
+                                table.name, column.name
+                            )
+                        } else {
+                            format!(
+                                "drop NOT NULL (`ALTER TABLE {0} ALTER COLUMN {1} DROP NOT NULL`) or declare the field without `Option`",
+                                table.name, column.name
+                            )
+                        }
+                    } else {
+                        format!(
+                            "the engine does not change a column's type: convert it yourself (`ALTER TABLE {0} ALTER COLUMN {1} TYPE {2} USING …`) or declare the field with the type the database has",
+                            table.name, column.name, expected.type_name
+                        )
+                    };
+                    out.push(format!(
+                        "table {}, column {}: the app declares {}, the database has {}; {what}",
+                        table.name,
+                        column.name,
+                        expected.describe(),
+                        has.describe()
+                    ));
+                }
+            }
+            if !found.key.is_empty() && found.key.iter().map(String::as_str).ne(table.primary_key.iter().copied()) {
+                out.push(format!(
+                    "table {}: the app declares primary key ({}), the database has primary key ({}); change the table's key yourself or declare the key it has",
+                    table.name,
+                    table.primary_key.join(", "),
+                    found.key.join(", ")
+                ));
+            }
+            for (name, has) in &found.columns {
+                let declared = table.columns.iter().any(|c| c.name == name.as_str());
+                if !declared && !name.starts_with("_engine_") && has.not_null && !has.has_default {
+                    out.push(format!(
+                        "table {}, column {name}: the app does not declare it, and the database has it {} without a default, so the app's inserts would fail; drop it (`ALTER TABLE {0} DROP COLUMN {name}`), make it nullable (`ALTER TABLE {0} ALTER COLUMN {name} DROP NOT NULL`) or give it a default",
+                        table.name,
+                        has.describe()
+                    ));
+                }
+            }
+        }
+        out
+    }
+}
+
+/// The body of a `CREATE OR REPLACE FUNCTION` statement: what `pg_proc.prosrc` holds.
+pub(crate) fn function_body(sql: &str) -> Option<&str> {
+    let start = sql.find(" AS $")? + 4;
+    let tag_end = start + sql[start + 1..].find('$')? + 2;
+    let tag = &sql[start..tag_end];
+    let end = sql.rfind(tag)?;
+    (end >= tag_end).then(|| &sql[tag_end..end])
+}
+
+#[cfg(test)]
+mod tests {
+    use super::function_body;
+
+    #[test]
+    fn a_function_body_is_what_its_dollar_quotes_hold() {
+        assert_eq!(function_body("CREATE FUNCTION f() RETURNS int LANGUAGE sql AS $$ SELECT 1 $$"), Some(" SELECT 1 "));
+        assert_eq!(
+            function_body("CREATE FUNCTION f() LANGUAGE plpgsql AS $body$\nBEGIN\nEND\n$body$"),
+            Some("\nBEGIN\nEND\n")
+        );
+        assert_eq!(function_body("CREATE TABLE t (a int)"), None);
+    }
+}

@@ -1,0 +1,470 @@
+//! Operating provisioning and schema evolution: a second start takes no table lock, a blocked
+//! one names what blocks it, an older plan never replaces a newer one, drift is an error naming
+//! what differs, and an added column reaches new clients while old ones keep syncing and an
+//! offline client reads its rows after the upgrade (two versions of one app on one database,
+//! through the real server).
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use engine::client::{BearerToken, Client, StoreLocation};
+use engine::server::Storage;
+use engine::server::storage::{PostgresStorage, ProvisionLocks};
+use sqlx::Row;
+
+use crate::support::{TestDb, TestServer};
+
+/// The first version of the app: items and tags of their owner.
+mod v1 {
+    use engine::{MutatorCtx, Outcome, Result};
+
+    /// An item.
+    #[engine::table(name = "items")]
+    #[derive(Debug, Clone, PartialEq)]
+    pub(crate) struct Item {
+        #[engine(primary_key)]
+        pub(crate) id: String,
+        #[engine(owner)]
+        pub(crate) owner_id: String,
+        pub(crate) title: String,
+    }
+
+    /// A tag.
+    #[engine::table(name = "tags")]
+    #[derive(Debug, Clone, PartialEq)]
+    pub(crate) struct Tag {
+        #[engine(primary_key)]
+        pub(crate) id: String,
+        #[engine(owner)]
+        pub(crate) owner_id: String,
+        pub(crate) label: String,
+    }
+
+    /// Arguments of `put_item`.
+    #[engine::args]
+    #[derive(Debug, Clone)]
+    pub(crate) struct PutItem {
+        pub(crate) id: String,
+        pub(crate) title: String,
+    }
+
+    /// Insert an item of the actor.
+    #[engine::mutator]
+    pub(crate) async fn put_item(ctx: &mut MutatorCtx<'_>, args: PutItem) -> Result<Outcome> {
+        let owner_id = ctx.actor().owner_id.clone();
+        ctx.insert(&Item { id: args.id, owner_id, title: args.title }).await?;
+        Ok(Outcome::new())
+    }
+
+    #[engine::sync_rules]
+    pub(crate) mod rules {
+        use super::{Item, Tag};
+
+        /// What the actor owns.
+        #[bucket(data(Item::owner_id == bucket.owner_id, Tag::owner_id == bucket.owner_id))]
+        #[derive(Debug)]
+        pub(crate) struct Own {
+            #[param(actor.owner_id)]
+            pub(crate) owner_id: String,
+        }
+    }
+
+    pub(crate) fn app() -> engine::App {
+        engine::app! { tables: [Item, Tag], mutators: [put_item], sync_rules: rules }
+    }
+}
+
+/// The second version: items gain a nullable `priority`, and a second rule selects them (so the
+/// items trigger changes); tags are as they were.
+mod v2 {
+    use engine::{MutatorCtx, Outcome, Result};
+
+    pub(crate) use super::v1::Tag;
+
+    /// An item, with a priority.
+    #[engine::table(name = "items")]
+    #[derive(Debug, Clone, PartialEq)]
+    pub(crate) struct Item {
+        #[engine(primary_key)]
+        pub(crate) id: String,
+        #[engine(owner)]
+        pub(crate) owner_id: String,
+        pub(crate) title: String,
+        pub(crate) priority: Option<i64>,
+    }
+
+    /// Arguments of `put_item`: old clients send no priority.
+    #[engine::args]
+    #[derive(Debug, Clone)]
+    pub(crate) struct PutItem {
+        pub(crate) id: String,
+        pub(crate) title: String,
+        #[serde(default)]
+        pub(crate) priority: Option<i64>,
+    }
+
+    /// Insert an item of the actor.
+    #[engine::mutator]
+    pub(crate) async fn put_item(ctx: &mut MutatorCtx<'_>, args: PutItem) -> Result<Outcome> {
+        let owner_id = ctx.actor().owner_id.clone();
+        ctx.insert(&Item { id: args.id, owner_id, title: args.title, priority: args.priority }).await?;
+        Ok(Outcome::new())
+    }
+
+    #[engine::sync_rules]
+    pub(crate) mod rules {
+        use super::{Item, Tag};
+
+        /// What the actor owns.
+        #[bucket(data(Item::owner_id == bucket.owner_id, Tag::owner_id == bucket.owner_id))]
+        #[derive(Debug)]
+        pub(crate) struct Own {
+            #[param(actor.owner_id)]
+            pub(crate) owner_id: String,
+        }
+
+        /// The actor's items, again.
+        #[bucket(data(Item::owner_id == bucket.owner_id))]
+        #[derive(Debug)]
+        pub(crate) struct Mine {
+            #[param(actor.owner_id)]
+            pub(crate) owner_id: String,
+        }
+    }
+
+    pub(crate) fn app() -> engine::App {
+        engine::app! { tables: [Item, Tag], mutators: [put_item], sync_rules: rules }
+    }
+}
+
+/// Versions that change what the database cannot follow: a type change, a removed column, a
+/// required column added.
+#[allow(dead_code)]
+mod bad {
+    macro_rules! version {
+        ($module:ident, { $($field:tt)* }) => {
+            pub(crate) mod $module {
+                /// An item.
+                #[engine::table(name = "items")]
+                #[derive(Debug, Clone, PartialEq)]
+                pub(crate) struct Item {
+                    #[engine(primary_key)]
+                    pub(crate) id: String,
+                    #[engine(owner)]
+                    pub(crate) owner_id: String,
+                    $($field)*
+                }
+
+                #[engine::sync_rules]
+                pub(crate) mod rules {
+                    use super::Item;
+
+                    /// What the actor owns.
+                    #[bucket(data(Item::owner_id == bucket.owner_id))]
+                    #[derive(Debug)]
+                    pub(crate) struct Own {
+                        #[param(actor.owner_id)]
+                        pub(crate) owner_id: String,
+                    }
+                }
+
+                pub(crate) fn app() -> engine::App {
+                    engine::app! { tables: [Item], mutators: [], sync_rules: rules }
+                }
+            }
+        };
+    }
+
+    version!(retyped, { pub(crate) title: i64, });
+    version!(removed, {});
+    version!(required, { pub(crate) title: String, pub(crate) rank: i64, });
+}
+
+fn store(db: &TestDb, app: engine::App) -> PostgresStorage {
+    PostgresStorage::new(db.pool.clone(), Arc::new(app))
+}
+
+async fn provisioned(db: &TestDb, app: engine::App) -> PostgresStorage {
+    let storage = store(db, app);
+    storage.provision().await.expect("provisioned");
+    storage
+}
+
+/// A session of its own holding `lock` (SQL run inside an open transaction) until
+/// [`release`]d.
+async fn holding(db: &TestDb, lock: &str) -> sqlx::PgConnection {
+    use sqlx::Connection;
+    let mut conn = sqlx::PgConnection::connect(&db.url).await.unwrap();
+    sqlx::raw_sql("BEGIN").execute(&mut conn).await.unwrap();
+    sqlx::raw_sql(sqlx::AssertSqlSafe(lock.to_owned())).execute(&mut conn).await.unwrap();
+    conn
+}
+
+async fn release(mut conn: sqlx::PgConnection) {
+    use sqlx::Connection;
+    sqlx::raw_sql("ROLLBACK").execute(&mut conn).await.unwrap();
+    conn.close().await.unwrap();
+}
+
+/// Provisioning that does not hang the test if it waits on a lock forever.
+async fn bounded<T>(what: impl std::future::Future<Output = T>) -> T {
+    tokio::time::timeout(Duration::from_secs(120), what).await.expect("provisioning finished")
+}
+
+async fn function_bodies(db: &TestDb) -> Vec<String> {
+    sqlx::query_scalar(
+        "SELECT proname || ':' || prosrc FROM pg_proc WHERE pronamespace = 'public'::regnamespace ORDER BY 1",
+    )
+    .fetch_all(&db.pool)
+    .await
+    .unwrap()
+}
+
+async fn meta(db: &TestDb, key: &str) -> Option<String> {
+    sqlx::query_scalar("SELECT value FROM _engine_meta WHERE key = $1")
+        .bind(key)
+        .fetch_optional(&db.pool)
+        .await
+        .unwrap()
+}
+
+#[tokio::test]
+async fn a_second_start_takes_no_table_lock() {
+    let db = TestDb::new().await;
+    provisioned(&db, v1::app()).await;
+    let holder = holding(&db, "LOCK TABLE items, tags IN ACCESS EXCLUSIVE MODE").await;
+    bounded(store(&db, v1::app()).provision()).await.expect("an unchanged plan needs no lock");
+    bounded(store(&db, v1::app()).verify()).await.expect("verifying needs no lock");
+    release(holder).await;
+}
+
+#[tokio::test]
+async fn a_new_column_locks_only_its_table() {
+    let db = TestDb::new().await;
+    provisioned(&db, v1::app()).await;
+    sqlx::query("INSERT INTO items (id, owner_id, title) VALUES ('i1', 'alice', 'kept')")
+        .execute(&db.pool)
+        .await
+        .unwrap();
+    let holder = holding(&db, "LOCK TABLE tags IN ACCESS EXCLUSIVE MODE").await;
+    bounded(store(&db, v2::app()).provision()).await.expect("the tags table is not touched");
+    release(holder).await;
+    let row = sqlx::query("SELECT title, priority FROM items").fetch_one(&db.pool).await.unwrap();
+    assert_eq!(row.get::<String, _>(0), "kept");
+    assert_eq!(row.get::<Option<i64>, _>(1), None);
+}
+
+#[tokio::test]
+async fn a_blocked_provisioning_names_the_blocking_query() {
+    let db = TestDb::new().await;
+    provisioned(&db, v1::app()).await;
+    let holder = holding(&db, "SELECT count(*) FROM items WHERE title <> 'blocker'").await;
+    let storage = store(&db, v2::app()).with_provision_locks(ProvisionLocks::new(Duration::from_millis(400), 2));
+    let err = bounded(storage.provision()).await.unwrap_err().to_string();
+    assert!(err.contains("ALTER TABLE \"items\" ADD COLUMN IF NOT EXISTS \"priority\""), "{err}");
+    assert!(err.contains("waited 2 times"), "{err}");
+    assert!(err.contains("idle in transaction"), "{err}");
+    assert!(err.contains("SELECT count(*) FROM items WHERE title <> 'blocker'"), "{err}");
+    // Nothing of the plan was applied, and it is applied once the blocker is gone.
+    let has: bool = sqlx::query_scalar(
+        "SELECT EXISTS (SELECT 1 FROM information_schema.columns WHERE table_name = 'items' AND column_name = 'priority')",
+    )
+    .fetch_one(&db.pool)
+    .await
+    .unwrap();
+    assert!(!has);
+    release(holder).await;
+    bounded(storage.provision()).await.unwrap();
+}
+
+#[tokio::test]
+async fn an_older_plan_never_replaces_a_newer_one() {
+    let db = TestDb::new().await;
+    provisioned(&db, v1::app()).await;
+    let v1_functions = function_bodies(&db).await;
+    provisioned(&db, v2::app()).await;
+    let v2_functions = function_bodies(&db).await;
+    assert_ne!(v1_functions, v2_functions, "the second rule changes the items trigger");
+    let v2_fingerprint = meta(&db, "plan_fingerprint").await;
+    // An instance of the first version restarts during the rolling deploy: it starts, on the
+    // newer schema, and changes nothing.
+    let old = provisioned(&db, v1::app()).await;
+    old.verify().await.expect("the newer plan serves the older app");
+    assert_eq!(function_bodies(&db).await, v2_functions);
+    assert_eq!(meta(&db, "plan_fingerprint").await, v2_fingerprint);
+    let plan = old.plan_changes().await.unwrap();
+    assert!(
+        plan.starts_with("# the database holds a newer plan of this app (generation 2; this app's is 1)"),
+        "{plan}"
+    );
+    // The newer version again: current.
+    assert_eq!(store(&db, v2::app()).plan_changes().await.unwrap(), "");
+}
+
+#[tokio::test]
+async fn the_plan_shows_what_would_change_and_nothing_when_current() {
+    let db = TestDb::new().await;
+    let fresh = store(&db, v1::app()).plan_changes().await.unwrap();
+    assert!(fresh.starts_with("+ CREATE TABLE IF NOT EXISTS _engine_meta ("), "{fresh}");
+    provisioned(&db, v1::app()).await;
+    assert_eq!(store(&db, v1::app()).plan_changes().await.unwrap(), "", "current: nothing");
+    let diff = store(&db, v2::app()).plan_changes().await.unwrap();
+    let lines: Vec<&str> = diff.lines().collect();
+    assert!(lines.contains(&"+ ALTER TABLE \"items\" ADD COLUMN IF NOT EXISTS \"priority\" int8"), "{diff}");
+    assert!(lines.contains(&"~ function _engine_track_items"), "{diff}");
+    assert!(lines.iter().any(|l| l.starts_with("+ ") && l.contains("'mine'")), "the new rule's bucket key: {diff}");
+    assert!(!diff.contains("tags"), "nothing of the unchanged table: {diff}");
+    assert!(!diff.contains("CREATE TABLE"), "{diff}");
+    // Indexes on existing tables would be built concurrently.
+    sqlx::query("DROP INDEX _engine_tags_xid").execute(&db.pool).await.unwrap();
+    let diff = store(&db, v1::app()).plan_changes().await.unwrap();
+    assert!(diff.starts_with("+ CREATE INDEX CONCURRENTLY IF NOT EXISTS \"_engine_tags_xid\""), "{diff}");
+    provisioned(&db, v1::app()).await;
+    assert_eq!(store(&db, v1::app()).plan_changes().await.unwrap(), "", "repaired");
+}
+
+async fn refused(db: &TestDb, app: fn() -> engine::App) -> Vec<String> {
+    let mut errors = vec![
+        store(db, app()).provision().await.unwrap_err().to_string(),
+        store(db, app()).verify().await.unwrap_err().to_string(),
+        store(db, app()).plan_changes().await.unwrap_err().to_string(),
+    ];
+    errors.dedup();
+    errors
+}
+
+#[tokio::test]
+async fn drift_is_an_error_naming_table_column_and_definitions() {
+    let db = TestDb::new().await;
+    provisioned(&db, v1::app()).await;
+    let fingerprint = meta(&db, "plan_fingerprint").await;
+    sqlx::query("ALTER TABLE items ALTER COLUMN title TYPE varchar(20)").execute(&db.pool).await.unwrap();
+    let errors = refused(&db, v1::app).await;
+    assert_eq!(errors.len(), 1, "start-up, verify and the plan say the same: {errors:?}");
+    assert!(
+        errors[0].contains(
+            "table items, column title: the app declares text NOT NULL, the database has character varying(20) NOT NULL"
+        ),
+        "{}",
+        errors[0]
+    );
+    assert!(errors[0].contains("ALTER TABLE items ALTER COLUMN title TYPE text USING"), "{}", errors[0]);
+    assert_eq!(meta(&db, "plan_fingerprint").await, fingerprint, "nothing recorded");
+
+    sqlx::query("ALTER TABLE items ALTER COLUMN title TYPE text").execute(&db.pool).await.unwrap();
+    sqlx::query("ALTER TABLE tags ALTER COLUMN label DROP NOT NULL").execute(&db.pool).await.unwrap();
+    let errors = refused(&db, v1::app).await;
+    assert!(
+        errors[0].contains("table tags, column label: the app declares text NOT NULL, the database has text NULL"),
+        "{}",
+        errors[0]
+    );
+
+    sqlx::query("ALTER TABLE tags ALTER COLUMN label SET NOT NULL").execute(&db.pool).await.unwrap();
+    sqlx::raw_sql("ALTER TABLE tags DROP CONSTRAINT tags_pkey; ALTER TABLE tags ADD PRIMARY KEY (id, owner_id)")
+        .execute(&db.pool)
+        .await
+        .unwrap();
+    let errors = refused(&db, v1::app).await;
+    assert!(
+        errors[0]
+            .contains("table tags: the app declares primary key (id), the database has primary key (id, owner_id)"),
+        "{}",
+        errors[0]
+    );
+}
+
+#[tokio::test]
+async fn a_type_change_or_removal_in_the_app_is_refused_with_what_to_do() {
+    let db = TestDb::new().await;
+    provisioned(&db, v1::app()).await;
+    let errors = refused(&db, bad::retyped::app).await;
+    assert!(
+        errors[0].contains("table items, column title: the app declares bigint NOT NULL, the database has text NOT NULL; the engine does not change a column's type"),
+        "{}",
+        errors[0]
+    );
+    let errors = refused(&db, bad::removed::app).await;
+    assert!(
+        errors[0].contains("table items, column title: the app does not declare it, and the database has it text NOT NULL without a default")
+            && errors[0].contains("ALTER TABLE items DROP COLUMN title"),
+        "{}",
+        errors[0]
+    );
+}
+
+#[tokio::test]
+async fn a_required_column_is_added_to_an_empty_table_and_refused_on_one_with_rows() {
+    let db = TestDb::new().await;
+    provisioned(&db, v1::app()).await;
+    sqlx::query("INSERT INTO items (id, owner_id, title) VALUES ('i1', 'alice', 'a')").execute(&db.pool).await.unwrap();
+    let err = store(&db, bad::required::app()).provision().await.unwrap_err().to_string();
+    assert!(
+        err.contains("the app adds column rank to table items, NOT NULL, and the table has rows")
+            && err.contains("declare the field `Option<…>`"),
+        "{err}"
+    );
+    // With the column added by hand, with a default, the app starts.
+    sqlx::query("ALTER TABLE items ADD COLUMN rank bigint NOT NULL DEFAULT 0").execute(&db.pool).await.unwrap();
+    provisioned(&db, bad::required::app()).await;
+    let empty = TestDb::new().await;
+    provisioned(&empty, v1::app()).await;
+    provisioned(&empty, bad::required::app()).await;
+}
+
+fn client_of(server: &TestServer, app: engine::App, store: StoreLocation) -> engine::client::ClientBuilder {
+    Client::builder(server.url(""))
+        .app(app)
+        .auth(BearerToken::new(TestServer::token("alice")))
+        .store(store)
+        .background(false)
+}
+
+#[tokio::test]
+async fn an_added_column_reaches_new_clients_while_old_ones_keep_syncing() {
+    let db = TestDb::new().await;
+    let dir = std::env::temp_dir().join(format!("engine-evolution-{}", uuid::Uuid::new_v4().simple()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let offline_store = dir.join("offline.sqlite");
+
+    // Version 1: a client writes and syncs, then goes offline.
+    let server = TestServer::start(&db, |b| b.app(v1::app())).await;
+    let offline = client_of(&server, v1::app(), StoreLocation::File(offline_store.clone())).build().await.unwrap();
+    offline.mutate::<v1::put_item>(v1::PutItem { id: "i1".into(), title: "before".into() }).await.unwrap();
+    offline.sync().await.unwrap();
+    offline.close();
+    drop(offline);
+    drop(server);
+
+    // Version 2 on the same database: the column is added on start.
+    let server = TestServer::start(&db, |b| b.app(v2::app())).await;
+    // An old client keeps syncing: its mutation (no priority) applies, and rows with the
+    // unknown column reach it.
+    let old = client_of(&server, v1::app(), StoreLocation::Memory).build().await.unwrap();
+    old.mutate::<v1::put_item>(v1::PutItem { id: "i2".into(), title: "old client".into() }).await.unwrap();
+    old.sync().await.unwrap();
+    let new = client_of(&server, v2::app(), StoreLocation::Memory).build().await.unwrap();
+    new.mutate::<v2::put_item>(v2::PutItem { id: "i3".into(), title: "new client".into(), priority: Some(7) })
+        .await
+        .unwrap();
+    new.sync().await.unwrap();
+    old.sync().await.unwrap();
+    let mut seen: Vec<String> = old.collection::<v1::Item>().all().await.unwrap().into_iter().map(|i| i.id).collect();
+    seen.sort();
+    assert_eq!(seen, ["i1", "i2", "i3"], "the old client reads every row, the new column ignored");
+    let mut items = new.collection::<v2::Item>().all().await.unwrap();
+    items.sort_by(|a, b| a.id.cmp(&b.id));
+    let priorities: Vec<(String, Option<i64>)> = items.into_iter().map(|i| (i.id, i.priority)).collect();
+    assert_eq!(priorities, [("i1".into(), None), ("i2".into(), None), ("i3".into(), Some(7))]);
+
+    // The offline client upgrades: its store migrates, and it reads its rows before any sync.
+    let upgraded = client_of(&server, v2::app(), StoreLocation::File(offline_store.clone())).build().await.unwrap();
+    let rows = upgraded.collection::<v2::Item>().all().await.unwrap();
+    assert_eq!(
+        rows.iter().map(|i| (i.id.as_str(), i.title.as_str(), i.priority)).collect::<Vec<_>>(),
+        [("i1", "before", None)]
+    );
+    upgraded.sync().await.unwrap();
+    assert_eq!(upgraded.collection::<v2::Item>().all().await.unwrap().len(), 3);
+    std::fs::remove_dir_all(&dir).ok();
+}
