@@ -72,7 +72,9 @@ CREATE TABLE invoices (
   id bigint PRIMARY KEY,
   org_id uuid NOT NULL REFERENCES organisations (id),
   number integer NOT NULL,
-  amount numeric(12, 2) NOT NULL,
+  -- Required, with a default: a required column the app cannot declare and that has no
+  -- default would make the app's inserts fail, and provisioning refuses it as drift.
+  amount numeric(12, 2) NOT NULL DEFAULT 0,
   issued_on date,
   status invoice_status NOT NULL DEFAULT 'draft',
   tags text[],

@@ -72,7 +72,6 @@ pub struct Invoice {
     /// `number integer` not null.
     pub number: i32,
     // Left out: `amount numeric(12,2)`: exact decimals; the engine carries text, varchar, smallint, integer, bigint, real, double precision, boolean, uuid, timestamptz, jsonb and bytea (integers of the smallest unit carry money).
-    // It is not null and has no default, so inserts through the engine fail until it has one.
     // Left out: `issued_on date`: the engine carries text, varchar, smallint, integer, bigint, real, double precision, boolean, uuid, timestamptz, jsonb and bytea.
     // Left out: `status invoice_status`: an enum type; the engine carries text, varchar, smallint, integer, bigint, real, double precision, boolean, uuid, timestamptz, jsonb and bytea (a text column with a check constraint carries the same values).
     // Left out: `tags text[]`: an array; the engine carries text, varchar, smallint, integer, bigint, real, double precision, boolean, uuid, timestamptz, jsonb and bytea.

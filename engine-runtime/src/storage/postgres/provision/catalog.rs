@@ -59,7 +59,8 @@ impl Catalog {
             catalog.tables.insert(table, TableInfo::default());
         }
         let columns: Vec<(String, String, String, bool, bool)> = sqlx::query_as(sqlx::AssertSqlSafe(format!(
-            "SELECT c.relname::text, a.attname::text, format_type(a.atttypid, a.atttypmod), a.attnotnull, a.atthasdef
+            "SELECT c.relname::text, a.attname::text, format_type(a.atttypid, a.atttypmod), a.attnotnull,
+                    a.atthasdef OR a.attidentity <> ''
              FROM pg_attribute a JOIN pg_class c ON c.oid = a.attrelid
              WHERE c.relnamespace = {SCHEMA} AND c.relkind IN ('r', 'p') AND a.attnum > 0 AND NOT a.attisdropped"
         )))
@@ -133,8 +134,10 @@ impl Catalog {
                 let type_name = self.type_names.get(postgres).map_or(postgres, String::as_str);
                 let expected =
                     ColumnInfo { type_name: type_name.into(), not_null: !column.nullable, has_default: false };
-                if has.type_name != expected.type_name || has.not_null != expected.not_null {
-                    let what = if has.type_name == expected.type_name {
+                let same_type =
+                    has.type_name == expected.type_name || carries_text(&expected.type_name, &has.type_name);
+                if !same_type || has.not_null != expected.not_null {
+                    let what = if same_type {
                         if expected.not_null {
                             format!(
                                 "make it NOT NULL (`ALTER TABLE {0} ALTER COLUMN {1} SET NOT NULL`, after filling its nulls) or declare the field `Option<…>`",
@@ -182,6 +185,13 @@ impl Catalog {
         }
         out
     }
+}
+
+/// Whether a column the app declares `text` may be one of the database's other string types
+/// (`character varying(n)`, `character(n)`): the engine reads and writes them as strings, and a
+/// value past the column's length is refused by the database like any value it does not take.
+fn carries_text(expected: &str, found: &str) -> bool {
+    expected == "text" && (found.starts_with("character varying") || found.starts_with("character("))
 }
 
 /// The body of a `CREATE OR REPLACE FUNCTION` statement: what `pg_proc.prosrc` holds.
