@@ -430,7 +430,7 @@ impl Subscriber for Log {
 async fn a_refusal_names_the_table_and_rule_and_the_log_keeps_the_bucket() {
     let db = TestDb::new().await;
     let log = Log::default();
-    let _subscriber = tracing::subscriber::set_default(log.clone());
+    let _subscriber = crate::support::logs::scoped(log.clone());
     let server = server(&db).await;
     applied(&push(&server, "alice", 1, "create_team", json!({"id": "core", "name": "C"})).await);
     applied(

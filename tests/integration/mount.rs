@@ -64,7 +64,7 @@ impl Subscriber for Spans {
 async fn the_router_opens_no_span_of_its_own_unless_asked_and_answers_request_ids_either_way() {
     let db = TestDb::new().await;
     let spans = Spans::default();
-    let _subscriber = tracing::subscriber::set_default(spans.clone());
+    let _subscriber = crate::support::logs::scoped(spans.clone());
     for trace in [false, true] {
         let engine = engine(&db, |b| b.trace_requests(trace)).await;
         let server = TestServer::serve(Router::new().nest("/sync-api", engine.router())).await;

@@ -47,6 +47,7 @@ impl TestDb {
 
     /// The database `name`, created by other means, to be dropped like any test database.
     pub(crate) async fn adopt(name: &str) -> TestDb {
+        super::logs::keep_call_sites_asking();
         let url = database_url(name);
         let pool = PgPoolOptions::new().max_connections(20).connect(&url).await.expect("connect to the database");
         TestDb { name: name.to_owned(), url, pool }

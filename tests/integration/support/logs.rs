@@ -2,7 +2,10 @@
 //! the default of the test's thread while its guard lives (a `#[tokio::test]` runs the server's
 //! tasks on that thread).
 
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, Once};
+
+use tracing::subscriber::Interest;
+use tracing::{Event, Id, Metadata, Subscriber, span};
 
 /// What was logged while the guard of [`Logs::capture`] lived.
 #[derive(Clone, Default)]
@@ -18,7 +21,7 @@ impl Logs {
             .with_ansi(false)
             .with_writer(move || writer.clone())
             .finish();
-        (logs, tracing::subscriber::set_default(subscriber))
+        (logs, scoped(subscriber))
     }
 
     /// Every line so far.
@@ -41,4 +44,46 @@ impl std::io::Write for Logs {
     fn flush(&mut self) -> std::io::Result<()> {
         Ok(())
     }
+}
+
+/// Make `subscriber` the default of this thread while the guard lives.
+///
+/// `tracing` caches per call site whether any subscriber wants it. A call site first reached on
+/// another test's thread while this one installs its subscriber can be cached as wanted by
+/// nobody, and its events would then never reach this subscriber. A global subscriber that wants
+/// every call site "sometimes" (and records nothing) keeps each call site asking its thread's
+/// subscriber on every event.
+pub(crate) fn scoped(subscriber: impl Subscriber + Send + Sync + 'static) -> tracing::subscriber::DefaultGuard {
+    keep_call_sites_asking();
+    tracing::subscriber::set_default(subscriber)
+}
+
+/// Install the global subscriber of [`scoped`] once per test process; every test database calls
+/// it, so it is in place before the servers' call sites are first reached.
+pub(crate) fn keep_call_sites_asking() {
+    static ONCE: Once = Once::new();
+    ONCE.call_once(|| {
+        // Another global subscriber (none is installed by these tests) would serve as well.
+        let _ = tracing::subscriber::set_global_default(AskEveryTime);
+    });
+}
+
+/// Wants every call site sometimes and no event: see [`scoped`].
+struct AskEveryTime;
+
+impl Subscriber for AskEveryTime {
+    fn register_callsite(&self, _: &'static Metadata<'static>) -> Interest {
+        Interest::sometimes()
+    }
+    fn enabled(&self, _: &Metadata<'_>) -> bool {
+        false
+    }
+    fn new_span(&self, _: &span::Attributes<'_>) -> Id {
+        Id::from_u64(1)
+    }
+    fn record(&self, _: &Id, _: &span::Record<'_>) {}
+    fn record_follows_from(&self, _: &Id, _: &Id) {}
+    fn event(&self, _: &Event<'_>) {}
+    fn enter(&self, _: &Id) {}
+    fn exit(&self, _: &Id) {}
 }
