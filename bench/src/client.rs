@@ -24,6 +24,21 @@ async fn serve(db: &BenchDb) -> (String, tokio::task::JoinHandle<()>) {
     (format!("http://{addr}"), task)
 }
 
+/// Alice's list with `rows` notes, written directly in SQL: what is measured here is the client's
+/// local store, not how the rows got to the server.
+async fn seed(db: &BenchDb, rows: usize) {
+    sqlx::raw_sql(sqlx::AssertSqlSafe(format!(
+        "INSERT INTO lists VALUES ('l1', 'alice', 'bench', false);
+         INSERT INTO list_members VALUES ('l1', 'alice', 'alice', 'owner');
+         INSERT INTO notes (id, owner_id, list_id, title, done, position)
+           SELECT 'note-' || lpad(i::text, 8, '0'), 'alice', 'l1', 'note number ' || i, i % 3 = 0, i
+           FROM generate_series(1, {rows}) AS i;"
+    )))
+    .execute(&db.pool)
+    .await
+    .expect("seed");
+}
+
 async fn client(url: &str, store: StoreLocation) -> Client {
     let token = engine::auth::issue_bearer_token("alice", "alice", SECRET, Duration::from_secs(3600)).unwrap();
     Client::builder(url)
@@ -68,7 +83,7 @@ async fn bootstrap(rows: usize) {
     println!("|---|---:|---:|---:|");
     let db = BenchDb::new(8).await;
     let storage = db.storage(example_notes::app()).await;
-    crate::pull::seed(&db, rows).await;
+    seed(&db, rows).await;
     db.settle(&storage).await;
     let (url, server) = serve(&db).await;
     for kind in ["memory", "file"] {
@@ -153,7 +168,7 @@ async fn mutate(count: usize) {
     println!("|---|---:|---:|---:|---:|");
     let db = BenchDb::new(4).await;
     db.storage(example_notes::app()).await;
-    crate::pull::seed(&db, 1).await;
+    seed(&db, 1).await;
     let (url, server) = serve(&db).await;
     for kind in ["memory", "file"] {
         let (dir, store) =

@@ -9,7 +9,9 @@ mod client;
 mod db;
 mod pull;
 mod push;
+mod soak;
 mod stream;
+mod wire;
 
 use clap::{Parser, Subcommand};
 
@@ -22,16 +24,18 @@ struct Cli {
 
 #[derive(Subcommand)]
 enum Command {
-    /// Pull: bootstrap of 100,000 rows, and incremental pulls at growing table sizes.
+    /// Pull over HTTP: alice's notes grow through the sizes (with other users' beside them);
+    /// incremental pulls at each size, bootstraps from 100,000; then an actor with many buckets.
     Pull {
-        /// Rows to bootstrap.
-        #[arg(long, default_value_t = 100_000)]
-        rows: usize,
-        /// Table sizes for incremental pulls.
+        /// Alice's notes at each step.
         #[arg(long, value_delimiter = ',', default_value = "10000,100000,1000000")]
         sizes: Vec<usize>,
+        /// Lists shared with the many-bucket actor (10 notes each).
+        #[arg(long, default_value_t = 10_000)]
+        lists: usize,
     },
-    /// Push: one-row-insert mutations at growing concurrency.
+    /// Push over HTTP: one `add_note` per request at growing concurrency, and where a push's time
+    /// goes.
     Push {
         /// Concurrent clients.
         #[arg(long, value_delimiter = ',', default_value = "1,8,32")]
@@ -40,7 +44,8 @@ enum Command {
         #[arg(long, default_value_t = 5)]
         seconds: u64,
     },
-    /// Realtime: commit-to-ping latency and memory per idle socket with many sockets connected.
+    /// Fan-out: commit-to-ping latency with many sockets in one shared list, and memory per idle
+    /// socket.
     Stream {
         /// Connected sockets.
         #[arg(long, value_delimiter = ',', default_value = "1000,10000")]
@@ -55,26 +60,55 @@ enum Command {
         #[arg(long, default_value_t = 1_000)]
         mutations: usize,
     },
+    /// Soak: clients writing through a faulty network to instances killed at random; checks
+    /// that nothing is lost, doubled or stuck and every replica converges (not part of `all`).
+    Soak {
+        /// How long the clients work, in minutes.
+        #[arg(long, default_value_t = 10.0)]
+        minutes: f64,
+        /// Users (each with its own list, shared with the next user).
+        #[arg(long, default_value_t = 10)]
+        users: usize,
+        /// Devices (clients) per user.
+        #[arg(long, default_value_t = 2)]
+        devices: usize,
+        /// Server instances on the one database.
+        #[arg(long, default_value_t = 3)]
+        instances: usize,
+        /// The share of answers cut (half) or slowed (half); a third of it, of connections refused.
+        #[arg(long, default_value_t = 0.05)]
+        fault_rate: f64,
+        /// The seed of every random choice.
+        #[arg(long, default_value_t = 1)]
+        seed: u64,
+    },
     /// Everything, with the defaults.
     All,
     /// Serve the notes app for the stream benchmark (its server process).
     #[command(hide = true)]
     Serve,
+    /// One instance of the soak (its server process).
+    #[command(hide = true)]
+    SoakServe,
 }
 
 #[tokio::main]
 async fn main() {
     match Cli::parse().command {
-        Command::Pull { rows, sizes } => pull::run(rows, &sizes).await,
+        Command::Pull { sizes, lists } => pull::run(&sizes, lists).await,
         Command::Push { clients, seconds } => push::run(&clients, seconds).await,
         Command::Stream { sockets } => stream::run(&sockets).await,
         Command::Client { rows, mutations } => client::run(rows, mutations).await,
         Command::All => {
-            pull::run(100_000, &[10_000, 100_000, 1_000_000]).await;
+            pull::run(&[10_000, 100_000, 1_000_000], 10_000).await;
             push::run(&[1, 8, 32], 5).await;
             stream::run(&[1000, 10_000]).await;
             client::run(100_000, 1_000).await;
         }
         Command::Serve => stream::serve().await,
+        Command::SoakServe => soak::serve().await,
+        Command::Soak { minutes, users, devices, instances, fault_rate, seed } => {
+            soak::run(soak::Settings { minutes, users, devices, instances, fault_rate, seed }).await;
+        }
     }
 }

@@ -1,179 +1,319 @@
-//! Pull benchmarks.
+//! Pull benchmarks, over the wire: a notes server process, data written through pushes (batches
+//! of `add_note`, each mutation its own transaction, never analyzed), ten other users' notes in
+//! the same table, and the same reads done directly on Postgres in the same run.
 //!
-//! Bootstrap: one client pulls every note of its buckets in pages of 1,000, and the server's
-//! answer is serialized to JSON as it would be on the wire; the baseline reads the same rows with
-//! a plain keyset-paged `SELECT` and serializes them to JSON the same way.
-//!
-//! Incremental: with a client caught up, 10 notes change, and the client pulls them; the cost
-//! of that pull at growing table sizes should not grow with the table.
+//! - Bootstrap: a new client of `alice` pulls every note of her list in pages of 1,000 over
+//!   HTTP; the baseline reads the same notes with a keyset-paged `SELECT … WHERE list_id = $1
+//!   AND id > $2 ORDER BY id LIMIT 1000` (on an index made for it) and serializes each page
+//!   to JSON objects.
+//! - Incremental: a caught-up client of `alice`; 10 of her notes change in one push and the
+//!   client pulls them (median of 30); the baseline selects the same 10 rows by key.
+//! - Many buckets: `carol` is a member of 10,000 lists of 10 notes; her bootstrap and her
+//!   incremental pulls.
 
 use std::time::{Duration, Instant};
 
-use engine::server::Storage;
-use engine::wire::PullRequest;
-use engine::{Actor, ColumnType};
+use engine::ColumnType;
+use serde_json::{Value, json};
 use sqlx::Row;
 
 use crate::db::BenchDb;
+use crate::wire::{ServerProcess, WireClient, ms, percentile, write_notes};
 
-const CLIENT: uuid::Uuid = uuid::Uuid::from_u128(0x0192_f0e0_0000_7000_8000_0000_0000_0001);
+/// Other users writing beside alice: their notes are half as many as hers, in lists of their own.
+const OTHERS: usize = 10;
 
-pub(crate) async fn seed(db: &BenchDb, rows: usize) {
-    sqlx::raw_sql(sqlx::AssertSqlSafe(format!(
-        "INSERT INTO lists VALUES ('l1', 'alice', 'bench', false);
-         INSERT INTO list_members VALUES ('l1', 'alice', 'alice', 'owner');
-         INSERT INTO notes (id, owner_id, list_id, title, done, position)
-           SELECT 'note-' || lpad(i::text, 8, '0'), 'alice', 'l1', 'note number ' || i, i % 3 = 0, i
-           FROM generate_series(1, {rows}) AS i;
-         ANALYZE;"
-    )))
-    .execute(&db.pool)
-    .await
-    .expect("seed");
+pub(crate) async fn run(sizes: &[usize], lists: usize) {
+    growing(sizes).await;
+    many_buckets(lists, 10).await;
 }
 
-fn per_second(count: usize, elapsed: Duration) -> f64 {
-    count as f64 / elapsed.as_secs_f64()
+/// Alice's notes grow through `sizes`; at each, the incremental pull, and at 100,000 and more
+/// (and the last) the bootstrap.
+async fn growing(sizes: &[usize]) {
+    let db = BenchDb::new(4).await;
+    db.storage(example_notes::app()).await;
+    let server = ServerProcess::start(&db).await;
+    let mut incremental = Vec::new();
+    let mut bootstraps = Vec::new();
+    let mut written = 0;
+    let mut follower = WireClient::new(&server, "alice");
+    let mut writer = WireClient::new(&server, "alice");
+    let mut cursor = None;
+    for &size in sizes {
+        let more = size - written;
+        let started = Instant::now();
+        // Alice's notes from four devices, the others' beside them, all at once.
+        let alice = write_notes(&server, "alice", "alice-list", more, 4, written == 0);
+        let others = futures_util::future::join_all((0..OTHERS).map(|u| {
+            let user = format!("user-{u}");
+            let list = format!("list-of-user-{u}");
+            let server = &server;
+            async move { write_notes(server, &user, &list, more / (2 * OTHERS), 1, written == 0).await }
+        }));
+        tokio::join!(alice, others);
+        let seconds = started.elapsed().as_secs_f64();
+        let pushed = more + more / 2;
+        println!(
+            "(seeded {pushed} notes through pushes in {seconds:.0} s: {:.0} mutations/s)",
+            pushed as f64 / seconds
+        );
+        written = size;
+        cursor = Some(follower.catch_up(cursor).await);
+        incremental.push((size, changes(&db, &mut follower, &mut writer, cursor.as_mut().unwrap()).await));
+        if size >= 100_000 || Some(&size) == sizes.last() {
+            bootstraps.push((size, bootstrap(&db, &server, size).await));
+        }
+    }
+
+    println!("\n## Pull: paged bootstrap over HTTP (`limit` 1,000), alice's notes among others'\n");
+    println!(
+        "| notes of alice (table) | engine rows/s | baseline rows/s | ratio | engine page p50, first / last tenth |"
+    );
+    println!("|---:|---:|---:|---:|---:|");
+    for (size, b) in &bootstraps {
+        println!(
+            "| {size} ({}) | {:.0} | {:.0} | {:.2} | {:.1} / {:.1} ms |",
+            size + size / 2,
+            b.engine,
+            b.baseline,
+            b.engine / b.baseline,
+            ms(b.first_pages),
+            ms(b.last_pages)
+        );
+    }
+    println!("\n## Pull: 10 recent changes, over HTTP (median of 30)\n");
+    println!("| notes of alice (table) | engine pull | baseline (SELECT of the 10 rows) |");
+    println!("|---:|---:|---:|");
+    for (size, (engine, baseline)) in &incremental {
+        println!("| {size} ({}) | {:.2} ms | {:.2} ms |", size + size / 2, ms(*engine), ms(*baseline));
+    }
+    db.drop_database().await;
 }
 
-pub(crate) async fn run(rows: usize, sizes: &[usize]) {
-    bootstrap(rows).await;
-    incremental(sizes).await;
+struct Bootstrap {
+    engine: f64,
+    baseline: f64,
+    first_pages: Duration,
+    last_pages: Duration,
 }
 
-async fn bootstrap(rows: usize) {
-    let db = BenchDb::new(8).await;
-    let storage = db.storage(example_notes::app()).await;
-    seed(&db, rows).await;
-    db.settle(&storage).await;
-    let actor = Actor::new("alice", "alice");
+/// A new client of alice pulls everything; then the baseline reads her notes.
+async fn bootstrap(db: &BenchDb, server: &ServerProcess, size: usize) -> Bootstrap {
+    let walk = Walk::pull(&WireClient::new(server, "alice")).await;
+    let engine_time = walk.took;
+    assert_eq!(walk.notes, size, "the bootstrap delivers every note of alice");
 
-    let mut engine_best = Duration::MAX;
-    let mut baseline_best = Duration::MAX;
-    let mut delivered = 0;
-    for _ in 0..3 {
+    sqlx::query("CREATE INDEX bench_notes_by_list ON notes (list_id, id COLLATE \"C\")")
+        .execute(&db.pool)
+        .await
+        .unwrap();
+    let start = Instant::now();
+    let mut after = String::new();
+    let mut read = 0;
+    loop {
+        let page = sqlx::query(
+            "SELECT id, owner_id, list_id, title, done, position, body, deleted_at FROM notes
+             WHERE list_id = 'alice-list' AND id COLLATE \"C\" > $1 ORDER BY id COLLATE \"C\" LIMIT 1000",
+        )
+        .bind(&after)
+        .fetch_all(&db.pool)
+        .await
+        .unwrap();
+        if page.is_empty() {
+            break;
+        }
+        let json: Vec<Value> = page
+            .iter()
+            .map(|r| {
+                json!({
+                    "id": r.get::<String, _>(0), "owner_id": r.get::<String, _>(1), "list_id": r.get::<String, _>(2),
+                    "title": r.get::<String, _>(3), "done": r.get::<bool, _>(4), "position": r.get::<i64, _>(5),
+                    "body": r.get::<Vec<u8>, _>(6).to_json(),
+                    "deleted_at": r.get::<Option<engine::Timestamp>, _>(7).to_json(),
+                })
+            })
+            .collect();
+        std::hint::black_box(serde_json::to_vec(&json).unwrap());
+        read += page.len();
+        after = page.last().unwrap().get::<String, _>(0);
+    }
+    let baseline_time = start.elapsed();
+    sqlx::query("DROP INDEX bench_notes_by_list").execute(&db.pool).await.unwrap();
+    assert_eq!(read, size);
+    Bootstrap {
+        engine: size as f64 / engine_time.as_secs_f64(),
+        baseline: size as f64 / baseline_time.as_secs_f64(),
+        first_pages: walk.first_tenth,
+        last_pages: walk.last_tenth,
+    }
+}
+
+/// 30 rounds of 10 of alice's notes changed in one push and pulled by the caught-up `follower`:
+/// the medians of the engine's pull and of the baseline's `SELECT` of the 10 rows.
+async fn changes(
+    db: &BenchDb,
+    follower: &mut WireClient,
+    writer: &mut WireClient,
+    cursor: &mut String,
+) -> (Duration, Duration) {
+    let ids: Vec<String> = sqlx::query_scalar("SELECT id FROM notes WHERE list_id = 'alice-list' LIMIT 300")
+        .fetch_all(&db.pool)
+        .await
+        .unwrap();
+    let mut engine = Vec::new();
+    let mut baseline = Vec::new();
+    for round in 0..30 {
+        let chosen: Vec<String> = (0..10).map(|i| ids[(round * 10 + i) % ids.len()].clone()).collect();
+        let updates: Vec<(&str, Value)> =
+            chosen.iter().map(|id| ("update_note", json!({"id": id, "title": format!("round {round}")}))).collect();
+        writer.push(&updates).await;
+        // The pull that brings the 10 notes is timed (a pull that raced the horizon is not).
+        loop {
+            let start = Instant::now();
+            let page = follower.pull(Some(cursor), 1000).await;
+            let elapsed = start.elapsed();
+            *cursor = page.cursor;
+            if page.changes.iter().filter(|c| c.table == "notes").count() == 10 {
+                engine.push(elapsed);
+                break;
+            }
+            assert!(page.changes.is_empty(), "all 10 notes come in one pull");
+        }
         let start = Instant::now();
-        let mut cursor = None;
+        let rows = sqlx::query(
+            "SELECT id, owner_id, list_id, title, done, position, body, deleted_at FROM notes WHERE id = ANY($1)",
+        )
+        .bind(&chosen)
+        .fetch_all(&db.pool)
+        .await
+        .unwrap();
+        std::hint::black_box(rows.len());
+        baseline.push(start.elapsed());
+    }
+    engine.sort();
+    baseline.sort();
+    (percentile(&engine, 0.5), percentile(&baseline, 0.5))
+}
+
+/// `carol` is made a member of `lists` lists of `per_list` notes each (ten owners write them);
+/// her bootstrap, and 30 incremental pulls of 10 changes.
+async fn many_buckets(lists: usize, per_list: usize) {
+    let db = BenchDb::new(4).await;
+    db.storage(example_notes::app()).await;
+    let server = ServerProcess::start(&db).await;
+    let started = Instant::now();
+    let owners = 10;
+    let tasks: Vec<_> = (0..owners)
+        .map(|o| {
+            let mut owner = WireClient::new(&server, &format!("owner-{o}"));
+            let mine: Vec<usize> = (0..lists).filter(|l| l % owners == o).collect();
+            tokio::spawn(async move {
+                for chunk in mine.chunks(25) {
+                    let mut batch: Vec<(&str, Value)> = Vec::new();
+                    for l in chunk {
+                        let list = format!("shared-{l:05}");
+                        batch.push(("create_list", json!({"id": list, "title": list})));
+                        batch.push(("share_list", json!({"list_id": list, "user_id": "carol", "role": "editor"})));
+                        for n in 0..per_list {
+                            batch.push(("add_note", json!({"list_id": list, "title": format!("note {n}")})));
+                        }
+                    }
+                    owner.push(&batch).await;
+                }
+                owner
+            })
+        })
+        .collect();
+    let mut writers = Vec::new();
+    for task in tasks {
+        writers.push(task.await.unwrap());
+    }
+    let notes = lists * per_list;
+    println!(
+        "(seeded {lists} lists shared with carol and {notes} notes through pushes in {:.0} s)",
+        started.elapsed().as_secs_f64()
+    );
+
+    let carol = WireClient::new(&server, "carol");
+    let walk = Walk::pull(&carol).await;
+    let bootstrap = walk.took;
+    assert_eq!(walk.notes, notes, "carol gets every note of her lists");
+
+    let mut cursor = walk.cursor;
+    let ids: Vec<String> =
+        sqlx::query_scalar("SELECT id FROM notes ORDER BY random() LIMIT 300").fetch_all(&db.pool).await.unwrap();
+    let owner_of: Vec<(String, String)> = sqlx::query_as("SELECT id, owner_id FROM notes WHERE id = ANY($1)")
+        .bind(&ids)
+        .fetch_all(&db.pool)
+        .await
+        .unwrap();
+    let mut incremental = Vec::new();
+    for round in 0..30 {
+        for (id, owner) in owner_of.iter().skip(round * 10).take(10) {
+            let o: usize = owner.trim_start_matches("owner-").parse().unwrap();
+            writers[o].push(&[("update_note", json!({"id": id, "title": format!("round {round}")}))]).await;
+        }
+        let mut seen = 0;
+        while seen < 10 {
+            let start = Instant::now();
+            let page = carol.pull(Some(&cursor), 1000).await;
+            let elapsed = start.elapsed();
+            cursor = page.cursor;
+            let n = page.changes.iter().filter(|c| c.table == "notes").count();
+            if n > 0 {
+                incremental.push(elapsed);
+            }
+            seen += n;
+        }
+    }
+    incremental.sort();
+    println!("\n## Pull: an actor holding {lists} buckets ({per_list} notes each), over HTTP\n");
+    println!("| bootstrap rows/s | page p50, first / last tenth | incremental pull of recent changes (median) |");
+    println!("|---:|---:|---:|");
+    println!(
+        "| {:.0} | {:.1} / {:.1} ms | {:.2} ms |",
+        notes as f64 / bootstrap.as_secs_f64(),
+        ms(walk.first_tenth),
+        ms(walk.last_tenth),
+        ms(percentile(&incremental, 0.5))
+    );
+    db.drop_database().await;
+}
+
+/// A bootstrap in pages of 1,000: how long it took, the notes it delivered, the median page of
+/// its first and of its last tenth, and the cursor it ended with.
+struct Walk {
+    took: Duration,
+    notes: usize,
+    first_tenth: Duration,
+    last_tenth: Duration,
+    cursor: String,
+}
+
+impl Walk {
+    async fn pull(client: &WireClient) -> Walk {
+        let start = Instant::now();
+        let mut cursor: Option<String> = None;
+        let mut pages = Vec::new();
         let mut notes = 0;
         loop {
-            let page = storage
-                .pull(&actor, &PullRequest { client_id: CLIENT, cursor, buckets: None, limit: None })
-                .await
-                .unwrap();
-            let bytes = serde_json::to_vec(&page).unwrap();
-            std::hint::black_box(bytes);
+            let page_start = Instant::now();
+            let page = client.pull(cursor.as_deref(), 1000).await;
+            pages.push(page_start.elapsed());
             notes += page.changes.iter().filter(|c| c.table == "notes").count();
             cursor = Some(page.cursor);
             if !page.has_more {
                 break;
             }
         }
-        engine_best = engine_best.min(start.elapsed());
-        delivered = notes;
-
-        let start = Instant::now();
-        let mut after = String::new();
-        let mut read = 0;
-        loop {
-            let page = sqlx::query(
-                "SELECT id, owner_id, list_id, title, done, position, body, deleted_at FROM notes
-                 WHERE owner_id = 'alice' AND id > $1 ORDER BY id LIMIT 1000",
-            )
-            .bind(&after)
-            .fetch_all(&db.pool)
-            .await
-            .unwrap();
-            if page.is_empty() {
-                break;
-            }
-            let json: Vec<serde_json::Value> = page
-                .iter()
-                .map(|r| {
-                    serde_json::json!({
-                        "id": r.get::<String, _>(0), "owner_id": r.get::<String, _>(1), "list_id": r.get::<String, _>(2),
-                        "title": r.get::<String, _>(3), "done": r.get::<bool, _>(4), "position": r.get::<i64, _>(5),
-                        "body": r.get::<Vec<u8>, _>(6).to_json(),
-                        "deleted_at": r.get::<Option<engine::Timestamp>, _>(7).to_json(),
-                    })
-                })
-                .collect();
-            std::hint::black_box(serde_json::to_vec(&json).unwrap());
-            read += page.len();
-            after = page.last().unwrap().get::<String, _>(0);
-        }
-        baseline_best = baseline_best.min(start.elapsed());
-        assert_eq!(read, rows);
-    }
-    assert_eq!(delivered, rows, "the engine delivered every note");
-    let engine = per_second(rows, engine_best);
-    let baseline = per_second(rows, baseline_best);
-    println!("\n## Pull: bootstrap of {rows} notes in pages of 1,000 (best of 3)\n");
-    println!("| | rows/s | time |");
-    println!("|---|---:|---:|");
-    println!("| engine (pull + JSON) | {engine:.0} | {:.2} s |", engine_best.as_secs_f64());
-    println!("| baseline (SELECT + JSON) | {baseline:.0} | {:.2} s |", baseline_best.as_secs_f64());
-    println!("| ratio engine / baseline | {:.2} | |", engine / baseline);
-    db.drop_database().await;
-}
-
-async fn incremental(sizes: &[usize]) {
-    println!("\n## Pull: 10 recent changes from a table of N notes (median of 30 pulls)\n");
-    println!("| notes in the table | engine pull | baseline (SELECT of the 10 rows) |");
-    println!("|---:|---:|---:|");
-    for &size in sizes {
-        let db = BenchDb::new(8).await;
-        let storage = db.storage(example_notes::app()).await;
-        seed(&db, size).await;
-        db.settle(&storage).await;
-        let actor = Actor::new("alice", "alice");
-        let mut cursor = None;
-        loop {
-            let page = storage
-                .pull(&actor, &PullRequest { client_id: CLIENT, cursor, buckets: None, limit: Some(10_000) })
-                .await
-                .unwrap();
-            cursor = Some(page.cursor);
-            if !page.has_more {
-                break;
-            }
-        }
-        let mut engine_times = Vec::new();
-        let mut baseline_times = Vec::new();
-        for round in 0..30 {
-            let ids: Vec<String> = (0..10).map(|i| format!("note-{:08}", 1 + (round * 10 + i) % size)).collect();
-            sqlx::query("UPDATE notes SET title = title || '.' WHERE id = ANY($1)")
-                .bind(&ids)
-                .execute(&db.pool)
-                .await
-                .unwrap();
-            db.settle(&storage).await;
-            let start = Instant::now();
-            let page = storage
-                .pull(&actor, &PullRequest { client_id: CLIENT, cursor: cursor.clone(), buckets: None, limit: None })
-                .await
-                .unwrap();
-            std::hint::black_box(serde_json::to_vec(&page).unwrap());
-            engine_times.push(start.elapsed());
-            assert_eq!(page.changes.len(), 10, "the pull brings the 10 changed notes");
-            cursor = Some(page.cursor);
-            let start = Instant::now();
-            let rows = sqlx::query(
-                "SELECT id, owner_id, list_id, title, done, position, body, deleted_at FROM notes WHERE id = ANY($1)",
-            )
-            .bind(&ids)
-            .fetch_all(&db.pool)
-            .await
-            .unwrap();
-            std::hint::black_box(rows.len());
-            baseline_times.push(start.elapsed());
-        }
-        engine_times.sort();
-        baseline_times.sort();
-        println!(
-            "| {size} | {:.2} ms | {:.2} ms |",
-            engine_times[15].as_secs_f64() * 1000.0,
-            baseline_times[15].as_secs_f64() * 1000.0
-        );
-        db.drop_database().await;
+        let took = start.elapsed();
+        let tenth = (pages.len() / 10).max(1);
+        let mut first: Vec<Duration> = pages[..tenth].to_vec();
+        let mut last: Vec<Duration> = pages[pages.len() - tenth..].to_vec();
+        first.sort();
+        last.sort();
+        let cursor = cursor.expect("at least one page");
+        Walk { took, notes, first_tenth: percentile(&first, 0.5), last_tenth: percentile(&last, 0.5), cursor }
     }
 }

@@ -1,84 +1,56 @@
-//! Push benchmark: one-row-insert mutations from concurrent clients, each pushing one mutation
-//! per request, through the engine's push path (sequence check, authorization, the insert, the
-//! record, commit); the baseline runs plain single-row insert transactions over sqlx at the same
-//! concurrency, into a table of the same shape without the engine's tracking.
+//! Push benchmark, over the wire: concurrent clients, each its own user, push one `add_note` per
+//! request to a notes server process for a while; the baseline runs single-row
+//! `BEGIN; INSERT; COMMIT` transactions over sqlx at the same concurrency, into a table of the
+//! same shape without the engine's tracking. Then where one push's time goes: the HTTP round
+//! trip of a route that does nothing, verifying its token, and the storage's push called
+//! directly, beside the whole push over HTTP.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
-use engine::server::Storage;
+use engine::Actor;
+use engine::server::{EngineAuth, Storage};
 use engine::wire::{MutationRequest, PushRequest};
-use engine::{Actor, CrdtText, MutatorCtx, Outcome, Result};
-use example_notes::{List, ListMember, Note};
 use serde_json::json;
 
-use crate::db::BenchDb;
-
-#[derive(serde::Serialize, serde::Deserialize, schemars::JsonSchema)]
-struct InsertNote {
-    id: String,
-    list_id: String,
-    title: String,
-}
-
-/// Insert one note: the one-row-insert mutator of the benchmark.
-#[engine::mutator]
-async fn insert_note(ctx: &mut MutatorCtx<'_>, args: InsertNote) -> Result<Outcome> {
-    let note = Note {
-        id: args.id.clone(),
-        owner_id: ctx.actor().owner_id.clone(),
-        list_id: args.list_id,
-        title: args.title,
-        done: false,
-        position: 0,
-        body: CrdtText::new(),
-        deleted_at: None,
-    };
-    ctx.insert(&note).await?;
-    Ok(Outcome::new().server_id(args.id))
-}
-
-fn app() -> engine::App {
-    engine::app! { tables: [List, ListMember, Note], mutators: [insert_note], sync_rules: example_notes::rules }
-}
+use crate::db::{BenchDb, SECRET};
+use crate::wire::{ServerProcess, WireClient, cpu_seconds, ms, percentile, token};
 
 pub(crate) async fn run(concurrency: &[usize], seconds: u64) {
-    println!("\n## Push: one-row-insert mutations, one per request ({seconds} s per figure)\n");
-    println!("| clients | engine mutations/s | baseline insert transactions/s | ratio |");
-    println!("|---:|---:|---:|---:|");
+    println!("\n## Push over HTTP: one `add_note` per request, each client its own user ({seconds} s per figure)\n");
+    println!("| clients | engine mutations/s | baseline insert transactions/s | ratio | load generator CPU share |");
+    println!("|---:|---:|---:|---:|---:|");
     for &clients in concurrency {
         let db = BenchDb::new(u32::try_from(clients).unwrap() + 4).await;
-        let storage = db.storage(app()).await;
-        let mut setup = String::from(
-            "CREATE TABLE plain_notes (id text PRIMARY KEY, owner_id text NOT NULL, list_id text NOT NULL, title text NOT NULL, done boolean NOT NULL, position bigint NOT NULL, body bytea NOT NULL, deleted_at timestamptz);",
-        );
+        db.storage(example_notes::app()).await;
+        sqlx::raw_sql(
+            "CREATE TABLE plain_notes (id text PRIMARY KEY, owner_id text NOT NULL, list_id text NOT NULL, title text NOT NULL, done boolean NOT NULL, position bigint NOT NULL, body bytea NOT NULL, deleted_at timestamptz)",
+        )
+        .execute(&db.pool)
+        .await
+        .unwrap();
+        let server = ServerProcess::start(&db).await;
+        let mut writers = Vec::new();
         for c in 0..clients {
-            setup.push_str(&format!("INSERT INTO lists VALUES ('list-{c}', 'user-{c}', 'bench', false); INSERT INTO list_members VALUES ('list-{c}', 'user-{c}', 'user-{c}', 'owner');"));
+            let mut client = WireClient::new(&server, &format!("user-{c}"));
+            client.push(&[("create_list", json!({"id": format!("list-{c}"), "title": "bench"}))]).await;
+            writers.push(Arc::new(tokio::sync::Mutex::new(client)));
         }
-        sqlx::raw_sql(sqlx::AssertSqlSafe(setup)).execute(&db.pool).await.unwrap();
-
+        let (server_cpu, own_cpu) = (cpu_seconds(server.pid), cpu_seconds(std::process::id()));
         let engine = measure(clients, seconds, {
-            let storage = storage.clone();
+            let writers = writers.clone();
             move |c, n| {
-                let storage = storage.clone();
+                let writer = writers[c].clone();
                 async move {
-                    let actor = Actor::new(format!("user-{c}"), format!("user-{c}"));
-                    let mutation = MutationRequest {
-                        mutation_id: n,
-                        client_mutation_id: uuid::Uuid::new_v4(),
-                        name: "insert_note".into(),
-                        args: json!({"id": format!("n-{c}-{n}"), "list_id": format!("list-{c}"), "title": "bench"}),
-                        hlc: None,
-                    };
-                    let request =
-                        PushRequest { client_id: uuid::Uuid::from_u128(c as u128 + 1), mutations: vec![mutation] };
-                    let pushed = storage.push(&actor, &request).await.unwrap();
-                    assert!(pushed.stopped.is_none() && pushed.response.results[0].error.is_none());
+                    let args = json!({"list_id": format!("list-{c}"), "title": format!("note {n}")});
+                    writer.lock().await.push(&[("add_note", args)]).await;
                 }
             }
         })
         .await;
+        let (server_cpu, own_cpu) = (cpu_seconds(server.pid) - server_cpu, cpu_seconds(std::process::id()) - own_cpu);
+        let share = own_cpu / (own_cpu + server_cpu).max(f64::EPSILON);
         let baseline = measure(clients, seconds, {
             let pool = db.pool.clone();
             move |c, n| {
@@ -97,9 +69,98 @@ pub(crate) async fn run(concurrency: &[usize], seconds: u64) {
             }
         })
         .await;
-        println!("| {clients} | {engine:.0} | {baseline:.0} | {:.2} |", engine / baseline);
+        println!("| {clients} | {engine:.0} | {baseline:.0} | {:.2} | {:.0}% |", engine / baseline, share * 100.0);
         db.drop_database().await;
     }
+    breakdown().await;
+}
+
+/// Where one push's time goes, one client at a time (medians of 500).
+async fn breakdown() {
+    const ROUNDS: usize = 500;
+    let db = BenchDb::new(4).await;
+    let storage = db.storage(example_notes::app()).await;
+    let server = ServerProcess::start(&db).await;
+    let http = reqwest::Client::new();
+    let bob = token("bob");
+
+    // The HTTP round trip of a route that does nothing but answer.
+    let mut round_trip = Vec::new();
+    for _ in 0..ROUNDS {
+        let start = Instant::now();
+        let answer = http.get(server.url("/no-such-route")).bearer_auth(&bob).send().await.unwrap();
+        std::hint::black_box(answer.bytes().await.unwrap());
+        round_trip.push(start.elapsed());
+    }
+    // Verifying the token, in this process.
+    let auth = engine::auth::BearerTokenAuth::new(SECRET);
+    let mut verify = Vec::new();
+    for _ in 0..ROUNDS {
+        let start = Instant::now();
+        std::hint::black_box(auth.check_token(&bob).await.unwrap());
+        verify.push(start.elapsed());
+    }
+    // The storage's push, called directly: sequence, the mutator's reads and writes, the
+    // trigger, the record, the commit.
+    let actor = Actor::new("bob", "bob");
+    let client_id = uuid::Uuid::new_v4();
+    let mutation = |id: u64, name: &str, args: serde_json::Value| MutationRequest {
+        mutation_id: id,
+        client_mutation_id: uuid::Uuid::new_v4(),
+        name: name.into(),
+        args,
+        hlc: None,
+    };
+    let create = mutation(1, "create_list", json!({"id": "bob-list", "title": "bench"}));
+    storage.push(&actor, &PushRequest { client_id, mutations: vec![create] }).await.unwrap();
+    let mut direct = Vec::new();
+    for n in 0..ROUNDS as u64 {
+        let add = mutation(n + 2, "add_note", json!({"list_id": "bob-list", "title": "direct"}));
+        let start = Instant::now();
+        let pushed = storage.push(&actor, &PushRequest { client_id, mutations: vec![add] }).await.unwrap();
+        direct.push(start.elapsed());
+        assert!(pushed.stopped.is_none());
+    }
+    // The whole push over HTTP.
+    let mut client = WireClient::new(&server, "bob");
+    let mut wire = Vec::new();
+    for _ in 0..ROUNDS {
+        let start = Instant::now();
+        client.push(&[("add_note", json!({"list_id": "bob-list", "title": "wire"}))]).await;
+        wire.push(start.elapsed());
+    }
+    // A plain insert transaction.
+    let mut plain = Vec::new();
+    sqlx::raw_sql("CREATE TABLE plain_notes (id text PRIMARY KEY, list_id text NOT NULL, title text NOT NULL)")
+        .execute(&db.pool)
+        .await
+        .unwrap();
+    for n in 0..ROUNDS {
+        let start = Instant::now();
+        let mut tx = db.pool.begin().await.unwrap();
+        sqlx::query("INSERT INTO plain_notes VALUES ($1, 'bob-list', 'plain')")
+            .bind(format!("n-{n}"))
+            .execute(&mut *tx)
+            .await
+            .unwrap();
+        tx.commit().await.unwrap();
+        plain.push(start.elapsed());
+    }
+    for samples in [&mut round_trip, &mut verify, &mut direct, &mut wire, &mut plain] {
+        samples.sort();
+    }
+    let median = |s: &[Duration]| percentile(s, 0.5);
+    let rest = median(&wire).saturating_sub(median(&round_trip) + median(&direct));
+    println!("\n## Push: where one `add_note` push goes, one client (medians of {ROUNDS})\n");
+    println!("| part | time |");
+    println!("|---|---:|");
+    println!("| whole push over HTTP | {:.3} ms |", ms(median(&wire)));
+    println!("| HTTP round trip of a route that answers at once (with auth) | {:.3} ms |", ms(median(&round_trip)));
+    println!("| of it, verifying the token | {:.3} ms |", ms(median(&verify)));
+    println!("| the storage's push called directly | {:.3} ms |", ms(median(&direct)));
+    println!("| the rest: JSON of the request and answer, the ping's publication | {:.3} ms |", ms(rest));
+    println!("| baseline: `BEGIN; INSERT; COMMIT` | {:.3} ms |", ms(median(&plain)));
+    db.drop_database().await;
 }
 
 /// Operations a second: `clients` tasks each running `op(client, sequence)` in a loop for

@@ -17,6 +17,7 @@ use tokio::net::TcpStream;
 use tokio::time::Instant;
 use tokio_tungstenite::tungstenite::Message;
 use tokio_tungstenite::tungstenite::client::IntoClientRequest;
+use tokio_tungstenite::tungstenite::protocol::frame::coding::CloseCode;
 use tokio_tungstenite::{MaybeTlsStream, WebSocketStream};
 
 use crate::backoff::Backoff;
@@ -35,7 +36,13 @@ enum End {
     Lost,
     /// A new connection is wanted at once.
     Reconnect,
+    /// The server is restarting (close code 1012): another instance takes a new connection at
+    /// once, after a short jitter so that its sockets do not all arrive together.
+    Restart,
 }
+
+/// The most a reconnection waits after the server closed for a restart.
+const RESTART_JITTER: Duration = Duration::from_millis(250);
 
 pub(crate) async fn run(inner: Arc<ClientState>) {
     let reconnect = inner.settings.reconnect.clone();
@@ -57,6 +64,14 @@ pub(crate) async fn run(inner: Arc<ClientState>) {
                 match end {
                     End::Shutdown => return,
                     End::Reconnect => continue,
+                    End::Restart => {
+                        backoff.reset();
+                        let jitter = Backoff::new(RESTART_JITTER, RESTART_JITTER).next_delay();
+                        tokio::select! {
+                            () = tokio::time::sleep(jitter) => continue,
+                            _ = shutdown.changed() => return,
+                        }
+                    }
                     End::Lost => {}
                 }
                 if started.elapsed() >= reconnect.stable_after {
@@ -186,6 +201,7 @@ async fn session(inner: &ClientState, socket: Socket, shutdown: &mut tokio::sync
                     handle(inner, &told, &text);
                 }
                 Some(Ok(Message::Pong(_) | Message::Ping(_) | Message::Binary(_) | Message::Frame(_))) => awaiting_pong = None,
+                Some(Ok(Message::Close(Some(frame)))) if frame.code == CloseCode::Restart => return End::Restart,
                 Some(Ok(Message::Close(_)) | Err(_)) | None => return End::Lost,
             },
             () = inner.stream_wanted.notified() => reconcile = true,

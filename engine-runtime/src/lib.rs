@@ -12,7 +12,8 @@
 //! - [`blob`]: the [`blob::BlobStore`] trait: files beside the rows, downloadable by who can
 //!   read a row that refers to them.
 //! - [`jobs`]: background jobs that mutations enqueue, and the workers that run them.
-//! - [`limits`] and [`observer`]: request limits, and hooks for metrics.
+//! - [`limits`] and [`observer`]: request limits, and hooks for an app's own metrics; `metrics`:
+//!   what the server measures, exported to Prometheus at `/engine/metrics` on request.
 //! - [`error`]: the server's one error type and its problem-document responses.
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
@@ -27,6 +28,7 @@ mod http;
 mod hub;
 pub mod jobs;
 pub mod limits;
+mod metrics;
 pub mod observer;
 pub mod realtime;
 mod server;

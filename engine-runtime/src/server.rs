@@ -19,6 +19,7 @@ use crate::http;
 use crate::hub::Hub;
 use crate::jobs::Jobs;
 use crate::limits::{Limits, RateLimit, StreamLimits, WorkLimit};
+use crate::metrics::Prometheus;
 use crate::observer::{NoObserver, Observer};
 use crate::realtime::{OpenRealtime, PresenceSettings, in_process};
 use crate::state::{AdminCriterion, Background, ServerState};
@@ -96,6 +97,7 @@ pub struct ServerBuilder {
     jobs: Option<Jobs>,
     blobs: Option<Blobs>,
     trace_requests: bool,
+    prometheus: bool,
     mount_prefix: Option<String>,
 }
 
@@ -235,6 +237,16 @@ impl ServerBuilder {
         self
     }
 
+    /// Serve the server's metrics in Prometheus' text format at `GET /engine/metrics`, to
+    /// admins as `/engine/stats` (off by default). The server always measures through the
+    /// `metrics` facade; this installs a Prometheus recorder for the process, which fails when
+    /// the app installed a recorder of its own (which then receives the metrics). The metrics
+    /// are listed in `docs/design.md` §15.
+    pub fn prometheus(mut self, on: bool) -> Self {
+        self.prometheus = on;
+        self
+    }
+
     /// The path prefix (`/sync-api`) or URL clients reach the routes under, which the served
     /// contract names in `servers`. By default it is the prefix the router is nested under in
     /// the host app (`Router::nest`), and none at the root; set it when something between the
@@ -265,6 +277,7 @@ impl ServerBuilder {
             Some(jobs) => Some(jobs.start(storage.clone()).await?),
             None => None,
         };
+        let prometheus = if self.prometheus { Some(Prometheus::install()?) } else { None };
         let contract = ServedContract::new(&app, self.mount_prefix)?;
         let rate_limit = RateLimit::new(&self.limits);
         let realtime =
@@ -286,7 +299,9 @@ impl ServerBuilder {
             admin: self.admin,
             contract,
             trace_requests: self.trace_requests,
+            prometheus,
             blobs: self.blobs,
+            draining: tokio::sync::watch::Sender::new(false),
             _background: background,
             _jobs: jobs,
         };
@@ -324,6 +339,7 @@ impl Server {
             jobs: None,
             blobs: None,
             trace_requests: false,
+            prometheus: false,
             mount_prefix: None,
         }
     }
@@ -353,18 +369,48 @@ impl Server {
         self.serve(listener).await
     }
 
-    /// Serve on a bound listener until Ctrl-C or SIGTERM.
+    /// Serve on a bound listener until Ctrl-C or SIGTERM, then shut down for a rolling restart:
+    /// stop accepting connections, close every socket with 1012 ([`drain`](Self::drain)), and
+    /// answer the requests in flight before returning.
     pub async fn serve(self, listener: TcpListener) -> Result<()> {
         let addr: Option<SocketAddr> = listener.local_addr().ok();
         if let Some(addr) = addr {
             tracing::info!(%addr, "serving");
         }
+        let state = self.state.clone();
+        let stop = async move {
+            shutdown_signal().await;
+            // Sockets are detached from their HTTP connections: they close themselves.
+            state.draining.send_replace(true);
+        };
         axum::serve(tcp_nodelay(listener), self.router().into_make_service_with_connect_info::<SocketAddr>())
-            .with_graceful_shutdown(shutdown_signal())
+            .with_graceful_shutdown(stop)
             .await
-            .map_err(|e| Error::internal_from("the server stopped", e))
+            .map_err(|e| Error::internal_from("the server stopped", e))?;
+        self.drain().await;
+        Ok(())
+    }
+
+    /// Shut the realtime side down for a restart: every socket is sent `retry_later` and closed
+    /// with 1012 (service restart), so its client reconnects at once, to another instance; new
+    /// sockets are refused 503. Returns once the sockets have closed, or after
+    /// 5 s. A host app that serves the [`router`](Self::router) itself calls this
+    /// when it shuts down, after it stops accepting connections.
+    pub async fn drain(&self) {
+        self.state.draining.send_replace(true);
+        let deadline = tokio::time::Instant::now() + DRAIN_DEADLINE;
+        while self.state.hub.sockets() > 0 && tokio::time::Instant::now() < deadline {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        let left = self.state.hub.sockets();
+        if left > 0 {
+            tracing::warn!(sockets = left, "sockets still open after the drain deadline");
+        }
     }
 }
+
+/// How long [`Server::drain`] waits for the sockets to close.
+pub(crate) const DRAIN_DEADLINE: Duration = Duration::from_secs(5);
 
 /// `listener` with `TCP_NODELAY` set on every connection it accepts, for `axum::serve`.
 ///

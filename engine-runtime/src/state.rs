@@ -14,6 +14,7 @@ use crate::contract::ServedContract;
 use crate::hub::Hub;
 use crate::jobs::JobWorker;
 use crate::limits::{RateLimit, StreamLimits, WorkLimit};
+use crate::metrics::Prometheus;
 use crate::observer::Observer;
 use crate::realtime::{PresenceSettings, Realtime};
 use crate::storage::{Collected, Retention, Storage};
@@ -38,8 +39,12 @@ pub(crate) struct ServerState {
     pub(crate) contract: ServedContract,
     /// Whether the router opens a span per request (`ServerBuilder::trace_requests`).
     pub(crate) trace_requests: bool,
+    /// The Prometheus exposition, when the server serves `/engine/metrics`.
+    pub(crate) prometheus: Option<Prometheus>,
     /// The blob store, when the server has one.
     pub(crate) blobs: Option<Blobs>,
+    /// Set once the server is shutting down: sockets close with 1012 and new ones are refused.
+    pub(crate) draining: tokio::sync::watch::Sender<bool>,
     /// Background work (tombstone collection, limiter housekeeping, the hub) that lives as long
     /// as the router does.
     pub(crate) _background: Background,

@@ -11,7 +11,7 @@ use example_notes::mutators::{
 use example_notes::{List, Note};
 
 use crate::support::client::{eventually, notes_client};
-use crate::support::process::ServerProcess;
+use crate::support::process::{ServerProcess, free_port};
 use crate::support::{TestDb, TestServer};
 
 const SOON: Duration = Duration::from_secs(10);
@@ -77,10 +77,6 @@ fn store_dir() -> std::path::PathBuf {
     let dir = std::env::temp_dir().join(format!("engine-client-{}", uuid::Uuid::new_v4().simple()));
     std::fs::create_dir_all(&dir).unwrap();
     dir
-}
-
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
 }
 
 #[tokio::test]

@@ -79,7 +79,7 @@ fn the_engine_section_describes_tables_rules_and_mutators() {
     let mutators: Vec<&String> = x["mutators"].as_object().unwrap().keys().collect();
     assert_eq!(mutators.len(), 9);
     assert_eq!(x["mutators"]["add_note"]["args"]["$ref"], "#/components/schemas/AddNote");
-    for path in ["/sync/pull", "/sync/push", "/sync/stream", "/engine/contract", "/engine/stats"] {
+    for path in ["/sync/pull", "/sync/push", "/sync/stream", "/engine/contract", "/engine/stats", "/engine/metrics"] {
         assert!(contract["paths"][path].is_object(), "{path} is described");
     }
     assert_eq!(

@@ -24,5 +24,6 @@ mod provision;
 mod pull;
 mod push;
 mod references;
+mod restart;
 mod server;
 mod stream;

@@ -193,7 +193,7 @@ async fn two_instances_never_collect_at_once() {
     let (a, b) = tokio::join!(storage.collect_garbage(&retention), other.collect_garbage(&retention));
     let (a, b) = (a.unwrap(), b.unwrap());
     assert_eq!(a.tombstones + b.tombstones, 5, "{a:?} {b:?}");
-    let lock_left: i64 = sqlx::query_scalar("SELECT count(*) FROM pg_locks WHERE locktype = 'advisory'")
+    let lock_left: i64 = sqlx::query_scalar("SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND database = (SELECT oid FROM pg_database WHERE datname = current_database())")
         .fetch_one(&db.pool)
         .await
         .unwrap();
@@ -312,4 +312,95 @@ async fn a_held_back_horizon_is_named_in_a_warning_and_shown_in_stats() {
         .unwrap();
     assert_eq!(stats["horizonLagMs"], 0, "nothing holds the horizon back now: {stats}");
     assert!(stats["horizonBlockerPid"].is_null(), "{stats}");
+}
+
+/// The value of the sample `name` (with its labels, as Prometheus writes them) in `text`.
+fn sample(text: &str, name: &str) -> Option<f64> {
+    text.lines().find_map(|line| line.strip_prefix(name)?.strip_prefix(' ')?.trim().parse().ok())
+}
+
+#[tokio::test]
+async fn metrics_count_what_the_server_did_and_are_for_admins() {
+    use crate::support::process::ServerProcess;
+    use crate::support::ws::{Auth, Ws};
+
+    let db = TestDb::new().await;
+    store(&db).await;
+    let server = ServerProcess::start(&db.url, Duration::from_secs(30)).await;
+    let base = format!("http://{}", server.addr);
+    let http = reqwest::Client::new();
+    let alice = TestServer::token("alice");
+    // A socket of alice's, to be pinged.
+    let mut socket = Ws::connect(server.addr, Auth::Header(&alice)).await.unwrap();
+    let push = |mutations: Value| {
+        let request = http
+            .post(format!("{base}/sync/push"))
+            .bearer_auth(&alice)
+            .json(&json!({"clientId": client(1).to_string(), "mutations": mutations}));
+        async move { request.send().await.unwrap() }
+    };
+    let create = json!({"mutationId": 1, "clientMutationId": uuid::Uuid::new_v4(), "name": "create_list", "args": {"id": "l1", "title": "t"}});
+    let add = json!({"mutationId": 2, "clientMutationId": uuid::Uuid::new_v4(), "name": "add_note", "args": {"list_id": "l1", "title": "n"}});
+    let missing = json!({"mutationId": 3, "clientMutationId": uuid::Uuid::new_v4(), "name": "add_note", "args": {"list_id": "nowhere", "title": "n"}});
+    assert_eq!(push(json!([create, add])).await.status(), StatusCode::OK);
+    socket.expect("ping", Duration::from_secs(10)).await;
+    assert_eq!(push(json!([add, missing])).await.status(), StatusCode::OK, "a duplicate, then a rejection");
+    let gap = json!({"mutationId": 9, "clientMutationId": uuid::Uuid::new_v4(), "name": "create_list", "args": {"title": "t"}});
+    assert_eq!(push(json!([gap])).await.status(), StatusCode::CONFLICT);
+    let pull =
+        http.post(format!("{base}/sync/pull")).bearer_auth(&alice).json(&json!({"clientId": client(1).to_string()}));
+    assert_eq!(pull.send().await.unwrap().status(), StatusCode::OK);
+
+    let metrics = format!("{base}/engine/metrics");
+    assert_eq!(http.get(&metrics).send().await.unwrap().status(), StatusCode::UNAUTHORIZED);
+    assert_eq!(http.get(&metrics).bearer_auth(&alice).send().await.unwrap().status(), StatusCode::FORBIDDEN);
+    let answer = http.get(&metrics).bearer_auth(TestServer::admin_token()).send().await.unwrap();
+    assert_eq!(answer.status(), StatusCode::OK);
+    assert!(answer.headers()["content-type"].to_str().unwrap().starts_with("text/plain"));
+    let text = answer.text().await.unwrap();
+    let expected = [
+        ("engine_mutations_total{status=\"applied\"}", 2.0),
+        ("engine_mutations_total{status=\"duplicate\"}", 1.0),
+        ("engine_mutations_total{status=\"rejected\"}", 1.0),
+        ("engine_rejections_total{code=\"mutator_failed\"}", 1.0),
+        ("engine_request_errors_total{route=\"push\",code=\"mutation_out_of_order\"}", 1.0),
+        ("engine_push_duration_seconds_count", 3.0),
+        ("engine_pull_duration_seconds_count", 1.0),
+        ("engine_sockets", 1.0),
+        ("engine_jobs{state=\"dead\"}", 0.0),
+        ("engine_pool_connections{state=\"max\"}", 16.0),
+    ];
+    for (name, value) in expected {
+        assert_eq!(sample(&text, name), Some(value), "{name} in\n{text}");
+    }
+    assert!(sample(&text, "engine_pings_sent_total").is_some_and(|n| n >= 1.0), "{text}");
+    assert!(sample(&text, "engine_horizon_lag_seconds").is_some(), "{text}");
+    assert!(text.contains("engine_push_duration_seconds_bucket{le=\"0.005\"}"), "a histogram: {text}");
+    assert!(!text.contains("alice") && !text.contains("nowhere"), "no actor or argument in a label: {text}");
+}
+
+#[tokio::test]
+async fn a_request_s_span_carries_its_id_actor_and_mutator_names_but_no_arguments() {
+    let db = TestDb::new().await;
+    let server = TestServer::start(&db, |b| b.trace_requests(true)).await;
+    let (logs, _guard) = Logs::capture();
+    let body = json!({"clientId": client(1).to_string(), "mutations": [
+        {"mutationId": 1, "clientMutationId": uuid::Uuid::new_v4(), "name": "create_list", "args": {"id": "l1", "title": "t"}},
+        {"mutationId": 2, "clientMutationId": uuid::Uuid::new_v4(), "name": "add_note", "args": {"list_id": "nowhere", "title": "secret-title-xyz"}},
+    ]});
+    let answer = server
+        .http
+        .post(server.url("/sync/push"))
+        .bearer_auth(TestServer::token("alice"))
+        .header("x-request-id", "req-0192f0e0")
+        .json(&body)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(answer.status(), StatusCode::OK);
+    assert_eq!(answer.headers()["x-request-id"], "req-0192f0e0", "the id comes back");
+    let rejected = logs.lines_with(&["mutation rejected", "request_id=req-0192f0e0", "actor=\"alice\""]);
+    assert_eq!(rejected.len(), 1, "{}", logs.text());
+    assert!(rejected[0].contains("mutators=\"add_note,create_list\""), "{}", rejected[0]);
+    assert!(!logs.text().contains("secret-title-xyz"), "arguments are never logged: {}", logs.text());
 }

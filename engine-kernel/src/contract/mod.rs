@@ -229,6 +229,18 @@ pub fn contract(app: &App) -> Value {
                     "503": problem_response("retry_later: a transient condition; see Retry-After"),
                 },
             }},
+            "/engine/metrics": {"get": {
+                "operationId": "metrics",
+                "summary": "The server's metrics in Prometheus' text format (admin only; on a server built with `prometheus(true)`)",
+                "responses": {
+                    "200": {"description": "the text exposition", "content": {"text/plain": {"schema": {"type": "string"}}}},
+                    "401": problem_response("unauthenticated: no, bad or expired token"),
+                    "403": problem_response("forbidden: the actor is not an admin"),
+                    "404": problem_response("not_found: this server exports no metrics"),
+                    "429": problem_response("rate_limited: over the per-actor rate; see Retry-After"),
+                    "503": problem_response("retry_later: a transient condition; see Retry-After"),
+                },
+            }},
         },
         "components": {
             "schemas": schemas,

@@ -13,7 +13,7 @@ use axum::extract::{FromRef, FromRequestParts};
 use axum::http::request::Parts;
 use engine_kernel::{Actor, BoxFuture};
 
-pub use bearer::{BearerTokenAuth, issue_bearer_token};
+pub use bearer::{BearerTokenAuth, issue_bearer_token, issue_bearer_token_with_claims};
 
 use crate::error::Error;
 

@@ -67,10 +67,11 @@ async fn run_to_completion(request: Request<Body>, next: Next) -> Response {
     }
 }
 
-/// The span of one request: its method, path and request id, and the actor once known.
+/// The span of one request: its method, path and request id, the actor once known, and a push's
+/// mutator names (never their arguments).
 fn request_span<B>(request: &Request<B>) -> tracing::Span {
     let id = request.headers().get("x-request-id").and_then(|v| v.to_str().ok()).unwrap_or("-");
-    tracing::info_span!("request", method = %request.method(), route = %request.uri().path(), request_id = %id, actor = tracing::field::Empty)
+    tracing::info_span!("request", method = %request.method(), route = %request.uri().path(), request_id = %id, actor = tracing::field::Empty, mutators = tracing::field::Empty)
 }
 
 /// Read a request's body whole, within the body limit, before the route sees the request, so

@@ -1,6 +1,8 @@
 //! The routes of `docs/protocol.md`: pull, push, the contract and stats; and the blob tickets.
 
+use std::collections::BTreeSet;
 use std::sync::Arc;
+use std::time::Instant;
 
 use axum::Json;
 use axum::Router;
@@ -18,6 +20,7 @@ use serde_json::json;
 use super::extract::{Caller, JsonBody};
 use crate::blob::Upload;
 use crate::error::{Error, Result};
+use crate::metrics;
 use crate::realtime::Signal;
 use crate::state::ServerState;
 
@@ -28,6 +31,7 @@ pub(crate) fn routes() -> Router<Arc<ServerState>> {
         .route("/sync/stream", get(crate::stream::stream))
         .route(crate::CONTRACT_PATH, get(contract))
         .route("/engine/stats", get(stats))
+        .route("/engine/metrics", get(metrics))
         .route("/blobs/upload", post(blob_upload))
         .route("/blobs/download", post(blob_download))
 }
@@ -79,13 +83,16 @@ async fn pull(
     Caller(actor, _work): Caller,
     JsonBody(request): JsonBody<PullRequest>,
 ) -> Result<Json<PullResponse>> {
+    let started = Instant::now();
     match state.storage.pull(&actor, &request).await {
         Ok(response) => {
             state.observer.on_pull(&actor, &request, &response);
+            metrics::pulled(started.elapsed());
             Ok(Json(response))
         }
         Err(err) => {
             state.observer.on_error(&err);
+            metrics::request_failed(metrics::Route::Pull, err.code());
             Err(err)
         }
     }
@@ -96,10 +103,14 @@ async fn push(
     Caller(actor, _work): Caller,
     JsonBody(request): JsonBody<PushRequest>,
 ) -> Result<Json<PushResponse>> {
+    let started = Instant::now();
+    let names: BTreeSet<&str> = request.mutations.iter().map(|m| m.name.as_str()).collect();
+    tracing::Span::current().record("mutators", names.into_iter().collect::<Vec<_>>().join(","));
     let pushed = match state.storage.push(&actor, &request).await {
         Ok(pushed) => pushed,
         Err(err) => {
             state.observer.on_error(&err);
+            metrics::request_failed(metrics::Route::Push, err.code());
             return Err(err);
         }
     };
@@ -121,9 +132,11 @@ async fn push(
         }
     }
     state.observer.on_push(&actor, &request, &pushed.response);
+    metrics::pushed(started.elapsed(), &pushed.response);
     match pushed.stopped {
         Some(err) => {
             state.observer.on_error(&err);
+            metrics::request_failed(metrics::Route::Push, err.code());
             Err(err)
         }
         None => Ok(Json(pushed.response)),
@@ -144,4 +157,17 @@ async fn stats(State(state): State<Arc<ServerState>>, Caller(actor, _work): Call
     let mut body = json!(stats);
     body["sockets"] = state.hub.sockets().into();
     Ok(Json(body))
+}
+
+/// The server's metrics in Prometheus' text format, for admins.
+async fn metrics(State(state): State<Arc<ServerState>>, Caller(actor, _work): Caller) -> Result<impl IntoResponse> {
+    if !(state.admin)(&actor) {
+        return Err(Error::Forbidden("metrics are for admins".into()));
+    }
+    let Some(prometheus) = &state.prometheus else {
+        return Err(Error::NotFound("this server exports no metrics: build it with `.prometheus(true)`".into()));
+    };
+    let gauges = state.storage.gauges().await?;
+    let text = prometheus.render(&gauges, state.hub.sockets());
+    Ok(([(header::CONTENT_TYPE, "text/plain; version=0.0.4")], text))
 }

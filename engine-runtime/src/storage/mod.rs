@@ -50,6 +50,9 @@ pub trait Storage: JobQueue + Send + Sync + 'static {
     /// The oldest transaction that may write this database and is still running, which holds
     /// the horizon back (none when no transaction with an id runs).
     fn horizon_blocker(&self) -> BoxFuture<'_, Result<Option<HorizonBlocker>>>;
+    /// What an operator watches, read at each metrics scrape: the jobs by state, the
+    /// connection pool's use and the horizon's lag. Cheap: no count over the app's tables.
+    fn gauges(&self) -> BoxFuture<'_, Result<Gauges>>;
     /// Delete what is older than its [`Retention`], in steps of at most `retention.batch` rows,
     /// unless another instance is collecting (then nothing is done: [`Collected::skipped`]).
     /// Clients whose cursors predate the collected tombstones get `reset: true` on their next
@@ -169,6 +172,22 @@ pub struct Pushed {
     /// The highest transaction id among the committed mutations (0 when none): pulls see them
     /// once the horizon has passed it.
     pub commit_xid: u64,
+}
+
+/// What the store reports at each metrics scrape ([`Storage::gauges`]).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct Gauges {
+    /// Background jobs, by state.
+    pub jobs: JobCounts,
+    /// Sessions the pool holds, in use or idle.
+    pub pool_size: u32,
+    /// Sessions idle in the pool.
+    pub pool_idle: u32,
+    /// The most sessions the pool opens.
+    pub pool_max: u32,
+    /// How long the transaction holding the horizon back has run (zero when none does).
+    pub horizon_lag: Duration,
 }
 
 /// Counts of what the store holds.

@@ -71,6 +71,13 @@ pub(crate) async fn stream(
             return Error::MalformedRequest(detail).into_response();
         }
     };
+    if *state.draining.borrow() {
+        return Error::RetryLater {
+            detail: "the server is restarting: connect again".into(),
+            retry_after: BUSY_RETRY_AFTER,
+        }
+        .into_response();
+    }
     let limits = state.stream_limits;
     let mut unauthenticated = None;
     if let Some(actor) = &actor {

@@ -204,6 +204,7 @@ impl Connection {
         let rate = DefaultDirectRateLimiter::direct(quota);
         let timeout = self.state.presence.heartbeat_timeout;
         let mut last_heard = Instant::now();
+        let mut draining = self.state.draining.subscribe();
         loop {
             let flush = async {
                 match self.flush_at {
@@ -255,6 +256,9 @@ impl Connection {
                     self.flush().await?;
                 }
                 () = expire => return Err(Close::policy("unauthenticated", "the token expired: reconnect with a fresh one")),
+                _ = async { draining.wait_for(|draining| *draining).await.map(drop) } => {
+                    return Err(Close { code: "retry_later", detail: "the server is restarting: reconnect now".into(), close: 1012 });
+                }
                 () = tokio::time::sleep_until(last_heard + timeout) => {
                     return Err(Close { code: "heartbeat_timeout", detail: format!("silent for {} s", timeout.as_secs()), close: 1001 });
                 }
@@ -438,6 +442,7 @@ impl Connection {
         self.flush_at = None;
         for bucket in std::mem::take(&mut self.pending) {
             self.send(&ServerFrame::Ping { bucket }).await?;
+            crate::metrics::pings_sent(1);
         }
         Ok(())
     }

@@ -13,7 +13,7 @@
 use std::time::Duration;
 
 use clap::{Parser, Subcommand};
-use engine::auth::{BearerTokenAuth, issue_bearer_token};
+use engine::auth::{BearerTokenAuth, issue_bearer_token_with_claims};
 use engine::limits::Limits;
 
 /// The signing secret when `ENGINE_SECRET` is not set. Development only.
@@ -42,6 +42,9 @@ enum Command {
         /// Lifetime in seconds.
         #[arg(long, default_value_t = 3600)]
         ttl: u64,
+        /// With the `admin` claim, which `/engine/stats` and `/engine/metrics` ask for.
+        #[arg(long)]
+        admin: bool,
     },
     /// Print the notes app's contract (OpenAPI 3.1).
     Contract,
@@ -66,9 +69,13 @@ async fn main() -> std::process::ExitCode {
     let cli = Cli::parse();
     let outcome = match cli.command.unwrap_or(Command::Serve) {
         Command::Serve => serve().await,
-        Command::Token { user, owner, ttl } => {
+        Command::Token { user, owner, ttl, admin } => {
             let owner = owner.unwrap_or_else(|| user.clone());
-            issue_bearer_token(&user, &owner, secret().0, Duration::from_secs(ttl))
+            let mut claims = serde_json::Map::new();
+            if admin {
+                claims.insert("admin".into(), true.into());
+            }
+            issue_bearer_token_with_claims(&user, &owner, secret().0, Duration::from_secs(ttl), claims)
                 .map(|token| println!("{token}"))
                 .map_err(|e| e.to_string())
         }
@@ -116,7 +123,8 @@ async fn serve() -> Result<(), String> {
         .auth(BearerTokenAuth::new(secret))
         .limits(limits)
         .jobs(example_notes::jobs::jobs())
-        .trace_requests(true);
+        .trace_requests(true)
+        .prometheus(true);
     let builder = match std::env::var("ENGINE_REALTIME").as_deref() {
         Ok("listen_notify") => builder.realtime(engine::realtime::listen_notify(database_url)),
         Ok("in_process") | Err(_) => builder,

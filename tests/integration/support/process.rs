@@ -54,8 +54,26 @@ impl ServerProcess {
         ServerProcess { child, addr }
     }
 
+    /// Stop the process as a deploy does, with SIGTERM, and wait for it to exit; it must exit
+    /// cleanly.
+    pub(crate) async fn terminate(&mut self) {
+        let pid = self.child.id().expect("the server runs").to_string();
+        let sent = Command::new("kill").args(["-TERM", &pid]).status().await.unwrap();
+        assert!(sent.success(), "kill -TERM {pid}");
+        let exit = tokio::time::timeout(Duration::from_secs(30), self.child.wait())
+            .await
+            .expect("the server exits within 30 s of SIGTERM")
+            .unwrap();
+        assert!(exit.success(), "the server exits cleanly after SIGTERM: {exit}");
+    }
+
     /// Kill the process with SIGKILL: it gets no chance to clean up.
     pub(crate) async fn kill(&mut self) {
         self.child.kill().await.unwrap();
     }
+}
+
+/// A port free now, for a server process to be started (and restarted) on.
+pub(crate) fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
 }

@@ -2,7 +2,8 @@
 //!
 //! Environment: `DATABASE_URL` (required), `ENGINE_SECRET` (required), `HEARTBEAT_TIMEOUT_MS`
 //! (default 30000), `PORT` (default 0: any). Listens on `127.0.0.1:<PORT>` with `listen_notify`
-//! realtime and prints `listening on <addr>` once it serves.
+//! realtime, serves its metrics at `/engine/metrics`, and prints `listening on <addr>` once it
+//! serves.
 //!
 //! With `JOB_RUNS` (a file), it runs the notes app's `list_shared` jobs: each run appends
 //! `start <job> <attempt> <pid>` to the file, sleeps `JOB_SLEEP_MS` (default 0), and appends
@@ -27,7 +28,8 @@ async fn main() {
         .auth(BearerTokenAuth::new(secret))
         .limits(Limits::default().rate(0, 0))
         .realtime(engine::realtime::listen_notify(url))
-        .presence(presence);
+        .presence(presence)
+        .prometheus(true);
     let server = match std::env::var("JOB_RUNS") {
         Ok(file) => server.jobs(recording_jobs(file)),
         Err(_) => server,

@@ -34,7 +34,7 @@ pub use pull::{DEFAULT_PULL_LIMIT, MAX_PULL_LIMIT};
 pub use push::MAX_CLOCK_LEAD_MS;
 pub use timeouts::{DEFAULT_IDLE_IN_TRANSACTION_TIMEOUT, DEFAULT_LOCK_TIMEOUT, DEFAULT_STATEMENT_TIMEOUT, Timeouts};
 
-use super::{Collected, HorizonBlocker, OpenStorage, Pushed, Retention, Stats, Storage, StoreLimits};
+use super::{Collected, Gauges, HorizonBlocker, OpenStorage, Pushed, Retention, Stats, Storage, StoreLimits};
 use crate::buckets::RuleIndex;
 use crate::error::{Error, Result};
 use selection::Sql;
@@ -447,6 +447,21 @@ impl Storage for PostgresStorage {
         Box::pin(async move {
             let mut conn = self.pool.acquire().await?;
             blocker(&mut conn).await
+        })
+    }
+
+    fn gauges(&self) -> BoxFuture<'_, Result<Gauges>> {
+        Box::pin(async move {
+            let (pool_size, pool_idle) = (self.pool.size(), u32::try_from(self.pool.num_idle()).unwrap_or(u32::MAX));
+            let mut conn = self.pool.acquire().await?;
+            let horizon_lag = blocker(&mut conn).await?.map(|b| b.age).unwrap_or_default();
+            Ok(Gauges {
+                jobs: jobs::counts(&mut conn).await?,
+                pool_size,
+                pool_idle,
+                pool_max: self.pool.options().get_max_connections(),
+                horizon_lag,
+            })
         })
     }
 

@@ -91,6 +91,10 @@ const FRAMES_PER_SECOND = 10;
 const FRAME_BURST = 25;
 /** How long before a token's `exp` a fresh one is asked for. */
 const REAUTH_AHEAD_MS = 30_000;
+/** The close code of a server that is restarting (another instance takes the connection). */
+const SERVICE_RESTART = 1012;
+/** The most a reconnection waits after a restart's close. */
+const RESTART_JITTER_MS = 250;
 
 /** A reconnecting WebSocket source (`RealtimeSource`) over any WHATWG WebSocket factory. */
 export function createWebSocketSource(options: WebSocketSourceOptions = {}): RealtimeSource {
@@ -100,7 +104,8 @@ export function createWebSocketSource(options: WebSocketSourceOptions = {}): Rea
     connectTimeoutMs: options.connectTimeoutMs ?? 5_000,
     heartbeatMs: options.heartbeatMs ?? 15_000,
   };
-  const backoff = new Backoff(options.backoffBaseMs ?? 500, options.backoffMaxMs ?? 30_000, options.random);
+  const random = options.random ?? Math.random;
+  const backoff = new Backoff(options.backoffBaseMs ?? 500, options.backoffMaxMs ?? 30_000, random);
 
   let session: RealtimeSession | undefined;
   let stopped = true;
@@ -167,7 +172,10 @@ export function createWebSocketSource(options: WebSocketSourceOptions = {}): Rea
     if (wasOpen) session?.onClose(info);
     else session?.onFailure(info.error ?? info.reason);
     if (stopped) return;
-    const wait = backoff.next();
+    // A server restarting (1012) sends its sockets to another instance: come back at once,
+    // with a short jitter so they do not all arrive together, and start the backoff over.
+    if (info.code === SERVICE_RESTART) backoff.reset();
+    const wait = info.code === SERVICE_RESTART ? Math.floor(random() * RESTART_JITTER_MS) : backoff.next();
     attemptTimer = setTimeout(() => {
       attemptTimer = undefined;
       void (refused ? session!.refresh().catch(() => undefined) : Promise.resolve()).then(attempt);

@@ -2,7 +2,8 @@
  * The reconnecting WebSocket source's decisions, driven through a scripted WHATWG socket and a
  * fake clock: the token goes first on every connection, fresh each time; an attempt that does
  * not open in time is abandoned; waits grow with full jitter and start over only after a
- * connection stayed up long enough; a socket whose heartbeats do not leave counts as lost.
+ * connection stayed up long enough, or at once when the server closes for a restart; a socket whose
+ * heartbeats do not leave counts as lost.
  */
 
 import { afterEach, beforeEach, describe, expect, test, vi } from "vitest";
@@ -154,6 +155,25 @@ describe("createWebSocketSource", () => {
     // Up past the stability gate, then down: the wait starts over, under 100 ms.
     sockets.at(-1)!.open();
     await vi.advanceTimersByTimeAsync(settings.stableAfterMs);
+    sockets.at(-1)!.drop();
+    expect(await nextAttemptIn()).toBeLessThanOrEqual(110);
+    source.stop();
+  });
+
+  test("a server restarting (1012) is left at once, whatever the backoff had grown to", async () => {
+    const { source, sockets, closes, nextAttemptIn } = harness();
+    await vi.advanceTimersByTimeAsync(0);
+    // Failures grow the next wait to 800 ms.
+    for (let i = 0; i < 3; i++) {
+      sockets.at(-1)!.drop();
+      await nextAttemptIn();
+    }
+    sockets.at(-1)!.open();
+    sockets.at(-1)!.receive({ type: "error", code: "retry_later", detail: "the server is restarting: reconnect now" });
+    sockets.at(-1)!.drop(1012);
+    expect(closes.at(-1)).toMatchObject({ code: 1012, error: "retry_later" });
+    expect(await nextAttemptIn()).toBeLessThanOrEqual(250);
+    // And the backoff starts over: a failure now waits under 100 ms again.
     sockets.at(-1)!.drop();
     expect(await nextAttemptIn()).toBeLessThanOrEqual(110);
     source.stop();

@@ -1,0 +1,200 @@
+//! What the wire benchmarks share: a notes server in a process of its own (this binary's
+//! `serve`), clients that speak the protocol over HTTP as apps' clients do, data written through
+//! pushes (each mutation its own transaction), and the CPU each process used.
+
+use std::net::SocketAddr;
+use std::process::Stdio;
+use std::time::Duration;
+
+use engine::wire::{PullResponse, PushResponse};
+use serde_json::{Value, json};
+use tokio::io::{AsyncBufReadExt, BufReader};
+use tokio::process::Child;
+
+use crate::db::{BenchDb, SECRET};
+
+/// A notes server process on a benchmark's database.
+pub(crate) struct ServerProcess {
+    pub(crate) addr: SocketAddr,
+    pub(crate) pid: u32,
+    _child: Child,
+}
+
+impl ServerProcess {
+    pub(crate) async fn start(db: &BenchDb) -> ServerProcess {
+        let mut child = tokio::process::Command::new(std::env::current_exe().expect("this binary"))
+            .arg("serve")
+            .env("DATABASE_URL", &db.url)
+            .env("RUST_LOG", "warn")
+            .stdout(Stdio::piped())
+            .kill_on_drop(true)
+            .spawn()
+            .expect("start the server process");
+        let pid = child.id().expect("a pid");
+        let mut lines = BufReader::new(child.stdout.take().expect("its output")).lines();
+        let line = lines.next_line().await.expect("its output").expect("the server prints its address");
+        let addr = line.strip_prefix("listening on ").expect("`listening on <addr>`").parse().expect("an address");
+        tokio::spawn(async move { while let Ok(Some(_)) = lines.next_line().await {} });
+        ServerProcess { addr, pid, _child: child }
+    }
+
+    pub(crate) fn url(&self, path: &str) -> String {
+        format!("http://{}{path}", self.addr)
+    }
+}
+
+/// A development token of the benchmarks' secret for `user`.
+pub(crate) fn token(user: &str) -> String {
+    engine::auth::issue_bearer_token(user, user, SECRET, Duration::from_secs(24 * 3600)).expect("a token")
+}
+
+/// One client of one user, speaking the protocol over HTTP: its own sequence of mutations.
+pub(crate) struct WireClient {
+    http: reqwest::Client,
+    base: String,
+    token: String,
+    pub(crate) client_id: uuid::Uuid,
+    next: u64,
+}
+
+impl WireClient {
+    pub(crate) fn new(server: &ServerProcess, user: &str) -> WireClient {
+        WireClient {
+            http: reqwest::Client::new(),
+            base: server.url(""),
+            token: token(user),
+            client_id: uuid::Uuid::new_v4(),
+            next: 1,
+        }
+    }
+
+    /// Push `mutations` (name and arguments) in one request; every one must apply.
+    pub(crate) async fn push(&mut self, mutations: &[(&str, Value)]) -> PushResponse {
+        let list: Vec<Value> = mutations
+            .iter()
+            .map(|(name, args)| {
+                let id = self.next;
+                self.next += 1;
+                json!({"mutationId": id, "clientMutationId": uuid::Uuid::new_v4(), "name": name, "args": args})
+            })
+            .collect();
+        let body = json!({"clientId": self.client_id, "mutations": list});
+        let answer = self
+            .http
+            .post(format!("{}/sync/push", self.base))
+            .bearer_auth(&self.token)
+            .header("content-type", "application/json")
+            .body(body.to_string())
+            .send()
+            .await
+            .expect("a push is answered");
+        assert!(answer.status().is_success(), "push: {}", answer.status());
+        let response: PushResponse = answer.json().await.expect("a push response");
+        assert!(
+            response.results.iter().all(|r| r.error.is_none()),
+            "every mutation applies: {:?}",
+            response.results.iter().find(|r| r.error.is_some())
+        );
+        response
+    }
+
+    /// One pull page from `cursor`.
+    pub(crate) async fn pull(&self, cursor: Option<&str>, limit: u32) -> PullResponse {
+        let body = json!({"clientId": self.client_id, "cursor": cursor, "limit": limit});
+        let answer = self
+            .http
+            .post(format!("{}/sync/pull", self.base))
+            .bearer_auth(&self.token)
+            .header("content-type", "application/json")
+            .body(body.to_string())
+            .send()
+            .await
+            .expect("a pull is answered");
+        assert!(answer.status().is_success(), "pull: {}", answer.status());
+        answer.json().await.expect("a pull response")
+    }
+
+    /// Pull pages until caught up; the cursor.
+    pub(crate) async fn catch_up(&self, mut cursor: Option<String>) -> String {
+        loop {
+            let page = self.pull(cursor.as_deref(), 1000).await;
+            cursor = Some(page.cursor);
+            if !page.has_more {
+                return cursor.expect("a cursor");
+            }
+        }
+    }
+}
+
+/// Write `count` notes into `list` as `user` through pushes of `batch` `add_note` mutations from
+/// `devices` clients at once, as an app's clients write them (each mutation its own
+/// transaction); the list is created first when `create`.
+pub(crate) async fn write_notes(
+    server: &ServerProcess,
+    user: &str,
+    list: &str,
+    count: usize,
+    devices: usize,
+    create: bool,
+) {
+    const BATCH: usize = 250;
+    if create {
+        WireClient::new(server, user).push(&[("create_list", json!({"id": list, "title": list}))]).await;
+    }
+    let mut tasks = Vec::new();
+    for d in 0..devices {
+        let share = count / devices + usize::from(d < count % devices);
+        let mut client = WireClient::new(server, user);
+        let list = list.to_owned();
+        tasks.push(tokio::spawn(async move {
+            let mut left = share;
+            while left > 0 {
+                let n = left.min(BATCH);
+                let adds: Vec<(&str, Value)> = (0..n)
+                    .map(|i| {
+                        (
+                            "add_note",
+                            json!({"list_id": list, "title": format!("note {} of device {d}", share - left + i)}),
+                        )
+                    })
+                    .collect();
+                client.push(&adds).await;
+                left -= n;
+            }
+        }));
+    }
+    for task in tasks {
+        task.await.expect("a writer");
+    }
+}
+
+/// CPU seconds (user and system) a process has used.
+pub(crate) fn cpu_seconds(pid: u32) -> f64 {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+    // The fields after the command's closing parenthesis; utime and stime are the 12th and 13th.
+    let fields: Vec<&str> =
+        stat.rsplit_once(')').map(|(_, rest)| rest.split_whitespace().collect()).unwrap_or_default();
+    let ticks: u64 = fields.get(11..13).map_or(0, |f| f.iter().filter_map(|v| v.parse::<u64>().ok()).sum());
+    ticks as f64 / 100.0
+}
+
+/// Resident memory of a process, in KiB.
+pub(crate) fn resident_kib(pid: u32) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmRSS:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+        .unwrap_or(0)
+}
+
+/// The `p`-quantile of sorted durations.
+pub(crate) fn percentile(sorted: &[Duration], p: f64) -> Duration {
+    let index = ((sorted.len() as f64 - 1.0) * p).round() as usize;
+    sorted[index.min(sorted.len() - 1)]
+}
+
+/// Milliseconds, for tables.
+pub(crate) fn ms(d: Duration) -> f64 {
+    d.as_secs_f64() * 1000.0
+}
