@@ -775,6 +775,63 @@ async fn rows_of_a_bucket_left_stay_for_its_ttl_and_rows_with_pending_writes_sta
     assert!(bob.quarantined().await.unwrap().is_empty() && bob.status().quarantined.is_empty());
 }
 
+#[tokio::test]
+async fn a_list_shared_again_drops_the_notes_deleted_while_it_was_not() {
+    use example_notes::mutators::{NoteId, UnshareList, delete_note, unshare_list};
+    let db = TestDb::new().await;
+    let server = TestServer::start(&db, |b| b).await;
+    let url = server.url("");
+    let alice = notes_client(&url, "alice", StoreLocation::Memory, |b| b.background(false)).await;
+    // Bob keeps the rows of a list he left for an hour; carol keeps them only while she has a
+    // pending write to one.
+    let bob =
+        notes_client(&url, "bob", StoreLocation::Memory, |b| b.background(false).bucket_ttl(Duration::from_secs(3600)))
+            .await;
+    let carol = notes_client(&url, "carol", StoreLocation::Memory, |b| b.background(false)).await;
+    alice.mutate::<create_list>(CreateList { id: Some("l1".into()), title: "shared".into() }).await.unwrap();
+    for id in ["n1", "n2"] {
+        let args = AddNote { id: Some(id.into()), list_id: "l1".into(), title: id.into() };
+        alice.mutate::<add_note>(args).await.unwrap();
+    }
+    share(&alice, "l1", "bob").await;
+    share(&alice, "l1", "carol").await;
+    alice.sync().await.unwrap();
+    for member in [&bob, &carol] {
+        member.pull().await.unwrap();
+        assert!(note(member, "n1").await.is_some());
+    }
+    let edit = UpdateNote { id: "n1".into(), title: Some("carol's".into()), done: None, position: None };
+    carol.mutate::<update_note>(edit).await.unwrap();
+
+    for user in ["bob", "carol"] {
+        let args = UnshareList { list_id: "l1".into(), user_id: user.into() };
+        alice.mutate::<unshare_list>(args).await.unwrap();
+    }
+    alice.sync().await.unwrap();
+    for member in [&bob, &carol] {
+        member.pull().await.unwrap();
+        assert!(note(member, "n1").await.is_some(), "kept: for the TTL, or for the pending write");
+    }
+    // While they are out, n1 goes and n2 changes; then the list is theirs again.
+    alice.mutate::<delete_note>(NoteId { id: "n1".into() }).await.unwrap();
+    let edit = UpdateNote { id: "n2".into(), title: Some("renamed".into()), done: None, position: None };
+    alice.mutate::<update_note>(edit).await.unwrap();
+    share(&alice, "l1", "bob").await;
+    share(&alice, "l1", "carol").await;
+    alice.sync().await.unwrap();
+
+    carol.push().await.unwrap();
+    for (member, user) in [(&bob, "bob"), (&carol, "carol")] {
+        member.pull().await.unwrap();
+        assert!(note(member, "n1").await.is_none(), "the deleted note is gone");
+        assert_eq!(note(member, "n2").await.map(|n| n.title), Some("renamed".into()));
+        let fresh = notes_client(&url, user, StoreLocation::Memory, |b| b.background(false)).await;
+        fresh.pull().await.unwrap();
+        assert_eq!(snapshot(member).await, snapshot(&fresh).await, "the replica equals a fresh pull");
+    }
+    assert_eq!(carol.quarantined().await.unwrap().len(), 1, "carol's edit of the deleted note is refused");
+}
+
 /// The notes app as a later version might have it: `notes` gains a column (v2), then changes a
 /// column's type (v3).
 mod later {

@@ -8,6 +8,11 @@
 //! from the buckets it names, and the buckets the actor no longer holds (`removedBuckets`) keep
 //! their rows for the bucket TTL, then those rows go — except rows with pending writes.
 //!
+//! A bucket the actor left and holds again is filled anew by the server with the rows it holds
+//! now, never with the deletes it missed meanwhile; rows of it the client still keeps (for the
+//! TTL, or for a pending write) and that the fill does not bring again are gone when the fill's
+//! last page is in.
+//!
 //! A pull from the beginning after a `reset` (or a migration) is a mark and sweep: memberships are
 //! cleared, each delivered row marks itself again, and when the last page is in, base rows left
 //! unmarked are gone. Until then the old rows stay visible.
@@ -96,6 +101,66 @@ async fn add_memberships(conn: &mut SqliteConnection, memberships: &[(&str, Stri
     Ok(())
 }
 
+/// The buckets of `page`'s rows that the client had left: their memberships wait for the fill to
+/// deliver them again.
+async fn refill_begins(conn: &mut SqliteConnection, page: &PullResponse) -> Result<()> {
+    let buckets: BTreeSet<&str> = page.changes.iter().flat_map(|c| c.buckets.iter().map(|b| b.as_str())).collect();
+    for bucket in buckets {
+        sqlx::query(
+            "INSERT OR IGNORE INTO _engine_refill (tbl, key, bucket)
+             SELECT rb.tbl, rb.key, rb.bucket FROM _engine_row_buckets rb JOIN _engine_buckets b ON b.bucket = rb.bucket
+             WHERE rb.bucket = ? AND b.left_at IS NOT NULL",
+        )
+        .bind(bucket)
+        .execute(&mut *conn)
+        .await?;
+    }
+    Ok(())
+}
+
+/// The memberships a page delivered again no longer wait.
+async fn refill_delivered(conn: &mut SqliteConnection, memberships: &[(&str, String, &str)]) -> Result<()> {
+    let waiting: bool =
+        sqlx::query_scalar("SELECT EXISTS (SELECT 1 FROM _engine_refill)").fetch_one(&mut *conn).await?;
+    if !waiting {
+        return Ok(());
+    }
+    for chunk in memberships.chunks(MAX_BINDS / 3) {
+        let sql = format!(
+            "DELETE FROM _engine_refill WHERE (tbl, key, bucket) IN (VALUES {})",
+            vec!["(?, ?, ?)"; chunk.len()].join(", ")
+        );
+        let mut query = sqlx::query(sqlx::AssertSqlSafe(sql));
+        for (table, key, bucket) in chunk {
+            query = query.bind(*table).bind(key.as_str()).bind(*bucket);
+        }
+        query.execute(&mut *conn).await?;
+    }
+    Ok(())
+}
+
+/// At the last page of a pull every fill is complete: the memberships still waiting are gone,
+/// and so are the rows no other bucket holds. Returns the tables that lost rows.
+async fn refill_ends(conn: &mut SqliteConnection, app: &App) -> Result<BTreeSet<&'static str>> {
+    let gone: Vec<(String, String, String)> =
+        sqlx::query_as("SELECT tbl, key, bucket FROM _engine_refill").fetch_all(&mut *conn).await?;
+    let mut tables = BTreeSet::new();
+    for (name, key, bucket) in &gone {
+        sqlx::query("DELETE FROM _engine_row_buckets WHERE tbl = ? AND key = ? AND bucket = ?")
+            .bind(name)
+            .bind(key)
+            .bind(bucket)
+            .execute(&mut *conn)
+            .await?;
+        let Some(table) = app.table(name) else { continue };
+        if drop_if_orphaned(conn, table, key).await? {
+            tables.insert(table.name);
+        }
+    }
+    sqlx::query("DELETE FROM _engine_refill").execute(&mut *conn).await?;
+    Ok(tables)
+}
+
 /// Remove a row from the base and the view when no bucket contains it any more.
 async fn drop_if_orphaned(conn: &mut SqliteConnection, table: &TableMeta, key: &str) -> Result<bool> {
     let held: bool = sqlx::query_scalar("SELECT EXISTS (SELECT 1 FROM _engine_row_buckets WHERE tbl = ? AND key = ?)")
@@ -125,6 +190,7 @@ pub(crate) async fn apply_page(
     if page.reset {
         // Start afresh: every row must be delivered again to stay.
         sqlx::query("DELETE FROM _engine_row_buckets").execute(&mut *conn).await?;
+        sqlx::query("DELETE FROM _engine_refill").execute(&mut *conn).await?;
         set_meta(conn, "sweep", "1").await?;
     }
     let sweeping = meta(conn, "sweep").await?.as_deref() == Some("1");
@@ -153,6 +219,9 @@ pub(crate) async fn apply_page(
         }
     }
 
+    if !sweeping {
+        refill_begins(conn, page).await?;
+    }
     let mut buckets: BTreeSet<&str> = BTreeSet::new();
     let mut memberships: Vec<(&str, String, &str)> = Vec::new();
     for table in local_tables(app) {
@@ -181,6 +250,10 @@ pub(crate) async fn apply_page(
         }
     }
     add_memberships(conn, &memberships).await?;
+    refill_delivered(conn, &memberships).await?;
+    if !page.has_more {
+        applied.tables.extend(refill_ends(conn, app).await?);
+    }
     for bucket in buckets {
         sqlx::query("INSERT INTO _engine_buckets (bucket, left_at) VALUES (?, NULL) ON CONFLICT (bucket) DO UPDATE SET left_at = NULL")
             .bind(bucket)

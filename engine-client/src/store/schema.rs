@@ -45,6 +45,9 @@ const ENGINE_TABLES: &[&str] = &[
     "CREATE INDEX IF NOT EXISTS _engine_row_buckets_bucket ON _engine_row_buckets (bucket)",
     // Buckets the client has rows of; `left_at` (ms) once the actor no longer holds one.
     "CREATE TABLE IF NOT EXISTS _engine_buckets (bucket TEXT PRIMARY KEY, left_at INTEGER)",
+    // Memberships of buckets the actor left and holds again, while the server fills them anew:
+    // those no page of the fill delivers again are gone when it ends.
+    "CREATE TABLE IF NOT EXISTS _engine_refill (tbl TEXT NOT NULL, key TEXT NOT NULL, bucket TEXT NOT NULL, PRIMARY KEY (tbl, key, bucket)) WITHOUT ROWID",
     // Mutations not yet reflected by a pull, in order.
     "CREATE TABLE IF NOT EXISTS _engine_outbox (mutation_id INTEGER PRIMARY KEY, client_mutation_id TEXT NOT NULL UNIQUE, name TEXT NOT NULL, args TEXT NOT NULL, hlc TEXT NOT NULL, pushed INTEGER NOT NULL DEFAULT 0, server_id TEXT, created_at INTEGER NOT NULL)",
     // Mutations the server rejected, with its error, until retried or discarded.
@@ -113,7 +116,7 @@ async fn create_table(conn: &mut SqliteConnection, app: &App, table: &TableMeta)
 async fn drop_table(conn: &mut SqliteConnection, name: &str) -> Result<()> {
     exec(conn, &format!("DROP TABLE IF EXISTS {}", ident(name))).await?;
     exec(conn, &format!("DROP TABLE IF EXISTS {}", base(name))).await?;
-    for table in ["_engine_row_buckets", "_engine_touched", "_engine_seen"] {
+    for table in ["_engine_row_buckets", "_engine_refill", "_engine_touched", "_engine_seen"] {
         sqlx::query(sqlx::AssertSqlSafe(format!("DELETE FROM {table} WHERE tbl = ?")))
             .bind(name)
             .execute(&mut *conn)

@@ -7,7 +7,9 @@
  *
  * Pull pages are applied as `docs/protocol.md#pull-response` says: a row stays while a bucket
  * still held contains it; tombstones take rows out of the buckets they name; rows of buckets the
- * actor lost go after the bucket TTL, except rows pending mutations wrote; a `reset` starts a
+ * actor lost go after the bucket TTL, except rows pending mutations wrote; a bucket lost and
+ * held again is filled anew, and its rows the fill does not bring again go when the pull ends
+ * (the server sends the rows it holds now, not the deletes missed meanwhile); a `reset` starts a
  * mark and sweep that ends with the last page. Only the last page of a pull confirms mutations
  * and rebases the view: earlier pages may report a mutation synced whose rows come later.
  */
@@ -15,15 +17,16 @@
 import { HlcClock } from "./hlc.js";
 import { newUuid } from "./ids.js";
 import { keyText, type AnySchema, type TableSchema } from "./schema.js";
-import type { OutboxEntry, QuarantinedEntry, StoredState, StoreMeta, StoreWrite } from "./store/types.js";
+import type { OutboxEntry, QuarantinedEntry, StoredRow, StoredState, StoreMeta, StoreWrite } from "./store/types.js";
 import { CLIENT_STORE_VERSION } from "./store/types.js";
 import { frozen, Layer, LocalTx, isSoftDeleted, sameValue, type Actor, type OptimisticMutator, type RowSource } from "./view.js";
 import type { MutationResult, Problem, PullResponse, Row } from "./wire.js";
 
-/** A confirmed row and the buckets holding it. */
+/** A confirmed row, the buckets holding it, and those of them waiting to deliver it again. */
 interface BaseRow {
   row: Row;
   buckets: Set<string>;
+  refill: Set<string>;
 }
 
 /** A change of a live row of the view, as the app sees it. */
@@ -92,6 +95,8 @@ export class Replica implements RowSource {
   private dirtyOutbox = new Set<string>();
   private dirtyQuarantine = new Set<string>();
   private dirtyMeta = false;
+  /** Rows waiting for a bucket's fill to deliver them again, by `table␀key`. */
+  private refilling = new Set<string>();
   /** Live view rows as they were before the current operation, by `table␀key`. */
   private viewBefore = new Map<string, Row | undefined>();
 
@@ -119,7 +124,9 @@ export class Replica implements RowSource {
     for (const storedRow of stored?.rows ?? []) {
       if (!this.isLocal(storedRow.table)) continue;
       const row = withDeclaredColumns(this.tableSchema(storedRow.table), storedRow.row);
-      this.tableRows(storedRow.table).set(storedRow.key, { row: frozen(row), buckets: new Set(storedRow.buckets) });
+      const refill = new Set(storedRow.refill ?? []);
+      this.tableRows(storedRow.table).set(storedRow.key, { row: frozen(row), buckets: new Set(storedRow.buckets), refill });
+      if (refill.size > 0) this.refilling.add(storedRow.table + sep + storedRow.key);
     }
     for (const bucket of stored?.buckets ?? []) this.held.set(bucket.bucket, bucket.leftAt);
     this.outbox = [...(stored?.outbox ?? [])].sort((a, b) => a.mutationId - b.mutationId);
@@ -134,9 +141,11 @@ export class Replica implements RowSource {
       for (const [table, rows] of this.base) {
         for (const [key, base] of rows) {
           base.buckets.clear();
+          base.refill.clear();
           this.dirtyRows.add(table + sep + key);
         }
       }
+      this.refilling.clear();
     }
     this.overlay = new Layer(this);
     this.rebuildOverlay();
@@ -423,11 +432,13 @@ export class Replica implements RowSource {
       // Every row must be delivered again to stay.
       for (const [table, rows] of this.base) {
         for (const [key, base] of rows) {
-          if (base.buckets.size === 0) continue;
+          if (base.buckets.size === 0 && base.refill.size === 0) continue;
           base.buckets.clear();
+          base.refill.clear();
           this.dirtyRows.add(table + sep + key);
         }
       }
+      this.refilling.clear();
       this.setMeta({ sweeping: true });
     }
     const sweeping = this.meta.sweeping;
@@ -444,6 +455,7 @@ export class Replica implements RowSource {
       this.dropIfOrphaned(tombstone.table, key);
     }
 
+    if (!sweeping) this.beginRefills(page);
     for (const change of page.changes) {
       if (!this.isLocal(change.table)) continue;
       const table = this.tableSchema(change.table);
@@ -454,13 +466,17 @@ export class Replica implements RowSource {
       const row = withDeclaredColumns(table, change.row);
       if (base) {
         base.row = frozen(row);
-        for (const bucket of change.buckets) base.buckets.add(bucket);
+        for (const bucket of change.buckets) {
+          base.buckets.add(bucket);
+          base.refill.delete(bucket);
+        }
       } else {
-        rows.set(key, { row: frozen(row), buckets: new Set(change.buckets) });
+        rows.set(key, { row: frozen(row), buckets: new Set(change.buckets), refill: new Set() });
       }
       for (const bucket of change.buckets) this.setBucket(bucket, null);
     }
 
+    if (!page.hasMore) this.endRefills();
     if (sweeping && !page.hasMore) {
       for (const [table, rows] of this.base) for (const key of [...rows.keys()]) this.dropIfOrphaned(table, key);
       // Buckets no page brought again are held no more.
@@ -488,6 +504,39 @@ export class Replica implements RowSource {
     }
     this.setMeta({ cursor: page.cursor });
     return applied;
+  }
+
+  /** Rows of the buckets of `page` the actor had lost wait for the fill to deliver them again. */
+  private beginRefills(page: PullResponse): void {
+    const lost = new Set<string>();
+    for (const change of page.changes) {
+      for (const bucket of change.buckets) if (this.held.get(bucket) != null) lost.add(bucket);
+    }
+    if (lost.size === 0) return;
+    for (const [table, rows] of this.base) {
+      for (const [key, base] of rows) {
+        for (const bucket of base.buckets) {
+          if (!lost.has(bucket)) continue;
+          base.refill.add(bucket);
+          this.refilling.add(table + sep + key);
+          this.dirtyRows.add(table + sep + key);
+        }
+      }
+    }
+  }
+
+  /** The pull is complete: rows leave the buckets that did not deliver them again. */
+  private endRefills(): void {
+    for (const id of this.refilling) {
+      const [table, key] = id.split(sep) as [string, string];
+      const base = this.base.get(table)?.get(key);
+      if (!base) continue;
+      for (const bucket of base.refill) base.buckets.delete(bucket);
+      base.refill.clear();
+      this.dirtyRows.add(id);
+      this.dropIfOrphaned(table, key);
+    }
+    this.refilling.clear();
   }
 
   private usedBuckets(): Set<string> {
@@ -534,7 +583,11 @@ export class Replica implements RowSource {
     for (const id of this.dirtyRows) {
       const [table, key] = id.split(sep) as [string, string];
       const base = this.base.get(table)?.get(key);
-      if (base) change.putRows.push({ table, key, row: base.row, buckets: [...base.buckets].sort() });
+      if (base) {
+        const stored: StoredRow = { table, key, row: base.row, buckets: [...base.buckets].sort() };
+        if (base.refill.size > 0) stored.refill = [...base.refill].sort();
+        change.putRows.push(stored);
+      }
       else change.deleteRows.push([table, key]);
     }
     for (const bucket of this.dirtyBuckets) {

@@ -1,7 +1,7 @@
 /**
  * The replica's rules where no server can be asked to exercise them: a `superseded` result,
- * rows pending mutations wrote kept past the bucket TTL, an optimistic function that throws,
- * and the store layout's migrations.
+ * rows pending mutations wrote kept past the bucket TTL, a lost bucket filled again, an
+ * optimistic function that throws, and the store layout's migrations.
  */
 
 import { describe, expect, test } from "vitest";
@@ -84,6 +84,25 @@ describe("replica", () => {
     r.applyPage(page([], { removedBuckets: ["own/u"] }), 10, 0);
     expect(r.viewRow("items", '["i"]')?.title).toBe("mine");
     expect(r.heldBuckets()).toEqual([]);
+  });
+
+  test("a bucket lost and held again keeps only the rows its fill brings again", () => {
+    const r = replica();
+    r.applyPage(page([{ id: "j", title: "server" }]), 1, 0);
+    // Lost, with rows kept for the TTL; meanwhile "i" is deleted on the server.
+    const ttl = 3_600_000;
+    r.applyPage(page([], { removedBuckets: ["own/u"] }), 10, ttl);
+    expect(r.viewRow("items", '["i"]')).toBeDefined();
+    // Held again: the fill brings what the bucket holds now, over two pages.
+    r.applyPage(page([{ id: "j", title: "renamed" }], { hasMore: true }), 20, ttl);
+    expect(r.viewRow("items", '["i"]'), "kept until the fill is complete").toBeDefined();
+    const stored = r.flush().putRows.find((row) => row.key === '["i"]');
+    expect(stored?.refill, "the wait survives a reload").toEqual(["own/u"]);
+    r.applyPage(page([{ id: "k", title: "new" }]), 30, ttl);
+    expect(r.viewRow("items", '["i"]')).toBeUndefined();
+    expect(r.viewRow("items", '["j"]')?.title).toBe("renamed");
+    expect(r.viewRow("items", '["k"]')).toBeDefined();
+    expect(r.flush().putRows.every((row) => row.refill === undefined)).toBe(true);
   });
 
   test("an optimistic function that throws refuses the mutation locally: nothing is queued", () => {

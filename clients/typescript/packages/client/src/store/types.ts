@@ -38,6 +38,11 @@ export interface StoredRow {
   key: string;
   row: Row;
   buckets: string[];
+  /**
+   * Buckets the actor left and holds again that have not yet delivered this row again: when the
+   * pull ends, the row leaves them. Absent when there are none.
+   */
+  refill?: string[];
 }
 
 /** A bucket the client has held: `leftAt` is when a pull said the actor lost it. */
