@@ -8,8 +8,10 @@ use std::sync::Arc;
 use serde_json::Value;
 use sqlx::PgPool;
 
-use super::PLANNER;
+use super::page::Page;
+use super::{PLANNER, scan_tombstones};
 use crate::buckets::RuleIndex;
+use crate::cursor::{Group, TombstonePosition};
 use crate::storage::Storage;
 use crate::storage::postgres::PostgresStorage;
 use crate::storage::postgres::selection::{Sql, WalkStep, push_walk};
@@ -129,6 +131,42 @@ fn a_page_of_the_walk_reads_what_it_delivers_plus_a_bucket() {
         let late = &lists[90..];
         let step = WalkStep { buckets: late, resume: None, from: 0, to: u64::MAX / 2, limit: 500, stamps: false };
         assert_walks(&explain(&db.pool, &step, "shared").await, 500 + 150);
+        db.drop().await;
+    });
+}
+
+#[test]
+fn tombstones_come_in_transaction_order_across_a_digit_boundary() {
+    let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+    runtime.block_on(async {
+        let db = TestDb::new().await;
+        let storage = PostgresStorage::new(db.pool.clone(), Arc::new(example_notes::app()));
+        storage.provision().await.unwrap();
+        // Transactions 99, 100 and 1000: as text, 100 and 1000 sort before 99.
+        sqlx::raw_sql(
+            "INSERT INTO _engine_tombstones (xid, table_name, key, buckets) VALUES
+               ('1000', 'notes', '{\"id\": \"c\"}', '{shared/l}'),
+               ('99', 'notes', '{\"id\": \"a\"}', '{shared/l}'),
+               ('100', 'notes', '{\"id\": \"b\"}', '{shared/l}')",
+        )
+        .execute(&db.pool)
+        .await
+        .unwrap();
+        let app = example_notes::app();
+        let rules = RuleIndex::new(&app);
+        let bucket = engine_kernel::BucketKey::parse("shared/l").unwrap();
+        let requested = std::collections::BTreeSet::from([bucket.clone()]);
+        let mut group = Group { buckets: vec![bucket], rows: 0, tombstones: TombstonePosition::at(1), walk: None };
+        let mut seen = Vec::new();
+        let mut conn = db.pool.acquire().await.unwrap();
+        // A page of one entry at a time: each page goes on from where the last ended.
+        for _ in 0..4 {
+            let mut page = Page::new(&rules, &requested, 1, usize::MAX);
+            scan_tombstones(&mut conn, &mut group, 5_000, &mut page).await.unwrap();
+            seen.extend(page.finish().1.into_iter().map(|t| t.key["id"].clone()));
+        }
+        assert_eq!(seen, ["a", "b", "c"], "every tombstone, in transaction order");
+        drop(conn);
         db.drop().await;
     });
 }
