@@ -75,7 +75,8 @@ enum Command {
         /// Server instances on the one database.
         #[arg(long, default_value_t = 3)]
         instances: usize,
-        /// The share of answers cut (half) or slowed (half); a third of it, of connections refused.
+        /// The share of answers cut (half) or slowed (half); as large a share of connections is
+        /// refused, answered 503 by the proxy or duplicated to a second instance (a third each).
         #[arg(long, default_value_t = 0.05)]
         fault_rate: f64,
         /// The seed of every random choice.

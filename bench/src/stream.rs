@@ -25,7 +25,9 @@ const COMMIT_SECONDS: u64 = 10;
 /// The server process of the benchmarks (`engine-bench serve`).
 pub(crate) async fn serve() {
     let url = std::env::var("DATABASE_URL").expect("DATABASE_URL");
-    let (addr, task) = notes_server(engine::storage::postgres(url)).await;
+    // The many-bucket actor holds 10,000 shared lists and her own bucket: past the default.
+    let limits = engine::storage::StoreLimits::default().buckets_per_actor(20_000);
+    let (addr, task) = notes_server(engine::storage::postgres(url).limits(limits)).await;
     println!("listening on {addr}");
     task.await.expect("serve");
 }

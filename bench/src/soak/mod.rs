@@ -31,7 +31,7 @@ pub(crate) struct Settings {
     pub(crate) users: usize,
     pub(crate) devices: usize,
     pub(crate) instances: usize,
-    /// The share of connections refused, and of answers cut or slowed.
+    /// The share of answers cut or slowed, and of connections refused, answered 503 or duplicated.
     pub(crate) fault_rate: f64,
     pub(crate) seed: u64,
 }

@@ -1,8 +1,10 @@
 //! A fault-injecting TCP proxy in front of the instances, as a flaky network and a load balancer
 //! are: each connection goes to the next instance that accepts it. As seeded draws decide, a
-//! connection is refused, or, at any answer the server sends on it, cut before the answer is
-//! passed on (the server did the work; the client never hears of it), or the answer is slowed.
-//! HTTP and WebSocket alike, since it works below them.
+//! connection is refused, answered 503 by the proxy itself, or duplicated (everything the client
+//! sends goes to a second instance too, whose answers are dropped); and at any answer the server
+//! sends on it, the connection is cut before the answer is passed on (the server did the work;
+//! the client never hears of it), or the answer is slowed. HTTP and WebSocket alike, since it
+//! works below them.
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -19,6 +21,12 @@ use super::rng::Rng;
 pub(crate) enum Fault {
     /// A connection closed before reaching any instance.
     Refuse,
+    /// A connection answered `503 Service Unavailable` (`Retry-After: 1`) by the proxy, as a
+    /// load balancer without a healthy instance answers.
+    Unavailable,
+    /// A connection whose every byte from the client also goes to another instance: each
+    /// request runs twice, at once, on two instances.
+    Duplicate,
     /// A connection closed as the server's answer starts, unread: the server did the work and
     /// the client never hears of it.
     CutAfter,
@@ -26,11 +34,11 @@ pub(crate) enum Fault {
     Slow,
 }
 
-const FAULTS: [Fault; 3] = [Fault::Refuse, Fault::CutAfter, Fault::Slow];
+const FAULTS: [Fault; 5] = [Fault::Refuse, Fault::Unavailable, Fault::Duplicate, Fault::CutAfter, Fault::Slow];
 
 /// How many times each fault was injected.
 #[derive(Debug, Default)]
-pub(crate) struct Tally([AtomicU64; 3]);
+pub(crate) struct Tally([AtomicU64; 5]);
 
 impl Tally {
     fn count(&self, fault: Fault) {
@@ -64,10 +72,23 @@ impl FaultProxy {
         let accept = tokio::spawn(async move {
             let mut rng = Rng::new(seed);
             while let Ok((inbound, _)) = listener.accept().await {
-                let draws = Draws { rate, on: on.clone(), tally: counted.clone(), seed: rng.next() };
-                if on.load(Ordering::Relaxed) && rng.chance(rate / 3.0) {
-                    counted.count(Fault::Refuse);
-                    continue;
+                let mut draws =
+                    Draws { rate, on: on.clone(), tally: counted.clone(), seed: rng.next(), duplicate: false };
+                if on.load(Ordering::Relaxed) {
+                    let draw = rng.below(1_000_000) as f64 / 1_000_000.0;
+                    if draw < rate / 3.0 {
+                        counted.count(Fault::Refuse);
+                        continue;
+                    }
+                    if draw < 2.0 * rate / 3.0 {
+                        counted.count(Fault::Unavailable);
+                        tokio::spawn(unavailable(inbound));
+                        continue;
+                    }
+                    if draw < rate {
+                        counted.count(Fault::Duplicate);
+                        draws.duplicate = true;
+                    }
                 }
                 let first = next.fetch_add(1, Ordering::Relaxed);
                 tokio::spawn(forward(inbound, backends.clone(), first, draws));
@@ -95,6 +116,28 @@ struct Draws {
     on: Arc<AtomicBool>,
     tally: Arc<Tally>,
     seed: u64,
+    /// Whether the client's bytes also go to a second instance.
+    duplicate: bool,
+}
+
+/// Answer the connection's first request 503, as a load balancer with no instance to send it to.
+async fn unavailable(mut inbound: TcpStream) {
+    let mut head = vec![0u8; 16 * 1024];
+    let _ = inbound.read(&mut head).await;
+    let answer = "HTTP/1.1 503 Service Unavailable\r\nretry-after: 1\r\ncontent-length: 0\r\nconnection: close\r\n\r\n";
+    let _ = inbound.write_all(answer.as_bytes()).await;
+    let _ = inbound.shutdown().await;
+}
+
+/// A second connection to the instance after `first`, whose answers are read and dropped.
+async fn shadow(backends: &[SocketAddr], first: usize) -> Option<tokio::net::tcp::OwnedWriteHalf> {
+    let stream = TcpStream::connect(backends[(first + 1) % backends.len()]).await.ok()?;
+    let (mut read, write) = stream.into_split();
+    tokio::spawn(async move {
+        let mut sink = vec![0u8; 16 * 1024];
+        while matches!(read.read(&mut sink).await, Ok(n) if n > 0) {}
+    });
+    Some(write)
 }
 
 async fn forward(inbound: TcpStream, backends: Arc<Vec<SocketAddr>>, first: usize, draws: Draws) {
@@ -110,6 +153,7 @@ async fn forward(inbound: TcpStream, backends: Arc<Vec<SocketAddr>>, first: usiz
     let _ = outbound.set_nodelay(true);
     let (mut client_read, mut client_write) = inbound.into_split();
     let (mut server_read, mut server_write) = outbound.into_split();
+    let mut twin = if draws.duplicate { shadow(&backends, first).await } else { None };
     let upstream = async {
         let mut buffer = vec![0u8; 16 * 1024];
         loop {
@@ -117,6 +161,11 @@ async fn forward(inbound: TcpStream, backends: Arc<Vec<SocketAddr>>, first: usiz
                 Ok(0) | Err(_) => return,
                 Ok(n) => n,
             };
+            if let Some(write) = twin.as_mut()
+                && write.write_all(&buffer[..n]).await.is_err()
+            {
+                twin = None;
+            }
             if server_write.write_all(&buffer[..n]).await.is_err() {
                 return;
             }
