@@ -373,6 +373,12 @@ impl Server {
     /// stop accepting connections, close every socket with 1012 ([`drain`](Self::drain)), and
     /// answer the requests in flight before returning.
     pub async fn serve(self, listener: TcpListener) -> Result<()> {
+        self.serve_beside(listener, Router::new()).await
+    }
+
+    /// As [`serve`](Self::serve), with the host app's own `routes` (a web app's pages, a health
+    /// check) served beside the protocol's; the two must not share a path.
+    pub async fn serve_beside(self, listener: TcpListener, routes: Router) -> Result<()> {
         let addr: Option<SocketAddr> = listener.local_addr().ok();
         if let Some(addr) = addr {
             tracing::info!(%addr, "serving");
@@ -383,7 +389,8 @@ impl Server {
             // Sockets are detached from their HTTP connections: they close themselves.
             state.draining.send_replace(true);
         };
-        axum::serve(tcp_nodelay(listener), self.router().into_make_service_with_connect_info::<SocketAddr>())
+        let router = routes.merge(self.router());
+        axum::serve(tcp_nodelay(listener), router.into_make_service_with_connect_info::<SocketAddr>())
             .with_graceful_shutdown(stop)
             .await
             .map_err(|e| Error::internal_from("the server stopped", e))?;

@@ -1,4 +1,5 @@
-//! The notes quickstart: `cargo run -p example-notes` serves the notes app on 127.0.0.1:8787.
+//! The notes quickstart: `cargo run -p example-notes` serves the notes app on 127.0.0.1:8787,
+//! its web UI at `/` beside the protocol's routes.
 //!
 //! - `cargo run -p example-notes -- token --user alice` prints a development token for `alice`.
 //! - `cargo run -p example-notes -- contract` prints the app's contract.
@@ -15,6 +16,8 @@ use std::time::Duration;
 use clap::{Parser, Subcommand};
 use engine::auth::{BearerTokenAuth, issue_bearer_token_with_claims};
 use engine::limits::Limits;
+
+mod web;
 
 /// The signing secret when `ENGINE_SECRET` is not set. Development only.
 const DEVELOPMENT_SECRET: &str = "engine-notes-development-secret-change-me";
@@ -137,5 +140,15 @@ async fn serve() -> Result<(), String> {
     let addr = listener.local_addr().map_err(|e| e.to_string())?;
     tracing::info!("notes app on http://{addr}");
     tracing::info!("get a token: cargo run -p example-notes -- token --user alice");
-    server.serve(listener).await.map_err(|e| e.to_string())
+    if development {
+        // Development sign-in links for the web UI (the token rides in the fragment, which the
+        // browser never sends).
+        for user in ["alice", "bob"] {
+            let token =
+                engine::auth::issue_bearer_token(user, user, DEVELOPMENT_SECRET, Duration::from_secs(24 * 3600))
+                    .map_err(|e| e.to_string())?;
+            tracing::info!("open the web app as {user}: http://{addr}/#token={token}");
+        }
+    }
+    server.serve_beside(listener, web::routes()).await.map_err(|e| e.to_string())
 }

@@ -84,6 +84,35 @@ export interface EngineClientOptions<T extends TableTypes, M extends MutatorType
   requestTimeoutMs?: number;
   /** Retries of pushes and pulls: backoff from `backoffBaseMs` (500) to `backoffMaxMs` (30,000). */
   retry?: { backoffBaseMs?: number; backoffMaxMs?: number };
+  /**
+   * The platform's connectivity: when it comes online, waiting retries and the stream's
+   * reconnection go at once. Browsers' `online` events by default; `false` for none.
+   */
+  online?: OnlineSignal | false;
+}
+
+/** The platform's connectivity events (a browser's `online`, a mobile network listener). */
+export interface OnlineSignal {
+  /** Call `listener` with every change; returns the unsubscribe. */
+  subscribe(listener: (online: boolean) => void): () => void;
+}
+
+/** A browser's `online` and `offline` events, where there are any. */
+export function browserOnlineSignal(): OnlineSignal | undefined {
+  const target = globalThis as { addEventListener?: unknown; removeEventListener?: unknown; navigator?: unknown };
+  if (typeof target.addEventListener !== "function" || typeof target.navigator !== "object") return undefined;
+  return {
+    subscribe(listener) {
+      const online = () => listener(true);
+      const offline = () => listener(false);
+      globalThis.addEventListener("online", online);
+      globalThis.addEventListener("offline", offline);
+      return () => {
+        globalThis.removeEventListener("online", online);
+        globalThis.removeEventListener("offline", offline);
+      };
+    },
+  };
 }
 
 /** A client of an engine server. */
@@ -105,6 +134,9 @@ export interface EngineClient<T extends TableTypes = TableTypes, M extends Mutat
   rows<K extends keyof T & string>(table: K): T[K][];
   /** The live row of `table` with `key`. */
   get<K extends keyof T & string>(table: K, key: KeyInput): T[K] | undefined;
+  /** The buckets holding the confirmed row of `table` with `key`: none when only pending writes
+   * made it (or there is no such row). */
+  bucketsOf<K extends keyof T & string>(table: K, key: KeyInput): string[];
   /** Call `listener` with every change of the view's rows; returns the unsubscribe. */
   onChange(listener: (changes: RowChange[]) => void): () => void;
   /** The buckets the client holds, in key order. */
@@ -189,6 +221,8 @@ class Client<T extends TableTypes, M extends MutatorTypes> implements EngineClie
   private readonly source: RealtimeSource | undefined;
   private readonly pushLoop: SyncLoop;
   private readonly pullLoop: SyncLoop;
+  private readonly online: OnlineSignal | undefined;
+  private unsubscribeOnline: (() => void) | undefined;
 
   constructor(
     options: EngineClientOptions<T, M>,
@@ -223,6 +257,7 @@ class Client<T extends TableTypes, M extends MutatorTypes> implements EngineClie
     const realtime =
       options.realtime ?? ((globalThis as { WebSocket?: unknown }).WebSocket ? createWebSocketSource() : false);
     this.source = realtime === false ? undefined : realtime;
+    this.online = options.online === false ? undefined : (options.online ?? browserOnlineSignal());
     this.held = new Set(replica.heldBuckets());
     this.statusNow = {
       connected: false,
@@ -265,6 +300,12 @@ class Client<T extends TableTypes, M extends MutatorTypes> implements EngineClie
       onFrame: (frame) => this.streamFrame(frame),
       onClose: (info) => this.streamClosed(info),
       onFailure: (reason) => this.setStatus({ lastError: `stream: ${reason}` }),
+    });
+    this.unsubscribeOnline = this.online?.subscribe((online) => {
+      if (!online || this.closed) return;
+      this.pushLoop.wake(true);
+      this.pullLoop.wake(true);
+      this.source?.retryNow?.();
     });
   }
 
@@ -326,6 +367,11 @@ class Client<T extends TableTypes, M extends MutatorTypes> implements EngineClie
   get<K extends keyof T & string>(table: K, key: KeyInput): T[K] | undefined {
     const schema = this.tableSchema(table);
     return this.replica.viewRow(table, keyText(schema, keyRow(schema, table, key))) as T[K] | undefined;
+  }
+
+  bucketsOf<K extends keyof T & string>(table: K, key: KeyInput): string[] {
+    const schema = this.tableSchema(table);
+    return [...this.replica.rowBuckets(table, keyText(schema, keyRow(schema, table, key)))];
   }
 
   private tableSchema(table: string) {
@@ -604,6 +650,7 @@ class Client<T extends TableTypes, M extends MutatorTypes> implements EngineClie
     this.pushLoop.stop();
     this.pullLoop.stop();
     this.source?.stop();
+    this.unsubscribeOnline?.();
     this.setStatus({ connected: false });
     await Promise.allSettled([this.pulls.idle(), this.pushes.idle()]);
     await this.writes.catch(() => undefined);

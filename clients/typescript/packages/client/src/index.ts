@@ -10,8 +10,8 @@
  * - The wire protocol's messages, its clock and its ids.
  */
 
-export { createEngineClient } from "./client.js";
-export type { EngineClient, EngineClientOptions, OptimisticMutators, Status } from "./client.js";
+export { browserOnlineSignal, createEngineClient } from "./client.js";
+export type { EngineClient, EngineClientOptions, OnlineSignal, OptimisticMutators, Status } from "./client.js";
 export { createEngineMutators } from "./mutators.js";
 export type { MutatorCalls } from "./mutators.js";
 export type { PageApplied, Queued, RowChange } from "./replica.js";

@@ -187,6 +187,12 @@ export class Replica implements RowSource {
     return row && !isSoftDeleted(this.tableSchema(table), row) ? row : undefined;
   }
 
+  /** The buckets holding the confirmed row of `table` with key text `key` (none for a row only
+   * pending writes made). */
+  rowBuckets(table: string, key: string): readonly string[] {
+    return [...(this.base.get(table)?.get(key)?.buckets ?? [])].sort();
+  }
+
   /** Every live row of `table` in the view, by key text. */
   *viewRows(table: string): Iterable<[string, Row]> {
     const seen = new Set<string>();

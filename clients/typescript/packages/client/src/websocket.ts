@@ -74,6 +74,8 @@ export interface RealtimeSource {
   send(frame: ClientFrame): boolean;
   /** Close the connection that is up and open a new one at once. */
   reconnect(): void;
+  /** Waiting to reconnect: try at once, with the backoff reset (the platform went online). */
+  retryNow?(): void;
   stop(): void;
   readonly connected: boolean;
 }
@@ -268,6 +270,13 @@ export function createWebSocketSource(options: WebSocketSourceOptions = {}): Rea
       if (!open) return false;
       enqueue(frame);
       return true;
+    },
+    retryNow() {
+      if (stopped || socket || !session) return;
+      clearTimeout(attemptTimer);
+      attemptTimer = undefined;
+      backoff.reset();
+      void attempt();
     },
     reconnect() {
       if (!socket) return;

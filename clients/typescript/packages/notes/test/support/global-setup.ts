@@ -1,6 +1,7 @@
 /**
- * Once per test run: the `example-notes` binary the tests start servers of, built by cargo from
- * this repository (or the one `ENGINE_NOTES_BIN` names, already built).
+ * Once per test run: the binaries the tests start, built by cargo from this repository — the
+ * `example-notes` server (or the one `ENGINE_NOTES_BIN` names, already built) and the Rust
+ * client that edits note bodies (`engine-body-editor`, or `ENGINE_BODY_EDITOR_BIN`).
  */
 
 import { spawnSync } from "node:child_process";
@@ -12,32 +13,40 @@ import type { TestProject } from "vitest/node";
 declare module "vitest" {
   export interface ProvidedContext {
     notesBin: string;
+    bodyEditorBin: string;
   }
 }
 
 /** The repository's root. */
 export const repositoryRoot = fileURLToPath(new URL("../../../../../../", import.meta.url));
 
-function build(): string {
-  const cargo = spawnSync("cargo", ["build", "-p", "example-notes", "--message-format=json-render-diagnostics"], {
+/** Build binary `bin` of package `crate` and return its path. */
+function build(crate: string, bin: string): string {
+  const cargo = spawnSync("cargo", ["build", "-p", crate, "--bin", bin, "--message-format=json-render-diagnostics"], {
     cwd: repositoryRoot,
     encoding: "utf8",
     stdio: ["ignore", "pipe", "inherit"],
     maxBuffer: 64 * 1024 * 1024,
   });
-  if (cargo.status !== 0) throw new Error(`cargo build -p example-notes failed (${cargo.status})`);
+  if (cargo.status !== 0) throw new Error(`cargo build -p ${crate} --bin ${bin} failed (${cargo.status})`);
   for (const line of cargo.stdout.split("\n")) {
     if (!line.startsWith("{")) continue;
     const message = JSON.parse(line) as { reason?: string; target?: { name?: string }; executable?: string | null };
-    if (message.reason === "compiler-artifact" && message.target?.name === "example-notes" && message.executable) {
+    if (message.reason === "compiler-artifact" && message.target?.name === bin && message.executable) {
       return message.executable;
     }
   }
-  throw new Error("cargo built no example-notes binary");
+  throw new Error(`cargo built no ${bin} binary`);
+}
+
+/** The path `variable` names, or the binary built. */
+function binary(variable: string, crate: string, bin: string): string {
+  const path = process.env[variable] ?? build(crate, bin);
+  if (!existsSync(path)) throw new Error(`no ${bin} at ${path}`);
+  return path;
 }
 
 export default function setup(project: TestProject): void {
-  const bin = process.env.ENGINE_NOTES_BIN ?? build();
-  if (!existsSync(bin)) throw new Error(`no notes server at ${bin}`);
-  project.provide("notesBin", bin);
+  project.provide("notesBin", binary("ENGINE_NOTES_BIN", "example-notes", "example-notes"));
+  project.provide("bodyEditorBin", binary("ENGINE_BODY_EDITOR_BIN", "engine-tests", "engine-body-editor"));
 }

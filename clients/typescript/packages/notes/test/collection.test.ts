@@ -1,0 +1,133 @@
+/**
+ * `@engine/db-collection` against a real notes server: TanStack DB collections and live queries
+ * over the client's view show a write at once, keep it while it waits, follow what the server
+ * decides (a refusal takes the optimistic row away), and hold only a sync rule's rows when asked.
+ */
+
+import { createCollection, createLiveQueryCollection, eq } from "@tanstack/db";
+import { engineCollectionOptions } from "@engine/db-collection";
+import { describe, expect, test } from "vitest";
+
+import { mutators, type Tables } from "../src/contract.gen.js";
+import { notesClient, waitFor, type NotesClient } from "./support/clients.js";
+import { useNotesServer } from "./support/lifecycle.js";
+
+const notes = useNotesServer();
+
+/** The notes collection of `client`, whose inserts are `add_note` and deletes `delete_note`. */
+function notesCollection(client: NotesClient) {
+  const call = mutators(client);
+  return createCollection(
+    engineCollectionOptions({
+      name: "notes",
+      client,
+      onInsert: (row: Tables["notes"]) => call.addNote({ id: row.id, list_id: row.list_id, title: row.title }),
+      onUpdate: (row: Tables["notes"], changes: Partial<Tables["notes"]>) =>
+        call.updateNote({ id: row.id, title: changes.title ?? null, done: changes.done ?? null, position: null }),
+      onDelete: (row: Tables["notes"]) => call.deleteNote({ id: row.id }),
+    }),
+  );
+}
+
+/** The titles of `rows`, sorted. */
+const titles = (rows: Iterable<{ title: string }>) => [...rows].map((r) => r.title).sort();
+
+describe("TanStack DB collections", () => {
+  test("a live query shows inserts at once and the server's rows after a sync, on every client", async () => {
+    const alice = await notesClient(notes(), "alice");
+    const bob = await notesClient(notes(), "bob");
+    await mutators(alice).createList({ id: "trip", title: "Trip" });
+    await mutators(alice).shareList({ list_id: "trip", user_id: "bob", role: "editor" });
+
+    const mine = notesCollection(alice);
+    await mine.preload();
+    const trip = createLiveQueryCollection((q) =>
+      q.from({ note: mine }).where(({ note }) => eq(note.list_id, "trip")).select(({ note }) => ({ id: note.id, title: note.title })),
+    );
+    await trip.preload();
+    expect(trip.size).toBe(0);
+
+    const insert = mine.insert({
+      id: "n1",
+      owner_id: "alice",
+      list_id: "trip",
+      title: "Tickets",
+      done: false,
+      position: 0,
+      body: "AAA=",
+      deleted_at: null,
+    });
+    await insert.isPersisted.promise;
+    expect(titles(trip.toArray)).toEqual(["Tickets"]);
+    expect(alice.status.pending).toBe(3);
+
+    // Edited through the collection, and through a mutator directly: both show.
+    await mine.update("n1", (draft) => {
+      draft.title = "Train tickets";
+    }).isPersisted.promise;
+    await mutators(alice).addNote({ id: "n2", list_id: "trip", title: "Passport" });
+    await waitFor("the direct write shows", () => trip.size === 2);
+    expect(titles(trip.toArray)).toEqual(["Passport", "Train tickets"]);
+
+    await alice.sync();
+    expect(alice.status.pending).toBe(0);
+    expect(titles(trip.toArray)).toEqual(["Passport", "Train tickets"]);
+
+    // Bob's collection fills from his pull, and follows alice's delete.
+    const his = notesCollection(bob);
+    await his.preload();
+    await bob.pull();
+    expect(titles(his.toArray)).toEqual(["Passport", "Train tickets"]);
+    await mine.delete("n2").isPersisted.promise;
+    expect(titles(trip.toArray)).toEqual(["Train tickets"]);
+    await alice.sync();
+    await bob.pull();
+    expect(titles(his.toArray)).toEqual(["Train tickets"]);
+    await Promise.all([alice.close(), bob.close()]);
+  });
+
+  test("a write the server refuses leaves the collection once the refusal is in", async () => {
+    const owner = await notesClient(notes(), "olga");
+    const viewer = await notesClient(notes(), "vera");
+    await mutators(owner).createList({ id: "ro", title: "Read only" });
+    await mutators(owner).shareList({ list_id: "ro", user_id: "vera", role: "viewer" });
+    await owner.sync();
+    await viewer.pull();
+
+    const hers = notesCollection(viewer);
+    await hers.preload();
+    await hers.insert({
+      id: "v1",
+      owner_id: "vera",
+      list_id: "ro",
+      title: "Not allowed",
+      done: false,
+      position: 0,
+      body: "AAA=",
+      deleted_at: null,
+    }).isPersisted.promise;
+    expect(hers.has("v1")).toBe(true);
+    await viewer.sync();
+    expect(viewer.status.quarantined.map((q) => q.name)).toEqual(["add_note"]);
+    expect(hers.has("v1")).toBe(false);
+    await Promise.all([owner.close(), viewer.close()]);
+  });
+
+  test("a sync rule narrows a collection to the rows held through its buckets", async () => {
+    const carl = await notesClient(notes(), "carl");
+    const dana = await notesClient(notes(), "dana");
+    await mutators(carl).createList({ id: "carls", title: "Carl's" });
+    await mutators(carl).shareList({ list_id: "carls", user_id: "dana", role: "editor" });
+    await mutators(dana).createList({ id: "danas", title: "Dana's" });
+    await Promise.all([carl.sync(), dana.sync()]);
+    await dana.pull();
+
+    const own = createCollection(engineCollectionOptions({ name: "lists", client: dana, syncRule: "own" }));
+    const shared = createCollection(engineCollectionOptions({ name: "lists", client: dana, syncRule: "shared" }));
+    await Promise.all([own.preload(), shared.preload()]);
+    expect(titles(own.toArray)).toEqual(["Dana's"]);
+    expect(titles(shared.toArray)).toEqual(["Carl's", "Dana's"]);
+    expect(() => engineCollectionOptions({ name: "notes", client: dana, syncRule: "own" })).toThrow(/selects no rows/);
+    await Promise.all([carl.close(), dana.close()]);
+  });
+});
