@@ -112,15 +112,20 @@ fn text_as(expression: &str, sql_type: SqlType) -> String {
     }
 }
 
-/// A value of `sql_type` no key can be before, in its text form: a walk's bound for the buckets
-/// it has not entered yet (their transaction id bound, 0, decides before it is compared).
+/// A value of `sql_type` no key can be before, in its text form: where a walk enters a bucket.
 fn floor(sql_type: SqlType) -> &'static str {
     match sql_type {
         SqlType::Text | SqlType::Bytes => "",
         SqlType::Uuid => "00000000-0000-0000-0000-000000000000",
         SqlType::Timestamp => "-infinity",
         SqlType::Boolean => "false",
-        _ => "0",
+        SqlType::SmallInt => "-32768",
+        SqlType::Integer => "-2147483648",
+        SqlType::BigInt => "-9223372036854775808",
+        SqlType::Real | SqlType::Double => "-Infinity",
+        // Not key types: the least JSON value, or empty bytes.
+        SqlType::Json => "null",
+        _ => "",
     }
 }
 
@@ -156,22 +161,28 @@ pub(crate) fn push_walk(sql: &mut Sql, table: &TableMeta, selection: &RuleSelect
     for i in 0..scope.len() {
         sql.push_bind(step.buckets.iter().map(|b| b[i].clone()).collect::<Vec<String>>()).push("::text[], ");
     }
-    // Where each bucket starts: after the resumed row for the first, anywhere for the others.
-    let resumed = |i: usize| step.resume.filter(|_| i == 0);
-    let xids: Vec<String> = (0..step.buckets.len()).map(|i| resumed(i).map_or(0, |(xid, _)| xid).to_string()).collect();
-    sql.push_bind(xids).push("::text[]");
-    for (k, key) in keys.iter().enumerate() {
-        let bounds: Vec<String> = (0..step.buckets.len())
-            .map(|i| match resumed(i) {
-                Some((_, values)) => values.get(k).and_then(param_text).unwrap_or_default(),
-                None => floor(key.sql_type).to_owned(),
-            })
-            .collect();
-        sql.push(", ").push_bind(bounds).push("::text[]");
+    // Where each bucket starts: after the resumed row for the first; for the others, at the
+    // step's first transaction, before any key (`s` = 0 makes the bound inclusive). The bound is
+    // the scan's start in the index, so it must never lie below the step: a bucket would be
+    // read from its first row on.
+    let starts: Vec<(u64, Vec<String>, i32)> = (0..step.buckets.len())
+        .map(|i| match step.resume.filter(|(xid, _)| i == 0 && *xid >= step.from) {
+            Some((xid, values)) => {
+                (xid, (0..keys.len()).map(|k| values.get(k).and_then(param_text).unwrap_or_default()).collect(), 1)
+            }
+            None => (step.from, keys.iter().map(|key| floor(key.sql_type).to_owned()).collect(), 0),
+        })
+        .collect();
+    sql.push_bind(starts.iter().map(|(xid, _, _)| xid.to_string()).collect::<Vec<String>>()).push("::text[]");
+    for k in 0..keys.len() {
+        sql.push(", ").push_bind(starts.iter().map(|(_, key, _)| key[k].clone()).collect::<Vec<String>>());
+        sql.push("::text[]");
     }
+    sql.push(", ").push_bind(starts.iter().map(|(_, _, strict)| *strict).collect::<Vec<i32>>()).push("::int[]");
     let mut names: Vec<String> = (0..scope.len()).map(|i| format!("p{i}")).collect();
     names.push("x".into());
     names.extend((0..keys.len()).map(|k| format!("k{k}")));
+    names.push("s".into());
     names.push("i".into());
     sql.push(format_args!(
         ") WITH ORDINALITY AS v({}) CROSS JOIN LATERAL (SELECT t.* FROM {} AS t WHERE ",
@@ -190,7 +201,13 @@ pub(crate) fn push_walk(sql: &mut Sql, table: &TableMeta, selection: &RuleSelect
     sql.push_bind(step.to.to_string()).push("::text::xid8");
     let left: Vec<String> = keys.iter().map(|c| ordered("t", c)).collect();
     let right: Vec<String> = (0..keys.len()).map(|k| text_as(&format!("v.k{k}"), keys[k].sql_type)).collect();
-    sql.push(format_args!(" AND ROW(t._engine_xid, {}) > ROW(v.x::xid8, {})", left.join(", "), right.join(", ")));
+    // `(xid, key…, 1) > (x, k…, s)`: after the start when `s` is 1, from it when 0. Postgres
+    // scans the index from `(xid, key…) >= (x, k…)` and checks the rest on the rows it finds.
+    sql.push(format_args!(
+        " AND ROW(t._engine_xid, {}, 1) > ROW(v.x::xid8, {}, v.s)",
+        left.join(", "),
+        right.join(", ")
+    ));
     for condition in fixed_conditions("t", selection).into_iter().chain(live("t", table)) {
         sql.push(" AND ").push(condition);
     }

@@ -63,7 +63,7 @@ async fn explain(pool: &PgPool, step: &WalkStep<'_>, rule: &str) -> Value {
     let rules = RuleIndex::new(&app);
     let selection = rules.selections("notes").iter().find(|s| s.rule.name == rule).unwrap().clone();
     let table = app.table("notes").unwrap();
-    let mut sql = Sql::new("EXPLAIN (ANALYZE, FORMAT JSON) ");
+    let mut sql = Sql::new("EXPLAIN (ANALYZE, BUFFERS, FORMAT JSON) ");
     push_walk(&mut sql, table, &selection, step);
     let mut tx = pool.begin().await.unwrap();
     sqlx::raw_sql(PLANNER).execute(&mut *tx).await.unwrap();
@@ -90,6 +90,16 @@ fn assert_walks(plan: &Value, most: u64) {
         }
     }
     assert!(read <= most, "read {read} rows of notes, at most {most} expected: {plan:#}");
+}
+
+/// The blocks of `notes` and its indexes the plan's scans read.
+fn blocks(plan: &Value) -> u64 {
+    let mut all = Vec::new();
+    nodes(plan, &mut Vec::new(), &mut all);
+    all.iter()
+        .filter(|(_, node)| node["Relation Name"] == "notes")
+        .map(|(_, node)| node["Shared Hit Blocks"].as_u64().unwrap() + node["Shared Read Blocks"].as_u64().unwrap())
+        .sum()
 }
 
 #[test]
@@ -121,6 +131,18 @@ fn a_page_of_the_walk_reads_what_it_delivers_plus_a_bucket() {
         let plan = explain(&db.pool, &deep, "shared").await;
         assert_walks(&plan, 500);
         assert_eq!(plan["Actual Rows"], 300, "the rest of the bucket");
+
+        // An incremental step, from a transaction after every row: it finds nothing, and finds
+        // it by a probe of the index, not by reading the big list's history.
+        let now: String = sqlx::query_scalar("SELECT pg_current_xact_id()::text").fetch_one(&db.pool).await.unwrap();
+        let recent = WalkStep { buckets: &big, resume: None, from: now.parse().unwrap(), to: u64::MAX / 2, limit: 500, stamps: false };
+        let plan = explain(&db.pool, &recent, "shared").await;
+        assert_walks(&plan, 0);
+        let probe = blocks(&plan);
+        assert!(probe <= 4, "an empty step reads {probe} blocks of notes, at most 4 expected: {plan:#}");
+        // The same from a resumed row older than the step: the step, not the row, bounds the scan.
+        let old = WalkStep { resume: Some((xid.parse().unwrap(), &key[..])), ..recent };
+        assert!(blocks(&explain(&db.pool, &old, "shared").await) <= probe);
 
         // All 100 lists shared with one actor: a page of 500 passes four lists of 150 notes.
         let lists: Vec<Vec<String>> = (0..100).map(|l| vec![format!("l{l}")]).collect();
