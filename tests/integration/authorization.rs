@@ -252,9 +252,15 @@ async fn server(db: &TestDb) -> TestServer {
 }
 
 /// Push one mutation as `user` (its id is `id`, its client the user's own); its result.
-async fn push(server: &TestServer, user: &str, id: u64, name: &str, args: Value) -> Value {
+/// The one device of `user`: its pushes, and its pulls, which therefore read its own writes.
+fn device(user: &str) -> (u64, String) {
     let tag = user.bytes().fold(0_u64, |h, b| h.wrapping_mul(31).wrapping_add(u64::from(b))) & 0xffff_ffff_ffff;
-    let body = json!({"clientId": format!("0192f0e0-0000-7000-8000-{tag:012x}"), "mutations": [{
+    (tag, format!("0192f0e0-0000-7000-8000-{tag:012x}"))
+}
+
+async fn push(server: &TestServer, user: &str, id: u64, name: &str, args: Value) -> Value {
+    let (tag, client) = device(user);
+    let body = json!({"clientId": client, "mutations": [{
         "mutationId": id,
         "clientMutationId": format!("0192f0e1-{id:04x}-7000-8000-{tag:012x}"),
         "name": name,
@@ -281,12 +287,12 @@ fn forbidden(result: &Value, secrets: &[&str]) -> String {
     detail
 }
 
-/// Every row `user` pulls from scratch: `(table, row)`.
+/// Every row `user`'s device pulls from scratch, its own writes included: `(table, row)`.
 async fn pulled(server: &TestServer, user: &str) -> Vec<(String, Value)> {
     let mut rows = Vec::new();
     let mut cursor: Option<String> = None;
     loop {
-        let mut body = json!({"clientId": uuid::Uuid::new_v4()});
+        let mut body = json!({"clientId": device(user).1});
         if let Some(cursor) = &cursor {
             body["cursor"] = cursor.clone().into();
         }
