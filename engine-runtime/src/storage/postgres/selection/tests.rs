@@ -2,6 +2,7 @@
 //! on random rows of the notes app's tables in a real Postgres: the SQL predicate selects
 //! exactly the rows whose Rust-side buckets hold the key, the stats query finds exactly their
 //! buckets, and the tracking trigger records exactly the buckets the Rust side says a row left.
+//! Beside it, the key floors where a walk enters a bucket, against Postgres's own order.
 //!
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -266,4 +267,41 @@ fn sql_and_rust_agree_on_which_rows_a_bucket_holds() {
     let result = runner.run(&case(&tables), |case| runtime.block_on(check(&app, &rules, &db.pool, &case)));
     runtime.block_on(db.drop());
     result.unwrap();
+}
+
+/// A walk enters a bucket at the step's first transaction and the floor of each key column: the
+/// floor, read as the walk reads a key, must come at or before every key of its type, or a row
+/// written in that transaction with a least key (a negative number, `-Infinity`) is skipped.
+#[test]
+fn a_key_floor_comes_before_every_key_of_its_type() {
+    let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+    runtime.block_on(async {
+        let db = TestDb::new().await;
+        let least: [(SqlType, &[&str]); 10] = [
+            (SqlType::Text, &["", "\u{1}", "a"]),
+            (SqlType::Bytes, &["", "AA=="]),
+            (SqlType::Uuid, &["00000000-0000-0000-0000-000000000000", "00000000-0000-0000-0000-000000000001"]),
+            (SqlType::Timestamp, &["-infinity", "4713-01-01 00:00:00+00 BC"]),
+            (SqlType::Boolean, &["false", "true"]),
+            (SqlType::SmallInt, &["-32768", "-1"]),
+            (SqlType::Integer, &["-2147483648", "-1"]),
+            (SqlType::BigInt, &["-9223372036854775808", "-1"]),
+            (SqlType::Real, &["-Infinity", "-3.4e38", "NaN"]),
+            (SqlType::Double, &["-Infinity", "-1.7e308", "NaN"]),
+        ];
+        for (sql_type, keys) in least {
+            let floor = super::floor(sql_type);
+            for key in keys {
+                let sql = format!("SELECT {} <= {}", super::text_as("$1", sql_type), super::text_as("$2", sql_type));
+                let before: bool = sqlx::query_scalar(sqlx::AssertSqlSafe(sql))
+                    .bind(floor)
+                    .bind(*key)
+                    .fetch_one(&db.pool)
+                    .await
+                    .unwrap();
+                assert!(before, "the floor {floor:?} of {sql_type:?} comes before the key {key:?}");
+            }
+        }
+        db.drop().await;
+    });
 }
