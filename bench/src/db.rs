@@ -50,8 +50,14 @@ impl BenchDb {
         }
     }
 
+    /// Drop the database, unless `ENGINE_BENCH_KEEP` is set: then it stays for inspection
+    /// (`EXPLAIN` on the data as the benchmark wrote it) and its name is printed.
     pub(crate) async fn drop_database(self) {
         self.pool.close().await;
+        if std::env::var_os("ENGINE_BENCH_KEEP").is_some() {
+            eprintln!("(kept the database {})", self.name);
+            return;
+        }
         let mut admin = sqlx::PgConnection::connect(&server_url()).await.expect("connect to Postgres");
         admin.execute(sqlx::AssertSqlSafe(format!("DROP DATABASE IF EXISTS {} WITH (FORCE)", self.name))).await.ok();
     }

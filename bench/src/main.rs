@@ -3,7 +3,8 @@
 //! Each benchmark does the same work through the engine and directly against Postgres (the
 //! baseline), on a fresh database of the server `ENGINE_BENCH_DATABASE_URL` names (default
 //! `postgres://postgres@127.0.0.1:5432/postgres?sslmode=disable`), and prints both with their ratio. Wall-clock
-//! figures: run on an otherwise idle machine, and read them as ratios.
+//! figures: run on an otherwise idle machine, and read them as ratios. With `ENGINE_BENCH_KEEP`
+//! set, the databases stay afterwards for inspection.
 
 mod client;
 mod db;

@@ -9,7 +9,7 @@ use axum::Router;
 use axum::extract::{NestedPath, State};
 use axum::http::header;
 use axum::http::request::Parts;
-use axum::response::IntoResponse;
+use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use engine_kernel::ErrorCode;
 use engine_kernel::wire::{
@@ -82,13 +82,13 @@ async fn pull(
     State(state): State<Arc<ServerState>>,
     Caller(actor, _work): Caller,
     JsonBody(request): JsonBody<PullRequest>,
-) -> Result<Json<PullResponse>> {
+) -> Result<Response> {
     let started = Instant::now();
     match state.storage.pull(&actor, &request).await {
         Ok(response) => {
             state.observer.on_pull(&actor, &request, &response);
             metrics::pulled(started.elapsed());
-            Ok(Json(response))
+            page_json(response)
         }
         Err(err) => {
             state.observer.on_error(&err);
@@ -141,6 +141,21 @@ async fn push(
         }
         None => Ok(Json(pushed.response)),
     }
+}
+
+/// A pull's answer as JSON, written into a buffer sized for its rows at once (a page is up to
+/// megabytes, and a buffer grown from empty copies it again and again). A large page's many small
+/// values are freed on a blocking thread, off the answer's way to the client.
+fn page_json(response: PullResponse) -> Result<Response> {
+    /// Pages with more entries than this are freed off the async workers.
+    const FREED_APART: usize = 64;
+    let entries = response.changes.len() + response.tombstones.len();
+    let mut body = Vec::with_capacity(1024 + 320 * entries);
+    serde_json::to_writer(&mut body, &response).map_err(|err| Error::internal(format!("writing a page: {err}")))?;
+    if entries > FREED_APART {
+        tokio::task::spawn_blocking(move || drop(response));
+    }
+    Ok(([(header::CONTENT_TYPE, "application/json")], body).into_response())
 }
 
 /// The contract, naming in `servers` the prefix the router is nested under, if any.

@@ -15,6 +15,7 @@
 
 use engine_kernel::{ColumnMeta, SqlType, TableMeta};
 
+use super::mutation::NEWEST;
 use super::sql::{constant, ident, literal, ordered};
 use crate::buckets::{RuleSelection, param_text};
 
@@ -112,6 +113,16 @@ fn text_as(expression: &str, sql_type: SqlType) -> String {
     }
 }
 
+/// Bind `value`, a value's text form, as a value of `sql_type`, compared byte-wise when text: the
+/// bound form of [`text_as`].
+fn push_text_as(sql: &mut Sql, value: String, sql_type: SqlType) {
+    match sql_type {
+        SqlType::Text => sql.push_bind(value).push(" COLLATE \"C\""),
+        SqlType::Bytes => sql.push("decode(").push_bind(value).push(", 'base64')"),
+        other => sql.push_bind(value).push(format_args!("::{}", other.postgres())),
+    };
+}
+
 /// A value of `sql_type` no key can be before, in its text form: where a walk enters a bucket.
 fn floor(sql_type: SqlType) -> &'static str {
     match sql_type {
@@ -146,32 +157,112 @@ pub(crate) struct WalkStep<'a> {
 
 /// The `SELECT` of one walk step over `selection` of `table`: each row's columns, then its
 /// transaction id as text, then the 1-based index of its bucket in `step.buckets`, then (when
-/// asked) its clock stamps.
+/// asked) its newest clock stamp, or all its stamps as a JSON object.
 ///
-/// Per bucket, a `LATERAL` index range scan on `(scope, _engine_xid, key)` that stops at `limit`;
-/// the buckets come in the order of `unnest … WITH ORDINALITY`, which Postgres knows, so the
-/// final order needs only an incremental sort within a bucket and the scan stops as soon as the
-/// page is full: the step costs the rows it returns plus a probe per bucket it passes.
+/// A step over one bucket is one ordered index range scan on `(scope, _engine_xid, key)` under
+/// the `LIMIT`: the index gives the order, nothing is sorted. A step over several is, per bucket,
+/// a `LATERAL` such scan that stops at `limit`; the buckets come in the order of
+/// `unnest … WITH ORDINALITY`, which Postgres knows, so the final order needs only an incremental
+/// sort within each bucket and the scan stops as soon as the page is full. Either way the step
+/// costs the rows it returns plus a probe per bucket it passes.
 pub(crate) fn push_walk(sql: &mut Sql, table: &TableMeta, selection: &RuleSelection, step: &WalkStep<'_>) {
+    if let [bucket] = step.buckets {
+        push_walk_one(sql, table, selection, step, bucket);
+    } else {
+        push_walk_many(sql, table, selection, step);
+    }
+}
+
+/// Where the walk starts in the step's first bucket: after the resumed row (`strict` 1), or at
+/// the step's first transaction before any key (`strict` 0). The start is where the index scan
+/// begins, so it must never lie below the step: the bucket would be read from its first row on.
+fn first_start(table: &TableMeta, step: &WalkStep<'_>) -> (u64, Vec<String>, i32) {
+    let keys = table.key_columns();
+    match step.resume.filter(|(xid, _)| *xid >= step.from) {
+        Some((xid, values)) => {
+            (xid, keys.enumerate().map(|(k, _)| values.get(k).and_then(param_text).unwrap_or_default()).collect(), 1)
+        }
+        None => floor_start(table, step),
+    }
+}
+
+/// The step's first transaction, before any key.
+fn floor_start(table: &TableMeta, step: &WalkStep<'_>) -> (u64, Vec<String>, i32) {
+    (step.from, table.key_columns().map(|key| floor(key.sql_type).to_owned()).collect(), 0)
+}
+
+/// The select list of a walk step: the columns of `alias`, its transaction id, the bucket's
+/// index `index`, its stamps when asked.
+fn push_walk_select(sql: &mut Sql, table: &TableMeta, alias: &str, index: &str, stamps: bool) {
+    let columns: Vec<String> = table.columns.iter().map(|c| column(alias, c.name)).collect();
+    // The newest stamp where the row keeps it, else the whole object (a row written before
+    // stamps kept their newest, or by SQL of its own).
+    let stamps = if stamps {
+        format!(", coalesce({alias}._engine_hlc ->> {newest}, {alias}._engine_hlc::text)", newest = literal(NEWEST))
+    } else {
+        String::new()
+    };
+    sql.push(format_args!("SELECT {}, {alias}._engine_xid::text, {index}{stamps} ", columns.join(", ")));
+}
+
+/// The conditions of a step on `t` after its scope: the step's transactions, the start
+/// `ROW(t._engine_xid, key…, 1) > ROW(x, k…, s)` (after the start when `s` is 1, from it when 0;
+/// Postgres scans the index from `(xid, key…) >= (x, k…)` and checks the rest on the rows it
+/// finds), the fixed conditions and liveness, then the order and the limit. `start` pushes the
+/// right-hand row's values.
+fn push_walk_rest(
+    sql: &mut Sql,
+    table: &TableMeta,
+    selection: &RuleSelection,
+    step: &WalkStep<'_>,
+    start: impl FnOnce(&mut Sql),
+) {
+    sql.push("t._engine_xid >= ").push_bind(step.from.to_string()).push("::text::xid8 AND t._engine_xid < ");
+    sql.push_bind(step.to.to_string()).push("::text::xid8");
+    let left: Vec<String> = table.key_columns().map(|c| ordered("t", c)).collect();
+    sql.push(format_args!(" AND ROW(t._engine_xid, {}, 1) > ROW(", left.join(", ")));
+    start(sql);
+    sql.push(")");
+    for condition in fixed_conditions("t", selection).into_iter().chain(live("t", table)) {
+        sql.push(" AND ").push(condition);
+    }
+    let limit = i64::try_from(step.limit).unwrap_or(i64::MAX);
+    sql.push(format_args!(" ORDER BY {} LIMIT ", stream_order("t", table))).push_bind(limit);
+}
+
+/// A step over the one bucket `params`.
+fn push_walk_one(sql: &mut Sql, table: &TableMeta, selection: &RuleSelection, step: &WalkStep<'_>, params: &[String]) {
+    push_walk_select(sql, table, "t", "1::int8", step.stamps);
+    sql.push(format_args!("FROM {} AS t WHERE ", ident(table.name)));
+    for (name, value) in selection.scope_columns().iter().zip(params) {
+        sql.push(format_args!("{} = ", column("t", name)));
+        push_as_column(sql, table.column(name).expect("scope columns are columns"), value.clone());
+        sql.push(" AND ");
+    }
+    let (xid, key, strict) = first_start(table, step);
+    let keys: Vec<&ColumnMeta> = table.key_columns().collect();
+    push_walk_rest(sql, table, selection, step, |sql| {
+        sql.push_bind(xid.to_string()).push("::text::xid8");
+        for (column, value) in keys.iter().zip(key) {
+            sql.push(", ");
+            push_text_as(sql, value, column.sql_type);
+        }
+        sql.push(", ").push_bind(strict);
+    });
+}
+
+/// A step over several buckets: a `LATERAL` scan per bucket, in the buckets' order.
+fn push_walk_many(sql: &mut Sql, table: &TableMeta, selection: &RuleSelection, step: &WalkStep<'_>) {
     let scope = selection.scope_columns();
     let keys: Vec<&ColumnMeta> = table.key_columns().collect();
-    let columns: Vec<String> = table.columns.iter().map(|c| column("r", c.name)).collect();
-    let stamps = if step.stamps { ", r._engine_hlc" } else { "" };
-    sql.push(format_args!("SELECT {}, r._engine_xid::text, v.i{stamps} FROM unnest(", columns.join(", ")));
+    push_walk_select(sql, table, "r", "v.i", step.stamps);
+    sql.push("FROM unnest(");
     for i in 0..scope.len() {
         sql.push_bind(step.buckets.iter().map(|b| b[i].clone()).collect::<Vec<String>>()).push("::text[], ");
     }
-    // Where each bucket starts: after the resumed row for the first; for the others, at the
-    // step's first transaction, before any key (`s` = 0 makes the bound inclusive). The bound is
-    // the scan's start in the index, so it must never lie below the step: a bucket would be
-    // read from its first row on.
+    // The first bucket may resume after a row; the others start at the step's first transaction.
     let starts: Vec<(u64, Vec<String>, i32)> = (0..step.buckets.len())
-        .map(|i| match step.resume.filter(|(xid, _)| i == 0 && *xid >= step.from) {
-            Some((xid, values)) => {
-                (xid, (0..keys.len()).map(|k| values.get(k).and_then(param_text).unwrap_or_default()).collect(), 1)
-            }
-            None => (step.from, keys.iter().map(|key| floor(key.sql_type).to_owned()).collect(), 0),
-        })
+        .map(|i| if i == 0 { first_start(table, step) } else { floor_start(table, step) })
         .collect();
     sql.push_bind(starts.iter().map(|(xid, _, _)| xid.to_string()).collect::<Vec<String>>()).push("::text[]");
     for k in 0..keys.len() {
@@ -197,22 +288,11 @@ pub(crate) fn push_walk(sql: &mut Sql, table: &TableMeta, selection: &RuleSelect
         };
         sql.push(format_args!("{} = {value} AND ", column("t", name)));
     }
-    sql.push("t._engine_xid >= ").push_bind(step.from.to_string()).push("::text::xid8 AND t._engine_xid < ");
-    sql.push_bind(step.to.to_string()).push("::text::xid8");
-    let left: Vec<String> = keys.iter().map(|c| ordered("t", c)).collect();
-    let right: Vec<String> = (0..keys.len()).map(|k| text_as(&format!("v.k{k}"), keys[k].sql_type)).collect();
-    // `(xid, key…, 1) > (x, k…, s)`: after the start when `s` is 1, from it when 0. Postgres
-    // scans the index from `(xid, key…) >= (x, k…)` and checks the rest on the rows it finds.
-    sql.push(format_args!(
-        " AND ROW(t._engine_xid, {}, 1) > ROW(v.x::xid8, {}, v.s)",
-        left.join(", "),
-        right.join(", ")
-    ));
-    for condition in fixed_conditions("t", selection).into_iter().chain(live("t", table)) {
-        sql.push(" AND ").push(condition);
-    }
+    push_walk_rest(sql, table, selection, step, |sql| {
+        let right: Vec<String> = (0..keys.len()).map(|k| text_as(&format!("v.k{k}"), keys[k].sql_type)).collect();
+        sql.push(format_args!("v.x::xid8, {}, v.s", right.join(", ")));
+    });
     let limit = i64::try_from(step.limit).unwrap_or(i64::MAX);
-    sql.push(format_args!(" ORDER BY {} LIMIT ", stream_order("t", table))).push_bind(limit);
     sql.push(format_args!(") AS r ORDER BY v.i, {} LIMIT ", stream_order("r", table))).push_bind(limit);
 }
 

@@ -15,13 +15,21 @@ use serde_json::{Map, Value};
 
 type KernelResult<T> = engine_kernel::Result<T>;
 
-/// Per-column HLC stamps of a row (`_engine_hlc`): column name → clock text.
+/// Per-column HLC stamps of a row (`_engine_hlc`): column name → clock text, and under
+/// [`NEWEST`] the newest of them.
 pub(super) type Stamps = Map<String, Value>;
+
+/// The key of a row's stamps that holds the newest of them, so that a pull reads one value per
+/// row instead of the whole object. No column has an empty name (Postgres refuses one). Stamps
+/// in their text form order as the clocks do, so the newest is the greatest text.
+pub(crate) const NEWEST: &str = "";
 
 /// The stamps of a row inserted at `hlc`: every column stamped with it.
 pub(super) fn inserted(table: &TableMeta, hlc: &Hlc) -> Value {
     let stamp = Value::from(hlc.to_string());
-    Value::Object(table.columns.iter().map(|c| (c.name.to_owned(), stamp.clone())).collect())
+    let mut stamps: Stamps = table.columns.iter().map(|c| (c.name.to_owned(), stamp.clone())).collect();
+    stamps.insert(NEWEST.to_owned(), stamp);
+    Value::Object(stamps)
 }
 
 /// What an update leaves of a row.
@@ -91,6 +99,12 @@ pub(super) async fn updated(
             took_effect = true;
         }
     }
+    if by_field {
+        let newest = stamps.values().filter_map(Value::as_str).max().map(str::to_owned);
+        if let Some(newest) = newest {
+            stamps.insert(NEWEST.to_owned(), Value::from(newest));
+        }
+    }
     Ok(Updated { after, stamps, took_effect })
 }
 
@@ -136,11 +150,13 @@ mod tests {
         let older = [("title", Value::from("from the past"))];
         let lost = updated(&TABLE, true, &before, stamps.clone(), &older, &hlc(1000)).await.unwrap();
         assert_eq!(lost.after["title"], "old");
-        assert_eq!(lost.stamps, stamps);
+        assert_eq!(lost.stamps["title"], stamps["title"]);
+        assert_eq!(lost.stamps[NEWEST], hlc(2000).to_string(), "the row keeps its newest stamp");
         assert!(!lost.took_effect, "the write lost its only merge");
         let won = updated(&TABLE, true, &before, stamps, &[("title", "new".into())], &hlc(3000)).await.unwrap();
         assert_eq!(won.after["title"], "new");
         assert_eq!(won.stamps["title"], hlc(3000).to_string());
+        assert_eq!(won.stamps[NEWEST], hlc(3000).to_string());
         assert!(won.took_effect);
         assert_eq!(newest(&won.stamps), Some(hlc(3000)));
     }

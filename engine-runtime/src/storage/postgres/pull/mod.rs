@@ -181,7 +181,7 @@ pub(crate) async fn pull(store: &PostgresStorage, actor: &Actor, request: &PullR
     let server_hlc = {
         let mut clock = store.clock.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
         if let Some(newest) = page.newest() {
-            clock.observe(newest);
+            clock.observe(&newest);
         }
         clock.tick(engine_kernel::hlc::wall_clock_ms())
     };

@@ -4,13 +4,18 @@
 //! A page never holds the same row for the same bucket both as a change and as a tombstone, so a
 //! client may apply its two lists in any order.
 
+use std::borrow::Cow;
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 use engine_kernel::wire::{Change, Tombstone};
 use engine_kernel::{BucketKey, Hlc, Row, TableMeta};
+use serde::de::{self, Deserialize, Deserializer};
 use serde_json::Value;
 
 use crate::buckets::RuleIndex;
+
+/// The most entries a page makes room for before it has any.
+const PREALLOCATED: usize = 1_000;
 
 /// A page being filled.
 pub(super) struct Page<'a> {
@@ -23,8 +28,8 @@ pub(super) struct Page<'a> {
     rows: HashMap<(&'static str, String), usize>,
     tombstones: Vec<Tombstone>,
     memo: BucketMemo,
-    /// The newest clock stamp of the rows taken.
-    newest: Option<Hlc>,
+    /// The text of the newest clock stamp of the rows taken (empty: none yet).
+    newest: String,
 }
 
 impl<'a> Page<'a> {
@@ -34,11 +39,11 @@ impl<'a> Page<'a> {
             requested,
             entries_left: entries,
             bytes_left: bytes,
-            changes: Vec::new(),
-            rows: HashMap::new(),
+            changes: Vec::with_capacity(entries.min(PREALLOCATED)),
+            rows: HashMap::with_capacity(entries.min(PREALLOCATED)),
             tombstones: Vec::new(),
             memo: BucketMemo::default(),
-            newest: None,
+            newest: String::new(),
         }
     }
 
@@ -71,17 +76,25 @@ impl<'a> Page<'a> {
         self.changes.push(Change { table: table.name.to_owned(), row, buckets });
     }
 
-    /// Note the clock stamps of a row taken (a JSON object of readings).
-    pub(super) fn observe(&mut self, stamps: &Value) {
-        let newest = stamps.as_object().into_iter().flat_map(|m| m.values()).filter_map(Value::as_str);
-        if let Some(newest) = newest.filter_map(|s| s.parse::<Hlc>().ok()).max() {
-            self.newest = self.newest.take().max(Some(newest));
+    /// Note the clock stamps of a row taken: its newest reading, or the text of a JSON object of
+    /// readings. Readings in their text form order as the clocks do (fixed-width time and
+    /// counter, then the node), so the page keeps the greatest text that reads as a clock.
+    pub(super) fn observe(&mut self, stamps: &str) {
+        let newest = if stamps.starts_with('{') {
+            let Ok(Newest(Some(newest))) = serde_json::from_str::<Newest<'_>>(stamps) else { return };
+            newest
+        } else {
+            Cow::Borrowed(stamps)
+        };
+        if newest.as_ref() > self.newest.as_str() && newest.parse::<Hlc>().is_ok() {
+            self.newest.clear();
+            self.newest.push_str(&newest);
         }
     }
 
     /// The newest clock stamp of the rows taken.
-    pub(super) fn newest(&self) -> Option<&Hlc> {
-        self.newest.as_ref()
+    pub(super) fn newest(&self) -> Option<Hlc> {
+        self.newest.parse().ok()
     }
 
     /// Take a tombstone: the row of `table` with `key` left `buckets`.
@@ -127,11 +140,48 @@ impl<'a> Page<'a> {
     }
 }
 
+/// The greatest string value of a JSON object, read without building the object.
+struct Newest<'a>(Option<Cow<'a, str>>);
+
+/// A string of JSON, borrowed from the text unless it has escapes.
+#[derive(serde::Deserialize)]
+struct Text<'a>(#[serde(borrow)] Cow<'a, str>);
+
+impl<'de> Deserialize<'de> for Newest<'de> {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        struct Visitor;
+        impl<'de> de::Visitor<'de> for Visitor {
+            type Value = Newest<'de>;
+
+            fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str("an object of clock readings")
+            }
+
+            fn visit_map<M: de::MapAccess<'de>>(self, mut map: M) -> Result<Newest<'de>, M::Error> {
+                let mut newest: Option<Cow<'de, str>> = None;
+                while let Some((_, Text(value))) = map.next_entry::<de::IgnoredAny, Text<'de>>()? {
+                    if newest.as_ref().is_none_or(|n| value > *n) {
+                        newest = Some(value);
+                    }
+                }
+                Ok(Newest(newest))
+            }
+        }
+        deserializer.deserialize_map(Visitor)
+    }
+}
+
 /// A row's key as text, whatever the order of its columns (a key read back from jsonb orders
 /// them its own way).
-fn identity<'v>(key: impl Iterator<Item = (&'v str, &'v Value)>) -> String {
-    let sorted: BTreeMap<&str, &Value> = key.collect();
-    serde_json::to_string(&sorted).unwrap_or_default()
+fn identity<'v>(mut key: impl Iterator<Item = (&'v str, &'v Value)>) -> String {
+    match (key.next(), key.next()) {
+        // One column: its value alone.
+        (Some((_, value)), None) => value.to_string(),
+        (first, second) => {
+            let sorted: BTreeMap<&str, &Value> = first.into_iter().chain(second).chain(key).collect();
+            serde_json::to_string(&sorted).unwrap_or_default()
+        }
+    }
 }
 
 /// About the size of a row's JSON, in bytes, without writing it.
@@ -174,5 +224,57 @@ impl BucketMemo {
             self.buckets = rules.row_buckets(table, row).into_iter().filter(|b| requested.contains(b)).collect();
         }
         self.buckets.clone()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeSet;
+
+    use engine_kernel::Hlc;
+    use proptest::prelude::*;
+
+    use super::Page;
+    use crate::buckets::RuleIndex;
+
+    fn clock() -> impl Strategy<Value = Hlc> {
+        (0..=9_999_999_999_999u64, any::<u16>(), "[A-Za-z0-9_-]{1,12}")
+            .prop_map(|(ms, counter, node)| Hlc::new(ms, counter, node).unwrap())
+    }
+
+    proptest! {
+        /// The page's newest stamp, kept as text, is the greatest clock of all the rows' stamps.
+        #[test]
+        fn the_newest_stamp_is_the_greatest_clock(rows in prop::collection::vec(prop::collection::vec(clock(), 0..4), 1..8)) {
+            let app = example_notes::app();
+            let rules = RuleIndex::new(&app);
+            let requested = BTreeSet::new();
+            let mut page = Page::new(&rules, &requested, 10, 1 << 20);
+            for stamps in &rows {
+                let object: serde_json::Map<String, serde_json::Value> =
+                    stamps.iter().enumerate().map(|(i, hlc)| (format!("c{i}"), hlc.to_string().into())).collect();
+                page.observe(&serde_json::Value::Object(object).to_string());
+            }
+            prop_assert_eq!(page.newest(), rows.iter().flatten().max().cloned());
+        }
+    }
+
+    #[test]
+    fn stamps_are_read_as_one_reading_or_an_object_and_anything_else_is_ignored() {
+        let app = example_notes::app();
+        let rules = RuleIndex::new(&app);
+        let requested = BTreeSet::new();
+        let mut page = Page::new(&rules, &requested, 10, 1 << 20);
+        for garbage in ["", "[]", "{\"a\": 1}", "not json", "{\"a\": \"x\""] {
+            page.observe(garbage);
+        }
+        assert_eq!(page.newest(), None);
+        page.observe(r#"{"title": "0000000000001-0000-a", "t\u0069tle": "0000000000002-0000-\u0062"}"#);
+        page.observe(r#"{"done": "0000000000001-ffff-z"}"#);
+        assert_eq!(page.newest(), Some(Hlc::new(2, 0, "b").unwrap()));
+        // A row that keeps its newest stamp gives that alone.
+        page.observe("0000000000003-0000-c");
+        page.observe("0000000000002-ffff-d");
+        assert_eq!(page.newest(), Some(Hlc::new(3, 0, "c").unwrap()));
     }
 }

@@ -1,6 +1,7 @@
 //! The plan of a pull's walk, pinned on data written as apps write it (many small transactions,
 //! several users, no ANALYZE): per bucket an ordered index range scan under a `LIMIT`, never a
-//! bitmap scan, a sequential scan or a sort of a whole bucket; and the rows it reads stay within
+//! bitmap scan, a sequential scan or a sort of a whole bucket (a step over one bucket sorts
+//! nothing at all); and the rows it reads stay within
 //! the page plus a bucket's worth, wherever the page starts.
 
 use std::sync::Arc;
@@ -92,6 +93,16 @@ fn assert_walks(plan: &Value, most: u64) {
     assert!(read <= most, "read {read} rows of notes, at most {most} expected: {plan:#}");
 }
 
+/// The plan sorts nothing: the index gives the order.
+fn assert_sorts_nothing(plan: &Value) {
+    let mut all = Vec::new();
+    nodes(plan, &mut Vec::new(), &mut all);
+    for (_, node) in &all {
+        let kind = node["Node Type"].as_str().unwrap_or_default();
+        assert!(!kind.contains("Sort"), "a step over one bucket sorts nothing: {plan:#}");
+    }
+}
+
 /// The blocks of `notes` and its indexes the plan's scans read.
 fn blocks(plan: &Value) -> u64 {
     let mut all = Vec::new();
@@ -118,6 +129,7 @@ fn a_page_of_the_walk_reads_what_it_delivers_plus_a_bucket() {
         let big = vec![vec!["big".to_owned()]];
         let first = explain(&db.pool, &WalkStep { buckets: &big, resume: None, from: 0, to: u64::MAX / 2, limit: 500, stamps: false }, "shared").await;
         assert_walks(&first, 500);
+        assert_sorts_nothing(&first);
         assert_eq!(first["Actual Rows"], 500);
         // A later page, resumed after the big list's 1,200th note, reads no more than the first.
         let (xid, id): (String, String) = sqlx::query_as(
@@ -130,6 +142,7 @@ fn a_page_of_the_walk_reads_what_it_delivers_plus_a_bucket() {
         let deep = WalkStep { buckets: &big, resume: Some((xid.parse().unwrap(), &key[..])), from: 0, to: u64::MAX / 2, limit: 500, stamps: false };
         let plan = explain(&db.pool, &deep, "shared").await;
         assert_walks(&plan, 500);
+        assert_sorts_nothing(&plan);
         assert_eq!(plan["Actual Rows"], 300, "the rest of the bucket");
 
         // An incremental step, from a transaction after every row: it finds nothing, and finds

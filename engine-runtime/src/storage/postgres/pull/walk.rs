@@ -7,7 +7,6 @@
 
 use engine_kernel::{BucketKey, TableMeta};
 use futures_util::TryStreamExt;
-use serde_json::Value;
 use sqlx::{PgConnection, Row as _};
 
 use super::page::Page;
@@ -102,8 +101,8 @@ pub(super) async fn walk(
                 walk.point = Some(WalkPoint { bucket: (*bucket).clone(), xid, key });
                 if !again {
                     if stamps {
-                        let stamps: Value = row.try_get(table.columns.len() + 2).map_err(Error::Database)?;
-                        page.observe(&stamps);
+                        let stamps: &str = row.try_get(table.columns.len() + 2).map_err(Error::Database)?;
+                        page.observe(stamps);
                     }
                     page.add_row(table, decoded);
                 }

@@ -130,29 +130,51 @@ fn selected(table: &'static TableMeta, selections: &[&RuleSelection], params: &[
     sql
 }
 
-/// The keys of the rows a pull's walk over `selection` finds in the buckets `params`, checking
-/// that it gives them bucket after bucket, each in the change stream's order.
+/// The keys of the rows a pull's walk over `selection` finds in the buckets `params`, in steps
+/// of at most `limit` rows each resumed after the last row of the one before, checking that it
+/// gives them bucket after bucket, each in the change stream's order.
 async fn walked(
     conn: &mut PgConnection,
     table: &'static TableMeta,
     selection: &RuleSelection,
     params: &[Vec<String>],
+    limit: usize,
 ) -> BTreeSet<String> {
-    let step = WalkStep { buckets: params, resume: None, from: 0, to: u64::MAX / 2, limit: 10_000, stamps: false };
-    let mut sql = Sql::new("");
-    push_walk(&mut sql, table, selection, &step);
-    let rows = sql.build().fetch_all(&mut *conn).await.unwrap();
-    let mut last: Option<(i64, u64)> = None;
     let mut keys = BTreeSet::new();
-    for row in &rows {
-        let xid: String = sqlx::Row::get(row, table.columns.len());
-        let bucket: i64 = sqlx::Row::get(row, table.columns.len() + 1);
-        let at = (bucket, xid.parse::<u64>().unwrap());
-        assert!(last.is_none_or(|last| last <= at), "the walk goes bucket after bucket, in order");
-        last = Some(at);
-        keys.insert(serde_json::to_string(&key_of(table, &decode_row(table, row).unwrap())).unwrap());
+    let mut last: Option<(usize, u64)> = None;
+    let mut resume: Option<(usize, u64, Vec<Value>)> = None;
+    loop {
+        let first = resume.as_ref().map_or(0, |(bucket, _, _)| *bucket);
+        let ahead = &params[first..];
+        if ahead.is_empty() {
+            return keys;
+        }
+        let step = WalkStep {
+            buckets: ahead,
+            resume: resume.as_ref().map(|(_, xid, key)| (*xid, key.as_slice())),
+            from: 0,
+            to: u64::MAX / 2,
+            limit,
+            stamps: false,
+        };
+        let mut sql = Sql::new("");
+        push_walk(&mut sql, table, selection, &step);
+        let rows = sql.build().fetch_all(&mut *conn).await.unwrap();
+        for row in &rows {
+            let xid: String = sqlx::Row::get(row, table.columns.len());
+            let index: i64 = sqlx::Row::get(row, table.columns.len() + 1);
+            let bucket = first + usize::try_from(index - 1).unwrap();
+            let at = (bucket, xid.parse::<u64>().unwrap());
+            assert!(last.is_none_or(|last| last <= at), "the walk goes bucket after bucket, in order");
+            last = Some(at);
+            let key = key_of(table, &decode_row(table, row).unwrap());
+            assert!(keys.insert(serde_json::to_string(&key).unwrap()), "no row comes twice");
+            resume = Some((bucket, at.1, key));
+        }
+        if rows.len() < limit {
+            return keys;
+        }
     }
-    keys
 }
 
 async fn check(app: &App, rules: &RuleIndex, pool: &PgPool, case: &Case) -> Result<(), TestCaseError> {
@@ -184,13 +206,23 @@ async fn check(app: &App, rules: &RuleIndex, pool: &PgPool, case: &Case) -> Resu
                 let rust: BTreeSet<String> =
                     buckets.iter().filter(|(_, b)| b.contains(key)).map(|(k, _)| (*k).clone()).collect();
                 prop_assert_eq!(&sql, &rust, "rows of `{}` in bucket `{}`", table.name, key);
+                // The bucket walked alone, two rows a step.
+                let mut walk = BTreeSet::new();
+                for selection in selections {
+                    walk.extend(walked(conn, table, selection, std::slice::from_ref(&params), 2).await);
+                }
+                prop_assert_eq!(&walk, &rust, "rows of `{}` in bucket `{}` walked alone", table.name, key);
             }
             // Every other key at once, as a pull walks them.
             let some: Vec<&BucketKey> = keys.iter().step_by(2).collect();
             let params: Vec<Vec<String>> = some.iter().map(|k| k.params()).collect();
             let mut sql = BTreeSet::new();
             for selection in selections {
-                sql.extend(walked(conn, table, selection, &params).await);
+                sql.extend(walked(conn, table, selection, &params, 10_000).await);
+                prop_assert_eq!(
+                    walked(conn, table, selection, &params, 3).await,
+                    walked(conn, table, selection, &params, 10_000).await
+                );
             }
             let rust: BTreeSet<String> = buckets
                 .iter()
