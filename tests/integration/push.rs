@@ -692,3 +692,31 @@ async fn causality_wins_over_clocks_a_minute_ahead_or_ten_minutes_behind() {
     let replay = push(&storage, "bob", client(23), vec![blind]).await.response.results.remove(0);
     assert!(replay.status == MutationStatus::Duplicate && replay.superseded, "a replay says it again");
 }
+
+/// The push that advances a client's sequence notes its `updated_at` to the minute: within the
+/// minute the value stays, so the update changes no indexed column (Postgres then keeps it on the
+/// row's page without an index entry); a client idle for longer is noted afresh.
+#[tokio::test]
+async fn a_push_notes_its_client_to_the_minute() {
+    let db = TestDb::new().await;
+    let storage = store(&db).await;
+    let noted = || async {
+        sqlx::query_scalar::<_, String>("SELECT updated_at::text FROM _engine_clients WHERE user_id = 'alice'")
+            .fetch_one(&db.pool)
+            .await
+            .unwrap()
+    };
+    one(&storage, "alice", "create_list", json!({"id": "a1", "title": "alice"})).await;
+    let first = noted().await;
+    one(&storage, "alice", "add_note", json!({"id": "n1", "list_id": "a1", "title": "milk"})).await;
+    assert_eq!(noted().await, first, "within the minute the client's row keeps its note");
+    sqlx::query("UPDATE _engine_clients SET updated_at = now() - interval '2 minutes'")
+        .execute(&db.pool)
+        .await
+        .unwrap();
+    one(&storage, "alice", "add_note", json!({"id": "n2", "list_id": "a1", "title": "eggs"})).await;
+    let fresh =
+        rows(&db, "SELECT 1 FROM _engine_clients WHERE user_id = 'alice' AND updated_at > now() - interval '1 minute'");
+    assert_eq!(fresh.await, 1, "an idle client is noted afresh");
+    assert_eq!(last_mutation_id(&storage, "alice", client(1)).await, 3, "every push advanced the sequence");
+}

@@ -185,31 +185,81 @@ impl MembershipQuery {
         key: &BucketKey,
         write: Option<&[&[ConstFilter]]>,
     ) -> Result<bool> {
+        let Some(params) = self.membership_params(actor, key) else { return Ok(false) };
+        let mut sql = Sql::new("SELECT ");
+        if self.push_exists(&mut sql, actor, &params, write).is_none() {
+            return Ok(false);
+        }
+        Ok(sql.build_query_scalar::<bool>().fetch_one(&mut *conn).await?)
+    }
+
+    /// Whether `actor` holds bucket `key` now, and whether through a membership row matching one
+    /// of `write`: [`holds`](Self::holds) and [`holds_through`](Self::holds_through) in one
+    /// statement (one snapshot, one round trip) where the memberships are a table's rows.
+    pub(crate) async fn holds_and_through(
+        &self,
+        conn: &mut PgConnection,
+        actor: &Actor,
+        key: &BucketKey,
+        write: &[&[ConstFilter]],
+    ) -> Result<(bool, bool)> {
+        if !matches!(self.source, Source::Table { .. }) {
+            let holds = self.holds(conn, actor, key).await?;
+            let through = holds && self.holds_through(conn, actor, key, Some(write)).await?;
+            return Ok((holds, through));
+        }
+        let Some(params) = self.membership_params(actor, key) else { return Ok((false, false)) };
+        let mut sql = Sql::new("SELECT ");
+        // A table's rows filtered by claims the actor lacks hold nothing, with or without `write`.
+        if self.push_exists(&mut sql, actor, &params, None).is_none() {
+            return Ok((false, false));
+        }
+        sql.push(", ");
+        if self.push_exists(&mut sql, actor, &params, Some(write)).is_none() {
+            return Ok((false, false));
+        }
+        Ok(sql.build_query_as::<(bool, bool)>().fetch_one(&mut *conn).await?)
+    }
+
+    /// The parameters of bucket `key` that memberships give, in order; `None` when the bucket
+    /// cannot be the actor's (its parameters do not fit the rule, or a claim parameter is not the
+    /// actor's).
+    fn membership_params(&self, actor: &Actor, key: &BucketKey) -> Option<Vec<String>> {
         let params = key.params();
         if params.len() != self.rule.parameters.len() {
-            return Ok(false);
+            return None;
         }
         let mut membership_params = Vec::new();
         for (param, value) in self.rule.parameters.iter().zip(params) {
             match param.source {
                 ParamSource::Claim(claim) => {
                     if claim_text(claim, actor).as_deref() != Some(value.as_str()) {
-                        return Ok(false);
+                        return None;
                     }
                 }
                 ParamSource::Membership { .. } => membership_params.push(value),
             }
         }
-        let mut sql = Sql::new("SELECT EXISTS (SELECT 1 FROM (");
-        if self.memberships(&mut sql, actor, write).is_none() {
-            return Ok(false);
-        }
+        Some(membership_params)
+    }
+
+    /// `EXISTS (…)`: a membership row (matching one of `write`, when given) gives `actor` the
+    /// bucket whose membership parameters are `params`; `None` when none can.
+    fn push_exists(
+        &self,
+        sql: &mut Sql,
+        actor: &Actor,
+        params: &[String],
+        write: Option<&[&[ConstFilter]]>,
+    ) -> Option<()> {
+        sql.push("EXISTS (SELECT 1 FROM (");
+        self.memberships(sql, actor, write)?;
         sql.push(") AS h WHERE true");
-        for (i, value) in membership_params.into_iter().enumerate() {
-            sql.push(format_args!(" AND h.p{i} = ")).push_bind(value);
+        for (i, value) in params.iter().enumerate() {
+            sql.push(format_args!(" AND h.p{i} = ")).push_bind(value.clone());
         }
         sql.push(")");
-        Ok(sql.build_query_scalar::<bool>().fetch_one(&mut *conn).await?)
+        Some(())
     }
 }
 

@@ -150,6 +150,12 @@ async fn lock_sequence(conn: &mut PgConnection, user: &str, client: uuid::Uuid, 
     Err(Error::internal("the client's sequence row vanished"))
 }
 
+/// The client's `updated_at` after a push: noted to the minute. Within the minute the value stays
+/// as it was, so the update of the sequence changes no indexed column and Postgres keeps it on
+/// the row's page without touching an index (a heap-only tuple); only idle clients are collected
+/// by it, after days.
+const TOUCHED: &str = "CASE WHEN updated_at < now() - interval '1 minute' THEN now() ELSE updated_at END";
+
 /// The recorded outcome of this mutation (by sequence number, or by its client id under another
 /// sequence number), as a replay answers it.
 async fn recorded(
@@ -254,7 +260,8 @@ async fn record(
     sql.push_bind(mutation.client_mutation_id).push(", ").push_bind(mutation.name.clone()).push(", ");
     sql.push_bind(status.to_owned()).push(", ").push_bind(result.clone()).push(")), ");
     sql.push("advanced AS (UPDATE _engine_clients SET last_mutation_id = ").push_bind(mutation_id);
-    sql.push(", last_xid = pg_current_xact_id(), updated_at = now() WHERE user_id = ").push_bind(user.to_owned());
+    sql.push(", last_xid = pg_current_xact_id(), updated_at = ").push(TOUCHED).push(" WHERE user_id = ");
+    sql.push_bind(user.to_owned());
     sql.push(" AND client_id = ").push_bind(client).push(" AND last_mutation_id = ").push_bind(mutation_id - 1);
     sql.push(" RETURNING 1) SELECT CASE WHEN EXISTS (SELECT 1 FROM advanced) THEN pg_current_xact_id()::text ");
     sql.push("ELSE _engine_sequence_moved(").push_bind(client).push(", ").push_bind(mutation_id - 1).push(") END");

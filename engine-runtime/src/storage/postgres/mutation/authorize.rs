@@ -130,6 +130,23 @@ impl PgMutatorTx<'_> {
 
     /// Whether the actor could write rows of `table` in `bucket` when the mutation began.
     async fn may_write(&mut self, bucket: &BucketKey, table: &'static TableMeta) -> KernelResult<bool> {
+        // Neither asked yet: whether held and whether writable are one question to Postgres.
+        let asked = (bucket.clone(), table.name);
+        if !self.holdings.frozen
+            && !self.holdings.held_at_start.contains_key(bucket)
+            && !self.holdings.writable_at_start.contains_key(&asked)
+            && let Some(rule) = self.rule(bucket)
+            && let Some(write) = rule.write_rule(table.name)
+            && let Some(query) = self.membership_query(rule).cloned()
+        {
+            let (held, may) = query
+                .holds_and_through(self.session.conn()?, &self.actor, bucket, write.any_of)
+                .await
+                .map_err(to_kernel)?;
+            self.holdings.held_at_start.insert(bucket.clone(), held);
+            self.holdings.writable_at_start.insert(asked, held && may);
+            return Ok(held && may);
+        }
         if !self.held_at_start(bucket).await? {
             return Ok(false);
         }
