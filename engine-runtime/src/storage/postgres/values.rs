@@ -46,6 +46,19 @@ pub(crate) fn decode_row(table: &TableMeta, row: &PgRow) -> Result<engine_kernel
     Ok(out)
 }
 
+/// The key of a row of `table` read from the first columns of `row`, in key order.
+pub(crate) fn decode_key(table: &TableMeta, row: &PgRow) -> Result<Vec<Value>> {
+    table
+        .primary_key
+        .iter()
+        .map(|key| {
+            let index = table.columns.iter().position(|c| c.name == *key);
+            let index = index.ok_or_else(|| Error::internal(format!("key column `{key}` is not a column")))?;
+            decode(row, index, &table.columns[index])
+        })
+        .collect()
+}
+
 /// Bind `value` as column `column` of `table`, refusing a value of the wrong shape and a null in a
 /// non-null column (the kernel's rules for every store).
 pub(crate) fn push_value(sql: &mut Sql, table: &TableMeta, column: &ColumnMeta, value: &Value) -> Result<()> {

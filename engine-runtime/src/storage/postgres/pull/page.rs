@@ -175,7 +175,8 @@ impl<'de> Deserialize<'de> for Newest<'de> {
 /// them its own way).
 fn identity<'v>(mut key: impl Iterator<Item = (&'v str, &'v Value)>) -> String {
     match (key.next(), key.next()) {
-        // One column: its value alone.
+        // One column: its value alone (its text as it is when text: a table's keys share a type).
+        (Some((_, Value::String(text))), None) => text.clone(),
         (Some((_, value)), None) => value.to_string(),
         (first, second) => {
             let sorted: BTreeMap<&str, &Value> = first.into_iter().chain(second).chain(key).collect();

@@ -16,7 +16,7 @@ use crate::error::{Error, Result};
 use crate::storage::postgres::PostgresStorage;
 use crate::storage::postgres::selection::{self, Sql, WalkStep};
 use crate::storage::postgres::sql;
-use crate::storage::postgres::values::decode_row;
+use crate::storage::postgres::values::{decode_key, decode_row};
 
 /// The lanes of `group`, in walk order: every selection of a synced table whose rule has a
 /// bucket in the group.
@@ -83,22 +83,22 @@ pub(super) async fn walk(
             let mut sql = Sql::new("");
             selection::push_walk(&mut sql, table, rule_selection, &step);
             let mut rows = sql.build().fetch(&mut *conn);
-            let mut read = 0;
+            let (mut read, mut full) = (0, false);
+            // The last row walked: where the walk stands once the step ends.
+            let mut last = None;
             while let Some(row) = rows.try_next().await? {
                 read += 1;
                 let decoded = decode_row(table, &row)?;
                 let again = walked_before(&decoded);
                 if !again && !page.fits(&decoded) {
-                    return Ok(false);
+                    full = true;
+                    break;
                 }
                 let xid: String = row.try_get(table.columns.len()).map_err(Error::Database)?;
                 let index: i64 = row.try_get(table.columns.len() + 1).map_err(Error::Database)?;
                 let bucket = usize::try_from(index - 1).ok().and_then(|i| ahead.get(i)).ok_or_else(|| {
                     Error::internal(format!("a walk step answered bucket {index} of {}", ahead.len()))
                 })?;
-                let key = table.primary_key.iter().map(|k| decoded.get(*k).cloned().unwrap_or_default()).collect();
-                let xid = sql::xid(&xid)?;
-                walk.point = Some(WalkPoint { bucket: (*bucket).clone(), xid, key });
                 if !again {
                     if stamps {
                         let stamps: &str = row.try_get(table.columns.len() + 2).map_err(Error::Database)?;
@@ -106,6 +106,14 @@ pub(super) async fn walk(
                     }
                     page.add_row(table, decoded);
                 }
+                last = Some((*bucket, sql::xid(&xid)?, row));
+            }
+            drop(rows);
+            if let Some((bucket, xid, row)) = last {
+                walk.point = Some(WalkPoint { bucket: bucket.clone(), xid, key: decode_key(table, &row)? });
+            }
+            if full {
+                return Ok(false);
             }
             if read < limit {
                 break; // every bucket of the lane is walked
