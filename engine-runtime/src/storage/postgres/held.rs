@@ -302,17 +302,77 @@ impl MembershipQuery {
 
 fn bucket_of_member(rule: &RuleMeta, actor: &Actor, row: &sqlx::postgres::PgRow) -> Option<BucketKey> {
     use sqlx::Row;
-    let mut index = 0;
+    let values = (0..).map(|index| row.try_get::<Option<String>, _>(index).ok().flatten());
+    bucket_of_values(rule, actor, values)
+}
+
+/// The bucket of `rule` whose membership-sourced parameters are `values`, in order (a `None`
+/// makes none), and whose claim parameters are the actor's.
+fn bucket_of_values(
+    rule: &RuleMeta,
+    actor: &Actor,
+    mut values: impl Iterator<Item = Option<String>>,
+) -> Option<BucketKey> {
     let mut params = Vec::with_capacity(rule.parameters.len());
     for param in rule.parameters {
         match param.source {
             ParamSource::Claim(claim) => params.push(claim_text(claim, actor)?),
-            ParamSource::Membership { .. } => {
-                let value: Option<String> = row.try_get(index).ok()?;
-                params.push(value?);
-                index += 1;
-            }
+            ParamSource::Membership { .. } => params.push(values.next()??),
         }
     }
     Some(BucketKey::new(rule.name, &params))
+}
+
+/// Every bucket `actor` holds through the membership `queries`, as one scalar subquery pushed
+/// into `sql`: the text of a JSON array of `[query, parameter…]`, one per membership, however
+/// many membership rules the app has. [`held_from_json`] reads it back.
+pub(crate) fn push_held_json(sql: &mut Sql, queries: &[MembershipQuery], actor: &Actor) {
+    sql.push("(SELECT coalesce(json_agg(held.x), '[]')::text FROM (");
+    let mut parts = 0;
+    for (index, query) in queries.iter().enumerate() {
+        // A query that needs a claim the actor lacks holds nothing (and stops part-way through
+        // writing itself, so it is tried on a statement of its own first).
+        if query.memberships(&mut Sql::new(""), actor, None).is_none() {
+            continue;
+        }
+        if parts > 0 {
+            sql.push(" UNION ALL ");
+        }
+        let count = query.rule.parameters.iter().filter(|p| matches!(p.source, ParamSource::Membership { .. })).count();
+        let columns: String = (0..count).map(|p| format!(", q.p{p}")).collect();
+        sql.push(format_args!("SELECT json_build_array({index}{columns}) AS x FROM ("));
+        let _ = query.memberships(sql, actor, None);
+        sql.push(") AS q");
+        parts += 1;
+    }
+    if parts == 0 {
+        sql.push("SELECT NULL::json AS x WHERE false");
+    }
+    sql.push(") AS held)");
+}
+
+/// The buckets `actor` holds: the claim buckets of the rules without memberships, and those of
+/// [`push_held_json`]'s answer `json`.
+pub(crate) fn held_from_json(
+    app: &App,
+    queries: &[MembershipQuery],
+    actor: &Actor,
+    json: &str,
+) -> Result<BTreeSet<BucketKey>> {
+    let mut held: BTreeSet<BucketKey> = app
+        .sync_rules()
+        .rules
+        .iter()
+        .filter(|r| r.membership.is_none())
+        .filter_map(|r| claim_bucket(r, actor))
+        .collect();
+    let rows: Vec<Vec<serde_json::Value>> = serde_json::from_str(json)
+        .map_err(|err| crate::error::Error::internal(format!("reading the actor's memberships: {err}")))?;
+    for row in rows {
+        let Some((index, values)) = row.split_first() else { continue };
+        let Some(query) = index.as_u64().and_then(|i| queries.get(usize::try_from(i).ok()?)) else { continue };
+        let values = values.iter().map(|v| v.as_str().map(str::to_owned));
+        held.extend(bucket_of_values(query.rule, actor, values));
+    }
+    Ok(held)
 }

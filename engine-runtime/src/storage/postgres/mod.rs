@@ -155,6 +155,8 @@ pub(crate) struct PullStart {
     pub(crate) tombstone_horizon: u64,
     pub(crate) last_mutation_id: u64,
     pub(crate) synced_mutation_id: u64,
+    /// Every bucket the actor holds, in the pull's snapshot.
+    pub(crate) held: BTreeSet<BucketKey>,
 }
 
 /// The Postgres store of one app.
@@ -265,10 +267,11 @@ impl PostgresStorage {
     pub(crate) async fn read_pull_start(
         &self,
         conn: &mut sqlx::PgConnection,
-        user: &str,
+        actor: &Actor,
         client: uuid::Uuid,
         floor: u64,
     ) -> Result<PullStart> {
+        let user = actor.user_id.as_str();
         let mut sql = Sql::new("WITH h AS (SELECT greatest((");
         sql.push(pull::HORIZON).push(")::xid8, ").push_bind(floor.to_string()).push("::text::xid8) AS h), ");
         sql.push("c AS (SELECT last_mutation_id, last_xid FROM _engine_clients WHERE user_id = ")
@@ -283,9 +286,12 @@ impl PostgresStorage {
                                                 WHERE m.user_id = ",
         );
         sql.push_bind(user.to_owned()).push(" AND m.client_id = ").push_bind(client);
-        sql.push(" AND m.xid < h.h ORDER BY m.mutation_id DESC LIMIT 1), 0) END FROM c) FROM h");
-        let (horizon, gc, last, synced): (String, Option<String>, Option<i64>, Option<i64>) =
+        sql.push(" AND m.xid < h.h ORDER BY m.mutation_id DESC LIMIT 1), 0) END FROM c), ");
+        held::push_held_json(&mut sql, &self.memberships, actor);
+        sql.push(" FROM h");
+        let (horizon, gc, last, synced, held): (String, Option<String>, Option<i64>, Option<i64>, String) =
             sql.build_query_as().fetch_one(conn).await?;
+        let held = held::held_from_json(&self.app, &self.memberships, actor, &held)?;
         let horizon: u64 = sql::xid(&horizon)?;
         self.raise_floor(horizon);
         let id = |n: Option<i64>| n.map_or(0, |n| u64::try_from(n).unwrap_or(0));
@@ -294,6 +300,7 @@ impl PostgresStorage {
             tombstone_horizon: gc.and_then(|v| v.parse().ok()).unwrap_or(0),
             last_mutation_id: id(last),
             synced_mutation_id: id(synced),
+            held,
         })
     }
 

@@ -23,7 +23,7 @@ use engine_kernel::{Actor, BucketKey};
 use serde_json::Value;
 use sqlx::{PgConnection, Row as _};
 
-use super::{PostgresStorage, bucket_sets, held};
+use super::{PostgresStorage, bucket_sets};
 use crate::cursor::{Cursor, CursorKey, Group, MAX_GROUPS, SetDigest, TombstonePosition, Walk};
 use crate::error::{Error, Result};
 use crate::storage::postgres::sql;
@@ -79,11 +79,12 @@ pub(crate) async fn pull(store: &PostgresStorage, actor: &Actor, request: &PullR
     let mut attempt = 0;
     let (mut tx, start) = loop {
         let floor = store.horizon_floor();
-        let mut tx = store.pool.begin_with("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY").await?;
-        // The first statement fixes the snapshot and reads the horizon from it, with the
-        // tombstone horizon and the client's sequence.
-        let start = store.read_pull_start(&mut tx, &actor.user_id, request.client_id, floor).await?;
-        sqlx::raw_sql(PLANNER).execute(&mut *tx).await?;
+        // The planner's settings go with `BEGIN`, in one round trip: they take no snapshot.
+        let begin = format!("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY; {PLANNER}");
+        let mut tx = store.pool.begin_with(sqlx::AssertSqlSafe(begin)).await?;
+        // The first statement that reads fixes the snapshot and reads the horizon from it, with
+        // the tombstone horizon and the client's sequence.
+        let start = store.read_pull_start(&mut tx, actor, request.client_id, floor).await?;
         if start.synced_mutation_id >= start.last_mutation_id || attempt == OWN_WRITES_RETRIES {
             break (tx, start);
         }
@@ -93,7 +94,7 @@ pub(crate) async fn pull(store: &PostgresStorage, actor: &Actor, request: &PullR
     };
     let (horizon, gc_horizon) = (start.horizon, start.tombstone_horizon);
 
-    let held = held::held_buckets(&mut tx, &store.app, &store.memberships, actor).await?;
+    let held = start.held.clone();
     let all_held = held.clone();
     if held.len() > store.limits.buckets_per_actor {
         return Err(Error::TooManyBuckets { held: held.len(), limit: store.limits.buckets_per_actor });
