@@ -230,6 +230,24 @@ fn push_walk_rest(
     sql.push(format_args!(" ORDER BY {} LIMIT ", stream_order("t", table))).push_bind(limit);
 }
 
+/// The scope values (parameter order) of the rows of `table` written by the transactions from
+/// `from` (on) to `to` (below), at most `limit` of them, read in transaction order by the table's
+/// `(_engine_xid, key)` index: which buckets of `selection` a window of the change stream may
+/// touch, found by the rows that changed rather than by a probe per bucket. A row that fails the
+/// selection's other conditions only adds a bucket to look at.
+pub(crate) fn push_changed_scopes(
+    sql: &mut Sql,
+    table: &TableMeta,
+    selection: &RuleSelection,
+    (from, to): (u64, u64),
+    limit: usize,
+) {
+    let scope: Vec<String> = selection.scope_columns().iter().map(|c| format!("{}::text", column("t", c))).collect();
+    sql.push(format_args!("SELECT {} FROM {} AS t WHERE t._engine_xid >= ", scope.join(", "), ident(table.name)));
+    sql.push_bind(from.to_string()).push("::text::xid8 AND t._engine_xid < ").push_bind(to.to_string());
+    sql.push("::text::xid8 ORDER BY t._engine_xid LIMIT ").push_bind(i64::try_from(limit).unwrap_or(i64::MAX));
+}
+
 /// A step over the one bucket `params`.
 fn push_walk_one(sql: &mut Sql, table: &TableMeta, selection: &RuleSelection, step: &WalkStep<'_>, params: &[String]) {
     push_walk_select(sql, table, "t", "1::int8", step.stamps);

@@ -205,3 +205,92 @@ fn tombstones_come_in_transaction_order_across_a_digit_boundary() {
         db.drop().await;
     });
 }
+
+/// The notes of a pull, by id and title.
+fn notes(response: &engine_kernel::wire::PullResponse) -> Vec<(String, String)> {
+    let mut notes: Vec<(String, String)> = response
+        .changes
+        .iter()
+        .filter(|c| c.table == "notes")
+        .map(|c| (c.row["id"].as_str().unwrap().to_owned(), c.row["title"].as_str().unwrap().to_owned()))
+        .collect();
+    notes.sort();
+    notes
+}
+
+/// An actor of more buckets than a walk probes one by one: an incremental pull reads which of
+/// them changed from the window's rows, and delivers exactly the rows of those, none of another
+/// actor's; a window with more rows than the actor has buckets is walked bucket by bucket.
+#[test]
+fn an_incremental_pull_of_many_buckets_delivers_what_changed_in_them() {
+    let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+    runtime.block_on(async {
+        let db = TestDb::new().await;
+        let storage = PostgresStorage::new(db.pool.clone(), Arc::new(example_notes::app()));
+        storage.provision().await.unwrap();
+        let exec = |sql: String| {
+            let pool = db.pool.clone();
+            async move { sqlx::raw_sql(sqlx::AssertSqlSafe(sql)).execute(&pool).await.unwrap() }
+        };
+        // carol is a member of 80 lists of 3 notes; dave's list is not hers.
+        let mut seed = String::new();
+        for l in 0..80 {
+            seed.push_str(&format!(
+                "INSERT INTO lists (id, owner_id, title, archived) VALUES ('l{l}', 'o', 't', false);
+                 INSERT INTO list_members (list_id, user_id, owner_id, role) VALUES ('l{l}', 'carol', 'o', 'viewer');"
+            ));
+            for n in 0..3 {
+                seed.push_str(&format!(
+                    "INSERT INTO notes (id, owner_id, list_id, title, done, position) VALUES ('n{l}-{n}', 'o', 'l{l}', 'first', false, {n});"
+                ));
+            }
+        }
+        seed.push_str("INSERT INTO lists (id, owner_id, title, archived) VALUES ('dave', 'dave', 't', false);");
+        exec(seed).await;
+        let carol = engine_kernel::Actor::new("carol", "carol");
+        let client = uuid::Uuid::new_v4();
+        let pull = |cursor: Option<String>| {
+            let request = engine_kernel::wire::PullRequest { client_id: client, cursor, buckets: None, limit: Some(1000) };
+            let (storage, carol) = (&storage, &carol);
+            async move { storage.pull(carol, &request).await.unwrap() }
+        };
+        let first = pull(None).await;
+        assert_eq!(notes(&first).len(), 240);
+        let mut cursor = first.cursor;
+
+        // Two notes change, one is added, and dave writes into his own list.
+        exec("UPDATE notes SET title = 'second' WHERE id IN ('n3-1', 'n70-2')".into()).await;
+        exec("INSERT INTO notes (id, owner_id, list_id, title, done, position) VALUES ('n41-9', 'o', 'l41', 'new', false, 9), ('d1', 'dave', 'dave', 'dave''s', false, 0)".into()).await;
+        let mut changed = Vec::new();
+        for _ in 0..50 {
+            let page = pull(Some(cursor)).await;
+            cursor = page.cursor.clone();
+            changed.extend(notes(&page));
+            if changed.len() >= 3 {
+                break;
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+        }
+        let expected = [("n3-1", "second"), ("n41-9", "new"), ("n70-2", "second")];
+        assert_eq!(changed, expected.map(|(id, title)| (id.to_owned(), title.to_owned())));
+
+        // More rows in the window than carol has buckets: dave's 200, then one of hers.
+        let many: Vec<String> = (0..200)
+            .map(|n| format!("('d-{n}', 'dave', 'dave', 't', false, {n})"))
+            .collect();
+        exec(format!("INSERT INTO notes (id, owner_id, list_id, title, done, position) VALUES {}", many.join(", "))).await;
+        exec("UPDATE notes SET title = 'third' WHERE id = 'n79-0'".into()).await;
+        let mut changed = Vec::new();
+        for _ in 0..50 {
+            let page = pull(Some(cursor)).await;
+            cursor = page.cursor.clone();
+            changed.extend(notes(&page));
+            if !changed.is_empty() {
+                break;
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+        }
+        assert_eq!(changed, [("n79-0".to_owned(), "third".to_owned())]);
+        db.drop().await;
+    });
+}

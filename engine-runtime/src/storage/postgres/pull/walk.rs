@@ -5,7 +5,9 @@
 //! rows the table holds and whatever the planner knows of them; the position of the walk goes
 //! in the cursor, so the next page starts where this one ended.
 
-use engine_kernel::{BucketKey, TableMeta};
+use std::collections::HashSet;
+
+use engine_kernel::{BucketKey, SqlType, TableMeta};
 use futures_util::TryStreamExt;
 use sqlx::{PgConnection, Row as _};
 
@@ -37,6 +39,41 @@ fn lanes<'s>(store: &'s PostgresStorage, group: &Group) -> Vec<(Lane, &'s RuleSe
     lanes
 }
 
+/// Past this many buckets of a lane, an incremental walk first reads which of them its window
+/// changed: a bucket's probe of the index costs several rows' reads.
+const MANY_BUCKETS: usize = 64;
+
+/// The buckets of `selection` that rows of `table` written in `window` are in; `None` when more
+/// than `most` rows were written there (probing each bucket is cheaper then), or when a scope
+/// column is not text (the key's parameter is then not the column's text).
+async fn changed_buckets(
+    conn: &mut PgConnection,
+    table: &TableMeta,
+    selection: &RuleSelection,
+    window: (u64, u64),
+    most: usize,
+) -> Result<Option<HashSet<BucketKey>>> {
+    let scope = selection.scope_columns();
+    if scope.iter().any(|c| table.column(c).is_none_or(|c| c.sql_type != SqlType::Text)) {
+        return Ok(None);
+    }
+    let mut sql = Sql::new("");
+    selection::push_changed_scopes(&mut sql, table, selection, window, most + 1);
+    let rows = sql.build().fetch_all(&mut *conn).await?;
+    if rows.len() > most {
+        return Ok(None);
+    }
+    let mut changed = HashSet::new();
+    for row in &rows {
+        let params: Option<Vec<String>> =
+            (0..scope.len()).map(|i| row.try_get::<Option<String>, _>(i).ok().flatten()).collect();
+        if let Some(params) = params {
+            changed.insert(BucketKey::new(selection.rule.name, &params));
+        }
+    }
+    Ok(Some(changed))
+}
+
 /// Walk `group` from where its walk stands until the walk is done (`true`) or the page is full
 /// (`false`).
 pub(super) async fn walk(
@@ -63,7 +100,14 @@ pub(super) async fn walk(
         let walked_before = |row: &engine_kernel::Row| {
             earlier.iter().any(|s| s.bucket_of(row).is_some_and(|b| group.buckets.binary_search(&b).is_ok()))
         };
-        let buckets: Vec<&BucketKey> = group.buckets.iter().filter(|b| b.rule() == rule_selection.rule.name).collect();
+        let mut buckets: Vec<&BucketKey> =
+            group.buckets.iter().filter(|b| b.rule() == rule_selection.rule.name).collect();
+        if walk.point.is_none() && from > 0 && buckets.len() > MANY_BUCKETS {
+            // An incremental walk of many buckets: only those the window's rows are in.
+            if let Some(changed) = changed_buckets(conn, table, rule_selection, (from, walk.to), buckets.len()).await? {
+                buckets.retain(|b| changed.contains(*b));
+            }
+        }
         loop {
             let limit = page.entries_left();
             if limit == 0 {
