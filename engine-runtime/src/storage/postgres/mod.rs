@@ -45,11 +45,20 @@ use selection::Sql;
 pub fn postgres(url: impl Into<String>) -> Postgres {
     Postgres {
         url: url.into(),
-        max_connections: 16,
+        max_connections: default_pool_size(),
         pool: None,
         limits: StoreLimits::default(),
         timeouts: Timeouts::default(),
     }
+}
+
+/// The pool's default size: 4 connections per CPU the process may use, 8 at least and 32 at
+/// most. More sessions than Postgres has cores to run them only queue inside Postgres, where
+/// they contend for its locks: on the push benchmark's two cores, 8 connections served 7-10%
+/// more pushes a second than 16.
+fn default_pool_size() -> u32 {
+    let cpus = std::thread::available_parallelism().map_or(2, std::num::NonZeroUsize::get);
+    u32::try_from(cpus.saturating_mul(4)).unwrap_or(u32::MAX).clamp(8, 32)
 }
 
 /// Create the database `url` names when it does not exist (connecting to the server's
@@ -93,7 +102,7 @@ pub struct Postgres {
 }
 
 impl Postgres {
-    /// The most connections the pool opens (default 16).
+    /// The most connections the pool opens (default 4 per CPU, between 8 and 32).
     pub fn max_connections(mut self, n: u32) -> Self {
         self.max_connections = n.max(1);
         self
