@@ -15,8 +15,7 @@
 
 use engine_kernel::{ColumnMeta, SqlType, TableMeta};
 
-use super::mutation::NEWEST;
-use super::sql::{constant, ident, literal, ordered};
+use super::sql::{NEWEST_STAMP, constant, ident, literal, ordered};
 use crate::buckets::{RuleSelection, param_text};
 
 /// A statement being built, with its bound values.
@@ -177,10 +176,10 @@ pub(crate) fn push_walk(sql: &mut Sql, table: &TableMeta, selection: &RuleSelect
 /// the step's first transaction before any key (`strict` 0). The start is where the index scan
 /// begins, so it must never lie below the step: the bucket would be read from its first row on.
 fn first_start(table: &TableMeta, step: &WalkStep<'_>) -> (u64, Vec<String>, i32) {
-    let keys = table.key_columns();
     match step.resume.filter(|(xid, _)| *xid >= step.from) {
         Some((xid, values)) => {
-            (xid, keys.enumerate().map(|(k, _)| values.get(k).and_then(param_text).unwrap_or_default()).collect(), 1)
+            let keys = table.key_columns().count();
+            (xid, (0..keys).map(|k| values.get(k).and_then(param_text).unwrap_or_default()).collect(), 1)
         }
         None => floor_start(table, step),
     }
@@ -198,7 +197,10 @@ fn push_walk_select(sql: &mut Sql, table: &TableMeta, alias: &str, index: &str, 
     // The newest stamp where the row keeps it, else the whole object (a row written before
     // stamps kept their newest, or by SQL of its own).
     let stamps = if stamps {
-        format!(", coalesce({alias}._engine_hlc ->> {newest}, {alias}._engine_hlc::text)", newest = literal(NEWEST))
+        format!(
+            ", coalesce({alias}._engine_hlc ->> {newest}, {alias}._engine_hlc::text)",
+            newest = literal(NEWEST_STAMP)
+        )
     } else {
         String::new()
     };

@@ -9,6 +9,11 @@ pub(crate) fn ident(name: &str) -> String {
     format!("\"{}\"", name.replace('"', "\"\""))
 }
 
+/// The key of a row's clock stamps (`_engine_hlc`) that holds the newest of them, so that a pull
+/// reads one value per row instead of the whole object. No column has an empty name (Postgres
+/// refuses one). Stamps in their text form order as the clocks do.
+pub(crate) const NEWEST_STAMP: &str = "";
+
 /// A quoted string literal (standard-conforming strings, so only `'` needs doubling).
 pub(crate) fn literal(text: &str) -> String {
     format!("'{}'", text.replace('\'', "''"))

@@ -13,22 +13,19 @@ use engine_kernel::column::ColumnMeta;
 use engine_kernel::{Hlc, Row, TableMeta};
 use serde_json::{Map, Value};
 
+use crate::storage::postgres::sql::NEWEST_STAMP;
+
 type KernelResult<T> = engine_kernel::Result<T>;
 
 /// Per-column HLC stamps of a row (`_engine_hlc`): column name → clock text, and under
-/// [`NEWEST`] the newest of them.
+/// [`NEWEST_STAMP`] the newest of them.
 pub(super) type Stamps = Map<String, Value>;
-
-/// The key of a row's stamps that holds the newest of them, so that a pull reads one value per
-/// row instead of the whole object. No column has an empty name (Postgres refuses one). Stamps
-/// in their text form order as the clocks do, so the newest is the greatest text.
-pub(crate) const NEWEST: &str = "";
 
 /// The stamps of a row inserted at `hlc`: every column stamped with it.
 pub(super) fn inserted(table: &TableMeta, hlc: &Hlc) -> Value {
     let stamp = Value::from(hlc.to_string());
     let mut stamps: Stamps = table.columns.iter().map(|c| (c.name.to_owned(), stamp.clone())).collect();
-    stamps.insert(NEWEST.to_owned(), stamp);
+    stamps.insert(NEWEST_STAMP.to_owned(), stamp);
     Value::Object(stamps)
 }
 
@@ -99,11 +96,8 @@ pub(super) async fn updated(
             took_effect = true;
         }
     }
-    if by_field {
-        let newest = stamps.values().filter_map(Value::as_str).max().map(str::to_owned);
-        if let Some(newest) = newest {
-            stamps.insert(NEWEST.to_owned(), Value::from(newest));
-        }
+    if by_field && let Some(newest) = newest(&stamps) {
+        stamps.insert(NEWEST_STAMP.to_owned(), Value::from(newest.to_string()));
     }
     Ok(Updated { after, stamps, took_effect })
 }
@@ -151,12 +145,12 @@ mod tests {
         let lost = updated(&TABLE, true, &before, stamps.clone(), &older, &hlc(1000)).await.unwrap();
         assert_eq!(lost.after["title"], "old");
         assert_eq!(lost.stamps["title"], stamps["title"]);
-        assert_eq!(lost.stamps[NEWEST], hlc(2000).to_string(), "the row keeps its newest stamp");
+        assert_eq!(lost.stamps[NEWEST_STAMP], hlc(2000).to_string(), "the row keeps its newest stamp");
         assert!(!lost.took_effect, "the write lost its only merge");
         let won = updated(&TABLE, true, &before, stamps, &[("title", "new".into())], &hlc(3000)).await.unwrap();
         assert_eq!(won.after["title"], "new");
         assert_eq!(won.stamps["title"], hlc(3000).to_string());
-        assert_eq!(won.stamps[NEWEST], hlc(3000).to_string());
+        assert_eq!(won.stamps[NEWEST_STAMP], hlc(3000).to_string());
         assert!(won.took_effect);
         assert_eq!(newest(&won.stamps), Some(hlc(3000)));
     }

@@ -27,7 +27,6 @@ use serde_json::Value;
 
 pub(crate) use bounds::depth;
 pub(crate) use errors::to_kernel;
-pub(crate) use merge::NEWEST;
 pub(crate) use session::{PendingInsert, Session};
 
 use super::PostgresStorage;

@@ -140,7 +140,7 @@ impl<'a> Page<'a> {
     }
 }
 
-/// The greatest string value of a JSON object, read without building the object.
+/// The greatest value of a JSON object that reads as a clock, read without building the object.
 struct Newest<'a>(Option<Cow<'a, str>>);
 
 /// A string of JSON, borrowed from the text unless it has escapes.
@@ -160,7 +160,7 @@ impl<'de> Deserialize<'de> for Newest<'de> {
             fn visit_map<M: de::MapAccess<'de>>(self, mut map: M) -> Result<Newest<'de>, M::Error> {
                 let mut newest: Option<Cow<'de, str>> = None;
                 while let Some((_, Text(value))) = map.next_entry::<de::IgnoredAny, Text<'de>>()? {
-                    if newest.as_ref().is_none_or(|n| value > *n) {
+                    if newest.as_ref().is_none_or(|n| value > *n) && value.parse::<Hlc>().is_ok() {
                         newest = Some(value);
                     }
                 }
@@ -273,6 +273,9 @@ mod tests {
         page.observe(r#"{"title": "0000000000001-0000-a", "t\u0069tle": "0000000000002-0000-\u0062"}"#);
         page.observe(r#"{"done": "0000000000001-ffff-z"}"#);
         assert_eq!(page.newest(), Some(Hlc::new(2, 0, "b").unwrap()));
+        // A value that is no clock reading, however great, leaves the readings beside it counted.
+        page.observe(r#"{"a": "zzz", "b": "0000000000002-0001-b"}"#);
+        assert_eq!(page.newest(), Some(Hlc::new(2, 1, "b").unwrap()));
         // A row that keeps its newest stamp gives that alone.
         page.observe("0000000000003-0000-c");
         page.observe("0000000000002-ffff-d");

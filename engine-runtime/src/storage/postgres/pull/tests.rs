@@ -49,6 +49,19 @@ async fn write_as_apps_do(pool: &PgPool) {
     }
 }
 
+/// Run `test` to its end on a runtime of its own.
+fn block_on<F: std::future::Future>(test: F) -> F::Output {
+    tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(test)
+}
+
+/// A fresh database with the notes app provisioned.
+async fn notes_db() -> (TestDb, PostgresStorage) {
+    let db = TestDb::new().await;
+    let storage = PostgresStorage::new(db.pool.clone(), Arc::new(example_notes::app()));
+    storage.provision().await.unwrap();
+    (db, storage)
+}
+
 /// Every node of a JSON plan, with the node types above it.
 fn nodes<'p>(plan: &'p Value, above: &mut Vec<String>, out: &mut Vec<(Vec<String>, &'p Value)>) {
     out.push((above.clone(), plan));
@@ -115,19 +128,23 @@ fn blocks(plan: &Value) -> u64 {
 
 #[test]
 fn a_page_of_the_walk_reads_what_it_delivers_plus_a_bucket() {
-    let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
-    runtime.block_on(async {
-        let db = TestDb::new().await;
-        let storage = PostgresStorage::new(db.pool.clone(), Arc::new(example_notes::app()));
-        storage.provision().await.unwrap();
+    block_on(async {
+        let (db, _provisioned) = notes_db().await;
         write_as_apps_do(&db.pool).await;
-        let analyzed: Option<f32> =
-            sqlx::query_scalar("SELECT reltuples FROM pg_class WHERE relname = 'notes'").fetch_one(&db.pool).await.unwrap();
+        let analyzed: Option<f32> = sqlx::query_scalar("SELECT reltuples FROM pg_class WHERE relname = 'notes'")
+            .fetch_one(&db.pool)
+            .await
+            .unwrap();
         assert_eq!(analyzed, Some(-1.0), "the planner has no statistics of notes");
 
         // A bootstrap of the big list's 1,500 notes, in pages of 500.
         let big = vec![vec!["big".to_owned()]];
-        let first = explain(&db.pool, &WalkStep { buckets: &big, resume: None, from: 0, to: u64::MAX / 2, limit: 500, stamps: false }, "shared").await;
+        let first = explain(
+            &db.pool,
+            &WalkStep { buckets: &big, resume: None, from: 0, to: u64::MAX / 2, limit: 500, stamps: false },
+            "shared",
+        )
+        .await;
         assert_walks(&first, 500);
         assert_sorts_nothing(&first);
         assert_eq!(first["Actual Rows"], 500);
@@ -139,7 +156,14 @@ fn a_page_of_the_walk_reads_what_it_delivers_plus_a_bucket() {
         .await
         .unwrap();
         let key = [Value::from(id)];
-        let deep = WalkStep { buckets: &big, resume: Some((xid.parse().unwrap(), &key[..])), from: 0, to: u64::MAX / 2, limit: 500, stamps: false };
+        let deep = WalkStep {
+            buckets: &big,
+            resume: Some((xid.parse().unwrap(), &key[..])),
+            from: 0,
+            to: u64::MAX / 2,
+            limit: 500,
+            stamps: false,
+        };
         let plan = explain(&db.pool, &deep, "shared").await;
         assert_walks(&plan, 500);
         assert_sorts_nothing(&plan);
@@ -148,7 +172,14 @@ fn a_page_of_the_walk_reads_what_it_delivers_plus_a_bucket() {
         // An incremental step, from a transaction after every row: it finds nothing, and finds
         // it by a probe of the index, not by reading the big list's history.
         let now: String = sqlx::query_scalar("SELECT pg_current_xact_id()::text").fetch_one(&db.pool).await.unwrap();
-        let recent = WalkStep { buckets: &big, resume: None, from: now.parse().unwrap(), to: u64::MAX / 2, limit: 500, stamps: false };
+        let recent = WalkStep {
+            buckets: &big,
+            resume: None,
+            from: now.parse().unwrap(),
+            to: u64::MAX / 2,
+            limit: 500,
+            stamps: false,
+        };
         let plan = explain(&db.pool, &recent, "shared").await;
         assert_walks(&plan, 0);
         let probe = blocks(&plan);
@@ -159,7 +190,12 @@ fn a_page_of_the_walk_reads_what_it_delivers_plus_a_bucket() {
 
         // All 100 lists shared with one actor: a page of 500 passes four lists of 150 notes.
         let lists: Vec<Vec<String>> = (0..100).map(|l| vec![format!("l{l}")]).collect();
-        let shared = explain(&db.pool, &WalkStep { buckets: &lists, resume: None, from: 0, to: u64::MAX / 2, limit: 500, stamps: false }, "shared").await;
+        let shared = explain(
+            &db.pool,
+            &WalkStep { buckets: &lists, resume: None, from: 0, to: u64::MAX / 2, limit: 500, stamps: false },
+            "shared",
+        )
+        .await;
         assert_walks(&shared, 500 + 150);
         assert_eq!(shared["Actual Rows"], 500);
         // Late in the walk, past 90 of the lists: what came before costs nothing.
@@ -172,11 +208,8 @@ fn a_page_of_the_walk_reads_what_it_delivers_plus_a_bucket() {
 
 #[test]
 fn tombstones_come_in_transaction_order_across_a_digit_boundary() {
-    let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
-    runtime.block_on(async {
-        let db = TestDb::new().await;
-        let storage = PostgresStorage::new(db.pool.clone(), Arc::new(example_notes::app()));
-        storage.provision().await.unwrap();
+    block_on(async {
+        let (db, _provisioned) = notes_db().await;
         // Transactions 99, 100 and 1000: as text, 100 and 1000 sort before 99.
         sqlx::raw_sql(
             "INSERT INTO _engine_tombstones (xid, table_name, key, buckets) VALUES
@@ -223,11 +256,8 @@ fn notes(response: &engine_kernel::wire::PullResponse) -> Vec<(String, String)> 
 /// actor's; a window with more rows than the actor has buckets is walked bucket by bucket.
 #[test]
 fn an_incremental_pull_of_many_buckets_delivers_what_changed_in_them() {
-    let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
-    runtime.block_on(async {
-        let db = TestDb::new().await;
-        let storage = PostgresStorage::new(db.pool.clone(), Arc::new(example_notes::app()));
-        storage.provision().await.unwrap();
+    block_on(async {
+        let (db, storage) = notes_db().await;
         let exec = |sql: String| {
             let pool = db.pool.clone();
             async move { sqlx::raw_sql(sqlx::AssertSqlSafe(sql)).execute(&pool).await.unwrap() }
@@ -250,7 +280,8 @@ fn an_incremental_pull_of_many_buckets_delivers_what_changed_in_them() {
         let carol = engine_kernel::Actor::new("carol", "carol");
         let client = uuid::Uuid::new_v4();
         let pull = |cursor: Option<String>| {
-            let request = engine_kernel::wire::PullRequest { client_id: client, cursor, buckets: None, limit: Some(1000) };
+            let request =
+                engine_kernel::wire::PullRequest { client_id: client, cursor, buckets: None, limit: Some(1000) };
             let (storage, carol) = (&storage, &carol);
             async move { storage.pull(carol, &request).await.unwrap() }
         };
@@ -275,10 +306,9 @@ fn an_incremental_pull_of_many_buckets_delivers_what_changed_in_them() {
         assert_eq!(changed, expected.map(|(id, title)| (id.to_owned(), title.to_owned())));
 
         // More rows in the window than carol has buckets: dave's 200, then one of hers.
-        let many: Vec<String> = (0..200)
-            .map(|n| format!("('d-{n}', 'dave', 'dave', 't', false, {n})"))
-            .collect();
-        exec(format!("INSERT INTO notes (id, owner_id, list_id, title, done, position) VALUES {}", many.join(", "))).await;
+        let many: Vec<String> = (0..200).map(|n| format!("('d-{n}', 'dave', 'dave', 't', false, {n})")).collect();
+        exec(format!("INSERT INTO notes (id, owner_id, list_id, title, done, position) VALUES {}", many.join(", ")))
+            .await;
         exec("UPDATE notes SET title = 'third' WHERE id = 'n79-0'".into()).await;
         let mut changed = Vec::new();
         for _ in 0..50 {
