@@ -3,14 +3,16 @@
 //! should be quick.
 
 use engine_kernel::Actor;
-use engine_kernel::wire::{MutationResult, PullRequest, PullResponse, PushRequest, PushResponse};
+use engine_kernel::wire::{MutationResult, PullRequest, PushRequest, PushResponse};
 
 use crate::error::Error;
+use crate::storage::Pulled;
 
 /// Hooks called by the server.
 pub trait Observer: Send + Sync + 'static {
-    /// A pull was answered.
-    fn on_pull(&self, _actor: &Actor, _request: &PullRequest, _response: &PullResponse) {}
+    /// A pull was answered: [`Pulled::changes`] gives its rows as the JSON text sent,
+    /// [`Pulled::response`] the whole answer as the wire type.
+    fn on_pull(&self, _actor: &Actor, _request: &PullRequest, _response: &Pulled) {}
     /// A push was answered (also when it stopped early).
     fn on_push(&self, _actor: &Actor, _request: &PushRequest, _response: &PushResponse) {}
     /// A mutation was rejected with `conflict`.

@@ -143,8 +143,12 @@ async fn serves_the_notes_app(db: &TestDb) {
     let pushed = storage.push(&alice, &PushRequest { client_id, mutations: vec![create] }).await.unwrap();
     assert_eq!(pushed.response.results[0].status, MutationStatus::Applied);
     db.settle(&storage).await;
-    let pulled =
-        storage.pull(&alice, &PullRequest { client_id, cursor: None, buckets: None, limit: None }).await.unwrap();
+    let pulled = storage
+        .pull(&alice, &PullRequest { client_id, cursor: None, buckets: None, limit: None })
+        .await
+        .unwrap()
+        .response()
+        .unwrap();
     assert!(pulled.changes.iter().any(|c| c.table == "lists" && c.row["id"] == "l1"));
 }
 

@@ -32,7 +32,7 @@ async fn pull_with(
     limit: Option<u32>,
 ) -> PullResponse {
     let request = PullRequest { client_id: CLIENT, cursor: cursor.map(str::to_owned), buckets, limit };
-    storage.pull(&actor(who), &request).await.unwrap()
+    storage.pull(&actor(who), &request).await.unwrap().response().unwrap()
 }
 
 /// Pull pages until `hasMore` is false; returns every response.

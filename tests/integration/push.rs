@@ -169,7 +169,7 @@ async fn race(storage: &Arc<PostgresStorage>, m: &MutationRequest) -> Vec<Pushed
 
 async fn last_mutation_id(storage: &PostgresStorage, who: &str, client_id: uuid::Uuid) -> u64 {
     let request = PullRequest { client_id, cursor: None, buckets: None, limit: Some(1) };
-    storage.pull(&actor(who), &request).await.unwrap().last_mutation_id
+    storage.pull(&actor(who), &request).await.unwrap().response().unwrap().last_mutation_id
 }
 
 fn code(result: &engine::wire::MutationResult) -> Option<ErrorCode> {
@@ -450,6 +450,8 @@ async fn forged_grants_and_injections_are_refused_and_reach_no_one() {
     let pulled = storage
         .pull(&actor("carol"), &PullRequest { client_id: client(3), cursor: None, buckets: None, limit: None })
         .await
+        .unwrap()
+        .response()
         .unwrap();
     let bob_in_carols_world = pulled
         .changes
@@ -497,6 +499,8 @@ async fn field_merge_takes_each_column_from_the_newer_clock() {
     let before_b = storage
         .pull(&actor("bob"), &PullRequest { client_id: client(2), cursor: None, buckets: None, limit: None })
         .await
+        .unwrap()
+        .response()
         .unwrap();
     assert!(
         push(&storage, "bob", client(11), b).await.response.results.iter().all(|r| r.status == MutationStatus::Applied)
@@ -511,6 +515,8 @@ async fn field_merge_takes_each_column_from_the_newer_clock() {
             &PullRequest { client_id: client(2), cursor: Some(before_b.cursor), buckets: None, limit: None },
         )
         .await
+        .unwrap()
+        .response()
         .unwrap();
     let note = after_b.changes.iter().find(|c| c.row["id"] == "an1").expect("a write that loses still bumps the row");
     assert_eq!((note.row["title"].clone(), note.row["done"].clone()), (json!("from b"), json!(true)));
@@ -666,6 +672,8 @@ async fn causality_wins_over_clocks_a_minute_ahead_or_ten_minutes_behind() {
     let pulled = storage
         .pull(&actor("bob"), &PullRequest { client_id: client(22), cursor: None, buckets: None, limit: None })
         .await
+        .unwrap()
+        .response()
         .unwrap();
     let server = pulled.server_hlc.expect("a pull carries the server's clock");
     assert!(server.to_string() > ahead, "{server} reads past the fast stamp {ahead}");

@@ -12,9 +12,7 @@ use axum::http::request::Parts;
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use engine_kernel::ErrorCode;
-use engine_kernel::wire::{
-    BlobDownloadRequest, BlobTicket, BlobUploadRequest, PullRequest, PullResponse, PushRequest, PushResponse,
-};
+use engine_kernel::wire::{BlobDownloadRequest, BlobTicket, BlobUploadRequest, PullRequest, PushRequest, PushResponse};
 use serde_json::json;
 
 use super::extract::{Caller, JsonBody};
@@ -23,6 +21,7 @@ use crate::error::{Error, Result};
 use crate::metrics;
 use crate::realtime::Signal;
 use crate::state::ServerState;
+use crate::storage::Pulled;
 
 pub(crate) fn routes() -> Router<Arc<ServerState>> {
     Router::new()
@@ -88,7 +87,7 @@ async fn pull(
         Ok(response) => {
             state.observer.on_pull(&actor, &request, &response);
             metrics::pulled(started.elapsed());
-            page_json(response)
+            page_json(&response)
         }
         Err(err) => {
             state.observer.on_error(&err);
@@ -143,19 +142,9 @@ async fn push(
     }
 }
 
-/// A pull's answer as JSON, written into a buffer sized for its rows at once (a page is up to
-/// megabytes, and a buffer grown from empty copies it again and again). A large page's many small
-/// values are freed on a blocking thread, off the answer's way to the client.
-fn page_json(response: PullResponse) -> Result<Response> {
-    /// Pages with more entries than this are freed off the async workers.
-    const FREED_APART: usize = 64;
-    let entries = response.changes.len() + response.tombstones.len();
-    let mut body = Vec::with_capacity(1024 + 320 * entries);
-    serde_json::to_writer(&mut body, &response).map_err(|err| Error::internal(format!("writing a page: {err}")))?;
-    if entries > FREED_APART {
-        tokio::task::spawn_blocking(move || drop(response));
-    }
-    Ok(([(header::CONTENT_TYPE, "application/json")], body).into_response())
+/// A pull's answer as JSON.
+fn page_json(response: &Pulled) -> Result<Response> {
+    Ok(([(header::CONTENT_TYPE, "application/json")], response.to_json()?).into_response())
 }
 
 /// The contract, naming in `servers` the prefix the router is nested under, if any.

@@ -5,13 +5,14 @@
 //!   triggers; no logical replication).
 
 pub mod postgres;
+mod pulled;
 
 use std::sync::Arc;
 use std::time::Duration;
 
 use std::collections::BTreeSet;
 
-use engine_kernel::wire::{PullRequest, PullResponse, PushRequest, PushResponse};
+use engine_kernel::wire::{PullRequest, PushRequest, PushResponse};
 use engine_kernel::{Actor, App, BoxFuture, BucketKey};
 
 use crate::error::{Error, Result};
@@ -21,6 +22,7 @@ pub use postgres::{
     JobAdmin, JobRecord, Postgres, PostgresStorage, ProvisionLocks, create_database_if_missing, postgres,
     provision_plan,
 };
+pub use pulled::{Pulled, PulledChange};
 
 /// An app's store: provisioning, pull and push, and the queue of its background jobs (which
 /// mutations enqueue in their own transactions), for one app.
@@ -30,7 +32,7 @@ pub trait Storage: JobQueue + Send + Sync + 'static {
     /// Check that the database serves the app, changing nothing.
     fn verify(&self) -> BoxFuture<'_, Result<()>>;
     /// The rows and tombstones of the actor's buckets since the request's cursor.
-    fn pull<'a>(&'a self, actor: &'a Actor, request: &'a PullRequest) -> BoxFuture<'a, Result<PullResponse>>;
+    fn pull<'a>(&'a self, actor: &'a Actor, request: &'a PullRequest) -> BoxFuture<'a, Result<Pulled>>;
     /// Apply the request's mutations in order, each in its own transaction.
     fn push<'a>(&'a self, actor: &'a Actor, request: &'a PushRequest) -> BoxFuture<'a, Result<Pushed>>;
     /// Whether the actor can read a row whose blob column holds `key` and that one of

@@ -22,7 +22,7 @@ use std::sync::Mutex;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
-use engine_kernel::wire::{PullRequest, PullResponse, PushRequest};
+use engine_kernel::wire::{PullRequest, PushRequest};
 use engine_kernel::{Actor, App, BoxFuture, BucketKey, HlcClock};
 use serde_json::Value;
 use sqlx::PgPool;
@@ -341,7 +341,7 @@ impl Storage for PostgresStorage {
         Box::pin(provision::verify(&self.pool, &self.app))
     }
 
-    fn pull<'a>(&'a self, actor: &'a Actor, request: &'a PullRequest) -> BoxFuture<'a, Result<PullResponse>> {
+    fn pull<'a>(&'a self, actor: &'a Actor, request: &'a PullRequest) -> BoxFuture<'a, Result<crate::storage::Pulled>> {
         Box::pin(pull::pull(self, actor, request))
     }
 

@@ -18,7 +18,7 @@ mod tests;
 
 use std::collections::BTreeSet;
 
-use engine_kernel::wire::{PullRequest, PullResponse};
+use engine_kernel::wire::PullRequest;
 use engine_kernel::{Actor, BucketKey};
 use serde_json::Value;
 use sqlx::{PgConnection, Row as _};
@@ -26,6 +26,7 @@ use sqlx::{PgConnection, Row as _};
 use super::{PostgresStorage, bucket_sets};
 use crate::cursor::{Cursor, CursorKey, Group, MAX_GROUPS, SetDigest, TombstonePosition, Walk};
 use crate::error::{Error, Result};
+use crate::storage::Pulled;
 use crate::storage::postgres::sql;
 use page::Page;
 
@@ -65,7 +66,7 @@ pub(crate) const HORIZON: &str = "
                    AND p.transaction::text::bigint = (x::text::numeric % 4294967296)::bigint)),
         (SELECT pg_snapshot_xmax(s) FROM snap))::text";
 
-pub(crate) async fn pull(store: &PostgresStorage, actor: &Actor, request: &PullRequest) -> Result<PullResponse> {
+pub(crate) async fn pull(store: &PostgresStorage, actor: &Actor, request: &PullRequest) -> Result<Pulled> {
     let limit = match request.limit {
         Some(0) => return Err(Error::MalformedRequest("`limit` is at least 1".into())),
         Some(n) => n.min(MAX_PULL_LIMIT),
@@ -186,18 +187,15 @@ pub(crate) async fn pull(store: &PostgresStorage, actor: &Actor, request: &PullR
         }
         clock.tick(engine_kernel::hlc::wall_clock_ms())
     };
-    let (changes, tombstones) = page.finish();
-    Ok(PullResponse {
-        changes,
-        tombstones,
-        removed_buckets,
-        cursor,
-        has_more,
-        reset,
-        last_mutation_id: start.last_mutation_id,
-        synced_mutation_id: Some(start.synced_mutation_id),
-        server_hlc: Some(server_hlc),
-    })
+    let mut pulled = page.finish();
+    pulled.removed_buckets = removed_buckets;
+    pulled.cursor = cursor;
+    pulled.has_more = has_more;
+    pulled.reset = reset;
+    pulled.last_mutation_id = start.last_mutation_id;
+    pulled.synced_mutation_id = Some(start.synced_mutation_id);
+    pulled.server_hlc = Some(server_hlc);
+    Ok(pulled)
 }
 
 /// The cursor `text`, opened and its stored bucket sets looked up; `None` when it is not a

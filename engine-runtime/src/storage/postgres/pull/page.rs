@@ -1,5 +1,6 @@
 //! A pull's page as it fills: its budget (entries and bytes of row data), its changes (one per
-//! row, with every requested bucket the row is in) and its tombstones.
+//! row, with every requested bucket the row is in, the row kept as its JSON text) and its
+//! tombstones.
 //!
 //! A page never holds the same row for the same bucket both as a change and as a tombstone, so a
 //! client may apply its two lists in any order.
@@ -7,15 +8,18 @@
 use std::borrow::Cow;
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 
-use engine_kernel::wire::{Change, Tombstone};
+use engine_kernel::wire::Tombstone;
 use engine_kernel::{BucketKey, Hlc, Row, TableMeta};
 use serde::de::{self, Deserialize, Deserializer};
 use serde_json::Value;
 
 use crate::buckets::RuleIndex;
+use crate::storage::Pulled;
 
 /// The most entries a page makes room for before it has any.
 const PREALLOCATED: usize = 1_000;
+/// The bytes of row text a page makes room for before it has any.
+const PREALLOCATED_BYTES: usize = 256 * 1024;
 
 /// A page being filled.
 pub(super) struct Page<'a> {
@@ -23,7 +27,8 @@ pub(super) struct Page<'a> {
     requested: &'a BTreeSet<BucketKey>,
     entries_left: usize,
     bytes_left: usize,
-    changes: Vec<Change>,
+    /// The changes taken, in the answer they go out in.
+    changes: Pulled,
     /// Where each row's change is in `changes`, by table and key.
     rows: HashMap<(&'static str, String), usize>,
     tombstones: Vec<Tombstone>,
@@ -39,7 +44,11 @@ impl<'a> Page<'a> {
             requested,
             entries_left: entries,
             bytes_left: bytes,
-            changes: Vec::with_capacity(entries.min(PREALLOCATED)),
+            changes: {
+                let mut changes = Pulled::default();
+                changes.reserve(entries.min(PREALLOCATED), bytes.min(PREALLOCATED_BYTES));
+                changes
+            },
             rows: HashMap::with_capacity(entries.min(PREALLOCATED)),
             tombstones: Vec::new(),
             memo: BucketMemo::default(),
@@ -56,24 +65,26 @@ impl<'a> Page<'a> {
         self.entries_left() == 0
     }
 
-    /// Whether the page has room for `row` (a page takes at least one entry, however large).
-    pub(super) fn fits(&self, row: &Row) -> bool {
-        let empty = self.changes.is_empty() && self.tombstones.is_empty();
-        self.entries_left > 0 && (empty || size(row) <= self.bytes_left)
+    /// Whether the page has room for a row of `bytes` bytes of JSON (a page takes at least one
+    /// entry, however large).
+    pub(super) fn fits(&self, bytes: usize) -> bool {
+        let empty = self.changes.changes_len() == 0 && self.tombstones.is_empty();
+        self.entries_left > 0 && (empty || bytes <= self.bytes_left)
     }
 
-    /// Take `row` of `table`; a row already in the page is not taken twice.
-    pub(super) fn add_row(&mut self, table: &'static TableMeta, row: Row) {
+    /// Take a row of `table` whose JSON object is `json`, whose key's [`identity`] is `key` and
+    /// whose columns deciding its buckets are `deciding`. A row already in the page is not taken
+    /// twice.
+    pub(super) fn add_row(&mut self, table: &'static TableMeta, key: String, deciding: &Row, json: &[u8]) {
         self.entries_left = self.entries_left.saturating_sub(1);
-        self.bytes_left = self.bytes_left.saturating_sub(size(&row));
-        let identity =
-            (table.name, identity(table.primary_key.iter().map(|k| (*k, row.get(*k).unwrap_or(&Value::Null)))));
+        self.bytes_left = self.bytes_left.saturating_sub(json.len());
+        let identity = (table.name, key);
         if self.rows.contains_key(&identity) {
             return;
         }
-        let buckets = self.memo.buckets(self.rules, table, &row, self.requested);
-        self.rows.insert(identity, self.changes.len());
-        self.changes.push(Change { table: table.name.to_owned(), row, buckets });
+        let buckets = self.memo.buckets(self.rules, table, deciding, self.requested);
+        self.rows.insert(identity, self.changes.changes_len());
+        self.changes.push_change(table.name, json, buckets);
     }
 
     /// Note the clock stamps of a row taken: its newest reading, or the text of a JSON object of
@@ -107,18 +118,18 @@ impl<'a> Page<'a> {
 
     /// The page's changes and tombstones: tombstones of one row merged, minus every bucket a
     /// change of the same row is in.
-    pub(super) fn finish(self) -> (Vec<Change>, Vec<Tombstone>) {
+    pub(super) fn finish(self) -> Pulled {
+        let mut changes = self.changes;
         if self.tombstones.is_empty() {
-            return (self.changes, self.tombstones);
+            return changes;
         }
-        let changes = self.changes;
         let live: HashMap<(String, String), usize> =
             self.rows.iter().map(|((table, key), index)| (((*table).to_owned(), key.clone()), *index)).collect();
         let mut merged: Vec<Tombstone> = Vec::new();
         let mut index: HashMap<(String, String), usize> = HashMap::new();
         for tombstone in self.tombstones {
             let id = (tombstone.table.clone(), identity(tombstone.key.iter().map(|(k, v)| (k.as_str(), v))));
-            let held: &[BucketKey] = live.get(&id).map_or(&[], |&i| changes[i].buckets.as_slice());
+            let held: &[BucketKey] = live.get(&id).map_or(&[], |&i| changes.change_buckets(i));
             let buckets: Vec<BucketKey> = tombstone.buckets.into_iter().filter(|b| !held.contains(b)).collect();
             if buckets.is_empty() {
                 continue;
@@ -136,7 +147,8 @@ impl<'a> Page<'a> {
                 }
             }
         }
-        (changes, merged)
+        changes.tombstones = merged;
+        changes
     }
 }
 
@@ -173,7 +185,7 @@ impl<'de> Deserialize<'de> for Newest<'de> {
 
 /// A row's key as text, whatever the order of its columns (a key read back from jsonb orders
 /// them its own way).
-fn identity<'v>(mut key: impl Iterator<Item = (&'v str, &'v Value)>) -> String {
+pub(super) fn identity<'v>(mut key: impl Iterator<Item = (&'v str, &'v Value)>) -> String {
     match (key.next(), key.next()) {
         // One column: its value alone (its text as it is when text: a table's keys share a type).
         (Some((_, Value::String(text))), None) => text.clone(),
@@ -183,19 +195,6 @@ fn identity<'v>(mut key: impl Iterator<Item = (&'v str, &'v Value)>) -> String {
             serde_json::to_string(&sorted).unwrap_or_default()
         }
     }
-}
-
-/// About the size of a row's JSON, in bytes, without writing it.
-fn size(row: &Row) -> usize {
-    fn value(v: &Value) -> usize {
-        match v {
-            Value::String(s) => s.len() + 2,
-            Value::Null | Value::Bool(_) => 5,
-            Value::Number(_) => 12,
-            other => serde_json::to_string(other).map_or(0, |s| s.len()),
-        }
-    }
-    row.iter().map(|(k, v)| k.len() + 4 + value(v)).sum()
 }
 
 /// The buckets of the rows of a page, among those requested. Consecutive rows that agree on

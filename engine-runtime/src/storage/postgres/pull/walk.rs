@@ -7,18 +7,19 @@
 
 use std::collections::HashSet;
 
-use engine_kernel::{BucketKey, SqlType, TableMeta};
+use engine_kernel::{BucketKey, Row, SqlType, TableMeta};
 use futures_util::TryStreamExt;
-use sqlx::{PgConnection, Row as _};
+use sqlx::postgres::PgRow;
+use sqlx::{PgConnection, Row as _, ValueRef as _};
 
 use super::page::Page;
-use crate::buckets::RuleSelection;
+use crate::buckets::{RuleIndex, RuleSelection};
 use crate::cursor::{Group, Lane, WalkPoint};
 use crate::error::{Error, Result};
 use crate::storage::postgres::PostgresStorage;
 use crate::storage::postgres::selection::{self, Sql, WalkStep};
 use crate::storage::postgres::sql;
-use crate::storage::postgres::values::{decode_key, decode_row};
+use crate::storage::postgres::values::{decode_columns, decode_key, write_row};
 
 /// The lanes of `group`, in walk order: every selection of a synced table whose rule has a
 /// bucket in the group.
@@ -74,6 +75,56 @@ async fn changed_buckets(
     Ok(Some(changed))
 }
 
+/// The columns of a table that decide which buckets its rows are in, read from each row of a
+/// step: decoded again only when their bytes differ from the row before's (the rows of a bucket
+/// share them), so a row costs its JSON text and its key, not a map of its values.
+struct Deciding {
+    columns: Vec<usize>,
+    bytes: Vec<Option<Vec<u8>>>,
+    row: Row,
+    /// Whether the row's bytes were ever read.
+    read: bool,
+}
+
+impl Deciding {
+    fn new(rules: &RuleIndex, table: &TableMeta) -> Self {
+        let names = rules.deciding_columns(table);
+        let columns = (0..table.columns.len()).filter(|&i| names.contains(&table.columns[i].name)).collect();
+        Deciding { columns, bytes: Vec::new(), row: Row::new(), read: false }
+    }
+
+    /// Read the deciding columns of `row` (of `table`); whether they differ from the last row's.
+    fn read(&mut self, table: &TableMeta, row: &PgRow) -> Result<bool> {
+        let bytes = |i: usize| -> Option<Option<&[u8]>> {
+            let value = row.try_get_raw(i).ok()?;
+            if value.is_null() { Some(None) } else { value.as_bytes().ok().map(Some) }
+        };
+        let same =
+            self.read && self.columns.iter().zip(&self.bytes).all(|(&i, kept)| bytes(i) == Some(kept.as_deref()));
+        if same {
+            return Ok(false);
+        }
+        self.row = decode_columns(table, row, &self.columns)?;
+        self.bytes = self.columns.iter().map(|&i| bytes(i).flatten().map(<[u8]>::to_vec)).collect();
+        self.read = true;
+        Ok(true)
+    }
+}
+
+/// The [`identity`](super::page::identity) of the key of the row of `table` in `row`: a one-column
+/// text key's text as it is, read without a value made for it.
+fn key_identity(table: &TableMeta, row: &PgRow) -> Result<String> {
+    if let [key] = table.primary_key {
+        let index = table.columns.iter().position(|c| c.name == *key);
+        if let Some(index) = index.filter(|&i| table.columns[i].sql_type == SqlType::Text) {
+            let text: &str = row.try_get(index).map_err(Error::Database)?;
+            return Ok(text.to_owned());
+        }
+    }
+    let key = decode_key(table, row)?;
+    Ok(super::page::identity(table.primary_key.iter().copied().zip(&key)))
+}
+
 /// Walk `group` from where its walk stands until the walk is done (`true`) or the page is full
 /// (`false`).
 pub(super) async fn walk(
@@ -97,7 +148,7 @@ pub(super) async fn walk(
         // lane: the rows of the walk's transactions do not change while it goes on.
         let earlier: Vec<&RuleSelection> =
             lanes[..position].iter().filter(|(_, _, t)| t.name == table.name).map(|(_, s, _)| *s).collect();
-        let walked_before = |row: &engine_kernel::Row| {
+        let walked_before = |row: &Row| {
             earlier.iter().any(|s| s.bucket_of(row).is_some_and(|b| group.buckets.binary_search(&b).is_ok()))
         };
         let mut buckets: Vec<&BucketKey> =
@@ -108,6 +159,8 @@ pub(super) async fn walk(
                 buckets.retain(|b| changed.contains(*b));
             }
         }
+        let mut deciding = Deciding::new(&store.rules, table);
+        let (mut again, mut json) = (false, Vec::with_capacity(512));
         loop {
             let limit = page.entries_left();
             if limit == 0 {
@@ -132,13 +185,18 @@ pub(super) async fn walk(
             let mut last = None;
             while let Some(row) = rows.try_next().await? {
                 read += 1;
-                let decoded = decode_row(table, &row)?;
-                let again = walked_before(&decoded);
-                if !again && !page.fits(&decoded) {
-                    full = true;
-                    break;
+                if deciding.read(table, &row)? {
+                    again = walked_before(&deciding.row);
                 }
-                let xid: String = row.try_get(table.columns.len()).map_err(Error::Database)?;
+                if !again {
+                    json.clear();
+                    write_row(table, &row, &mut json)?;
+                    if !page.fits(json.len()) {
+                        full = true;
+                        break;
+                    }
+                }
+                let xid: &str = row.try_get(table.columns.len()).map_err(Error::Database)?;
                 let index: i64 = row.try_get(table.columns.len() + 1).map_err(Error::Database)?;
                 let bucket = usize::try_from(index - 1).ok().and_then(|i| ahead.get(i)).ok_or_else(|| {
                     Error::internal(format!("a walk step answered bucket {index} of {}", ahead.len()))
@@ -148,9 +206,9 @@ pub(super) async fn walk(
                         let stamps: &str = row.try_get(table.columns.len() + 2).map_err(Error::Database)?;
                         page.observe(stamps);
                     }
-                    page.add_row(table, decoded);
+                    page.add_row(table, key_identity(table, &row)?, &deciding.row, &json);
                 }
-                last = Some((*bucket, sql::xid(&xid)?, row));
+                last = Some((*bucket, sql::xid(xid)?, row));
             }
             drop(rows);
             if let Some((bucket, xid, row)) = last {
