@@ -119,6 +119,11 @@ impl Hub {
         self.index.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 
+    /// Whether a socket of this process follows `bucket`.
+    fn follows(&self, bucket: &BucketKey) -> bool {
+        self.index().by_bucket.contains_key(bucket)
+    }
+
     /// Connected sockets.
     pub(crate) fn sockets(&self) -> usize {
         self.index().sockets.len()
@@ -287,9 +292,12 @@ impl Hub {
     ///
     /// Waiting pings are kept one per bucket (the latest transaction), at most
     /// [`WAITING_BUCKETS`] of them; past that they become one resync of every socket, sent once
-    /// the horizon has passed them all. The horizon is read every 2 ms while it moves, less
-    /// often (up to every [`MAX_CHECK`]) while it stands still; when a ping has waited longer
-    /// than `warn_after`, the transaction holding the horizon back is named in a warning.
+    /// the horizon has passed them all. While a ping of a bucket a socket follows waits, the
+    /// horizon is read every 2 ms while it moves, less often (up to every [`MAX_CHECK`]) while
+    /// it stands still; pings no socket followed when they came (a server taking pushes with no
+    /// one listening) wait for a reading every [`MAX_CHECK`], so they cost no query per commit
+    /// and still reach a socket that subscribes meanwhile. When a ping has waited longer than
+    /// `warn_after`, the transaction holding the horizon back is named in a warning.
     pub(crate) fn start(
         self: &Arc<Self>,
         realtime: &Arc<dyn Realtime>,
@@ -310,11 +318,12 @@ impl Hub {
                         let Some(hub) = hub.upgrade() else { return };
                         match signal {
                             Ok(Signal::Ping { bucket, xid }) if xid >= horizon => {
-                                if waiting.is_empty() {
-                                    delay = MIN_CHECK;
+                                let followed = hub.follows(&bucket);
+                                if waiting.is_empty() || (followed && !waiting.is_urgent()) {
+                                    delay = if followed { MIN_CHECK } else { MAX_CHECK };
                                     next_check = Instant::now() + delay;
                                 }
-                                waiting.add(bucket, xid);
+                                waiting.add(bucket, xid, followed);
                             }
                             Ok(signal) => hub.deliver(signal),
                             Err(broadcast::error::RecvError::Lagged(missed)) => {
@@ -332,7 +341,13 @@ impl Hub {
                         }
                         let Some(hub) = hub.upgrade() else { return };
                         waiting.release(horizon, |signal| hub.deliver(signal));
-                        delay = if horizon > before { MIN_CHECK } else { (delay * 2).min(MAX_CHECK) };
+                        delay = if !waiting.is_urgent() {
+                            MAX_CHECK
+                        } else if horizon > before {
+                            MIN_CHECK
+                        } else {
+                            (delay * 2).min(MAX_CHECK)
+                        };
                         next_check = Instant::now() + delay;
                         let held = waiting.oldest().map(|since| since.elapsed());
                         if held.is_some_and(|held| held > warn_after) && warned.is_none_or(|at| at.elapsed() > warn_after.max(WARN_EVERY)) {
@@ -359,11 +374,14 @@ pub(crate) const WAITING_BUCKETS: usize = 10_000;
 /// How often, at most, the warning about a held-back horizon is repeated.
 const WARN_EVERY: Duration = Duration::from_secs(60);
 
-/// Pings waiting for the horizon: per bucket the latest transaction and since when the bucket
-/// waits; past [`WAITING_BUCKETS`], one resync for everything.
+/// Pings waiting for the horizon: per bucket the latest transaction, since when the bucket
+/// waits and whether a socket followed it when a ping came; past [`WAITING_BUCKETS`], one resync
+/// for everything.
 #[derive(Default)]
 struct Waiting {
-    buckets: HashMap<BucketKey, (u64, Instant)>,
+    buckets: HashMap<BucketKey, (u64, Instant, bool)>,
+    /// How many of `buckets` a socket followed.
+    followed: usize,
     /// Every socket is owed a resync once the horizon has passed this transaction, waiting since.
     overflow: Option<(u64, Instant)>,
 }
@@ -373,33 +391,46 @@ impl Waiting {
         self.buckets.is_empty() && self.overflow.is_none()
     }
 
+    /// Whether a socket waits for what waits: a bucket it followed, or the resync every socket
+    /// is owed.
+    fn is_urgent(&self) -> bool {
+        self.followed > 0 || self.overflow.is_some()
+    }
+
     fn len(&self) -> usize {
         self.buckets.len() + usize::from(self.overflow.is_some())
     }
 
-    fn add(&mut self, bucket: BucketKey, xid: u64) {
+    fn add(&mut self, bucket: BucketKey, xid: u64, followed: bool) {
         let now = Instant::now();
         if let Some((top, _)) = &mut self.overflow {
             *top = (*top).max(xid);
             return;
         }
         if self.buckets.len() >= WAITING_BUCKETS && !self.buckets.contains_key(&bucket) {
-            let since = self.buckets.values().map(|(_, since)| *since).min().unwrap_or(now);
-            let top = self.buckets.drain().map(|(_, (xid, _))| xid).fold(xid, u64::max);
+            let since = self.buckets.values().map(|(_, since, _)| *since).min().unwrap_or(now);
+            let top = self.buckets.drain().map(|(_, (xid, _, _))| xid).fold(xid, u64::max);
+            self.followed = 0;
             tracing::warn!(buckets = WAITING_BUCKETS, "too many pings wait for the horizon; every socket will resync");
             self.overflow = Some((top, since));
             return;
         }
-        let entry = self.buckets.entry(bucket).or_insert((xid, now));
+        let entry = self.buckets.entry(bucket).or_insert((xid, now, false));
         entry.0 = entry.0.max(xid);
+        if followed && !entry.2 {
+            entry.2 = true;
+            self.followed += 1;
+        }
     }
 
     /// Deliver what the horizon has passed.
     fn release(&mut self, horizon: u64, mut deliver: impl FnMut(Signal)) {
-        self.buckets.retain(|bucket, (xid, _)| {
+        let followed = &mut self.followed;
+        self.buckets.retain(|bucket, (xid, _, was_followed)| {
             let ready = *xid < horizon;
             if ready {
                 deliver(Signal::Ping { bucket: bucket.clone(), xid: *xid });
+                *followed -= usize::from(*was_followed);
             }
             !ready
         });
@@ -411,7 +442,7 @@ impl Waiting {
 
     /// Since when the longest-waiting ping waits.
     fn oldest(&self) -> Option<Instant> {
-        self.buckets.values().map(|(_, since)| *since).chain(self.overflow.map(|(_, since)| since)).min()
+        self.buckets.values().map(|(_, since, _)| *since).chain(self.overflow.map(|(_, since)| since)).min()
     }
 }
 
@@ -434,5 +465,47 @@ async fn warn_held_back(storage: &dyn Storage, held: Duration, waiting: usize) {
         Err(err) => {
             tracing::warn!(held_ms, waiting, error = %err, "the horizon is held back; naming its transaction failed")
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use engine_kernel::BucketKey;
+
+    use super::{Signal, WAITING_BUCKETS, Waiting};
+
+    fn bucket(n: usize) -> BucketKey {
+        BucketKey::parse(&format!("own/u{n}")).unwrap()
+    }
+
+    /// Pings of buckets no socket follows wait without urgency, and are still delivered once the
+    /// horizon passes them; a followed bucket's ping makes the wait urgent until it is delivered;
+    /// an overflow (a resync every socket is owed) is urgent.
+    #[test]
+    fn only_a_followed_bucket_or_an_owed_resync_makes_waiting_urgent() {
+        let mut waiting = Waiting::default();
+        waiting.add(bucket(1), 10, false);
+        waiting.add(bucket(1), 12, false);
+        assert!(!waiting.is_urgent());
+        waiting.add(bucket(2), 11, true);
+        waiting.add(bucket(2), 13, true);
+        waiting.add(bucket(1), 14, true);
+        assert!(waiting.is_urgent());
+
+        let mut delivered = Vec::new();
+        waiting.release(14, |signal| delivered.push(signal));
+        assert!(matches!(&delivered[..], [Signal::Ping { xid: 13, .. }]), "{delivered:?}");
+        assert!(waiting.is_urgent(), "bucket 1 waits for transaction 14, followed");
+        waiting.release(15, |signal| delivered.push(signal));
+        assert!(matches!(&delivered[1..], [Signal::Ping { xid: 14, .. }]), "{delivered:?}");
+        assert!(waiting.is_empty() && !waiting.is_urgent());
+
+        for n in 0..=WAITING_BUCKETS {
+            waiting.add(bucket(n), 20, false);
+        }
+        assert!(waiting.is_urgent(), "past the bound, every socket is owed a resync");
+        waiting.release(21, |signal| delivered.push(signal));
+        assert!(matches!(delivered.last(), Some(Signal::Resync)));
+        assert!(waiting.is_empty() && !waiting.is_urgent());
     }
 }
