@@ -5,7 +5,7 @@
 //! - Bootstrap: a new client of `alice` pulls every note of her list in pages of 1,000 over
 //!   HTTP; the baseline reads the same notes with a keyset-paged `SELECT … WHERE list_id = $1
 //!   AND id > $2 ORDER BY id LIMIT 1000` (on an index made for it) and serializes each page
-//!   to JSON objects. Each side three times; the medians.
+//!   to JSON objects. Each side five times, turn about; the medians.
 //! - Incremental: a caught-up client of `alice`; 10 of her notes change in one push and the
 //!   client pulls them (median of 30); the baseline selects the same 10 rows by key.
 //! - Many buckets: `carol` is a member of 10,000 lists of 10 notes; her bootstrap and her
@@ -68,16 +68,18 @@ async fn growing(sizes: &[usize]) {
 
     println!("\n## Pull: paged bootstrap over HTTP (`limit` 1,000), alice's notes among others'\n");
     println!(
-        "| notes of alice (table) | engine rows/s | baseline rows/s | ratio | engine page p50, first / last tenth |"
+        "| notes of alice (table) | engine rows/s, answers decoded | answers read, rows not built | baseline rows/s | ratio, decoded / read | engine page p50, first / last tenth |"
     );
-    println!("|---:|---:|---:|---:|---:|");
+    println!("|---:|---:|---:|---:|---:|---:|");
     for (size, b) in &bootstraps {
         println!(
-            "| {size} ({}) | {:.0} | {:.0} | {:.2} | {:.1} / {:.1} ms |",
+            "| {size} ({}) | {:.0} | {:.0} | {:.0} | {:.2} / {:.2} | {:.1} / {:.1} ms |",
             size + size / 2,
             b.engine,
+            b.engine_read,
             b.baseline,
             b.engine / b.baseline,
+            b.engine_read / b.baseline,
             ms(b.first_pages),
             ms(b.last_pages)
         );
@@ -93,25 +95,48 @@ async fn growing(sizes: &[usize]) {
 
 struct Bootstrap {
     engine: f64,
+    /// The engine's rows/s with the answers read but their rows not built (`PageRead`).
+    engine_read: f64,
     baseline: f64,
     first_pages: Duration,
     last_pages: Duration,
 }
 
 /// Bootstraps of each side, for the median: the machine's noise is of the size of the effects.
-const BOOTSTRAPS: usize = 3;
+const BOOTSTRAPS: usize = 5;
 
-/// New clients of alice pull everything; then the baseline reads her notes as often. The medians.
+/// New clients of alice pull everything, and the baseline reads her notes, turn about (the
+/// machine's speed drifts over tens of seconds; alternating exposes both sides to the same
+/// drift). The medians of each side.
 async fn bootstrap(db: &BenchDb, server: &ServerProcess, size: usize) -> Bootstrap {
     let mut walks = Vec::new();
+    let mut reads = Vec::new();
+    let mut baselines = Vec::new();
     for _ in 0..BOOTSTRAPS {
-        let walk = Walk::pull(&WireClient::new(server, "alice")).await;
+        let walk = Walk::pull(&WireClient::new(server, "alice"), Decode::Typed).await;
         assert_eq!(walk.notes, size, "the bootstrap delivers every note of alice");
         walks.push(walk);
+        let read = Walk::pull(&WireClient::new(server, "alice"), Decode::Read).await;
+        assert_eq!(read.notes, size, "the bootstrap delivers every note of alice");
+        reads.push(read.took);
+        baselines.push(baseline_bootstrap(db, size).await);
     }
     walks.sort_by_key(|w| w.took);
+    reads.sort();
+    baselines.sort();
     let walk = &walks[BOOTSTRAPS / 2];
+    Bootstrap {
+        engine: size as f64 / walk.took.as_secs_f64(),
+        engine_read: size as f64 / reads[BOOTSTRAPS / 2].as_secs_f64(),
+        baseline: size as f64 / baselines[BOOTSTRAPS / 2].as_secs_f64(),
+        first_pages: walk.first_tenth,
+        last_pages: walk.last_tenth,
+    }
+}
 
+/// One read of alice's notes by the baseline, on an index of its own made for it and dropped
+/// afterwards (the engine's walks run without it); how long the read took.
+async fn baseline_bootstrap(db: &BenchDb, size: usize) -> Duration {
     sqlx::query("CREATE INDEX bench_notes_by_list ON notes (list_id, id COLLATE \"C\")")
         .execute(&db.pool)
         .await
@@ -120,27 +145,18 @@ async fn bootstrap(db: &BenchDb, server: &ServerProcess, size: usize) -> Bootstr
     // bitmap over the rest of the list and a sort instead, and a page costs the rest of the list.
     let mut conn = db.pool.acquire().await.unwrap();
     sqlx::raw_sql("SET enable_bitmapscan = off; SET enable_sort = off").execute(&mut *conn).await.unwrap();
-    let mut baselines = Vec::new();
-    for _ in 0..BOOTSTRAPS {
-        let start = Instant::now();
-        let read = baseline_bootstrap(&mut conn).await;
-        baselines.push(start.elapsed());
-        assert_eq!(read, size);
-    }
-    baselines.sort();
+    let start = Instant::now();
+    let read = baseline_read(&mut conn).await;
+    let took = start.elapsed();
+    assert_eq!(read, size);
     sqlx::raw_sql("RESET ALL").execute(&mut *conn).await.unwrap();
     drop(conn);
     sqlx::query("DROP INDEX bench_notes_by_list").execute(&db.pool).await.unwrap();
-    Bootstrap {
-        engine: size as f64 / walk.took.as_secs_f64(),
-        baseline: size as f64 / baselines[BOOTSTRAPS / 2].as_secs_f64(),
-        first_pages: walk.first_tenth,
-        last_pages: walk.last_tenth,
-    }
+    took
 }
 
 /// Alice's notes read in keyset pages of 1,000, each page written as JSON; how many were read.
-async fn baseline_bootstrap(conn: &mut sqlx::PgConnection) -> usize {
+async fn baseline_read(conn: &mut sqlx::PgConnection) -> usize {
     let mut after = String::new();
     let mut read = 0;
     loop {
@@ -259,7 +275,7 @@ async fn many_buckets(lists: usize, per_list: usize) {
     );
 
     let carol = WireClient::new(&server, "carol");
-    let walk = Walk::pull(&carol).await;
+    let walk = Walk::pull(&carol, Decode::Typed).await;
     let bootstrap = walk.took;
     assert_eq!(walk.notes, notes, "carol gets every note of her lists");
 
@@ -316,19 +332,35 @@ struct Walk {
     cursor: String,
 }
 
+/// How the load generator reads each answer of a walk.
+#[derive(Clone, Copy, PartialEq)]
+enum Decode {
+    /// Into the wire types, as the Rust client does.
+    Typed,
+    /// Whole, without building the rows (`PageRead`).
+    Read,
+}
+
 impl Walk {
-    async fn pull(client: &WireClient) -> Walk {
+    async fn pull(client: &WireClient, decode: Decode) -> Walk {
         let start = Instant::now();
         let mut cursor: Option<String> = None;
         let mut pages = Vec::new();
         let mut notes = 0;
         loop {
             let page_start = Instant::now();
-            let page = client.pull(cursor.as_deref(), 1000).await;
+            let (page_notes, next, more) = if decode == Decode::Typed {
+                let page = client.pull(cursor.as_deref(), 1000).await;
+                (page.changes.iter().filter(|c| c.table == "notes").count(), page.cursor, page.has_more)
+            } else {
+                let page = client.pull_read(cursor.as_deref(), 1000).await;
+                let notes = page.changes.iter().filter(|c| c.table == "notes" && !c.buckets.is_empty()).count();
+                (notes, page.cursor, page.has_more)
+            };
             pages.push(page_start.elapsed());
-            notes += page.changes.iter().filter(|c| c.table == "notes").count();
-            cursor = Some(page.cursor);
-            if !page.has_more {
+            notes += page_notes;
+            cursor = Some(next);
+            if !more {
                 break;
             }
         }

@@ -98,8 +98,14 @@ impl WireClient {
         response
     }
 
-    /// One pull page from `cursor`.
+    /// One pull page from `cursor`, decoded into the wire types (rows as maps of values, bucket
+    /// keys parsed), as the Rust client decodes it.
     pub(crate) async fn pull(&self, cursor: Option<&str>, limit: u32) -> PullResponse {
+        self.pull_as(cursor, limit).await
+    }
+
+    /// One pull page from `cursor`, read as `T`.
+    pub(crate) async fn pull_as<T: serde::de::DeserializeOwned>(&self, cursor: Option<&str>, limit: u32) -> T {
         let body = json!({"clientId": self.client_id, "cursor": cursor, "limit": limit});
         let answer = self
             .http
@@ -114,6 +120,11 @@ impl WireClient {
         answer.json().await.expect("a pull response")
     }
 
+    /// One pull page from `cursor`, read whole but not built: [`PageRead`].
+    pub(crate) async fn pull_read(&self, cursor: Option<&str>, limit: u32) -> PageRead {
+        self.pull_as(cursor, limit).await
+    }
+
     /// Pull pages until caught up; the cursor.
     pub(crate) async fn catch_up(&self, mut cursor: Option<String>) -> String {
         loop {
@@ -124,6 +135,27 @@ impl WireClient {
             }
         }
     }
+}
+
+/// A pull page read as a load generator reads it: every byte parsed and checked as JSON, each
+/// change's table and buckets read as text, the rows' values checked but not built into maps;
+/// the fields it does not name (tombstones and the rest) are parsed and checked too.
+#[derive(serde::Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub(crate) struct PageRead {
+    pub(crate) changes: Vec<ChangeRead>,
+    pub(crate) cursor: String,
+    pub(crate) has_more: bool,
+}
+
+/// A change of a [`PageRead`].
+#[derive(serde::Deserialize)]
+pub(crate) struct ChangeRead {
+    pub(crate) table: String,
+    /// Required, and parsed to its end (serde_json checks what it ignores).
+    #[serde(rename = "row")]
+    _row: serde::de::IgnoredAny,
+    pub(crate) buckets: Vec<String>,
 }
 
 /// Write `count` notes into `list` as `user` through pushes of `batch` `add_note` mutations from
