@@ -80,17 +80,22 @@ async fn changed_buckets(
 /// share them), so a row costs its JSON text and its key, not a map of its values.
 struct Deciding {
     columns: Vec<usize>,
-    bytes: Vec<Option<Vec<u8>>>,
+    /// The last row's bytes of `columns` (none before the first row).
+    bytes: Option<Vec<Option<Vec<u8>>>>,
     row: Row,
-    /// Whether the row's bytes were ever read.
-    read: bool,
+    /// The index of a one-column text key, whose text is the row's identity as it is.
+    text_key: Option<usize>,
 }
 
 impl Deciding {
     fn new(rules: &RuleIndex, table: &TableMeta) -> Self {
         let names = rules.deciding_columns(table);
         let columns = (0..table.columns.len()).filter(|&i| names.contains(&table.columns[i].name)).collect();
-        Deciding { columns, bytes: Vec::new(), row: Row::new(), read: false }
+        let text_key = match table.primary_key {
+            [key] => table.columns.iter().position(|c| c.name == *key && c.sql_type == SqlType::Text),
+            _ => None,
+        };
+        Deciding { columns, bytes: None, row: Row::new(), text_key }
     }
 
     /// Read the deciding columns of `row` (of `table`); whether they differ from the last row's.
@@ -99,30 +104,28 @@ impl Deciding {
             let value = row.try_get_raw(i).ok()?;
             if value.is_null() { Some(None) } else { value.as_bytes().ok().map(Some) }
         };
-        let same =
-            self.read && self.columns.iter().zip(&self.bytes).all(|(&i, kept)| bytes(i) == Some(kept.as_deref()));
+        let same = self
+            .bytes
+            .as_ref()
+            .is_some_and(|kept| self.columns.iter().zip(kept).all(|(&i, kept)| bytes(i) == Some(kept.as_deref())));
         if same {
             return Ok(false);
         }
         self.row = decode_columns(table, row, &self.columns)?;
-        self.bytes = self.columns.iter().map(|&i| bytes(i).flatten().map(<[u8]>::to_vec)).collect();
-        self.read = true;
+        self.bytes = Some(self.columns.iter().map(|&i| bytes(i).flatten().map(<[u8]>::to_vec)).collect());
         Ok(true)
     }
-}
 
-/// The [`identity`](super::page::identity) of the key of the row of `table` in `row`: a one-column
-/// text key's text as it is, read without a value made for it.
-fn key_identity(table: &TableMeta, row: &PgRow) -> Result<String> {
-    if let [key] = table.primary_key {
-        let index = table.columns.iter().position(|c| c.name == *key);
-        if let Some(index) = index.filter(|&i| table.columns[i].sql_type == SqlType::Text) {
+    /// The [`identity`](super::page::identity) of the key of the row of `table` in `row`: a
+    /// one-column text key's text as it is, read without a value made for it.
+    fn key_identity(&self, table: &TableMeta, row: &PgRow) -> Result<String> {
+        if let Some(index) = self.text_key {
             let text: &str = row.try_get(index).map_err(Error::Database)?;
             return Ok(text.to_owned());
         }
+        let key = decode_key(table, row)?;
+        Ok(super::page::identity(table.primary_key.iter().copied().zip(&key)))
     }
-    let key = decode_key(table, row)?;
-    Ok(super::page::identity(table.primary_key.iter().copied().zip(&key)))
 }
 
 /// Walk `group` from where its walk stands until the walk is done (`true`) or the page is full
@@ -206,7 +209,7 @@ pub(super) async fn walk(
                         let stamps: &str = row.try_get(table.columns.len() + 2).map_err(Error::Database)?;
                         page.observe(stamps);
                     }
-                    page.add_row(table, key_identity(table, &row)?, &deciding.row, &json);
+                    page.add_row(table, deciding.key_identity(table, &row)?, &deciding.row, &json);
                 }
                 last = Some((*bucket, sql::xid(xid)?, row));
             }
