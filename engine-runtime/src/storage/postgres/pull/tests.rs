@@ -285,6 +285,23 @@ fn an_incremental_pull_of_many_buckets_delivers_what_changed_in_them() {
             let (storage, carol) = (&storage, &carol);
             async move { storage.pull(carol, &request).await.unwrap().response().unwrap() }
         };
+        // Pull on from `cursor` until `want` notes arrived, or 50 tries: what arrived, sorted (two
+        // writes may arrive on different pages when a transaction elsewhere in the cluster holds
+        // the window back).
+        let pull_until = async |cursor: &mut String, want: usize| {
+            let mut changed = Vec::new();
+            for _ in 0..50 {
+                let page = pull(Some(cursor.clone())).await;
+                *cursor = page.cursor.clone();
+                changed.extend(notes(&page));
+                if changed.len() >= want {
+                    break;
+                }
+                tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+            }
+            changed.sort();
+            changed
+        };
         let first = pull(None).await;
         assert_eq!(notes(&first).len(), 240);
         let mut cursor = first.cursor;
@@ -292,19 +309,7 @@ fn an_incremental_pull_of_many_buckets_delivers_what_changed_in_them() {
         // Two notes change, one is added, and dave writes into his own list.
         exec("UPDATE notes SET title = 'second' WHERE id IN ('n3-1', 'n70-2')".into()).await;
         exec("INSERT INTO notes (id, owner_id, list_id, title, done, position) VALUES ('n41-9', 'o', 'l41', 'new', false, 9), ('d1', 'dave', 'dave', 'dave''s', false, 0)".into()).await;
-        let mut changed = Vec::new();
-        for _ in 0..50 {
-            let page = pull(Some(cursor)).await;
-            cursor = page.cursor.clone();
-            changed.extend(notes(&page));
-            if changed.len() >= 3 {
-                break;
-            }
-            tokio::time::sleep(std::time::Duration::from_millis(20)).await;
-        }
-        // The two writes may arrive on different pages (a transaction elsewhere in the cluster can
-        // hold the window back), so what arrived is compared as a set.
-        changed.sort();
+        let changed = pull_until(&mut cursor, 3).await;
         let expected = [("n3-1", "second"), ("n41-9", "new"), ("n70-2", "second")];
         assert_eq!(changed, expected.map(|(id, title)| (id.to_owned(), title.to_owned())));
 
@@ -313,16 +318,7 @@ fn an_incremental_pull_of_many_buckets_delivers_what_changed_in_them() {
         exec(format!("INSERT INTO notes (id, owner_id, list_id, title, done, position) VALUES {}", many.join(", ")))
             .await;
         exec("UPDATE notes SET title = 'third' WHERE id = 'n79-0'".into()).await;
-        let mut changed = Vec::new();
-        for _ in 0..50 {
-            let page = pull(Some(cursor)).await;
-            cursor = page.cursor.clone();
-            changed.extend(notes(&page));
-            if !changed.is_empty() {
-                break;
-            }
-            tokio::time::sleep(std::time::Duration::from_millis(20)).await;
-        }
+        let changed = pull_until(&mut cursor, 1).await;
         assert_eq!(changed, [("n79-0".to_owned(), "third".to_owned())]);
         db.drop().await;
     });
