@@ -13,14 +13,17 @@ use engine::Actor;
 use engine::server::{EngineAuth, Storage};
 use engine::wire::{MutationRequest, PushRequest};
 use serde_json::json;
+use sqlx::Connection;
 
 use crate::db::{BenchDb, SECRET};
 use crate::wire::{ServerProcess, WireClient, cpu_seconds, ms, percentile, token};
 
 pub(crate) async fn run(concurrency: &[usize], seconds: u64) {
     println!("\n## Push over HTTP: one `add_note` per request, each client its own user ({seconds} s per figure)\n");
-    println!("| clients | engine mutations/s | baseline insert transactions/s | ratio | load generator CPU share |");
-    println!("|---:|---:|---:|---:|---:|");
+    println!(
+        "| clients | engine mutations/s | baseline through a pool as the engine's, transactions/s | ratio | baseline with a session per client | ratio | load generator CPU share |"
+    );
+    println!("|---:|---:|---:|---:|---:|---:|---:|");
     for &clients in concurrency {
         let db = BenchDb::new(u32::try_from(clients).unwrap() + 4).await;
         db.storage(example_notes::app()).await;
@@ -51,35 +54,77 @@ pub(crate) async fn run(concurrency: &[usize], seconds: u64) {
         .await;
         let (server_cpu, own_cpu) = (cpu_seconds(server.pid) - server_cpu, cpu_seconds(std::process::id()) - own_cpu);
         let share = own_cpu / (own_cpu + server_cpu).max(f64::EPSILON);
-        let baseline = measure(clients, seconds, {
-            let pool = db.pool.clone();
+        // The baselines: the same transaction through a pool configured as the engine's (its
+        // size, no check of a session when it is lent), and with a session of each client's own.
+        let pool = sqlx::postgres::PgPoolOptions::new()
+            .max_connections(engine_pool_size())
+            .test_before_acquire(false)
+            .connect(&db.url)
+            .await
+            .expect("connect");
+        let pooled = measure(clients, seconds, {
             move |c, n| {
                 let pool = pool.clone();
-                async move {
-                    let mut tx = pool.begin().await.unwrap();
-                    sqlx::query("INSERT INTO plain_notes VALUES ($1, $2, $3, 'bench', false, 0, '\\x0000', NULL)")
-                        .bind(format!("n-{c}-{n}"))
-                        .bind(format!("user-{c}"))
-                        .bind(format!("list-{c}"))
-                        .execute(&mut *tx)
-                        .await
-                        .unwrap();
-                    tx.commit().await.unwrap();
-                }
+                async move { insert_transaction(&mut pool.acquire().await.unwrap(), c, n).await }
             }
         })
         .await;
-        println!("| {clients} | {engine:.0} | {baseline:.0} | {:.2} | {:.0}% |", engine / baseline, share * 100.0);
+        sqlx::raw_sql("TRUNCATE plain_notes").execute(&db.pool).await.unwrap();
+        let mut sessions = Vec::new();
+        for _ in 0..clients {
+            let session = sqlx::PgConnection::connect(&db.url).await.expect("connect");
+            sessions.push(Arc::new(tokio::sync::Mutex::new(session)));
+        }
+        let own = measure(clients, seconds, {
+            move |c, n| {
+                let session = sessions[c].clone();
+                async move { insert_transaction(&mut *session.lock().await, c, n).await }
+            }
+        })
+        .await;
+        println!(
+            "| {clients} | {engine:.0} | {pooled:.0} | **{:.2}** | {own:.0} | {:.2} | {:.0}% |",
+            engine / pooled,
+            engine / own,
+            share * 100.0
+        );
         db.drop_database().await;
     }
     breakdown().await;
+}
+
+/// The size of the pool the engine's server opens on this machine (4 sessions per CPU, 8 to 32).
+fn engine_pool_size() -> u32 {
+    let cpus = std::thread::available_parallelism().map_or(2, std::num::NonZeroUsize::get);
+    u32::try_from(cpus * 4).unwrap_or(u32::MAX).clamp(8, 32)
+}
+
+/// The baseline's work: `BEGIN; INSERT; COMMIT` of one row of the notes' shape.
+async fn insert_transaction(session: &mut sqlx::PgConnection, client: usize, n: u64) {
+    let mut tx = session.begin().await.unwrap();
+    sqlx::query("INSERT INTO plain_notes VALUES ($1, $2, $3, 'bench', false, 0, '\\x0000', NULL)")
+        .bind(format!("n-{client}-{n}"))
+        .bind(format!("user-{client}"))
+        .bind(format!("list-{client}"))
+        .execute(&mut *tx)
+        .await
+        .unwrap();
+    tx.commit().await.unwrap();
 }
 
 /// Where one push's time goes, one client at a time (medians of 500).
 async fn breakdown() {
     const ROUNDS: usize = 500;
     let db = BenchDb::new(4).await;
-    let storage = db.storage(example_notes::app()).await;
+    db.storage(example_notes::app()).await;
+    // The storage called directly lends its sessions as the server's does: unchecked.
+    let pool = sqlx::postgres::PgPoolOptions::new()
+        .max_connections(4)
+        .test_before_acquire(false)
+        .connect(&db.url)
+        .await
+        .expect("connect");
+    let storage = engine::server::storage::PostgresStorage::new(pool, Arc::new(example_notes::app()));
     let server = ServerProcess::start(&db).await;
     let http = reqwest::Client::new();
     let bob = token("bob");
@@ -135,9 +180,10 @@ async fn breakdown() {
         .execute(&db.pool)
         .await
         .unwrap();
+    let mut session = sqlx::PgConnection::connect(&db.url).await.expect("connect");
     for n in 0..ROUNDS {
         let start = Instant::now();
-        let mut tx = db.pool.begin().await.unwrap();
+        let mut tx = session.begin().await.unwrap();
         sqlx::query("INSERT INTO plain_notes VALUES ($1, 'bob-list', 'plain')")
             .bind(format!("n-{n}"))
             .execute(&mut *tx)

@@ -70,6 +70,13 @@ BEGIN
 END
 $$;
 
+CREATE OR REPLACE FUNCTION _engine_unconfirmed() RETURNS text
+LANGUAGE plpgsql AS $$
+BEGIN
+  RAISE EXCEPTION 'a write permission the mutation assumed does not hold' USING ERRCODE = 'EN403';
+END
+$$;
+
 CREATE OR REPLACE FUNCTION _engine_percent_encode(value text) RETURNS text
 LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE AS $$
   SELECT CASE WHEN value ~ '^[A-Za-z0-9._~-]*$' THEN value ELSE (

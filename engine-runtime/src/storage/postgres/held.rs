@@ -221,6 +221,30 @@ impl MembershipQuery {
         Ok(sql.build_query_as::<(bool, bool)>().fetch_one(&mut *conn).await?)
     }
 
+    /// Whether [`push_holds`](Self::push_holds) can ask, inside another statement, whether
+    /// `actor` holds bucket `key`: the memberships are a table's rows, the bucket can be the
+    /// actor's and the actor has every claim the query filters by.
+    pub(crate) fn can_ask_within(&self, actor: &Actor, key: &BucketKey, write: Option<&[&[ConstFilter]]>) -> bool {
+        self.push_holds(&mut Sql::new(""), actor, key, write).is_some()
+    }
+
+    /// `EXISTS (…)`: [`holds_through`](Self::holds_through) as a condition of another
+    /// statement, evaluated in that statement's snapshot; `None` where
+    /// [`can_ask_within`](Self::can_ask_within) is false.
+    pub(crate) fn push_holds(
+        &self,
+        sql: &mut Sql,
+        actor: &Actor,
+        key: &BucketKey,
+        write: Option<&[&[ConstFilter]]>,
+    ) -> Option<()> {
+        if !matches!(self.source, Source::Table { .. }) {
+            return None;
+        }
+        let params = self.membership_params(actor, key)?;
+        self.push_exists(sql, actor, &params, write)
+    }
+
     /// The parameters of bucket `key` that memberships give, in order; `None` when the bucket
     /// cannot be the actor's (its parameters do not fit the rule, or a claim parameter is not the
     /// actor's).

@@ -61,6 +61,11 @@ fn default_pool_size() -> u32 {
     u32::try_from(cpus.saturating_mul(4)).unwrap_or(u32::MAX).clamp(8, 32)
 }
 
+/// How long a pooled session may sit idle before it is checked with a round trip before it is
+/// lent: a session in steady use is not (a push of one mutation is two statements, and a check
+/// would be a third round trip).
+const CHECK_AFTER_IDLE: Duration = Duration::from_secs(5);
+
 /// Create the database `url` names when it does not exist (connecting to the server's
 /// `postgres` database to do so). Returns whether it was created.
 pub async fn create_database_if_missing(url: &str) -> Result<bool> {
@@ -143,6 +148,18 @@ impl Postgres {
                 PgPoolOptions::new()
                     .max_connections(self.max_connections)
                     .acquire_timeout(Duration::from_secs(10))
+                    // sqlx checks a session with a round trip each time it lends it; a session
+                    // that served a request a moment ago is checked by its next statement (a lost
+                    // one fails that request as transient and is not lent again).
+                    .test_before_acquire(false)
+                    .before_acquire(|conn, meta| {
+                        Box::pin(async move {
+                            if meta.idle_for > CHECK_AFTER_IDLE {
+                                sqlx::Connection::ping(conn).await?;
+                            }
+                            Ok(true)
+                        })
+                    })
                     .connect_with(self.timeouts.apply(options))
                     .await
                     .map_err(|e| Error::config_from("cannot connect to Postgres", e))?

@@ -24,7 +24,7 @@ use serde_json::{Value, json};
 use sqlx::{Connection, PgConnection};
 
 use super::PostgresStorage;
-use super::mutation::{PendingInsert, PgMutatorTx, Session, depth, to_kernel};
+use super::mutation::{ASK_INSTEAD, Assumed, PendingInsert, PgMutatorTx, Session, depth, to_kernel};
 use super::selection::Sql;
 use super::sql;
 use crate::error::{Error, Result};
@@ -233,22 +233,32 @@ fn rejection(mutation: &MutationRequest, err: &KernelError) -> MutationResult {
     }
 }
 
+/// What a mutation's record statement carries beside the record: its last insert, if one still
+/// waits, and the write permissions it assumed.
+#[derive(Default)]
+struct Carried<'a> {
+    pending: Option<&'a PendingInsert>,
+    assumed: &'a [Assumed],
+}
+
 /// Record a mutation's outcome and advance the client's sequence to it from the mutation's
-/// predecessor, in one statement with the mutation's last insert when one still waits; returns
-/// the recording transaction's id. A sequence found elsewhere raises
-/// (`_engine_sequence_moved`), undoing the statement and the insert with it.
+/// predecessor, in one statement with what the mutation `carried`; returns the recording
+/// transaction's id. A sequence found elsewhere raises (`_engine_sequence_moved`), and so does an
+/// assumed permission the statement's snapshot does not confirm (`_engine_unconfirmed`), undoing
+/// the statement and the insert with it.
 async fn record(
     conn: &mut PgConnection,
-    user: &str,
+    actor: &Actor,
     client: uuid::Uuid,
     mutation: &MutationRequest,
     status: &str,
     result: &Value,
-    pending: Option<&PendingInsert>,
+    carried: Carried<'_>,
 ) -> Result<u64> {
+    let user = actor.user_id.as_str();
     let mutation_id = to_i64(mutation.mutation_id)?;
     let mut sql = Sql::new("WITH ");
-    if let Some(insert) = pending {
+    if let Some(insert) = carried.pending {
         sql.push("pending AS (");
         insert.push(&mut sql)?;
         sql.push("), ");
@@ -263,7 +273,16 @@ async fn record(
     sql.push(", last_xid = pg_current_xact_id(), updated_at = ").push(TOUCHED).push(" WHERE user_id = ");
     sql.push_bind(user.to_owned());
     sql.push(" AND client_id = ").push_bind(client).push(" AND last_mutation_id = ").push_bind(mutation_id - 1);
-    sql.push(" RETURNING 1) SELECT CASE WHEN EXISTS (SELECT 1 FROM advanced) THEN pg_current_xact_id()::text ");
+    sql.push(" RETURNING 1) SELECT CASE");
+    if !carried.assumed.is_empty() {
+        sql.push(" WHEN NOT (true");
+        for assumed in carried.assumed {
+            sql.push(" AND ");
+            assumed.push(&mut sql, actor)?;
+        }
+        sql.push(") THEN _engine_unconfirmed()");
+    }
+    sql.push(" WHEN EXISTS (SELECT 1 FROM advanced) THEN pg_current_xact_id()::text ");
     sql.push("ELSE _engine_sequence_moved(").push_bind(client).push(", ").push_bind(mutation_id - 1).push(") END");
     let xid: String = sql.build_query_scalar().fetch_one(&mut *conn).await?;
     sql::xid(&xid)
@@ -294,10 +313,17 @@ async fn apply(
     mutation: &MutationRequest,
     next: bool,
 ) -> Result<Step> {
-    if next {
-        match execute(store, Session::Deferred(&mut *conn), actor, client, mutation).await {
+    // The next path assumes write permissions on its first try; when one did not hold before a
+    // later operation (the bucket is one the mutation creates, say), it tries once more, asking.
+    let tries: &[bool] = if next { &[true, false] } else { &[] };
+    for &assume in tries {
+        match execute(store, Session::Deferred(&mut *conn), actor, client, mutation, assume).await {
             Ok(step) => return Ok(step),
-            Err(err) => tracing::debug!(mutation = %mutation.name, error = %err, "taking the checked path"),
+            Err(KernelError::Forbidden(message)) if assume && message == ASK_INSTEAD => {}
+            Err(err) => {
+                tracing::debug!(mutation = %mutation.name, error = %err, "taking the checked path");
+                break;
+            }
         }
     }
     apply_checked(store, conn, actor, client, mutation).await
@@ -313,7 +339,12 @@ async fn apply_checked(
 ) -> Result<Step> {
     let user = actor.user_id.as_str();
     let mut tx = conn.begin().await?;
-    let sequence = lock_sequence(&mut tx, user, client, mutation.client_mutation_id).await?;
+    let mut sequence = lock_sequence(&mut tx, user, client, mutation.client_mutation_id).await?;
+    if !sequence.seen && mutation.mutation_id <= sequence.last {
+        // The lock may have been waited for, behind a push that recorded this very mutation: the
+        // statement read the records in the snapshot it began with. Read them again, locked.
+        sequence = lock_sequence(&mut tx, user, client, mutation.client_mutation_id).await?;
+    }
     let (last, seen) = (sequence.last, sequence.seen);
     if !seen && sequence.collected(mutation.mutation_id) {
         // A replay from before the retention of mutation records: applied once, its outcome
@@ -351,14 +382,14 @@ async fn apply_checked(
         return Ok(Step::Answered { result: replay, sequence: mutation.mutation_id });
     }
 
-    match execute(store, Session::Within(&mut tx), actor, client, mutation).await {
+    match execute(store, Session::Within(&mut tx), actor, client, mutation, false).await {
         Ok(step) => {
             tx.commit().await?;
             Ok(step)
         }
         Err(err) if err.is_deterministic() => {
             tx.rollback().await?;
-            reject(conn, user, client, mutation, &err).await
+            reject(conn, actor, client, mutation, &err).await
         }
         Err(err) => {
             tx.rollback().await?;
@@ -371,13 +402,15 @@ async fn apply_checked(
 }
 
 /// Run the mutator on the authorized transaction `session` and record it applied (its last
-/// insert with the record); a transaction the session began is committed.
+/// insert with the record); a transaction the session began is committed. With `assume`, write
+/// permissions are assumed and confirmed later (the next path's first try).
 async fn execute(
     store: &PostgresStorage,
     session: Session<'_>,
     actor: &Actor,
     client: uuid::Uuid,
     mutation: &MutationRequest,
+    assume: bool,
 ) -> std::result::Result<Step, KernelError> {
     let hlc = clock(store, mutation)?;
     let def = store.app.mutator(&mutation.name).ok_or_else(|| KernelError::UnknownMutator(mutation.name.clone()))?;
@@ -389,6 +422,9 @@ async fn execute(
         )));
     }
     let mut tx = PgMutatorTx::new(session, store, actor.clone(), hlc, mutation.client_mutation_id);
+    if assume {
+        tx = tx.assuming_write_permissions();
+    }
     if mutation.hlc.is_none() {
         tx = tx.stamped_by_server();
     }
@@ -398,13 +434,14 @@ async fn execute(
     };
     let outcome: Outcome = tx.finish(outcome).await?;
     let pending = tx.take_pending();
+    let assumed = tx.take_assumed();
     let superseded = tx.superseded();
     let stored =
         json!({ "serverId": outcome.server_id, "reconciliation": outcome.reconciliation, "superseded": superseded });
     // The mutation's last insert goes with the record: its failure is the mutation's.
-    let commit_xid = record(tx.conn()?, &actor.user_id, client, mutation, "applied", &stored, pending.as_ref())
-        .await
-        .map_err(to_kernel)?;
+    let carried = Carried { pending: pending.as_ref(), assumed: &assumed };
+    let commit_xid =
+        record(tx.conn()?, actor, client, mutation, "applied", &stored, carried).await.map_err(to_kernel)?;
     let mut affected = std::mem::take(&mut tx.affected);
     let membership_changes = std::mem::take(&mut tx.membership_changes);
     tx.commit().await?;
@@ -446,11 +483,12 @@ fn log_rejection(user: &str, client: uuid::Uuid, mutation: &MutationRequest, err
 /// Record a deterministic failure in its own transaction, and advance the sequence past it.
 async fn reject(
     conn: &mut PgConnection,
-    user: &str,
+    actor: &Actor,
     client: uuid::Uuid,
     mutation: &MutationRequest,
     err: &KernelError,
 ) -> Result<Step> {
+    let user = actor.user_id.as_str();
     let mut tx = conn.begin().await?;
     let last = lock_sequence(&mut tx, user, client, mutation.client_mutation_id).await?.last;
     if last >= mutation.mutation_id {
@@ -462,8 +500,11 @@ async fn reject(
     }
     let result = rejection(mutation, err);
     let stored = json!({ "error": result.error });
-    record(&mut tx, user, client, mutation, "rejected", &stored, None).await?;
+    record(&mut tx, actor, client, mutation, "rejected", &stored, Carried::default()).await?;
     tx.commit().await?;
     log_rejection(user, client, mutation, err);
     Ok(Step::Answered { result, sequence: mutation.mutation_id })
 }
+
+#[cfg(test)]
+mod tests;

@@ -27,16 +27,22 @@
 //! writes a table some membership query reads; just before that write every holding is read and
 //! frozen, so no write can grant the mutation a bucket it then uses.
 //!
+//! On the push's next path a write permission is not asked at once but assumed ([`Assumed`]):
+//! the mutation's record statement confirms it in its own snapshot, which holds none of the
+//! mutation's writes to a membership table (there are none: a mutation that makes one leaves the
+//! next path first), and undoes the whole mutation when it does not hold, which then runs again
+//! on the checked path and is answered there. An `add_note` is then two statements, not three.
+//!
 //! A refusal names the table and the rule, never a bucket key or a row value the actor did not
 //! send: the server log keeps the bucket.
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use engine_kernel::rules::{Membership, RuleMeta};
-use engine_kernel::{BucketKey, Error as KernelError, Row, TableMeta};
+use engine_kernel::rules::{ConstFilter, Membership, RuleMeta};
+use engine_kernel::{Actor, BucketKey, Error as KernelError, Row, TableMeta};
 
 use super::PgMutatorTx;
-use super::errors::to_kernel;
+use super::errors::{ASK_INSTEAD, to_kernel};
 use crate::buckets::claim_bucket;
 use crate::storage::postgres::held::{self, MembershipQuery};
 use crate::storage::postgres::selection::{self, Sql};
@@ -66,6 +72,36 @@ pub(super) struct Holdings {
     accepted: BTreeSet<BucketKey>,
     /// Buckets rows left through the mutation's updates and deletes (so they had rows).
     left: BTreeSet<BucketKey>,
+    /// Whether write permissions may be assumed, for the record statement to confirm.
+    may_assume: bool,
+    /// The write permissions assumed so far.
+    assumed: Vec<Assumed>,
+}
+
+impl Holdings {
+    /// Holdings whose write permissions are assumed where they can be, and confirmed by the
+    /// mutation's record statement ([`PgMutatorTx::take_assumed`]).
+    pub(super) fn assuming() -> Self {
+        Holdings { may_assume: true, ..Holdings::default() }
+    }
+}
+
+/// A write permission assumed on the next path: the actor held `bucket` when the mutation
+/// began, through a membership row matching one of `write` when given.
+#[derive(Debug, Clone)]
+pub(crate) struct Assumed {
+    query: MembershipQuery,
+    bucket: BucketKey,
+    write: Option<&'static [&'static [ConstFilter]]>,
+}
+
+impl Assumed {
+    /// Append the condition that the permission holds: `EXISTS (…)` in the statement's snapshot.
+    pub(crate) fn push(&self, sql: &mut Sql, actor: &Actor) -> crate::error::Result<()> {
+        self.query
+            .push_holds(sql, actor, &self.bucket, self.write)
+            .ok_or_else(|| crate::error::Error::internal("an assumed write permission cannot be asked"))
+    }
 }
 
 /// Why a write is refused.
@@ -128,8 +164,67 @@ impl PgMutatorTx<'_> {
         Ok(held)
     }
 
+    /// Assume that the actor could write rows of `table` in `bucket` when the mutation began,
+    /// where the answer is not known yet and a statement can confirm it later: holdings are not
+    /// frozen, no write to `table` freezes them, and the bucket's memberships are a table's rows.
+    /// Returns whether it was assumed.
+    fn assume_write(&mut self, bucket: &BucketKey, table: &'static TableMeta) -> bool {
+        if !self.holdings.may_assume || self.holdings.frozen || self.may_grant(table) {
+            return false;
+        }
+        let Some(rule) = self.rule(bucket) else { return false };
+        let Some(query) = self.membership_query(rule) else { return false };
+        let write = rule.write_rule(table.name).map(|w| w.any_of);
+        let asked = (bucket.clone(), table.name);
+        let held = self.holdings.held_at_start.get(bucket).copied();
+        let known = match write {
+            None => held.is_some(),
+            Some(_) => held == Some(false) || self.holdings.writable_at_start.contains_key(&asked),
+        };
+        if known || !query.can_ask_within(&self.actor, bucket, write) {
+            return false;
+        }
+        let assumed = Assumed { query: query.clone(), bucket: bucket.clone(), write };
+        self.holdings.assumed.push(assumed);
+        // Writing through a membership row is holding the bucket through it.
+        self.holdings.held_at_start.insert(bucket.clone(), true);
+        if write.is_some() {
+            self.holdings.writable_at_start.insert(asked, true);
+        }
+        true
+    }
+
+    /// Confirm the write permissions assumed so far, in one statement, before the mutation
+    /// reads or writes anything more: a mutator learns nothing past a write it may not make.
+    /// The mutation's writes so far touched no membership table, so the statement sees the
+    /// memberships as they were.
+    pub(super) async fn confirm_assumed(&mut self) -> KernelResult<()> {
+        if self.holdings.assumed.is_empty() {
+            return Ok(());
+        }
+        let mut sql = Sql::new("SELECT true");
+        for assumed in &self.holdings.assumed {
+            sql.push(" AND ");
+            assumed.push(&mut sql, &self.actor).map_err(to_kernel)?;
+        }
+        let confirmed = sql.build_query_scalar::<bool>().fetch_one(self.session.conn()?).await;
+        if !confirmed.map_err(|e| self.failed(e))? {
+            return Err(KernelError::forbidden(ASK_INSTEAD));
+        }
+        self.holdings.assumed.clear();
+        Ok(())
+    }
+
+    /// The write permissions assumed, for the record statement to confirm.
+    pub(crate) fn take_assumed(&mut self) -> Vec<Assumed> {
+        std::mem::take(&mut self.holdings.assumed)
+    }
+
     /// Whether the actor could write rows of `table` in `bucket` when the mutation began.
     async fn may_write(&mut self, bucket: &BucketKey, table: &'static TableMeta) -> KernelResult<bool> {
+        if self.assume_write(bucket, table) {
+            return Ok(true);
+        }
         // Neither asked yet: whether held and whether writable are one question to Postgres.
         let asked = (bucket.clone(), table.name);
         if !self.holdings.frozen
@@ -184,6 +279,8 @@ impl PgMutatorTx<'_> {
         if self.holdings.frozen || !self.may_grant(table) {
             return Ok(());
         }
+        // Confirmed before a write that may grant them.
+        self.confirm_assumed().await?;
         let conn = self.session.conn()?;
         let held =
             held::held_buckets(conn, &self.store.app, &self.store.memberships, &self.actor).await.map_err(to_kernel)?;

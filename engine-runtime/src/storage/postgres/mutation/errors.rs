@@ -7,6 +7,14 @@ use engine_kernel::{Error as KernelError, ErrorCode};
 
 use crate::error::{Error, FailureClass, classify};
 
+/// Why a mutation whose record statement found an assumed write permission missing failed.
+pub(crate) const UNCONFIRMED: &str = "a write permission the mutation assumed does not hold";
+
+/// Why the next path's first try stopped: a write permission it assumed did not hold before
+/// a later operation of the mutator. The next path then runs the mutation again, asking; the
+/// checked path never assumes, so a client is never told this.
+pub(crate) const ASK_INSTEAD: &str = "a write permission the mutation assumed does not hold: ask instead";
+
 /// A database error as the mutation's failure, classified by SQLSTATE ([`classify`]): a
 /// deterministic one in words of the domain, never the database's text, which may echo values.
 pub(crate) fn map_sql_error(err: &sqlx::Error) -> KernelError {
@@ -30,6 +38,8 @@ pub(crate) fn map_sql_error(err: &sqlx::Error) -> KernelError {
                 _ => String::new(),
             };
             match code.as_str() {
+                // Raised by a record statement (`_engine_unconfirmed`) on the push's next path.
+                "EN403" => KernelError::forbidden(UNCONFIRMED),
                 "23505" => KernelError::conflict("a row with this key already exists"),
                 "23503" => KernelError::conflict("a referenced row is missing"),
                 "23502" => KernelError::conflict("a required column is null"),

@@ -25,8 +25,11 @@ use engine_kernel::rules::{FilterValue, Membership};
 use engine_kernel::{Actor, BoxFuture, BucketKey, Hlc, MergePolicy, MutatorTx, Row, TableMeta};
 use serde_json::Value;
 
+pub(crate) use authorize::Assumed;
 pub(crate) use bounds::depth;
-pub(crate) use errors::to_kernel;
+#[cfg(test)]
+pub(crate) use errors::UNCONFIRMED;
+pub(crate) use errors::{ASK_INSTEAD, to_kernel};
 pub(crate) use session::{PendingInsert, Session};
 
 use super::PostgresStorage;
@@ -87,6 +90,14 @@ impl<'t> PgMutatorTx<'t> {
         }
     }
 
+    /// This transaction with its write permissions assumed where they can be, for the
+    /// mutation's record statement to confirm ([`take_assumed`](Self::take_assumed)): the push's
+    /// next path, which a refusal sends to the checked path.
+    pub(crate) fn assuming_write_permissions(mut self) -> Self {
+        self.holdings = authorize::Holdings::assuming();
+        self
+    }
+
     /// This transaction for a mutation whose clock reading is the server's.
     pub(crate) fn stamped_by_server(mut self) -> Self {
         self.server_stamped = true;
@@ -106,6 +117,15 @@ impl<'t> PgMutatorTx<'t> {
         let outcome = outcome?;
         self.check_new_buckets().await?;
         Ok(outcome)
+    }
+
+    /// Before an operation of the mutator: refuse after a failed statement, confirm the write
+    /// permissions assumed so far (the mutator learns nothing past a write it may not make),
+    /// and send the insert that waits.
+    async fn before_next_operation(&mut self) -> KernelResult<()> {
+        self.check_usable()?;
+        self.confirm_assumed().await?;
+        self.flush().await
     }
 
     fn is_synced(&self, table: &TableMeta) -> bool {
@@ -171,8 +191,7 @@ impl<'t> PgMutatorTx<'t> {
     }
 
     async fn insert_row(&mut self, table: &'static TableMeta, row: Row) -> KernelResult<()> {
-        self.check_usable()?;
-        self.flush().await?;
+        self.before_next_operation().await?;
         table.check_insert(&row)?;
         let buckets = self.store.rules.row_buckets(table, &row);
         for bucket in &buckets {
@@ -206,8 +225,7 @@ impl<'t> PgMutatorTx<'t> {
         key: Row,
         changes: Vec<(&'static str, Value)>,
     ) -> KernelResult<bool> {
-        self.check_usable()?;
-        self.flush().await?;
+        self.before_next_operation().await?;
         let assigned = table.check_update(&changes)?;
         let Some((before, stamps)) = self.fetch(table, &key, true, false).await? else { return Ok(false) };
         let before_buckets = self.store.rules.row_buckets(table, &before);
@@ -255,8 +273,7 @@ impl<'t> PgMutatorTx<'t> {
     }
 
     async fn purge_row(&mut self, table: &'static TableMeta, key: Row) -> KernelResult<bool> {
-        self.check_usable()?;
-        self.flush().await?;
+        self.before_next_operation().await?;
         let Some((before, _)) = self.fetch(table, &key, true, false).await? else { return Ok(false) };
         let buckets = self.store.rules.row_buckets(table, &before);
         if self.is_synced(table) {
@@ -286,8 +303,7 @@ impl<'t> PgMutatorTx<'t> {
 
     async fn delete_row(&mut self, table: &'static TableMeta, key: Row) -> KernelResult<bool> {
         let Some(deletion) = table.deletion() else { return self.purge_row(table, key).await };
-        self.check_usable()?;
-        self.flush().await?;
+        self.before_next_operation().await?;
         // Deleting a row already deleted finds nothing.
         match self.fetch(table, &key, false, true).await? {
             Some(_) => self.update_row(table, key, vec![deletion]).await,
@@ -302,8 +318,7 @@ impl<'t> PgMutatorTx<'t> {
         filter: Vec<(&'static str, Value)>,
         limit: Option<u32>,
     ) -> KernelResult<Vec<Row>> {
-        self.check_usable()?;
-        self.flush().await?;
+        self.before_next_operation().await?;
         let mut equalities = Vec::new();
         for (name, value) in key.into_iter().flatten().chain(filter.into_iter().map(|(c, v)| (c.to_owned(), v))) {
             equalities.push((table.filter_column(&name)?, value));

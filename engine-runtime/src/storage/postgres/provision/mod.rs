@@ -189,6 +189,9 @@ fn engine_tables() -> Vec<String> {
         // Raised by a mutation's record when the client's sequence is not where the mutation
         // expected it, so the whole statement (and an insert sent with it) is undone.
         "CREATE OR REPLACE FUNCTION _engine_sequence_moved(client uuid, expected bigint) RETURNS text\nLANGUAGE plpgsql AS $$\nBEGIN\n  RAISE EXCEPTION 'the sequence of client % is not at %', client, expected USING ERRCODE = 'EN409';\nEND\n$$".into(),
+        // Raised by a mutation's record when a write permission the mutation assumed does not
+        // hold in the record's snapshot: the mutation is undone and checked again.
+        "CREATE OR REPLACE FUNCTION _engine_unconfirmed() RETURNS text\nLANGUAGE plpgsql AS $$\nBEGIN\n  RAISE EXCEPTION 'a write permission the mutation assumed does not hold' USING ERRCODE = 'EN403';\nEND\n$$".into(),
         // Percent-encoding exactly as `BucketKey::new` does it: bytes outside A-Z a-z 0-9 - . _ ~
         // become %XX in uppercase hex.
         "CREATE OR REPLACE FUNCTION _engine_percent_encode(value text) RETURNS text\nLANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE AS $$\n  SELECT CASE WHEN value ~ '^[A-Za-z0-9._~-]*$' THEN value ELSE (\n    SELECT string_agg(CASE WHEN b BETWEEN 48 AND 57 OR b BETWEEN 65 AND 90 OR b BETWEEN 97 AND 122 OR b IN (45, 46, 95, 126)\n      THEN chr(b) ELSE '%' || upper(lpad(to_hex(b), 2, '0')) END, '' ORDER BY i)\n    FROM (SELECT i, get_byte(convert_to(value, 'UTF8'), i) AS b\n          FROM generate_series(0, octet_length(convert_to(value, 'UTF8')) - 1) AS i) AS bytes\n  ) END\n$$".into(),

@@ -1,0 +1,234 @@
+//! The next path's assumed write permissions, on the notes app: the record statement confirms
+//! them in its snapshot, and a refusal there undoes the mutation, which the checked path then
+//! answers.
+
+use std::sync::Arc;
+
+use engine_kernel::wire::{MutationRequest, MutationStatus, PushRequest};
+use engine_kernel::{Actor, Error as KernelError};
+use serde_json::{Value, json};
+
+use super::{Step, execute};
+use crate::storage::Storage;
+use crate::storage::postgres::PostgresStorage;
+use crate::storage::postgres::mutation::{ASK_INSTEAD, Session, UNCONFIRMED};
+use crate::storage::postgres::test_db::TestDb;
+
+fn block_on<F: std::future::Future>(test: F) -> F::Output {
+    tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(test)
+}
+
+fn mutation(id: u64, name: &str, args: Value) -> MutationRequest {
+    MutationRequest { mutation_id: id, client_mutation_id: uuid::Uuid::new_v4(), name: name.into(), args, hlc: None }
+}
+
+/// Alice's list `l`, shared with bob as a viewer and with carol as an editor.
+async fn shared_list() -> (TestDb, PostgresStorage) {
+    let db = TestDb::new().await;
+    let storage = PostgresStorage::new(db.pool.clone(), Arc::new(example_notes::app()));
+    storage.provision().await.unwrap();
+    let mutations = vec![
+        mutation(1, "create_list", json!({"id": "l", "title": "shared"})),
+        mutation(2, "share_list", json!({"list_id": "l", "user_id": "bob", "role": "viewer"})),
+        mutation(3, "share_list", json!({"list_id": "l", "user_id": "carol", "role": "editor"})),
+    ];
+    let pushed =
+        storage.push(&Actor::new("alice", "alice"), &PushRequest { client_id: uuid::Uuid::new_v4(), mutations }).await;
+    let pushed = pushed.unwrap();
+    assert!(pushed.response.results.iter().all(|r| r.status == MutationStatus::Applied), "{:?}", pushed.response);
+    (db, storage)
+}
+
+/// A new client of `user`, its sequence at 0 (as the checked path leaves a first push).
+async fn sequence(db: &TestDb, user: &str) -> uuid::Uuid {
+    let client = uuid::Uuid::new_v4();
+    sqlx::query("INSERT INTO _engine_clients (user_id, client_id) VALUES ($1, $2)")
+        .bind(user)
+        .bind(client)
+        .execute(&db.pool)
+        .await
+        .unwrap();
+    client
+}
+
+/// The next path's mutation transaction for `actor`, at clock reading `ms`.
+fn next_path<'t>(
+    conn: &'t mut sqlx::PgConnection,
+    storage: &'t PostgresStorage,
+    actor: &Actor,
+    ms: u64,
+) -> super::PgMutatorTx<'t> {
+    let hlc = engine_kernel::Hlc::new(ms, 0, actor.user_id.clone()).unwrap();
+    super::PgMutatorTx::new(Session::Deferred(conn), storage, actor.clone(), hlc, uuid::Uuid::new_v4())
+        .assuming_write_permissions()
+}
+
+async fn notes(db: &TestDb) -> i64 {
+    sqlx::query_scalar("SELECT count(*) FROM notes").fetch_one(&db.pool).await.unwrap()
+}
+
+#[test]
+fn the_record_confirms_a_write_permission_the_next_path_assumed() {
+    block_on(async {
+        let (db, storage) = shared_list().await;
+        let mut conn = storage.pool.acquire().await.unwrap();
+        let add = |id| mutation(id, "add_note", json!({"list_id": "l", "title": "hello"}));
+
+        // An editor's note: assumed, confirmed, applied by the next path's two statements.
+        let carol = Actor::new("carol", "carol");
+        let client = sequence(&db, "carol").await;
+        let step = execute(&storage, Session::Deferred(&mut conn), &carol, client, &add(1), true).await;
+        assert!(matches!(step, Ok(Step::Applied { .. })), "{:?}", step.err());
+        assert_eq!(notes(&db).await, 1);
+
+        // A viewer's: assumed too, and refused by the record, which undoes the insert with it.
+        let bob = Actor::new("bob", "bob");
+        let client = sequence(&db, "bob").await;
+        let refused = execute(&storage, Session::Deferred(&mut conn), &bob, client, &add(1), true).await;
+        match refused {
+            Err(KernelError::Forbidden(message)) => assert_eq!(message, UNCONFIRMED),
+            other => panic!("the record refuses the viewer's note: {:?}", other.map(|_| ())),
+        }
+        assert_eq!(notes(&db).await, 1, "nothing of the refused mutation stays");
+        let last: i64 = sqlx::query_scalar("SELECT last_mutation_id FROM _engine_clients WHERE user_id = 'bob'")
+            .fetch_one(&db.pool)
+            .await
+            .unwrap();
+        assert_eq!(last, 0, "the refused record advanced no sequence");
+
+        // A new list: the permission assumed for the list's row does not hold before the owner's
+        // membership is written (the bucket is new), so the next path asks on its second try.
+        let create = mutation(1, "create_list", json!({"id": "m", "title": "new"}));
+        let fresh = sequence(&db, "carol").await;
+        let first = execute(&storage, Session::Deferred(&mut conn), &carol, fresh, &create, true).await;
+        assert!(matches!(&first, Err(KernelError::Forbidden(m)) if m == ASK_INSTEAD), "{:?}", first.err());
+        let second = execute(&storage, Session::Deferred(&mut conn), &carol, fresh, &create, false).await;
+        assert!(matches!(second, Ok(Step::Applied { .. })), "{:?}", second.err());
+
+        // Pushed, the checked path answers it: forbidden, in the rule's words.
+        let pushed = storage.push(&bob, &PushRequest { client_id: client, mutations: vec![add(1)] }).await.unwrap();
+        let result = &pushed.response.results[0];
+        assert_eq!(result.status, MutationStatus::Rejected, "{result:?}");
+        let error = result.error.as_ref().unwrap();
+        assert!(error.detail.contains("`shared`") && error.detail.contains("notes"), "{error:?}");
+        assert_eq!(notes(&db).await, 1);
+        drop(conn);
+        db.drop().await;
+    });
+}
+
+#[test]
+fn a_revocation_committed_before_the_record_refuses_the_write() {
+    block_on(async {
+        let (db, storage) = shared_list().await;
+        // Carol is an editor when her mutation asks, and a viewer when its record runs: the
+        // record's snapshot decides.
+        let carol = Actor::new("carol", "carol");
+        let mut conn = storage.pool.acquire().await.unwrap();
+        let mut tx = next_path(&mut conn, &storage, &carol, 1);
+        let note = example_notes::Note {
+            id: "n1".into(),
+            owner_id: "carol".into(),
+            list_id: "l".into(),
+            title: "t".into(),
+            done: false,
+            position: 1,
+            body: engine_kernel::CrdtText::new(),
+            deleted_at: None,
+        };
+        engine_kernel::MutatorCtx::new(&mut tx).insert(&note).await.unwrap();
+        sqlx::query("UPDATE list_members SET role = 'viewer' WHERE user_id = 'carol'").execute(&db.pool).await.unwrap();
+        let assumed = tx.take_assumed();
+        assert_eq!(assumed.len(), 1, "the note's permission was assumed, not asked");
+        let pending = tx.take_pending();
+        let carried = super::Carried { pending: pending.as_ref(), assumed: &assumed };
+        let add = mutation(1, "add_note", json!({}));
+        let client = sequence(&db, "carol").await;
+        let recorded = super::record(tx.conn().unwrap(), &carol, client, &add, "applied", &json!({}), carried).await;
+        let err = recorded.expect_err("the record refuses");
+        assert!(
+            matches!(crate::storage::postgres::mutation::to_kernel(err), KernelError::Forbidden(m) if m == UNCONFIRMED)
+        );
+        assert_eq!(notes(&db).await, 0);
+        drop(tx);
+
+        // Now a viewer, she inserts and then reads: the read confirms the assumed permission
+        // first, so the mutator learns nothing past the write it may not make; the next path
+        // then asks instead.
+        let mut tx = next_path(&mut conn, &storage, &carol, 2);
+        let mut ctx = engine_kernel::MutatorCtx::new(&mut tx);
+        ctx.insert(&note).await.unwrap();
+        match ctx.get::<example_notes::List>(&"l".to_owned()).await {
+            Err(KernelError::Forbidden(message)) => assert_eq!(message, ASK_INSTEAD),
+            other => panic!("the read after the write is refused: {other:?}"),
+        }
+        drop(tx);
+        assert_eq!(notes(&db).await, 0);
+        drop(conn);
+        db.drop().await;
+    });
+}
+
+#[test]
+fn the_checked_path_reads_the_records_after_the_lock_it_waited_for() {
+    block_on(async {
+        let (db, storage) = shared_list().await;
+        let carol = Actor::new("carol", "carol");
+        let client = uuid::Uuid::new_v4();
+        let first = mutation(1, "add_note", json!({"list_id": "l", "title": "first"}));
+        storage.push(&carol, &PushRequest { client_id: client, mutations: vec![first] }).await.unwrap();
+        let add = mutation(2, "add_note", json!({"list_id": "l", "title": "once"}));
+
+        // Another push of the same mutation has recorded it and holds the sequence, uncommitted.
+        let mut other = db.pool.begin().await.unwrap();
+        sqlx::query(
+            "INSERT INTO _engine_mutations (user_id, client_id, mutation_id, client_mutation_id, name, status, result)
+             VALUES ('carol', $1, 2, $2, 'add_note', 'applied', '{\"serverId\": \"n-other\"}')",
+        )
+        .bind(client)
+        .bind(add.client_mutation_id)
+        .execute(&mut *other)
+        .await
+        .unwrap();
+        sqlx::query("UPDATE _engine_clients SET last_mutation_id = 2 WHERE user_id = 'carol' AND client_id = $1")
+            .bind(client)
+            .execute(&mut *other)
+            .await
+            .unwrap();
+
+        // The checked path waits for the sequence's lock, and reads past it.
+        let checked = tokio::spawn({
+            let (storage, carol, add) = (storage.clone(), carol.clone(), add.clone());
+            async move {
+                let mut conn = storage.pool.acquire().await.unwrap();
+                super::apply_checked(&storage, &mut conn, &carol, client, &add).await
+            }
+        });
+        loop {
+            let waiting: bool = sqlx::query_scalar(
+                "SELECT EXISTS (SELECT 1 FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock')",
+            )
+            .fetch_one(&db.pool)
+            .await
+            .unwrap();
+            if waiting {
+                break;
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+        }
+        other.commit().await.unwrap();
+        match checked.await.unwrap() {
+            Ok(Step::Answered { result, sequence: 2 }) => {
+                assert_eq!(result.status, MutationStatus::Duplicate);
+                assert_eq!(result.server_id.as_deref(), Some("n-other"), "answered from the record");
+            }
+            Ok(Step::OutOfOrder { last_mutation_id }) => {
+                panic!("told out of order at {last_mutation_id}: applied once")
+            }
+            Ok(_) => panic!("the mutation is answered as the recorded one"),
+            Err(err) => panic!("{err}"),
+        }
+        assert_eq!(notes(&db).await, 1, "not applied a second time");
+        db.drop().await;
+    });
+}
