@@ -319,7 +319,9 @@ async fn apply(
     for &assume in tries {
         match execute(store, Session::Deferred(&mut *conn), actor, client, mutation, assume).await {
             Ok(step) => return Ok(step),
-            Err(KernelError::Forbidden(message)) if assume && message == ASK_INSTEAD => {}
+            Err(KernelError::Forbidden(message)) if assume && message == ASK_INSTEAD => {
+                tracing::debug!(mutation = %mutation.name, "trying the next path again, asking");
+            }
             Err(err) => {
                 tracing::debug!(mutation = %mutation.name, error = %err, "taking the checked path");
                 break;

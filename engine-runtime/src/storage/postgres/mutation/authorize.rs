@@ -27,11 +27,16 @@
 //! writes a table some membership query reads; just before that write every holding is read and
 //! frozen, so no write can grant the mutation a bucket it then uses.
 //!
-//! On the push's next path a write permission is not asked at once but assumed ([`Assumed`]):
-//! the mutation's record statement confirms it in its own snapshot, which holds none of the
-//! mutation's writes to a membership table (there are none: a mutation that makes one leaves the
-//! next path first), and undoes the whole mutation when it does not hold, which then runs again
-//! on the checked path and is answered there. An `add_note` is then two statements, not three.
+//! On the push's next path a write permission is not asked at once but assumed ([`Assumed`])
+//! where one bucket decides it (not where an `accept(...)` or another of the row's buckets might
+//! allow the write instead): the mutation's record statement confirms it in its own snapshot,
+//! which holds none of the mutation's writes to a membership table (assumptions are confirmed
+//! before such a write, and none are made after it), and undoes the whole mutation when it does
+//! not hold; the mutation then runs on the checked path and is answered there. Before the
+//! mutator reads or writes rows again, a statement of its own confirms what was assumed; when
+//! that fails, the next path runs the mutation once more, asking. The permission the record
+//! confirms is the actor's as the record's snapshot sees it, a moment later than an asked one
+//! would be, as any two statements of the next path are.
 //!
 //! A refusal names the table and the rule, never a bucket key or a row value the actor did not
 //! send: the server log keeps the bucket.
@@ -53,10 +58,11 @@ type KernelResult<T> = engine_kernel::Result<T>;
 /// What the mutation knows of the actor's buckets.
 #[derive(Debug, Default)]
 pub(super) struct Holdings {
-    /// Whether the actor held a bucket when the mutation began, as far as asked.
+    /// Whether the actor held a bucket when the mutation began, as far as asked (or assumed,
+    /// see `assumed`).
     held_at_start: BTreeMap<BucketKey, bool>,
     /// Whether the actor could write a table in a bucket when the mutation began, as far as
-    /// asked (only for rules with a `write(...)` for the table).
+    /// asked or assumed (only for rules with a `write(...)` for the table).
     writable_at_start: BTreeMap<(BucketKey, &'static str), bool>,
     /// Whether every holding has been read (before the first write to a membership table).
     frozen: bool,
@@ -195,7 +201,7 @@ impl PgMutatorTx<'_> {
     }
 
     /// Confirm the write permissions assumed so far, in one statement, before the mutation
-    /// reads or writes anything more: a mutator learns nothing past a write it may not make.
+    /// reads or writes rows again: a mutator learns nothing past a write it may not make.
     /// The mutation's writes so far touched no membership table, so the statement sees the
     /// memberships as they were.
     pub(super) async fn confirm_assumed(&mut self) -> KernelResult<()> {
@@ -220,11 +226,16 @@ impl PgMutatorTx<'_> {
         std::mem::take(&mut self.holdings.assumed)
     }
 
-    /// Whether the actor could write rows of `table` in `bucket` when the mutation began.
-    async fn may_write(&mut self, bucket: &BucketKey, table: &'static TableMeta) -> KernelResult<bool> {
+    /// [`may_write`](Self::may_write), assumed where it can be.
+    async fn may_write_or_assume(&mut self, bucket: &BucketKey, table: &'static TableMeta) -> KernelResult<bool> {
         if self.assume_write(bucket, table) {
             return Ok(true);
         }
+        self.may_write(bucket, table).await
+    }
+
+    /// Whether the actor could write rows of `table` in `bucket` when the mutation began.
+    async fn may_write(&mut self, bucket: &BucketKey, table: &'static TableMeta) -> KernelResult<bool> {
         // Neither asked yet: whether held and whether writable are one question to Postgres.
         let asked = (bucket.clone(), table.name);
         if !self.holdings.frozen
@@ -348,7 +359,14 @@ impl PgMutatorTx<'_> {
             self.holdings.new_buckets.insert(bucket.clone(), table.name);
             return Ok(());
         }
-        if self.may_write(bucket, table).await? {
+        // Where an `accept(...)` may let the row in instead, the answer decides which way: asked.
+        let accepts = self.rule(bucket).is_some_and(|rule| !rule.accepts.is_empty());
+        let may = if accepts {
+            self.may_write(bucket, table).await?
+        } else {
+            self.may_write_or_assume(bucket, table).await?
+        };
+        if may {
             return Ok(());
         }
         let Some(rule) = self.rule(bucket) else { return Err(forbidden(table.name, bucket, Refusal::Puts)) };
@@ -380,8 +398,18 @@ impl PgMutatorTx<'_> {
         table: &'static TableMeta,
         buckets: &BTreeSet<BucketKey>,
     ) -> KernelResult<()> {
+        // Where another of the row's buckets may allow it, each is asked in turn.
+        let single = buckets.len() == 1;
         for bucket in buckets {
-            if self.holdings.created.contains(bucket) || self.may_write(bucket, table).await? {
+            if self.holdings.created.contains(bucket) {
+                return Ok(());
+            }
+            let may = if single {
+                self.may_write_or_assume(bucket, table).await?
+            } else {
+                self.may_write(bucket, table).await?
+            };
+            if may {
                 return Ok(());
             }
         }

@@ -119,7 +119,7 @@ impl<'t> PgMutatorTx<'t> {
         Ok(outcome)
     }
 
-    /// Before an operation of the mutator: refuse after a failed statement, confirm the write
+    /// Before the mutator reads or writes rows: refuse after a failed statement, confirm the write
     /// permissions assumed so far (the mutator learns nothing past a write it may not make),
     /// and send the insert that waits.
     async fn before_next_operation(&mut self) -> KernelResult<()> {
