@@ -64,7 +64,7 @@ fn default_pool_size() -> u32 {
 /// How long a pooled session may sit idle before it is checked with a round trip before it is
 /// lent: a session in steady use is not (a push of one mutation is two statements, and a check
 /// would be a third round trip).
-const CHECK_AFTER_IDLE: Duration = Duration::from_secs(5);
+pub(crate) const CHECK_AFTER_IDLE: Duration = Duration::from_secs(5);
 
 /// Create the database `url` names when it does not exist (connecting to the server's
 /// `postgres` database to do so). Returns whether it was created.

@@ -275,12 +275,9 @@ async fn record(
     sql.push(" AND client_id = ").push_bind(client).push(" AND last_mutation_id = ").push_bind(mutation_id - 1);
     sql.push(" RETURNING 1) SELECT CASE");
     if !carried.assumed.is_empty() {
-        sql.push(" WHEN NOT (true");
-        for assumed in carried.assumed {
-            sql.push(" AND ");
-            assumed.push(&mut sql, actor)?;
-        }
-        sql.push(") THEN _engine_unconfirmed()");
+        sql.push(" WHEN NOT ");
+        Assumed::push_all(carried.assumed, &mut sql, actor)?;
+        sql.push(" THEN _engine_unconfirmed()");
     }
     sql.push(" WHEN EXISTS (SELECT 1 FROM advanced) THEN pg_current_xact_id()::text ");
     sql.push("ELSE _engine_sequence_moved(").push_bind(client).push(", ").push_bind(mutation_id - 1).push(") END");

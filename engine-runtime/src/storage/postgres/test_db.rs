@@ -6,6 +6,8 @@ use sqlx::{Connection, Executor, PgConnection, PgPool};
 pub(crate) struct TestDb {
     server: String,
     name: String,
+    /// The database's URL.
+    pub(crate) url: String,
     pub(crate) pool: PgPool,
 }
 
@@ -19,7 +21,7 @@ impl TestDb {
         let (base, query) = server.split_once('?').map_or((server.as_str(), ""), |(b, q)| (b, q));
         let url = format!("{}/{name}?{query}", base.rsplit_once('/').map_or(base, |(prefix, _)| prefix));
         let pool = PgPool::connect(&url).await.expect("connect to the test database");
-        TestDb { server, name, pool }
+        TestDb { server, name, url, pool }
     }
 
     pub(crate) async fn drop(self) {

@@ -102,11 +102,19 @@ pub(crate) struct Assumed {
 }
 
 impl Assumed {
-    /// Append the condition that the permission holds: `EXISTS (…)` in the statement's snapshot.
-    pub(crate) fn push(&self, sql: &mut Sql, actor: &Actor) -> crate::error::Result<()> {
-        self.query
-            .push_holds(sql, actor, &self.bucket, self.write)
-            .ok_or_else(|| crate::error::Error::internal("an assumed write permission cannot be asked"))
+    /// Append the condition that every permission of `all` holds, `(true AND EXISTS (…) …)`,
+    /// evaluated in the snapshot of the statement it is part of.
+    pub(crate) fn push_all(all: &[Assumed], sql: &mut Sql, actor: &Actor) -> crate::error::Result<()> {
+        sql.push("(true");
+        for assumed in all {
+            sql.push(" AND ");
+            assumed
+                .query
+                .push_holds(sql, actor, &assumed.bucket, assumed.write)
+                .ok_or_else(|| crate::error::Error::internal("an assumed write permission cannot be asked"))?;
+        }
+        sql.push(")");
+        Ok(())
     }
 }
 
@@ -208,11 +216,8 @@ impl PgMutatorTx<'_> {
         if self.holdings.assumed.is_empty() {
             return Ok(());
         }
-        let mut sql = Sql::new("SELECT true");
-        for assumed in &self.holdings.assumed {
-            sql.push(" AND ");
-            assumed.push(&mut sql, &self.actor).map_err(to_kernel)?;
-        }
+        let mut sql = Sql::new("SELECT ");
+        Assumed::push_all(&self.holdings.assumed, &mut sql, &self.actor).map_err(to_kernel)?;
         let confirmed = sql.build_query_scalar::<bool>().fetch_one(self.session.conn()?).await;
         if !confirmed.map_err(|e| self.failed(e))? {
             return Err(KernelError::forbidden(ASK_INSTEAD));

@@ -233,3 +233,66 @@ fn the_checked_path_reads_the_records_after_the_lock_it_waited_for() {
         db.drop().await;
     });
 }
+
+#[test]
+fn a_session_lost_while_pooled_fails_one_push_as_retryable_and_is_not_lent_again() {
+    block_on(async {
+        let (db, _) = shared_list().await;
+        // The store's own pool, of one session, lends it unchecked when it was used a moment ago.
+        let storage = crate::storage::postgres::postgres(db.url.clone())
+            .max_connections(1)
+            .connect(Arc::new(example_notes::app()))
+            .await
+            .unwrap();
+        let carol = Actor::new("carol", "carol");
+        let client = uuid::Uuid::new_v4();
+        let add = |id| mutation(id, "add_note", json!({"list_id": "l", "title": "t"}));
+        let first = storage.push(&carol, &PushRequest { client_id: client, mutations: vec![add(1)] }).await.unwrap();
+        assert_eq!(first.response.results[0].status, MutationStatus::Applied);
+        let used = std::time::Instant::now();
+
+        // Its backend is cut while it waits in the pool.
+        let pid: i32 = sqlx::query_scalar("SELECT pg_backend_pid()").fetch_one(&storage.pool).await.unwrap();
+        // Back in the pool first (sqlx checks it as it takes it back, in a task of its own).
+        while storage.pool.num_idle() == 0 {
+            tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+        }
+        sqlx::query("SELECT pg_terminate_backend($1)").bind(pid).execute(&db.pool).await.unwrap();
+        loop {
+            let gone: bool = sqlx::query_scalar("SELECT NOT EXISTS (SELECT 1 FROM pg_stat_activity WHERE pid = $1)")
+                .bind(pid)
+                .fetch_one(&db.pool)
+                .await
+                .unwrap();
+            if gone {
+                break;
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+        }
+
+        // The next push fails on it, as a request to retry, nothing of it applied (unless a slow
+        // machine left the session idle long enough to be checked first, and replaced).
+        let second = add(2);
+        let checked = used.elapsed() > crate::storage::postgres::CHECK_AFTER_IDLE;
+        let lost = storage.push(&carol, &PushRequest { client_id: client, mutations: vec![second.clone()] }).await;
+        let failed = match lost {
+            Err(err) => Some(err),
+            Ok(pushed) => pushed.stopped,
+        };
+        match failed {
+            Some(err) => assert_eq!(err.problem().status, 503, "{err}"),
+            None => assert!(checked, "a session used a moment ago is lent unchecked, and its loss fails the push"),
+        }
+        if !checked {
+            assert_eq!(notes(&db).await, 1);
+        }
+
+        // Retried, it applies once, on a new session.
+        let retried = storage.push(&carol, &PushRequest { client_id: client, mutations: vec![second] }).await.unwrap();
+        let status = retried.response.results[0].status;
+        assert!(matches!(status, MutationStatus::Applied | MutationStatus::Duplicate), "{:?}", retried.stopped);
+        assert_eq!(notes(&db).await, 2);
+        storage.pool.close().await;
+        db.drop().await;
+    });
+}
