@@ -6,14 +6,18 @@
 //! growth of its resident memory while the last 90% of the sockets connect, per socket (the
 //! first 10% warm up what does not grow with sockets: the pool, caches, the allocator's arenas).
 
-use std::sync::{Arc, Mutex};
+use std::net::{SocketAddr, TcpStream};
+use std::os::fd::AsRawFd;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
-use futures_util::{SinkExt, StreamExt};
+use mio::unix::SourceFd;
+use mio::{Events, Interest, Poll, Token};
 use serde_json::{Value, json};
-use tokio::sync::mpsc;
-use tokio_tungstenite::tungstenite::Message;
-use tokio_tungstenite::tungstenite::client::IntoClientRequest;
+use tungstenite::client::IntoClientRequest;
+use tungstenite::protocol::WebSocketConfig;
+use tungstenite::{Message, WebSocket};
 
 use crate::db::{BenchDb, notes_server};
 use crate::wire::{ServerProcess, WireClient, cpu_seconds, ms, percentile, resident_kib, token};
@@ -81,84 +85,32 @@ async fn broadcast(count: usize) -> Broadcast {
     }
 
     let addr = server.addr;
-    let (pings, mut pinged) = mpsc::unbounded_channel::<(usize, Instant)>();
-    let (ready, mut connected) = mpsc::unbounded_channel::<()>();
-    let mut sockets = Vec::with_capacity(count);
-    let gate = Arc::new(tokio::sync::Semaphore::new(200));
     let warm_up = (count / 10).max(1);
-    let mut before = 0;
-    for user in 0..count {
-        if user == warm_up {
-            for _ in 0..warm_up {
-                connected.recv().await.unwrap();
-            }
-            tokio::time::sleep(Duration::from_secs(1)).await;
-            before = resident_kib(server.pid);
-        }
-        let (pings, ready, gate) = (pings.clone(), ready.clone(), gate.clone());
-        sockets.push(tokio::spawn(async move {
-            let permit = gate.acquire_owned().await.unwrap();
-            let mut request = format!("ws://{addr}/sync/stream").into_client_request().unwrap();
-            request
-                .headers_mut()
-                .insert("authorization", format!("Bearer {}", token(&format!("user-{user}"))).parse().unwrap());
-            request.headers_mut().insert("sec-websocket-protocol", "engine.v1".parse().unwrap());
-            let (socket, _) = tokio_tungstenite::connect_async(request).await.expect("connect");
-            let (mut sink, mut stream) = socket.split();
-            // The first frame (presence of its buckets) says the socket is set up.
-            let _ = stream.next().await;
-            drop(permit);
-            let _ = ready.send(());
-            let mut beat = tokio::time::interval(Duration::from_secs(10));
-            loop {
-                tokio::select! {
-                    frame = stream.next() => match frame {
-                        Some(Ok(Message::Text(text))) => {
-                            if text.contains(r#""ping""#) && text.contains("shared/room") {
-                                let _ = pings.send((user, Instant::now()));
-                            }
-                        }
-                        Some(Ok(_)) => {}
-                        _ => return,
-                    },
-                    _ = beat.tick() => {
-                        if sink.send(Message::Text(r#"{"type":"heartbeat"}"#.into())).await.is_err() {
-                            return;
-                        }
-                    }
-                }
-            }
-        }));
-    }
-    for _ in warm_up..count {
-        connected.recv().await.unwrap();
-    }
+    let connecting = Instant::now();
+    let mut sockets = connect(addr, 0..warm_up).await;
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    let before = resident_kib(server.pid);
+    sockets.extend(connect(addr, warm_up..count).await);
     tokio::time::sleep(Duration::from_secs(2)).await;
     let after = resident_kib(server.pid);
-    while pinged.try_recv().is_ok() {}
+    let reader = Reader::start(sockets);
+    eprintln!("{count} sockets connected in {:.1} s", connecting.elapsed().as_secs_f64());
 
     // The commits: (sent, answered).
-    let commits: Arc<Mutex<Vec<(Instant, Instant)>>> = Arc::default();
+    let mut commits: Vec<(Instant, Instant)> = Vec::new();
     let (server_cpu, own_cpu) = (cpu_seconds(server.pid), cpu_seconds(std::process::id()));
     let mut every = tokio::time::interval(Duration::from_millis(1000 / COMMITS_PER_SECOND));
     for n in 0..COMMITS_PER_SECOND * COMMIT_SECONDS {
         every.tick().await;
         let sent = Instant::now();
         owner.push(&[("add_note", json!({"list_id": "room", "title": format!("note {n}")}))]).await;
-        commits.lock().unwrap().push((sent, Instant::now()));
+        commits.push((sent, Instant::now()));
     }
     tokio::time::sleep(Duration::from_secs(2)).await;
     let (server_cpu, own_cpu) = (cpu_seconds(server.pid) - server_cpu, cpu_seconds(std::process::id()) - own_cpu);
-    let mut arrivals = Vec::new();
-    while let Ok(arrival) = pinged.try_recv() {
-        arrivals.push(arrival);
-    }
-    for socket in &sockets {
-        socket.abort();
-    }
+    let arrivals = reader.stop().await;
 
     // Each ping stands for the commits answered before it that the socket had not yet had.
-    let commits = commits.lock().unwrap().clone();
     let mut next_unseen = vec![0usize; count];
     let mut latencies = Vec::with_capacity(commits.len() * count);
     for (user, at) in &arrivals {
@@ -178,5 +130,106 @@ async fn broadcast(count: usize) -> Broadcast {
         p99: percentile(&latencies, 0.99),
         kib_per_socket: (after.saturating_sub(before) as f64) / (count - warm_up) as f64,
         generator_share: own_cpu / (own_cpu + server_cpu).max(f64::EPSILON),
+    }
+}
+
+/// Open the sockets of `users`, each past its first frame (the presence of its buckets, which
+/// says it is set up), a few at a time.
+async fn connect(addr: SocketAddr, users: std::ops::Range<usize>) -> Vec<(usize, WebSocket<TcpStream>)> {
+    const AT_ONCE: usize = 16;
+    tokio::task::spawn_blocking(move || {
+        let users: Vec<usize> = users.collect();
+        std::thread::scope(|scope| {
+            let handles: Vec<_> = users
+                .chunks(users.len().div_ceil(AT_ONCE).max(1))
+                .map(|chunk| {
+                    scope.spawn(move || chunk.iter().map(|&user| (user, open(addr, user))).collect::<Vec<_>>())
+                })
+                .collect();
+            handles.into_iter().flat_map(|h| h.join().expect("a connecting thread")).collect()
+        })
+    })
+    .await
+    .expect("connecting")
+}
+
+fn open(addr: SocketAddr, user: usize) -> WebSocket<TcpStream> {
+    let mut request = format!("ws://{addr}/sync/stream").into_client_request().unwrap();
+    request
+        .headers_mut()
+        .insert("authorization", format!("Bearer {}", token(&format!("user-{user}"))).parse().unwrap());
+    request.headers_mut().insert("sec-websocket-protocol", "engine.v1".parse().unwrap());
+    let stream = TcpStream::connect(addr).expect("connect");
+    stream.set_nodelay(true).expect("nodelay");
+    // A read buffer the size of a page: tungstenite zeroes the whole buffer before each read
+    // (128 KiB by default), which took two thirds of the load generator's time.
+    let config = WebSocketConfig::default().read_buffer_size(4096);
+    let (mut socket, _) = tungstenite::client::client_with_config(request, stream, Some(config)).expect("handshake");
+    socket.get_ref().set_read_timeout(Some(Duration::from_secs(30))).expect("a timeout");
+    socket.read().expect("the first frame");
+    socket.get_ref().set_nonblocking(true).expect("non-blocking");
+    socket
+}
+
+/// Every socket read by one thread, as cheaply as a load generator can (readiness from `epoll`,
+/// tungstenite's frame reader, a heartbeat every 10 s): the 10,000 devices it stands for would
+/// cost the server's machine nothing, so the less of the two cores it takes, the closer the
+/// figures are to the server's own.
+struct Reader {
+    stop: Arc<AtomicBool>,
+    thread: std::thread::JoinHandle<Vec<(usize, Instant)>>,
+}
+
+impl Reader {
+    fn start(mut sockets: Vec<(usize, WebSocket<TcpStream>)>) -> Reader {
+        let stop = Arc::new(AtomicBool::new(false));
+        let stopping = stop.clone();
+        let thread = std::thread::spawn(move || {
+            let mut poll = Poll::new().expect("a poll");
+            for (n, (_, socket)) in sockets.iter().enumerate() {
+                let fd = socket.get_ref().as_raw_fd();
+                poll.registry().register(&mut SourceFd(&fd), Token(n), Interest::READABLE).expect("register");
+            }
+            let mut events = Events::with_capacity(1024);
+            let mut arrivals = Vec::new();
+            // The first heartbeat at once: the first sockets have been silent since they connected.
+            let mut beat: Option<Instant> = None;
+            while !stopping.load(Ordering::Relaxed) {
+                poll.poll(&mut events, Some(Duration::from_millis(50))).expect("poll");
+                for event in &events {
+                    let (user, socket) = &mut sockets[event.token().0];
+                    loop {
+                        match socket.read() {
+                            Ok(Message::Text(text)) => {
+                                if text.contains(r#""ping""#) && text.contains("shared/room") {
+                                    arrivals.push((*user, Instant::now()));
+                                }
+                            }
+                            Ok(_) => {}
+                            Err(tungstenite::Error::Io(e)) if e.kind() == std::io::ErrorKind::WouldBlock => break,
+                            Err(e) => panic!("socket of user-{user}: {e}"),
+                        }
+                    }
+                }
+                if beat.is_none_or(|at| at.elapsed() >= Duration::from_secs(10)) {
+                    beat = Some(Instant::now());
+                    for (_, socket) in &mut sockets {
+                        match socket.send(Message::Text(r#"{"type":"heartbeat"}"#.into())) {
+                            Ok(()) => {}
+                            Err(tungstenite::Error::Io(e)) if e.kind() == std::io::ErrorKind::WouldBlock => {}
+                            Err(e) => panic!("heartbeat: {e}"),
+                        }
+                    }
+                }
+            }
+            arrivals
+        });
+        Reader { stop, thread }
+    }
+
+    /// Stop reading; the pings received, by user, with when they came.
+    async fn stop(self) -> Vec<(usize, Instant)> {
+        self.stop.store(true, Ordering::Relaxed);
+        tokio::task::spawn_blocking(move || self.thread.join().expect("the reading thread")).await.expect("joined")
     }
 }

@@ -290,10 +290,12 @@ impl Hub {
     /// Route every signal of `realtime` to the sockets it concerns, holding pings until the
     /// horizon of `storage` has passed their transaction. Runs until the hub is dropped.
     ///
-    /// Waiting pings are kept one per bucket (the latest transaction), at most
+    /// A bucket's pings are gathered for `window` from the first of them, then go out as one
+    /// (once the horizon has passed the latest): one timer for the process, however many sockets
+    /// follow the bucket. Waiting pings are kept one per bucket (the latest transaction), at most
     /// [`WAITING_BUCKETS`] of them; past that they become one resync of every socket, sent once
     /// the horizon has passed them all. While a ping of a bucket a socket follows waits, the
-    /// horizon is read every 2 ms while it moves, less often (up to every [`MAX_CHECK`]) while
+    /// horizon is read when the first gathering ends, then every 2 ms while it moves, less often (up to every [`MAX_CHECK`]) while
     /// it stands still; pings no socket followed when they came (a server taking pushes with no
     /// one listening) wait for a reading every [`MAX_CHECK`], so they cost no query per commit
     /// and still reach a socket that subscribes meanwhile. When a ping has waited longer than
@@ -302,6 +304,7 @@ impl Hub {
         self: &Arc<Self>,
         realtime: &Arc<dyn Realtime>,
         storage: Arc<dyn Storage>,
+        window: Duration,
         warn_after: Duration,
     ) -> tokio::task::AbortHandle {
         let hub = Arc::downgrade(self);
@@ -317,13 +320,13 @@ impl Hub {
                     signal = signals.recv() => {
                         let Some(hub) = hub.upgrade() else { return };
                         match signal {
-                            Ok(Signal::Ping { bucket, xid }) if xid >= horizon => {
+                            Ok(Signal::Ping { bucket, xid }) => {
                                 let followed = hub.follows(&bucket);
                                 if waiting.is_empty() || (followed && !waiting.is_urgent()) {
                                     delay = if followed { MIN_CHECK } else { MAX_CHECK };
-                                    next_check = Instant::now() + delay;
+                                    next_check = Instant::now() + delay.max(window);
                                 }
-                                waiting.add(bucket, xid, followed);
+                                waiting.add(bucket, xid, followed, Instant::now());
                             }
                             Ok(signal) => hub.deliver(signal),
                             Err(broadcast::error::RecvError::Lagged(missed)) => {
@@ -340,7 +343,7 @@ impl Hub {
                             Err(err) => tracing::warn!(error = %err, "reading the horizon failed"),
                         }
                         let Some(hub) = hub.upgrade() else { return };
-                        waiting.release(horizon, |signal| hub.deliver(signal));
+                        waiting.release(horizon, Instant::now(), window, |signal| hub.deliver(signal));
                         delay = if !waiting.is_urgent() {
                             MAX_CHECK
                         } else if horizon > before {
@@ -348,7 +351,8 @@ impl Hub {
                         } else {
                             (delay * 2).min(MAX_CHECK)
                         };
-                        next_check = Instant::now() + delay;
+                        let now = Instant::now();
+                        next_check = waiting.gathered(window).map_or(now + delay, |end| end.max(now + delay));
                         let held = waiting.oldest().map(|since| since.elapsed());
                         if held.is_some_and(|held| held > warn_after) && warned.is_none_or(|at| at.elapsed() > warn_after.max(WARN_EVERY)) {
                             warned = Some(Instant::now());
@@ -401,8 +405,7 @@ impl Waiting {
         self.buckets.len() + usize::from(self.overflow.is_some())
     }
 
-    fn add(&mut self, bucket: BucketKey, xid: u64, followed: bool) {
-        let now = Instant::now();
+    fn add(&mut self, bucket: BucketKey, xid: u64, followed: bool, now: Instant) {
         if let Some((top, _)) = &mut self.overflow {
             *top = (*top).max(xid);
             return;
@@ -423,11 +426,11 @@ impl Waiting {
         }
     }
 
-    /// Deliver what the horizon has passed.
-    fn release(&mut self, horizon: u64, mut deliver: impl FnMut(Signal)) {
+    /// Deliver the pings the horizon has passed and whose `window` has ended by `now`.
+    fn release(&mut self, horizon: u64, now: Instant, window: Duration, mut deliver: impl FnMut(Signal)) {
         let followed = &mut self.followed;
-        self.buckets.retain(|bucket, (xid, _, was_followed)| {
-            let ready = *xid < horizon;
+        self.buckets.retain(|bucket, (xid, since, was_followed)| {
+            let ready = *xid < horizon && *since + window <= now;
             if ready {
                 deliver(Signal::Ping { bucket: bucket.clone(), xid: *xid });
                 *followed -= usize::from(*was_followed);
@@ -438,6 +441,11 @@ impl Waiting {
             self.overflow = None;
             deliver(Signal::Resync);
         }
+    }
+
+    /// When the first bucket's gathering of its pings ends.
+    fn gathered(&self, window: Duration) -> Option<Instant> {
+        self.buckets.values().map(|(_, since, _)| *since + window).min()
     }
 
     /// Since when the longest-waiting ping waits.
@@ -470,7 +478,10 @@ async fn warn_held_back(storage: &dyn Storage, held: Duration, waiting: usize) {
 
 #[cfg(test)]
 mod tests {
+    use std::time::Duration;
+
     use engine_kernel::BucketKey;
+    use tokio::time::Instant;
 
     use super::{Signal, WAITING_BUCKETS, Waiting};
 
@@ -483,29 +494,57 @@ mod tests {
     /// an overflow (a resync every socket is owed) is urgent.
     #[test]
     fn only_a_followed_bucket_or_an_owed_resync_makes_waiting_urgent() {
+        let (now, none) = (Instant::now(), Duration::ZERO);
         let mut waiting = Waiting::default();
-        waiting.add(bucket(1), 10, false);
-        waiting.add(bucket(1), 12, false);
+        waiting.add(bucket(1), 10, false, now);
+        waiting.add(bucket(1), 12, false, now);
         assert!(!waiting.is_urgent());
-        waiting.add(bucket(2), 11, true);
-        waiting.add(bucket(2), 13, true);
-        waiting.add(bucket(1), 14, true);
+        waiting.add(bucket(2), 11, true, now);
+        waiting.add(bucket(2), 13, true, now);
+        waiting.add(bucket(1), 14, true, now);
         assert!(waiting.is_urgent());
 
         let mut delivered = Vec::new();
-        waiting.release(14, |signal| delivered.push(signal));
+        waiting.release(14, now, none, |signal| delivered.push(signal));
         assert!(matches!(&delivered[..], [Signal::Ping { xid: 13, .. }]), "{delivered:?}");
         assert!(waiting.is_urgent(), "bucket 1 waits for transaction 14, followed");
-        waiting.release(15, |signal| delivered.push(signal));
+        waiting.release(15, now, none, |signal| delivered.push(signal));
         assert!(matches!(&delivered[1..], [Signal::Ping { xid: 14, .. }]), "{delivered:?}");
         assert!(waiting.is_empty() && !waiting.is_urgent());
 
         for n in 0..=WAITING_BUCKETS {
-            waiting.add(bucket(n), 20, false);
+            waiting.add(bucket(n), 20, false, now);
         }
         assert!(waiting.is_urgent(), "past the bound, every socket is owed a resync");
-        waiting.release(21, |signal| delivered.push(signal));
+        waiting.release(21, now, none, |signal| delivered.push(signal));
         assert!(matches!(delivered.last(), Some(Signal::Resync)));
         assert!(waiting.is_empty() && !waiting.is_urgent());
+    }
+
+    /// A bucket's pings are gathered for the window from the first of them and go out as one,
+    /// even when the horizon passed them at once; the next ping after that starts a gathering of
+    /// its own.
+    #[test]
+    fn a_buckets_pings_go_out_once_a_window() {
+        let (start, window) = (Instant::now(), Duration::from_millis(10));
+        let at = |ms: u64| start + Duration::from_millis(ms);
+        let mut waiting = Waiting::default();
+        waiting.add(bucket(1), 10, true, at(0));
+        waiting.add(bucket(1), 11, true, at(4));
+        waiting.add(bucket(2), 12, true, at(6));
+        assert_eq!(waiting.gathered(window), Some(at(10)), "the first gathering ends 10 ms after its first ping");
+
+        let mut delivered = Vec::new();
+        waiting.release(100, at(9), window, |signal| delivered.push(signal));
+        assert!(delivered.is_empty(), "nothing goes out within the window: {delivered:?}");
+        waiting.release(100, at(10), window, |signal| delivered.push(signal));
+        assert!(matches!(&delivered[..], [Signal::Ping { xid: 11, .. }]), "bucket 1's two pings as one: {delivered:?}");
+        assert_eq!(waiting.gathered(window), Some(at(16)));
+        waiting.add(bucket(1), 13, true, at(11));
+        waiting.release(100, at(16), window, |signal| delivered.push(signal));
+        assert!(matches!(&delivered[1..], [Signal::Ping { xid: 12, .. }]), "{delivered:?}");
+        waiting.release(100, at(21), window, |signal| delivered.push(signal));
+        assert!(matches!(&delivered[2..], [Signal::Ping { xid: 13, .. }]), "{delivered:?}");
+        assert!(waiting.is_empty());
     }
 }

@@ -171,7 +171,8 @@ pub struct StreamLimits {
     pub auth_deadline: Duration,
     /// The largest presence meta, serialized.
     pub max_meta_bytes: usize,
-    /// How long pings of a socket are gathered before they are sent (one per bucket).
+    /// How long a bucket's pings are gathered from the first before they go out, as one ping
+    /// to each socket following the bucket.
     pub ping_window: Duration,
     /// The largest frame the WebSocket layer reads on a socket that brought no credentials to
     /// its upgrade (it authenticates by its first frame): beyond it the connection is dropped.

@@ -284,7 +284,7 @@ impl ServerBuilder {
             self.realtime.unwrap_or_else(|| Box::new(in_process())).open(self.presence.heartbeat_timeout).await?;
         let hub = Hub::new();
         let mut background = Background::start(storage.clone(), rate_limit.clone(), self.retention);
-        background.add(hub.start(&realtime, storage.clone(), self.horizon_warning));
+        background.add(hub.start(&realtime, storage.clone(), self.stream_limits.ping_window, self.horizon_warning));
         let state = ServerState {
             storage,
             hub,

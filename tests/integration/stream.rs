@@ -246,21 +246,41 @@ async fn a_misbehaving_socket_is_closed_and_the_others_go_on() {
     assert_eq!(good.expect("ping", 2 * SECOND).await["type"], "ping", "the well-behaved socket still gets pings");
 }
 
-#[tokio::test]
-async fn an_expired_token_or_silence_closes_the_socket() {
-    let db = TestDb::new().await;
+/// A server that allows 800 ms of silence, and a token of alice's that expires within a second.
+async fn short_silence_and_token(db: &TestDb) -> (TestServer, String) {
     let mut presence = PresenceSettings::default();
     presence.heartbeat_timeout = Duration::from_millis(800);
-    let server = TestServer::start(&db, |b| b.presence(presence)).await;
+    let server = TestServer::start(db, |b| b.presence(presence)).await;
     let short =
         engine::auth::issue_bearer_token("alice", "alice", crate::support::server::SECRET, Duration::from_secs(1))
             .unwrap();
+    (server, short)
+}
+
+#[tokio::test]
+async fn an_expired_token_or_silence_closes_the_socket() {
+    let db = TestDb::new().await;
+    let (server, short) = short_silence_and_token(&db).await;
     // It heartbeats, so silence is not what closes it.
     let mut expiring = Ws::connect(server.addr, Auth::Header(&short)).await.unwrap();
     assert_eq!(expiring.closed(3 * SECOND).await, (Some("unauthenticated".into()), Some(1008)));
     let token = TestServer::token("alice");
     let mut silent = Ws::connect_silent(server.addr, Auth::Header(&token)).await.unwrap();
     assert_eq!(silent.closed(3 * SECOND).await, (Some("heartbeat_timeout".into()), Some(1001)));
+}
+
+/// The socket's timers are moved, not made afresh at every frame: a fresh token moves the
+/// expiry past the first token's, and heartbeats keep a socket open for many times the silence
+/// it is allowed.
+#[tokio::test]
+async fn a_fresh_token_moves_the_expiry_and_heartbeats_keep_the_socket_open() {
+    let db = TestDb::new().await;
+    let (server, short) = short_silence_and_token(&db).await;
+    let mut socket = Ws::connect(server.addr, Auth::Header(&short)).await.unwrap();
+    socket.send(json!({"type": "auth", "token": TestServer::token("alice")})).await;
+    assert_eq!(socket.closed(3 * SECOND).await, (None, None), "open past the first token's expiry and 800 ms");
+    push(&base(&server), "alice", &[(1, "create_list", json!({"id": "l1", "title": "t"}))]).await;
+    assert_eq!(socket.expect("ping", 2 * SECOND).await["bucket"], "own/alice");
 }
 
 #[tokio::test]

@@ -16,8 +16,7 @@ use std::time::Duration;
 use axum::extract::ws::{CloseFrame, Message, WebSocket};
 use engine_kernel::wire::{ClientFrame, ServerFrame};
 use engine_kernel::{Actor, BucketKey};
-use futures_util::stream::{SplitSink, SplitStream};
-use futures_util::{SinkExt, StreamExt};
+use futures_util::StreamExt;
 use governor::{DefaultDirectRateLimiter, Quota};
 use serde_json::Value;
 use tokio::time::Instant;
@@ -42,7 +41,9 @@ impl Close {
 }
 
 struct Connection {
-    sender: SplitSink<WebSocket, Message>,
+    /// One value for both directions: a socket split in two locks a shared half at every read
+    /// and write, a measurable share of the fan-out at thousands of sockets.
+    socket: WebSocket,
     state: Arc<ServerState>,
     actor: Actor,
     id: u64,
@@ -52,8 +53,8 @@ struct Connection {
     explicit: bool,
     /// This connection's presence ref in each bucket it is present in.
     presences: BTreeMap<BucketKey, String>,
+    /// Pings to send once the events queued so far are read.
     pending: BTreeSet<BucketKey>,
-    flush_at: Option<Instant>,
     expires_at: Option<Instant>,
 }
 
@@ -61,6 +62,11 @@ fn expiry(actor: &Actor) -> Option<Instant> {
     let exp = actor.claims.get("exp").and_then(Value::as_u64)?;
     let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).ok()?.as_secs();
     Some(Instant::now() + Duration::from_secs(exp.saturating_sub(now)))
+}
+
+/// A deadline that does not come: a token without expiry.
+fn far_future() -> Instant {
+    Instant::now() + Duration::from_secs(30 * 365 * 24 * 3600)
 }
 
 /// The membership claims of an actor, as the push path names them.
@@ -74,21 +80,21 @@ fn claims(actor: &Actor) -> Vec<String> {
     claims
 }
 
-async fn send_frame(sender: &mut SplitSink<WebSocket, Message>, frame: &ServerFrame) -> bool {
+async fn send_frame(socket: &mut WebSocket, frame: &ServerFrame) -> bool {
     let text = serde_json::to_string(frame).expect("frames serialize");
-    sender.send(Message::Text(text.into())).await.is_ok()
+    socket.send(Message::Text(text.into())).await.is_ok()
 }
 
-async fn close(sender: &mut SplitSink<WebSocket, Message>, why: Close) {
-    let _ = send_frame(sender, &ServerFrame::Error { code: why.code.to_owned(), detail: why.detail.clone() }).await;
-    let _ = sender.send(Message::Close(Some(CloseFrame { code: why.close, reason: why.code.into() }))).await;
+async fn close(socket: &mut WebSocket, why: Close) {
+    let _ = send_frame(socket, &ServerFrame::Error { code: why.code.to_owned(), detail: why.detail.clone() }).await;
+    let _ = socket.send(Message::Close(Some(CloseFrame { code: why.close, reason: why.code.into() }))).await;
 }
 
 /// After closing, read what the client still sends for a moment: dropping a socket with unread
 /// bytes makes the kernel reset the connection, which can destroy the close frame in flight.
-async fn linger(receiver: &mut SplitStream<WebSocket>) {
+async fn linger(socket: &mut WebSocket) {
     let deadline = Instant::now() + Duration::from_millis(500);
-    while let Ok(Some(message)) = tokio::time::timeout_at(deadline, receiver.next()).await {
+    while let Ok(Some(message)) = tokio::time::timeout_at(deadline, socket.next()).await {
         match message {
             Ok(Message::Close(_)) => return,
             Ok(_) => {}
@@ -121,14 +127,14 @@ pub(crate) async fn run(
     unauthenticated: Option<Unauthenticated>,
 ) {
     let limits = state.stream_limits;
-    let (mut sender, mut receiver) = socket.split();
+    let mut socket = socket;
     let actor = match actor {
         Some(actor) => actor,
-        None => match authenticate(&state, &mut receiver, limits.auth_deadline).await {
+        None => match authenticate(&state, &mut socket, limits.auth_deadline).await {
             Ok(actor) => actor,
             Err(why) => {
-                close(&mut sender, why).await;
-                return linger(&mut receiver).await;
+                close(&mut socket, why).await;
+                return linger(&mut socket).await;
             }
         },
     };
@@ -137,11 +143,11 @@ pub(crate) async fn run(
     else {
         let why =
             Close::policy("too_many_sockets", format!("an actor holds at most {} sockets", limits.sockets_per_actor));
-        return close(&mut sender, why).await;
+        return close(&mut socket, why).await;
     };
     let expires_at = expiry(&actor);
     let mut connection = Connection {
-        sender,
+        socket,
         state: state.clone(),
         actor,
         id,
@@ -150,25 +156,20 @@ pub(crate) async fn run(
         explicit: false,
         presences: BTreeMap::new(),
         pending: BTreeSet::new(),
-        flush_at: None,
         expires_at,
     };
-    let outcome = connection.serve(&mut receiver, &mut events, limits).await;
+    let outcome = connection.serve(&mut events, limits).await;
     if let Err(why) = outcome {
-        close(&mut connection.sender, why).await;
-        linger(&mut receiver).await;
+        close(&mut connection.socket, why).await;
+        linger(&mut connection.socket).await;
     }
     connection.leave().await;
     state.hub.unregister(id);
 }
 
 /// Wait for the `auth` frame of a socket that brought no credentials.
-async fn authenticate(
-    state: &ServerState,
-    receiver: &mut SplitStream<WebSocket>,
-    deadline: Duration,
-) -> Result<Actor, Close> {
-    let first = tokio::time::timeout(deadline, receiver.next())
+async fn authenticate(state: &ServerState, socket: &mut WebSocket, deadline: Duration) -> Result<Actor, Close> {
+    let first = tokio::time::timeout(deadline, socket.next())
         .await
         .map_err(|_| Close::policy("unauthenticated", "send `{\"type\":\"auth\",\"token\":…}` first"))?;
     let Some(Ok(Message::Text(text))) = first else {
@@ -193,7 +194,6 @@ async fn authenticate(
 impl Connection {
     async fn serve(
         &mut self,
-        receiver: &mut SplitStream<WebSocket>,
         events: &mut tokio::sync::mpsc::Receiver<Event>,
         limits: StreamLimits,
     ) -> Result<(), Close> {
@@ -205,21 +205,21 @@ impl Connection {
         let timeout = self.state.presence.heartbeat_timeout;
         let mut last_heard = Instant::now();
         let mut draining = self.state.draining.subscribe();
+        // The timers live as long as the loop and are moved rather than made afresh at every
+        // frame: at thousands of sockets a timer per frame and socket is a measurable share of
+        // the fan-out. The silence timer is moved on only when it fires before its time.
+        let silence = tokio::time::sleep_until(last_heard + timeout);
+        let expire = tokio::time::sleep_until(self.expires_at.unwrap_or_else(far_future));
+        let drain = async { draining.wait_for(|draining| *draining).await.map(drop) };
+        tokio::pin!(silence, expire, drain);
+        let mut armed_expiry = self.expires_at;
         loop {
-            let flush = async {
-                match self.flush_at {
-                    Some(at) => tokio::time::sleep_until(at).await,
-                    None => std::future::pending().await,
-                }
-            };
-            let expire = async {
-                match self.expires_at {
-                    Some(at) => tokio::time::sleep_until(at).await,
-                    None => std::future::pending().await,
-                }
-            };
+            if armed_expiry != self.expires_at {
+                armed_expiry = self.expires_at;
+                expire.as_mut().reset(self.expires_at.unwrap_or_else(far_future));
+            }
             tokio::select! {
-                frame = receiver.next() => {
+                frame = self.socket.next() => {
                     last_heard = Instant::now();
                     match frame {
                         Some(Ok(Message::Text(text))) => {
@@ -247,34 +247,44 @@ impl Connection {
                     }
                 }
                 event = events.recv() => {
-                    let Some(event) = event else { return Ok(()) };
-                    self.settle().await?;
-                    self.on_event(event, limits.ping_window).await?;
-                }
-                () = flush => {
+                    let Some(mut event) = event else { return Ok(()) };
+                    // What queued meanwhile is read too, and the pings go out after it: a
+                    // bucket's once.
+                    loop {
+                        self.settle().await?;
+                        self.on_event(event).await?;
+                        match events.try_recv() {
+                            Ok(next) => event = next,
+                            Err(_) => break,
+                        }
+                    }
                     self.settle().await?;
                     self.flush().await?;
                 }
-                () = expire => return Err(Close::policy("unauthenticated", "the token expired: reconnect with a fresh one")),
-                _ = async { draining.wait_for(|draining| *draining).await.map(drop) } => {
+                () = &mut expire => return Err(Close::policy("unauthenticated", "the token expired: reconnect with a fresh one")),
+                _ = &mut drain => {
                     return Err(Close { code: "retry_later", detail: "the server is restarting: reconnect now".into(), close: 1012 });
                 }
-                () = tokio::time::sleep_until(last_heard + timeout) => {
-                    return Err(Close { code: "heartbeat_timeout", detail: format!("silent for {} s", timeout.as_secs()), close: 1001 });
+                () = &mut silence => {
+                    if last_heard + timeout <= Instant::now() {
+                        return Err(Close { code: "heartbeat_timeout", detail: format!("silent for {} s", timeout.as_secs()), close: 1001 });
+                    }
+                    silence.as_mut().reset(last_heard + timeout);
                 }
             }
         }
     }
 
     async fn send(&mut self, frame: &ServerFrame) -> Result<(), Close> {
-        if send_frame(&mut self.sender, frame).await {
+        if send_frame(&mut self.socket, frame).await {
             Ok(())
         } else {
             Err(Close { code: "gone", detail: "the socket closed".into(), close: 1001 })
         }
     }
 
-    async fn held(&self) -> Result<BTreeSet<BucketKey>, Close> {
+    /// The actor's buckets now (`&mut self`: the socket in it is not `Sync`).
+    async fn held(&mut self) -> Result<BTreeSet<BucketKey>, Close> {
         self.state.storage.held_buckets(&self.actor).await.map_err(|err| {
             tracing::warn!(error = %err, "reading a socket's buckets failed");
             Close { code: "retry_later", detail: "a transient condition; reconnect".into(), close: 1011 }
@@ -384,12 +394,11 @@ impl Connection {
         }
     }
 
-    async fn on_event(&mut self, event: Event, window: Duration) -> Result<(), Close> {
+    async fn on_event(&mut self, event: Event) -> Result<(), Close> {
         match event {
             Event::Ping(bucket) => {
                 if self.subscribed.contains(&bucket) {
                     self.pending.insert(bucket);
-                    self.flush_at.get_or_insert_with(|| Instant::now() + window);
                 }
                 Ok(())
             }
@@ -439,7 +448,6 @@ impl Connection {
 
     /// Send the gathered pings, one per bucket.
     async fn flush(&mut self) -> Result<(), Close> {
-        self.flush_at = None;
         for bucket in std::mem::take(&mut self.pending) {
             self.send(&ServerFrame::Ping { bucket }).await?;
             crate::metrics::pings_sent(1);
