@@ -31,7 +31,7 @@ pub(crate) enum Event {
 
 /// How many events a socket may have waiting; past that, events are dropped and a resync is
 /// owed instead.
-const SOCKET_QUEUE: usize = 64;
+pub(crate) const SOCKET_QUEUE: usize = 64;
 
 /// What a socket owes its client beyond the events in its queue, set by the hub and taken by
 /// the socket before it sends anything else, so that no frame goes out on a bucket set that may
@@ -321,12 +321,16 @@ impl Hub {
                         let Some(hub) = hub.upgrade() else { return };
                         match signal {
                             Ok(Signal::Ping { bucket, xid }) => {
-                                let followed = hub.follows(&bucket);
+                                let (followed, now) = (hub.follows(&bucket), Instant::now());
                                 if waiting.is_empty() || (followed && !waiting.is_urgent()) {
                                     delay = if followed { MIN_CHECK } else { MAX_CHECK };
-                                    next_check = Instant::now() + delay.max(window);
+                                    next_check = now + delay.max(window);
+                                } else if followed && xid < horizon {
+                                    // Passed already: it goes when its gathering ends, however
+                                    // long others wait for the horizon.
+                                    next_check = next_check.min(now + window);
                                 }
-                                waiting.add(bucket, xid, followed, Instant::now());
+                                waiting.add(bucket, xid, followed, now);
                             }
                             Ok(signal) => hub.deliver(signal),
                             Err(broadcast::error::RecvError::Lagged(missed)) => {
@@ -378,16 +382,27 @@ pub(crate) const WAITING_BUCKETS: usize = 10_000;
 /// How often, at most, the warning about a held-back horizon is repeated.
 const WARN_EVERY: Duration = Duration::from_secs(60);
 
-/// Pings waiting for the horizon: per bucket the latest transaction, since when the bucket
-/// waits and whether a socket followed it when a ping came; past [`WAITING_BUCKETS`], one resync
-/// for everything.
+/// Pings waiting for the horizon: per bucket a [`Gathering`]; past [`WAITING_BUCKETS`], one
+/// resync for everything.
 #[derive(Default)]
 struct Waiting {
-    buckets: HashMap<BucketKey, (u64, Instant, bool)>,
+    buckets: HashMap<BucketKey, Gathering>,
     /// How many of `buckets` a socket followed.
     followed: usize,
     /// Every socket is owed a resync once the horizon has passed this transaction, waiting since.
     overflow: Option<(u64, Instant)>,
+}
+
+/// The pings of one bucket that wait.
+struct Gathering {
+    /// The earliest transaction the horizon has yet to pass.
+    first: u64,
+    /// The latest transaction.
+    last: u64,
+    /// When the first of these pings came: the gathering ends a window later.
+    since: Instant,
+    /// Whether a socket followed the bucket when a ping came.
+    followed: bool,
 }
 
 impl Waiting {
@@ -411,31 +426,41 @@ impl Waiting {
             return;
         }
         if self.buckets.len() >= WAITING_BUCKETS && !self.buckets.contains_key(&bucket) {
-            let since = self.buckets.values().map(|(_, since, _)| *since).min().unwrap_or(now);
-            let top = self.buckets.drain().map(|(_, (xid, _, _))| xid).fold(xid, u64::max);
+            let since = self.buckets.values().map(|g| g.since).min().unwrap_or(now);
+            let top = self.buckets.drain().map(|(_, g)| g.last).fold(xid, u64::max);
             self.followed = 0;
             tracing::warn!(buckets = WAITING_BUCKETS, "too many pings wait for the horizon; every socket will resync");
             self.overflow = Some((top, since));
             return;
         }
-        let entry = self.buckets.entry(bucket).or_insert((xid, now, false));
-        entry.0 = entry.0.max(xid);
-        if followed && !entry.2 {
-            entry.2 = true;
+        let entry =
+            self.buckets.entry(bucket).or_insert(Gathering { first: xid, last: xid, since: now, followed: false });
+        entry.first = entry.first.min(xid);
+        entry.last = entry.last.max(xid);
+        if followed && !entry.followed {
+            entry.followed = true;
             self.followed += 1;
         }
     }
 
-    /// Deliver the pings the horizon has passed and whose `window` has ended by `now`.
+    /// Deliver a ping for each bucket whose gathering has ended by `now` and some of whose
+    /// transactions the horizon has passed. A bucket with transactions the horizon has yet to
+    /// pass keeps waiting for them, in a gathering that starts now: under a steady stream of
+    /// commits the horizon may never pass the latest, and its followers still hear of the rest.
     fn release(&mut self, horizon: u64, now: Instant, window: Duration, mut deliver: impl FnMut(Signal)) {
         let followed = &mut self.followed;
-        self.buckets.retain(|bucket, (xid, since, was_followed)| {
-            let ready = *xid < horizon && *since + window <= now;
-            if ready {
-                deliver(Signal::Ping { bucket: bucket.clone(), xid: *xid });
-                *followed -= usize::from(*was_followed);
+        self.buckets.retain(|bucket, gathering| {
+            if gathering.first >= horizon || gathering.since + window > now {
+                return true;
             }
-            !ready
+            deliver(Signal::Ping { bucket: bucket.clone(), xid: gathering.last.min(horizon - 1) });
+            if gathering.last < horizon {
+                *followed -= usize::from(gathering.followed);
+                return false;
+            }
+            gathering.first = horizon;
+            gathering.since = now;
+            true
         });
         if self.overflow.is_some_and(|(top, _)| top < horizon) {
             self.overflow = None;
@@ -445,12 +470,12 @@ impl Waiting {
 
     /// When the first bucket's gathering of its pings ends.
     fn gathered(&self, window: Duration) -> Option<Instant> {
-        self.buckets.values().map(|(_, since, _)| *since + window).min()
+        self.buckets.values().map(|g| g.since + window).min()
     }
 
     /// Since when the longest-waiting ping waits.
     fn oldest(&self) -> Option<Instant> {
-        self.buckets.values().map(|(_, since, _)| *since).chain(self.overflow.map(|(_, since)| since)).min()
+        self.buckets.values().map(|g| g.since).chain(self.overflow.map(|(_, since)| since)).min()
     }
 }
 
@@ -489,6 +514,12 @@ mod tests {
         BucketKey::parse(&format!("own/u{n}")).unwrap()
     }
 
+    /// Instants by milliseconds from now.
+    fn clock() -> impl Fn(u64) -> Instant {
+        let start = Instant::now();
+        move |ms| start + Duration::from_millis(ms)
+    }
+
     /// Pings of buckets no socket follows wait without urgency, and are still delivered once the
     /// horizon passes them; a followed bucket's ping makes the wait urgent until it is delivered;
     /// an overflow (a resync every socket is owed) is urgent.
@@ -506,10 +537,13 @@ mod tests {
 
         let mut delivered = Vec::new();
         waiting.release(14, now, none, |signal| delivered.push(signal));
-        assert!(matches!(&delivered[..], [Signal::Ping { xid: 13, .. }]), "{delivered:?}");
+        assert!(
+            delivered.iter().all(|signal| matches!(signal, Signal::Ping { xid: 13, .. })) && delivered.len() == 2,
+            "bucket 2 whole, bucket 1 up to 13: {delivered:?}"
+        );
         assert!(waiting.is_urgent(), "bucket 1 waits for transaction 14, followed");
         waiting.release(15, now, none, |signal| delivered.push(signal));
-        assert!(matches!(&delivered[1..], [Signal::Ping { xid: 14, .. }]), "{delivered:?}");
+        assert!(matches!(&delivered[2..], [Signal::Ping { xid: 14, .. }]), "{delivered:?}");
         assert!(waiting.is_empty() && !waiting.is_urgent());
 
         for n in 0..=WAITING_BUCKETS {
@@ -526,9 +560,7 @@ mod tests {
     /// its own.
     #[test]
     fn a_buckets_pings_go_out_once_a_window() {
-        let (start, window) = (Instant::now(), Duration::from_millis(10));
-        let at = |ms: u64| start + Duration::from_millis(ms);
-        let mut waiting = Waiting::default();
+        let (at, window, mut waiting) = (clock(), Duration::from_millis(10), Waiting::default());
         waiting.add(bucket(1), 10, true, at(0));
         waiting.add(bucket(1), 11, true, at(4));
         waiting.add(bucket(2), 12, true, at(6));
@@ -546,5 +578,27 @@ mod tests {
         waiting.release(100, at(21), window, |signal| delivered.push(signal));
         assert!(matches!(&delivered[2..], [Signal::Ping { xid: 13, .. }]), "{delivered:?}");
         assert!(waiting.is_empty());
+    }
+
+    /// Under a steady stream of commits the horizon may never pass a bucket's latest
+    /// transaction: its followers still get a ping for what it has passed, and another once it
+    /// passes the rest.
+    #[test]
+    fn a_bucket_whose_latest_transaction_is_not_yet_passed_is_pinged_for_the_earlier_ones() {
+        let (at, window, mut waiting) = (clock(), Duration::from_millis(10), Waiting::default());
+        waiting.add(bucket(1), 10, true, at(0));
+        waiting.add(bucket(1), 20, true, at(1));
+        let mut delivered = Vec::new();
+        waiting.release(10, at(10), window, |signal| delivered.push(signal));
+        assert!(delivered.is_empty(), "the horizon passed none: {delivered:?}");
+        waiting.release(15, at(10), window, |signal| delivered.push(signal));
+        assert!(matches!(&delivered[..], [Signal::Ping { xid: 14, .. }]), "{delivered:?}");
+        assert!(waiting.is_urgent(), "transaction 20 still waits, followed");
+        waiting.add(bucket(1), 30, true, at(12));
+        waiting.release(31, at(19), window, |signal| delivered.push(signal));
+        assert_eq!(delivered.len(), 1, "a new gathering began at 10 ms: {delivered:?}");
+        waiting.release(31, at(20), window, |signal| delivered.push(signal));
+        assert!(matches!(&delivered[1..], [Signal::Ping { xid: 30, .. }]), "{delivered:?}");
+        assert!(waiting.is_empty() && !waiting.is_urgent());
     }
 }

@@ -172,7 +172,8 @@ pub struct StreamLimits {
     /// The largest presence meta, serialized.
     pub max_meta_bytes: usize,
     /// How long a bucket's pings are gathered from the first before they go out, as one ping
-    /// to each socket following the bucket.
+    /// to each socket following the bucket; at most [`MAX_PING_WINDOW`] (the server refuses to
+    /// build with more).
     pub ping_window: Duration,
     /// The largest frame the WebSocket layer reads on a socket that brought no credentials to
     /// its upgrade (it authenticates by its first frame): beyond it the connection is dropped.
@@ -181,6 +182,9 @@ pub struct StreamLimits {
     /// refused `429` at the upgrade.
     pub unauthenticated_per_address: usize,
 }
+
+/// The longest [`StreamLimits::ping_window`].
+pub const MAX_PING_WINDOW: Duration = Duration::from_secs(1);
 
 impl Default for StreamLimits {
     fn default() -> Self {

@@ -259,6 +259,13 @@ impl ServerBuilder {
     /// Open the store, provision (or verify) the database, and assemble the server.
     pub async fn build(self) -> Result<Server> {
         let app = Arc::new(self.app.ok_or_else(|| Error::config("the server needs an app: `.app(…)`"))?);
+        if self.stream_limits.ping_window > crate::limits::MAX_PING_WINDOW {
+            return Err(Error::config(format!(
+                "the stream's ping window is at most {} ms, not {} ms",
+                crate::limits::MAX_PING_WINDOW.as_millis(),
+                self.stream_limits.ping_window.as_millis()
+            )));
+        }
         let storage = match self.storage {
             Some(StorageSource::Ready(storage)) => storage,
             Some(StorageSource::Open(open)) => open.open(app.clone()).await?,

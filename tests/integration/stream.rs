@@ -246,15 +246,17 @@ async fn a_misbehaving_socket_is_closed_and_the_others_go_on() {
     assert_eq!(good.expect("ping", 2 * SECOND).await["type"], "ping", "the well-behaved socket still gets pings");
 }
 
-/// A server that allows 800 ms of silence, and a token of alice's that expires within a second.
+/// A server that allows 800 ms of silence, and a token of alice's that expires one to two
+/// seconds from now (a token's expiry is in whole seconds).
 async fn short_silence_and_token(db: &TestDb) -> (TestServer, String) {
     let mut presence = PresenceSettings::default();
     presence.heartbeat_timeout = Duration::from_millis(800);
     let server = TestServer::start(db, |b| b.presence(presence)).await;
-    let short =
-        engine::auth::issue_bearer_token("alice", "alice", crate::support::server::SECRET, Duration::from_secs(1))
-            .unwrap();
-    (server, short)
+    (server, token_for("alice", 2))
+}
+
+fn token_for(user: &str, seconds: u64) -> String {
+    engine::auth::issue_bearer_token(user, user, crate::support::server::SECRET, Duration::from_secs(seconds)).unwrap()
 }
 
 #[tokio::test]
@@ -263,24 +265,27 @@ async fn an_expired_token_or_silence_closes_the_socket() {
     let (server, short) = short_silence_and_token(&db).await;
     // It heartbeats, so silence is not what closes it.
     let mut expiring = Ws::connect(server.addr, Auth::Header(&short)).await.unwrap();
-    assert_eq!(expiring.closed(3 * SECOND).await, (Some("unauthenticated".into()), Some(1008)));
+    assert_eq!(expiring.closed(4 * SECOND).await, (Some("unauthenticated".into()), Some(1008)));
     let token = TestServer::token("alice");
     let mut silent = Ws::connect_silent(server.addr, Auth::Header(&token)).await.unwrap();
     assert_eq!(silent.closed(3 * SECOND).await, (Some("heartbeat_timeout".into()), Some(1001)));
 }
 
 /// The socket's timers are moved, not made afresh at every frame: a fresh token moves the
-/// expiry past the first token's, and heartbeats keep a socket open for many times the silence
-/// it is allowed.
+/// expiry to its own, and heartbeats keep a socket open for many times the silence it is
+/// allowed.
 #[tokio::test]
 async fn a_fresh_token_moves_the_expiry_and_heartbeats_keep_the_socket_open() {
     let db = TestDb::new().await;
     let (server, short) = short_silence_and_token(&db).await;
     let mut socket = Ws::connect(server.addr, Auth::Header(&short)).await.unwrap();
-    socket.send(json!({"type": "auth", "token": TestServer::token("alice")})).await;
-    assert_eq!(socket.closed(3 * SECOND).await, (None, None), "open past the first token's expiry and 800 ms");
+    socket.send(json!({"type": "auth", "token": token_for("alice", 4)})).await;
+    let open = socket.closed(Duration::from_millis(2500)).await;
+    assert_eq!(open, (None, None), "open past the first token's expiry and three times the allowed silence");
     push(&base(&server), "alice", &[(1, "create_list", json!({"id": "l1", "title": "t"}))]).await;
     assert_eq!(socket.expect("ping", 2 * SECOND).await["bucket"], "own/alice");
+    let closed = socket.closed(3 * SECOND).await;
+    assert_eq!(closed, (Some("unauthenticated".into()), Some(1008)), "closed at the fresh token's expiry");
 }
 
 #[tokio::test]
@@ -601,4 +606,16 @@ async fn stream_connections_count_against_the_request_rate() {
     let mut by_frame = Ws::connect(server.addr, Auth::None).await.unwrap();
     by_frame.send(json!({"type": "auth", "token": token})).await;
     assert_eq!(by_frame.closed(SECOND).await, (Some("rate_limited".into()), Some(1008)));
+}
+
+/// A ping window past the longest allowed is refused when the server is built, in the setting's
+/// words, before anything is opened.
+#[tokio::test]
+async fn a_ping_window_past_a_second_is_refused_at_build() {
+    let mut limits = StreamLimits::default();
+    limits.ping_window = engine::limits::MAX_PING_WINDOW + Duration::from_millis(1);
+    let refused = engine::Server::builder().app(example_notes::app()).stream_limits(limits).build().await;
+    let Err(refused) = refused else { panic!("a ping window of 1,001 ms was accepted") };
+    let message = refused.to_string();
+    assert!(message.contains("ping window is at most 1000 ms, not 1001 ms"), "{message}");
 }

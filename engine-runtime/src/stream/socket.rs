@@ -22,7 +22,7 @@ use serde_json::Value;
 use tokio::time::Instant;
 
 use crate::error::Error;
-use crate::hub::{Event, Owed, Unauthenticated};
+use crate::hub::{Event, Owed, SOCKET_QUEUE, Unauthenticated};
 use crate::limits::StreamLimits;
 use crate::realtime::Presence;
 use crate::state::ServerState;
@@ -218,7 +218,11 @@ impl Connection {
                 armed_expiry = self.expires_at;
                 expire.as_mut().reset(self.expires_at.unwrap_or_else(far_future));
             }
+            // In this order: the client's frames (rate-limited) and the deadlines are never held up
+            // by a stream of events, and a heartbeat waiting to be read is read before silence is
+            // judged.
             tokio::select! {
+                biased;
                 frame = self.socket.next() => {
                     last_heard = Instant::now();
                     match frame {
@@ -246,21 +250,6 @@ impl Connection {
                         }
                     }
                 }
-                event = events.recv() => {
-                    let Some(mut event) = event else { return Ok(()) };
-                    // What queued meanwhile is read too, and the pings go out after it: a
-                    // bucket's once.
-                    loop {
-                        self.settle().await?;
-                        self.on_event(event).await?;
-                        match events.try_recv() {
-                            Ok(next) => event = next,
-                            Err(_) => break,
-                        }
-                    }
-                    self.settle().await?;
-                    self.flush().await?;
-                }
                 () = &mut expire => return Err(Close::policy("unauthenticated", "the token expired: reconnect with a fresh one")),
                 _ = &mut drain => {
                     return Err(Close { code: "retry_later", detail: "the server is restarting: reconnect now".into(), close: 1012 });
@@ -270,6 +259,20 @@ impl Connection {
                         return Err(Close { code: "heartbeat_timeout", detail: format!("silent for {} s", timeout.as_secs()), close: 1001 });
                     }
                     silence.as_mut().reset(last_heard + timeout);
+                }
+                event = events.recv() => {
+                    let Some(event) = event else { return Ok(()) };
+                    self.settle().await?;
+                    self.on_event(event).await?;
+                    // What queued meanwhile is read too, up to a queue's worth, and the pings go
+                    // out after it: a bucket's once.
+                    for _ in 1..SOCKET_QUEUE {
+                        let Ok(event) = events.try_recv() else { break };
+                        self.settle().await?;
+                        self.on_event(event).await?;
+                    }
+                    self.settle().await?;
+                    self.flush().await?;
                 }
             }
         }
