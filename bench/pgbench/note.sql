@@ -1,0 +1,3 @@
+-- The note's insert alone (its stamps, per-column clocks, tracking trigger and indexes).
+\set c :client_id
+INSERT INTO notes (id, owner_id, list_id, title, done, position, body, deleted_at, _engine_hlc) VALUES (gen_random_uuid()::text, 'user-' || :c, 'list-' || :c, 'note', false, 1, '\x0000', NULL, '{"": "1795709452849-0000-server", "id": "1795709452849-0000-server", "body": "1795709452849-0000-server", "done": "1795709452849-0000-server", "title": "1795709452849-0000-server", "list_id": "1795709452849-0000-server", "owner_id": "1795709452849-0000-server", "position": "1795709452849-0000-server", "deleted_at": "1795709452849-0000-server"}'::jsonb);
