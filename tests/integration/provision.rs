@@ -67,6 +67,66 @@ async fn a_second_run_changes_nothing() {
     storage.verify().await.unwrap();
 }
 
+/// A row is stamped with the transaction that writes it however it is written: by the column's
+/// default on an insert that names no stamp (where the stamp trigger does not run), by the
+/// trigger on an insert that names an old one and on every update.
+#[tokio::test]
+async fn every_write_stamps_its_row_with_its_own_transaction() {
+    let db = TestDb::new().await;
+    db.notes().await;
+    let mut tx = db.pool.begin().await.unwrap();
+    let own: String = sqlx::query_scalar("SELECT pg_current_xact_id()::text").fetch_one(&mut *tx).await.unwrap();
+    sqlx::query("INSERT INTO lists (id, owner_id, title, archived) VALUES ('plain', 'alice', 't', false)")
+        .execute(&mut *tx)
+        .await
+        .unwrap();
+    sqlx::query(
+        "INSERT INTO lists (id, owner_id, title, archived, _engine_xid) VALUES ('copied', 'alice', 't', false, '3')",
+    )
+    .execute(&mut *tx)
+    .await
+    .unwrap();
+    tx.commit().await.unwrap();
+    let stamps: Vec<String> =
+        sqlx::query_scalar("SELECT _engine_xid::text FROM lists ORDER BY id").fetch_all(&db.pool).await.unwrap();
+    assert_eq!(stamps, [own.clone(), own.clone()], "a copied row's old stamp is replaced");
+    let mut tx = db.pool.begin().await.unwrap();
+    let later: String = sqlx::query_scalar("SELECT pg_current_xact_id()::text").fetch_one(&mut *tx).await.unwrap();
+    sqlx::query("UPDATE lists SET title = 'u' WHERE id = 'plain'").execute(&mut *tx).await.unwrap();
+    tx.commit().await.unwrap();
+    let stamp: String =
+        sqlx::query_scalar("SELECT _engine_xid::text FROM lists WHERE id = 'plain'").fetch_one(&db.pool).await.unwrap();
+    assert_eq!(stamp, later, "an update stamps its transaction");
+    assert_ne!(own, later);
+}
+
+/// A database provisioned when the stamp trigger ran on every write gets the conditional one:
+/// the plan shows it replaced, and provisioning replaces it.
+#[tokio::test]
+async fn a_stamp_trigger_without_its_condition_is_replaced() {
+    let db = TestDb::new().await;
+    let storage = db.notes().await;
+    sqlx::query(
+        "CREATE OR REPLACE TRIGGER _engine_stamp BEFORE INSERT OR UPDATE ON lists FOR EACH ROW EXECUTE FUNCTION _engine_track_lists()",
+    )
+    .execute(&db.pool)
+    .await
+    .unwrap();
+    let plan = storage.plan_changes().await.unwrap();
+    assert!(plan.starts_with("~ trigger _engine_stamp on lists\n+ CREATE OR REPLACE TRIGGER _engine_stamp"), "{plan}");
+    assert!(plan.contains("WHEN (NEW._engine_xid IS DISTINCT FROM pg_current_xact_id())"), "{plan}");
+    assert!(storage.verify().await.is_err(), "verify refuses the old trigger");
+    storage.provision().await.unwrap();
+    assert_eq!(storage.plan_changes().await.unwrap(), "", "replaced");
+    let conditional: bool = sqlx::query_scalar(
+        "SELECT tgqual IS NOT NULL FROM pg_trigger WHERE tgname = '_engine_stamp' AND tgrelid = 'lists'::regclass",
+    )
+    .fetch_one(&db.pool)
+    .await
+    .unwrap();
+    assert!(conditional);
+}
+
 #[tokio::test]
 async fn a_pre_existing_table_keeps_its_rows_and_gains_the_engines_columns() {
     let db = TestDb::new().await;

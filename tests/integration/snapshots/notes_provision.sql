@@ -171,7 +171,7 @@ BEGIN
 END
 $body$;
 
-CREATE OR REPLACE TRIGGER _engine_stamp BEFORE INSERT OR UPDATE ON "list_members" FOR EACH ROW EXECUTE FUNCTION "_engine_track_list_members"();
+CREATE OR REPLACE TRIGGER _engine_stamp BEFORE INSERT OR UPDATE ON "list_members" FOR EACH ROW WHEN (NEW._engine_xid IS DISTINCT FROM pg_current_xact_id()) EXECUTE FUNCTION "_engine_track_list_members"();
 
 CREATE OR REPLACE TRIGGER _engine_tombstone AFTER UPDATE OR DELETE ON "list_members" FOR EACH ROW EXECUTE FUNCTION "_engine_track_list_members"();
 
@@ -229,7 +229,7 @@ BEGIN
 END
 $body$;
 
-CREATE OR REPLACE TRIGGER _engine_stamp BEFORE INSERT OR UPDATE ON "lists" FOR EACH ROW EXECUTE FUNCTION "_engine_track_lists"();
+CREATE OR REPLACE TRIGGER _engine_stamp BEFORE INSERT OR UPDATE ON "lists" FOR EACH ROW WHEN (NEW._engine_xid IS DISTINCT FROM pg_current_xact_id()) EXECUTE FUNCTION "_engine_track_lists"();
 
 CREATE OR REPLACE TRIGGER _engine_tombstone AFTER UPDATE OR DELETE ON "lists" FOR EACH ROW EXECUTE FUNCTION "_engine_track_lists"();
 
@@ -299,7 +299,7 @@ BEGIN
 END
 $body$;
 
-CREATE OR REPLACE TRIGGER _engine_stamp BEFORE INSERT OR UPDATE ON "notes" FOR EACH ROW EXECUTE FUNCTION "_engine_track_notes"();
+CREATE OR REPLACE TRIGGER _engine_stamp BEFORE INSERT OR UPDATE ON "notes" FOR EACH ROW WHEN (NEW._engine_xid IS DISTINCT FROM pg_current_xact_id()) EXECUTE FUNCTION "_engine_track_notes"();
 
 CREATE OR REPLACE TRIGGER _engine_tombstone AFTER UPDATE OR DELETE ON "notes" FOR EACH ROW EXECUTE FUNCTION "_engine_track_notes"();
 

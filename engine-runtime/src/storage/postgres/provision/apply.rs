@@ -49,7 +49,8 @@ impl ProvisionLocks {
 enum Kind {
     /// It creates what is missing.
     Create,
-    /// It replaces a function whose body differs.
+    /// It replaces a function whose body differs, or a trigger whose `WHEN` condition is
+    /// missing or not the plan's to have.
     Replace,
     /// It rebuilds an index a failed concurrent build left invalid.
     Rebuild,
@@ -100,8 +101,11 @@ fn pending(steps: &[Step], catalog: &Catalog) -> Vec<Change> {
                 Some(_) => None,
             },
             Object::Trigger { table: name, name: trigger } => {
-                let exists = table.is_some_and(|t| t.triggers.contains(trigger)) && !new_tables.contains(name.as_str());
-                if exists { None } else { change(Kind::Create) }
+                match table.and_then(|t| t.triggers.get(trigger)).filter(|_| !new_tables.contains(name.as_str())) {
+                    None => change(Kind::Create),
+                    Some(&conditional) if conditional != step.sql.contains(" WHEN (") => change(Kind::Replace),
+                    Some(_) => None,
+                }
             }
             Object::Meta => None,
         };
@@ -568,6 +572,10 @@ pub(crate) async fn changes(pool: &PgPool, app: &App) -> Result<String> {
                 out.push_str(&format!("~ function {name}\n"));
                 let old = catalog.functions.get(name).map(String::as_str).unwrap_or_default();
                 out.push_str(&line_diff(old, function_body(&sql).unwrap_or_default()));
+            }
+            (Kind::Replace, Object::Trigger { table, name }) => {
+                out.push_str(&format!("~ trigger {name} on {table}\n"));
+                out.push_str(&prefixed("+ ", &sql));
             }
             (Kind::Rebuild, Object::Index { name, .. }) => {
                 out.push_str(&format!("~ index {name} (invalid: dropped and built again)\n"));

@@ -29,7 +29,8 @@ pub(crate) struct TableInfo {
     pub(crate) columns: BTreeMap<String, ColumnInfo>,
     /// The primary key's columns, in order (empty when it has none).
     pub(crate) key: Vec<String>,
-    pub(crate) triggers: BTreeSet<String>,
+    /// Trigger name → whether it fires only under a `WHEN` condition.
+    pub(crate) triggers: BTreeMap<String, bool>,
 }
 
 /// The tables, indexes and functions of the current schema.
@@ -86,14 +87,14 @@ impl Catalog {
         for (table, key) in keys {
             catalog.tables.entry(table).or_default().key = key;
         }
-        let triggers: Vec<(String, String)> = sqlx::query_as(sqlx::AssertSqlSafe(format!(
-            "SELECT c.relname::text, t.tgname::text FROM pg_trigger t JOIN pg_class c ON c.oid = t.tgrelid
+        let triggers: Vec<(String, String, bool)> = sqlx::query_as(sqlx::AssertSqlSafe(format!(
+            "SELECT c.relname::text, t.tgname::text, t.tgqual IS NOT NULL FROM pg_trigger t JOIN pg_class c ON c.oid = t.tgrelid
              WHERE NOT t.tgisinternal AND c.relnamespace = {SCHEMA}"
         )))
         .fetch_all(&mut *conn)
         .await?;
-        for (table, trigger) in triggers {
-            catalog.tables.entry(table).or_default().triggers.insert(trigger);
+        for (table, trigger, conditional) in triggers {
+            catalog.tables.entry(table).or_default().triggers.insert(trigger, conditional);
         }
         let indexes: Vec<(String, bool)> = sqlx::query_as(sqlx::AssertSqlSafe(format!(
             "SELECT c.relname::text, i.indisvalid FROM pg_index i JOIN pg_class c ON c.oid = i.indexrelid
