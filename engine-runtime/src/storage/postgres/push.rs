@@ -128,18 +128,31 @@ impl Sequence {
     }
 }
 
-/// Lock the client's sequence and read it (creating it at 0 on the client's first push). Locking
-/// writes nothing: the record that advances the sequence is the row's only write per mutation.
+/// Lock the client's sequence and read it (creating it at 0 on the client's first push), with
+/// what its records say of mutation `cmid`. Locking writes nothing: the record that advances the
+/// sequence is the row's only write per mutation.
+///
+/// The records are read by a statement begun once the lock is held: a statement that waited for
+/// the lock reads the locked row as the push it waited for left it, but every other row in the
+/// snapshot it began with, before that push committed its records.
 async fn lock_sequence(conn: &mut PgConnection, user: &str, client: uuid::Uuid, cmid: uuid::Uuid) -> Result<Sequence> {
-    const LOCK: &str = "SELECT c.last_mutation_id, EXISTS (
+    const RECORDS: &str = "SELECT EXISTS (
              SELECT 1 FROM _engine_mutations m WHERE m.user_id = $1 AND m.client_id = $2 AND m.client_mutation_id = $3),
-           (SELECT min(m.mutation_id) FROM _engine_mutations m WHERE m.user_id = $1 AND m.client_id = $2)
-         FROM _engine_clients c WHERE c.user_id = $1 AND c.client_id = $2 FOR UPDATE OF c";
+           (SELECT min(m.mutation_id) FROM _engine_mutations m WHERE m.user_id = $1 AND m.client_id = $2)";
+    let last = lock_last(conn, user, client).await?;
+    let (seen, kept_from): (bool, Option<i64>) =
+        sqlx::query_as(RECORDS).bind(user).bind(client).bind(cmid).fetch_one(&mut *conn).await?;
+    Ok(Sequence { last, seen, kept_from: kept_from.map(to_u64) })
+}
+
+/// Lock the client's sequence and read its last mutation id (creating it at 0 on the client's
+/// first push).
+async fn lock_last(conn: &mut PgConnection, user: &str, client: uuid::Uuid) -> Result<u64> {
+    const LOCK: &str = "SELECT last_mutation_id FROM _engine_clients WHERE user_id = $1 AND client_id = $2 FOR UPDATE";
     for _ in 0..2 {
-        let row: Option<(i64, bool, Option<i64>)> =
-            sqlx::query_as(LOCK).bind(user).bind(client).bind(cmid).fetch_optional(&mut *conn).await?;
-        if let Some((last, seen, kept_from)) = row {
-            return Ok(Sequence { last: to_u64(last), seen, kept_from: kept_from.map(to_u64) });
+        let last: Option<i64> = sqlx::query_scalar(LOCK).bind(user).bind(client).fetch_optional(&mut *conn).await?;
+        if let Some(last) = last {
+            return Ok(to_u64(last));
         }
         sqlx::query("INSERT INTO _engine_clients (user_id, client_id) VALUES ($1, $2) ON CONFLICT DO NOTHING")
             .bind(user)
@@ -338,12 +351,7 @@ async fn apply_checked(
 ) -> Result<Step> {
     let user = actor.user_id.as_str();
     let mut tx = conn.begin().await?;
-    let mut sequence = lock_sequence(&mut tx, user, client, mutation.client_mutation_id).await?;
-    if !sequence.seen && mutation.mutation_id <= sequence.last {
-        // The lock may have been waited for, behind a push that recorded this very mutation: the
-        // statement read the records in the snapshot it began with. Read them again, locked.
-        sequence = lock_sequence(&mut tx, user, client, mutation.client_mutation_id).await?;
-    }
+    let sequence = lock_sequence(&mut tx, user, client, mutation.client_mutation_id).await?;
     let (last, seen) = (sequence.last, sequence.seen);
     if !seen && sequence.collected(mutation.mutation_id) {
         // A replay from before the retention of mutation records: applied once, its outcome
@@ -489,7 +497,7 @@ async fn reject(
 ) -> Result<Step> {
     let user = actor.user_id.as_str();
     let mut tx = conn.begin().await?;
-    let last = lock_sequence(&mut tx, user, client, mutation.client_mutation_id).await?.last;
+    let last = lock_last(&mut tx, user, client).await?;
     if last >= mutation.mutation_id {
         // A concurrent push of the same client got here first: answer as it was answered.
         let answer = recorded(&mut tx, user, client, mutation).await?;

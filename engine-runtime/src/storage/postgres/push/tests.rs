@@ -169,69 +169,86 @@ fn a_revocation_committed_before_the_record_refuses_the_write() {
     });
 }
 
-#[test]
-fn the_checked_path_reads_the_records_after_the_lock_it_waited_for() {
-    block_on(async {
-        let (db, storage) = shared_list().await;
-        let carol = Actor::new("carol", "carol");
-        let client = uuid::Uuid::new_v4();
-        let first = mutation(1, "add_note", json!({"list_id": "l", "title": "first"}));
-        storage.push(&carol, &PushRequest { client_id: client, mutations: vec![first] }).await.unwrap();
-        let add = mutation(2, "add_note", json!({"list_id": "l", "title": "once"}));
-
-        // Another push of the same mutation has recorded it and holds the sequence, uncommitted.
-        let mut other = db.pool.begin().await.unwrap();
-        sqlx::query(
-            "INSERT INTO _engine_mutations (user_id, client_id, mutation_id, client_mutation_id, name, status, result)
-             VALUES ('carol', $1, 2, $2, 'add_note', 'applied', '{\"serverId\": \"n-other\"}')",
-        )
+/// Another push has recorded `recorded` as mutation 2 of carol's client (after mutation 1) and
+/// holds the client's sequence, uncommitted; `arriving` reaches the checked path meanwhile, waits
+/// for the sequence's lock, and is answered once the other push commits.
+async fn behind_a_push_that_recorded(recorded: &MutationRequest, arriving: &MutationRequest) -> (TestDb, Step) {
+    let (db, storage) = shared_list().await;
+    let carol = Actor::new("carol", "carol");
+    let client = uuid::Uuid::new_v4();
+    let first = mutation(1, "add_note", json!({"list_id": "l", "title": "first"}));
+    storage.push(&carol, &PushRequest { client_id: client, mutations: vec![first] }).await.unwrap();
+    let mut other = db.pool.begin().await.unwrap();
+    sqlx::query(
+        "INSERT INTO _engine_mutations (user_id, client_id, mutation_id, client_mutation_id, name, status, result)
+         VALUES ('carol', $1, 2, $2, 'add_note', 'applied', '{\"serverId\": \"n-other\"}')",
+    )
+    .bind(client)
+    .bind(recorded.client_mutation_id)
+    .execute(&mut *other)
+    .await
+    .unwrap();
+    sqlx::query("UPDATE _engine_clients SET last_mutation_id = 2 WHERE user_id = 'carol' AND client_id = $1")
         .bind(client)
-        .bind(add.client_mutation_id)
         .execute(&mut *other)
         .await
         .unwrap();
-        sqlx::query("UPDATE _engine_clients SET last_mutation_id = 2 WHERE user_id = 'carol' AND client_id = $1")
-            .bind(client)
-            .execute(&mut *other)
-            .await
-            .unwrap();
 
-        // The checked path waits for the sequence's lock, and reads past it.
-        let checked = tokio::spawn({
-            let (storage, carol, add) = (storage.clone(), carol.clone(), add.clone());
-            async move {
-                let mut conn = storage.pool.acquire().await.unwrap();
-                super::apply_checked(&storage, &mut conn, &carol, client, &add).await
-            }
-        });
-        loop {
-            let waiting: bool = sqlx::query_scalar(
-                "SELECT EXISTS (SELECT 1 FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock')",
-            )
-            .fetch_one(&db.pool)
-            .await
-            .unwrap();
-            // A task that ended without waiting fails below.
-            if waiting || checked.is_finished() {
-                break;
-            }
-            tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+    let checked = tokio::spawn({
+        let (storage, carol, arriving) = (storage.clone(), carol.clone(), arriving.clone());
+        async move {
+            let mut conn = storage.pool.acquire().await.unwrap();
+            super::apply_checked(&storage, &mut conn, &carol, client, &arriving).await
         }
-        other.commit().await.unwrap();
-        match checked.await.unwrap() {
-            Ok(Step::Answered { result, sequence: 2 }) => {
-                assert_eq!(result.status, MutationStatus::Duplicate);
-                assert_eq!(result.server_id.as_deref(), Some("n-other"), "answered from the record");
-            }
-            Ok(Step::OutOfOrder { last_mutation_id }) => {
-                panic!("told out of order at {last_mutation_id}: applied once")
-            }
-            Ok(_) => panic!("the mutation is answered as the recorded one"),
-            Err(err) => panic!("{err}"),
-        }
-        assert_eq!(notes(&db).await, 1, "not applied a second time");
-        db.drop().await;
     });
+    loop {
+        let waiting: bool = sqlx::query_scalar(
+            "SELECT EXISTS (SELECT 1 FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock')",
+        )
+        .fetch_one(&db.pool)
+        .await
+        .unwrap();
+        // A task that ended without waiting fails in the caller.
+        if waiting || checked.is_finished() {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+    }
+    other.commit().await.unwrap();
+    let step = checked.await.unwrap().unwrap_or_else(|err| panic!("{err}"));
+    (db, step)
+}
+
+/// Mutation 2 arriving as `arriving_id` behind the push that recorded it as 2 is answered from
+/// that record and not applied again.
+async fn answered_from_the_record(arriving_id: u64) {
+    let add = mutation(2, "add_note", json!({"list_id": "l", "title": "once"}));
+    let mut arriving = add.clone();
+    arriving.mutation_id = arriving_id;
+    let (db, step) = behind_a_push_that_recorded(&add, &arriving).await;
+    match step {
+        Step::Answered { result, sequence } => {
+            assert_eq!(sequence, arriving_id);
+            assert_eq!(result.status, MutationStatus::Duplicate);
+            assert_eq!(result.server_id.as_deref(), Some("n-other"), "answered from the record");
+        }
+        Step::OutOfOrder { last_mutation_id } => panic!("told out of order at {last_mutation_id}: applied once"),
+        _ => panic!("the mutation is answered as the recorded one"),
+    }
+    assert_eq!(notes(&db).await, 1, "not applied a second time");
+    db.drop().await;
+}
+
+#[test]
+fn the_checked_path_reads_the_records_after_the_lock_it_waited_for() {
+    block_on(answered_from_the_record(2));
+}
+
+/// The same mutation under the next sequence number (a client that numbered it again) while the
+/// push that recorded it holds the lock.
+#[test]
+fn a_mutation_renumbered_behind_the_push_that_recorded_it_is_answered_from_its_record() {
+    block_on(answered_from_the_record(3));
 }
 
 #[test]
