@@ -5,7 +5,7 @@
 
 use std::collections::{BTreeSet, HashMap, HashSet};
 use std::net::IpAddr;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -102,6 +102,18 @@ impl Drop for Unauthenticated {
 pub(crate) struct Hub {
     index: Mutex<Index>,
     next: AtomicU64,
+    /// Sockets upgraded and not yet registered ([`Opening`]).
+    opening: AtomicUsize,
+}
+
+/// A socket between its upgrade and its registration with the hub, counted until dropped, so
+/// that a drain begun meanwhile waits for it to register and close.
+pub(crate) struct Opening(Arc<Hub>);
+
+impl Drop for Opening {
+    fn drop(&mut self) {
+        self.0.opening.fetch_sub(1, Ordering::AcqRel);
+    }
 }
 
 impl std::fmt::Debug for Hub {
@@ -112,7 +124,7 @@ impl std::fmt::Debug for Hub {
 
 impl Hub {
     pub(crate) fn new() -> Arc<Hub> {
-        Arc::new(Hub { index: Mutex::default(), next: AtomicU64::new(1) })
+        Arc::new(Hub { index: Mutex::default(), next: AtomicU64::new(1), opening: AtomicUsize::new(0) })
     }
 
     fn index(&self) -> std::sync::MutexGuard<'_, Index> {
@@ -127,6 +139,17 @@ impl Hub {
     /// Connected sockets.
     pub(crate) fn sockets(&self) -> usize {
         self.index().sockets.len()
+    }
+
+    /// Count a socket as opening from its upgrade until the returned guard is dropped.
+    pub(crate) fn opening(self: &Arc<Self>) -> Opening {
+        self.opening.fetch_add(1, Ordering::AcqRel);
+        Opening(Arc::clone(self))
+    }
+
+    /// Connected sockets and sockets still opening: what a drain waits for.
+    pub(crate) fn sockets_and_opening(&self) -> usize {
+        self.sockets() + self.opening.load(Ordering::Acquire)
     }
 
     /// Connected sockets of `user`.

@@ -413,10 +413,10 @@ impl Server {
     pub async fn drain(&self) {
         self.state.draining.send_replace(true);
         let deadline = tokio::time::Instant::now() + DRAIN_DEADLINE;
-        while self.state.hub.sockets() > 0 && tokio::time::Instant::now() < deadline {
+        while self.state.hub.sockets_and_opening() > 0 && tokio::time::Instant::now() < deadline {
             tokio::time::sleep(Duration::from_millis(20)).await;
         }
-        let left = self.state.hub.sockets();
+        let left = self.state.hub.sockets_and_opening();
         if left > 0 {
             tracing::warn!(sockets = left, "sockets still open after the drain deadline");
         }

@@ -79,6 +79,8 @@ pub(crate) async fn stream(
         .into_response();
     }
     let limits = state.stream_limits;
+    // A drain begun before the socket registers waits for it, to close it with 1012.
+    let opening = state.hub.opening();
     let mut unauthenticated = None;
     if let Some(actor) = &actor {
         if let Err(refused) = admit(&state, &actor.user_id) {
@@ -114,7 +116,7 @@ pub(crate) async fn stream(
         .read_buffer_size(1024)
         .write_buffer_size(0)
         .max_write_buffer_size(limits.max_frame_bytes * 4)
-        .on_upgrade(move |socket| socket::run(socket, state, actor, unauthenticated))
+        .on_upgrade(move |socket| socket::run(socket, state, actor, unauthenticated, opening))
 }
 
 /// A new socket of `user`: within the actor's request rate and socket limit, or the refusal.

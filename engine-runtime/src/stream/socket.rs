@@ -22,7 +22,7 @@ use serde_json::Value;
 use tokio::time::Instant;
 
 use crate::error::Error;
-use crate::hub::{Event, Owed, SOCKET_QUEUE, Unauthenticated};
+use crate::hub::{Event, Opening, Owed, SOCKET_QUEUE, Unauthenticated};
 use crate::limits::StreamLimits;
 use crate::realtime::Presence;
 use crate::state::ServerState;
@@ -125,22 +125,29 @@ pub(crate) async fn run(
     state: Arc<ServerState>,
     actor: Option<Actor>,
     unauthenticated: Option<Unauthenticated>,
+    opening: Opening,
 ) {
     let limits = state.stream_limits;
     let mut socket = socket;
+    let mut opening = Some(opening);
     let actor = match actor {
         Some(actor) => actor,
-        None => match authenticate(&state, &mut socket, limits.auth_deadline).await {
-            Ok(actor) => actor,
-            Err(why) => {
-                close(&mut socket, why).await;
-                return linger(&mut socket).await;
+        None => {
+            // A socket that has yet to say who it is is not waited for by a drain.
+            drop(opening.take());
+            match authenticate(&state, &mut socket, limits.auth_deadline).await {
+                Ok(actor) => actor,
+                Err(why) => {
+                    close(&mut socket, why).await;
+                    return linger(&mut socket).await;
+                }
             }
-        },
+        }
     };
     drop(unauthenticated);
-    let Some((id, mut events, owed)) = state.hub.register(&actor.user_id, claims(&actor), limits.sockets_per_actor)
-    else {
+    let registered = state.hub.register(&actor.user_id, claims(&actor), limits.sockets_per_actor);
+    drop(opening);
+    let Some((id, mut events, owed)) = registered else {
         let why =
             Close::policy("too_many_sockets", format!("an actor holds at most {} sockets", limits.sockets_per_actor));
         return close(&mut socket, why).await;
