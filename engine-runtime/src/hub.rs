@@ -147,9 +147,12 @@ impl Hub {
         Opening(Arc::clone(self))
     }
 
-    /// Connected sockets and sockets still opening: what a drain waits for.
+    /// Connected sockets and sockets still opening: what a drain waits for. The opening ones are
+    /// read first: a socket registers before it stops counting as opening, so it is seen as one
+    /// or the other.
     pub(crate) fn sockets_and_opening(&self) -> usize {
-        self.sockets() + self.opening.load(Ordering::Acquire)
+        let opening = self.opening.load(Ordering::Acquire);
+        opening + self.sockets()
     }
 
     /// Connected sockets of `user`.

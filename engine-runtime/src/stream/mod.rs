@@ -71,6 +71,9 @@ pub(crate) async fn stream(
             return Error::MalformedRequest(detail).into_response();
         }
     };
+    // A drain begun before the socket registers waits for it, to close it with 1012; counted
+    // before the check, so a drain that began after the check sees it.
+    let opening = state.hub.opening();
     if *state.draining.borrow() {
         return Error::RetryLater {
             detail: "the server is restarting: connect again".into(),
@@ -79,8 +82,6 @@ pub(crate) async fn stream(
         .into_response();
     }
     let limits = state.stream_limits;
-    // A drain begun before the socket registers waits for it, to close it with 1012.
-    let opening = state.hub.opening();
     let mut unauthenticated = None;
     if let Some(actor) = &actor {
         if let Err(refused) = admit(&state, &actor.user_id) {

@@ -376,9 +376,13 @@ async fn apply_checked(
         tx.rollback().await?;
         return Ok(Step::OutOfOrder { last_mutation_id: last });
     }
-    if seen && let Some((_, replay)) = recorded(&mut tx, user, client, mutation).await? {
+    if seen {
         // The same mutation again under a new sequence number: answer as before, and let the
-        // sequence move on.
+        // sequence move on. No record: retention collected it since `seen` was read; it applied
+        // all the same, and is not run again.
+        let replay = recorded(&mut tx, user, client, mutation)
+            .await?
+            .map_or_else(|| collected_duplicate(mutation), |(_, replay)| replay);
         sqlx::query("UPDATE _engine_clients SET last_mutation_id = $3, last_xid = pg_current_xact_id() WHERE user_id = $1 AND client_id = $2")
             .bind(user)
             .bind(client)

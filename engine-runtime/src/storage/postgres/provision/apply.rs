@@ -494,7 +494,9 @@ async fn watched(conn: &mut PgConnection, watch: &Watch<'_>, sql: &str) -> std::
     };
     match result {
         Ok(_) => Ok(()),
-        Err(sqlx::Error::Database(db)) if db.code().as_deref() == Some("55P03") => {
+        // A lock wait that gave up, or a deadlock this statement lost (an app's transaction
+        // taking two tables' locks in the other order): tried again.
+        Err(sqlx::Error::Database(db)) if matches!(db.code().as_deref(), Some("55P03" | "40P01")) => {
             Err(Failure::Lock { statement: sql.to_owned(), blockers })
         }
         Err(e) => Err(Failure::Other(Error::provision_from(format!("`{}…` failed", first_line(sql)), e))),

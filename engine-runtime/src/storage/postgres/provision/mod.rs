@@ -311,9 +311,10 @@ fn ordered_bare(column: &engine_kernel::ColumnMeta) -> String {
     }
 }
 
-/// The trigger function of a synced table: before an update it stamps the row with the writing
-/// transaction's id (inserts get it from the column's default); after an update or delete it
-/// records the buckets the row left.
+/// The trigger function of a synced table: before a write whose stamp is not the writing
+/// transaction's id (an update, or an insert that names an old stamp; other inserts get it from
+/// the column's default) it stamps the row with it; after an update or delete it records the
+/// buckets the row left.
 fn trigger_function_sql(table: &TableMeta, selections: &[RuleSelection]) -> String {
     let keys = |record: &str| -> String {
         let items: Vec<String> = selections.iter().map(|s| bucket_key_of(record, s)).collect();
