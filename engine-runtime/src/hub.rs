@@ -317,12 +317,12 @@ impl Hub {
     /// horizon of `storage` has passed their transaction. Runs until the hub is dropped.
     ///
     /// A bucket's pings are gathered for `window` from the first of them, then go out as one
-    /// (once the horizon has passed the latest): one timer for the process, however many sockets
-    /// follow the bucket. Waiting pings are kept one per bucket (the latest transaction), at most
-    /// [`WAITING_BUCKETS`] of them; past that they become one resync of every socket, sent once
-    /// the horizon has passed them all. While a ping of a bucket a socket follows waits, the
-    /// horizon is read when the first gathering ends, then every 2 ms while it moves, less often (up to every [`MAX_CHECK`]) while
-    /// it stands still; pings no socket followed when they came (a server taking pushes with no
+    /// for the transactions the horizon has passed ([`Waiting::release`]): one timer for the
+    /// process, however many sockets follow the bucket. Waiting pings are kept one gathering per
+    /// bucket, at most [`WAITING_BUCKETS`] of them; past that they become one resync of every
+    /// socket, sent once the horizon has passed them all. While a ping of a bucket a socket
+    /// follows waits, the horizon is read when the first gathering ends, then every 2 ms while
+    /// it moves, less often (up to every [`MAX_CHECK`]) while it stands still; pings no socket followed when they came (a server taking pushes with no
     /// one listening) wait for a reading every [`MAX_CHECK`], so they cost no query per commit
     /// and still reach a socket that subscribes meanwhile. When a ping has waited longer than
     /// `warn_after`, the transaction holding the horizon back is named in a warning.

@@ -619,3 +619,16 @@ async fn a_ping_window_past_a_second_is_refused_at_build() {
     let message = refused.to_string();
     assert!(message.contains("ping window is at most 1000 ms, not 1001 ms"), "{message}");
 }
+
+/// A token whose `exp` lies past any deadline the server keeps (an identity provider's, signed
+/// with the right key) serves a socket as any other: its expiry is taken as far off.
+#[tokio::test]
+async fn a_token_expiring_in_a_distant_future_serves_a_socket() {
+    let db = TestDb::new().await;
+    let server = TestServer::start(&db, |b| b).await;
+    let distant = token_for("alice", 1 << 63);
+    let mut socket = Ws::connect(server.addr, Auth::Header(&distant)).await.unwrap();
+    assert_eq!(socket.expect("presence_state", 2 * SECOND).await["bucket"], "own/alice");
+    push(&base(&server), "alice", &[(1, "create_list", json!({"id": "l1", "title": "t"}))]).await;
+    assert_eq!(socket.expect("ping", 2 * SECOND).await["bucket"], "own/alice");
+}

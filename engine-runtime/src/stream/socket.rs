@@ -10,6 +10,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::num::NonZeroU32;
+use std::pin::Pin;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -19,7 +20,7 @@ use engine_kernel::{Actor, BucketKey};
 use futures_util::StreamExt;
 use governor::{DefaultDirectRateLimiter, Quota};
 use serde_json::Value;
-use tokio::time::Instant;
+use tokio::time::{Instant, Sleep};
 
 use crate::error::Error;
 use crate::hub::{Event, Opening, Owed, SOCKET_QUEUE, Unauthenticated};
@@ -55,19 +56,22 @@ struct Connection {
     presences: BTreeMap<BucketKey, String>,
     /// Pings to send once the events queued so far are read.
     pending: BTreeSet<BucketKey>,
-    expires_at: Option<Instant>,
+    /// When the token expires (far off for a token without expiry), moved by a fresh token.
+    expiry: Pin<Box<Sleep>>,
 }
 
-fn expiry(actor: &Actor) -> Option<Instant> {
-    let exp = actor.claims.get("exp").and_then(Value::as_u64)?;
-    let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).ok()?.as_secs();
-    Some(Instant::now() + Duration::from_secs(exp.saturating_sub(now)))
+/// When `actor`'s token expires: far off for a token without an `exp` claim, and no further
+/// off than that for one with a claim past it.
+fn expiry(actor: &Actor) -> Instant {
+    let left = actor.claims.get("exp").and_then(Value::as_u64).and_then(|exp| {
+        let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).ok()?.as_secs();
+        Some(exp.saturating_sub(now))
+    });
+    Instant::now() + Duration::from_secs(left.map_or(FAR, |left| left.min(FAR)))
 }
 
-/// A deadline that does not come: a token without expiry.
-fn far_future() -> Instant {
-    Instant::now() + Duration::from_secs(30 * 365 * 24 * 3600)
-}
+/// Seconds to a deadline that does not come (30 years; tokio's own "far future").
+const FAR: u64 = 30 * 365 * 24 * 3600;
 
 /// The membership claims of an actor, as the push path names them.
 fn claims(actor: &Actor) -> Vec<String> {
@@ -152,7 +156,7 @@ pub(crate) async fn run(
             Close::policy("too_many_sockets", format!("an actor holds at most {} sockets", limits.sockets_per_actor));
         return close(&mut socket, why).await;
     };
-    let expires_at = expiry(&actor);
+    let expiry = Box::pin(tokio::time::sleep_until(expiry(&actor)));
     let mut connection = Connection {
         socket,
         state: state.clone(),
@@ -163,7 +167,7 @@ pub(crate) async fn run(
         explicit: false,
         presences: BTreeMap::new(),
         pending: BTreeSet::new(),
-        expires_at,
+        expiry,
     };
     let outcome = connection.serve(&mut events, limits).await;
     if let Err(why) = outcome {
@@ -216,15 +220,9 @@ impl Connection {
         // frame: at thousands of sockets a timer per frame and socket is a measurable share of
         // the fan-out. The silence timer is moved on only when it fires before its time.
         let silence = tokio::time::sleep_until(last_heard + timeout);
-        let expire = tokio::time::sleep_until(self.expires_at.unwrap_or_else(far_future));
         let drain = async { draining.wait_for(|draining| *draining).await.map(drop) };
-        tokio::pin!(silence, expire, drain);
-        let mut armed_expiry = self.expires_at;
+        tokio::pin!(silence, drain);
         loop {
-            if armed_expiry != self.expires_at {
-                armed_expiry = self.expires_at;
-                expire.as_mut().reset(self.expires_at.unwrap_or_else(far_future));
-            }
             // In this order: the client's frames (rate-limited) and the deadlines are never held up
             // by a stream of events, and a heartbeat waiting to be read is read before silence is
             // judged.
@@ -257,7 +255,7 @@ impl Connection {
                         }
                     }
                 }
-                () = &mut expire => return Err(Close::policy("unauthenticated", "the token expired: reconnect with a fresh one")),
+                () = &mut self.expiry => return Err(Close::policy("unauthenticated", "the token expired: reconnect with a fresh one")),
                 _ = &mut drain => {
                     return Err(Close { code: "retry_later", detail: "the server is restarting: reconnect now".into(), close: 1012 });
                 }
@@ -345,7 +343,7 @@ impl Connection {
                 match self.state.auth.resolve_token(&token).await {
                     Some(actor) if actor.user_id == self.actor.user_id => {
                         // Its claims may be other than the old token's: the buckets they give too.
-                        self.expires_at = expiry(&actor);
+                        self.expiry.as_mut().reset(expiry(&actor));
                         self.state.hub.set_claims(self.id, claims(&actor));
                         self.actor = actor;
                         self.recompute().await
