@@ -49,6 +49,8 @@ ALTER TABLE _engine_clients ADD COLUMN IF NOT EXISTS last_xid xid8 NOT NULL DEFA
 
 ALTER TABLE _engine_mutations ADD COLUMN IF NOT EXISTS xid xid8 NOT NULL DEFAULT pg_current_xact_id();
 
+ALTER TABLE _engine_clients ADD COLUMN IF NOT EXISTS recorded_at timestamptz NOT NULL DEFAULT '-infinity';
+
 CREATE UNIQUE INDEX IF NOT EXISTS _engine_mutations_client_mutation ON _engine_mutations (user_id, client_id, client_mutation_id);
 
 CREATE INDEX IF NOT EXISTS _engine_mutations_applied ON _engine_mutations (applied_at);

@@ -276,17 +276,20 @@ async fn record(
         insert.push(&mut sql)?;
         sql.push("), ");
     }
+    // The record's time is no earlier than its predecessor's (read from the sequence's row as the
+    // update finds it, after any push it waited for), whenever its transaction began.
+    sql.push("advanced AS (UPDATE _engine_clients SET last_mutation_id = ").push_bind(mutation_id);
+    sql.push(", last_xid = pg_current_xact_id(), recorded_at = greatest(now(), recorded_at), updated_at = ");
+    sql.push(TOUCHED).push(" WHERE user_id = ").push_bind(user.to_owned());
+    sql.push(" AND client_id = ").push_bind(client).push(" AND last_mutation_id = ").push_bind(mutation_id - 1);
+    sql.push(" RETURNING recorded_at), ");
     sql.push(
-        "recorded AS (INSERT INTO _engine_mutations (user_id, client_id, mutation_id, client_mutation_id, name, status, result) VALUES (",
+        "recorded AS (INSERT INTO _engine_mutations (user_id, client_id, mutation_id, client_mutation_id, name, status, result, applied_at) SELECT ",
     );
     sql.push_bind(user.to_owned()).push(", ").push_bind(client).push(", ").push_bind(mutation_id).push(", ");
     sql.push_bind(mutation.client_mutation_id).push(", ").push_bind(mutation.name.clone()).push(", ");
-    sql.push_bind(status.to_owned()).push(", ").push_bind(result.clone()).push(")), ");
-    sql.push("advanced AS (UPDATE _engine_clients SET last_mutation_id = ").push_bind(mutation_id);
-    sql.push(", last_xid = pg_current_xact_id(), updated_at = ").push(TOUCHED).push(" WHERE user_id = ");
-    sql.push_bind(user.to_owned());
-    sql.push(" AND client_id = ").push_bind(client).push(" AND last_mutation_id = ").push_bind(mutation_id - 1);
-    sql.push(" RETURNING 1) SELECT CASE");
+    sql.push_bind(status.to_owned()).push(", ").push_bind(result.clone()).push(", recorded_at FROM advanced) ");
+    sql.push("SELECT CASE");
     if !carried.assumed.is_empty() {
         sql.push(" WHEN NOT ");
         Assumed::push_all(carried.assumed, &mut sql, actor)?;

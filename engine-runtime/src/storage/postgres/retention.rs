@@ -72,12 +72,16 @@ async fn collect_locked(conn: &mut PgConnection, retention: &Retention) -> Resul
         .bind(batch)
     })
     .await?;
-    // Mutation records: a replay of one of them is answered from the client's sequence.
+    // Mutation records: a replay of one of them is answered from the client's sequence. A
+    // client's records are stamped in the order of their ids, and go oldest first: what is left
+    // of a client's records is always the ones from some id on, which is how a replay tells a
+    // collected record from an id used by another mutation.
     let mutation_cutoff = cutoff(retention.mutations);
     done.mutations = steps(conn, &mut done.steps, || {
         sqlx::query(
             "DELETE FROM _engine_mutations WHERE (user_id, client_id, mutation_id) IN (
-               SELECT user_id, client_id, mutation_id FROM _engine_mutations WHERE applied_at < $1 LIMIT $2)",
+               SELECT user_id, client_id, mutation_id FROM _engine_mutations WHERE applied_at < $1
+               ORDER BY applied_at, mutation_id LIMIT $2)",
         )
         .bind(mutation_cutoff)
         .bind(batch)

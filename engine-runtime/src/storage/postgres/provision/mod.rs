@@ -178,6 +178,10 @@ fn engine_tables() -> Vec<String> {
         // mutation: a pull reports the last mutation below its horizon.
         "ALTER TABLE _engine_clients ADD COLUMN IF NOT EXISTS last_xid xid8 NOT NULL DEFAULT '0'".into(),
         "ALTER TABLE _engine_mutations ADD COLUMN IF NOT EXISTS xid xid8 NOT NULL DEFAULT pg_current_xact_id()".into(),
+        // When the client's last record was made: a record is stamped no earlier, so that a
+        // client's records grow old in the order of their ids, and collection removes the oldest
+        // ids first.
+        "ALTER TABLE _engine_clients ADD COLUMN IF NOT EXISTS recorded_at timestamptz NOT NULL DEFAULT '-infinity'".into(),
         "CREATE UNIQUE INDEX IF NOT EXISTS _engine_mutations_client_mutation ON _engine_mutations (user_id, client_id, client_mutation_id)".into(),
         // Collection finds the records and clients past their retention by these.
         "CREATE INDEX IF NOT EXISTS _engine_mutations_applied ON _engine_mutations (applied_at)".into(),

@@ -313,3 +313,59 @@ fn a_session_lost_while_pooled_fails_one_push_as_retryable_and_is_not_lent_again
         db.drop().await;
     });
 }
+
+/// A client's records grow old in the order of their ids, whenever their transactions began, so
+/// collection never keeps a record while removing a later one of the same client: a replay of
+/// the later one would be told its id was another mutation's, and apply a second time.
+#[test]
+fn a_record_made_by_a_transaction_begun_earlier_is_no_older_than_its_predecessor() {
+    block_on(async {
+        let (db, storage) = shared_list().await;
+        let carol = Actor::new("carol", "carol");
+        let client = uuid::Uuid::new_v4();
+        let add = |id| mutation(id, "add_note", json!({"list_id": "l", "title": "t"}));
+        let (first, second) = (add(1), add(2));
+
+        // The transaction that records mutation 2 begins first (as the checked path's does before
+        // it waits for the sequence's lock); mutation 1 is applied and recorded meanwhile.
+        let mut late = db.pool.begin().await.unwrap();
+        let began: chrono::DateTime<chrono::Utc> =
+            sqlx::query_scalar("SELECT now()").fetch_one(&mut *late).await.unwrap();
+        tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+        let pushed = storage.push(&carol, &PushRequest { client_id: client, mutations: vec![first.clone()] }).await;
+        assert_eq!(pushed.unwrap().response.results[0].status, MutationStatus::Applied);
+        super::record(&mut late, &carol, client, &second, "applied", &json!({"serverId": "n2"}), Default::default())
+            .await
+            .unwrap();
+        late.commit().await.unwrap();
+
+        let stamps: Vec<chrono::DateTime<chrono::Utc>> =
+            sqlx::query_scalar("SELECT applied_at FROM _engine_mutations WHERE client_id = $1 ORDER BY mutation_id")
+                .bind(client)
+                .fetch_all(&db.pool)
+                .await
+                .unwrap();
+        assert!(stamps[0] > began, "{stamps:?} after {began}");
+        assert!(stamps[1] >= stamps[0], "record 2 is no older than record 1: {stamps:?}");
+
+        // Collection with its cutoff between the second transaction's start and the first
+        // record leaves both records.
+        let cutoff = began + (stamps[0] - began) / 2;
+        let keep = (chrono::Utc::now() - cutoff).to_std().unwrap();
+        let retention = crate::storage::Retention::default().mutations(keep);
+        storage.collect_garbage(&retention).await.unwrap();
+        let kept: i64 = sqlx::query_scalar("SELECT count(*) FROM _engine_mutations WHERE client_id = $1")
+            .bind(client)
+            .fetch_one(&db.pool)
+            .await
+            .unwrap();
+        assert_eq!(kept, 2, "neither record is older than the cutoff");
+
+        // Replayed, mutation 2 is answered from its record, not applied again.
+        let replay = storage.push(&carol, &PushRequest { client_id: client, mutations: vec![second] }).await.unwrap();
+        assert!(replay.stopped.is_none(), "{:?}", replay.stopped);
+        assert_eq!(replay.response.results[0].status, MutationStatus::Duplicate);
+        assert_eq!(replay.response.results[0].server_id.as_deref(), Some("n2"));
+        db.drop().await;
+    });
+}
