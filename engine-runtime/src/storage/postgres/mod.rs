@@ -4,6 +4,7 @@
 mod bucket_sets;
 mod held;
 mod jobs;
+mod lane;
 mod mutation;
 mod provision;
 mod pull;
@@ -189,6 +190,8 @@ pub(crate) struct PullStart {
 #[derive(Debug, Clone)]
 pub struct PostgresStorage {
     pub(crate) pool: PgPool,
+    /// Sessions kept between pushes.
+    pub(crate) lane: Arc<lane::Lane>,
     pub(crate) app: Arc<App>,
     pub(crate) rules: RuleIndex,
     pub(crate) memberships: Vec<held::MembershipQuery>,
@@ -213,6 +216,7 @@ impl PostgresStorage {
         let rules = RuleIndex::new(&app);
         let memberships = held::compile(&app);
         PostgresStorage {
+            lane: lane::Lane::new(pool.clone()),
             pool,
             app,
             rules,

@@ -53,7 +53,7 @@ pub(crate) async fn push(store: &PostgresStorage, actor: &Actor, request: &PushR
     if request.mutations.len() > store.limits.mutations_per_push {
         return Err(Error::TooManyMutations { limit: store.limits.mutations_per_push });
     }
-    let mut conn = store.pool.acquire().await?;
+    let mut conn = store.lane.lend().await?;
     let mut pushed = Pushed::default();
     // The client's sequence as the steps saw it; read afresh only when no step saw it.
     let mut last: Option<u64> = None;
@@ -89,6 +89,10 @@ pub(crate) async fn push(store: &PostgresStorage, actor: &Actor, request: &PushR
         Some(last) => last,
         None => last_mutation_id(&mut conn, &actor.user_id, request.client_id).await?,
     };
+    // A push that stopped on a failure gives its session back to the pool, which checks it.
+    if matches!(pushed.stopped, None | Some(Error::MutationOutOfOrder { .. })) {
+        conn.keep();
+    }
     Ok(pushed)
 }
 

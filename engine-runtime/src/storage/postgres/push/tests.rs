@@ -251,22 +251,72 @@ fn a_mutation_renumbered_behind_the_push_that_recorded_it_is_answered_from_its_r
     block_on(answered_from_the_record(3));
 }
 
+/// A store of its own, of `sessions` sessions, in which carol has pushed note 1 from `client`;
+/// with the moment the push ended.
+async fn a_store_carol_pushed_to(
+    db: &TestDb,
+    sessions: u32,
+    client: uuid::Uuid,
+) -> (PostgresStorage, std::time::Instant) {
+    let storage = crate::storage::postgres::postgres(db.url.clone())
+        .max_connections(sessions)
+        .connect(Arc::new(example_notes::app()))
+        .await
+        .unwrap();
+    let first = carol_adds(&storage, client, 1).await.unwrap();
+    assert_eq!(first.response.results[0].status, MutationStatus::Applied);
+    (storage, std::time::Instant::now())
+}
+
+/// Carol pushes note `id` into list `l` from `client`.
+async fn carol_adds(
+    storage: &PostgresStorage,
+    client: uuid::Uuid,
+    id: u64,
+) -> crate::error::Result<crate::storage::Pushed> {
+    let add = mutation(id, "add_note", json!({"list_id": "l", "title": "t"}));
+    storage.push(&Actor::new("carol", "carol"), &PushRequest { client_id: client, mutations: vec![add] }).await
+}
+
+/// With the session used at `used` lost, pushing note `id` fails as a request to retry, nothing
+/// of it applied (unless a slow machine left the session idle long enough to be checked first,
+/// and replaced); retried, it applies once, on a new session, the store then holding `id` notes.
+async fn a_lost_session_fails_one_push(
+    db: &TestDb,
+    storage: &PostgresStorage,
+    client: uuid::Uuid,
+    used: std::time::Instant,
+    id: u64,
+) {
+    let add = mutation(id, "add_note", json!({"list_id": "l", "title": "t"}));
+    let checked = used.elapsed() > crate::storage::postgres::CHECK_AFTER_IDLE;
+    let carol = Actor::new("carol", "carol");
+    let lost = storage.push(&carol, &PushRequest { client_id: client, mutations: vec![add.clone()] }).await;
+    let failed = match lost {
+        Err(err) => Some(err),
+        Ok(pushed) => pushed.stopped,
+    };
+    match failed {
+        Some(err) => assert_eq!(err.problem().status, 503, "{err}"),
+        None => assert!(checked, "a session used a moment ago is lent unchecked, and its loss fails the push"),
+    }
+    if !checked {
+        assert_eq!(notes(db).await, i64::try_from(id).unwrap() - 1);
+    }
+    let retried = storage.push(&carol, &PushRequest { client_id: client, mutations: vec![add] }).await.unwrap();
+    let status = retried.response.results[0].status;
+    assert!(matches!(status, MutationStatus::Applied | MutationStatus::Duplicate), "{:?}", retried.stopped);
+    assert_eq!(notes(db).await, i64::try_from(id).unwrap());
+}
+
 #[test]
 fn a_session_lost_while_pooled_fails_one_push_as_retryable_and_is_not_lent_again() {
     block_on(async {
         let (db, _) = shared_list().await;
-        // The store's own pool, of one session, lends it unchecked when it was used a moment ago.
-        let storage = crate::storage::postgres::postgres(db.url.clone())
-            .max_connections(1)
-            .connect(Arc::new(example_notes::app()))
-            .await
-            .unwrap();
-        let carol = Actor::new("carol", "carol");
+        // The store's own pool, of one session (too few to keep one between pushes), lends it
+        // unchecked when it was used a moment ago.
         let client = uuid::Uuid::new_v4();
-        let add = |id| mutation(id, "add_note", json!({"list_id": "l", "title": "t"}));
-        let first = storage.push(&carol, &PushRequest { client_id: client, mutations: vec![add(1)] }).await.unwrap();
-        assert_eq!(first.response.results[0].status, MutationStatus::Applied);
-        let used = std::time::Instant::now();
+        let (storage, used) = a_store_carol_pushed_to(&db, 1, client).await;
 
         // Its backend is cut while it waits in the pool.
         let pid: i32 = sqlx::query_scalar("SELECT pg_backend_pid()").fetch_one(&storage.pool).await.unwrap();
@@ -286,29 +336,7 @@ fn a_session_lost_while_pooled_fails_one_push_as_retryable_and_is_not_lent_again
             }
             tokio::time::sleep(std::time::Duration::from_millis(5)).await;
         }
-
-        // The next push fails on it, as a request to retry, nothing of it applied (unless a slow
-        // machine left the session idle long enough to be checked first, and replaced).
-        let second = add(2);
-        let checked = used.elapsed() > crate::storage::postgres::CHECK_AFTER_IDLE;
-        let lost = storage.push(&carol, &PushRequest { client_id: client, mutations: vec![second.clone()] }).await;
-        let failed = match lost {
-            Err(err) => Some(err),
-            Ok(pushed) => pushed.stopped,
-        };
-        match failed {
-            Some(err) => assert_eq!(err.problem().status, 503, "{err}"),
-            None => assert!(checked, "a session used a moment ago is lent unchecked, and its loss fails the push"),
-        }
-        if !checked {
-            assert_eq!(notes(&db).await, 1);
-        }
-
-        // Retried, it applies once, on a new session.
-        let retried = storage.push(&carol, &PushRequest { client_id: client, mutations: vec![second] }).await.unwrap();
-        let status = retried.response.results[0].status;
-        assert!(matches!(status, MutationStatus::Applied | MutationStatus::Duplicate), "{:?}", retried.stopped);
-        assert_eq!(notes(&db).await, 2);
+        a_lost_session_fails_one_push(&db, &storage, client, used, 2).await;
         storage.pool.close().await;
         db.drop().await;
     });
@@ -366,6 +394,42 @@ fn a_record_made_by_a_transaction_begun_earlier_is_no_older_than_its_predecessor
         assert!(replay.stopped.is_none(), "{:?}", replay.stopped);
         assert_eq!(replay.response.results[0].status, MutationStatus::Duplicate);
         assert_eq!(replay.response.results[0].server_id.as_deref(), Some("n2"));
+        db.drop().await;
+    });
+}
+
+/// A push hands its session on to the next one without giving it back to the pool (no round
+/// trip to check it); a session lost meanwhile fails one push as retryable and is given back to
+/// the pool, which drops it; closing the pool empties the lane.
+#[test]
+fn a_session_lost_in_the_push_lane_fails_one_push_as_retryable_and_is_not_lent_again() {
+    block_on(async {
+        let (db, _) = shared_list().await;
+        let client = uuid::Uuid::new_v4();
+        let (storage, _) = a_store_carol_pushed_to(&db, 4, client).await;
+        // Given back, the pool would hold it idle by now (its check runs in a task of its own).
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+        assert_eq!((storage.pool.size(), storage.pool.num_idle()), (1, 0), "the session is kept in the lane");
+        let again = carol_adds(&storage, client, 2).await.unwrap();
+        assert_eq!(again.response.results[0].status, MutationStatus::Applied);
+        let used = std::time::Instant::now();
+        assert_eq!(storage.pool.size(), 1, "the next push took the kept session");
+
+        // Its backend is cut while it waits in the lane.
+        let cut: i64 = sqlx::query_scalar(
+            "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity
+             WHERE datname = current_database() AND pid <> pg_backend_pid() AND backend_type = 'client backend'",
+        )
+        .fetch_one(&db.pool)
+        .await
+        .unwrap();
+        assert!(cut >= 1);
+        a_lost_session_fails_one_push(&db, &storage, client, used, 3).await;
+
+        // Closing the pool waits for every session; the lane gives its own back.
+        tokio::time::timeout(std::time::Duration::from_secs(60), storage.pool.close())
+            .await
+            .expect("closing the pool is not held up by the lane");
         db.drop().await;
     });
 }
