@@ -103,6 +103,13 @@ pub trait MutatorTx: Send {
     fn purge<'a>(&'a mut self, table: &'static TableMeta, key: Row) -> BoxFuture<'a, Result<bool>>;
     /// The row with primary key `key`, if the actor can read it.
     fn get<'a>(&'a mut self, table: &'static TableMeta, key: Row) -> BoxFuture<'a, Result<Option<Row>>>;
+    /// Whether the row with primary key `key` exists and the actor can read it, for a mutation
+    /// that needs the row but not its contents ([`MutatorCtx::require`]). A store that can
+    /// confirm it together with the mutation's writes answers `true` at once and, should the
+    /// row turn out to be missing, runs the mutation again asking; by default, [`get`](Self::get).
+    fn require<'a>(&'a mut self, table: &'static TableMeta, key: Row) -> BoxFuture<'a, Result<bool>> {
+        Box::pin(async move { Ok(self.get(table, key).await?.is_some()) })
+    }
     /// The rows the actor can read whose columns equal the given values, in primary-key order.
     fn select<'a>(
         &'a mut self,
@@ -264,6 +271,15 @@ impl<'a> MutatorCtx<'a> {
             Some(row) => T::from_row(row).map(Some),
             None => Ok(None),
         }
+    }
+
+    /// Go on only if the row with primary key `key` exists and the actor can read it; otherwise
+    /// the mutation fails with `otherwise`. Where the mutator needs only that the row is there
+    /// (a note's list, say), this is cheaper than [`get`](Self::get): the server checks it in
+    /// the statement that records the mutation, and when the check fails it runs the mutation
+    /// again, reading the row first, so the mutation fails with `otherwise` as it would have.
+    pub async fn require<T: Table>(&mut self, key: &T::Key, otherwise: Error) -> Result<()> {
+        if self.tx.require(T::META, T::key_row(key)).await? { Ok(()) } else { Err(otherwise) }
     }
 
     /// The rows the actor can read that match `filter`, in primary-key order.

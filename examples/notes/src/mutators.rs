@@ -153,9 +153,8 @@ pub struct AddNote {
 /// Add a note at the end of a list the actor can see.
 #[engine::mutator]
 pub async fn add_note(ctx: &mut MutatorCtx<'_>, args: AddNote) -> Result<Outcome> {
-    if ctx.get::<List>(&args.list_id).await?.is_none() {
-        return Err(Error::mutator_failed(format!("no list `{}`", args.list_id)));
-    }
+    // Only the list's being there matters: the server checks it with the note's insert.
+    ctx.require::<List>(&args.list_id, Error::mutator_failed(format!("no list `{}`", args.list_id))).await?;
     let (id, outcome) = resolve_id(ctx, args.id);
     // Creation time orders new notes after older ones without reading the list.
     let position = i64::try_from(ctx.hlc().physical_ms()).unwrap_or(i64::MAX);
@@ -230,9 +229,7 @@ pub struct MoveNote {
 /// Move a note to another list the actor can see.
 #[engine::mutator]
 pub async fn move_note(ctx: &mut MutatorCtx<'_>, args: MoveNote) -> Result<Outcome> {
-    if ctx.get::<List>(&args.list_id).await?.is_none() {
-        return Err(Error::mutator_failed(format!("no list `{}`", args.list_id)));
-    }
+    ctx.require::<List>(&args.list_id, Error::mutator_failed(format!("no list `{}`", args.list_id))).await?;
     found(ctx.update::<Note>(&args.id, [Note::list_id.set(args.list_id)]).await?, &args.id)
 }
 

@@ -24,7 +24,7 @@ use serde_json::{Value, json};
 use sqlx::{Connection, PgConnection};
 
 use super::PostgresStorage;
-use super::mutation::{ASK_INSTEAD, Assumed, PendingInsert, PgMutatorTx, Session, depth, to_kernel};
+use super::mutation::{ASK_INSTEAD, Assumed, PendingInsert, PgMutatorTx, Required, Session, depth, to_kernel};
 use super::selection::Sql;
 use super::sql;
 use crate::error::{Error, Result};
@@ -251,11 +251,12 @@ fn rejection(mutation: &MutationRequest, err: &KernelError) -> MutationResult {
 }
 
 /// What a mutation's record statement carries beside the record: its last insert, if one still
-/// waits, and the write permissions it assumed.
+/// waits, the write permissions it assumed and the rows it required without reading them.
 #[derive(Default)]
 struct Carried<'a> {
     pending: Option<&'a PendingInsert>,
     assumed: &'a [Assumed],
+    required: &'a [Required],
 }
 
 /// Record a mutation's outcome and advance the client's sequence to it from the mutation's
@@ -294,10 +295,12 @@ async fn record(
     sql.push_bind(mutation.client_mutation_id).push(", ").push_bind(mutation.name.clone()).push(", ");
     sql.push_bind(status.to_owned()).push(", ").push_bind(result.clone()).push(", recorded_at FROM advanced) ");
     sql.push("SELECT CASE");
-    if !carried.assumed.is_empty() {
-        sql.push(" WHEN NOT ");
+    if !carried.assumed.is_empty() || !carried.required.is_empty() {
+        sql.push(" WHEN NOT (");
         Assumed::push_all(carried.assumed, &mut sql, actor)?;
-        sql.push(" THEN _engine_unconfirmed()");
+        sql.push(" AND ");
+        Required::push_all(carried.required, &mut sql, actor)?;
+        sql.push(") THEN _engine_unconfirmed()");
     }
     sql.push(" WHEN EXISTS (SELECT 1 FROM advanced) THEN pg_current_xact_id()::text ");
     sql.push("ELSE _engine_sequence_moved(").push_bind(client).push(", ").push_bind(mutation_id - 1).push(") END");
@@ -453,11 +456,12 @@ async fn execute(
     let outcome: Outcome = tx.finish(outcome).await?;
     let pending = tx.take_pending();
     let assumed = tx.take_assumed();
+    let required = tx.take_required();
     let superseded = tx.superseded();
     let stored =
         json!({ "serverId": outcome.server_id, "reconciliation": outcome.reconciliation, "superseded": superseded });
     // The mutation's last insert goes with the record: its failure is the mutation's.
-    let carried = Carried { pending: pending.as_ref(), assumed: &assumed };
+    let carried = Carried { pending: pending.as_ref(), assumed: &assumed, required: &required };
     let commit_xid =
         record(tx.conn()?, actor, client, mutation, "applied", &stored, carried).await.map_err(to_kernel)?;
     let mut affected = std::mem::take(&mut tx.affected);

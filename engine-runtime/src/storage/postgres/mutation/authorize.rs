@@ -108,13 +108,17 @@ impl Assumed {
         sql.push("(true");
         for assumed in all {
             sql.push(" AND ");
-            assumed
-                .query
-                .push_holds(sql, actor, &assumed.bucket, assumed.write)
-                .ok_or_else(|| crate::error::Error::internal("an assumed write permission cannot be asked"))?;
+            assumed.push(sql, actor)?;
         }
         sql.push(")");
         Ok(())
+    }
+
+    /// Append the condition that this permission holds.
+    pub(crate) fn push(&self, sql: &mut Sql, actor: &Actor) -> crate::error::Result<()> {
+        self.query
+            .push_holds(sql, actor, &self.bucket, self.write)
+            .ok_or_else(|| crate::error::Error::internal("an assumed permission cannot be asked"))
     }
 }
 
@@ -206,6 +210,46 @@ impl PgMutatorTx<'_> {
             self.holdings.writable_at_start.insert(asked, true);
         }
         true
+    }
+
+    /// Whether a live row of `table` with primary key `key` is one the actor can read, as far
+    /// as that can be told on the next path without reading the row: `Some(None)` when it is
+    /// (the table is not synced, or a bucket the key alone decides is one the mutation knows the
+    /// actor holds), `Some(Some(held))` when it is if the actor holds such a bucket (`held`, for
+    /// a statement to confirm), `None` when the row must be read to tell. A row lies in a bucket
+    /// its key alone decides when a selection of its table scopes by key columns only and has
+    /// no filter: then every live row with that key is in it.
+    pub(super) fn readable_by_key(&mut self, table: &'static TableMeta, key: &Row) -> Option<Option<Assumed>> {
+        if !self.holdings.may_assume || self.holdings.frozen {
+            return None;
+        }
+        if !self.is_synced(table) {
+            return Some(None);
+        }
+        let key_columns: BTreeSet<&str> = table.key_columns().map(|c| c.name).collect();
+        let mut unknown = None;
+        for selection in self.store.rules.selections(table.name) {
+            let by_key = selection.selection.filters.is_empty()
+                && selection.selection.scope.iter().all(|eq| key_columns.contains(eq.column));
+            let Some(bucket) = by_key.then(|| selection.bucket_of(key)).flatten() else { continue };
+            let entered = self.holdings.entered.contains(&bucket) && !self.holdings.accepted.contains(&bucket);
+            match self.holdings.held_at_start.get(&bucket) {
+                _ if entered => return Some(None),
+                Some(true) => return Some(None),
+                Some(false) => continue,
+                None => {}
+            }
+            let rule = selection.rule;
+            match self.membership_query(rule) {
+                None if claim_bucket(rule, &self.actor).as_ref() == Some(&bucket) => return Some(None),
+                None => {}
+                Some(query) if unknown.is_none() && query.can_ask_within(&self.actor, &bucket, None) => {
+                    unknown = Some(Assumed { query: query.clone(), bucket, write: None });
+                }
+                Some(_) => {}
+            }
+        }
+        unknown.map(Some)
     }
 
     /// Confirm the write permissions assumed so far, in one statement, before the mutation

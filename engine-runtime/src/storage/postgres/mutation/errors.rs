@@ -7,12 +7,14 @@ use engine_kernel::{Error as KernelError, ErrorCode};
 
 use crate::error::{Error, FailureClass, classify};
 
-/// Why a mutation whose record statement found an assumed write permission missing failed.
-pub(crate) const UNCONFIRMED: &str = "a write permission the mutation assumed does not hold";
+/// Why a mutation whose record statement found an assumed write permission, or a row it
+/// required, missing failed.
+pub(crate) const UNCONFIRMED: &str = "a write permission the mutation assumed, or a row it required, does not hold";
 
 /// Why the next path's first try stopped: a write permission it assumed did not hold before
-/// a later operation of the mutator. The next path then runs the mutation again, asking; the
-/// checked path never assumes, so a client is never told this.
+/// a later operation of the mutator, or a row it required did not before its next write. The
+/// next path then runs the mutation again, asking; the checked path never assumes, so a client
+/// is never told this.
 pub(crate) const ASK_INSTEAD: &str = "a write permission the mutation assumed does not hold: ask instead";
 
 /// A database error as the mutation's failure, classified by SQLSTATE ([`classify`]): a

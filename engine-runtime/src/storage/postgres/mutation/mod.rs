@@ -16,6 +16,7 @@ mod blob_refs;
 mod bounds;
 mod errors;
 mod merge;
+mod required;
 mod session;
 mod statements;
 
@@ -30,6 +31,7 @@ pub(crate) use bounds::depth;
 #[cfg(test)]
 pub(crate) use errors::UNCONFIRMED;
 pub(crate) use errors::{ASK_INSTEAD, to_kernel};
+pub(crate) use required::Required;
 pub(crate) use session::{PendingInsert, Session};
 
 use super::PostgresStorage;
@@ -57,6 +59,8 @@ pub(crate) struct PgMutatorTx<'t> {
     failure: Option<Failure>,
     /// The last insert, authorized but not yet sent.
     pending: Option<PendingInsert>,
+    /// Rows the mutation required without reading them, for its record to confirm.
+    required: Vec<Required>,
     /// Whether the mutation's clock is the server's (its client sent none): its writes then
     /// order after every write they meet, on this instance or another.
     server_stamped: bool,
@@ -84,6 +88,7 @@ impl<'t> PgMutatorTx<'t> {
             membership_changes: BTreeSet::new(),
             failure: None,
             pending: None,
+            required: Vec::new(),
             server_stamped: false,
             writes: 0,
             lost: 0,
@@ -389,6 +394,10 @@ impl MutatorTx for PgMutatorTx<'_> {
 
     fn get<'a>(&'a mut self, table: &'static TableMeta, key: Row) -> BoxFuture<'a, KernelResult<Option<Row>>> {
         Box::pin(async move { Ok(self.select_rows(table, Some(key), Vec::new(), Some(1)).await?.into_iter().next()) })
+    }
+
+    fn require<'a>(&'a mut self, table: &'static TableMeta, key: Row) -> BoxFuture<'a, KernelResult<bool>> {
+        Box::pin(self.require_row(table, key))
     }
 
     fn select<'a>(

@@ -64,8 +64,11 @@ impl<'t> PgMutatorTx<'t> {
         self.session.conn()
     }
 
-    /// The connection, for a write: in the mutation's transaction, begun now if deferred.
+    /// The connection, for a write: in the mutation's transaction, begun now if deferred. The
+    /// rows required so far are confirmed first, before a write of the mutation could be among
+    /// what confirms them.
     pub(super) async fn writing(&mut self) -> KernelResult<&mut PgConnection> {
+        self.confirm_required().await?;
         self.session = match std::mem::replace(&mut self.session, Session::Lost) {
             Session::Deferred(conn) => match sqlx::Connection::begin(conn).await {
                 Ok(tx) => Session::Begun(tx),

@@ -67,6 +67,18 @@ pub(super) fn fetch(table: &TableMeta, key: &Row, stamped: bool, live_only: bool
     Ok(sql)
 }
 
+/// `EXISTS (…)`: whether a live row of `table` with key `key` exists, as a condition of another
+/// statement.
+pub(super) fn push_exists(sql: &mut Sql, table: &TableMeta, key: &Row) -> Result<()> {
+    sql.push(format_args!("EXISTS (SELECT 1 FROM {} AS t WHERE ", ident(table.name)));
+    push_key(sql, "t", table, key)?;
+    if let Some(live) = live("t", table) {
+        sql.push(" AND ").push(live);
+    }
+    sql.push(")");
+    Ok(())
+}
+
 /// `UPDATE` of the `assigned` columns of the row with key `key` to their values in `after`, and
 /// of its HLC stamps when given. With nothing to assign, the row is touched, so that pulling
 /// clients see it again.

@@ -193,8 +193,9 @@ fn engine_tables() -> Vec<String> {
         // Raised by a mutation's record when the client's sequence is not where the mutation
         // expected it, so the whole statement (and an insert sent with it) is undone.
         "CREATE OR REPLACE FUNCTION _engine_sequence_moved(client uuid, expected bigint) RETURNS text\nLANGUAGE plpgsql AS $$\nBEGIN\n  RAISE EXCEPTION 'the sequence of client % is not at %', client, expected USING ERRCODE = 'EN409';\nEND\n$$".into(),
-        // Raised by a mutation's record when a write permission the mutation assumed does not
-        // hold in the record's snapshot: the mutation is undone and checked again.
+        // Raised by a mutation's record when a write permission the mutation assumed, or a row
+        // it required without reading it, does not hold in the record's snapshot: the mutation
+        // is undone and checked again.
         "CREATE OR REPLACE FUNCTION _engine_unconfirmed() RETURNS text\nLANGUAGE plpgsql AS $$\nBEGIN\n  RAISE EXCEPTION 'a write permission the mutation assumed does not hold' USING ERRCODE = 'EN403';\nEND\n$$".into(),
         // Percent-encoding exactly as `BucketKey::new` does it: bytes outside A-Z a-z 0-9 - . _ ~
         // become %XX in uppercase hex.

@@ -63,6 +63,41 @@ fn next_path<'t>(
         .assuming_write_permissions()
 }
 
+/// Carol's note `id` in list `l`.
+fn carols_note(id: &str) -> example_notes::Note {
+    example_notes::Note {
+        id: id.into(),
+        owner_id: "carol".into(),
+        list_id: "l".into(),
+        title: "t".into(),
+        done: false,
+        position: 1,
+        body: engine_kernel::CrdtText::new(),
+        deleted_at: None,
+    }
+}
+
+/// Record the next path's mutation `tx` as mutation `id` of `client`, with what it carries;
+/// with how many permissions it assumed and rows it required.
+async fn record_next_path(
+    tx: &mut super::PgMutatorTx<'_>,
+    actor: &Actor,
+    client: uuid::Uuid,
+    id: u64,
+) -> (usize, usize, crate::error::Result<u64>) {
+    let (assumed, required, pending) = (tx.take_assumed(), tx.take_required(), tx.take_pending());
+    let carried = super::Carried { pending: pending.as_ref(), assumed: &assumed, required: &required };
+    let add = mutation(id, "add_note", json!({}));
+    let recorded = super::record(tx.conn().unwrap(), actor, client, &add, "applied", &json!({}), carried).await;
+    (assumed.len(), required.len(), recorded)
+}
+
+/// Whether a record failed as one that found what the mutation assumed or required missing.
+fn unconfirmed(recorded: crate::error::Result<u64>) -> bool {
+    let err = recorded.expect_err("the record refuses");
+    matches!(crate::storage::postgres::mutation::to_kernel(err), KernelError::Forbidden(m) if m == UNCONFIRMED)
+}
+
 async fn notes(db: &TestDb) -> i64 {
     sqlx::query_scalar("SELECT count(*) FROM notes").fetch_one(&db.pool).await.unwrap()
 }
@@ -126,29 +161,13 @@ fn a_revocation_committed_before_the_record_refuses_the_write() {
         let carol = Actor::new("carol", "carol");
         let mut conn = storage.pool.acquire().await.unwrap();
         let mut tx = next_path(&mut conn, &storage, &carol, 1);
-        let note = example_notes::Note {
-            id: "n1".into(),
-            owner_id: "carol".into(),
-            list_id: "l".into(),
-            title: "t".into(),
-            done: false,
-            position: 1,
-            body: engine_kernel::CrdtText::new(),
-            deleted_at: None,
-        };
+        let note = carols_note("n1");
         engine_kernel::MutatorCtx::new(&mut tx).insert(&note).await.unwrap();
         sqlx::query("UPDATE list_members SET role = 'viewer' WHERE user_id = 'carol'").execute(&db.pool).await.unwrap();
-        let assumed = tx.take_assumed();
-        assert_eq!(assumed.len(), 1, "the note's permission was assumed, not asked");
-        let pending = tx.take_pending();
-        let carried = super::Carried { pending: pending.as_ref(), assumed: &assumed };
-        let add = mutation(1, "add_note", json!({}));
         let client = sequence(&db, "carol").await;
-        let recorded = super::record(tx.conn().unwrap(), &carol, client, &add, "applied", &json!({}), carried).await;
-        let err = recorded.expect_err("the record refuses");
-        assert!(
-            matches!(crate::storage::postgres::mutation::to_kernel(err), KernelError::Forbidden(m) if m == UNCONFIRMED)
-        );
+        let (assumed, _, recorded) = record_next_path(&mut tx, &carol, client, 1).await;
+        assert_eq!(assumed, 1, "the note's permission was assumed, not asked");
+        assert!(unconfirmed(recorded));
         assert_eq!(notes(&db).await, 0);
         drop(tx);
 
@@ -430,6 +449,100 @@ fn a_session_lost_in_the_push_lane_fails_one_push_as_retryable_and_is_not_lent_a
         tokio::time::timeout(std::time::Duration::from_secs(60), storage.pool.close())
             .await
             .expect("closing the pool is not held up by the lane");
+        db.drop().await;
+    });
+}
+
+/// A row a mutation requires is not read on the next path but confirmed by its record: a list
+/// gone by then undoes the note, and the checked path answers the mutation as reading it would.
+#[test]
+fn a_required_row_is_confirmed_by_the_record_and_answered_by_the_checked_path_when_missing() {
+    block_on(async {
+        let (db, storage) = shared_list().await;
+        let carol = Actor::new("carol", "carol");
+        let mut conn = storage.pool.acquire().await.unwrap();
+        let missing = || KernelError::mutator_failed("no list");
+
+        // Required and not read: the list vanishes before the record, which refuses the note.
+        let client = sequence(&db, "carol").await;
+        let mut gone = db.pool.begin().await.unwrap();
+        sqlx::query("DELETE FROM lists WHERE id = 'l'").execute(&mut *gone).await.unwrap();
+        for (id, note) in [(1, "n1"), (2, "n2")] {
+            let mut tx = next_path(&mut conn, &storage, &carol, id);
+            let mut ctx = engine_kernel::MutatorCtx::new(&mut tx);
+            ctx.require::<example_notes::List>(&"l".to_owned(), missing()).await.unwrap();
+            ctx.insert(&carols_note(note)).await.unwrap();
+            let (_, required, recorded) = record_next_path(&mut tx, &carol, client, id).await;
+            assert_eq!(required, 1, "the list was required without reading it");
+            if id == 1 {
+                assert!(recorded.is_ok(), "the deletion is not committed yet: the list is there");
+                drop(tx);
+                gone = {
+                    gone.commit().await.unwrap();
+                    db.pool.begin().await.unwrap()
+                };
+            } else {
+                assert!(unconfirmed(recorded), "the record refuses: the list is gone");
+            }
+        }
+        drop(gone);
+        assert_eq!(notes(&db).await, 1, "only the note recorded while the list was there");
+        drop(conn);
+
+        // Pushed: into a missing list, and by a user who cannot read the list, the mutator's own
+        // refusal, from the checked path; nothing written.
+        let dave = Actor::new("dave", "dave");
+        for (actor, list) in [(&carol, "l"), (&dave, "l"), (&carol, "nowhere")] {
+            let add = mutation(1, "add_note", json!({"list_id": list, "title": "t"}));
+            let pushed = storage
+                .push(actor, &PushRequest { client_id: uuid::Uuid::new_v4(), mutations: vec![add] })
+                .await
+                .unwrap();
+            let result = &pushed.response.results[0];
+            assert_eq!(result.status, MutationStatus::Rejected, "{result:?}");
+            assert_eq!(result.error.as_ref().unwrap().detail, format!("no list `{list}`"));
+        }
+        assert_eq!(notes(&db).await, 1);
+        db.drop().await;
+    });
+}
+
+/// A mutation that requires a row and then writes is asked again before the write: its own
+/// write could otherwise be what the record finds.
+#[test]
+fn a_required_row_is_confirmed_before_the_mutation_writes() {
+    block_on(async {
+        let (db, storage) = shared_list().await;
+        let alice = Actor::new("alice", "alice");
+        let mut conn = storage.pool.acquire().await.unwrap();
+        let mut tx = next_path(&mut conn, &storage, &alice, 1);
+        let mut ctx = engine_kernel::MutatorCtx::new(&mut tx);
+        // Erin's membership, which is not there, is required, then made, then another write is
+        // sent: the membership goes first, and the record would find it.
+        let erin = ("l".to_owned(), "erin".to_owned());
+        let missing = KernelError::mutator_failed("no membership");
+        ctx.require::<example_notes::ListMember>(&erin, missing).await.unwrap();
+        let member = example_notes::ListMember {
+            list_id: "l".into(),
+            user_id: "erin".into(),
+            owner_id: "alice".into(),
+            role: "viewer".into(),
+        };
+        ctx.insert(&member).await.unwrap();
+        match ctx
+            .update::<example_notes::List>(&"l".to_owned(), [example_notes::List::title.set("renamed".to_owned())])
+            .await
+        {
+            Err(KernelError::Forbidden(message)) => assert_eq!(message, ASK_INSTEAD),
+            other => panic!("the required membership is asked for before the mutation's writes: {other:?}"),
+        }
+        drop(tx);
+        let members: i64 = sqlx::query_scalar("SELECT count(*) FROM list_members WHERE user_id = 'erin'")
+            .fetch_one(&db.pool)
+            .await
+            .unwrap();
+        assert_eq!(members, 0);
+        drop(conn);
         db.drop().await;
     });
 }
