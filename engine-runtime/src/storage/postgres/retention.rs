@@ -27,7 +27,9 @@ pub(crate) async fn collect(pool: &PgPool, retention: &Retention) -> Result<Coll
         return Ok(Collected { skipped: true, ..Collected::default() });
     }
     let collected = collect_locked(&mut conn, retention).await;
-    // Closing the session releases the lock, whatever happened.
+    // Unlocked before the session closes (its backend releases what it holds only as it exits,
+    // after the close is sent); closing releases the lock whatever happened.
+    let _ = sqlx::query("SELECT pg_advisory_unlock($1)").bind(LOCK).execute(&mut conn).await;
     let _ = conn.close().await;
     collected
 }
