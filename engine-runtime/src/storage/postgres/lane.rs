@@ -8,12 +8,15 @@
 //! pool, which checks it and drops it if it is broken.
 //!
 //! The lane holds at most three quarters of the pool (and never all of it), so the pool's other
-//! users (pulls, jobs, collection, the app's own queries) always have sessions it does not hold.
-//! A session kept longer than [`CHECK_AFTER_IDLE`] goes back to the pool to be checked there,
-//! and the lane empties itself when the pool is closed.
+//! users (pulls, jobs, collection, the app's own queries) always have sessions it does not hold;
+//! a push that finds every place in the lane taken borrows from the pool as before. A session
+//! kept longer than [`CHECK_AFTER_IDLE`] goes back to the pool, to be checked there: a task
+//! tending the lane sends it back within that time again, and empties the lane when the pool is
+//! closed; a session older than the pool's `max_lifetime` goes back too, for the pool to retire.
 
+use std::collections::VecDeque;
 use std::sync::{Arc, Mutex, Once, PoisonError, Weak};
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use sqlx::pool::PoolConnection;
 use sqlx::{PgConnection, PgPool, Postgres};
@@ -28,21 +31,29 @@ pub(crate) struct Lane {
     pool: PgPool,
     /// One per session the lane lends or keeps; none when the pool is too small to share.
     permits: Option<Semaphore>,
-    kept: Mutex<Vec<Kept>>,
-    /// Whether the task that empties the lane when the pool closes was started.
-    watching: Once,
+    /// Kept sessions, the longest kept first.
+    kept: Mutex<VecDeque<Kept>>,
+    /// Whether the task that tends the lane was started.
+    tending: Once,
 }
 
 #[derive(Debug)]
 struct Kept {
     conn: PoolConnection<Postgres>,
+    /// When it was kept.
     since: Instant,
+    /// When the lane took it from the pool.
+    taken: Instant,
 }
 
 /// A session lent by the lane; [`Lent::keep`] hands it on, dropping it gives it back to the pool.
 pub(crate) struct Lent<'a> {
     lane: &'a Arc<Lane>,
     conn: PoolConnection<Postgres>,
+    /// When the lane took the session from the pool.
+    taken: Instant,
+    /// The lane's place: none for a session borrowed from the pool when every place was taken,
+    /// which goes back to the pool.
     permit: Option<SemaphorePermit<'a>>,
 }
 
@@ -52,30 +63,38 @@ impl Lane {
         let max = usize::try_from(pool.options().get_max_connections()).unwrap_or(usize::MAX);
         let size = (max * 3 / 4).min(max.saturating_sub(1));
         let permits = (size > 0).then(|| Semaphore::new(size));
-        Arc::new(Lane { pool, permits, kept: Mutex::new(Vec::new()), watching: Once::new() })
+        Arc::new(Lane { pool, permits, kept: Mutex::new(VecDeque::new()), tending: Once::new() })
     }
 
-    /// A session: one the last push kept, or one from the pool.
+    /// A session: the one the last push kept, or one from the pool (without a place in the lane
+    /// when every place is taken).
     pub(crate) async fn lend(self: &Arc<Self>) -> Result<Lent<'_>> {
-        let permit = match &self.permits {
-            Some(permits) => {
-                Some(permits.acquire().await.map_err(|_| crate::error::Error::internal("the push lane closed"))?)
+        let permit = self.permits.as_ref().and_then(|permits| permits.try_acquire().ok());
+        if permit.is_some() {
+            let kept = {
+                let mut kept = self.kept.lock().unwrap_or_else(PoisonError::into_inner);
+                let fresh = kept.pop_back();
+                let stale = Self::stale(&mut kept);
+                (fresh, stale)
+            };
+            // Sessions idle too long to be lent unchecked go back to the pool, which checks
+            // them as it takes them back.
+            let (fresh, stale) = kept;
+            drop(stale);
+            if let Some(Kept { conn, since, taken }) = fresh
+                && since.elapsed() <= CHECK_AFTER_IDLE
+            {
+                return Ok(Lent { lane: self, conn, taken, permit });
             }
-            None => None,
-        };
-        while let Some(kept) = self.take() {
-            if kept.since.elapsed() <= CHECK_AFTER_IDLE {
-                return Ok(Lent { lane: self, conn: kept.conn, permit });
-            }
-            // Idle too long to be lent unchecked: the pool checks it as it takes it back.
-            drop(kept);
         }
         let conn = self.pool.acquire().await?;
-        Ok(Lent { lane: self, conn, permit })
+        Ok(Lent { lane: self, conn, taken: Instant::now(), permit })
     }
 
-    fn take(&self) -> Option<Kept> {
-        self.kept.lock().unwrap_or_else(PoisonError::into_inner).pop()
+    /// Take out the sessions kept longer than [`CHECK_AFTER_IDLE`] (the oldest are first).
+    fn stale(kept: &mut VecDeque<Kept>) -> Vec<Kept> {
+        let fresh_from = kept.iter().position(|k| k.since.elapsed() <= CHECK_AFTER_IDLE).unwrap_or(kept.len());
+        kept.drain(..fresh_from).collect()
     }
 
     /// Give every kept session back to the pool.
@@ -84,18 +103,33 @@ impl Lane {
         drop(kept);
     }
 
-    /// Start, once, the task that empties the lane when the pool is closed (closing waits for
-    /// every session to come back).
-    fn watch_close(self: &Arc<Self>) {
-        self.watching.call_once(|| {
-            let (closed, lane) = (self.pool.close_event(), Arc::downgrade(self));
+    /// Start, once, the task that tends the lane: it sends stale sessions back to the pool every
+    /// [`CHECK_AFTER_IDLE`], and empties the lane when the pool is closed (closing waits for
+    /// every session to come back). It ends with the lane.
+    fn tend(self: &Arc<Self>) {
+        self.tending.call_once(|| {
+            let (mut closed, lane) = (self.pool.close_event(), Arc::downgrade(self));
             tokio::spawn(async move {
-                closed.await;
-                if let Some(lane) = Weak::upgrade(&lane) {
-                    lane.empty();
+                loop {
+                    let closing = tokio::select! {
+                        () = &mut closed => true,
+                        () = tokio::time::sleep(CHECK_AFTER_IDLE) => false,
+                    };
+                    let Some(lane) = Weak::upgrade(&lane) else { return };
+                    if closing {
+                        lane.empty();
+                        return;
+                    }
+                    let stale = Self::stale(&mut lane.kept.lock().unwrap_or_else(PoisonError::into_inner));
+                    drop(stale);
                 }
             });
         });
+    }
+
+    /// How long the pool lets a session live.
+    fn max_lifetime(&self) -> Duration {
+        self.pool.options().get_max_lifetime().unwrap_or(Duration::MAX)
     }
 }
 
@@ -103,14 +137,15 @@ impl Lent<'_> {
     /// Hand the session on to the next push: the push that used it ended every transaction it
     /// began and saw no failure of the session.
     pub(crate) fn keep(self) {
-        let Lent { lane, conn, permit } = self;
-        if permit.is_none() || lane.pool.is_closed() {
+        let Lent { lane, conn, taken, permit } = self;
+        if permit.is_none() || lane.pool.is_closed() || taken.elapsed() >= lane.max_lifetime() {
             return;
         }
-        lane.watch_close();
-        lane.kept.lock().unwrap_or_else(PoisonError::into_inner).push(Kept { conn, since: Instant::now() });
+        lane.tend();
+        let kept = Kept { conn, since: Instant::now(), taken };
+        lane.kept.lock().unwrap_or_else(PoisonError::into_inner).push_back(kept);
         if lane.pool.is_closed() {
-            // Closed while it was put away: the watch may already have run.
+            // Closed while it was put away: the task may already have emptied the lane.
             lane.empty();
         }
     }
@@ -126,5 +161,72 @@ impl std::ops::Deref for Lent<'_> {
 impl std::ops::DerefMut for Lent<'_> {
     fn deref_mut(&mut self) -> &mut PgConnection {
         &mut self.conn
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::{Duration, Instant};
+
+    use super::Lane;
+    use crate::storage::postgres::CHECK_AFTER_IDLE;
+    use crate::storage::postgres::test_db::TestDb;
+
+    fn block_on<F: std::future::Future>(test: F) -> F::Output {
+        tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(test)
+    }
+
+    /// A pool of four sessions: a lane of three.
+    async fn lane(db: &TestDb) -> (sqlx::PgPool, std::sync::Arc<Lane>) {
+        let pool = sqlx::postgres::PgPoolOptions::new().max_connections(4).connect(&db.url).await.unwrap();
+        (pool.clone(), Lane::new(pool))
+    }
+
+    #[test]
+    fn a_push_finding_every_place_taken_borrows_from_the_pool_and_gives_back() {
+        block_on(async {
+            let db = TestDb::new().await;
+            let (pool, lane) = lane(&db).await;
+            let mut lent = Vec::new();
+            for _ in 0..4 {
+                lent.push(lane.lend().await.unwrap());
+            }
+            assert_eq!(lent.iter().filter(|l| l.permit.is_some()).count(), 3, "three places, one borrowed");
+            for l in lent {
+                l.keep();
+            }
+            assert_eq!(lane.kept.lock().unwrap().len(), 3, "the borrowed session went back to the pool");
+            while pool.num_idle() == 0 {
+                tokio::time::sleep(Duration::from_millis(5)).await;
+            }
+            pool.close().await;
+            db.drop().await;
+        });
+    }
+
+    #[test]
+    fn sessions_kept_too_long_go_back_to_the_pool() {
+        block_on(async {
+            let db = TestDb::new().await;
+            let (pool, lane) = lane(&db).await;
+            let (a, b) = (lane.lend().await.unwrap(), lane.lend().await.unwrap());
+            a.keep();
+            b.keep();
+            // The first kept grows stale: the next lend takes the fresh one and gives the stale
+            // one back.
+            lane.kept.lock().unwrap()[0].since = Instant::now() - CHECK_AFTER_IDLE * 2;
+            let fresh = lane.lend().await.unwrap();
+            assert!(lane.kept.lock().unwrap().is_empty());
+            while pool.num_idle() == 0 {
+                tokio::time::sleep(Duration::from_millis(5)).await;
+            }
+            // And with nothing lent meanwhile, the lane's task gives it back within the period.
+            fresh.keep();
+            lane.kept.lock().unwrap()[0].since = Instant::now() - CHECK_AFTER_IDLE * 2;
+            tokio::time::sleep(CHECK_AFTER_IDLE + Duration::from_millis(500)).await;
+            assert!(lane.kept.lock().unwrap().is_empty(), "the lane's task gave the stale session back");
+            pool.close().await;
+            db.drop().await;
+        });
     }
 }

@@ -389,16 +389,28 @@ async fn apply_checked(
     if seen {
         // The same mutation again under a new sequence number: answer as before, and let the
         // sequence move on. No record: retention collected it since `seen` was read; it applied
-        // all the same, and is not run again.
+        // all the same, and is not run again. The record moves to the new number, stamped as
+        // the newest: a replay of that number finds it, retention (which removes a client's
+        // oldest records first) never leaves a later one without it, and a pull counts it synced
+        // only once this transaction is, after the mutations numbered before it.
         let replay = recorded(&mut tx, user, client, mutation)
             .await?
             .map_or_else(|| collected_duplicate(mutation), |(_, replay)| replay);
-        sqlx::query("UPDATE _engine_clients SET last_mutation_id = $3, last_xid = pg_current_xact_id() WHERE user_id = $1 AND client_id = $2")
-            .bind(user)
-            .bind(client)
-            .bind(to_i64(mutation.mutation_id)?)
-            .execute(&mut *tx)
-            .await?;
+        sqlx::query(
+            "WITH advanced AS (
+               UPDATE _engine_clients SET last_mutation_id = $3, last_xid = pg_current_xact_id(),
+                 recorded_at = greatest(now(), recorded_at)
+               WHERE user_id = $1 AND client_id = $2 RETURNING recorded_at)
+             UPDATE _engine_mutations m SET mutation_id = $3, applied_at = a.recorded_at, xid = pg_current_xact_id()
+             FROM advanced a
+             WHERE m.user_id = $1 AND m.client_id = $2 AND m.client_mutation_id = $4",
+        )
+        .bind(user)
+        .bind(client)
+        .bind(to_i64(mutation.mutation_id)?)
+        .bind(mutation.client_mutation_id)
+        .execute(&mut *tx)
+        .await?;
         tx.commit().await?;
         return Ok(Step::Answered { result: replay, sequence: mutation.mutation_id });
     }

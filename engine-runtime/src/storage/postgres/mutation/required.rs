@@ -48,7 +48,10 @@ impl PgMutatorTx<'_> {
     /// the record statement to confirm, where that can be; else read.
     pub(super) async fn require_row(&mut self, table: &'static TableMeta, key: Row) -> KernelResult<bool> {
         self.check_usable()?;
-        if let Some(held) = self.readable_by_key(table, &key) {
+        // A row of the table the insert still waiting goes to is read (which sends the insert):
+        // the record's snapshot would not hold it.
+        let waiting = self.pending.as_ref().is_some_and(|p| std::ptr::eq(p.table, table));
+        if !waiting && let Some(held) = self.readable_by_key(table, &key) {
             self.required.push(Required { table, key, held });
             return Ok(true);
         }

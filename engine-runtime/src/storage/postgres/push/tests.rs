@@ -546,3 +546,44 @@ fn a_required_row_is_confirmed_before_the_mutation_writes() {
         db.drop().await;
     });
 }
+
+/// A mutation sent again under the next number (answered from its record) moves its record to
+/// that number: retention, which removes a client's oldest records first, never removes it
+/// while keeping the records numbered between, and a replay under the new number is answered.
+#[test]
+fn a_renumbered_mutation_keeps_its_record_through_retention() {
+    block_on(async {
+        let (db, storage) = shared_list().await;
+        let carol = Actor::new("carol", "carol");
+        let client = uuid::Uuid::new_v4();
+        let push = |mutations: Vec<MutationRequest>| {
+            let storage = storage.clone();
+            let carol = carol.clone();
+            async move { storage.push(&carol, &PushRequest { client_id: client, mutations }).await.unwrap() }
+        };
+        let add = |id| mutation(id, "add_note", json!({"list_id": "l", "title": "t"}));
+        let (first, second) = (add(1), add(2));
+        push(vec![first.clone(), second]).await;
+        let mut again = first.clone();
+        again.mutation_id = 3;
+        let answered = push(vec![again.clone()]).await;
+        assert_eq!(answered.response.results[0].status, MutationStatus::Duplicate);
+        assert_eq!(answered.response.last_mutation_id, 3);
+
+        // Mutation 1's record, wherever it is, grows old; 2's is kept.
+        sqlx::query("UPDATE _engine_mutations SET applied_at = now() - interval '2 days' WHERE client_id = $1 AND mutation_id = 1")
+            .bind(client)
+            .execute(&db.pool)
+            .await
+            .unwrap();
+        let day = std::time::Duration::from_secs(24 * 3600);
+        storage.collect_garbage(&crate::storage::Retention::default().mutations(day)).await.unwrap();
+
+        let replay = push(vec![again]).await;
+        assert!(replay.stopped.is_none(), "answered, not told out of order: {:?}", replay.stopped);
+        assert_eq!(replay.response.results[0].status, MutationStatus::Duplicate);
+        assert!(replay.response.results[0].server_id.is_some(), "from its record");
+        assert_eq!(notes(&db).await, 2, "applied once");
+        db.drop().await;
+    });
+}
