@@ -9,7 +9,7 @@
 //!
 //! The lane holds at most three quarters of the pool (and never all of it), so the pool's other
 //! users (pulls, jobs, collection, the app's own queries) always have sessions it does not hold;
-//! a push that finds every place in the lane taken borrows from the pool as before. A session
+//! a push that finds no place in the lane free for a while borrows from the pool as before. A session
 //! kept longer than [`CHECK_AFTER_IDLE`] goes back to the pool, to be checked there: a task
 //! tending the lane sends it back within that time again, and empties the lane when the pool is
 //! closed; a session older than the pool's `max_lifetime` goes back too, for the pool to retire.
@@ -24,6 +24,11 @@ use tokio::sync::{Semaphore, SemaphorePermit};
 
 use super::CHECK_AFTER_IDLE;
 use crate::error::Result;
+
+/// How long a push waits for a place in the lane before it borrows a session from the pool: a
+/// place frees up as soon as a push ends (a fraction of a millisecond for most), and a session
+/// kept in the lane saves the pool's check.
+const PLACE_WAIT: Duration = Duration::from_millis(100);
 
 /// Sessions kept between pushes.
 #[derive(Debug)]
@@ -52,7 +57,7 @@ pub(crate) struct Lent<'a> {
     conn: PoolConnection<Postgres>,
     /// When the lane took the session from the pool.
     taken: Instant,
-    /// The lane's place: none for a session borrowed from the pool when every place was taken,
+    /// The lane's place: none for a session borrowed from the pool when no place freed up,
     /// which goes back to the pool.
     permit: Option<SemaphorePermit<'a>>,
 }
@@ -67,9 +72,12 @@ impl Lane {
     }
 
     /// A session: the one the last push kept, or one from the pool (without a place in the lane
-    /// when every place is taken).
+    /// when none frees up within [`PLACE_WAIT`]).
     pub(crate) async fn lend(self: &Arc<Self>) -> Result<Lent<'_>> {
-        let permit = self.permits.as_ref().and_then(|permits| permits.try_acquire().ok());
+        let permit = match &self.permits {
+            Some(permits) => tokio::time::timeout(PLACE_WAIT, permits.acquire()).await.ok().and_then(|p| p.ok()),
+            None => None,
+        };
         if permit.is_some() {
             let kept = {
                 let mut kept = self.kept.lock().unwrap_or_else(PoisonError::into_inner);
