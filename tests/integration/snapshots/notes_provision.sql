@@ -51,6 +51,10 @@ ALTER TABLE _engine_mutations ADD COLUMN IF NOT EXISTS xid xid8 NOT NULL DEFAULT
 
 ALTER TABLE _engine_clients ADD COLUMN IF NOT EXISTS recorded_at timestamptz NOT NULL DEFAULT '-infinity';
 
+ALTER TABLE _engine_clients ADD COLUMN IF NOT EXISTS collected_to bigint;
+
+ALTER TABLE _engine_clients ALTER COLUMN collected_to SET DEFAULT 0;
+
 CREATE UNIQUE INDEX IF NOT EXISTS _engine_mutations_client_mutation ON _engine_mutations (user_id, client_id, client_mutation_id);
 
 CREATE INDEX IF NOT EXISTS _engine_mutations_applied ON _engine_mutations (applied_at);

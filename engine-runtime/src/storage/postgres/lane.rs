@@ -7,9 +7,10 @@
 //! one that failed, or whose request was dropped mid-statement, gives its session back to the
 //! pool, which checks it and drops it if it is broken.
 //!
-//! The lane holds at most three quarters of the pool (and never all of it), so the pool's other
-//! users (pulls, jobs, collection, the app's own queries) always have sessions it does not hold;
-//! a push that finds no place in the lane free for a while borrows from the pool as before. A session
+//! The lane holds at most three quarters of the pool and never all of it, so sessions it keeps
+//! idle never leave the pool's other users (pulls, jobs, collection, the app's own queries)
+//! with none; a push that finds no place in the lane free for a while borrows from the pool as
+//! they do, and takes a place instead if one frees up first. A session
 //! kept longer than [`CHECK_AFTER_IDLE`] goes back to the pool, to be checked there: a task
 //! tending the lane sends it back within that time again, and empties the lane when the pool is
 //! closed; a session older than the pool's `max_lifetime` goes back too, for the pool to retire.
@@ -74,9 +75,25 @@ impl Lane {
     /// A session: the one the last push kept, or one from the pool (without a place in the lane
     /// when none frees up within [`PLACE_WAIT`]).
     pub(crate) async fn lend(self: &Arc<Self>) -> Result<Lent<'_>> {
+        if self.pool.is_closed() {
+            // Whatever became of the task that tends the lane, closing does not wait on it.
+            self.empty();
+        }
         let permit = match &self.permits {
-            Some(permits) => tokio::time::timeout(PLACE_WAIT, permits.acquire()).await.ok().and_then(|p| p.ok()),
             None => None,
+            Some(permits) => match tokio::time::timeout(PLACE_WAIT, permits.acquire()).await {
+                Ok(permit) => permit.ok(),
+                // A session from the pool, unless a place frees up first (and with it, likely,
+                // a kept session the pool does not have).
+                Err(_) => {
+                    let borrowed = self.pool.acquire();
+                    tokio::pin!(borrowed);
+                    tokio::select! {
+                        conn = &mut borrowed => return Ok(Lent { lane: self, conn: conn?, taken: Instant::now(), permit: None }),
+                        permit = permits.acquire() => permit.ok(),
+                    }
+                }
+            },
         };
         if permit.is_some() {
             let kept = {

@@ -120,15 +120,35 @@ struct Sequence {
     last: u64,
     /// Whether a mutation with this client mutation id was recorded.
     seen: bool,
-    /// The first mutation id whose record is kept (none: no record is): the records before it
-    /// were collected (`Retention::mutations`).
-    kept_from: Option<u64>,
+    /// How far the client's records were collected.
+    collected: Collected,
+}
+
+/// How far a client's records were collected (`Retention::mutations`).
+enum Collected {
+    /// Every record up to this mutation id, as collection noted it (0: none).
+    UpTo(u64),
+    /// Not noted (a client from before collection noted it): the records before the first kept
+    /// one (none: no record is).
+    Before(Option<u64>),
 }
 
 impl Sequence {
+    /// The mutation id up to which the client's records were collected.
+    fn collected_up_to(&self) -> u64 {
+        match self.collected {
+            Collected::UpTo(collected) => collected,
+            Collected::Before(kept) => kept.map_or(self.last, |kept| kept.saturating_sub(1)),
+        }
+    }
+
     /// Whether mutation `id`, behind the sequence, is one whose record was collected.
     fn collected(&self, id: u64) -> bool {
-        id <= self.last && self.kept_from.is_none_or(|kept| id < kept)
+        id <= self.last
+            && match self.collected {
+                Collected::UpTo(collected) => id <= collected,
+                Collected::Before(kept) => kept.is_none_or(|kept| id < kept),
+            }
     }
 }
 
@@ -142,11 +162,16 @@ impl Sequence {
 async fn lock_sequence(conn: &mut PgConnection, user: &str, client: uuid::Uuid, cmid: uuid::Uuid) -> Result<Sequence> {
     const RECORDS: &str = "SELECT EXISTS (
              SELECT 1 FROM _engine_mutations m WHERE m.user_id = $1 AND m.client_id = $2 AND m.client_mutation_id = $3),
+           (SELECT c.collected_to FROM _engine_clients c WHERE c.user_id = $1 AND c.client_id = $2),
            (SELECT min(m.mutation_id) FROM _engine_mutations m WHERE m.user_id = $1 AND m.client_id = $2)";
     let last = lock_last(conn, user, client).await?;
-    let (seen, kept_from): (bool, Option<i64>) =
+    let (seen, collected_to, kept_from): (bool, Option<i64>, Option<i64>) =
         sqlx::query_as(RECORDS).bind(user).bind(client).bind(cmid).fetch_one(&mut *conn).await?;
-    Ok(Sequence { last, seen, kept_from: kept_from.map(to_u64) })
+    let collected = match collected_to {
+        Some(collected) => Collected::UpTo(to_u64(collected)),
+        None => Collected::Before(kept_from.map(to_u64)),
+    };
+    Ok(Sequence { last, seen, collected })
 }
 
 /// Lock the client's sequence and read its last mutation id (creating it at 0 on the client's
@@ -396,19 +421,33 @@ async fn apply_checked(
         let replay = recorded(&mut tx, user, client, mutation)
             .await?
             .map_or_else(|| collected_duplicate(mutation), |(_, replay)| replay);
-        sqlx::query(
-            "WITH advanced AS (
-               UPDATE _engine_clients SET last_mutation_id = $3, last_xid = pg_current_xact_id(),
-                 recorded_at = greatest(now(), recorded_at)
-               WHERE user_id = $1 AND client_id = $2 RETURNING recorded_at)
-             UPDATE _engine_mutations m SET mutation_id = $3, applied_at = a.recorded_at, xid = pg_current_xact_id()
-             FROM advanced a
-             WHERE m.user_id = $1 AND m.client_id = $2 AND m.client_mutation_id = $4",
+        let moved = sqlx::query(
+            "UPDATE _engine_mutations SET mutation_id = $3, xid = pg_current_xact_id(), applied_at = greatest(now(), (
+               SELECT c.recorded_at FROM _engine_clients c WHERE c.user_id = $1 AND c.client_id = $2))
+             WHERE user_id = $1 AND client_id = $2 AND client_mutation_id = $4",
         )
         .bind(user)
         .bind(client)
         .bind(to_i64(mutation.mutation_id)?)
         .bind(mutation.client_mutation_id)
+        .execute(&mut *tx)
+        .await?
+        .rows_affected();
+        // The old number's record is gone without being collected: how far collection went is
+        // noted (it was read from the first kept record before), and a record collected
+        // meanwhile counts as collected up to the new number.
+        let collected = to_i64(sequence.collected_up_to())?;
+        sqlx::query(sqlx::AssertSqlSafe(format!(
+            "UPDATE _engine_clients SET last_mutation_id = $3, last_xid = pg_current_xact_id(),
+               recorded_at = greatest(now(), recorded_at), updated_at = {TOUCHED},
+               collected_to = CASE WHEN $4 THEN $5 ELSE greatest($5, $3) END
+             WHERE user_id = $1 AND client_id = $2"
+        )))
+        .bind(user)
+        .bind(client)
+        .bind(to_i64(mutation.mutation_id)?)
+        .bind(moved > 0)
+        .bind(collected)
         .execute(&mut *tx)
         .await?;
         tx.commit().await?;

@@ -75,20 +75,33 @@ async fn collect_locked(conn: &mut PgConnection, retention: &Retention) -> Resul
     })
     .await?;
     // Mutation records: a replay of one of them is answered from the client's sequence. A
-    // client's records are stamped in the order of their ids, and go oldest first: what is left
-    // of a client's records is always the ones from some id on, which is how a replay tells a
-    // collected record from an id used by another mutation.
+    // client's records are stamped in the order of their ids and go oldest first, and the client
+    // notes how far they went: a replay below it was collected, one above it with no record
+    // had its number used by another mutation.
     let mutation_cutoff = cutoff(retention.mutations);
-    done.mutations = steps(conn, &mut done.steps, || {
-        sqlx::query(
-            "DELETE FROM _engine_mutations WHERE (user_id, client_id, mutation_id) IN (
-               SELECT user_id, client_id, mutation_id FROM _engine_mutations WHERE applied_at < $1
-               ORDER BY applied_at, mutation_id LIMIT $2)",
+    loop {
+        let deleted: i64 = sqlx::query_scalar(
+            "WITH gone AS (
+               DELETE FROM _engine_mutations WHERE (user_id, client_id, mutation_id) IN (
+                 SELECT user_id, client_id, mutation_id FROM _engine_mutations WHERE applied_at < $1
+                 ORDER BY applied_at, mutation_id LIMIT $2)
+               RETURNING user_id, client_id, mutation_id),
+             noted AS (
+               UPDATE _engine_clients c SET collected_to = greatest(c.collected_to, g.upto)
+               FROM (SELECT user_id, client_id, max(mutation_id) AS upto FROM gone GROUP BY user_id, client_id) AS g
+               WHERE c.user_id = g.user_id AND c.client_id = g.client_id)
+             SELECT count(*) FROM gone",
         )
         .bind(mutation_cutoff)
         .bind(batch)
-    })
-    .await?;
+        .fetch_one(&mut *conn)
+        .await?;
+        done.steps += 1;
+        done.mutations += u64::try_from(deleted).unwrap_or(0);
+        if deleted == 0 {
+            break;
+        }
+    }
     // Clients that have not pushed since, with no record left: such a client that comes back
     // starts its sequence again from 0 (its next push is told so and renumbers).
     done.clients = steps(conn, &mut done.steps, || {

@@ -50,7 +50,7 @@ impl PgMutatorTx<'_> {
         self.check_usable()?;
         // A row of the table the insert still waiting goes to is read (which sends the insert):
         // the record's snapshot would not hold it.
-        let waiting = self.pending.as_ref().is_some_and(|p| std::ptr::eq(p.table, table));
+        let waiting = self.pending.as_ref().is_some_and(|p| p.table.name == table.name);
         if !waiting && let Some(held) = self.readable_by_key(table, &key) {
             self.required.push(Required { table, key, held });
             return Ok(true);

@@ -182,6 +182,10 @@ fn engine_tables() -> Vec<String> {
         // client's records grow old in the order of their ids, and collection removes the oldest
         // ids first.
         "ALTER TABLE _engine_clients ADD COLUMN IF NOT EXISTS recorded_at timestamptz NOT NULL DEFAULT '-infinity'".into(),
+        // How far collection removed the client's records (every one up to this id); unknown
+        // (null) for a client from before it was noted, whose first kept record then tells.
+        "ALTER TABLE _engine_clients ADD COLUMN IF NOT EXISTS collected_to bigint".into(),
+        "ALTER TABLE _engine_clients ALTER COLUMN collected_to SET DEFAULT 0".into(),
         "CREATE UNIQUE INDEX IF NOT EXISTS _engine_mutations_client_mutation ON _engine_mutations (user_id, client_id, client_mutation_id)".into(),
         // Collection finds the records and clients past their retention by these.
         "CREATE INDEX IF NOT EXISTS _engine_mutations_applied ON _engine_mutations (applied_at)".into(),

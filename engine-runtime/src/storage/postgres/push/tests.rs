@@ -570,6 +570,16 @@ fn a_renumbered_mutation_keeps_its_record_through_retention() {
         assert_eq!(answered.response.results[0].status, MutationStatus::Duplicate);
         assert_eq!(answered.response.last_mutation_id, 3);
 
+        // Number 1 is free of records now, yet not collected: another mutation under it (a
+        // copied client store) is told it is behind, not that it was applied.
+        let copied = push(vec![add(1)]).await;
+        assert!(
+            matches!(copied.stopped, Some(crate::error::Error::MutationOutOfOrder { last_mutation_id: 3, got: 1 })),
+            "{:?}",
+            copied.stopped
+        );
+        assert!(copied.response.results.is_empty());
+
         // Mutation 1's record, wherever it is, grows old; 2's is kept.
         sqlx::query("UPDATE _engine_mutations SET applied_at = now() - interval '2 days' WHERE client_id = $1 AND mutation_id = 1")
             .bind(client)
