@@ -10,10 +10,10 @@
 //! The lane holds at most three quarters of the pool and never all of it, so sessions it keeps
 //! idle never leave the pool's other users (pulls, jobs, collection, the app's own queries)
 //! with none; a push that finds no place in the lane free for a while borrows from the pool as
-//! they do, and takes a place instead if one frees up first. A session
-//! kept longer than [`CHECK_AFTER_IDLE`] goes back to the pool, to be checked there: a task
-//! tending the lane sends it back within that time again, and empties the lane when the pool is
-//! closed; a session older than the pool's `max_lifetime` goes back too, for the pool to retire.
+//! they do, and takes a place instead if one frees up first. A session kept longer than
+//! [`CHECK_AFTER_IDLE`] goes back to the pool, to be checked there: a task tending the lane
+//! sends it back within that time again, and empties the lane when the pool is closed; a
+//! session older than the pool's `max_lifetime` goes back too, for the pool to retire.
 
 use std::collections::VecDeque;
 use std::sync::{Arc, Mutex, Once, PoisonError, Weak};
@@ -35,7 +35,9 @@ const PLACE_WAIT: Duration = Duration::from_millis(100);
 #[derive(Debug)]
 pub(crate) struct Lane {
     pool: PgPool,
-    /// One per session the lane lends or keeps; none when the pool is too small to share.
+    /// One per session the lane lends (only a push that held one keeps its session, and a push
+    /// that gets one takes a kept session first, so kept and lent sessions never outnumber
+    /// them); none when the pool is too small to share.
     permits: Option<Semaphore>,
     /// Kept sessions, the longest kept first.
     kept: Mutex<VecDeque<Kept>>,
@@ -96,17 +98,14 @@ impl Lane {
             },
         };
         if permit.is_some() {
-            let kept = {
+            let (newest, stale) = {
                 let mut kept = self.kept.lock().unwrap_or_else(PoisonError::into_inner);
-                let fresh = kept.pop_back();
-                let stale = Self::stale(&mut kept);
-                (fresh, stale)
+                (kept.pop_back(), Self::stale(&mut kept))
             };
-            // Sessions idle too long to be lent unchecked go back to the pool, which checks
-            // them as it takes them back.
-            let (fresh, stale) = kept;
+            // Sessions idle too long to be lent unchecked go back to the pool (outside the
+            // lock), which checks them as it takes them back.
             drop(stale);
-            if let Some(Kept { conn, since, taken }) = fresh
+            if let Some(Kept { conn, since, taken }) = newest
                 && since.elapsed() <= CHECK_AFTER_IDLE
             {
                 return Ok(Lent { lane: self, conn, taken, permit });

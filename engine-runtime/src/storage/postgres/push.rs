@@ -144,11 +144,7 @@ impl Sequence {
 
     /// Whether mutation `id`, behind the sequence, is one whose record was collected.
     fn collected(&self, id: u64) -> bool {
-        id <= self.last
-            && match self.collected {
-                Collected::UpTo(collected) => id <= collected,
-                Collected::Before(kept) => kept.is_none_or(|kept| id < kept),
-            }
+        id <= self.last && id <= self.collected_up_to()
     }
 }
 

@@ -79,29 +79,24 @@ async fn collect_locked(conn: &mut PgConnection, retention: &Retention) -> Resul
     // notes how far they went: a replay below it was collected, one above it with no record
     // had its number used by another mutation.
     let mutation_cutoff = cutoff(retention.mutations);
-    loop {
-        let deleted: i64 = sqlx::query_scalar(
-            "WITH gone AS (
-               DELETE FROM _engine_mutations WHERE (user_id, client_id, mutation_id) IN (
-                 SELECT user_id, client_id, mutation_id FROM _engine_mutations WHERE applied_at < $1
-                 ORDER BY applied_at, mutation_id LIMIT $2)
-               RETURNING user_id, client_id, mutation_id),
+    // The records to go are locked as they are chosen (one a push moves meanwhile is not chosen),
+    // and exactly those are noted and deleted.
+    done.mutations = steps(conn, &mut done.steps, || {
+        sqlx::query(
+            "WITH doomed AS (
+               SELECT user_id, client_id, mutation_id FROM _engine_mutations WHERE applied_at < $1
+               ORDER BY applied_at, mutation_id LIMIT $2 FOR UPDATE),
              noted AS (
-               UPDATE _engine_clients c SET collected_to = greatest(c.collected_to, g.upto)
-               FROM (SELECT user_id, client_id, max(mutation_id) AS upto FROM gone GROUP BY user_id, client_id) AS g
-               WHERE c.user_id = g.user_id AND c.client_id = g.client_id)
-             SELECT count(*) FROM gone",
+               UPDATE _engine_clients c SET collected_to = greatest(c.collected_to, d.upto)
+               FROM (SELECT user_id, client_id, max(mutation_id) AS upto FROM doomed GROUP BY user_id, client_id) AS d
+               WHERE c.user_id = d.user_id AND c.client_id = d.client_id)
+             DELETE FROM _engine_mutations m USING doomed d
+             WHERE m.user_id = d.user_id AND m.client_id = d.client_id AND m.mutation_id = d.mutation_id",
         )
         .bind(mutation_cutoff)
         .bind(batch)
-        .fetch_one(&mut *conn)
-        .await?;
-        done.steps += 1;
-        done.mutations += u64::try_from(deleted).unwrap_or(0);
-        if deleted == 0 {
-            break;
-        }
-    }
+    })
+    .await?;
     // Clients that have not pushed since, with no record left: such a client that comes back
     // starts its sequence again from 0 (its next push is told so and renumbers).
     done.clients = steps(conn, &mut done.steps, || {

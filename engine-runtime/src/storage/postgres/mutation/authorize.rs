@@ -226,18 +226,19 @@ impl PgMutatorTx<'_> {
         if !self.is_synced(table) {
             return Some(None);
         }
-        let key_columns: BTreeSet<&str> = table.key_columns().map(|c| c.name).collect();
+        let is_key = |column: &str| table.key_columns().any(|c| c.name == column);
         let mut unknown = None;
         for selection in self.store.rules.selections(table.name) {
-            let by_key = selection.selection.filters.is_empty()
-                && selection.selection.scope.iter().all(|eq| key_columns.contains(eq.column));
+            let by_key =
+                selection.selection.filters.is_empty() && selection.selection.scope.iter().all(|eq| is_key(eq.column));
             let Some(bucket) = by_key.then(|| selection.bucket_of(key)).flatten() else { continue };
             let entered = self.holdings.entered.contains(&bucket) && !self.holdings.accepted.contains(&bucket);
-            match self.holdings.held_at_start.get(&bucket) {
-                _ if entered => return Some(None),
-                Some(true) => return Some(None),
-                Some(false) => continue,
-                None => {}
+            let held = self.holdings.held_at_start.get(&bucket).copied();
+            if entered || held == Some(true) {
+                return Some(None);
+            }
+            if held == Some(false) {
+                continue;
             }
             let rule = selection.rule;
             match self.membership_query(rule) {

@@ -293,8 +293,16 @@ async fn carol_adds(
     client: uuid::Uuid,
     id: u64,
 ) -> crate::error::Result<crate::storage::Pushed> {
-    let add = mutation(id, "add_note", json!({"list_id": "l", "title": "t"}));
-    storage.push(&Actor::new("carol", "carol"), &PushRequest { client_id: client, mutations: vec![add] }).await
+    carol_pushes(storage, client, vec![mutation(id, "add_note", json!({"list_id": "l", "title": "t"}))]).await
+}
+
+/// Carol pushes `mutations` from `client`.
+async fn carol_pushes(
+    storage: &PostgresStorage,
+    client: uuid::Uuid,
+    mutations: Vec<MutationRequest>,
+) -> crate::error::Result<crate::storage::Pushed> {
+    storage.push(&Actor::new("carol", "carol"), &PushRequest { client_id: client, mutations }).await
 }
 
 /// With the session used at `used` lost, pushing note `id` fails as a request to retry, nothing
@@ -554,13 +562,8 @@ fn a_required_row_is_confirmed_before_the_mutation_writes() {
 fn a_renumbered_mutation_keeps_its_record_through_retention() {
     block_on(async {
         let (db, storage) = shared_list().await;
-        let carol = Actor::new("carol", "carol");
         let client = uuid::Uuid::new_v4();
-        let push = |mutations: Vec<MutationRequest>| {
-            let storage = storage.clone();
-            let carol = carol.clone();
-            async move { storage.push(&carol, &PushRequest { client_id: client, mutations }).await.unwrap() }
-        };
+        let push = async |mutations| carol_pushes(&storage, client, mutations).await.unwrap();
         let add = |id| mutation(id, "add_note", json!({"list_id": "l", "title": "t"}));
         let (first, second) = (add(1), add(2));
         push(vec![first.clone(), second]).await;
@@ -594,6 +597,41 @@ fn a_renumbered_mutation_keeps_its_record_through_retention() {
         assert_eq!(replay.response.results[0].status, MutationStatus::Duplicate);
         assert!(replay.response.results[0].server_id.is_some(), "from its record");
         assert_eq!(notes(&db).await, 2, "applied once");
+        db.drop().await;
+    });
+}
+
+/// A client from before collection noted how far it went (`collected_to` null) is judged by its
+/// first kept record: a replay below it was collected, a number at or above it with another
+/// mutation's record is another mutation's.
+#[test]
+fn a_client_without_a_collection_mark_is_judged_by_its_first_kept_record() {
+    block_on(async {
+        let (db, storage) = shared_list().await;
+        let client = uuid::Uuid::new_v4();
+        let add = |id| mutation(id, "add_note", json!({"list_id": "l", "title": "t"}));
+        let (first, second) = (add(1), add(2));
+        let pushed = carol_pushes(&storage, client, vec![first.clone(), second]).await.unwrap();
+        assert_eq!(pushed.response.last_mutation_id, 2);
+        for statement in [
+            "UPDATE _engine_clients SET collected_to = NULL WHERE client_id = $1",
+            "DELETE FROM _engine_mutations WHERE client_id = $1 AND mutation_id = 1",
+        ] {
+            sqlx::query(statement).bind(client).execute(&db.pool).await.unwrap();
+        }
+
+        let replay = carol_pushes(&storage, client, vec![first]).await.unwrap();
+        assert!(replay.stopped.is_none(), "{:?}", replay.stopped);
+        let result = &replay.response.results[0];
+        assert_eq!((result.status, result.server_id.as_ref()), (MutationStatus::Duplicate, None), "collected");
+
+        let copied = carol_pushes(&storage, client, vec![add(2)]).await.unwrap();
+        assert!(
+            matches!(copied.stopped, Some(crate::error::Error::MutationOutOfOrder { last_mutation_id: 2, got: 2 })),
+            "{:?}",
+            copied.stopped
+        );
+        assert_eq!(notes(&db).await, 2);
         db.drop().await;
     });
 }
