@@ -8,6 +8,7 @@ use engine::storage::postgres::Timeouts;
 use reqwest::StatusCode;
 use serde_json::{Value, json};
 
+use crate::support::partition::Partition;
 use crate::support::{TestDb, TestServer};
 
 fn mutations(first: u64, count: u64) -> Vec<Value> {
@@ -177,4 +178,69 @@ async fn keep_alive_clients_bursting_past_the_limits_get_an_answer_to_every_requ
     assert_eq!(seen.values().sum::<i32>(), 16 * 60);
     assert!(seen.keys().all(|s| [200, 413, 429].contains(s)), "{seen:?}");
     assert!(seen.contains_key(&200) && seen.contains_key(&413) && seen.contains_key(&429), "{seen:?}");
+}
+
+/// Sessions whose database stops answering without closing them (a partition, a vanished host)
+/// fail the requests on them as transient once the store's deadline for an answer passes, and
+/// are closed rather than given back to the pool: the server opens new sessions and serves
+/// again, partition after partition. Without the deadline these requests waited for good; with
+/// the deadline but the sessions given back, the pool's check of each waited for good and held
+/// its place, and after two partitions the pool of two had none left.
+#[tokio::test]
+async fn sessions_the_database_stopped_answering_are_given_up_and_the_server_serves_again() {
+    let db = TestDb::new().await;
+    db.notes().await;
+    let partition = Partition::start(&db.url).await;
+    let timeouts = Timeouts::default().statement(Duration::from_millis(500)).lost_after(Duration::from_secs(1));
+    let storage = engine::storage::postgres(partition.url()).max_connections(2).timeouts(timeouts);
+    let server = TestServer::start(&db, |b| b.storage(storage)).await;
+    // Every request is answered well within this, or the test fails rather than hangs.
+    let http = reqwest::Client::builder().timeout(Duration::from_secs(30)).build().unwrap();
+    let (phone, laptop) = (uuid::Uuid::new_v4(), uuid::Uuid::new_v4());
+    let send = |path: &str, body: Value| {
+        let request = http
+            .post(server.url(path))
+            .bearer_auth(TestServer::token("alice"))
+            .header("content-type", "application/json")
+            .body(body.to_string());
+        async move {
+            let response = request.send().await.expect("every request is answered");
+            let status = response.status();
+            (status, response.json::<Value>().await.unwrap())
+        }
+    };
+    // Send until served (at most ten tries), counting the transient refusals.
+    let until_served = |path: &'static str, body: Value| {
+        let send = &send;
+        async move {
+            for refused in 0..10 {
+                match send(path, body.clone()).await {
+                    (StatusCode::OK, answer) => return (answer, refused),
+                    (StatusCode::SERVICE_UNAVAILABLE, problem) => {
+                        assert_eq!(problem["code"], "retry_later", "{problem}");
+                    }
+                    (status, answer) => panic!("{path} answered {status}: {answer}"),
+                }
+            }
+            panic!("{path} was refused ten times: the server does not serve again");
+        }
+    };
+    let mut refused = 0;
+    for round in 1..=3u64 {
+        // Two pushes at once: the pool opens its sessions, one kept for the next push.
+        let pushes = tokio::join!(
+            until_served("/sync/push", json!({"clientId": phone, "mutations": mutations(round * 2 - 1, 1)})),
+            until_served("/sync/push", json!({"clientId": laptop, "mutations": mutations(round, 1)})),
+        );
+        refused += pushes.0.1 + pushes.1.1;
+        partition.cut();
+        let (pulled, pull_refused) = until_served("/sync/pull", json!({"clientId": phone})).await;
+        let lists = pulled["changes"].as_array().unwrap().iter().filter(|c| c["table"] == "lists").count();
+        assert_eq!(lists, usize::try_from(3 * round - 1).unwrap(), "every list pushed so far: {pulled}");
+        let (pushed, push_refused) =
+            until_served("/sync/push", json!({"clientId": phone, "mutations": mutations(round * 2, 1)})).await;
+        assert_eq!(pushed["results"][0]["status"], "applied", "{pushed}");
+        refused += pull_refused + push_refused;
+    }
+    assert!(refused >= 3, "a request met a session cut by each partition: {refused} refused");
 }

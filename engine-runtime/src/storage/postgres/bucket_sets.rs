@@ -11,7 +11,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use engine_kernel::BucketKey;
-use sqlx::{PgConnection, PgPool};
+use sqlx::PgConnection;
 
 use crate::cursor::{CursorKey, SetDigest};
 use crate::error::{Error, Result};
@@ -96,7 +96,7 @@ pub(crate) async fn load(
 /// Store `sets` and mark them used, before a cursor naming them is handed out (a set this
 /// instance marked within the last hour is left as it is).
 pub(crate) async fn store(
-    pool: &PgPool,
+    conn: &mut PgConnection,
     cache: &Mutex<SetCache>,
     sets: Vec<(SetDigest, Vec<BucketKey>)>,
 ) -> Result<()> {
@@ -111,7 +111,7 @@ pub(crate) async fn store(
         )
         .bind(digest.as_str())
         .bind(&keys)
-        .execute(pool)
+        .execute(&mut *conn)
         .await?;
         cache.lock().unwrap_or_else(std::sync::PoisonError::into_inner).put(
             digest,
@@ -123,16 +123,17 @@ pub(crate) async fn store(
 }
 
 /// The database's cursor key, made the first time a server asks for it.
-pub(crate) async fn cursor_key(pool: &PgPool) -> Result<CursorKey> {
+pub(crate) async fn cursor_key(conn: &mut PgConnection) -> Result<CursorKey> {
     for _ in 0..2 {
         let made = format!("{}{}", uuid::Uuid::new_v4().simple(), uuid::Uuid::new_v4().simple());
         sqlx::query("INSERT INTO _engine_meta (key, value) VALUES ('cursor_key', $1) ON CONFLICT (key) DO NOTHING")
             .bind(made)
-            .execute(pool)
+            .execute(&mut *conn)
             .await?;
         // Made by this call or another: the row is there once either committed.
-        let key: Option<String> =
-            sqlx::query_scalar("SELECT value FROM _engine_meta WHERE key = 'cursor_key'").fetch_optional(pool).await?;
+        let key: Option<String> = sqlx::query_scalar("SELECT value FROM _engine_meta WHERE key = 'cursor_key'")
+            .fetch_optional(&mut *conn)
+            .await?;
         if let Some(key) = key {
             return if key.len() >= 32 {
                 Ok(CursorKey::new(key.as_bytes()))

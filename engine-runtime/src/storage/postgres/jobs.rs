@@ -36,8 +36,9 @@ pub(crate) async fn insert(conn: &mut PgConnection, job: &JobRequest, user_id: O
 impl JobQueue for PostgresStorage {
     fn enqueue_job(&self, job: JobRequest) -> BoxFuture<'_, Result<i64>> {
         Box::pin(async move {
-            let mut conn = self.pool.acquire().await?;
-            Ok(insert(&mut conn, &job, None).await?)
+            let mut session = self.session().await?;
+            let outcome = self.within(insert(&mut session, &job, None)).await;
+            session.end(outcome)
         })
     }
 
@@ -48,7 +49,8 @@ impl JobQueue for PostgresStorage {
         lease: Duration,
     ) -> BoxFuture<'a, Result<Vec<ClaimedJob>>> {
         Box::pin(async move {
-            let rows: Vec<(i64, String, serde_json::Value, i32, Option<String>)> = sqlx::query_as(
+            let mut session = self.session().await?;
+            let claimed = sqlx::query_as(
                 "UPDATE _engine_jobs AS j
                  SET state = 'running', attempts = j.attempts + 1,
                      leased_until = now() + $3 * interval '1 millisecond'
@@ -64,8 +66,9 @@ impl JobQueue for PostgresStorage {
             .bind(names)
             .bind(i64::try_from(limit).unwrap_or(i64::MAX))
             .bind(millis(lease))
-            .fetch_all(&self.pool)
-            .await?;
+            .fetch_all(&mut *session);
+            let outcome = self.within(claimed).await;
+            let rows: Vec<(i64, String, serde_json::Value, i32, Option<String>)> = session.end(outcome)?;
             Ok(rows
                 .into_iter()
                 .map(|(id, name, payload, attempts, user_id)| ClaimedJob {
@@ -104,8 +107,9 @@ impl JobQueue for PostgresStorage {
                 JobEnd::Retry { after, error } => query = query.bind(millis(*after)).bind(error),
                 JobEnd::Dead { error } => query = query.bind(error),
             }
-            let done = query.execute(&self.pool).await?;
-            Ok(done.rows_affected() == 1)
+            let mut session = self.session().await?;
+            let outcome = self.within(query.execute(&mut *session)).await;
+            Ok(session.end(outcome)?.rows_affected() == 1)
         })
     }
 
@@ -146,8 +150,9 @@ impl JobQueue for PostgresStorage {
 
     fn job_counts(&self) -> BoxFuture<'_, Result<JobCounts>> {
         Box::pin(async move {
-            let mut conn = self.pool.acquire().await?;
-            counts(&mut conn).await
+            let mut session = self.session().await?;
+            let outcome = self.within(counts(&mut session)).await;
+            session.end(outcome)
         })
     }
 }

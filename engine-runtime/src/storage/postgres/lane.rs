@@ -4,15 +4,17 @@
 //! `ReadyForQuery`): a third of the round trips of a push that is otherwise a read and a write.
 //! A push that ends as it should (every transaction it began committed or rolled back, no
 //! statement cut short) leaves its session in the lane, where the next push takes it unchecked;
-//! one that failed, or whose request was dropped mid-statement, gives its session back to the
-//! pool, which checks it and drops it if it is broken.
+//! one that failed gives its session back to the pool, which checks it and drops it if it is
+//! broken; one cut short (Postgres did not answer in time, or its request was dropped
+//! mid-statement) closes it (`deadline.rs`).
 //!
 //! The lane holds at most three quarters of the pool and never all of it, so sessions it keeps
 //! idle never leave the pool's other users (pulls, jobs, collection, the app's own queries)
 //! with none; a push that finds no place in the lane free for a while borrows from the pool as
 //! they do, and takes a place instead if one frees up first. A session kept longer than
-//! [`CHECK_AFTER_IDLE`] goes back to the pool, to be checked there: a task tending the lane
-//! sends it back within that time again, and empties the lane when the pool is closed; a
+//! [`CHECK_AFTER_IDLE`] goes back to the pool once it has answered a check of the lane's own
+//! (one whose peer is gone would hang the pool's check), else it is closed: a task tending the
+//! lane sends it back within that time again, and empties the lane when the pool is closed; a
 //! session older than the pool's `max_lifetime` goes back too, for the pool to retire.
 
 use std::collections::VecDeque;
@@ -24,12 +26,17 @@ use sqlx::{PgConnection, PgPool, Postgres};
 use tokio::sync::{Semaphore, SemaphorePermit};
 
 use super::CHECK_AFTER_IDLE;
+use super::deadline::{Session, give_back_checked};
 use crate::error::Result;
 
 /// How long a push waits for a place in the lane before it borrows a session from the pool: a
 /// place frees up as soon as a push ends (a fraction of a millisecond for most), and a session
 /// kept in the lane saves the pool's check.
 const PLACE_WAIT: Duration = Duration::from_millis(100);
+
+/// How long a session that sat kept has to answer the check it gets before it goes back to the
+/// pool; one that does not is closed.
+const RETURN_CHECK: Duration = Duration::from_secs(5);
 
 /// Sessions kept between pushes.
 #[derive(Debug)]
@@ -54,10 +61,11 @@ struct Kept {
     taken: Instant,
 }
 
-/// A session lent by the lane; [`Lent::keep`] hands it on, dropping it gives it back to the pool.
+/// A session lent by the lane: [`Lent::keep`] hands it on, [`Lent::give_back`] gives it back to
+/// the pool, and dropping it closes it.
 pub(crate) struct Lent<'a> {
     lane: &'a Arc<Lane>,
-    conn: PoolConnection<Postgres>,
+    conn: Session,
     /// When the lane took the session from the pool.
     taken: Instant,
     /// The lane's place: none for a session borrowed from the pool when no place freed up,
@@ -91,7 +99,7 @@ impl Lane {
                     let borrowed = self.pool.acquire();
                     tokio::pin!(borrowed);
                     tokio::select! {
-                        conn = &mut borrowed => return Ok(Lent { lane: self, conn: conn?, taken: Instant::now(), permit: None }),
+                        conn = &mut borrowed => return Ok(Lent { lane: self, conn: Session::new(conn?), taken: Instant::now(), permit: None }),
                         permit = permits.acquire() => permit.ok(),
                     }
                 }
@@ -102,17 +110,17 @@ impl Lane {
                 let mut kept = self.kept.lock().unwrap_or_else(PoisonError::into_inner);
                 (kept.pop_back(), Self::stale(&mut kept))
             };
-            // Sessions idle too long to be lent unchecked go back to the pool (outside the
-            // lock), which checks them as it takes them back.
-            drop(stale);
-            if let Some(Kept { conn, since, taken }) = newest
-                && since.elapsed() <= CHECK_AFTER_IDLE
-            {
-                return Ok(Lent { lane: self, conn, taken, permit });
+            // Sessions idle too long to be lent unchecked go back to the pool, checked.
+            Self::give_back(stale);
+            if let Some(Kept { conn, since, taken }) = newest {
+                if since.elapsed() <= CHECK_AFTER_IDLE {
+                    return Ok(Lent { lane: self, conn: Session::new(conn), taken, permit });
+                }
+                Self::give_back(vec![Kept { conn, since, taken }]);
             }
         }
         let conn = self.pool.acquire().await?;
-        Ok(Lent { lane: self, conn, taken: Instant::now(), permit })
+        Ok(Lent { lane: self, conn: Session::new(conn), taken: Instant::now(), permit })
     }
 
     /// Take out the sessions kept longer than [`CHECK_AFTER_IDLE`] (the oldest are first).
@@ -121,7 +129,15 @@ impl Lane {
         kept.drain(..fresh_from).collect()
     }
 
-    /// Give every kept session back to the pool.
+    /// Give `sessions` back to the pool, each once it answers a check within [`RETURN_CHECK`],
+    /// and close those that do not.
+    fn give_back(sessions: Vec<Kept>) {
+        for Kept { conn, .. } in sessions {
+            tokio::spawn(give_back_checked(conn, RETURN_CHECK));
+        }
+    }
+
+    /// Give every kept session back to the pool (closed: the pool closes what it takes back).
     fn empty(&self) {
         let kept = std::mem::take(&mut *self.kept.lock().unwrap_or_else(PoisonError::into_inner));
         drop(kept);
@@ -145,7 +161,7 @@ impl Lane {
                         return;
                     }
                     let stale = Self::stale(&mut lane.kept.lock().unwrap_or_else(PoisonError::into_inner));
-                    drop(stale);
+                    Self::give_back(stale);
                 }
             });
         });
@@ -162,8 +178,10 @@ impl Lent<'_> {
     /// began and saw no failure of the session.
     pub(crate) fn keep(self) {
         let Lent { lane, conn, taken, permit } = self;
+        let conn = conn.into_inner();
         if permit.is_none() || lane.pool.is_closed() || taken.elapsed() >= lane.max_lifetime() {
-            return;
+            // Back to the pool.
+            return drop(conn);
         }
         lane.tend();
         let kept = Kept { conn, since: Instant::now(), taken };
@@ -172,6 +190,12 @@ impl Lent<'_> {
             // Closed while it was put away: the task may already have emptied the lane.
             lane.empty();
         }
+    }
+
+    /// Give the session back to the pool, which checks it: the push that used it saw a failure,
+    /// but Postgres answered everything it sent.
+    pub(crate) fn give_back(self) {
+        drop(self.conn.into_inner());
     }
 }
 

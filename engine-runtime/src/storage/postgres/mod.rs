@@ -2,6 +2,7 @@
 //! push path.
 
 mod bucket_sets;
+mod deadline;
 mod held;
 mod jobs;
 mod lane;
@@ -33,11 +34,14 @@ pub use jobs::{JobAdmin, JobRecord};
 pub use provision::{ProvisionLocks, SCHEMA_VERSION, provision_plan};
 pub use pull::{DEFAULT_PULL_LIMIT, MAX_PULL_LIMIT};
 pub use push::MAX_CLOCK_LEAD_MS;
-pub use timeouts::{DEFAULT_IDLE_IN_TRANSACTION_TIMEOUT, DEFAULT_LOCK_TIMEOUT, DEFAULT_STATEMENT_TIMEOUT, Timeouts};
+pub use timeouts::{
+    DEFAULT_IDLE_IN_TRANSACTION_TIMEOUT, DEFAULT_LOCK_TIMEOUT, DEFAULT_LOST_AFTER, DEFAULT_STATEMENT_TIMEOUT, Timeouts,
+};
 
 use super::{Collected, Gauges, HorizonBlocker, OpenStorage, Pushed, Retention, Stats, Storage, StoreLimits};
 use crate::buckets::RuleIndex;
 use crate::error::{Error, Result};
+use deadline::{Lost, Session};
 use selection::Sql;
 
 /// Postgres at `url` (`postgres://user@host:port/database`): the storage the server opens.
@@ -166,7 +170,9 @@ impl Postgres {
                     .map_err(|e| Error::config_from("cannot connect to Postgres", e))?
             }
         };
-        Ok(PostgresStorage::new(pool, app).with_limits(self.limits))
+        let mut store = PostgresStorage::new(pool, app).with_limits(self.limits);
+        store.lost_after = self.timeouts.lost_after;
+        Ok(store)
     }
 }
 
@@ -207,6 +213,8 @@ pub struct PostgresStorage {
     pub(crate) limits: Arc<StoreLimits>,
     /// How long provisioning waits for table locks.
     provision_locks: ProvisionLocks,
+    /// How long Postgres has to answer a piece of work before its session is taken for lost.
+    lost_after: Duration,
 }
 
 impl PostgresStorage {
@@ -227,7 +235,18 @@ impl PostgresStorage {
             bucket_sets: Arc::default(),
             limits: Arc::default(),
             provision_locks: ProvisionLocks::default(),
+            lost_after: timeouts::DEFAULT_LOST_AFTER,
         }
+    }
+
+    /// A session of the pool for one piece of work ([`Session::end`] gives it back).
+    pub(crate) async fn session(&self) -> Result<Session> {
+        Ok(Session::new(self.pool.acquire().await?))
+    }
+
+    /// `work`, unless Postgres has not answered it within [`Timeouts::lost_after`].
+    pub(crate) async fn within<T>(&self, work: impl Future<Output = T>) -> std::result::Result<T, Lost> {
+        deadline::within(self.lost_after, work).await
     }
 
     /// This store with provisioning's lock waits bounded by `locks` (default:
@@ -252,8 +271,8 @@ impl PostgresStorage {
     }
 
     /// The key that signs this database's cursors.
-    pub(crate) async fn cursor_key(&self) -> Result<crate::cursor::CursorKey> {
-        self.cursor_key.get_or_try_init(|| bucket_sets::cursor_key(&self.pool)).await.cloned()
+    pub(crate) async fn cursor_key(&self, conn: &mut sqlx::PgConnection) -> Result<crate::cursor::CursorKey> {
+        self.cursor_key.get_or_try_init(|| bucket_sets::cursor_key(conn)).await.cloned()
     }
 
     /// The connection pool.
@@ -266,10 +285,18 @@ impl PostgresStorage {
     /// horizon has passed its transaction id.
     pub async fn horizon(&self) -> Result<u64> {
         let floor = self.horizon_floor();
-        let mut tx = self.pool.begin_with("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY").await?;
-        let horizon = self.read_horizon(&mut tx, floor).await?;
-        tx.commit().await?;
-        Ok(horizon)
+        let mut session = self.session().await?;
+        let outcome = self
+            .within(async {
+                let mut tx =
+                    sqlx::Connection::begin_with(&mut *session, "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY")
+                        .await?;
+                let horizon = self.read_horizon(&mut tx, floor).await?;
+                tx.commit().await?;
+                Ok::<_, Error>(horizon)
+            })
+            .await;
+        session.end(outcome)
     }
 
     /// A horizon a transaction begun after this call may use even if its own reading is lower:
@@ -347,8 +374,11 @@ impl PostgresStorage {
     /// The next transaction id to be assigned: once [`horizon`](Self::horizon) reaches it,
     /// everything committed before this call is visible to pulls.
     pub async fn next_xid(&self) -> Result<u64> {
-        let next: String =
-            sqlx::query_scalar("SELECT pg_snapshot_xmax(pg_current_snapshot())::text").fetch_one(&self.pool).await?;
+        let mut session = self.session().await?;
+        let outcome = self
+            .within(sqlx::query_scalar("SELECT pg_snapshot_xmax(pg_current_snapshot())::text").fetch_one(&mut *session))
+            .await;
+        let next: String = session.end(outcome)?;
         sql::xid(&next)
     }
 }
@@ -377,57 +407,17 @@ impl Storage for PostgresStorage {
         uploaders: &'a [String],
     ) -> BoxFuture<'a, Result<bool>> {
         Box::pin(async move {
-            use engine_kernel::MutatorTx;
-            let mut conn = self.pool.acquire().await?;
-            let has_blobs = self.app.tables().iter().any(|def| def.meta().columns.iter().any(|c| c.blob));
-            if !has_blobs {
-                return Ok(false);
-            }
-            // The rows an uploader wrote the key into; whether the actor can read one of them,
-            // and whether it still holds the key, the mutation's scoped reads say.
-            let written: Vec<(String, Value, String)> = sqlx::query_as(
-                "SELECT table_name, row_key, column_name FROM _engine_blob_refs
-                 WHERE blob_key = $1 AND writer = ANY($2) LIMIT 1000",
-            )
-            .bind(key.to_string())
-            .bind(uploaders)
-            .fetch_all(&mut *conn)
-            .await?;
-            let hlc = self
-                .clock
-                .lock()
-                .unwrap_or_else(std::sync::PoisonError::into_inner)
-                .tick(engine_kernel::hlc::wall_clock_ms());
-            // The reads of a mutation, which see only the rows of the actor's buckets; it
-            // never writes, so no transaction begins.
-            let mut reads = mutation::PgMutatorTx::new(
-                mutation::Session::Deferred(&mut conn),
-                self,
-                actor.clone(),
-                hlc,
-                uuid::Uuid::nil(),
-            );
-            for (table_name, row_key, column_name) in written {
-                let Some(table) = self.app.table(&table_name) else { continue };
-                let Some(column) = table.column(&column_name).filter(|c| c.blob) else { continue };
-                let Value::Object(key_values) = row_key else { continue };
-                let mut filter = vec![(column.name, Value::String(key.to_string()))];
-                for (name, value) in key_values {
-                    let Some(key_column) = table.column(&name) else { continue };
-                    filter.push((key_column.name, value));
-                }
-                if !reads.select(table, filter, Some(1)).await?.is_empty() {
-                    return Ok(true);
-                }
-            }
-            Ok(false)
+            let mut session = self.session().await?;
+            let outcome = self.within(self.can_read_blob_on(&mut session, actor, key, uploaders)).await;
+            session.end(outcome)
         })
     }
 
     fn held_buckets<'a>(&'a self, actor: &'a Actor) -> BoxFuture<'a, Result<BTreeSet<BucketKey>>> {
         Box::pin(async move {
-            let mut conn = self.pool.acquire().await?;
-            let held = held::held_buckets(&mut conn, &self.app, &self.memberships, actor).await?;
+            let mut session = self.session().await?;
+            let outcome = self.within(held::held_buckets(&mut session, &self.app, &self.memberships, actor)).await;
+            let held = session.end(outcome)?;
             if held.len() > self.limits.buckets_per_actor {
                 return Err(Error::TooManyBuckets { held: held.len(), limit: self.limits.buckets_per_actor });
             }
@@ -441,69 +431,127 @@ impl Storage for PostgresStorage {
 
     fn stats(&self) -> BoxFuture<'_, Result<Stats>> {
         Box::pin(async move {
-            let mut conn = self.pool.acquire().await?;
-            let count = |n: i64| u64::try_from(n).unwrap_or(0);
-            let (clients, applied, rejected, tombstones): (i64, i64, i64, i64) = sqlx::query_as(
-                "SELECT (SELECT count(*) FROM _engine_clients),
-                        (SELECT count(*) FROM _engine_mutations WHERE status = 'applied'),
-                        (SELECT count(*) FROM _engine_mutations WHERE status = 'rejected'),
-                        (SELECT count(*) FROM _engine_tombstones)",
-            )
-            .fetch_one(&mut *conn)
-            .await?;
-            let mut buckets = 0;
-            for rule in self.app.sync_rules().rules {
-                let scopes: Vec<String> = self
-                    .rules
-                    .rule_selections(rule.name)
-                    .map(|rule_selection| {
-                        let table = self.app.table(rule_selection.selection.table).expect("rule tables are app tables");
-                        let (parameters, conditions) = selection::any_bucket("t", table, rule_selection);
-                        format!("SELECT {parameters} FROM {} AS t WHERE {conditions}", sql::ident(table.name))
-                    })
-                    .collect();
-                let mut sql = Sql::new(format!("SELECT count(*) FROM ({}) AS b", scopes.join(" UNION ")));
-                let n: i64 = sql.build_query_scalar().fetch_one(&mut *conn).await?;
-                buckets += count(n);
-            }
-            let blocker = blocker(&mut conn).await?;
-            Ok(Stats {
-                horizon_lag_ms: blocker.as_ref().map_or(0, |b| u64::try_from(b.age.as_millis()).unwrap_or(u64::MAX)),
-                horizon_blocker_pid: blocker.map(|b| b.pid),
-                jobs: jobs::counts(&mut conn).await?,
-                buckets,
-                clients: count(clients),
-                applied_mutations: count(applied),
-                rejected_mutations: count(rejected),
-                tombstones: count(tombstones),
-            })
+            let mut session = self.session().await?;
+            let outcome = self.within(self.stats_on(&mut session)).await;
+            session.end(outcome)
         })
     }
 
     fn horizon_blocker(&self) -> BoxFuture<'_, Result<Option<HorizonBlocker>>> {
         Box::pin(async move {
-            let mut conn = self.pool.acquire().await?;
-            blocker(&mut conn).await
+            let mut session = self.session().await?;
+            let outcome = self.within(blocker(&mut session)).await;
+            session.end(outcome)
         })
     }
 
     fn gauges(&self) -> BoxFuture<'_, Result<Gauges>> {
         Box::pin(async move {
             let (pool_size, pool_idle) = (self.pool.size(), u32::try_from(self.pool.num_idle()).unwrap_or(u32::MAX));
-            let mut conn = self.pool.acquire().await?;
-            let horizon_lag = blocker(&mut conn).await?.map(|b| b.age).unwrap_or_default();
-            Ok(Gauges {
-                jobs: jobs::counts(&mut conn).await?,
-                pool_size,
-                pool_idle,
-                pool_max: self.pool.options().get_max_connections(),
-                horizon_lag,
-            })
+            let mut session = self.session().await?;
+            let outcome = self
+                .within(async {
+                    let horizon_lag = blocker(&mut session).await?.map(|b| b.age).unwrap_or_default();
+                    Ok::<_, Error>((horizon_lag, jobs::counts(&mut session).await?))
+                })
+                .await;
+            let (horizon_lag, jobs) = session.end(outcome)?;
+            Ok(Gauges { jobs, pool_size, pool_idle, pool_max: self.pool.options().get_max_connections(), horizon_lag })
         })
     }
 
     fn collect_garbage<'a>(&'a self, retention: &'a Retention) -> BoxFuture<'a, Result<Collected>> {
-        Box::pin(retention::collect(&self.pool, retention))
+        Box::pin(retention::collect(&self.pool, retention, self.lost_after))
+    }
+}
+
+impl PostgresStorage {
+    /// Whether the actor can read a row whose blob column holds `key` and that one of
+    /// `uploaders` wrote there, read on `conn`.
+    async fn can_read_blob_on(
+        &self,
+        conn: &mut sqlx::PgConnection,
+        actor: &Actor,
+        key: &engine_kernel::BlobKey,
+        uploaders: &[String],
+    ) -> Result<bool> {
+        use engine_kernel::MutatorTx;
+        let has_blobs = self.app.tables().iter().any(|def| def.meta().columns.iter().any(|c| c.blob));
+        if !has_blobs {
+            return Ok(false);
+        }
+        // The rows an uploader wrote the key into; whether the actor can read one of them,
+        // and whether it still holds the key, the mutation's scoped reads say.
+        let written: Vec<(String, Value, String)> = sqlx::query_as(
+            "SELECT table_name, row_key, column_name FROM _engine_blob_refs
+             WHERE blob_key = $1 AND writer = ANY($2) LIMIT 1000",
+        )
+        .bind(key.to_string())
+        .bind(uploaders)
+        .fetch_all(&mut *conn)
+        .await?;
+        let hlc = self
+            .clock
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .tick(engine_kernel::hlc::wall_clock_ms());
+        // The reads of a mutation, which see only the rows of the actor's buckets; it
+        // never writes, so no transaction begins.
+        let mut reads =
+            mutation::PgMutatorTx::new(mutation::Session::Deferred(conn), self, actor.clone(), hlc, uuid::Uuid::nil());
+        for (table_name, row_key, column_name) in written {
+            let Some(table) = self.app.table(&table_name) else { continue };
+            let Some(column) = table.column(&column_name).filter(|c| c.blob) else { continue };
+            let Value::Object(key_values) = row_key else { continue };
+            let mut filter = vec![(column.name, Value::String(key.to_string()))];
+            for (name, value) in key_values {
+                let Some(key_column) = table.column(&name) else { continue };
+                filter.push((key_column.name, value));
+            }
+            if !reads.select(table, filter, Some(1)).await?.is_empty() {
+                return Ok(true);
+            }
+        }
+        Ok(false)
+    }
+
+    /// The counts of `/engine/stats`, read on `conn`.
+    async fn stats_on(&self, conn: &mut sqlx::PgConnection) -> Result<Stats> {
+        let count = |n: i64| u64::try_from(n).unwrap_or(0);
+        let (clients, applied, rejected, tombstones): (i64, i64, i64, i64) = sqlx::query_as(
+            "SELECT (SELECT count(*) FROM _engine_clients),
+                    (SELECT count(*) FROM _engine_mutations WHERE status = 'applied'),
+                    (SELECT count(*) FROM _engine_mutations WHERE status = 'rejected'),
+                    (SELECT count(*) FROM _engine_tombstones)",
+        )
+        .fetch_one(&mut *conn)
+        .await?;
+        let mut buckets = 0;
+        for rule in self.app.sync_rules().rules {
+            let scopes: Vec<String> = self
+                .rules
+                .rule_selections(rule.name)
+                .map(|rule_selection| {
+                    let table = self.app.table(rule_selection.selection.table).expect("rule tables are app tables");
+                    let (parameters, conditions) = selection::any_bucket("t", table, rule_selection);
+                    format!("SELECT {parameters} FROM {} AS t WHERE {conditions}", sql::ident(table.name))
+                })
+                .collect();
+            let mut sql = Sql::new(format!("SELECT count(*) FROM ({}) AS b", scopes.join(" UNION ")));
+            let n: i64 = sql.build_query_scalar().fetch_one(&mut *conn).await?;
+            buckets += count(n);
+        }
+        let blocker = blocker(&mut *conn).await?;
+        Ok(Stats {
+            horizon_lag_ms: blocker.as_ref().map_or(0, |b| u64::try_from(b.age.as_millis()).unwrap_or(u64::MAX)),
+            horizon_blocker_pid: blocker.map(|b| b.pid),
+            jobs: jobs::counts(&mut *conn).await?,
+            buckets,
+            clients: count(clients),
+            applied_mutations: count(applied),
+            rejected_mutations: count(rejected),
+            tombstones: count(tombstones),
+        })
     }
 }
 

@@ -59,11 +59,17 @@ pub(crate) async fn push(store: &PostgresStorage, actor: &Actor, request: &PushR
     let mut last: Option<u64> = None;
     for mutation in &request.mutations {
         let next = last.is_none_or(|last| mutation.mutation_id == last + 1);
-        let step = match apply(store, &mut conn, actor, request.client_id, mutation, next).await {
-            Ok(step) => step,
-            Err(err) => {
+        let step = match store.within(apply(store, &mut conn, actor, request.client_id, mutation, next)).await {
+            Ok(Ok(step)) => step,
+            Ok(Err(err)) => {
                 pushed.stopped = Some(err);
                 break;
+            }
+            // The session is closed as the push ends: what became of the mutation, its next
+            // try finds out from the client's sequence.
+            Err(lost) => {
+                pushed.stopped = Some(lost.into());
+                return Ok(pushed);
             }
         };
         match step {
@@ -87,11 +93,14 @@ pub(crate) async fn push(store: &PostgresStorage, actor: &Actor, request: &PushR
     }
     pushed.response.last_mutation_id = match last {
         Some(last) => last,
-        None => last_mutation_id(&mut conn, &actor.user_id, request.client_id).await?,
+        // The push is answered with its failure.
+        None if pushed.stopped.is_some() => 0,
+        None => store.within(last_mutation_id(&mut conn, &actor.user_id, request.client_id)).await??,
     };
-    // A push that stopped on a failure gives its session back to the pool, which checks it.
     if matches!(pushed.stopped, None | Some(Error::MutationOutOfOrder { .. })) {
         conn.keep();
+    } else {
+        conn.give_back();
     }
     Ok(pushed)
 }

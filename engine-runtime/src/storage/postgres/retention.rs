@@ -2,10 +2,14 @@
 //! sets, mutation records, idle clients, finished jobs. One instance collects at a time, under a
 //! session advisory lock on a connection of its own (closed afterwards, so a collection cut short
 //! never leaves the lock behind on a pooled session); every step deletes at most a batch of rows
-//! in a short transaction of its own.
+//! in a short transaction of its own. Each statement has the store's deadline for an answer
+//! (`deadline.rs`): a lost session ends the collection, and closes.
+
+use std::time::Duration;
 
 use sqlx::{Connection, PgConnection, PgPool};
 
+use super::deadline::within;
 use super::sql;
 use crate::error::Result;
 use crate::storage::{Collected, Retention};
@@ -19,43 +23,44 @@ fn cutoff(keep: std::time::Duration) -> chrono::DateTime<chrono::Utc> {
 }
 
 /// Collect what `retention` no longer keeps, unless another instance is collecting.
-pub(crate) async fn collect(pool: &PgPool, retention: &Retention) -> Result<Collected> {
+/// Postgres has `deadline` to answer each statement.
+pub(crate) async fn collect(pool: &PgPool, retention: &Retention, deadline: Duration) -> Result<Collected> {
     let mut conn = pool.acquire().await?.detach();
-    let locked: bool = sqlx::query_scalar("SELECT pg_try_advisory_lock($1)").bind(LOCK).fetch_one(&mut conn).await?;
+    let locking = sqlx::query_scalar("SELECT pg_try_advisory_lock($1)").bind(LOCK).fetch_one(&mut conn);
+    let locked: bool = within(deadline, locking).await??;
     if !locked {
-        let _ = conn.close().await;
+        let _ = within(deadline, conn.close()).await;
         return Ok(Collected { skipped: true, ..Collected::default() });
     }
-    let collected = collect_locked(&mut conn, retention).await;
+    let collected = collect_locked(&mut conn, retention, deadline).await;
     // Unlocked before the session closes (its backend releases what it holds only as it exits,
     // after the close is sent); closing releases the lock whatever happened.
-    let _ = sqlx::query("SELECT pg_advisory_unlock($1)").bind(LOCK).execute(&mut conn).await;
-    let _ = conn.close().await;
+    let _ = within(deadline, sqlx::query("SELECT pg_advisory_unlock($1)").bind(LOCK).execute(&mut conn)).await;
+    let _ = within(deadline, conn.close()).await;
     collected
 }
 
-async fn collect_locked(conn: &mut PgConnection, retention: &Retention) -> Result<Collected> {
+async fn collect_locked(conn: &mut PgConnection, retention: &Retention, deadline: Duration) -> Result<Collected> {
     let batch = i64::try_from(retention.batch.max(1)).unwrap_or(i64::MAX);
     let mut done = Collected::default();
     // Tombstones: first raise the tombstone horizon past the newest to go (a cursor below it
     // starts afresh), then delete up to it, so a pull never misses a tombstone it needed.
     let tombstone_cutoff = cutoff(retention.tombstones);
-    let newest: Option<String> =
-        sqlx::query_scalar("SELECT max(xid)::text FROM _engine_tombstones WHERE created_at < $1")
-            .bind(tombstone_cutoff)
-            .fetch_one(&mut *conn)
-            .await?;
+    let newest = sqlx::query_scalar("SELECT max(xid)::text FROM _engine_tombstones WHERE created_at < $1")
+        .bind(tombstone_cutoff)
+        .fetch_one(&mut *conn);
+    let newest: Option<String> = within(deadline, newest).await??;
     if let Some(newest) = newest {
         let horizon = sql::xid(&newest)? + 1;
-        sqlx::query(
+        let raise = sqlx::query(
             "INSERT INTO _engine_meta (key, value) VALUES ('tombstone_horizon', $1)
              ON CONFLICT (key) DO UPDATE SET value = EXCLUDED.value
              WHERE _engine_meta.value::numeric < EXCLUDED.value::numeric",
         )
         .bind(horizon.to_string())
-        .execute(&mut *conn)
-        .await?;
-        done.tombstones = steps(conn, &mut done.steps, || {
+        .execute(&mut *conn);
+        within(deadline, raise).await??;
+        done.tombstones = steps(conn, deadline, &mut done.steps, || {
             sqlx::query(
                 "DELETE FROM _engine_tombstones WHERE id IN (
                    SELECT id FROM _engine_tombstones WHERE xid <= $1::text::xid8 LIMIT $2)",
@@ -65,7 +70,7 @@ async fn collect_locked(conn: &mut PgConnection, retention: &Retention) -> Resul
         })
         .await?;
     }
-    done.bucket_sets = steps(conn, &mut done.steps, || {
+    done.bucket_sets = steps(conn, deadline, &mut done.steps, || {
         sqlx::query(
             "DELETE FROM _engine_bucket_sets WHERE digest IN (
                SELECT digest FROM _engine_bucket_sets WHERE used_at < $1 LIMIT $2)",
@@ -81,7 +86,7 @@ async fn collect_locked(conn: &mut PgConnection, retention: &Retention) -> Resul
     let mutation_cutoff = cutoff(retention.mutations);
     // The records to go are locked as they are chosen (one a push moves meanwhile is not chosen),
     // and exactly those are noted and deleted.
-    done.mutations = steps(conn, &mut done.steps, || {
+    done.mutations = steps(conn, deadline, &mut done.steps, || {
         sqlx::query(
             "WITH doomed AS (
                SELECT user_id, client_id, mutation_id FROM _engine_mutations WHERE applied_at < $1
@@ -99,7 +104,7 @@ async fn collect_locked(conn: &mut PgConnection, retention: &Retention) -> Resul
     .await?;
     // Clients that have not pushed since, with no record left: such a client that comes back
     // starts its sequence again from 0 (its next push is told so and renumbers).
-    done.clients = steps(conn, &mut done.steps, || {
+    done.clients = steps(conn, deadline, &mut done.steps, || {
         sqlx::query(
             "DELETE FROM _engine_clients WHERE (user_id, client_id) IN (
                SELECT c.user_id, c.client_id FROM _engine_clients c
@@ -112,7 +117,7 @@ async fn collect_locked(conn: &mut PgConnection, retention: &Retention) -> Resul
     })
     .await?;
     let (jobs, dead_jobs) = (cutoff(retention.jobs), cutoff(retention.dead_jobs));
-    done.jobs = steps(conn, &mut done.steps, || {
+    done.jobs = steps(conn, deadline, &mut done.steps, || {
         sqlx::query(
             "DELETE FROM _engine_jobs WHERE id IN (
                SELECT id FROM _engine_jobs
@@ -129,13 +134,13 @@ async fn collect_locked(conn: &mut PgConnection, retention: &Retention) -> Resul
 
 /// Run the batch `step` until it deletes nothing, each run a transaction of its own; returns the
 /// rows deleted, counting the runs in `count`.
-async fn steps<'q, F>(conn: &mut PgConnection, count: &mut u64, step: F) -> Result<u64>
+async fn steps<'q, F>(conn: &mut PgConnection, deadline: Duration, count: &mut u64, step: F) -> Result<u64>
 where
     F: Fn() -> sqlx::query::Query<'q, sqlx::Postgres, sqlx::postgres::PgArguments>,
 {
     let mut deleted = 0;
     loop {
-        let n = step().execute(&mut *conn).await?.rows_affected();
+        let n = within(deadline, step().execute(&mut *conn)).await??.rows_affected();
         *count += 1;
         deleted += n;
         if n == 0 {

@@ -4,6 +4,9 @@
 //! when a session starts (its startup options), for a pool the store opens and for one it is
 //! given alike. A statement they stop fails as transient (57014, 55P03: `503 retry_later`); a
 //! session they end is replaced by the pool.
+//!
+//! One more bound is the store's own: how long it waits for Postgres to answer before it takes
+//! a session for lost ([`Timeouts::lost_after`], see `deadline.rs`).
 
 use std::time::Duration;
 
@@ -16,6 +19,9 @@ pub const DEFAULT_STATEMENT_TIMEOUT: Duration = Duration::from_secs(30);
 pub const DEFAULT_LOCK_TIMEOUT: Duration = Duration::from_secs(10);
 /// The default `idle_in_transaction_session_timeout`: 60 s.
 pub const DEFAULT_IDLE_IN_TRANSACTION_TIMEOUT: Duration = Duration::from_secs(60);
+/// How long the store waits, by default, for Postgres to answer one piece of work before it
+/// takes the session for lost: 45 s, past the default statement timeout.
+pub const DEFAULT_LOST_AFTER: Duration = Duration::from_secs(45);
 
 /// The timeouts of the store's sessions; a zero duration turns one off.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -27,6 +33,11 @@ pub struct Timeouts {
     pub lock: Duration,
     /// The longest a session may sit idle inside a transaction before Postgres ends it.
     pub idle_in_transaction: Duration,
+    /// The longest the store waits for Postgres to answer one piece of work (a pull, one
+    /// mutation of a push, a reading) before it takes the session for lost: the work fails as
+    /// transient and the session is closed. Keep it above `statement`, or a statement Postgres
+    /// is still allowed to run is cut short.
+    pub lost_after: Duration,
 }
 
 impl Default for Timeouts {
@@ -35,6 +46,7 @@ impl Default for Timeouts {
             statement: DEFAULT_STATEMENT_TIMEOUT,
             lock: DEFAULT_LOCK_TIMEOUT,
             idle_in_transaction: DEFAULT_IDLE_IN_TRANSACTION_TIMEOUT,
+            lost_after: DEFAULT_LOST_AFTER,
         }
     }
 }
@@ -58,6 +70,14 @@ impl Timeouts {
     #[must_use]
     pub fn idle_in_transaction(mut self, timeout: Duration) -> Self {
         self.idle_in_transaction = timeout;
+        self
+    }
+
+    /// These timeouts with a session taken for lost when Postgres has not answered a piece of
+    /// work after `timeout`.
+    #[must_use]
+    pub fn lost_after(mut self, timeout: Duration) -> Self {
+        self.lost_after = timeout;
         self
     }
 

@@ -72,8 +72,21 @@ pub(crate) async fn pull(store: &PostgresStorage, actor: &Actor, request: &PullR
         Some(n) => n.min(MAX_PULL_LIMIT),
         None => DEFAULT_PULL_LIMIT,
     } as usize;
-    // Read before the pull's transaction takes its connection: the first reading may write it.
-    let key = store.cursor_key().await?;
+    let mut session = store.session().await?;
+    let outcome = store.within(pull_on(store, &mut session, actor, request, limit)).await;
+    session.end(outcome)
+}
+
+/// A page of at most `limit` rows, read on `conn`.
+async fn pull_on(
+    store: &PostgresStorage,
+    conn: &mut PgConnection,
+    actor: &Actor,
+    request: &PullRequest,
+    limit: usize,
+) -> Result<Pulled> {
+    // Read before the pull's transaction begins: the first reading may write it.
+    let key = store.cursor_key(conn).await?;
     // Read your writes: when the client's own last mutation is above this snapshot's horizon
     // (a transaction that began before it still runs, or one that cannot be placed in another
     // database has just ended), a fresh snapshot a moment later usually has it.
@@ -82,7 +95,7 @@ pub(crate) async fn pull(store: &PostgresStorage, actor: &Actor, request: &PullR
         let floor = store.horizon_floor();
         // The planner's settings go with `BEGIN`, in one round trip: they take no snapshot.
         let begin = format!("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY; {PLANNER}");
-        let mut tx = store.pool.begin_with(sqlx::AssertSqlSafe(begin)).await?;
+        let mut tx = sqlx::Connection::begin_with(&mut *conn, sqlx::AssertSqlSafe(begin)).await?;
         // The first statement that reads fixes the snapshot and reads the horizon from it, with
         // the tombstone horizon and the client's sequence.
         let start = store.read_pull_start(&mut tx, actor, request.client_id, floor).await?;
@@ -176,7 +189,7 @@ pub(crate) async fn pull(store: &PostgresStorage, actor: &Actor, request: &PullR
         .filter_map(|rule| Some((rule.to_owned(), store.rules.version(rule)?.to_owned())))
         .collect();
     let (cursor, sets) = Cursor::new(groups, rules).seal(&key, &actor.user_id);
-    bucket_sets::store(&store.pool, &store.bucket_sets, sets).await?;
+    bucket_sets::store(conn, &store.bucket_sets, sets).await?;
 
     // The server's clock reads past every stamp this page delivers, so the client's next
     // writes order after them, whichever instance stamped them.

@@ -1,0 +1,111 @@
+//! The deadline on Postgres's answers, and sessions closed rather than given back when their work
+//! is cut short.
+//!
+//! A session whose peer vanished without closing it (a network partition, a host gone, a proxy
+//! that stopped forwarding) never hears an answer again, and nothing in the driver notices: the
+//! kernel has acknowledged what was sent, there is nothing left to retransmit, and the driver sets
+//! no TCP keepalive. Without a deadline the request waiting on such a session waits for good; and
+//! so does the pool's check of a session given back to it (a round trip of its own), so every
+//! session lost this way would be lost to the pool for good, until none were left.
+//!
+//! So every piece of work the store does on a session (a pull, one mutation of a push, a reading)
+//! gets [`Timeouts::lost_after`](super::Timeouts::lost_after) to be answered. Past that the work
+//! fails as transient, and its [`Session`] is closed instead of given back; a session whose work
+//! is cut short any other way (its request dropped by the client) is closed too, since the pool's
+//! check would first wait for the answer to the statement that was cut.
+
+use std::time::Duration;
+
+use sqlx::pool::PoolConnection;
+use sqlx::{PgConnection, Postgres};
+
+use crate::error::{Error, RETRY_AFTER, Result};
+
+/// A session of the pool for one piece of work: [`Session::end`] gives it back when the work
+/// was answered (successfully or not); dropped otherwise, it is closed.
+#[derive(Debug)]
+pub(crate) struct Session {
+    conn: Option<PoolConnection<Postgres>>,
+}
+
+/// Work that Postgres did not answer within the deadline.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Lost(Duration);
+
+impl From<Lost> for Error {
+    fn from(Lost(deadline): Lost) -> Error {
+        Error::RetryLater {
+            retry_after: RETRY_AFTER,
+            detail: format!(
+                "Postgres did not answer within {} ms: the session is taken for lost and closed",
+                deadline.as_millis()
+            ),
+        }
+    }
+}
+
+impl Session {
+    pub(crate) fn new(conn: PoolConnection<Postgres>) -> Session {
+        Session { conn: Some(conn) }
+    }
+
+    /// The session, to be given back to the pool by whoever takes it (the push lane keeping it).
+    pub(crate) fn into_inner(mut self) -> PoolConnection<Postgres> {
+        self.conn.take().expect("a session holds its connection until it ends")
+    }
+
+    /// End the work: answered, the session goes back to the pool and the work's result is
+    /// returned; lost, the session is closed.
+    pub(crate) fn end<T, E: Into<Error>>(
+        self,
+        outcome: std::result::Result<std::result::Result<T, E>, Lost>,
+    ) -> Result<T> {
+        match outcome {
+            Ok(result) => {
+                drop(self.into_inner());
+                result.map_err(Into::into)
+            }
+            Err(lost) => Err(lost.into()),
+        }
+    }
+}
+
+impl Drop for Session {
+    fn drop(&mut self) {
+        if let Some(mut conn) = self.conn.take() {
+            // The pool's check would wait for the answer to whatever was cut short; closing
+            // gives up after a few seconds and frees the pool's place either way.
+            conn.close_on_drop();
+        }
+    }
+}
+
+impl std::ops::Deref for Session {
+    type Target = PgConnection;
+    fn deref(&self) -> &PgConnection {
+        self.conn.as_ref().expect("a session holds its connection until it ends")
+    }
+}
+
+impl std::ops::DerefMut for Session {
+    fn deref_mut(&mut self) -> &mut PgConnection {
+        self.conn.as_mut().expect("a session holds its connection until it ends")
+    }
+}
+
+/// `work`, unless Postgres has not answered it within `deadline` (never, when zero).
+pub(crate) async fn within<T>(deadline: Duration, work: impl Future<Output = T>) -> std::result::Result<T, Lost> {
+    if deadline.is_zero() {
+        return Ok(work.await);
+    }
+    tokio::time::timeout(deadline, work).await.map_err(|_| Lost(deadline))
+}
+
+/// Give `conn` back to the pool if it answers a check within `deadline`, and close it otherwise:
+/// for a session that sat idle outside the pool, whose peer may be gone.
+pub(crate) async fn give_back_checked(conn: PoolConnection<Postgres>, deadline: Duration) {
+    let mut session = Session::new(conn);
+    if let Ok(Ok(())) = within(deadline, sqlx::Connection::ping(&mut *session)).await {
+        drop(session.into_inner());
+    }
+}
