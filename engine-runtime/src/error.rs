@@ -90,6 +90,14 @@ pub enum Error {
         /// What happened (logged; the response says only that it is transient).
         detail: String,
     },
+    /// Postgres did not answer within the deadline, and the session was taken for lost and
+    /// closed. Transient; unlike [`Error::RetryLater`], what the request asked may have been
+    /// done (a retried push is answered from the record of a mutation that was applied).
+    #[error("Postgres did not answer within {} ms; the session was taken for lost and closed", .waited.as_millis())]
+    Unanswered {
+        /// How long the server waited.
+        waited: Duration,
+    },
     /// The database was provisioned by a newer engine, or provisioning failed.
     #[error("provisioning: {what}{}", caused(.source))]
     Provision {
@@ -182,7 +190,7 @@ impl Error {
             }
             Error::TooManyMutations { .. } => ErrorCode::TooManyMutations,
             Error::RateLimited { .. } | Error::Busy { .. } => ErrorCode::RateLimited,
-            Error::RetryLater { .. } => ErrorCode::RetryLater,
+            Error::RetryLater { .. } | Error::Unanswered { .. } => ErrorCode::RetryLater,
             Error::Kernel(e) => e.code(),
             Error::Provision { .. } | Error::Config { .. } | Error::Database(_) | Error::Internal { .. } => {
                 ErrorCode::Internal
@@ -190,9 +198,9 @@ impl Error {
         }
     }
 
-    /// Whether the failure is transient: retried, nothing recorded.
+    /// Whether the failure is transient: to be retried.
     pub fn is_transient(&self) -> bool {
-        matches!(self, Error::RetryLater { .. })
+        matches!(self, Error::RetryLater { .. } | Error::Unanswered { .. })
             || matches!(self, Error::Kernel(e) if e.code() == ErrorCode::RetryLater)
     }
 
@@ -210,6 +218,9 @@ impl Error {
             Error::RetryLater { .. } | Error::Kernel(engine_kernel::Error::Transient(_)) => {
                 "a transient condition; retry after the Retry-After delay (nothing was recorded)".to_owned()
             }
+            Error::Unanswered { .. } => "the database did not answer in time; retry after the Retry-After delay (a \
+                                         mutation it applied is answered from its record)"
+                .to_owned(),
             Error::MalformedRequest(m) | Error::Unauthenticated(m) | Error::Forbidden(m) | Error::NotFound(m) => {
                 m.clone()
             }
@@ -247,6 +258,7 @@ impl Error {
             | Error::Busy { retry_after, .. }
             | Error::RetryLater { retry_after, .. } => Some(*retry_after),
             Error::Kernel(e) if e.code() == ErrorCode::RetryLater => Some(RETRY_AFTER),
+            Error::Unanswered { .. } => Some(RETRY_AFTER),
             _ => None,
         }
     }

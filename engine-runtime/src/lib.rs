@@ -14,7 +14,8 @@
 //! - [`jobs`]: background jobs that mutations enqueue, and the workers that run them.
 //! - [`limits`] and [`observer`]: request limits, and hooks for an app's own metrics; `metrics`:
 //!   what the server measures, exported to Prometheus at `/engine/metrics` on request.
-//! - [`error`]: the server's one error type and its problem-document responses.
+//! - [`error`]: the server's one error type and its problem-document responses; `deadline`:
+//!   how long Postgres has to answer before a session is taken for lost.
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
@@ -23,11 +24,13 @@ pub mod blob;
 mod buckets;
 mod contract;
 mod cursor;
+mod deadline;
 pub mod error;
 mod http;
 mod hub;
 pub mod jobs;
 pub mod limits;
+mod listener;
 mod metrics;
 pub mod observer;
 pub mod realtime;

@@ -8,6 +8,7 @@ use engine::server::StreamLimits;
 use serde_json::{Value, json};
 use tokio_tungstenite::tungstenite::Message;
 
+use crate::support::partition::Partition;
 use crate::support::process::ServerProcess;
 use crate::support::ws::{Auth, Ws};
 use crate::support::{TestDb, TestServer};
@@ -551,6 +552,31 @@ async fn a_reconnected_realtime_link_recomputes_every_socket_s_buckets() {
     assert!(!frames[..changed].iter().any(|f| f["bucket"] == "shared/l1"), "{frames:?}");
     assert!(!frames[changed..].iter().any(|f| f["bucket"] == "shared/l1"), "{frames:?}");
     assert!(frames.iter().any(|f| f["type"] == "ping" && f["bucket"] == "own/carol"), "a resync pings: {frames:?}");
+}
+
+/// The realtime link's sessions cut without a close: a push whose ping goes out on one is still
+/// answered, once the deadline for the notification has passed; the listening session, silent,
+/// is asked, does not answer, and another listens in its place; every socket resyncs, and the
+/// next push's ping is heard. Without the deadlines the push waited for good and the link stayed
+/// deaf.
+#[tokio::test]
+async fn a_realtime_link_cut_without_a_close_is_given_up_and_listened_to_again() {
+    let db = TestDb::new().await;
+    let partition = Partition::start(&db.url).await;
+    let realtime = engine::realtime::listen_notify(partition.url()).lost_after(Duration::from_millis(500));
+    let server = TestServer::start(&db, |b| b.realtime(realtime)).await;
+    let token = TestServer::token("alice");
+    let mut alice = Ws::connect(server.addr, Auth::Header(&token)).await.unwrap();
+    alice.drain(Duration::from_millis(300)).await;
+    partition.cut();
+    let create = [(1, "create_list", json!({"id": "l1", "title": "t"}))];
+    tokio::time::timeout(30 * SECOND, push(&base(&server), "alice", &create)).await.expect("the push is answered");
+    let frames = alice.drain(5 * SECOND).await;
+    assert!(frames.iter().any(|f| f["type"] == "ping" && f["bucket"] == "own/alice"), "a resync pings: {frames:?}");
+    let add = [(2, "add_note", json!({"id": "n1", "list_id": "l1", "title": "u"}))];
+    tokio::time::timeout(30 * SECOND, push(&base(&server), "alice", &add)).await.expect("the push is answered");
+    let ping = alice.expect("ping", 5 * SECOND).await;
+    assert!(ping["bucket"] == "own/alice" || ping["bucket"] == "shared/l1", "{ping}");
 }
 
 #[tokio::test]

@@ -1,8 +1,9 @@
 //! The LISTEN/NOTIFY adapter: several server instances on one Postgres share signals and
 //! presence. Publishing is a `NOTIFY` (delivered after the publishing statement commits); one
 //! dedicated session per instance `LISTEN`s and fans signals out locally. When that session is
-//! lost it reconnects, listens again, and tells every local socket to resync, so nothing is
-//! missed silently.
+//! lost, or stops answering, another listens in its place, and every local socket is told to
+//! resync, so nothing is missed silently. Every statement has [`ListenNotify::lost_after`] to be
+//! answered, and a session that did not answer is closed (`deadline.rs`).
 //!
 //! Presence lives in two unlogged tables: each instance's presences, and each instance's last
 //! heartbeat. An instance that stops heartbeating (killed, cut off) has its presences removed
@@ -14,21 +15,27 @@ use std::time::Duration;
 
 use engine_kernel::{BoxFuture, BucketKey};
 use serde_json::{Map, Value, json};
-use sqlx::postgres::{PgConnectOptions, PgListener, PgPoolOptions};
+use sqlx::postgres::{PgConnectOptions, PgPoolOptions};
 use sqlx::{PgPool, Row};
 use tokio::sync::broadcast;
 
 use super::{OpenRealtime, Presence, PresenceState, Realtime, Signal, add_meta};
+use crate::deadline;
 use crate::error::{Error, Result};
+use crate::listener::{self, Heard};
 
 /// The channel every instance listens on.
 pub const CHANNEL: &str = "engine_signals";
 /// The `application_name` of the listening session.
 pub const LISTENER_APPLICATION_NAME: &str = "engine-listener";
 
+/// How long Postgres has, by default, to answer a statement of realtime before its session is
+/// taken for lost; also how long the listening session may stay silent before it is checked.
+pub const DEFAULT_REALTIME_LOST_AFTER: Duration = Duration::from_secs(10);
+
 /// Realtime across instances through the Postgres at `database_url`.
 pub fn listen_notify(database_url: impl Into<String>) -> ListenNotify {
-    ListenNotify { url: database_url.into() }
+    ListenNotify { url: database_url.into(), lost_after: DEFAULT_REALTIME_LOST_AFTER }
 }
 
 /// Realtime across instances. Build with [`listen_notify`].
@@ -36,16 +43,32 @@ pub fn listen_notify(database_url: impl Into<String>) -> ListenNotify {
 #[must_use]
 pub struct ListenNotify {
     url: String,
+    lost_after: Duration,
+}
+
+impl ListenNotify {
+    /// How long Postgres has to answer a statement (a notification, a presence) before its
+    /// session is taken for lost and closed, and how long the listening session may hear nothing
+    /// before it is asked whether it still answers (default
+    /// [`DEFAULT_REALTIME_LOST_AFTER`]).
+    pub fn lost_after(mut self, deadline: Duration) -> Self {
+        self.lost_after = deadline.max(Duration::from_millis(1));
+        self
+    }
 }
 
 impl OpenRealtime for ListenNotify {
     fn open(self: Box<Self>, heartbeat_timeout: Duration) -> BoxFuture<'static, Result<Arc<dyn Realtime>>> {
-        Box::pin(async move { Ok(Arc::new(Shared::open(&self.url, heartbeat_timeout).await?) as Arc<dyn Realtime>) })
+        Box::pin(async move {
+            Ok(Arc::new(Shared::open(&self.url, heartbeat_timeout, self.lost_after).await?) as Arc<dyn Realtime>)
+        })
     }
 }
 
 struct Shared {
     pool: PgPool,
+    /// How long Postgres has to answer a statement.
+    lost_after: Duration,
     instance: uuid::Uuid,
     sender: broadcast::Sender<Signal>,
     /// This instance's presences, to announce again if the others took it for dead.
@@ -72,7 +95,7 @@ const SCHEMA: &str = "
     CREATE INDEX IF NOT EXISTS _engine_presence_bucket ON _engine_presence (bucket);";
 
 impl Shared {
-    async fn open(url: &str, timeout: Duration) -> Result<Self> {
+    async fn open(url: &str, timeout: Duration, lost_after: Duration) -> Result<Self> {
         let options: PgConnectOptions = url.parse().map_err(|e| Error::config_from("not a Postgres URL", e))?;
         let pool = PgPoolOptions::new()
             .max_connections(4)
@@ -91,86 +114,81 @@ impl Shared {
             .await?;
         let (sender, _) = broadcast::channel(super::in_process::CHANNEL_CAPACITY);
         let local = Arc::default();
-        let listening = Self::listen(options.application_name(LISTENER_APPLICATION_NAME), sender.clone()).await?;
-        let heartbeat = tokio::spawn(heartbeat(pool.clone(), instance, timeout, Arc::clone(&local))).abort_handle();
-        Ok(Shared { pool, instance, sender, local, tasks: vec![listening, heartbeat] })
+        let listening =
+            Self::listen(options.application_name(LISTENER_APPLICATION_NAME), sender.clone(), lost_after).await?;
+        let beating = Beat { pool: pool.clone(), instance, timeout, lost_after };
+        let heartbeat = tokio::spawn(heartbeat(beating, Arc::clone(&local))).abort_handle();
+        Ok(Shared { pool, lost_after, instance, sender, local, tasks: vec![listening, heartbeat] })
     }
 
     /// Listen, and fan every notification out locally; resync after a lost connection.
-    async fn listen(options: PgConnectOptions, sender: broadcast::Sender<Signal>) -> Result<tokio::task::AbortHandle> {
-        let pool = PgPoolOptions::new().max_connections(1).connect_lazy_with(options);
-        let mut listener = PgListener::connect_with(&pool).await?;
-        listener.listen(CHANNEL).await?;
-        Ok(tokio::spawn(async move {
-            let mut backoff = Duration::from_millis(100);
-            loop {
-                match listener.try_recv().await {
-                    Ok(Some(notification)) => {
-                        backoff = Duration::from_millis(100);
-                        if let Some(signal) = decode(notification.payload()) {
-                            let _ = sender.send(signal);
-                        }
-                    }
-                    // The session was lost and is listening again: what came meanwhile is gone.
-                    Ok(None) => {
-                        tracing::warn!("the realtime listener reconnected; resyncing");
-                        let _ = sender.send(Signal::Resync);
-                    }
-                    Err(err) => {
-                        tracing::warn!(error = %err, "the realtime listener lost Postgres; retrying");
-                        tokio::time::sleep(backoff).await;
-                        backoff = (backoff * 2).min(Duration::from_secs(5));
-                        if listener.listen(CHANNEL).await.is_ok() {
-                            let _ = sender.send(Signal::Resync);
-                        }
-                    }
-                }
+    async fn listen(
+        options: PgConnectOptions,
+        sender: broadcast::Sender<Signal>,
+        lost_after: Duration,
+    ) -> Result<tokio::task::AbortHandle> {
+        listener::listen(options, CHANNEL, lost_after, move |heard| {
+            let signal = match heard {
+                Heard::Notification(payload) => decode(payload),
+                // What came meanwhile is gone.
+                Heard::Missed => Some(Signal::Resync),
+            };
+            if let Some(signal) = signal {
+                let _ = sender.send(signal);
             }
         })
-        .abort_handle())
+        .await
     }
 
     async fn notify(&self, payload: &Value) -> Result<()> {
-        sqlx::query("SELECT pg_notify($1, $2)").bind(CHANNEL).bind(payload.to_string()).execute(&self.pool).await?;
+        let notify = sqlx::query("SELECT pg_notify($1, $2)").bind(CHANNEL).bind(payload.to_string());
+        deadline::execute(&self.pool, self.lost_after, notify).await?;
         Ok(())
     }
 }
 
-/// Keep this instance alive; remove the presences of instances that are not, publishing their
-/// leaves.
-async fn heartbeat(
+/// What the heartbeat needs.
+struct Beat {
     pool: PgPool,
     instance: uuid::Uuid,
+    /// The heartbeat timeout.
     timeout: Duration,
-    local: Arc<Mutex<HashMap<String, Presence>>>,
-) {
+    /// How long Postgres has to answer a statement.
+    lost_after: Duration,
+}
+
+/// Keep this instance alive; remove the presences of instances that are not, publishing their
+/// leaves.
+async fn heartbeat(beat: Beat, local: Arc<Mutex<HashMap<String, Presence>>>) {
+    let Beat { pool, instance, timeout, lost_after } = beat;
     let mut every = tokio::time::interval((timeout / 3).max(Duration::from_millis(100)));
     let timeout_ms = i64::try_from(timeout.as_millis()).unwrap_or(i64::MAX);
     loop {
         every.tick().await;
-        let beat = sqlx::query_scalar::<_, bool>(
+        let beating = sqlx::query(
             "INSERT INTO _engine_instances (instance, seen_at) VALUES ($1, now())
              ON CONFLICT (instance) DO UPDATE SET seen_at = now() RETURNING (xmax = 0)",
         )
-        .bind(instance)
-        .fetch_one(&pool)
-        .await;
+        .bind(instance);
+        let beat = deadline::fetch_all(&pool, lost_after, beating)
+            .await
+            .and_then(|rows| rows.first().map(|row| row.try_get::<bool, _>(0)).transpose().map_err(Error::Database));
         match beat {
-            Ok(true) => {
+            Ok(Some(true)) => {
                 // The others took this instance for dead and removed its presences: announce them
                 // again.
                 let presences: Vec<Presence> =
                     local.lock().unwrap_or_else(std::sync::PoisonError::into_inner).values().cloned().collect();
                 for presence in presences {
-                    if let Err(err) = store(&pool, instance, &presence).await {
+                    if let Err(err) = store(&pool, lost_after, instance, &presence).await {
                         tracing::warn!(error = %err, "re-announcing a presence failed");
                     }
                 }
             }
-            Ok(false) => {}
+            Ok(_) => {}
             Err(err) => tracing::warn!(error = %err, "realtime heartbeat failed"),
         }
-        let reaped = sqlx::query(
+        let reaping = sqlx::query(
             "WITH dead AS (
                  DELETE FROM _engine_instances WHERE seen_at < now() - make_interval(secs => $1::float8 / 1000) RETURNING instance),
              gone AS (
@@ -183,21 +201,19 @@ async fn heartbeat(
              FROM gone",
         )
         .bind(timeout_ms)
-        .bind(CHANNEL)
-        .execute(&pool)
-        .await;
-        if let Err(err) = reaped {
+        .bind(CHANNEL);
+        if let Err(err) = deadline::execute(&pool, lost_after, reaping).await {
             tracing::warn!(error = %err, "removing presences of dead instances failed");
         }
     }
 }
 
-/// Store a presence and publish its join.
-async fn store(pool: &PgPool, instance: uuid::Uuid, presence: &Presence) -> Result<()> {
+/// Store a presence and publish its join; Postgres has `lost_after` to answer.
+async fn store(pool: &PgPool, lost_after: Duration, instance: uuid::Uuid, presence: &Presence) -> Result<()> {
     let mut joins = PresenceState::new();
     add_meta(&mut joins, &presence.key, presence.meta.clone());
     let payload = json!({"k": "d", "b": presence.bucket, "j": joins, "l": {}});
-    sqlx::query(
+    let storing = sqlx::query(
         "WITH stored AS (
              INSERT INTO _engine_presence (presence_ref, instance, bucket, key, meta) VALUES ($1, $2, $3, $4, $5)
              ON CONFLICT (presence_ref) DO UPDATE SET meta = EXCLUDED.meta, instance = EXCLUDED.instance)
@@ -209,9 +225,8 @@ async fn store(pool: &PgPool, instance: uuid::Uuid, presence: &Presence) -> Resu
     .bind(&presence.key)
     .bind(Value::Object(presence.meta.clone()))
     .bind(CHANNEL)
-    .bind(payload.to_string())
-    .execute(pool)
-    .await?;
+    .bind(payload.to_string());
+    deadline::execute(pool, lost_after, storing).await?;
     Ok(())
 }
 
@@ -266,14 +281,14 @@ impl Realtime for Shared {
                 .lock()
                 .unwrap_or_else(std::sync::PoisonError::into_inner)
                 .insert(presence.presence_ref.clone(), presence.clone());
-            store(&self.pool, self.instance, &presence).await
+            store(&self.pool, self.lost_after, self.instance, &presence).await
         })
     }
 
     fn untrack<'a>(&'a self, bucket: &'a BucketKey, presence_ref: &'a str) -> BoxFuture<'a, Result<()>> {
         Box::pin(async move {
             self.local.lock().unwrap_or_else(std::sync::PoisonError::into_inner).remove(presence_ref);
-            sqlx::query(
+            let removing = sqlx::query(
                 "WITH gone AS (DELETE FROM _engine_presence WHERE presence_ref = $1 AND bucket = $2 RETURNING bucket, key, meta)
                  SELECT pg_notify($3, json_build_object('k', 'd', 'b', bucket, 'j', '{}'::json,
                                                         'l', json_build_object(key, json_build_array(meta)))::text)
@@ -281,9 +296,8 @@ impl Realtime for Shared {
             )
             .bind(presence_ref)
             .bind(bucket.as_str())
-            .bind(CHANNEL)
-            .execute(&self.pool)
-            .await?;
+            .bind(CHANNEL);
+            deadline::execute(&self.pool, self.lost_after, removing).await?;
             Ok(())
         })
     }
@@ -294,14 +308,13 @@ impl Realtime for Shared {
     ) -> BoxFuture<'a, Result<BTreeMap<BucketKey, PresenceState>>> {
         Box::pin(async move {
             let keys: Vec<&str> = buckets.iter().map(BucketKey::as_str).collect();
-            let rows = sqlx::query(
+            let reading = sqlx::query(
                 "SELECT p.bucket, p.key, p.meta FROM _engine_presence p
                  JOIN _engine_instances i ON i.instance = p.instance
                  WHERE p.bucket = ANY($1) ORDER BY p.presence_ref",
             )
-            .bind(&keys)
-            .fetch_all(&self.pool)
-            .await?;
+            .bind(&keys);
+            let rows = deadline::fetch_all(&self.pool, self.lost_after, reading).await?;
             let mut states: BTreeMap<BucketKey, PresenceState> =
                 buckets.iter().map(|b| (b.clone(), PresenceState::new())).collect();
             for row in rows {

@@ -33,6 +33,7 @@ impl Partition {
             // Dropped with the accepting task: every connection ends with the proxy.
             let mut connections = JoinSet::new();
             while let Ok((client, _)) = listener.accept().await {
+                while connections.try_join_next().is_some() {}
                 let Ok(server) = TcpStream::connect(&upstream).await else { continue };
                 let made_after = *watching.borrow();
                 let (client_reads, client_writes) = client.into_split();
@@ -74,7 +75,11 @@ async fn pass(mut from: OwnedReadHalf, mut to: OwnedWriteHalf, mut cuts: watch::
     loop {
         let read = tokio::select! {
             read = from.read(&mut buffer) => read,
-            _ = cuts.changed() => continue,
+            changed = cuts.changed() => match changed {
+                Ok(()) => continue,
+                // The proxy is gone.
+                Err(_) => return,
+            },
         };
         let cut = *cuts.borrow() > made_after;
         match read {

@@ -6,11 +6,11 @@ use std::time::Duration;
 
 use engine_kernel::{BoxFuture, JobRequest};
 use sqlx::PgConnection;
-use sqlx::postgres::PgListener;
 
 use super::PostgresStorage;
 use crate::error::{Error, Result};
 use crate::jobs::{ClaimedJob, JobCounts, JobEnd, JobQueue};
+use crate::listener;
 
 /// The channel the trigger on `_engine_jobs` notifies.
 const CHANNEL: &str = "_engine_jobs";
@@ -115,34 +115,22 @@ impl JobQueue for PostgresStorage {
 
     fn job_wakeups(&self) -> BoxFuture<'_, Result<tokio::sync::mpsc::Receiver<()>>> {
         Box::pin(async move {
-            let mut listener = PgListener::connect_with(&self.pool).await?;
-            listener.listen(CHANNEL).await?;
             let (wake, wakeups) = tokio::sync::mpsc::channel(1);
+            let watching = wake.clone();
+            // A session of its own, not one of the pool's: it listens for as long as the server
+            // runs.
+            let options = (*self.pool.connect_options()).clone();
+            let listening = listener::listen(options, CHANNEL, self.lost_after, move |_| {
+                // A notification, or a new session after a lost one (which may have missed
+                // some): look either way. Full means a wake-up is already waiting: this one is
+                // coalesced.
+                let _ = wake.try_send(());
+            })
+            .await?;
+            // The listener ends once nobody takes the wake-ups.
             tokio::spawn(async move {
-                let mut backoff = Duration::from_millis(100);
-                loop {
-                    let signal = match listener.try_recv().await {
-                        Ok(_) => {
-                            backoff = Duration::from_millis(100);
-                            // A notification, or a new session after a lost one (which may have
-                            // missed some): look either way.
-                            true
-                        }
-                        Err(err) => {
-                            tracing::warn!(error = %err, "the job listener lost Postgres; retrying");
-                            tokio::time::sleep(backoff).await;
-                            backoff = (backoff * 2).min(Duration::from_secs(5));
-                            listener.listen(CHANNEL).await.is_ok()
-                        }
-                    };
-                    if wake.is_closed() {
-                        return;
-                    }
-                    if signal {
-                        // Full means a wake-up is already waiting: this one is coalesced.
-                        let _ = wake.try_send(());
-                    }
-                }
+                watching.closed().await;
+                listening.abort();
             });
             Ok(wakeups)
         })

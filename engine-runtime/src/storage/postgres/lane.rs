@@ -26,7 +26,7 @@ use sqlx::{PgConnection, PgPool, Postgres};
 use tokio::sync::{Semaphore, SemaphorePermit};
 
 use super::CHECK_AFTER_IDLE;
-use super::deadline::{Session, give_back_checked};
+use crate::deadline::{Session, give_back_checked};
 use crate::error::Result;
 
 /// How long a push waits for a place in the lane before it borrows a session from the pool: a

@@ -2,7 +2,6 @@
 //! push path.
 
 mod bucket_sets;
-mod deadline;
 mod held;
 mod jobs;
 mod lane;
@@ -40,8 +39,8 @@ pub use timeouts::{
 
 use super::{Collected, Gauges, HorizonBlocker, OpenStorage, Pushed, Retention, Stats, Storage, StoreLimits};
 use crate::buckets::RuleIndex;
+use crate::deadline::{self, Lost, Session};
 use crate::error::{Error, Result};
-use deadline::{Lost, Session};
 use selection::Sql;
 
 /// Postgres at `url` (`postgres://user@host:port/database`): the storage the server opens.
@@ -126,7 +125,8 @@ impl Postgres {
     }
 
     /// The timeouts of every session (default: [`Timeouts::default`]: statements 30 s, lock
-    /// waits 10 s, idle in a transaction 60 s).
+    /// waits 10 s, idle in a transaction 60 s), and how long Postgres has to answer a piece of
+    /// the store's work before its session is taken for lost (45 s).
     pub fn timeouts(mut self, timeouts: Timeouts) -> Self {
         self.timeouts = timeouts;
         self
@@ -171,7 +171,7 @@ impl Postgres {
             }
         };
         let mut store = PostgresStorage::new(pool, app).with_limits(self.limits);
-        store.lost_after = self.timeouts.lost_after;
+        store.lost_after = self.timeouts.answer_deadline();
         Ok(store)
     }
 }
@@ -214,7 +214,7 @@ pub struct PostgresStorage {
     /// How long provisioning waits for table locks.
     provision_locks: ProvisionLocks,
     /// How long Postgres has to answer a piece of work before its session is taken for lost.
-    lost_after: Duration,
+    pub(crate) lost_after: Duration,
 }
 
 impl PostgresStorage {
@@ -241,7 +241,7 @@ impl PostgresStorage {
 
     /// A session of the pool for one piece of work ([`Session::end`] gives it back).
     pub(crate) async fn session(&self) -> Result<Session> {
-        Ok(Session::new(self.pool.acquire().await?))
+        Session::take(&self.pool).await
     }
 
     /// `work`, unless Postgres has not answered it within [`Timeouts::lost_after`].

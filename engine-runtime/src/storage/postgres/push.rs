@@ -69,6 +69,7 @@ pub(crate) async fn push(store: &PostgresStorage, actor: &Actor, request: &PushR
             // try finds out from the client's sequence.
             Err(lost) => {
                 pushed.stopped = Some(lost.into());
+                pushed.response.last_mutation_id = last.unwrap_or(0);
                 return Ok(pushed);
             }
         };
@@ -93,7 +94,7 @@ pub(crate) async fn push(store: &PostgresStorage, actor: &Actor, request: &PushR
     }
     pushed.response.last_mutation_id = match last {
         Some(last) => last,
-        // The push is answered with its failure.
+        // No step saw the sequence: the push is answered with its failure, not this.
         None if pushed.stopped.is_some() => 0,
         None => store.within(last_mutation_id(&mut conn, &actor.user_id, request.client_id)).await??,
     };

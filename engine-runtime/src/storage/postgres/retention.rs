@@ -9,9 +9,9 @@ use std::time::Duration;
 
 use sqlx::{Connection, PgConnection, PgPool};
 
-use super::deadline::within;
 use super::sql;
-use crate::error::Result;
+use crate::deadline::within;
+use crate::error::{Error, Result};
 use crate::storage::{Collected, Retention};
 
 /// The advisory lock key of collection (`engine` in ASCII, then 1).
@@ -34,9 +34,12 @@ pub(crate) async fn collect(pool: &PgPool, retention: &Retention, deadline: Dura
     }
     let collected = collect_locked(&mut conn, retention, deadline).await;
     // Unlocked before the session closes (its backend releases what it holds only as it exits,
-    // after the close is sent); closing releases the lock whatever happened.
-    let _ = within(deadline, sqlx::query("SELECT pg_advisory_unlock($1)").bind(LOCK).execute(&mut conn)).await;
-    let _ = within(deadline, conn.close()).await;
+    // after the close is sent); closing releases the lock whatever happened. A session that did
+    // not answer is only dropped.
+    if !matches!(collected, Err(Error::Unanswered { .. })) {
+        let _ = within(deadline, sqlx::query("SELECT pg_advisory_unlock($1)").bind(LOCK).execute(&mut conn)).await;
+        let _ = within(deadline, conn.close()).await;
+    }
     collected
 }
 

@@ -35,8 +35,10 @@ pub struct Timeouts {
     pub idle_in_transaction: Duration,
     /// The longest the store waits for Postgres to answer one piece of work (a pull, one
     /// mutation of a push, a reading) before it takes the session for lost: the work fails as
-    /// transient and the session is closed. Keep it above `statement`, or a statement Postgres
-    /// is still allowed to run is cut short.
+    /// transient and the session is closed. It is never shorter than `statement` and 5 s more
+    /// (a statement Postgres still lets run is not cut); it bounds the whole piece of work, so a
+    /// mutation that always needs longer fails every time, as one whose statement always
+    /// outlasts `statement` does.
     pub lost_after: Duration,
 }
 
@@ -81,6 +83,16 @@ impl Timeouts {
         self
     }
 
+    /// How long the store waits for an answer: `lost_after`, and never less than the statement
+    /// timeout and 5 s more (zero, no deadline, when `lost_after` is zero).
+    pub(crate) fn answer_deadline(&self) -> Duration {
+        if self.lost_after.is_zero() || self.statement.is_zero() {
+            self.lost_after
+        } else {
+            self.lost_after.max(self.statement + Duration::from_secs(5))
+        }
+    }
+
     /// `options` with these timeouts among the session's startup options.
     pub(crate) fn apply(&self, options: PgConnectOptions) -> PgConnectOptions {
         options.options([
@@ -107,4 +119,23 @@ impl Timeouts {
 /// A duration as Postgres reads a setting in milliseconds.
 fn millis(duration: Duration) -> String {
     format!("{}ms", duration.as_millis())
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use super::Timeouts;
+
+    /// The deadline for an answer is never shorter than the statement timeout and 5 s more, so
+    /// a statement Postgres still lets run is not cut; zero turns it off.
+    #[test]
+    fn the_answer_deadline_outlasts_the_statement_timeout() {
+        let secs = Duration::from_secs;
+        assert_eq!(Timeouts::default().answer_deadline(), secs(45));
+        assert_eq!(Timeouts::default().lost_after(secs(1)).answer_deadline(), secs(35));
+        assert_eq!(Timeouts::default().statement(secs(60)).answer_deadline(), secs(65));
+        assert_eq!(Timeouts::default().statement(Duration::ZERO).lost_after(secs(1)).answer_deadline(), secs(1));
+        assert_eq!(Timeouts::default().lost_after(Duration::ZERO).answer_deadline(), Duration::ZERO);
+    }
 }

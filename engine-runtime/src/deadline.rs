@@ -8,18 +8,21 @@
 //! so does the pool's check of a session given back to it (a round trip of its own), so every
 //! session lost this way would be lost to the pool for good, until none were left.
 //!
-//! So every piece of work the store does on a session (a pull, one mutation of a push, a reading)
-//! gets [`Timeouts::lost_after`](super::Timeouts::lost_after) to be answered. Past that the work
-//! fails as transient, and its [`Session`] is closed instead of given back; a session whose work
-//! is cut short any other way (its request dropped by the client) is closed too, since the pool's
-//! check would first wait for the answer to the statement that was cut.
+//! So every piece of work the server does on a pooled session (a pull, one mutation of a push, a
+//! reading of the horizon, a notification) has a deadline to be answered. Past it the work fails
+//! as transient ([`Error::Unanswered`]), and its [`Session`] is closed instead of given back: the
+//! pool's check would first wait for the answer to the statement that was cut. A session that sat
+//! idle outside the pool answers a check of its own before it goes back
+//! ([`give_back_checked`]).
 
 use std::time::Duration;
 
 use sqlx::pool::PoolConnection;
-use sqlx::{PgConnection, Postgres};
+use sqlx::postgres::{PgArguments, PgQueryResult, PgRow};
+use sqlx::query::Query;
+use sqlx::{PgConnection, PgPool, Postgres};
 
-use crate::error::{Error, RETRY_AFTER, Result};
+use crate::error::{Error, Result};
 
 /// A session of the pool for one piece of work: [`Session::end`] gives it back when the work
 /// was answered (successfully or not); dropped otherwise, it is closed.
@@ -33,20 +36,19 @@ pub(crate) struct Session {
 pub(crate) struct Lost(Duration);
 
 impl From<Lost> for Error {
-    fn from(Lost(deadline): Lost) -> Error {
-        Error::RetryLater {
-            retry_after: RETRY_AFTER,
-            detail: format!(
-                "Postgres did not answer within {} ms: the session is taken for lost and closed",
-                deadline.as_millis()
-            ),
-        }
+    fn from(Lost(waited): Lost) -> Error {
+        Error::Unanswered { waited }
     }
 }
 
 impl Session {
     pub(crate) fn new(conn: PoolConnection<Postgres>) -> Session {
         Session { conn: Some(conn) }
+    }
+
+    /// A session of `pool`.
+    pub(crate) async fn take(pool: &PgPool) -> Result<Session> {
+        Ok(Session::new(pool.acquire().await?))
     }
 
     /// The session, to be given back to the pool by whoever takes it (the push lane keeping it).
@@ -108,4 +110,27 @@ pub(crate) async fn give_back_checked(conn: PoolConnection<Postgres>, deadline: 
     if let Ok(Ok(())) = within(deadline, sqlx::Connection::ping(&mut *session)).await {
         drop(session.into_inner());
     }
+}
+
+/// Run `statement` on a session of `pool`, within `deadline` (for the session, whose check as the
+/// pool lends it waits too, then for the answer).
+pub(crate) async fn execute(
+    pool: &PgPool,
+    deadline: Duration,
+    statement: Query<'_, Postgres, PgArguments>,
+) -> Result<PgQueryResult> {
+    let mut session = within(deadline, Session::take(pool)).await??;
+    let outcome = within(deadline, statement.execute(&mut *session)).await;
+    session.end(outcome)
+}
+
+/// The rows of `statement` on a session of `pool`, within `deadline` (as [`execute`]).
+pub(crate) async fn fetch_all(
+    pool: &PgPool,
+    deadline: Duration,
+    statement: Query<'_, Postgres, PgArguments>,
+) -> Result<Vec<PgRow>> {
+    let mut session = within(deadline, Session::take(pool)).await??;
+    let outcome = within(deadline, statement.fetch_all(&mut *session)).await;
+    session.end(outcome)
 }
