@@ -112,16 +112,20 @@ pub(crate) async fn give_back_checked(conn: PoolConnection<Postgres>, deadline: 
     }
 }
 
-/// Run `statement` on a session of `pool`, within `deadline` (for the session, whose check as the
-/// pool lends it waits too, then for the answer).
+/// Run `statement` on a session of `pool`: the pool's lending (whose check of the session waits
+/// on Postgres too) and the answer together have `deadline`. A session that did not answer is
+/// closed.
 pub(crate) async fn execute(
     pool: &PgPool,
     deadline: Duration,
     statement: Query<'_, Postgres, PgArguments>,
 ) -> Result<PgQueryResult> {
-    let mut session = within(deadline, Session::take(pool)).await??;
-    let outcome = within(deadline, statement.execute(&mut *session)).await;
-    session.end(outcome)
+    within(deadline, async {
+        let mut session = Session::take(pool).await?;
+        let answered = statement.execute(&mut *session).await;
+        session.end(Ok(answered))
+    })
+    .await?
 }
 
 /// The rows of `statement` on a session of `pool`, within `deadline` (as [`execute`]).
@@ -130,7 +134,10 @@ pub(crate) async fn fetch_all(
     deadline: Duration,
     statement: Query<'_, Postgres, PgArguments>,
 ) -> Result<Vec<PgRow>> {
-    let mut session = within(deadline, Session::take(pool)).await??;
-    let outcome = within(deadline, statement.fetch_all(&mut *session)).await;
-    session.end(outcome)
+    within(deadline, async {
+        let mut session = Session::take(pool).await?;
+        let answered = statement.fetch_all(&mut *session).await;
+        session.end(Ok(answered))
+    })
+    .await?
 }

@@ -26,7 +26,7 @@ pub(crate) enum Heard<'a> {
 
 /// Listen on `channel` of the Postgres at `options` until the returned task is aborted, passing
 /// what is heard to `hear`. The session is checked after `quiet` without a notification, and
-/// given up when the check is not answered within `quiet`.
+/// given up when the check is not answered within `quiet` (never checked when `quiet` is zero).
 pub(crate) async fn listen(
     options: PgConnectOptions,
     channel: &'static str,
@@ -35,43 +35,32 @@ pub(crate) async fn listen(
 ) -> Result<tokio::task::AbortHandle> {
     let mut listener = session(&options, channel).await?;
     Ok(tokio::spawn(async move {
-        let mut backoff = Duration::from_millis(100);
         loop {
-            let Ok(received) = tokio::time::timeout(quiet, listener.try_recv()).await else {
-                // Quiet for a while: make sure the session still answers.
-                if let Ok(Ok(_)) = within(quiet, sqlx::query("SELECT 1").execute(&mut listener)).await {
-                    continue;
+            let received = if quiet.is_zero() {
+                listener.try_recv().await
+            } else {
+                match tokio::time::timeout(quiet, listener.try_recv()).await {
+                    Ok(received) => received,
+                    // Quiet for a while: make sure the session still answers.
+                    Err(_) => match within(quiet, sqlx::query("SELECT 1").execute(&mut listener)).await {
+                        Ok(Ok(_)) => continue,
+                        _ => {
+                            tracing::warn!(channel, "a listening session stopped answering");
+                            Ok(None)
+                        }
+                    },
                 }
-                tracing::warn!(channel, "a listening session stopped answering; listening on a new one");
-                listener = loop {
-                    match within(quiet, session(&options, channel)).await {
-                        Ok(Ok(listener)) => break listener,
-                        Ok(Err(err)) => tracing::warn!(channel, error = %err, "listening again failed; retrying"),
-                        Err(_) => tracing::warn!(channel, "listening again was not answered; retrying"),
-                    }
-                    tokio::time::sleep(backoff).await;
-                    backoff = (backoff * 2).min(Duration::from_secs(5));
-                };
-                hear(Heard::Missed);
-                continue;
             };
             match received {
-                Ok(Some(notification)) => {
-                    backoff = Duration::from_millis(100);
-                    hear(Heard::Notification(notification.payload()));
-                }
-                // The driver lost the session and listens on a new one.
-                Ok(None) => {
-                    tracing::warn!(channel, "a listening session reconnected");
-                    hear(Heard::Missed);
-                }
-                Err(err) => {
-                    tracing::warn!(channel, error = %err, "a listening session lost Postgres; retrying");
-                    tokio::time::sleep(backoff).await;
-                    backoff = (backoff * 2).min(Duration::from_secs(5));
-                    if let Ok(Ok(())) = within(quiet, listener.listen(channel)).await {
-                        hear(Heard::Missed);
+                Ok(Some(notification)) => hear(Heard::Notification(notification.payload())),
+                // The session was lost: another listens in its place, and what came meanwhile
+                // is gone.
+                Ok(None) | Err(_) => {
+                    if let Err(err) = received {
+                        tracing::warn!(channel, error = %err, "a listening session failed");
                     }
+                    listener = again(&options, channel, quiet).await;
+                    hear(Heard::Missed);
                 }
             }
         }
@@ -79,10 +68,36 @@ pub(crate) async fn listen(
     .abort_handle())
 }
 
-/// A new session listening on `channel`, on a pool of its own.
+/// A new session listening on `channel`, once one answers: Postgres has `quiet` (when not zero)
+/// to answer each try, and tries are spaced by a backoff from 100 ms to 5 s.
+async fn again(options: &PgConnectOptions, channel: &'static str, quiet: Duration) -> PgListener {
+    let mut backoff = Duration::from_millis(100);
+    loop {
+        let listening = if quiet.is_zero() {
+            Ok(session(options, channel).await)
+        } else {
+            within(quiet, session(options, channel)).await
+        };
+        match listening {
+            Ok(Ok(listener)) => {
+                tracing::info!(channel, "listening on a new session");
+                return listener;
+            }
+            Ok(Err(err)) => tracing::warn!(channel, error = %err, "listening again failed; retrying"),
+            Err(_) => tracing::warn!(channel, "listening again was not answered; retrying"),
+        }
+        tokio::time::sleep(backoff).await;
+        backoff = (backoff * 2).min(Duration::from_secs(5));
+    }
+}
+
+/// A new session listening on `channel`, on a pool of its own. The driver does not connect
+/// again by itself when the session is lost (that would happen inside a read the quiet check
+/// may cut short): the caller makes a new one, and knows notifications may have been missed.
 async fn session(options: &PgConnectOptions, channel: &str) -> Result<PgListener> {
     let pool = PgPoolOptions::new().max_connections(1).connect_lazy_with(options.clone());
     let mut listener = PgListener::connect_with(&pool).await?;
+    listener.eager_reconnect(false);
     listener.listen(channel).await?;
     Ok(listener)
 }

@@ -563,7 +563,7 @@ async fn a_reconnected_realtime_link_recomputes_every_socket_s_buckets() {
 async fn a_realtime_link_cut_without_a_close_is_given_up_and_listened_to_again() {
     let db = TestDb::new().await;
     let partition = Partition::start(&db.url).await;
-    let realtime = engine::realtime::listen_notify(partition.url()).lost_after(Duration::from_millis(500));
+    let realtime = engine::realtime::listen_notify(partition.url()).lost_after(SECOND);
     let server = TestServer::start(&db, |b| b.realtime(realtime)).await;
     let token = TestServer::token("alice");
     let mut alice = Ws::connect(server.addr, Auth::Header(&token)).await.unwrap();
@@ -571,7 +571,7 @@ async fn a_realtime_link_cut_without_a_close_is_given_up_and_listened_to_again()
     partition.cut();
     let create = [(1, "create_list", json!({"id": "l1", "title": "t"}))];
     tokio::time::timeout(30 * SECOND, push(&base(&server), "alice", &create)).await.expect("the push is answered");
-    let frames = alice.drain(5 * SECOND).await;
+    let frames = alice.drain(10 * SECOND).await;
     assert!(frames.iter().any(|f| f["type"] == "ping" && f["bucket"] == "own/alice"), "a resync pings: {frames:?}");
     let add = [(2, "add_note", json!({"id": "n1", "list_id": "l1", "title": "u"}))];
     tokio::time::timeout(30 * SECOND, push(&base(&server), "alice", &add)).await.expect("the push is answered");

@@ -153,7 +153,7 @@ pub fn contract(app: &App) -> Value {
             ("401", "unauthenticated: no, bad or expired token"),
             ("413", "payload_too_large: the body is over the limit"),
             ("429", "rate_limited: over the per-actor rate; see Retry-After"),
-            ("503", "retry_later: a transient condition; see Retry-After; nothing was recorded"),
+            ("503", "retry_later: a transient condition; see Retry-After; nothing was recorded, unless the database stopped answering (a retry then answers an applied mutation from its record)"),
         ]
         .iter()
         .chain(extra)

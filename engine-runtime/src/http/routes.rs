@@ -113,16 +113,20 @@ async fn push(
             return Err(err);
         }
     };
-    // Everything in `pushed` has committed: ping its buckets, even when the push stopped.
-    for bucket in &pushed.affected {
-        let ping = Signal::Ping { bucket: bucket.clone(), xid: pushed.commit_xid };
-        if let Err(err) = state.realtime.publish(ping).await {
-            tracing::warn!(error = %err, "publishing a ping failed");
-        }
-    }
-    for change in &pushed.membership_changes {
-        if let Err(err) = state.realtime.publish(Signal::Membership(change.clone())).await {
-            tracing::warn!(error = %err, "publishing a membership change failed");
+    // Everything in `pushed` has committed: ping its buckets, even when the push stopped. When
+    // the realtime link does not answer, the rest is not sent either, so the push is answered
+    // without waiting on each: sockets learn of the change from their next pull, or from the
+    // resync when the link's listening session is replaced.
+    let pings = pushed.affected.iter().map(|bucket| Signal::Ping { bucket: bucket.clone(), xid: pushed.commit_xid });
+    let changes = pushed.membership_changes.iter().map(|change| Signal::Membership(change.clone()));
+    for signal in pings.chain(changes) {
+        match state.realtime.publish(signal).await {
+            Ok(()) => {}
+            Err(err @ Error::Unanswered { .. }) => {
+                tracing::warn!(error = %err, "publishing the push's signals stopped");
+                break;
+            }
+            Err(err) => tracing::warn!(error = %err, "publishing a signal failed"),
         }
     }
     for result in &pushed.response.results {

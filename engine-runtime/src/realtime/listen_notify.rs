@@ -33,6 +33,10 @@ pub const LISTENER_APPLICATION_NAME: &str = "engine-listener";
 /// taken for lost; also how long the listening session may stay silent before it is checked.
 pub const DEFAULT_REALTIME_LOST_AFTER: Duration = Duration::from_secs(10);
 
+/// The shortest [`ListenNotify::lost_after`]: below it, a busy Postgres would be taken for a lost
+/// one and the listening session replaced over and over.
+const MIN_LOST_AFTER: Duration = Duration::from_secs(1);
+
 /// Realtime across instances through the Postgres at `database_url`.
 pub fn listen_notify(database_url: impl Into<String>) -> ListenNotify {
     ListenNotify { url: database_url.into(), lost_after: DEFAULT_REALTIME_LOST_AFTER }
@@ -50,9 +54,9 @@ impl ListenNotify {
     /// How long Postgres has to answer a statement (a notification, a presence) before its
     /// session is taken for lost and closed, and how long the listening session may hear nothing
     /// before it is asked whether it still answers (default
-    /// [`DEFAULT_REALTIME_LOST_AFTER`]).
+    /// [`DEFAULT_REALTIME_LOST_AFTER`]; 1 s at least).
     pub fn lost_after(mut self, deadline: Duration) -> Self {
-        self.lost_after = deadline.max(Duration::from_millis(1));
+        self.lost_after = deadline.max(MIN_LOST_AFTER);
         self
     }
 }
@@ -97,8 +101,18 @@ const SCHEMA: &str = "
 impl Shared {
     async fn open(url: &str, timeout: Duration, lost_after: Duration) -> Result<Self> {
         let options: PgConnectOptions = url.parse().map_err(|e| Error::config_from("not a Postgres URL", e))?;
+        // A session is checked as the pool lends it, as sqlx does by default, but the check has a
+        // quarter of the deadline: a session cut while idle is closed, and the next one tried,
+        // well within the deadline of the statement that asked for one.
+        let check = lost_after / 4;
         let pool = PgPoolOptions::new()
             .max_connections(4)
+            .test_before_acquire(false)
+            .before_acquire(move |conn, _| {
+                Box::pin(async move {
+                    Ok(matches!(deadline::within(check, sqlx::Connection::ping(conn)).await, Ok(Ok(()))))
+                })
+            })
             .connect_with(options.clone())
             .await
             .map_err(|e| Error::config_from("cannot connect to Postgres for realtime", e))?;

@@ -164,7 +164,7 @@ pub struct Pushed {
     /// The results of the mutations that were answered, and the client's sequence after them.
     pub response: PushResponse,
     /// Why the push stopped before its end: a transient failure (nothing of that mutation was
-    /// recorded) or a sequence gap.
+    /// recorded, unless Postgres did not answer: [`Error::Unanswered`]) or a sequence gap.
     pub stopped: Option<Error>,
     /// Every bucket whose rows the committed mutations changed.
     pub affected: BTreeSet<BucketKey>,

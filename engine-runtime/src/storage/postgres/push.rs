@@ -94,8 +94,6 @@ pub(crate) async fn push(store: &PostgresStorage, actor: &Actor, request: &PushR
     }
     pushed.response.last_mutation_id = match last {
         Some(last) => last,
-        // No step saw the sequence: the push is answered with its failure, not this.
-        None if pushed.stopped.is_some() => 0,
         None => store.within(last_mutation_id(&mut conn, &actor.user_id, request.client_id)).await??,
     };
     if matches!(pushed.stopped, None | Some(Error::MutationOutOfOrder { .. })) {
