@@ -103,11 +103,19 @@ pub(crate) async fn within<T>(deadline: Duration, work: impl Future<Output = T>)
     tokio::time::timeout(deadline, work).await.map_err(|_| Lost(deadline))
 }
 
+/// Whether `conn` answers a check (a round trip) within `deadline`: the check the pools make of a
+/// session before they lend it, each within a part of the deadline of the work waiting for it, so
+/// that sessions cut while idle are closed one after another rather than each holding that work
+/// for the whole of it.
+pub(crate) async fn answers(conn: &mut PgConnection, deadline: Duration) -> bool {
+    matches!(within(deadline, sqlx::Connection::ping(conn)).await, Ok(Ok(())))
+}
+
 /// Give `conn` back to the pool if it answers a check within `deadline`, and close it otherwise:
 /// for a session that sat idle outside the pool, whose peer may be gone.
 pub(crate) async fn give_back_checked(conn: PoolConnection<Postgres>, deadline: Duration) {
     let mut session = Session::new(conn);
-    if let Ok(Ok(())) = within(deadline, sqlx::Connection::ping(&mut *session)).await {
+    if answers(&mut session, deadline).await {
         drop(session.into_inner());
     }
 }

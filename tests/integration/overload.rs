@@ -280,3 +280,33 @@ async fn a_kept_session_cut_while_idle_is_closed_and_its_place_freed() {
     }
     panic!("the cut session still holds its place in the pool");
 }
+
+/// Sessions cut while they sat idle in the pool: the pool checks a session idle for more than
+/// 5 s before it lends it, and that check has 2.5 s, so the next pull has them closed and gets a
+/// new session within the pool's 10 s to lend one. With the check unbounded, the first cut
+/// session held the pull until the pool gave up, and it was refused.
+#[tokio::test]
+async fn sessions_cut_while_idle_in_the_pool_are_replaced_within_one_request() {
+    let db = TestDb::new().await;
+    let (partition, storage) = behind_a_partition(&db).await;
+    let storage = storage.connect(std::sync::Arc::new(example_notes::app())).await.unwrap();
+    let alice = engine::Actor::new("alice", "alice");
+    let pull: engine::wire::PullRequest = serde_json::from_value(json!({"clientId": uuid::Uuid::new_v4()})).unwrap();
+    let pull = || engine::server::Storage::pull(&storage, &alice, &pull);
+    let (first, second) = tokio::join!(pull(), pull());
+    first.unwrap();
+    second.unwrap();
+    // The pool takes a session back once its own check of it is answered.
+    for _ in 0..100 {
+        if storage.pool().num_idle() >= 1 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert!(storage.pool().num_idle() >= 1, "the pulls' sessions are idle in the pool");
+    partition.cut();
+    // Idle for longer than the 5 s after which a session is checked before it is lent.
+    tokio::time::sleep(Duration::from_secs(6)).await;
+    let pulled = tokio::time::timeout(Duration::from_secs(30), pull()).await.expect("the pull is answered");
+    assert!(pulled.is_ok(), "served on a new session: {:?}", pulled.err());
+}

@@ -108,11 +108,7 @@ impl Shared {
         let pool = PgPoolOptions::new()
             .max_connections(4)
             .test_before_acquire(false)
-            .before_acquire(move |conn, _| {
-                Box::pin(async move {
-                    Ok(matches!(deadline::within(check, sqlx::Connection::ping(conn)).await, Ok(Ok(()))))
-                })
-            })
+            .before_acquire(move |conn, _| Box::pin(async move { Ok(deadline::answers(conn, check).await) }))
             .connect_with(options.clone())
             .await
             .map_err(|e| Error::config_from("cannot connect to Postgres for realtime", e))?;

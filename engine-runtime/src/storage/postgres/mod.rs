@@ -70,6 +70,11 @@ fn default_pool_size() -> u32 {
 /// would be a third round trip).
 pub(crate) const CHECK_AFTER_IDLE: Duration = Duration::from_secs(5);
 
+/// How long that check may take: a quarter of the pool's 10 s to lend a session, so that a
+/// request finding sessions cut while idle has them closed, one after another, and still gets
+/// one (a session that does not answer in time is closed, and another lent or opened).
+const IDLE_CHECK: Duration = Duration::from_millis(2500);
+
 /// Create the database `url` names when it does not exist (connecting to the server's
 /// `postgres` database to do so). Returns whether it was created.
 pub async fn create_database_if_missing(url: &str) -> Result<bool> {
@@ -159,10 +164,7 @@ impl Postgres {
                     .test_before_acquire(false)
                     .before_acquire(|conn, meta| {
                         Box::pin(async move {
-                            if meta.idle_for > CHECK_AFTER_IDLE {
-                                sqlx::Connection::ping(conn).await?;
-                            }
-                            Ok(true)
+                            Ok(meta.idle_for <= CHECK_AFTER_IDLE || deadline::answers(conn, IDLE_CHECK).await)
                         })
                     })
                     .connect_with(self.timeouts.apply(options))
