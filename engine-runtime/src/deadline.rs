@@ -104,9 +104,9 @@ pub(crate) async fn within<T>(deadline: Duration, work: impl Future<Output = T>)
 }
 
 /// Whether `conn` answers a check (a round trip) within `deadline`: the check the pools make of a
-/// session before they lend it, each within a part of the deadline of the work waiting for it, so
-/// that sessions cut while idle are closed one after another rather than each holding that work
-/// for the whole of it.
+/// session before they lend it, within a part of the deadline of the work waiting for it, so that
+/// a session cut while idle is closed (and a new one opened) rather than holding that work for
+/// the whole of it.
 pub(crate) async fn answers(conn: &mut PgConnection, deadline: Duration) -> bool {
     matches!(within(deadline, sqlx::Connection::ping(conn)).await, Ok(Ok(())))
 }

@@ -113,20 +113,27 @@ async fn push(
             return Err(err);
         }
     };
-    // Everything in `pushed` has committed: ping its buckets, even when the push stopped. When
-    // the realtime link does not answer, the rest is not sent either, so the push is answered
-    // without waiting on each: sockets learn of the change from their next pull, or from the
-    // resync when the link's listening session is replaced.
-    let pings = pushed.affected.iter().map(|bucket| Signal::Ping { bucket: bucket.clone(), xid: pushed.commit_xid });
-    let changes = pushed.membership_changes.iter().map(|change| Signal::Membership(change.clone()));
-    for signal in pings.chain(changes) {
-        match state.realtime.publish(signal).await {
+    // Everything in `pushed` has committed: signal it, even when the push stopped. Membership
+    // changes go first and each is tried: one that cannot be sent has this process's sockets
+    // recompute their buckets all the same (other processes' sockets do when their link's
+    // listening session is replaced, or at their next membership signal). Pings are hints: once the
+    // realtime link does not answer, the rest are not sent, so the push is answered without
+    // waiting on each, and sockets learn of the rows from their next pull.
+    for change in &pushed.membership_changes {
+        if let Err(err) = state.realtime.publish(Signal::Membership(change.clone())).await {
+            tracing::warn!(error = %err, "publishing a membership change failed; this process's sockets resync");
+            let _ = state.realtime.publish(Signal::Resync).await;
+        }
+    }
+    for bucket in &pushed.affected {
+        let ping = Signal::Ping { bucket: bucket.clone(), xid: pushed.commit_xid };
+        match state.realtime.publish(ping).await {
             Ok(()) => {}
             Err(err @ Error::Unanswered { .. }) => {
-                tracing::warn!(error = %err, "publishing the push's signals stopped");
+                tracing::warn!(error = %err, "publishing the push's pings stopped");
                 break;
             }
-            Err(err) => tracing::warn!(error = %err, "publishing a signal failed"),
+            Err(err) => tracing::warn!(error = %err, "publishing a ping failed"),
         }
     }
     for result in &pushed.response.results {

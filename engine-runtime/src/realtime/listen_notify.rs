@@ -102,8 +102,8 @@ impl Shared {
     async fn open(url: &str, timeout: Duration, lost_after: Duration) -> Result<Self> {
         let options: PgConnectOptions = url.parse().map_err(|e| Error::config_from("not a Postgres URL", e))?;
         // A session is checked as the pool lends it, as sqlx does by default, but the check has a
-        // quarter of the deadline: a session cut while idle is closed, and the next one tried,
-        // well within the deadline of the statement that asked for one.
+        // quarter of the deadline: a session cut while idle is closed, and the pool opens a new
+        // one, within the deadline of the statement that asked for one.
         let check = lost_after / 4;
         let pool = PgPoolOptions::new()
             .max_connections(4)

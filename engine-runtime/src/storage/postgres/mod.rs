@@ -70,9 +70,9 @@ fn default_pool_size() -> u32 {
 /// would be a third round trip).
 pub(crate) const CHECK_AFTER_IDLE: Duration = Duration::from_secs(5);
 
-/// How long that check may take: a quarter of the pool's 10 s to lend a session, so that a
-/// request finding sessions cut while idle has them closed, one after another, and still gets
-/// one (a session that does not answer in time is closed, and another lent or opened).
+/// How long that check may take: a quarter of the pool's 10 s to lend a session. A session that
+/// does not answer in time is closed and the pool opens a new one for the request, which is
+/// served; each session cut while idle costs the request that finds it this long.
 const IDLE_CHECK: Duration = Duration::from_millis(2500);
 
 /// Create the database `url` names when it does not exist (connecting to the server's
