@@ -18,14 +18,12 @@
 use std::time::Duration;
 
 use sqlx::pool::PoolConnection;
-use sqlx::postgres::{PgArguments, PgQueryResult, PgRow};
-use sqlx::query::Query;
 use sqlx::{PgConnection, PgPool, Postgres};
 
 use crate::error::{Error, Result};
 
-/// A session of the pool for one piece of work: [`Session::end`] gives it back when the work
-/// was answered (successfully or not); dropped otherwise, it is closed.
+/// A session of the pool for one piece of work: [`Session::run`] gives it back when the work was
+/// answered (successfully or not); dropped otherwise, it is closed.
 #[derive(Debug)]
 pub(crate) struct Session {
     conn: Option<PoolConnection<Postgres>>,
@@ -56,19 +54,16 @@ impl Session {
         self.conn.take().expect("a session holds its connection until it ends")
     }
 
-    /// End the work: answered, the session goes back to the pool and the work's result is
-    /// returned; lost, the session is closed.
-    pub(crate) fn end<T, E: Into<Error>>(
-        self,
-        outcome: std::result::Result<std::result::Result<T, E>, Lost>,
+    /// Run `work` on this session within `deadline`: answered (successfully or not), the session
+    /// goes back to the pool and the work's result is returned; not answered, it is closed.
+    pub(crate) async fn run<T, E: Into<Error>>(
+        mut self,
+        deadline: Duration,
+        work: impl AsyncFnOnce(&mut PgConnection) -> std::result::Result<T, E>,
     ) -> Result<T> {
-        match outcome {
-            Ok(result) => {
-                drop(self.into_inner());
-                result.map_err(Into::into)
-            }
-            Err(lost) => Err(lost.into()),
-        }
+        let answered = within(deadline, work(&mut self)).await?;
+        drop(self.into_inner());
+        answered.map_err(Into::into)
     }
 }
 
@@ -120,32 +115,14 @@ pub(crate) async fn give_back_checked(conn: PoolConnection<Postgres>, deadline: 
     }
 }
 
-/// Run `statement` on a session of `pool`: the pool's lending (whose check of the session waits
-/// on Postgres too) and the answer together have `deadline`. A session that did not answer is
+/// Run `work` on a session of `pool`: the pool's lending (whose check of the session waits on
+/// Postgres too) and the answer together have `deadline`. A session that did not answer is
 /// closed.
-pub(crate) async fn execute(
+pub(crate) async fn on_pool<T, E: Into<Error>>(
     pool: &PgPool,
     deadline: Duration,
-    statement: Query<'_, Postgres, PgArguments>,
-) -> Result<PgQueryResult> {
-    within(deadline, async {
-        let mut session = Session::take(pool).await?;
-        let answered = statement.execute(&mut *session).await;
-        session.end(Ok(answered))
-    })
-    .await?
-}
-
-/// The rows of `statement` on a session of `pool`, within `deadline` (as [`execute`]).
-pub(crate) async fn fetch_all(
-    pool: &PgPool,
-    deadline: Duration,
-    statement: Query<'_, Postgres, PgArguments>,
-) -> Result<Vec<PgRow>> {
-    within(deadline, async {
-        let mut session = Session::take(pool).await?;
-        let answered = statement.fetch_all(&mut *session).await;
-        session.end(Ok(answered))
-    })
-    .await?
+    work: impl AsyncFnOnce(&mut PgConnection) -> std::result::Result<T, E>,
+) -> Result<T> {
+    // The deadline is the outer one: the session runs the work without one of its own.
+    within(deadline, async { Session::take(pool).await?.run(Duration::ZERO, work).await }).await?
 }

@@ -36,20 +36,16 @@ pub(crate) async fn listen(
     let mut listener = session(&options, channel).await?;
     Ok(tokio::spawn(async move {
         loop {
-            let received = if quiet.is_zero() {
-                listener.try_recv().await
-            } else {
-                match tokio::time::timeout(quiet, listener.try_recv()).await {
-                    Ok(received) => received,
-                    // Quiet for a while: make sure the session still answers.
-                    Err(_) => match within(quiet, sqlx::query("SELECT 1").execute(&mut listener)).await {
-                        Ok(Ok(_)) => continue,
-                        _ => {
-                            tracing::warn!(channel, "a listening session stopped answering");
-                            Ok(None)
-                        }
-                    },
-                }
+            let received = match within(quiet, listener.try_recv()).await {
+                Ok(received) => received,
+                // Quiet for a while: make sure the session still answers.
+                Err(_) => match within(quiet, sqlx::query("SELECT 1").execute(&mut listener)).await {
+                    Ok(Ok(_)) => continue,
+                    _ => {
+                        tracing::warn!(channel, "a listening session stopped answering");
+                        Ok(None)
+                    }
+                },
             };
             match received {
                 Ok(Some(notification)) => hear(Heard::Notification(notification.payload())),
@@ -73,12 +69,7 @@ pub(crate) async fn listen(
 async fn again(options: &PgConnectOptions, channel: &'static str, quiet: Duration) -> PgListener {
     let mut backoff = Duration::from_millis(100);
     loop {
-        let listening = if quiet.is_zero() {
-            Ok(session(options, channel).await)
-        } else {
-            within(quiet, session(options, channel)).await
-        };
-        match listening {
+        match within(quiet, session(options, channel)).await {
             Ok(Ok(listener)) => {
                 tracing::info!(channel, "listening on a new session");
                 return listener;

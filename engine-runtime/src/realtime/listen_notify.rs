@@ -152,7 +152,7 @@ impl Shared {
 
     async fn notify(&self, payload: &Value) -> Result<()> {
         let notify = sqlx::query("SELECT pg_notify($1, $2)").bind(CHANNEL).bind(payload.to_string());
-        deadline::execute(&self.pool, self.lost_after, notify).await?;
+        deadline::on_pool(&self.pool, self.lost_after, async |conn| notify.execute(conn).await).await?;
         Ok(())
     }
 }
@@ -180,7 +180,7 @@ async fn heartbeat(beat: Beat, local: Arc<Mutex<HashMap<String, Presence>>>) {
              ON CONFLICT (instance) DO UPDATE SET seen_at = now() RETURNING (xmax = 0)",
         )
         .bind(instance);
-        let beat = deadline::fetch_all(&pool, lost_after, beating)
+        let beat = deadline::on_pool(&pool, lost_after, async |conn| beating.fetch_all(conn).await)
             .await
             .and_then(|rows| rows.first().map(|row| row.try_get::<bool, _>(0)).transpose().map_err(Error::Database));
         match beat {
@@ -212,7 +212,7 @@ async fn heartbeat(beat: Beat, local: Arc<Mutex<HashMap<String, Presence>>>) {
         )
         .bind(timeout_ms)
         .bind(CHANNEL);
-        if let Err(err) = deadline::execute(&pool, lost_after, reaping).await {
+        if let Err(err) = deadline::on_pool(&pool, lost_after, async |conn| reaping.execute(conn).await).await {
             tracing::warn!(error = %err, "removing presences of dead instances failed");
         }
     }
@@ -236,7 +236,7 @@ async fn store(pool: &PgPool, lost_after: Duration, instance: uuid::Uuid, presen
     .bind(Value::Object(presence.meta.clone()))
     .bind(CHANNEL)
     .bind(payload.to_string());
-    deadline::execute(pool, lost_after, storing).await?;
+    deadline::on_pool(pool, lost_after, async |conn| storing.execute(conn).await).await?;
     Ok(())
 }
 
@@ -307,7 +307,7 @@ impl Realtime for Shared {
             .bind(presence_ref)
             .bind(bucket.as_str())
             .bind(CHANNEL);
-            deadline::execute(&self.pool, self.lost_after, removing).await?;
+            deadline::on_pool(&self.pool, self.lost_after, async |conn| removing.execute(conn).await).await?;
             Ok(())
         })
     }
@@ -324,7 +324,8 @@ impl Realtime for Shared {
                  WHERE p.bucket = ANY($1) ORDER BY p.presence_ref",
             )
             .bind(&keys);
-            let rows = deadline::fetch_all(&self.pool, self.lost_after, reading).await?;
+            let rows =
+                deadline::on_pool(&self.pool, self.lost_after, async |conn| reading.fetch_all(conn).await).await?;
             let mut states: BTreeMap<BucketKey, PresenceState> =
                 buckets.iter().map(|b| (b.clone(), PresenceState::new())).collect();
             for row in rows {

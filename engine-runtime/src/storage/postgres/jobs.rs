@@ -35,11 +35,7 @@ pub(crate) async fn insert(conn: &mut PgConnection, job: &JobRequest, user_id: O
 
 impl JobQueue for PostgresStorage {
     fn enqueue_job(&self, job: JobRequest) -> BoxFuture<'_, Result<i64>> {
-        Box::pin(async move {
-            let mut session = self.session().await?;
-            let outcome = self.within(insert(&mut session, &job, None)).await;
-            session.end(outcome)
-        })
+        Box::pin(async move { self.on_session(async |conn| insert(conn, &job, None).await).await })
     }
 
     fn claim_jobs<'a>(
@@ -49,8 +45,7 @@ impl JobQueue for PostgresStorage {
         lease: Duration,
     ) -> BoxFuture<'a, Result<Vec<ClaimedJob>>> {
         Box::pin(async move {
-            let mut session = self.session().await?;
-            let claimed = sqlx::query_as(
+            let claiming = sqlx::query_as(
                 "UPDATE _engine_jobs AS j
                  SET state = 'running', attempts = j.attempts + 1,
                      leased_until = now() + $3 * interval '1 millisecond'
@@ -65,10 +60,9 @@ impl JobQueue for PostgresStorage {
             )
             .bind(names)
             .bind(i64::try_from(limit).unwrap_or(i64::MAX))
-            .bind(millis(lease))
-            .fetch_all(&mut *session);
-            let outcome = self.within(claimed).await;
-            let rows: Vec<(i64, String, serde_json::Value, i32, Option<String>)> = session.end(outcome)?;
+            .bind(millis(lease));
+            let rows: Vec<(i64, String, serde_json::Value, i32, Option<String>)> =
+                self.on_session(async |conn| claiming.fetch_all(conn).await).await?;
             Ok(rows
                 .into_iter()
                 .map(|(id, name, payload, attempts, user_id)| ClaimedJob {
@@ -107,9 +101,7 @@ impl JobQueue for PostgresStorage {
                 JobEnd::Retry { after, error } => query = query.bind(millis(*after)).bind(error),
                 JobEnd::Dead { error } => query = query.bind(error),
             }
-            let mut session = self.session().await?;
-            let outcome = self.within(query.execute(&mut *session)).await;
-            Ok(session.end(outcome)?.rows_affected() == 1)
+            Ok(self.on_session(async |conn| query.execute(conn).await).await?.rows_affected() == 1)
         })
     }
 
@@ -137,11 +129,7 @@ impl JobQueue for PostgresStorage {
     }
 
     fn job_counts(&self) -> BoxFuture<'_, Result<JobCounts>> {
-        Box::pin(async move {
-            let mut session = self.session().await?;
-            let outcome = self.within(counts(&mut session)).await;
-            session.end(outcome)
-        })
+        Box::pin(async move { self.on_session(async |conn| counts(conn).await).await })
     }
 }
 

@@ -241,9 +241,13 @@ impl PostgresStorage {
         }
     }
 
-    /// A session of the pool for one piece of work ([`Session::end`] gives it back).
-    pub(crate) async fn session(&self) -> Result<Session> {
-        Session::take(&self.pool).await
+    /// Run one piece of work on a session of the pool, within [`Timeouts::lost_after`]: the
+    /// session goes back to the pool when Postgres answered, and is closed when it did not.
+    pub(crate) async fn on_session<T, E: Into<Error>>(
+        &self,
+        work: impl AsyncFnOnce(&mut sqlx::PgConnection) -> std::result::Result<T, E>,
+    ) -> Result<T> {
+        Session::take(&self.pool).await?.run(self.lost_after, work).await
     }
 
     /// `work`, unless Postgres has not answered it within [`Timeouts::lost_after`].
@@ -287,18 +291,13 @@ impl PostgresStorage {
     /// horizon has passed its transaction id.
     pub async fn horizon(&self) -> Result<u64> {
         let floor = self.horizon_floor();
-        let mut session = self.session().await?;
-        let outcome = self
-            .within(async {
-                let mut tx =
-                    sqlx::Connection::begin_with(&mut *session, "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY")
-                        .await?;
-                let horizon = self.read_horizon(&mut tx, floor).await?;
-                tx.commit().await?;
-                Ok::<_, Error>(horizon)
-            })
-            .await;
-        session.end(outcome)
+        self.on_session(async |conn| {
+            let mut tx = sqlx::Connection::begin_with(conn, "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY").await?;
+            let horizon = self.read_horizon(&mut tx, floor).await?;
+            tx.commit().await?;
+            Ok::<_, Error>(horizon)
+        })
+        .await
     }
 
     /// A horizon a transaction begun after this call may use even if its own reading is lower:
@@ -376,11 +375,11 @@ impl PostgresStorage {
     /// The next transaction id to be assigned: once [`horizon`](Self::horizon) reaches it,
     /// everything committed before this call is visible to pulls.
     pub async fn next_xid(&self) -> Result<u64> {
-        let mut session = self.session().await?;
-        let outcome = self
-            .within(sqlx::query_scalar("SELECT pg_snapshot_xmax(pg_current_snapshot())::text").fetch_one(&mut *session))
-            .await;
-        let next: String = session.end(outcome)?;
+        let next: String = self
+            .on_session(async |conn| {
+                sqlx::query_scalar("SELECT pg_snapshot_xmax(pg_current_snapshot())::text").fetch_one(conn).await
+            })
+            .await?;
         sql::xid(&next)
     }
 }
@@ -408,18 +407,16 @@ impl Storage for PostgresStorage {
         key: &'a engine_kernel::BlobKey,
         uploaders: &'a [String],
     ) -> BoxFuture<'a, Result<bool>> {
-        Box::pin(async move {
-            let mut session = self.session().await?;
-            let outcome = self.within(self.can_read_blob_on(&mut session, actor, key, uploaders)).await;
-            session.end(outcome)
-        })
+        Box::pin(
+            async move { self.on_session(async |conn| self.can_read_blob_on(conn, actor, key, uploaders).await).await },
+        )
     }
 
     fn held_buckets<'a>(&'a self, actor: &'a Actor) -> BoxFuture<'a, Result<BTreeSet<BucketKey>>> {
         Box::pin(async move {
-            let mut session = self.session().await?;
-            let outcome = self.within(held::held_buckets(&mut session, &self.app, &self.memberships, actor)).await;
-            let held = session.end(outcome)?;
+            let held = self
+                .on_session(async |conn| held::held_buckets(conn, &self.app, &self.memberships, actor).await)
+                .await?;
             if held.len() > self.limits.buckets_per_actor {
                 return Err(Error::TooManyBuckets { held: held.len(), limit: self.limits.buckets_per_actor });
             }
@@ -432,32 +429,22 @@ impl Storage for PostgresStorage {
     }
 
     fn stats(&self) -> BoxFuture<'_, Result<Stats>> {
-        Box::pin(async move {
-            let mut session = self.session().await?;
-            let outcome = self.within(self.stats_on(&mut session)).await;
-            session.end(outcome)
-        })
+        Box::pin(async move { self.on_session(async |conn| self.stats_on(conn).await).await })
     }
 
     fn horizon_blocker(&self) -> BoxFuture<'_, Result<Option<HorizonBlocker>>> {
-        Box::pin(async move {
-            let mut session = self.session().await?;
-            let outcome = self.within(blocker(&mut session)).await;
-            session.end(outcome)
-        })
+        Box::pin(async move { self.on_session(async |conn| blocker(conn).await).await })
     }
 
     fn gauges(&self) -> BoxFuture<'_, Result<Gauges>> {
         Box::pin(async move {
             let (pool_size, pool_idle) = (self.pool.size(), u32::try_from(self.pool.num_idle()).unwrap_or(u32::MAX));
-            let mut session = self.session().await?;
-            let outcome = self
-                .within(async {
-                    let horizon_lag = blocker(&mut session).await?.map(|b| b.age).unwrap_or_default();
-                    Ok::<_, Error>((horizon_lag, jobs::counts(&mut session).await?))
+            let (horizon_lag, jobs) = self
+                .on_session(async |conn| {
+                    let horizon_lag = blocker(conn).await?.map(|b| b.age).unwrap_or_default();
+                    Ok::<_, Error>((horizon_lag, jobs::counts(conn).await?))
                 })
-                .await;
-            let (horizon_lag, jobs) = session.end(outcome)?;
+                .await?;
             Ok(Gauges { jobs, pool_size, pool_idle, pool_max: self.pool.options().get_max_connections(), horizon_lag })
         })
     }

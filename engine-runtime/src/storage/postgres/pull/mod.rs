@@ -72,9 +72,7 @@ pub(crate) async fn pull(store: &PostgresStorage, actor: &Actor, request: &PullR
         Some(n) => n.min(MAX_PULL_LIMIT),
         None => DEFAULT_PULL_LIMIT,
     } as usize;
-    let mut session = store.session().await?;
-    let outcome = store.within(pull_on(store, &mut session, actor, request, limit)).await;
-    session.end(outcome)
+    store.on_session(async |conn| pull_on(store, conn, actor, request, limit).await).await
 }
 
 /// A page of at most `limit` rows, read on `conn`.
