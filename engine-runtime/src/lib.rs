@@ -1,10 +1,11 @@
 //! The engine sync server. It takes an [`engine_kernel::App`] and serves the wire protocol
-//! (`docs/protocol.md`) over HTTP and WebSocket, on Postgres.
+//! (`docs/protocol.md`) over HTTP and WebSocket, on Postgres. The code is laid out by the flow a
+//! request takes (`docs/design.md` §16).
 //!
+//! The public surface:
 //! - [`Server`]: the builder, the mountable axum router, `listen`; [`tcp_nodelay`] for a host
 //!   app that serves the router itself.
-//! - [`storage`]: the [`storage::Storage`] trait and its Postgres backend: provisioning, change
-//!   tracking, pull and push.
+//! - [`storage`]: the [`storage::Storage`] trait and its Postgres backend.
 //! - [`auth`]: the [`auth::EngineAuth`] trait, JWT bearer tokens, and the
 //!   [`Authenticated`] extractor for a host app's own routes.
 //! - [`realtime`]: the [`realtime::Realtime`] trait that carries pings after commit and presence,
@@ -12,29 +13,40 @@
 //! - [`blob`]: the [`blob::BlobStore`] trait: files beside the rows, downloadable by who can
 //!   read a row that refers to them.
 //! - [`jobs`]: background jobs that mutations enqueue, and the workers that run them.
-//! - [`limits`] and [`observer`]: request limits, and hooks for an app's own metrics; `metrics`:
-//!   what the server measures, exported to Prometheus at `/engine/metrics` on request.
-//! - [`error`]: the server's one error type and its problem-document responses; `deadline`:
-//!   how long Postgres has to answer before a session is taken for lost.
+//! - [`limits`] and [`observer`]: request limits, and hooks for an app's own metrics.
+//! - [`error`]: the server's one error type and its problem-document responses.
+//!
+//! Inside, from the top layer down:
+//! - `server`, `http`: the builder and the routes; `state`: the substates handlers take.
+//! - `service`: what a pull, a push, a blob ticket and the operator's routes do.
+//! - `stream`: the socket and the hub; `metrics`: what the server measures.
+//! - `pull`, `push`, `provision`, `housekeeping`: the flows of the Postgres store, each with its
+//!   own state and SQL, composed by `storage::postgres`; `mutation`: the mutator transaction.
+//! - `core`: what every flow reads; `rules`: the sync rules in Rust and in SQL.
+//! - `pg`: Postgres plumbing that knows no flow and no rule.
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
 pub mod auth;
 pub mod blob;
-mod buckets;
 mod contract;
-mod cursor;
-mod deadline;
+mod core;
 pub mod error;
+mod housekeeping;
 mod http;
-mod hub;
 pub mod jobs;
 pub mod limits;
-mod listener;
 mod metrics;
+mod mutation;
 pub mod observer;
+mod pg;
+mod provision;
+mod pull;
+mod push;
 pub mod realtime;
+mod rules;
 mod server;
+mod service;
 mod state;
 pub mod storage;
 mod stream;

@@ -27,7 +27,7 @@ use metrics::{Unit, counter, describe_counter, describe_gauge, describe_histogra
 use metrics_exporter_prometheus::{PrometheusBuilder, PrometheusHandle};
 
 use crate::error::{Error, Result};
-use crate::storage::Gauges;
+use crate::housekeeping::Gauges;
 
 const PULL_SECONDS: &str = "engine_pull_duration_seconds";
 const PUSH_SECONDS: &str = "engine_push_duration_seconds";

@@ -6,7 +6,7 @@ use engine_kernel::Actor;
 use engine_kernel::wire::{MutationResult, PullRequest, PushRequest, PushResponse};
 
 use crate::error::Error;
-use crate::storage::Pulled;
+use crate::pull::Pulled;
 
 /// Hooks called by the server.
 pub trait Observer: Send + Sync + 'static {

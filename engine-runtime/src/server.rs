@@ -16,14 +16,16 @@ use crate::blob::Blobs;
 use crate::contract::ServedContract;
 use crate::error::{Error, Result};
 use crate::http;
-use crate::hub::Hub;
 use crate::jobs::Jobs;
 use crate::limits::{Limits, RateLimit, StreamLimits, WorkLimit};
 use crate::metrics::Prometheus;
 use crate::observer::{NoObserver, Observer};
 use crate::realtime::{OpenRealtime, PresenceSettings, in_process};
-use crate::state::{AdminCriterion, Background, ServerState};
+use crate::service::{AdminCriterion, BlobAccess, Operator, SyncService};
+use crate::state::{Background, Gate, Lifetime, ServerState};
 use crate::storage::{OpenStorage, Retention, Storage, postgres};
+use crate::stream::StreamState;
+use crate::stream::hub::Hub;
 
 /// How long tombstones are kept by default: clients away longer start their buckets afresh.
 pub const DEFAULT_TOMBSTONE_RETENTION: Duration = Duration::from_secs(7 * 24 * 3600);
@@ -293,37 +295,45 @@ impl ServerBuilder {
         let mut background = Background::start(storage.clone(), rate_limit.clone(), self.retention);
         background.add(hub.start(&realtime, storage.clone(), self.stream_limits.ping_window, self.horizon_warning));
         let state = ServerState {
-            storage,
-            hub,
-            stream_limits: self.stream_limits,
-            presence: self.presence,
-            auth,
-            realtime,
-            observer: self.observer,
-            rate_limit,
-            work_limit: WorkLimit::new(&self.limits),
-            body_limit: self.limits.body_bytes,
-            admin: self.admin,
-            contract,
+            sync: Arc::new(SyncService {
+                storage: storage.clone(),
+                realtime: realtime.clone(),
+                observer: self.observer,
+            }),
+            stream: Arc::new(StreamState {
+                storage: storage.clone(),
+                hub: hub.clone(),
+                realtime,
+                auth: auth.clone(),
+                stream_limits: self.stream_limits,
+                presence: self.presence,
+                rate_limit: rate_limit.clone(),
+                draining: tokio::sync::watch::Sender::new(false),
+            }),
+            gate: Arc::new(Gate {
+                auth,
+                rate_limit,
+                work_limit: WorkLimit::new(&self.limits),
+                body_limit: self.limits.body_bytes,
+            }),
+            operator: Arc::new(Operator { admin: self.admin, storage: storage.clone(), hub, prometheus }),
+            blobs: Arc::new(BlobAccess { blobs: self.blobs, storage }),
+            contract: Arc::new(contract),
             trace_requests: self.trace_requests,
-            prometheus,
-            blobs: self.blobs,
-            draining: tokio::sync::watch::Sender::new(false),
-            _background: background,
-            _jobs: jobs,
+            _lifetime: Arc::new(Lifetime { _background: background, _jobs: jobs }),
         };
-        Ok(Server { state: Arc::new(state) })
+        Ok(Server { state })
     }
 }
 
 /// A sync server for one app.
 pub struct Server {
-    state: Arc<ServerState>,
+    state: ServerState,
 }
 
 impl std::fmt::Debug for Server {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Server").field("presence", &self.state.presence).finish_non_exhaustive()
+        f.debug_struct("Server").field("presence", &self.state.stream.presence).finish_non_exhaustive()
     }
 }
 
@@ -362,12 +372,12 @@ impl Server {
     /// The auth the server's routes resolve actors with: the state a host app's routes give
     /// the [`Authenticated`](crate::auth::Authenticated) extractor.
     pub fn auth(&self) -> Arc<dyn EngineAuth> {
-        self.state.auth.clone()
+        self.state.gate.auth.clone()
     }
 
     /// The store the server serves from.
     pub fn storage(&self) -> Arc<dyn Storage> {
-        self.state.storage.clone()
+        self.state.sync.storage.clone()
     }
 
     /// Serve on `addr` until Ctrl-C or SIGTERM, then finish the requests in flight.
@@ -394,7 +404,7 @@ impl Server {
         let stop = async move {
             shutdown_signal().await;
             // Sockets are detached from their HTTP connections: they close themselves.
-            state.draining.send_replace(true);
+            state.stream.draining.send_replace(true);
         };
         let router = routes.merge(self.router());
         axum::serve(tcp_nodelay(listener), router.into_make_service_with_connect_info::<SocketAddr>())
@@ -411,12 +421,12 @@ impl Server {
     /// 5 s. A host app that serves the [`router`](Self::router) itself calls this
     /// when it shuts down, after it stops accepting connections.
     pub async fn drain(&self) {
-        self.state.draining.send_replace(true);
+        self.state.stream.draining.send_replace(true);
         let deadline = tokio::time::Instant::now() + DRAIN_DEADLINE;
-        while self.state.hub.sockets_and_opening() > 0 && tokio::time::Instant::now() < deadline {
+        while self.state.stream.hub.sockets_and_opening() > 0 && tokio::time::Instant::now() < deadline {
             tokio::time::sleep(Duration::from_millis(20)).await;
         }
-        let left = self.state.hub.sockets_and_opening();
+        let left = self.state.stream.hub.sockets_and_opening();
         if left > 0 {
             tracing::warn!(sockets = left, "sockets still open after the drain deadline");
         }

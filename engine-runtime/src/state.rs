@@ -1,56 +1,65 @@
-//! What a server holds for its lifetime, shared by every route and socket: the store, the hub,
-//! auth, realtime, limits, the served contract, and the background work that lives as long as
-//! a router does. The builder (`server`) assembles it; the routes (`http`) and the sockets
-//! (`stream`) read it.
+//! What a server holds for its lifetime, as the substates its routes and sockets take (axum's
+//! `FromRef`): each handler gets only the part it uses. The builder (`server`) assembles it; the
+//! routes (`http`) and the sockets (`stream`) read it.
 
 use std::sync::Arc;
 use std::time::Duration;
 
-use engine_kernel::Actor;
+use axum::extract::FromRef;
 
 use crate::auth::EngineAuth;
-use crate::blob::Blobs;
 use crate::contract::ServedContract;
-use crate::hub::Hub;
+use crate::housekeeping::{COLLECTION_INTERVAL, Collected, Retention};
 use crate::jobs::JobWorker;
-use crate::limits::{RateLimit, StreamLimits, WorkLimit};
-use crate::metrics::Prometheus;
-use crate::observer::Observer;
-use crate::realtime::{PresenceSettings, Realtime};
-use crate::storage::{Collected, Retention, Storage};
+use crate::limits::{RateLimit, WorkLimit};
+use crate::service::{BlobAccess, Operator, SyncService};
+use crate::storage::Storage;
+use crate::stream::StreamState;
 
-/// Decides whether an actor may read `/engine/stats`.
-pub(crate) type AdminCriterion = Arc<dyn Fn(&Actor) -> bool + Send + Sync>;
-
-/// The state of one server, behind an `Arc` as the routers' state.
+/// The state of one server: what its routers hold, cloned into each.
+#[derive(Clone)]
 pub(crate) struct ServerState {
-    pub(crate) storage: Arc<dyn Storage>,
-    pub(crate) hub: Arc<Hub>,
-    pub(crate) stream_limits: StreamLimits,
-    pub(crate) presence: PresenceSettings,
+    pub(crate) sync: Arc<SyncService>,
+    pub(crate) stream: Arc<StreamState>,
+    pub(crate) gate: Arc<Gate>,
+    pub(crate) operator: Arc<Operator>,
+    pub(crate) blobs: Arc<BlobAccess>,
+    pub(crate) contract: Arc<ServedContract>,
+    /// Whether the router opens a span per request (`ServerBuilder::trace_requests`).
+    pub(crate) trace_requests: bool,
+    /// Background work that lives as long as the last router holding it.
+    pub(crate) _lifetime: Arc<Lifetime>,
+}
+
+/// Who may call the engine's routes, and how much: what the `Caller` and `JsonBody` extractors
+/// check before a handler runs.
+pub(crate) struct Gate {
     pub(crate) auth: Arc<dyn EngineAuth>,
-    pub(crate) realtime: Arc<dyn Realtime>,
-    pub(crate) observer: Arc<dyn Observer>,
     pub(crate) rate_limit: Option<RateLimit>,
     /// The bound on each actor's requests in progress.
     pub(crate) work_limit: Option<WorkLimit>,
     pub(crate) body_limit: usize,
-    pub(crate) admin: AdminCriterion,
-    pub(crate) contract: ServedContract,
-    /// Whether the router opens a span per request (`ServerBuilder::trace_requests`).
-    pub(crate) trace_requests: bool,
-    /// The Prometheus exposition, when the server serves `/engine/metrics`.
-    pub(crate) prometheus: Option<Prometheus>,
-    /// The blob store, when the server has one.
-    pub(crate) blobs: Option<Blobs>,
-    /// Set once the server is shutting down: sockets close with 1012 and new ones are refused.
-    pub(crate) draining: tokio::sync::watch::Sender<bool>,
-    /// Background work (tombstone collection, limiter housekeeping, the hub) that lives as long
-    /// as the router does.
+}
+
+/// Background work (tombstone collection, limiter housekeeping, the hub) and the job worker,
+/// stopped when the last router holding them is dropped.
+pub(crate) struct Lifetime {
     pub(crate) _background: Background,
-    /// The job worker, when the server runs jobs: dropped with the last router.
+    /// The job worker, when the server runs jobs.
     pub(crate) _jobs: Option<JobWorker>,
 }
+
+macro_rules! substates {
+    ($($field:ident: $type:ty),* $(,)?) => {$(
+        impl FromRef<ServerState> for Arc<$type> {
+            fn from_ref(state: &ServerState) -> Self {
+                state.$field.clone()
+            }
+        }
+    )*};
+}
+
+substates!(sync: SyncService, stream: StreamState, gate: Gate, operator: Operator, blobs: BlobAccess, contract: ServedContract);
 
 /// Background work of a server, stopped when the last router holding it is dropped.
 pub(crate) struct Background(Vec<tokio::task::AbortHandle>);
@@ -58,13 +67,11 @@ pub(crate) struct Background(Vec<tokio::task::AbortHandle>);
 impl Background {
     /// Collect what `retention` no longer keeps every [`COLLECTION_INTERVAL`] (skipped while
     /// another instance collects), and let the rate limiter forget idle actors every minute.
-    ///
-    /// [`COLLECTION_INTERVAL`]: crate::storage::COLLECTION_INTERVAL
     pub(crate) fn start(storage: Arc<dyn Storage>, rate_limit: Option<RateLimit>, retention: Retention) -> Self {
         let mut tasks = Vec::new();
         tasks.push(
             tokio::spawn(async move {
-                let mut every = tokio::time::interval(crate::storage::COLLECTION_INTERVAL);
+                let mut every = tokio::time::interval(COLLECTION_INTERVAL);
                 loop {
                     every.tick().await;
                     match storage.collect_garbage(&retention).await {

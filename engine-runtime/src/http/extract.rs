@@ -9,19 +9,25 @@ use axum::http::request::Parts;
 use engine_kernel::Actor;
 use serde::de::DeserializeOwned;
 
+use axum::extract::FromRef;
+
 use crate::error::Error;
 use crate::limits::WorkPermit;
-use crate::state::ServerState;
+use crate::state::Gate;
 
 /// The actor a request to the engine's routes acts for: authenticated (401 otherwise), within
 /// its rate and with room for one more request in progress (429). The request counts as in
 /// progress for as long as its handler holds the permit.
 pub(crate) struct Caller(pub(crate) Actor, pub(crate) Option<WorkPermit>);
 
-impl FromRequestParts<Arc<ServerState>> for Caller {
+impl<S: Send + Sync> FromRequestParts<S> for Caller
+where
+    Arc<Gate>: FromRef<S>,
+{
     type Rejection = Error;
 
-    async fn from_request_parts(parts: &mut Parts, state: &Arc<ServerState>) -> Result<Self, Error> {
+    async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self, Error> {
+        let state = Arc::<Gate>::from_ref(state);
         let actor = crate::auth::authenticate(state.auth.as_ref(), parts).await?;
         tracing::Span::current().record("actor", actor.user_id.as_str());
         if let Some(limit) = &state.rate_limit {
@@ -35,11 +41,14 @@ impl FromRequestParts<Arc<ServerState>> for Caller {
 /// A JSON body of type `T`.
 pub(crate) struct JsonBody<T>(pub(crate) T);
 
-impl<T: DeserializeOwned> FromRequest<Arc<ServerState>> for JsonBody<T> {
+impl<T: DeserializeOwned, S: Send + Sync> FromRequest<S> for JsonBody<T>
+where
+    Arc<Gate>: FromRef<S>,
+{
     type Rejection = Error;
 
-    async fn from_request(request: Request, state: &Arc<ServerState>) -> Result<Self, Error> {
-        let limit = state.body_limit;
+    async fn from_request(request: Request, state: &S) -> Result<Self, Error> {
+        let limit = Arc::<Gate>::from_ref(state).body_limit;
         let bytes: Bytes = match axum::body::to_bytes(request.into_body(), limit).await {
             Ok(bytes) => bytes,
             Err(err) => {

@@ -5,8 +5,6 @@
 mod extract;
 mod routes;
 
-use std::sync::Arc;
-
 use axum::Router;
 use axum::body::Body;
 use axum::extract::State;
@@ -31,12 +29,12 @@ impl MakeRequestId for MakeUuid {
 }
 
 /// The router of a server.
-pub(crate) fn router(state: Arc<ServerState>) -> Router {
-    let body_limit = state.body_limit;
+pub(crate) fn router(state: ServerState) -> Router {
+    let body_limit = state.gate.body_limit;
     let trace_requests = state.trace_requests;
     let mut routes = routes::routes().layer(axum::middleware::from_fn_with_state(body_limit, read_body_first));
     // Blob bytes are not bound by the body limit: the signed size bounds them.
-    if let Some(data) = state.blobs.as_ref().and_then(|blobs| blobs.store.routes()) {
+    if let Some(data) = state.blobs.blobs.as_ref().and_then(|blobs| blobs.store.routes()) {
         routes = routes.nest_service("/blobs/data", data);
     }
     let router = routes

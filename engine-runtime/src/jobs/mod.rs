@@ -18,6 +18,7 @@
 //! (`Server::builder().jobs(…)`), or start a worker of its own in another process with
 //! [`Jobs::start`].
 
+pub(crate) mod queue;
 mod worker;
 
 use std::collections::BTreeMap;

@@ -3,7 +3,7 @@
 //! dedicated session per instance `LISTEN`s and fans signals out locally. When that session is
 //! lost, or stops answering, another listens in its place, and every local socket is told to
 //! resync, so nothing is missed silently. Every statement has [`ListenNotify::lost_after`] to be
-//! answered, and a session that did not answer is closed (`deadline.rs`).
+//! answered, and a session that did not answer is closed (`pg/deadline.rs`).
 //!
 //! Presence lives in two unlogged tables: each instance's presences, and each instance's last
 //! heartbeat. An instance that stops heartbeating (killed, cut off) has its presences removed
@@ -20,9 +20,9 @@ use sqlx::{PgPool, Row};
 use tokio::sync::broadcast;
 
 use super::{OpenRealtime, Presence, PresenceState, Realtime, Signal, add_meta};
-use crate::deadline;
 use crate::error::{Error, Result};
-use crate::listener::{self, Heard};
+use crate::pg::deadline;
+use crate::pg::listener::{self, Heard};
 
 /// The channel every instance listens on.
 pub const CHANNEL: &str = "engine_signals";

@@ -4,9 +4,10 @@
 //! - [`socket`]: one task per connection: authentication, subscription, coalescing, limits,
 //!   presence.
 //!
-//! The sockets of a process are registered with the hub (`crate::hub`), which passes each one
-//! the pings and presence of its buckets.
+//! - [`hub`]: one per process: which socket wants which bucket, and pings held until pulls can
+//!   see their commit. It passes each socket the pings and presence of its buckets.
 
+pub(crate) mod hub;
 mod socket;
 
 use std::net::SocketAddr;
@@ -19,9 +20,25 @@ use axum::http::HeaderMap;
 use axum::http::request::Parts;
 use axum::response::{IntoResponse, Response};
 
+use crate::auth::EngineAuth;
 use crate::error::Error;
-use crate::limits::BUSY_RETRY_AFTER;
-use crate::state::ServerState;
+use crate::limits::{BUSY_RETRY_AFTER, RateLimit, StreamLimits};
+use crate::realtime::{PresenceSettings, Realtime};
+use crate::storage::Storage;
+use hub::Hub;
+
+/// What the stream's sockets use of a server.
+pub(crate) struct StreamState {
+    pub(crate) storage: Arc<dyn Storage>,
+    pub(crate) hub: Arc<Hub>,
+    pub(crate) realtime: Arc<dyn Realtime>,
+    pub(crate) auth: Arc<dyn EngineAuth>,
+    pub(crate) stream_limits: StreamLimits,
+    pub(crate) presence: PresenceSettings,
+    pub(crate) rate_limit: Option<RateLimit>,
+    /// Set once the server is shutting down: sockets close with 1012 and new ones are refused.
+    pub(crate) draining: tokio::sync::watch::Sender<bool>,
+}
 
 /// The subprotocol of the stream.
 pub const SUBPROTOCOL: &str = engine_kernel::wire::STREAM_SUBPROTOCOL;
@@ -44,7 +61,7 @@ fn subprotocol_token(headers: &HeaderMap) -> Option<String> {
 /// sockets waiting at once. An upgrade whose actor is known counts against the actor's request
 /// rate and socket limit.
 pub(crate) async fn stream(
-    State(state): State<Arc<ServerState>>,
+    State(state): State<Arc<StreamState>>,
     upgrade: Result<WebSocketUpgrade, WebSocketUpgradeRejection>,
     parts: Parts,
 ) -> Response {
@@ -121,7 +138,7 @@ pub(crate) async fn stream(
 }
 
 /// A new socket of `user`: within the actor's request rate and socket limit, or the refusal.
-pub(crate) fn admit(state: &ServerState, user: &str) -> Result<(), Error> {
+pub(crate) fn admit(state: &StreamState, user: &str) -> Result<(), Error> {
     if let Some(rate) = &state.rate_limit {
         rate.check(user)?;
     }

@@ -3,7 +3,7 @@
 //! pings on coalesced, keep presence, and close the socket (never anything else) on a
 //! malformed, unknown, oversized or too frequent frame, an expired token, or silence.
 //!
-//! Before it sends anything, a socket settles what it owes (`crate::hub::Owed`): when the
+//! Before it sends anything, a socket settles what it owes (`crate::stream::hub::Owed`): when the
 //! actor's memberships may have changed, or signals were lost (its queue overflowed, the hub
 //! lagged, the realtime link was re-established), it recomputes the actor's buckets first, so
 //! no ping or presence of a bucket the actor has lost goes out after the loss.
@@ -22,11 +22,11 @@ use governor::{DefaultDirectRateLimiter, Quota};
 use serde_json::Value;
 use tokio::time::{Instant, Sleep};
 
+use super::StreamState;
+use super::hub::{Event, Opening, Owed, SOCKET_QUEUE, Unauthenticated};
 use crate::error::Error;
-use crate::hub::{Event, Opening, Owed, SOCKET_QUEUE, Unauthenticated};
 use crate::limits::StreamLimits;
 use crate::realtime::Presence;
-use crate::state::ServerState;
 
 /// Why a socket closes: the `error` frame's code and detail, and the close code.
 struct Close {
@@ -45,7 +45,7 @@ struct Connection {
     /// One value for both directions: a socket split in two locks a shared half at every read
     /// and write, a measurable share of the fan-out at thousands of sockets.
     socket: WebSocket,
-    state: Arc<ServerState>,
+    state: Arc<StreamState>,
     actor: Actor,
     id: u64,
     owed: Arc<Owed>,
@@ -77,7 +77,7 @@ const FAR: u64 = 30 * 365 * 24 * 3600;
 fn claims(actor: &Actor) -> Vec<String> {
     let mut claims = vec![format!("user_id={}", actor.user_id), format!("owner_id={}", actor.owner_id)];
     for (name, value) in &actor.claims {
-        if let Some(text) = crate::buckets::param_text(value) {
+        if let Some(text) = crate::rules::buckets::param_text(value) {
             claims.push(format!("claims.{name}={text}"));
         }
     }
@@ -126,7 +126,7 @@ fn parse(text: &str) -> Result<ClientFrame, Close> {
 /// `auth` frame against its address until it has.
 pub(crate) async fn run(
     socket: WebSocket,
-    state: Arc<ServerState>,
+    state: Arc<StreamState>,
     actor: Option<Actor>,
     unauthenticated: Option<Unauthenticated>,
     opening: Opening,
@@ -179,7 +179,7 @@ pub(crate) async fn run(
 }
 
 /// Wait for the `auth` frame of a socket that brought no credentials.
-async fn authenticate(state: &ServerState, socket: &mut WebSocket, deadline: Duration) -> Result<Actor, Close> {
+async fn authenticate(state: &StreamState, socket: &mut WebSocket, deadline: Duration) -> Result<Actor, Close> {
     let first = tokio::time::timeout(deadline, socket.next())
         .await
         .map_err(|_| Close::policy("unauthenticated", "send `{\"type\":\"auth\",\"token\":…}` first"))?;

@@ -1,0 +1,101 @@
+//! The bounds on what one actor's requests may ask of a store (`docs/design.md` §14, store
+//! bounds), each answered with an error that names it.
+
+/// Bounds on what one actor's requests may ask of a store, each answered with an error that
+/// names it (`docs/protocol.md` lists where).
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct StoreLimits {
+    /// The most mutations one push holds (default 1,000): past it, the push is refused whole
+    /// with `413 too_many_mutations`.
+    pub mutations_per_push: usize,
+    /// The most buckets synced for one actor (default 10,000): past it, a pull is refused with
+    /// `413 payload_too_large`, which names both numbers.
+    pub buckets_per_actor: usize,
+    /// The most bytes of a primary-key value or of a value that becomes a bucket parameter
+    /// (default 512): past it, the write is rejected `validation_failed`.
+    pub key_bytes: usize,
+    /// The most bytes of a row's JSON (default 1 MiB; see [`StoreLimits::table_row_bytes`]):
+    /// past it, the write is rejected `validation_failed`.
+    pub row_bytes: usize,
+    /// The deepest nesting of a mutation's arguments (default 64): past it, the mutation is
+    /// rejected `validation_failed`.
+    pub args_depth: usize,
+    /// The most row data a pull page carries, in bytes (default 4 MiB): a page that would carry
+    /// more ends early with `hasMore`. A page always takes at least one entry.
+    pub page_bytes: usize,
+    /// Row bounds of single tables, in place of `row_bytes`.
+    pub table_row_bytes: Vec<(String, usize)>,
+}
+
+impl Default for StoreLimits {
+    fn default() -> Self {
+        StoreLimits {
+            mutations_per_push: 1_000,
+            buckets_per_actor: 10_000,
+            key_bytes: 512,
+            row_bytes: 1024 * 1024,
+            args_depth: 64,
+            page_bytes: 4 * 1024 * 1024,
+            table_row_bytes: Vec::new(),
+        }
+    }
+}
+
+impl StoreLimits {
+    /// These limits with at most `n` mutations per push.
+    #[must_use]
+    pub fn mutations_per_push(mut self, n: usize) -> Self {
+        self.mutations_per_push = n.max(1);
+        self
+    }
+
+    /// These limits with at most `n` buckets synced per actor.
+    #[must_use]
+    pub fn buckets_per_actor(mut self, n: usize) -> Self {
+        self.buckets_per_actor = n.max(1);
+        self
+    }
+
+    /// These limits with keys and bucket parameters of at most `bytes`.
+    #[must_use]
+    pub fn key_bytes(mut self, bytes: usize) -> Self {
+        self.key_bytes = bytes.max(1);
+        self
+    }
+
+    /// These limits with rows of at most `bytes` of JSON, in tables without a bound of their own.
+    #[must_use]
+    pub fn row_bytes(mut self, bytes: usize) -> Self {
+        self.row_bytes = bytes.max(1);
+        self
+    }
+
+    /// These limits with rows of table `table` of at most `bytes` of JSON.
+    #[must_use]
+    pub fn table_row_bytes(mut self, table: impl Into<String>, bytes: usize) -> Self {
+        let table = table.into();
+        self.table_row_bytes.retain(|(t, _)| *t != table);
+        self.table_row_bytes.push((table, bytes.max(1)));
+        self
+    }
+
+    /// These limits with arguments nested at most `depth` deep.
+    #[must_use]
+    pub fn args_depth(mut self, depth: usize) -> Self {
+        self.args_depth = depth.max(1);
+        self
+    }
+
+    /// These limits with pull pages of at most `bytes` of row data.
+    #[must_use]
+    pub fn page_bytes(mut self, bytes: usize) -> Self {
+        self.page_bytes = bytes.max(1);
+        self
+    }
+
+    /// The row bound of `table`.
+    pub fn row_bytes_of(&self, table: &str) -> usize {
+        self.table_row_bytes.iter().find(|(t, _)| t == table).map_or(self.row_bytes, |(_, bytes)| *bytes)
+    }
+}

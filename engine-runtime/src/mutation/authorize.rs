@@ -1,0 +1,516 @@
+//! Write authorization (`docs/design.md` §4, which states the rule exactly): no write puts data
+//! where the actor cannot read, and no write grants a bucket its writer could not read. This is
+//! the one place the rule is read.
+//!
+//! [`Holdings`] asks whether the actor held a bucket lazily, until the mutation first writes a
+//! table a membership query reads; then every holding is read and frozen. On the push's next
+//! path a permission one bucket decides is assumed ([`Assumed`]) and confirmed by the record
+//! statement, or by a statement of its own before the mutator's next read or write.
+//! A refusal names the table and the rule, never a bucket key: the server log keeps the bucket.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use engine_kernel::rules::{ConstFilter, Membership, RuleMeta};
+use engine_kernel::{Actor, BucketKey, Error as KernelError, Row, TableMeta};
+
+use super::PgMutatorTx;
+use super::errors::{ASK_INSTEAD, to_kernel};
+use crate::pg::sql::Sql;
+use crate::pg::sql::ident;
+use crate::rules::buckets::claim_bucket;
+use crate::rules::held::{self, MembershipQuery};
+use crate::rules::selection;
+
+type KernelResult<T> = engine_kernel::Result<T>;
+
+/// What the mutation knows of the actor's buckets.
+#[derive(Debug, Default)]
+pub(super) struct Holdings {
+    /// Whether the actor held a bucket when the mutation began, as far as asked (or assumed,
+    /// see `assumed`).
+    held_at_start: BTreeMap<BucketKey, bool>,
+    /// Whether the actor could write a table in a bucket when the mutation began, as far as
+    /// asked or assumed (only for rules with a `write(...)` for the table).
+    writable_at_start: BTreeMap<(BucketKey, &'static str), bool>,
+    /// Whether every holding has been read (before the first write to a membership table).
+    frozen: bool,
+    /// Buckets of membership rules that had no rows when the mutation began and that it put rows
+    /// into or granted: new buckets (a new list, a new team).
+    created: BTreeSet<BucketKey>,
+    /// Of those, the ones the mutation put rows into, with the table of the first row: to be
+    /// held by the actor when the writes are in.
+    new_buckets: BTreeMap<BucketKey, &'static str>,
+    /// Buckets the mutation put rows into (readable by it from then on).
+    entered: BTreeSet<BucketKey>,
+    /// Buckets the mutation put rows into only through `accept(...)`: not readable by it.
+    accepted: BTreeSet<BucketKey>,
+    /// Buckets rows left through the mutation's updates and deletes (so they had rows).
+    left: BTreeSet<BucketKey>,
+    /// Whether write permissions may be assumed, for the record statement to confirm.
+    may_assume: bool,
+    /// The write permissions assumed so far.
+    assumed: Vec<Assumed>,
+}
+
+impl Holdings {
+    /// Holdings whose write permissions are assumed where they can be, and confirmed by the
+    /// mutation's record statement ([`PgMutatorTx::take_assumed`]).
+    pub(super) fn assuming() -> Self {
+        Holdings { may_assume: true, ..Holdings::default() }
+    }
+}
+
+/// A write permission assumed on the next path: the actor held `bucket` when the mutation
+/// began, through a membership row matching one of `write` when given.
+#[derive(Debug, Clone)]
+pub(crate) struct Assumed {
+    query: MembershipQuery,
+    bucket: BucketKey,
+    write: Option<&'static [&'static [ConstFilter]]>,
+}
+
+impl Assumed {
+    /// Append the condition that every permission of `all` holds, `(true AND EXISTS (…) …)`,
+    /// evaluated in the snapshot of the statement it is part of.
+    pub(crate) fn push_all(all: &[Assumed], sql: &mut Sql, actor: &Actor) -> crate::error::Result<()> {
+        sql.push("(true");
+        for assumed in all {
+            sql.push(" AND ");
+            assumed.push(sql, actor)?;
+        }
+        sql.push(")");
+        Ok(())
+    }
+
+    /// Append the condition that this permission holds.
+    pub(crate) fn push(&self, sql: &mut Sql, actor: &Actor) -> crate::error::Result<()> {
+        self.query
+            .push_holds(sql, actor, &self.bucket, self.write)
+            .ok_or_else(|| crate::error::Error::internal("an assumed permission cannot be asked"))
+    }
+}
+
+/// Why a write is refused.
+#[derive(Debug, Clone, Copy)]
+enum Refusal {
+    /// It puts a row into a bucket the actor does not hold.
+    Puts,
+    /// It writes a row in buckets where the actor may read but not write it.
+    Writes,
+    /// It grants a bucket, or a permission in one, the actor may not grant.
+    Grants,
+}
+
+/// A refusal in the domain's words: the table and the rule, never the bucket key (which may
+/// hold values the actor did not send). The bucket goes to the server log.
+fn forbidden(table: &str, bucket: &BucketKey, refusal: Refusal) -> KernelError {
+    tracing::warn!(table, rule = bucket.rule(), bucket = %bucket, ?refusal, "write refused");
+    let rule = bucket.rule();
+    KernelError::forbidden(match refusal {
+        Refusal::Puts => {
+            format!("the mutation puts a row of `{table}` into a bucket of rule `{rule}` that the actor does not hold")
+        }
+        Refusal::Writes => {
+            format!("the actor's membership in rule `{rule}` does not let it write this row of `{table}`")
+        }
+        Refusal::Grants => format!(
+            "the mutation's write to `{table}` grants a bucket of rule `{rule}` (or a permission in it) that the actor may not grant"
+        ),
+    })
+}
+
+impl PgMutatorTx<'_> {
+    fn rule(&self, bucket: &BucketKey) -> Option<&'static RuleMeta> {
+        self.core.app.sync_rules().rule(bucket.rule())
+    }
+
+    fn membership_query(&self, rule: &RuleMeta) -> Option<&MembershipQuery> {
+        self.core.memberships.iter().find(|q| q.rule().name == rule.name)
+    }
+
+    /// Whether the actor holds `bucket` with the mutation's writes in.
+    async fn holds_now(&mut self, bucket: &BucketKey) -> KernelResult<bool> {
+        let Some(rule) = self.rule(bucket) else { return Ok(false) };
+        match self.membership_query(rule).cloned() {
+            None => Ok(claim_bucket(rule, &self.actor).as_ref() == Some(bucket)),
+            Some(query) => query.holds(self.conn.conn()?, &self.actor, bucket).await.map_err(to_kernel),
+        }
+    }
+
+    /// Whether the actor held `bucket` when the mutation began.
+    async fn held_at_start(&mut self, bucket: &BucketKey) -> KernelResult<bool> {
+        if let Some(&held) = self.holdings.held_at_start.get(bucket) {
+            return Ok(held);
+        }
+        if self.holdings.frozen {
+            return Ok(false);
+        }
+        let held = self.holds_now(bucket).await?;
+        self.holdings.held_at_start.insert(bucket.clone(), held);
+        Ok(held)
+    }
+
+    /// Assume that the actor could write rows of `table` in `bucket` when the mutation began,
+    /// where the answer is not known yet and a statement can confirm it later: holdings are not
+    /// frozen, no write to `table` freezes them, and the bucket's memberships are a table's rows.
+    /// Returns whether it was assumed.
+    fn assume_write(&mut self, bucket: &BucketKey, table: &'static TableMeta) -> bool {
+        if !self.holdings.may_assume || self.holdings.frozen || self.may_grant(table) {
+            return false;
+        }
+        let Some(rule) = self.rule(bucket) else { return false };
+        let Some(query) = self.membership_query(rule) else { return false };
+        let write = rule.write_rule(table.name).map(|w| w.any_of);
+        let asked = (bucket.clone(), table.name);
+        let held = self.holdings.held_at_start.get(bucket).copied();
+        let known = match write {
+            None => held.is_some(),
+            Some(_) => held == Some(false) || self.holdings.writable_at_start.contains_key(&asked),
+        };
+        if known || !query.can_ask_within(&self.actor, bucket, write) {
+            return false;
+        }
+        let assumed = Assumed { query: query.clone(), bucket: bucket.clone(), write };
+        self.holdings.assumed.push(assumed);
+        // Writing through a membership row is holding the bucket through it.
+        self.holdings.held_at_start.insert(bucket.clone(), true);
+        if write.is_some() {
+            self.holdings.writable_at_start.insert(asked, true);
+        }
+        true
+    }
+
+    /// Whether a live row of `table` with primary key `key` is one the actor can read, as far
+    /// as that can be told on the next path without reading the row: `Some(None)` when it is
+    /// (the table is not synced, or a bucket the key alone decides is one the mutation knows the
+    /// actor holds), `Some(Some(held))` when it is if the actor holds such a bucket (`held`, for
+    /// a statement to confirm), `None` when the row must be read to tell. A row lies in a bucket
+    /// its key alone decides when a selection of its table scopes by key columns only and has
+    /// no filter: then every live row with that key is in it.
+    pub(super) fn readable_by_key(&mut self, table: &'static TableMeta, key: &Row) -> Option<Option<Assumed>> {
+        if !self.holdings.may_assume || self.holdings.frozen {
+            return None;
+        }
+        if !self.is_synced(table) {
+            return Some(None);
+        }
+        let is_key = |column: &str| table.key_columns().any(|c| c.name == column);
+        let mut unknown = None;
+        for selection in self.core.rules.selections(table.name) {
+            let by_key =
+                selection.selection.filters.is_empty() && selection.selection.scope.iter().all(|eq| is_key(eq.column));
+            let Some(bucket) = by_key.then(|| selection.bucket_of(key)).flatten() else { continue };
+            let entered = self.holdings.entered.contains(&bucket) && !self.holdings.accepted.contains(&bucket);
+            let held = self.holdings.held_at_start.get(&bucket).copied();
+            if entered || held == Some(true) {
+                return Some(None);
+            }
+            if held == Some(false) {
+                continue;
+            }
+            let rule = selection.rule;
+            match self.membership_query(rule) {
+                None if claim_bucket(rule, &self.actor).as_ref() == Some(&bucket) => return Some(None),
+                None => {}
+                Some(query) if unknown.is_none() && query.can_ask_within(&self.actor, &bucket, None) => {
+                    unknown = Some(Assumed { query: query.clone(), bucket, write: None });
+                }
+                Some(_) => {}
+            }
+        }
+        unknown.map(Some)
+    }
+
+    /// Confirm the write permissions assumed so far, in one statement, before the mutation
+    /// reads or writes rows again: a mutator learns nothing past a write it may not make.
+    /// The mutation's writes so far touched no membership table, so the statement sees the
+    /// memberships as they were.
+    pub(super) async fn confirm_assumed(&mut self) -> KernelResult<()> {
+        if self.holdings.assumed.is_empty() {
+            return Ok(());
+        }
+        let mut sql = Sql::new("SELECT ");
+        Assumed::push_all(&self.holdings.assumed, &mut sql, &self.actor).map_err(to_kernel)?;
+        let confirmed = sql.build_query_scalar::<bool>().fetch_one(self.conn.conn()?).await;
+        if !confirmed.map_err(|e| self.failed(e))? {
+            return Err(KernelError::forbidden(ASK_INSTEAD));
+        }
+        self.holdings.assumed.clear();
+        Ok(())
+    }
+
+    /// The write permissions assumed, for the record statement to confirm.
+    pub(crate) fn take_assumed(&mut self) -> Vec<Assumed> {
+        std::mem::take(&mut self.holdings.assumed)
+    }
+
+    /// [`may_write`](Self::may_write), assumed where it can be.
+    async fn may_write_or_assume(&mut self, bucket: &BucketKey, table: &'static TableMeta) -> KernelResult<bool> {
+        if self.assume_write(bucket, table) {
+            return Ok(true);
+        }
+        self.may_write(bucket, table).await
+    }
+
+    /// Whether the actor could write rows of `table` in `bucket` when the mutation began.
+    async fn may_write(&mut self, bucket: &BucketKey, table: &'static TableMeta) -> KernelResult<bool> {
+        // Neither asked yet: whether held and whether writable are one question to Postgres.
+        let asked = (bucket.clone(), table.name);
+        if !self.holdings.frozen
+            && !self.holdings.held_at_start.contains_key(bucket)
+            && !self.holdings.writable_at_start.contains_key(&asked)
+            && let Some(rule) = self.rule(bucket)
+            && let Some(write) = rule.write_rule(table.name)
+            && let Some(query) = self.membership_query(rule).cloned()
+        {
+            let (held, may) = query
+                .holds_and_through(self.conn.conn()?, &self.actor, bucket, write.any_of)
+                .await
+                .map_err(to_kernel)?;
+            self.holdings.held_at_start.insert(bucket.clone(), held);
+            self.holdings.writable_at_start.insert(asked, held && may);
+            return Ok(held && may);
+        }
+        if !self.held_at_start(bucket).await? {
+            return Ok(false);
+        }
+        let Some(rule) = self.rule(bucket) else { return Ok(false) };
+        let Some(write) = rule.write_rule(table.name) else { return Ok(true) };
+        let asked = (bucket.clone(), table.name);
+        if let Some(&may) = self.holdings.writable_at_start.get(&asked) {
+            return Ok(may);
+        }
+        if self.holdings.frozen {
+            return Ok(false);
+        }
+        let Some(query) = self.membership_query(rule).cloned() else { return Ok(false) };
+        let may =
+            query.holds_through(self.conn.conn()?, &self.actor, bucket, Some(write.any_of)).await.map_err(to_kernel)?;
+        self.holdings.writable_at_start.insert(asked, may);
+        Ok(may)
+    }
+
+    /// Whether a write to `table` may change whose buckets: some membership query reads it (a
+    /// raw one may read any table).
+    pub(super) fn may_grant(&self, table: &TableMeta) -> bool {
+        self.core.app.sync_rules().rules.iter().any(|rule| match rule.membership {
+            Some(Membership::Table { table: t, .. }) => t == table.name,
+            Some(Membership::Raw { .. }) => true,
+            None => false,
+        })
+    }
+
+    /// Read and keep every holding and write permission, before a write to `table` that could
+    /// change one.
+    pub(super) async fn freeze_before_writing(&mut self, table: &TableMeta) -> KernelResult<()> {
+        if self.holdings.frozen || !self.may_grant(table) {
+            return Ok(());
+        }
+        // Confirmed before a write that may grant them.
+        self.confirm_assumed().await?;
+        let conn = self.conn.conn()?;
+        let held =
+            held::held_buckets(conn, &self.core.app, &self.core.memberships, &self.actor).await.map_err(to_kernel)?;
+        for (bucket, was_held) in self.holdings.held_at_start.iter_mut() {
+            *was_held = held.contains(bucket);
+        }
+        for bucket in held {
+            self.holdings.held_at_start.insert(bucket, true);
+        }
+        let mut writable = BTreeMap::new();
+        for query in &self.core.memberships {
+            for write in query.rule().writes {
+                let buckets = query.held_through(conn, &self.actor, Some(write.any_of)).await.map_err(to_kernel)?;
+                writable.insert(write.table, buckets);
+            }
+        }
+        for ((bucket, table), may) in self.holdings.writable_at_start.iter_mut() {
+            *may = writable.get(table).is_some_and(|b| b.contains(bucket));
+        }
+        for (table, buckets) in writable {
+            for bucket in buckets {
+                self.holdings.writable_at_start.insert((bucket, table), true);
+            }
+        }
+        self.holdings.frozen = true;
+        Ok(())
+    }
+
+    /// Whether `bucket` has any row now.
+    async fn has_rows(&mut self, bucket: &BucketKey) -> KernelResult<bool> {
+        let Some(rule) = self.rule(bucket) else { return Ok(true) };
+        let params = bucket.params();
+        let mut sql = Sql::new("SELECT false");
+        for selection in self.core.rules.rule_selections(rule.name) {
+            let table = self.core.app.table(selection.selection.table).expect("rule tables are app tables");
+            sql.push(format_args!(" OR EXISTS (SELECT 1 FROM {} AS t WHERE ", ident(table.name)));
+            selection::push_selected(&mut sql, "t", table, selection, &params);
+            sql.push(")");
+        }
+        let had = sql.build_query_scalar::<bool>().fetch_one(self.conn()?).await;
+        had.map_err(|e| self.failed(e))
+    }
+
+    /// Whether `bucket` had any row when the mutation began: a bucket the mutation created had
+    /// none; one it took rows out of, or put rows into without creating it, had some (or may
+    /// have had: the answer errs towards refusing); any other has the rows it had.
+    async fn had_rows(&mut self, bucket: &BucketKey) -> KernelResult<bool> {
+        if self.holdings.created.contains(bucket) {
+            return Ok(false);
+        }
+        if self.holdings.left.contains(bucket) || self.holdings.entered.contains(bucket) {
+            return Ok(true);
+        }
+        self.has_rows(bucket).await
+    }
+
+    /// May the mutation put a row of `table` into `bucket`, the row lying in `row_buckets`?
+    pub(super) async fn authorize_entering(
+        &mut self,
+        table: &'static TableMeta,
+        bucket: &BucketKey,
+        row_buckets: &BTreeSet<BucketKey>,
+    ) -> KernelResult<()> {
+        if self.holdings.created.contains(bucket) {
+            self.holdings.new_buckets.insert(bucket.clone(), table.name);
+            return Ok(());
+        }
+        // Where an `accept(...)` may let the row in instead, the answer decides which way: asked.
+        let accepts = self.rule(bucket).is_some_and(|rule| !rule.accepts.is_empty());
+        let may = if accepts {
+            self.may_write(bucket, table).await?
+        } else {
+            self.may_write_or_assume(bucket, table).await?
+        };
+        if may {
+            return Ok(());
+        }
+        let Some(rule) = self.rule(bucket) else { return Err(forbidden(table.name, bucket, Refusal::Puts)) };
+        for accepted in rule.accepts {
+            for other in row_buckets.iter().filter(|b| b.rule() == *accepted) {
+                if self.holdings.created.contains(other) || self.may_write(other, table).await? {
+                    if !self.held_at_start(bucket).await? {
+                        self.holdings.accepted.insert(bucket.clone());
+                    }
+                    return Ok(());
+                }
+            }
+        }
+        if self.held_at_start(bucket).await? {
+            return Err(forbidden(table.name, bucket, Refusal::Writes));
+        }
+        if rule.membership.is_some() && !self.had_rows(bucket).await? {
+            self.holdings.created.insert(bucket.clone());
+            self.holdings.new_buckets.insert(bucket.clone(), table.name);
+            return Ok(());
+        }
+        Err(forbidden(table.name, bucket, Refusal::Puts))
+    }
+
+    /// May the mutation change or delete a row of `table` that lies in `buckets` (which it can
+    /// read)? It may when it may write the table in one of them.
+    pub(super) async fn authorize_changing(
+        &mut self,
+        table: &'static TableMeta,
+        buckets: &BTreeSet<BucketKey>,
+    ) -> KernelResult<()> {
+        // Where another of the row's buckets may allow it, each is asked in turn.
+        let single = buckets.len() == 1;
+        for bucket in buckets {
+            if self.holdings.created.contains(bucket) {
+                return Ok(());
+            }
+            let may = if single {
+                self.may_write_or_assume(bucket, table).await?
+            } else {
+                self.may_write(bucket, table).await?
+            };
+            if may {
+                return Ok(());
+            }
+        }
+        match buckets.iter().next() {
+            Some(bucket) => Err(forbidden(table.name, bucket, Refusal::Writes)),
+            None => Ok(()),
+        }
+    }
+
+    /// Before a row of `table` becomes `row`: the buckets and write permissions it grants its
+    /// member are ones the actor has, or new.
+    pub(super) async fn authorize_granting(&mut self, table: &'static TableMeta, row: &Row) -> KernelResult<()> {
+        let queries: Vec<MembershipQuery> = self.core.memberships.clone();
+        for query in queries {
+            let Some(bucket) = query.granted_by(table, row) else { continue };
+            if self.holdings.created.contains(&bucket) {
+                continue;
+            }
+            if self.held_at_start(&bucket).await? {
+                for write in query.rule().writes {
+                    let target = self.core.app.table(write.table).expect("rule tables are app tables");
+                    if MembershipQuery::row_matches(row, write.any_of) && !self.may_write(&bucket, target).await? {
+                        return Err(forbidden(table.name, &bucket, Refusal::Grants));
+                    }
+                }
+                continue;
+            }
+            if self.had_rows(&bucket).await? {
+                return Err(forbidden(table.name, &bucket, Refusal::Grants));
+            }
+            self.holdings.created.insert(bucket);
+        }
+        Ok(())
+    }
+
+    /// Note that the mutation put rows into `buckets`: it may read them from now on, except
+    /// those it only fed through `accept(...)`.
+    pub(super) fn entered(&mut self, buckets: impl IntoIterator<Item = BucketKey>) {
+        self.holdings.entered.extend(buckets);
+    }
+
+    /// Note that rows left `buckets`.
+    pub(super) fn left(&mut self, buckets: impl IntoIterator<Item = BucketKey>) {
+        self.holdings.left.extend(buckets);
+    }
+
+    /// Whether the mutation may see a row in `buckets`.
+    pub(super) async fn can_read(&mut self, buckets: &BTreeSet<BucketKey>) -> KernelResult<bool> {
+        for bucket in buckets {
+            let entered = self.holdings.entered.contains(bucket) && !self.holdings.accepted.contains(bucket);
+            if entered || self.held_at_start(bucket).await? {
+                return Ok(true);
+            }
+        }
+        Ok(false)
+    }
+
+    /// With every write in: the actor holds each new bucket the mutation put rows into, and no
+    /// bucket of a raw membership query that it did not hold and that had rows.
+    pub(super) async fn check_new_buckets(&mut self) -> KernelResult<()> {
+        let raw: Vec<MembershipQuery> = self.core.memberships.iter().filter(|q| q.is_raw()).cloned().collect();
+        let raw_may_grant = self.holdings.frozen && !raw.is_empty();
+        if self.holdings.new_buckets.is_empty() && !raw_may_grant {
+            return Ok(());
+        }
+        self.flush().await?;
+        for (bucket, table) in std::mem::take(&mut self.holdings.new_buckets) {
+            if !self.holds_now(&bucket).await? {
+                return Err(forbidden(table, &bucket, Refusal::Puts));
+            }
+        }
+        if raw_may_grant {
+            for query in raw {
+                let now = query.held_through(self.conn.conn()?, &self.actor, None).await.map_err(to_kernel)?;
+                for bucket in now {
+                    if !self.held_at_start(&bucket).await? && self.had_rows(&bucket).await? {
+                        tracing::warn!(rule = bucket.rule(), bucket = %bucket, "write refused: a raw membership grant");
+                        return Err(KernelError::forbidden(format!(
+                            "the mutation grants the actor a bucket of rule `{}` that it did not hold",
+                            bucket.rule()
+                        )));
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,59 @@
+//! Who wrote each blob key into a row (`_engine_blob_refs`): a mutation that sets a blob column
+//! records its actor as the writer of that key in that row, in the mutation's transaction, so a
+//! download can ask for a row that an uploader of the bytes wrote (`docs/design.md` §13).
+
+use engine_kernel::column::ColumnMeta;
+use engine_kernel::{Row, TableMeta};
+use serde_json::Value;
+
+use super::PgMutatorTx;
+use crate::pg::sql::Sql;
+
+type KernelResult<T> = engine_kernel::Result<T>;
+
+/// The primary key of `row` as `_engine_blob_refs` keeps it: an object of the key columns.
+fn row_key(table: &TableMeta, row: &Row) -> Value {
+    Value::Object(
+        table.primary_key.iter().map(|k| ((*k).to_owned(), row.get(*k).cloned().unwrap_or(Value::Null))).collect(),
+    )
+}
+
+impl PgMutatorTx<'_> {
+    /// Record the actor as the writer of the blob keys that `columns` of `row` hold, for those
+    /// of them the write changed (`before` is the row before it; none for an insert). A column
+    /// whose value a write did not change keeps the writer it had.
+    pub(super) async fn note_blob_refs(
+        &mut self,
+        table: &'static TableMeta,
+        before: Option<&Row>,
+        row: &Row,
+        columns: &[&'static ColumnMeta],
+    ) -> KernelResult<()> {
+        let written: Vec<(&'static str, String)> = columns
+            .iter()
+            .filter(|c| c.blob)
+            .filter(|c| before.is_none_or(|before| before.get(c.name) != row.get(c.name)))
+            .filter_map(|c| row.get(c.name).and_then(Value::as_str).map(|key| (c.name, key.to_owned())))
+            .collect();
+        if written.is_empty() {
+            return Ok(());
+        }
+        let (key, writer) = (row_key(table, row), self.actor.user_id.clone());
+        let mut sql = Sql::new("INSERT INTO _engine_blob_refs (table_name, row_key, column_name, blob_key, writer) ");
+        sql.push_values(written, |mut values, (column, blob)| {
+            values
+                .push_bind(table.name)
+                .push_bind(key.clone())
+                .push_bind(column)
+                .push_bind(blob)
+                .push_bind(writer.clone());
+        });
+        sql.push(
+            " ON CONFLICT (table_name, row_key, column_name) DO UPDATE SET blob_key = EXCLUDED.blob_key, writer = EXCLUDED.writer",
+        );
+        if let Err(e) = sql.build().execute(self.writing().await?).await {
+            return Err(self.failed(e));
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,84 @@
+//! The bounds a written row keeps (`StoreLimits`): keys and the values that become bucket
+//! parameters stay short enough for every index and cursor that carries them, and a row's JSON
+//! stays within its table's bound. A write past one is rejected `validation_failed`, naming the
+//! bound, before it reaches the database.
+
+use engine_kernel::{Error as KernelError, Row, TableMeta};
+use serde_json::Value;
+
+use super::PgMutatorTx;
+
+type KernelResult<T> = engine_kernel::Result<T>;
+
+/// The bytes a value takes in its JSON form (a text value: its UTF-8 bytes).
+fn bytes_of(value: &Value) -> usize {
+    match value {
+        Value::String(s) => s.len(),
+        other => serde_json::to_string(other).map_or(0, |s| s.len()),
+    }
+}
+
+impl PgMutatorTx<'_> {
+    /// Refuse `row` of `table` (every column, as it will be stored) past a bound.
+    pub(super) fn check_bounds(&self, table: &TableMeta, row: &Row) -> KernelResult<()> {
+        let limits = &self.core.limits;
+        let mut keys: Vec<&str> = table.primary_key.to_vec();
+        for selection in self.core.rules.selections(table.name) {
+            keys.extend(selection.scope_columns());
+            keys.extend(selection.ties().iter().map(|(column, _)| *column));
+        }
+        for column in keys {
+            let bytes = row.get(column).map_or(0, bytes_of);
+            if bytes > limits.key_bytes {
+                return Err(KernelError::validation(format!(
+                    "column `{}.{column}` holds a key or bucket parameter of {bytes} bytes; at most {} are taken",
+                    table.name, limits.key_bytes
+                )));
+            }
+        }
+        let row_bytes = serde_json::to_vec(row).map_or(0, |json| json.len());
+        let bound = limits.row_bytes_of(table.name);
+        if row_bytes > bound {
+            return Err(KernelError::validation(format!(
+                "a row of `{}` of {row_bytes} bytes; at most {bound} are taken",
+                table.name
+            )));
+        }
+        Ok(())
+    }
+}
+
+/// How deep `value` nests: 0 for a scalar, 1 for an array or object of scalars.
+pub(crate) fn depth(value: &Value) -> usize {
+    let mut deepest = 0;
+    let mut stack = vec![(value, 0)];
+    while let Some((value, level)) = stack.pop() {
+        let children: Box<dyn Iterator<Item = &Value>> = match value {
+            Value::Array(items) => Box::new(items.iter()),
+            Value::Object(fields) => Box::new(fields.values()),
+            _ => continue,
+        };
+        deepest = deepest.max(level + 1);
+        stack.extend(children.map(|child| (child, level + 1)));
+    }
+    deepest
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    #[test]
+    fn depth_counts_nesting() {
+        assert_eq!(depth(&json!(1)), 0);
+        assert_eq!(depth(&json!({"a": 1})), 1);
+        assert_eq!(depth(&json!({"a": [1, {"b": []}]})), 4);
+        let mut deep = json!(0);
+        for _ in 0..100 {
+            deep = json!([deep]);
+        }
+        assert_eq!(depth(&deep), 100);
+    }
+}

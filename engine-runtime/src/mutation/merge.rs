@@ -1,0 +1,185 @@
+//! How a write merges with the stored row, by the table's merge policy (docs/design.md §7).
+//!
+//! - A collaborative column merges the written update into the stored document: concurrent
+//!   edits all survive, whatever their order. The merge runs on a blocking thread, off the async
+//!   workers, bounded in size (`engine_kernel::crdt::MAX_DOCUMENT_BYTES`); an update past the
+//!   bound, or one that breaks `yrs`, is refused `validation_failed`.
+//! - On a synced table that merges by field, each scalar column keeps the value of the newer
+//!   hybrid logical clock: a write stamped older than the column's stamp leaves the column as it
+//!   is (the row is still written, so clients holding the losing value see the winner).
+//! - Otherwise the written value replaces the stored one (last writer in commit order wins).
+
+use engine_kernel::column::ColumnMeta;
+use engine_kernel::{Hlc, Row, TableMeta};
+use serde_json::{Map, Value};
+
+use crate::pg::sql::NEWEST_STAMP;
+
+type KernelResult<T> = engine_kernel::Result<T>;
+
+/// Per-column HLC stamps of a row (`_engine_hlc`): column name → clock text, and under
+/// [`NEWEST_STAMP`] the newest of them.
+pub(super) type Stamps = Map<String, Value>;
+
+/// The stamps of a row inserted at `hlc`: every column stamped with it.
+pub(super) fn inserted(table: &TableMeta, hlc: &Hlc) -> Value {
+    let stamp = Value::from(hlc.to_string());
+    let mut stamps: Stamps = table.columns.iter().map(|c| (c.name.to_owned(), stamp.clone())).collect();
+    stamps.insert(NEWEST_STAMP.to_owned(), stamp);
+    Value::Object(stamps)
+}
+
+/// What an update leaves of a row.
+#[derive(Debug)]
+pub(super) struct Updated {
+    /// The row after the write.
+    pub(super) after: Row,
+    /// Its stamps after the write (changed only when the table merges by field).
+    pub(super) stamps: Stamps,
+    /// Whether any of the write took effect: false when every column it set lost its merge to
+    /// a newer write (a write that sets nothing takes effect: it touches the row).
+    pub(super) took_effect: bool,
+}
+
+/// What a write stores in `column`: a collaborative column's update merged into `stored` (the
+/// document so far; none for an insert), off the async workers; any other column's value as
+/// given.
+pub(super) async fn written(column: &ColumnMeta, stored: Option<&Value>, value: &Value) -> KernelResult<Value> {
+    if !column.sql_type.is_crdt() || value.is_null() {
+        return Ok(value.clone());
+    }
+    let (sql_type, stored, update) = (column.sql_type, stored.cloned(), value.clone());
+    let merge = move || {
+        engine_kernel::crdt::merged_column_within(
+            sql_type,
+            stored.as_ref(),
+            &update,
+            engine_kernel::crdt::MAX_DOCUMENT_BYTES,
+        )
+    };
+    match tokio::task::spawn_blocking(merge).await {
+        Ok(merged) => merged,
+        Err(err) if err.is_panic() => {
+            Err(engine_kernel::Error::validation("the collaborative update is not one the CRDT library can apply"))
+        }
+        Err(_) => Err(engine_kernel::Error::Transient("the merge of a collaborative update was cancelled".into())),
+    }
+}
+
+/// `before` with `changes` written at `hlc`, merged column by column.
+pub(super) async fn updated(
+    table: &TableMeta,
+    by_field: bool,
+    before: &Row,
+    mut stamps: Stamps,
+    changes: &[(&'static str, Value)],
+    hlc: &Hlc,
+) -> KernelResult<Updated> {
+    let mut after = before.clone();
+    let stamp = hlc.to_string();
+    let mut took_effect = changes.is_empty();
+    for (name, value) in changes {
+        let column = table.known_column(name)?;
+        if column.sql_type.is_crdt() {
+            let merged = written(column, after.get(*name), value).await?;
+            after.insert((*name).to_owned(), merged);
+            took_effect = true;
+        } else if by_field {
+            let newer = stamps.get(*name).and_then(Value::as_str).is_none_or(|old| stamp.as_str() > old);
+            if newer {
+                after.insert((*name).to_owned(), value.clone());
+                stamps.insert((*name).to_owned(), Value::from(stamp.clone()));
+                took_effect = true;
+            }
+        } else {
+            after.insert((*name).to_owned(), value.clone());
+            took_effect = true;
+        }
+    }
+    if by_field && let Some(newest) = newest(&stamps) {
+        stamps.insert(NEWEST_STAMP.to_owned(), Value::from(newest.to_string()));
+    }
+    Ok(Updated { after, stamps, took_effect })
+}
+
+/// The newest stamp of a row.
+pub(super) fn newest(stamps: &Stamps) -> Option<Hlc> {
+    stamps.values().filter_map(Value::as_str).filter_map(|s| s.parse().ok()).max()
+}
+
+#[cfg(test)]
+mod tests {
+    use engine_kernel::column::ColumnMeta;
+    use engine_kernel::{MergePolicy, SqlType};
+    use serde_json::json;
+
+    use super::*;
+
+    static COLUMNS: [ColumnMeta; 3] =
+        [column("id", SqlType::Text), column("title", SqlType::Text), column("body", SqlType::CrdtText)];
+
+    const fn column(name: &'static str, sql_type: SqlType) -> ColumnMeta {
+        ColumnMeta { name, field: name, sql_type, nullable: false, blob: false, description: "" }
+    }
+
+    static TABLE: TableMeta = TableMeta {
+        name: "notes",
+        struct_name: "Note",
+        description: "",
+        columns: &COLUMNS,
+        primary_key: &["id"],
+        owner: None,
+        soft_delete: None,
+        merge: MergePolicy::Field,
+    };
+
+    fn hlc(ms: u64) -> Hlc {
+        format!("{ms:013}-0000-a").parse().unwrap()
+    }
+
+    #[tokio::test]
+    async fn by_field_the_newer_clock_wins_each_column() {
+        let before: Row = json!({"id": "n", "title": "old", "body": "AAA="}).as_object().unwrap().clone();
+        let stamps: Stamps = json!({"title": hlc(2000).to_string()}).as_object().unwrap().clone();
+        let older = [("title", Value::from("from the past"))];
+        let lost = updated(&TABLE, true, &before, stamps.clone(), &older, &hlc(1000)).await.unwrap();
+        assert_eq!(lost.after["title"], "old");
+        assert_eq!(lost.stamps["title"], stamps["title"]);
+        assert_eq!(lost.stamps[NEWEST_STAMP], hlc(2000).to_string(), "the row keeps its newest stamp");
+        assert!(!lost.took_effect, "the write lost its only merge");
+        let won = updated(&TABLE, true, &before, stamps, &[("title", "new".into())], &hlc(3000)).await.unwrap();
+        assert_eq!(won.after["title"], "new");
+        assert_eq!(won.stamps["title"], hlc(3000).to_string());
+        assert_eq!(won.stamps[NEWEST_STAMP], hlc(3000).to_string());
+        assert!(won.took_effect);
+        assert_eq!(newest(&won.stamps), Some(hlc(3000)));
+    }
+
+    #[tokio::test]
+    async fn without_field_merge_the_write_replaces() {
+        let before: Row = json!({"id": "n", "title": "old", "body": "AAA="}).as_object().unwrap().clone();
+        let stamps: Stamps = json!({"title": hlc(2000).to_string()}).as_object().unwrap().clone();
+        let late = updated(&TABLE, false, &before, stamps, &[("title", "late".into())], &hlc(1000)).await.unwrap();
+        assert_eq!(late.after["title"], "late");
+        assert!(late.took_effect);
+    }
+
+    #[tokio::test]
+    async fn a_collaborative_column_merges_and_refuses_garbage() {
+        let before: Row = json!({"id": "n", "title": "t", "body": "AAA="}).as_object().unwrap().clone();
+        let mut doc = engine_kernel::CrdtText::new();
+        let update = doc.insert(0, "hello").unwrap();
+        let change = [("body", engine_kernel::crdt::update_to_base64(&update).into())];
+        let merged = updated(&TABLE, true, &before, Stamps::new(), &change, &hlc(1)).await.unwrap().after;
+        let merged: engine_kernel::CrdtText = engine_kernel::ColumnType::from_json(merged["body"].clone()).unwrap();
+        assert_eq!(merged.text().unwrap(), "hello");
+        let garbage = [("body", Value::from("not an update"))];
+        assert!(updated(&TABLE, true, &before, Stamps::new(), &garbage, &hlc(1)).await.is_err());
+        assert!(updated(&TABLE, true, &before, Stamps::new(), &[("nope", Value::Null)], &hlc(1)).await.is_err());
+        let huge = vec![0u8; engine_kernel::crdt::MAX_DOCUMENT_BYTES];
+        let past_the_bound = [("body", engine_kernel::crdt::update_to_base64(&huge).into())];
+        let err = updated(&TABLE, true, &before, Stamps::new(), &past_the_bound, &hlc(1)).await.unwrap_err();
+        assert_eq!(err.code(), engine_kernel::ErrorCode::ValidationFailed);
+        assert!(err.to_string().contains("at most"), "{err}");
+    }
+}

@@ -1,0 +1,408 @@
+//! The mutator transaction on Postgres: the store side of `MutatorCtx`. Every write is
+//! authorized (`authorize.rs`) and merged by the table's policy (`merge.rs`), every read is
+//! scoped to the actor's buckets, and the buckets the mutation affects are collected for the
+//! pings after commit.
+//!
+//! - `conn.rs`: the connection and transaction a mutation runs on, and the batching of its
+//!   last insert with its record.
+//! - `authorize.rs`: the authorization rule and the state it keeps.
+//! - `merge.rs`: field and collaborative merges.
+//! - `statements.rs`: the SQL of reads and writes on one table.
+//! - `blob_refs.rs`: who wrote each blob key into a row; `blob_reads.rs`: who may read it.
+//! - `errors.rs`: how failures are classified for the push protocol.
+
+mod authorize;
+mod blob_reads;
+mod blob_refs;
+mod bounds;
+mod conn;
+mod errors;
+mod merge;
+mod required;
+mod statements;
+
+use std::collections::BTreeSet;
+
+use engine_kernel::rules::{FilterValue, Membership};
+use engine_kernel::{Actor, BoxFuture, BucketKey, Hlc, MergePolicy, MutatorTx, Row, TableMeta};
+use serde_json::Value;
+
+pub(crate) use authorize::Assumed;
+pub(crate) use blob_reads::can_read_blob;
+pub(crate) use bounds::depth;
+pub(crate) use conn::{Conn, PendingInsert};
+#[cfg(test)]
+pub(crate) use errors::UNCONFIRMED;
+pub(crate) use errors::{ASK_INSTEAD, to_kernel};
+pub(crate) use required::Required;
+
+use crate::core::Core;
+use crate::pg::values::decode_row;
+use crate::rules::param_text;
+use errors::Failure;
+
+type KernelResult<T> = engine_kernel::Result<T>;
+
+/// A mutation's view of the store.
+pub(crate) struct PgMutatorTx<'t> {
+    conn: Conn<'t>,
+    core: &'t Core,
+    actor: Actor,
+    hlc: Hlc,
+    /// The mutation's `clientMutationId`, which seeds its ids.
+    seed: uuid::Uuid,
+    /// What the mutation knows of the actor's buckets.
+    holdings: authorize::Holdings,
+    /// Buckets whose rows the mutation changed.
+    pub(crate) affected: BTreeSet<BucketKey>,
+    /// Claim values (`user_id=carol`) whose membership rows the mutation wrote.
+    pub(crate) membership_changes: BTreeSet<String>,
+    /// The first failure of a statement: the transaction is aborted and the mutation fails.
+    failure: Option<Failure>,
+    /// The last insert, authorized but not yet sent.
+    pending: Option<PendingInsert>,
+    /// Rows the mutation required without reading them, for its record to confirm.
+    required: Vec<Required>,
+    /// Whether the mutation's clock is the server's (its client sent none): its writes then
+    /// order after every write they meet, on this instance or another.
+    server_stamped: bool,
+    /// How many writes the mutation made, and how many of them lost every merge.
+    writes: usize,
+    lost: usize,
+}
+
+impl<'t> PgMutatorTx<'t> {
+    pub(crate) fn new(conn: Conn<'t>, core: &'t Core, actor: Actor, hlc: Hlc, seed: uuid::Uuid) -> Self {
+        PgMutatorTx {
+            conn,
+            core,
+            actor,
+            hlc,
+            seed,
+            holdings: authorize::Holdings::default(),
+            affected: BTreeSet::new(),
+            membership_changes: BTreeSet::new(),
+            failure: None,
+            pending: None,
+            required: Vec::new(),
+            server_stamped: false,
+            writes: 0,
+            lost: 0,
+        }
+    }
+
+    /// This transaction with its write permissions assumed where they can be, for the
+    /// mutation's record statement to confirm ([`take_assumed`](Self::take_assumed)): the push's
+    /// next path, which a refusal sends to the checked path.
+    pub(crate) fn assuming_write_permissions(mut self) -> Self {
+        self.holdings = authorize::Holdings::assuming();
+        self
+    }
+
+    /// This transaction for a mutation whose clock reading is the server's.
+    pub(crate) fn stamped_by_server(mut self) -> Self {
+        self.server_stamped = true;
+        self
+    }
+
+    /// Whether the mutation wrote, and every write lost its merge to a newer one.
+    pub(crate) fn superseded(&self) -> bool {
+        self.writes > 0 && self.lost == self.writes
+    }
+
+    /// After the mutator returned `outcome`: a failed statement fails the mutation as that
+    /// statement did, whatever the mutator made of it; then the mutator's own failure; then the
+    /// checks that need all its writes in.
+    pub(crate) async fn finish<T>(&mut self, outcome: KernelResult<T>) -> KernelResult<T> {
+        self.check_usable()?;
+        let outcome = outcome?;
+        self.check_new_buckets().await?;
+        Ok(outcome)
+    }
+
+    /// Before the mutator reads or writes rows: refuse after a failed statement, confirm the write
+    /// permissions assumed so far (the mutator learns nothing past a write it may not make),
+    /// and send the insert that waits.
+    async fn before_next_operation(&mut self) -> KernelResult<()> {
+        self.check_usable()?;
+        self.confirm_assumed().await?;
+        self.flush().await
+    }
+
+    fn is_synced(&self, table: &TableMeta) -> bool {
+        !self.core.rules.selections(table.name).is_empty()
+    }
+
+    /// Whether rows of `table` keep per-column HLC stamps: synced tables that merge by field.
+    fn by_field(&self, table: &TableMeta) -> bool {
+        table.merge == MergePolicy::Field && self.is_synced(table)
+    }
+
+    /// Note that a write may change whose memberships: a raw membership query may read any
+    /// table, so in an app with one every write may change anyone's.
+    fn note_write(&mut self) {
+        let raw = self.core.app.sync_rules().rules.iter().any(|r| matches!(r.membership, Some(Membership::Raw { .. })));
+        if raw {
+            self.membership_changes.insert("*".into());
+        }
+    }
+
+    /// Note the claim values of a row of a membership table, whose holders' bucket sets may change.
+    fn note_membership(&mut self, table: &TableMeta, row: &Row) {
+        for rule in self.core.app.sync_rules().rules {
+            let Some(Membership::Table { table: t, filters }) = rule.membership else { continue };
+            if t != table.name {
+                continue;
+            }
+            for filter in filters {
+                if let FilterValue::Claim(claim) = filter.value
+                    && let Some(value) = row.get(filter.column).and_then(param_text)
+                {
+                    let name = claim.describe();
+                    self.membership_changes.insert(format!("{}={value}", name.trim_start_matches("actor.")));
+                }
+            }
+        }
+    }
+
+    /// The row with key `key` of `table` and its HLC stamps; locked for update when asked.
+    async fn fetch(
+        &mut self,
+        table: &'static TableMeta,
+        key: &Row,
+        lock: bool,
+        live_only: bool,
+    ) -> KernelResult<Option<(Row, merge::Stamps)>> {
+        let stamped = self.by_field(table);
+        let mut sql = statements::fetch(table, key, stamped, live_only, lock).map_err(to_kernel)?;
+        // A row locked for an update or delete is locked in the mutation's transaction.
+        let conn = if lock { self.writing().await? } else { self.conn()? };
+        let row = match sql.build().fetch_optional(conn).await {
+            Ok(row) => row,
+            Err(e) => return Err(self.failed(e)),
+        };
+        let Some(row) = row else { return Ok(None) };
+        let decoded = decode_row(table, &row).map_err(to_kernel)?;
+        let stamps = match stamped.then(|| sqlx::Row::try_get::<Value, _>(&row, table.columns.len())) {
+            Some(Ok(Value::Object(map))) => map,
+            _ => merge::Stamps::new(),
+        };
+        Ok(Some((decoded, stamps)))
+    }
+
+    async fn insert_row(&mut self, table: &'static TableMeta, row: Row) -> KernelResult<()> {
+        self.before_next_operation().await?;
+        table.check_insert(&row)?;
+        let buckets = self.core.rules.row_buckets(table, &row);
+        for bucket in &buckets {
+            self.authorize_entering(table, bucket, &buckets).await?;
+        }
+        self.freeze_before_writing(table).await?;
+        let mut values = Vec::with_capacity(table.columns.len());
+        for column in table.columns {
+            let value = merge::written(column, None, row.get(column.name).unwrap_or(&Value::Null)).await?;
+            // Refuse a value of the wrong shape now, not when the insert is sent.
+            table.value(column, &value)?;
+            values.push(value);
+        }
+        let inserted: Row = table.columns.iter().map(|c| c.name.to_owned()).zip(values.iter().cloned()).collect();
+        self.check_bounds(table, &inserted)?;
+        self.authorize_granting(table, &inserted).await?;
+        let stamps = self.by_field(table).then(|| merge::inserted(table, &self.hlc));
+        self.pending = Some(PendingInsert { table, values, stamps });
+        self.writes += 1;
+        self.note_blob_refs(table, None, &inserted, &table.columns.iter().collect::<Vec<_>>()).await?;
+        self.note_write();
+        self.note_membership(table, &row);
+        self.entered(buckets.iter().cloned());
+        self.affected.extend(buckets);
+        Ok(())
+    }
+
+    async fn update_row(
+        &mut self,
+        table: &'static TableMeta,
+        key: Row,
+        changes: Vec<(&'static str, Value)>,
+    ) -> KernelResult<bool> {
+        self.before_next_operation().await?;
+        let assigned = table.check_update(&changes)?;
+        let Some((before, stamps)) = self.fetch(table, &key, true, false).await? else { return Ok(false) };
+        let before_buckets = self.core.rules.row_buckets(table, &before);
+        if self.is_synced(table) && !self.can_read(&before_buckets).await? {
+            return Ok(false); // a row the actor cannot see is not found
+        }
+        if self.is_synced(table) {
+            self.authorize_changing(table, &before_buckets).await?;
+        }
+        let by_field = self.by_field(table);
+        if by_field
+            && self.server_stamped
+            && let Some(newest) = merge::newest(&stamps)
+        {
+            // The server's own reading orders after what the row holds, whoever stamped it.
+            self.hlc = self.core.clock.tick_after(Some(&newest));
+        }
+        let merge::Updated { after, stamps, took_effect } =
+            merge::updated(table, by_field, &before, stamps, &changes, &self.hlc).await?;
+        self.check_bounds(table, &after)?;
+        let after_buckets = self.core.rules.row_buckets(table, &after);
+        for bucket in after_buckets.difference(&before_buckets) {
+            self.authorize_entering(table, bucket, &after_buckets).await?;
+        }
+        self.freeze_before_writing(table).await?;
+        self.authorize_granting(table, &after).await?;
+        let stamps = by_field.then_some(Value::Object(stamps));
+        let mut sql = statements::update(table, &key, &assigned, &after, stamps).map_err(to_kernel)?;
+        if let Err(e) = sql.build().execute(self.writing().await?).await {
+            return Err(self.failed(e));
+        }
+        self.writes += 1;
+        self.lost += usize::from(!took_effect);
+        self.note_blob_refs(table, Some(&before), &after, &assigned).await?;
+        self.note_write();
+        self.note_membership(table, &before);
+        self.note_membership(table, &after);
+        self.entered(after_buckets.difference(&before_buckets).cloned());
+        self.left(before_buckets.difference(&after_buckets).cloned());
+        self.affected.extend(before_buckets);
+        self.affected.extend(after_buckets);
+        Ok(true)
+    }
+
+    async fn purge_row(&mut self, table: &'static TableMeta, key: Row) -> KernelResult<bool> {
+        self.before_next_operation().await?;
+        let Some((before, _)) = self.fetch(table, &key, true, false).await? else { return Ok(false) };
+        let buckets = self.core.rules.row_buckets(table, &before);
+        if self.is_synced(table) {
+            // A soft-deleted row is in no bucket; the buckets it was in decide who may purge it.
+            let deciding = if table.is_live(&before) {
+                buckets.clone()
+            } else {
+                self.core.rules.row_buckets(table, &table.undeleted(&before))
+            };
+            if !self.can_read(&deciding).await? {
+                return Ok(false);
+            }
+            self.authorize_changing(table, &deciding).await?;
+        }
+        self.freeze_before_writing(table).await?;
+        let mut sql = statements::delete(table, &key).map_err(to_kernel)?;
+        if let Err(e) = sql.build().execute(self.writing().await?).await {
+            return Err(self.failed(e));
+        }
+        self.writes += 1;
+        self.note_write();
+        self.note_membership(table, &before);
+        self.left(buckets.iter().cloned());
+        self.affected.extend(buckets);
+        Ok(true)
+    }
+
+    async fn delete_row(&mut self, table: &'static TableMeta, key: Row) -> KernelResult<bool> {
+        let Some(deletion) = table.deletion() else { return self.purge_row(table, key).await };
+        self.before_next_operation().await?;
+        // Deleting a row already deleted finds nothing.
+        match self.fetch(table, &key, false, true).await? {
+            Some(_) => self.update_row(table, key, vec![deletion]).await,
+            None => Ok(false),
+        }
+    }
+
+    async fn select_rows(
+        &mut self,
+        table: &'static TableMeta,
+        key: Option<Row>,
+        filter: Vec<(&'static str, Value)>,
+        limit: Option<u32>,
+    ) -> KernelResult<Vec<Row>> {
+        self.before_next_operation().await?;
+        let mut equalities = Vec::new();
+        for (name, value) in key.into_iter().flatten().chain(filter.into_iter().map(|(c, v)| (c.to_owned(), v))) {
+            equalities.push((table.filter_column(&name)?, value));
+        }
+        let mut sql = statements::select(table, &equalities).map_err(to_kernel)?;
+        let rows = match sql.build().fetch_all(self.conn()?).await {
+            Ok(rows) => rows,
+            Err(e) => return Err(self.failed(e)),
+        };
+        let synced = self.is_synced(table);
+        let mut out = Vec::new();
+        for row in rows {
+            let decoded = decode_row(table, &row).map_err(to_kernel)?;
+            if synced && !self.can_read(&self.core.rules.row_buckets(table, &decoded)).await? {
+                continue;
+            }
+            out.push(decoded);
+            if limit.is_some_and(|l| out.len() >= l as usize) {
+                break;
+            }
+        }
+        Ok(out)
+    }
+
+    async fn enqueue_job(&mut self, job: engine_kernel::JobRequest) -> KernelResult<()> {
+        self.check_usable()?;
+        let user = self.actor.user_id.clone();
+        if let Err(e) = crate::jobs::queue::insert(self.writing().await?, &job, Some(&user)).await {
+            return Err(self.failed(e));
+        }
+        Ok(())
+    }
+}
+
+impl MutatorTx for PgMutatorTx<'_> {
+    fn actor(&self) -> &Actor {
+        &self.actor
+    }
+
+    fn hlc(&self) -> &Hlc {
+        &self.hlc
+    }
+
+    fn mutation_seed(&self) -> Option<uuid::Uuid> {
+        Some(self.seed)
+    }
+
+    fn insert<'a>(&'a mut self, table: &'static TableMeta, row: Row) -> BoxFuture<'a, KernelResult<()>> {
+        Box::pin(self.insert_row(table, row))
+    }
+
+    fn update<'a>(
+        &'a mut self,
+        table: &'static TableMeta,
+        key: Row,
+        changes: Vec<(&'static str, Value)>,
+    ) -> BoxFuture<'a, KernelResult<bool>> {
+        Box::pin(self.update_row(table, key, changes))
+    }
+
+    fn delete<'a>(&'a mut self, table: &'static TableMeta, key: Row) -> BoxFuture<'a, KernelResult<bool>> {
+        Box::pin(self.delete_row(table, key))
+    }
+
+    fn purge<'a>(&'a mut self, table: &'static TableMeta, key: Row) -> BoxFuture<'a, KernelResult<bool>> {
+        Box::pin(self.purge_row(table, key))
+    }
+
+    fn get<'a>(&'a mut self, table: &'static TableMeta, key: Row) -> BoxFuture<'a, KernelResult<Option<Row>>> {
+        Box::pin(async move { Ok(self.select_rows(table, Some(key), Vec::new(), Some(1)).await?.into_iter().next()) })
+    }
+
+    fn require<'a>(&'a mut self, table: &'static TableMeta, key: Row) -> BoxFuture<'a, KernelResult<bool>> {
+        Box::pin(self.require_row(table, key))
+    }
+
+    fn select<'a>(
+        &'a mut self,
+        table: &'static TableMeta,
+        filter: Vec<(&'static str, Value)>,
+        limit: Option<u32>,
+    ) -> BoxFuture<'a, KernelResult<Vec<Row>>> {
+        Box::pin(self.select_rows(table, None, filter, limit))
+    }
+
+    fn enqueue<'a>(&'a mut self, job: engine_kernel::JobRequest) -> BoxFuture<'a, KernelResult<()>> {
+        Box::pin(self.enqueue_job(job))
+    }
+}

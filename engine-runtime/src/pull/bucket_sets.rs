@@ -1,0 +1,146 @@
+//! The bucket sets cursors name by digest, and the key that signs cursors, both kept in the
+//! database so that every instance of a server reads the cursors of the others.
+//!
+//! A set is stored before the first cursor naming it is handed out and never changes (its name
+//! is the digest of its content), so an instance caches the sets it has read or stored. Sets
+//! unused for longer than the tombstone retention are collected with the tombstones: a cursor
+//! that old starts afresh anyway.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use engine_kernel::BucketKey;
+use sqlx::PgConnection;
+
+use super::cursor::{CursorKey, SetDigest};
+use crate::error::{Error, Result};
+
+/// How many bucket keys the cache holds before it starts over.
+const CACHE_KEYS: usize = 1_000_000;
+
+/// How often a set a cursor names is marked used again, so that collection spares it.
+const REFRESH: Duration = Duration::from_secs(3600);
+
+/// The sets this instance has read or stored, by digest, with when it last marked each used.
+#[derive(Debug, Default)]
+pub(crate) struct SetCache {
+    sets: HashMap<SetDigest, (Arc<Vec<BucketKey>>, Option<Instant>)>,
+    keys: usize,
+}
+
+impl SetCache {
+    fn get(&self, digest: &SetDigest) -> Option<Arc<Vec<BucketKey>>> {
+        self.sets.get(digest).map(|(set, _)| Arc::clone(set))
+    }
+
+    /// Whether this instance marked the set used within [`REFRESH`].
+    fn fresh(&self, digest: &SetDigest) -> bool {
+        self.sets.get(digest).and_then(|(_, marked)| *marked).is_some_and(|at| at.elapsed() < REFRESH)
+    }
+
+    fn put(&mut self, digest: SetDigest, buckets: Arc<Vec<BucketKey>>, marked: Option<Instant>) {
+        if self.keys + buckets.len() > CACHE_KEYS {
+            self.sets.clear();
+            self.keys = 0;
+        }
+        self.keys += buckets.len();
+        if let Some((old, _)) = self.sets.insert(digest, (buckets, marked)) {
+            self.keys -= old.len();
+        }
+    }
+}
+
+/// The sets `digests` name, from the cache or the database; a set that is not found is absent.
+pub(crate) async fn load(
+    conn: &mut PgConnection,
+    cache: &Mutex<SetCache>,
+    digests: Vec<SetDigest>,
+) -> Result<HashMap<SetDigest, Arc<Vec<BucketKey>>>> {
+    let mut found = HashMap::new();
+    let mut missing = Vec::new();
+    {
+        let cache = cache.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        for digest in digests {
+            match cache.get(&digest) {
+                Some(set) => {
+                    found.insert(digest, set);
+                }
+                None => missing.push(digest.as_str().to_owned()),
+            }
+        }
+    }
+    if missing.is_empty() {
+        return Ok(found);
+    }
+    let rows: Vec<(String, Vec<String>)> =
+        sqlx::query_as("SELECT digest, buckets FROM _engine_bucket_sets WHERE digest = ANY($1)")
+            .bind(&missing)
+            .fetch_all(&mut *conn)
+            .await?;
+    let mut cache = cache.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+    for (stored, buckets) in rows {
+        let Ok(buckets) = buckets.iter().map(|b| BucketKey::parse(b)).collect::<Result<Vec<_>, _>>() else { continue };
+        // The name is the content's digest: a set that does not match its name is no set.
+        let digest = SetDigest::of(&buckets);
+        if digest.as_str() != stored {
+            continue;
+        }
+        let buckets = Arc::new(buckets);
+        cache.put(digest.clone(), Arc::clone(&buckets), None);
+        found.insert(digest, buckets);
+    }
+    Ok(found)
+}
+
+/// Store `sets` and mark them used, before a cursor naming them is handed out (a set this
+/// instance marked within the last hour is left as it is).
+pub(crate) async fn store(
+    conn: &mut PgConnection,
+    cache: &Mutex<SetCache>,
+    sets: Vec<(SetDigest, Vec<BucketKey>)>,
+) -> Result<()> {
+    for (digest, buckets) in sets {
+        if cache.lock().unwrap_or_else(std::sync::PoisonError::into_inner).fresh(&digest) {
+            continue;
+        }
+        let keys: Vec<&str> = buckets.iter().map(BucketKey::as_str).collect();
+        sqlx::query(
+            "INSERT INTO _engine_bucket_sets (digest, buckets) VALUES ($1, $2)
+             ON CONFLICT (digest) DO UPDATE SET used_at = now()",
+        )
+        .bind(digest.as_str())
+        .bind(&keys)
+        .execute(&mut *conn)
+        .await?;
+        cache.lock().unwrap_or_else(std::sync::PoisonError::into_inner).put(
+            digest,
+            Arc::new(buckets),
+            Some(Instant::now()),
+        );
+    }
+    Ok(())
+}
+
+/// The database's cursor key, made the first time a server asks for it.
+pub(crate) async fn cursor_key(conn: &mut PgConnection) -> Result<CursorKey> {
+    for _ in 0..2 {
+        let made = format!("{}{}", uuid::Uuid::new_v4().simple(), uuid::Uuid::new_v4().simple());
+        sqlx::query("INSERT INTO _engine_meta (key, value) VALUES ('cursor_key', $1) ON CONFLICT (key) DO NOTHING")
+            .bind(made)
+            .execute(&mut *conn)
+            .await?;
+        // Made by this call or another: the row is there once either committed.
+        let key: Option<String> = sqlx::query_scalar("SELECT value FROM _engine_meta WHERE key = 'cursor_key'")
+            .fetch_optional(&mut *conn)
+            .await?;
+        if let Some(key) = key {
+            return if key.len() >= 32 {
+                Ok(CursorKey::new(key.as_bytes()))
+            } else {
+                Err(Error::internal("the database's cursor key is too short"))
+            };
+        }
+    }
+    Err(Error::internal("the database's cursor key could not be made"))
+}

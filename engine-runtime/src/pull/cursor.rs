@@ -1,0 +1,360 @@
+//! The pull cursor. Opaque to clients (`docs/protocol.md#cursor`), it carries everything the
+//! server needs to go on: the buckets the client holds, in groups that share a position, and for
+//! each group the last row and the last tombstone delivered. Because the bucket set travels with
+//! the cursor, the server never records what a client holds: a lost or repeated response changes
+//! nothing (`docs/design.md` §3).
+//!
+//! Positions are below the safe horizon: rows by transaction id (everything below it delivered),
+//! with a [`Walk`] under way through the rows of the transactions after it; tombstones by
+//! `(transaction id, tombstone id)`.
+//!
+//! The text form is `base64url(JSON).base64url(tag)`, the tag an HMAC-SHA256 (128 bits) of the
+//! JSON and the user it was written for, under a key of the database's: a cursor the client
+//! changed, or another user's, does not open and the pull starts afresh. Its size is bounded
+//! however many buckets the client holds: a group's bucket list is written out when short and
+//! otherwise named by the digest of a set the server stored ([`SetDigest`]), and a cursor holds
+//! at most [`MAX_GROUPS`] groups.
+
+use std::collections::BTreeMap;
+
+use base64::Engine as _;
+use engine_kernel::BucketKey;
+use hmac::{Hmac, Mac};
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+use sha2::{Digest, Sha256};
+
+/// The cursor format's version.
+const VERSION: u8 = 3;
+
+/// The most groups a cursor holds; more are merged at the earlier position.
+pub(crate) const MAX_GROUPS: usize = 16;
+
+/// A group's bucket list is written out in the cursor up to this many bytes of keys.
+const MAX_LISTED: usize = 512;
+
+/// A cursor, opened and with its bucket sets looked up.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub(crate) struct Cursor {
+    pub(crate) groups: Vec<Group>,
+    /// The version of each rule whose buckets the cursor holds, when it was written: a rule
+    /// whose version differs now selects other rows than the client has.
+    pub(crate) rules: BTreeMap<String, String>,
+}
+
+/// Buckets that share a position.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct Group {
+    /// The buckets, sorted.
+    pub(crate) buckets: Vec<BucketKey>,
+    /// Every row of a transaction below this id was delivered.
+    pub(crate) rows: u64,
+    /// The last tombstone delivered.
+    pub(crate) tombstones: TombstonePosition,
+    /// The walk delivering the rows from `rows` on, when one is under way.
+    pub(crate) walk: Option<Walk>,
+}
+
+/// A walk through a group's rows of the transactions from the group's `rows` up to `to`:
+/// selection by selection (a table and one of its rule's selections), bucket by bucket, and in a bucket in the change
+/// stream's order. Each step is an ordered index range scan, so a page costs what it delivers
+/// plus one probe per bucket it passes, however many rows lie elsewhere.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub(crate) struct Walk {
+    /// Rows of transactions below this id are delivered by the walk; the ones after, by the next.
+    #[serde(rename = "o")]
+    pub(crate) to: u64,
+    /// The selection under way: every selection before it was delivered. None: none yet.
+    #[serde(rename = "l", default, skip_serializing_if = "Option::is_none")]
+    pub(crate) selection: Option<WalkSelection>,
+    /// In that selection, the last row delivered: every bucket before its bucket was delivered.
+    #[serde(rename = "p", default, skip_serializing_if = "Option::is_none")]
+    pub(crate) point: Option<WalkPoint>,
+}
+
+/// One selection of a table, walked as one: its table, its rule and its place in the rule.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+pub(crate) struct WalkSelection {
+    #[serde(rename = "t")]
+    pub(crate) table: String,
+    #[serde(rename = "r")]
+    pub(crate) rule: String,
+    #[serde(rename = "s")]
+    pub(crate) selection: usize,
+}
+
+/// The last row a walk delivered in a selection: its bucket, transaction id and primary key.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub(crate) struct WalkPoint {
+    #[serde(rename = "b")]
+    pub(crate) bucket: BucketKey,
+    #[serde(rename = "x")]
+    pub(crate) xid: u64,
+    #[serde(rename = "k")]
+    pub(crate) key: Vec<Value>,
+}
+
+/// A position in the tombstone stream: everything up to it was delivered.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+pub(crate) struct TombstonePosition {
+    /// Transaction id.
+    #[serde(rename = "x")]
+    pub(crate) xid: u64,
+    /// Tombstone id (0: before every tombstone of that transaction).
+    #[serde(rename = "i")]
+    pub(crate) id: i64,
+}
+
+impl TombstonePosition {
+    /// Before every tombstone of transaction `xid`.
+    pub(crate) fn at(xid: u64) -> Self {
+        TombstonePosition { xid, id: 0 }
+    }
+}
+
+impl Group {
+    /// A group of buckets the client has just started to hold: every row from the beginning,
+    /// and tombstones from now on only (the client holds nothing older of these buckets).
+    pub(crate) fn fresh(buckets: Vec<BucketKey>, horizon: u64) -> Self {
+        Group { buckets, rows: 0, tombstones: TombstonePosition::at(horizon), walk: None }
+    }
+
+    /// Whether the group has everything below `horizon`.
+    pub(crate) fn is_caught_up(&self, horizon: u64) -> bool {
+        self.walk.is_none() && self.rows >= horizon && self.tombstones >= TombstonePosition::at(horizon)
+    }
+}
+
+/// Why a cursor could not be read.
+#[derive(Debug)]
+pub(crate) struct Undecodable;
+
+/// The key that signs cursors: one per database, so every instance of a server accepts the
+/// cursors of the others.
+#[derive(Clone)]
+pub(crate) struct CursorKey(Vec<u8>);
+
+impl CursorKey {
+    pub(crate) fn new(secret: &[u8]) -> Self {
+        CursorKey(secret.to_vec())
+    }
+
+    /// The tag of `payload` written for `user`.
+    fn tag(&self, user: &str, payload: &[u8]) -> Hmac<Sha256> {
+        let mut mac = Hmac::<Sha256>::new_from_slice(&self.0).expect("HMAC takes keys of any length");
+        mac.update(user.as_bytes());
+        mac.update(&[0]);
+        mac.update(payload);
+        mac
+    }
+}
+
+impl std::fmt::Debug for CursorKey {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("CursorKey(..)")
+    }
+}
+
+/// The name of a stored bucket set: the first 128 bits of the SHA-256 of its keys, in hex.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+pub(crate) struct SetDigest(String);
+
+impl SetDigest {
+    /// The digest of `buckets` (sorted).
+    pub(crate) fn of(buckets: &[BucketKey]) -> Self {
+        let mut hash = Sha256::new();
+        for bucket in buckets {
+            hash.update(bucket.as_str().as_bytes());
+            hash.update(b"\n");
+        }
+        let digest = hash.finalize();
+        SetDigest(digest[..16].iter().map(|b| format!("{b:02x}")).collect())
+    }
+
+    pub(crate) fn as_str(&self) -> &str {
+        &self.0
+    }
+
+    fn is_well_formed(&self) -> bool {
+        self.0.len() == 32 && self.0.bytes().all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
+    }
+}
+
+/// A cursor's JSON.
+#[derive(Debug, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Written {
+    v: u8,
+    g: Vec<WrittenGroup>,
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    r: BTreeMap<String, String>,
+}
+
+#[derive(Debug, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct WrittenGroup {
+    /// The buckets, written out.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    b: Option<Vec<BucketKey>>,
+    /// Or the digest of their stored set.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    s: Option<SetDigest>,
+    r: u64,
+    t: TombstonePosition,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    w: Option<Walk>,
+}
+
+/// A cursor whose tag checked out, before the bucket sets it names are looked up.
+#[derive(Debug)]
+pub(crate) struct Opened(Written);
+
+impl Opened {
+    /// The stored bucket sets the cursor names.
+    pub(crate) fn stored_sets(&self) -> impl Iterator<Item = &SetDigest> {
+        self.0.g.iter().filter_map(|g| g.s.as_ref())
+    }
+
+    /// The cursor, with each stored set from `lookup`; a set it does not find makes the cursor
+    /// [`Undecodable`].
+    pub(crate) fn resolve(
+        self,
+        mut lookup: impl FnMut(&SetDigest) -> Option<Vec<BucketKey>>,
+    ) -> Result<Cursor, Undecodable> {
+        let mut groups = Vec::with_capacity(self.0.g.len());
+        for group in self.0.g {
+            let buckets = match (group.b, group.s) {
+                (Some(buckets), None) => buckets,
+                (None, Some(digest)) => lookup(&digest).ok_or(Undecodable)?,
+                _ => return Err(Undecodable),
+            };
+            groups.push(Group { buckets, rows: group.r, tombstones: group.t, walk: group.w });
+        }
+        Ok(Cursor { groups, rules: self.0.r })
+    }
+}
+
+impl Cursor {
+    pub(crate) fn new(groups: Vec<Group>, rules: BTreeMap<String, String>) -> Self {
+        Cursor { groups, rules }
+    }
+
+    /// Open the text form of a cursor written for `user` under `key`: anything else (another
+    /// user's cursor, a changed one, garbage) is [`Undecodable`].
+    pub(crate) fn open(text: &str, key: &CursorKey, user: &str) -> Result<Opened, Undecodable> {
+        let (payload, tag) = text.split_once('.').ok_or(Undecodable)?;
+        let engine = base64::engine::general_purpose::URL_SAFE_NO_PAD;
+        let tag = engine.decode(tag).map_err(|_| Undecodable)?;
+        if tag.len() != 16 {
+            return Err(Undecodable);
+        }
+        key.tag(user, payload.as_bytes()).verify_truncated_left(&tag).map_err(|_| Undecodable)?;
+        let json = engine.decode(payload).map_err(|_| Undecodable)?;
+        let written: Written = serde_json::from_slice(&json).map_err(|_| Undecodable)?;
+        let well_formed = written.g.iter().all(|g| {
+            g.b.as_ref().is_none_or(|b| !b.is_empty())
+                && g.s.as_ref().is_none_or(SetDigest::is_well_formed)
+                && g.t.id >= 0
+                && g.w
+                    .as_ref()
+                    .and_then(|w| w.point.as_ref())
+                    .is_none_or(|p| p.key.iter().all(|v| !v.is_array() && !v.is_object()))
+        });
+        if written.v != VERSION || !well_formed || written.g.len() > MAX_GROUPS {
+            return Err(Undecodable);
+        }
+        Ok(Opened(written))
+    }
+
+    /// The text form of the cursor for `user` under `key`, and the bucket sets it names by digest
+    /// (to be stored before the cursor is handed out).
+    pub(crate) fn seal(&self, key: &CursorKey, user: &str) -> (String, Vec<(SetDigest, Vec<BucketKey>)>) {
+        let mut stored = Vec::new();
+        let groups = self
+            .groups
+            .iter()
+            .map(|group| {
+                let listed: usize = group.buckets.iter().map(|b| b.as_str().len() + 3).sum();
+                let (b, s) = if listed <= MAX_LISTED {
+                    (Some(group.buckets.clone()), None)
+                } else {
+                    let digest = SetDigest::of(&group.buckets);
+                    stored.push((digest.clone(), group.buckets.clone()));
+                    (None, Some(digest))
+                };
+                WrittenGroup { b, s, r: group.rows, t: group.tombstones, w: group.walk.clone() }
+            })
+            .collect();
+        let json =
+            serde_json::to_vec(&Written { v: VERSION, g: groups, r: self.rules.clone() }).expect("a cursor serializes");
+        let engine = base64::engine::general_purpose::URL_SAFE_NO_PAD;
+        let payload = engine.encode(json);
+        let tag = key.tag(user, payload.as_bytes()).finalize().into_bytes();
+        (format!("{payload}.{}", engine.encode(&tag[..16])), stored)
+    }
+
+    /// Every bucket of the cursor.
+    pub(crate) fn buckets(&self) -> impl Iterator<Item = &BucketKey> {
+        self.groups.iter().flat_map(|g| g.buckets.iter())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_group_is_caught_up_when_both_streams_reached_the_horizon_and_no_walk_is_under_way() {
+        let mut group = Group { rows: 12, ..Group::fresh(vec![BucketKey::new("own", &["a"])], 12) };
+        assert!(group.is_caught_up(11) && group.is_caught_up(12) && !group.is_caught_up(13));
+        group.tombstones = TombstonePosition { xid: 12, id: 3 };
+        assert!(group.is_caught_up(12) && !group.is_caught_up(13));
+        group.walk = Some(Walk { to: 12, selection: None, point: None });
+        assert!(!group.is_caught_up(12));
+        assert!(TombstonePosition { xid: 5, id: 7 } > TombstonePosition::at(5));
+    }
+
+    fn key() -> CursorKey {
+        CursorKey::new(b"a key of the database")
+    }
+
+    fn open(text: &str, user: &str) -> Result<Cursor, Undecodable> {
+        Cursor::open(text, &key(), user)?.resolve(|_| None)
+    }
+
+    #[test]
+    fn round_trips_and_refuses_anything_else() {
+        let cursor = Cursor::new(
+            vec![Group::fresh(vec![BucketKey::new("own", &["a"])], 42)],
+            BTreeMap::from([("own".into(), "v1".into())]),
+        );
+        let (text, stored) = cursor.seal(&key(), "alice");
+        assert!(stored.is_empty(), "a short bucket list is written out");
+        assert_eq!(open(&text, "alice").unwrap(), cursor);
+        assert!(open(&text, "bob").is_err(), "another user's cursor does not open");
+        assert!(Cursor::open(&text, &CursorKey::new(b"another database"), "alice").is_err());
+        for bad in ["", "!!!", "e30", "eyJ2IjoyLCJnIjpbXX0", "bnVsbA", "e30.AAAA", ".", "a.b.c"] {
+            assert!(open(bad, "alice").is_err(), "{bad:?}");
+        }
+        // The payload changed under the same tag.
+        let (payload, tag) = text.split_once('.').unwrap();
+        let engine = base64::engine::general_purpose::URL_SAFE_NO_PAD;
+        let json = String::from_utf8(engine.decode(payload).unwrap()).unwrap().replace("\"x\":42", "\"x\":1");
+        assert!(open(&format!("{}.{tag}", engine.encode(json)), "alice").is_err(), "a changed position");
+    }
+
+    #[test]
+    fn a_long_bucket_list_is_stored_and_named_by_its_digest() {
+        let buckets: Vec<BucketKey> =
+            (0..10_000).map(|i| BucketKey::new("shared", &[format!("list-{i:05}")])).collect();
+        let cursor = Cursor::new(vec![Group::fresh(buckets.clone(), 7)], BTreeMap::new());
+        let (text, stored) = cursor.seal(&key(), "alice");
+        assert!(text.len() < 1024, "{} bytes", text.len());
+        assert_eq!(stored, vec![(SetDigest::of(&buckets), buckets.clone())]);
+        let opened = Cursor::open(&text, &key(), "alice").unwrap();
+        assert_eq!(opened.stored_sets().collect::<Vec<_>>(), vec![&SetDigest::of(&buckets)]);
+        let resolved = opened.resolve(|d| (d == &stored[0].0).then(|| buckets.clone())).unwrap();
+        assert_eq!(resolved, cursor);
+        assert!(open(&text, "alice").is_err(), "a set that is not found makes no cursor");
+    }
+}

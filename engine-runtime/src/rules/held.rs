@@ -1,0 +1,403 @@
+//! Which buckets an actor holds: claim-only rules from the actor's claims, membership rules by a
+//! query filtered by the actor's claims, evaluated per request inside the caller's transaction
+//! (so a mutation sees its own writes).
+
+use std::collections::BTreeSet;
+
+use engine_kernel::rules::{ConstFilter, FilterValue, Membership, MembershipFilter, ParamSource, RawPiece, RuleMeta};
+use engine_kernel::{Actor, App, BucketKey, Row, TableMeta};
+use sqlx::PgConnection;
+
+use super::selection::{column, live, push_as_column};
+use crate::error::Result;
+use crate::pg::sql::Sql;
+use crate::pg::sql::{constant, ident};
+use crate::rules::buckets::{claim_bucket, param_text};
+
+/// A rule's membership query: the parameter values of the rule's buckets the actor holds.
+#[derive(Debug, Clone)]
+pub(crate) struct MembershipQuery {
+    rule: &'static RuleMeta,
+    source: Source,
+}
+
+#[derive(Debug, Clone)]
+enum Source {
+    /// Rows of a membership table matching its filters.
+    Table { table: &'static TableMeta, filters: &'static [MembershipFilter] },
+    /// Raw SQL, split at its actor placeholders.
+    Raw(Vec<RawPiece<'static>>),
+}
+
+/// The membership queries of `app`'s rules.
+pub(crate) fn compile(app: &App) -> Vec<MembershipQuery> {
+    let mut queries = Vec::new();
+    for rule in app.sync_rules().rules {
+        let source = match rule.membership {
+            None => continue,
+            Some(Membership::Table { table, filters }) => {
+                Source::Table { table: app.table(table).expect("the app lists every rule table"), filters }
+            }
+            Some(Membership::Raw { sql }) => match engine_kernel::rules::split_raw_sql(sql) {
+                Ok(pieces) => Source::Raw(pieces),
+                Err(bad) => {
+                    // `App::build` refuses such SQL; an app that got here holds nobody these buckets.
+                    tracing::error!(
+                        rule = rule.name,
+                        placeholder = bad,
+                        "raw membership SQL with an unknown placeholder"
+                    );
+                    continue;
+                }
+            },
+        };
+        queries.push(MembershipQuery { rule, source });
+    }
+    queries
+}
+
+/// The text of `actor`'s claim, as bound into a membership query.
+fn claim_text(claim: engine_kernel::rules::Claim, actor: &Actor) -> Option<String> {
+    param_text(&claim.value(actor)?)
+}
+
+impl MembershipQuery {
+    /// The rule the query belongs to.
+    pub(crate) fn rule(&self) -> &'static RuleMeta {
+        self.rule
+    }
+
+    /// Whether the query reads a membership table (not raw SQL).
+    pub(crate) fn is_raw(&self) -> bool {
+        matches!(self.source, Source::Raw(_))
+    }
+
+    /// The bucket a row of `table` makes its member hold, if it is a live membership row of this
+    /// query's table matching its constant filters: its parameters are read from the row (a
+    /// claim parameter from the column the query compares with that claim). `None` for a raw
+    /// query, another table, or a row that grants nothing.
+    pub(crate) fn granted_by(&self, table: &TableMeta, row: &Row) -> Option<BucketKey> {
+        let Source::Table { table: members, filters } = &self.source else { return None };
+        if members.name != table.name || !table.is_live(row) {
+            return None;
+        }
+        for filter in *filters {
+            if let FilterValue::Const(value) = filter.value
+                && row.get(filter.column) != Some(&value.to_json())
+            {
+                return None;
+            }
+        }
+        let mut params = Vec::with_capacity(self.rule.parameters.len());
+        for param in self.rule.parameters {
+            let column = match param.source {
+                ParamSource::Membership { column } => column,
+                ParamSource::Claim(claim) => {
+                    filters.iter().find(|f| matches!(f.value, FilterValue::Claim(c) if c == claim))?.column
+                }
+            };
+            params.push(param_text(row.get(column)?)?);
+        }
+        Some(BucketKey::new(self.rule.name, &params))
+    }
+
+    /// Whether a membership row of this query's table matches one of `any_of`.
+    pub(crate) fn row_matches(row: &Row, any_of: &[&[ConstFilter]]) -> bool {
+        any_of.iter().any(|all| all.iter().all(|f| row.get(f.column) == Some(&f.value.to_json())))
+    }
+
+    /// `SELECT DISTINCT` of the membership-sourced parameters as text (`p0, p1, …`) of every
+    /// bucket of the rule `actor` holds, through a membership row matching one of `write` when
+    /// given; `None` when the actor lacks a claim the query needs (it then holds none of them).
+    fn memberships(&self, sql: &mut Sql, actor: &Actor, write: Option<&[&[ConstFilter]]>) -> Option<()> {
+        let parameters: Vec<String> = self
+            .rule
+            .parameters
+            .iter()
+            .filter_map(|p| match p.source {
+                ParamSource::Membership { column: name } => Some(name),
+                ParamSource::Claim(_) => None,
+            })
+            .enumerate()
+            .map(|(i, name)| format!("{}::text AS p{i}", column("m", name)))
+            .collect();
+        sql.push(format_args!("SELECT DISTINCT {} FROM ", parameters.join(", ")));
+        match &self.source {
+            Source::Table { table, filters } => {
+                sql.push(format_args!("{} AS m WHERE true", ident(table.name)));
+                for filter in *filters {
+                    sql.push(format_args!(" AND {} = ", column("m", filter.column)));
+                    match filter.value {
+                        FilterValue::Claim(claim) => {
+                            let filtered = table.column(filter.column).expect("rule columns exist");
+                            push_as_column(sql, filtered, claim_text(claim, actor)?);
+                        }
+                        FilterValue::Const(value) => {
+                            sql.push(constant(value));
+                        }
+                    }
+                }
+                if let Some(live) = live("m", table) {
+                    sql.push(" AND ").push(live);
+                }
+                if let Some(any_of) = write {
+                    let alternatives: Vec<String> = any_of
+                        .iter()
+                        .map(|all| {
+                            let equalities: Vec<String> = all
+                                .iter()
+                                .map(|f| format!("{} = {}", column("m", f.column), constant(f.value)))
+                                .chain(std::iter::once("true".to_owned()))
+                                .collect();
+                            format!("({})", equalities.join(" AND "))
+                        })
+                        .chain(std::iter::once("false".to_owned()))
+                        .collect();
+                    sql.push(format_args!(" AND ({})", alternatives.join(" OR ")));
+                }
+            }
+            Source::Raw(_) if write.is_some() => return None,
+            Source::Raw(pieces) => {
+                sql.push("(");
+                for piece in pieces {
+                    match piece {
+                        RawPiece::Sql(text) => sql.push(text),
+                        placeholder => sql.push_bind(claim_text(placeholder.claim()?, actor)?),
+                    };
+                }
+                sql.push(") AS m");
+            }
+        }
+        Some(())
+    }
+
+    /// Whether `actor` holds bucket `key` of this query's rule now (as the connection sees it,
+    /// its own transaction's writes included).
+    pub(crate) async fn holds(&self, conn: &mut PgConnection, actor: &Actor, key: &BucketKey) -> Result<bool> {
+        self.holds_through(conn, actor, key, None).await
+    }
+
+    /// Whether `actor` holds bucket `key` of this query's rule now through a membership row
+    /// matching one of `write` (any row when `None`).
+    pub(crate) async fn holds_through(
+        &self,
+        conn: &mut PgConnection,
+        actor: &Actor,
+        key: &BucketKey,
+        write: Option<&[&[ConstFilter]]>,
+    ) -> Result<bool> {
+        let Some(params) = self.membership_params(actor, key) else { return Ok(false) };
+        let mut sql = Sql::new("SELECT ");
+        if self.push_exists(&mut sql, actor, &params, write).is_none() {
+            return Ok(false);
+        }
+        Ok(sql.build_query_scalar::<bool>().fetch_one(&mut *conn).await?)
+    }
+
+    /// Whether `actor` holds bucket `key` now, and whether through a membership row matching one
+    /// of `write`: [`holds`](Self::holds) and [`holds_through`](Self::holds_through) in one
+    /// statement (one snapshot, one round trip) where the memberships are a table's rows.
+    pub(crate) async fn holds_and_through(
+        &self,
+        conn: &mut PgConnection,
+        actor: &Actor,
+        key: &BucketKey,
+        write: &[&[ConstFilter]],
+    ) -> Result<(bool, bool)> {
+        if !matches!(self.source, Source::Table { .. }) {
+            let holds = self.holds(conn, actor, key).await?;
+            let through = holds && self.holds_through(conn, actor, key, Some(write)).await?;
+            return Ok((holds, through));
+        }
+        let Some(params) = self.membership_params(actor, key) else { return Ok((false, false)) };
+        let mut sql = Sql::new("SELECT ");
+        // A table's rows filtered by claims the actor lacks hold nothing, with or without `write`.
+        if self.push_exists(&mut sql, actor, &params, None).is_none() {
+            return Ok((false, false));
+        }
+        sql.push(", ");
+        if self.push_exists(&mut sql, actor, &params, Some(write)).is_none() {
+            return Ok((false, false));
+        }
+        Ok(sql.build_query_as::<(bool, bool)>().fetch_one(&mut *conn).await?)
+    }
+
+    /// Whether [`push_holds`](Self::push_holds) can ask, inside another statement, whether
+    /// `actor` holds bucket `key`: the memberships are a table's rows, the bucket can be the
+    /// actor's and the actor has every claim the query filters by.
+    pub(crate) fn can_ask_within(&self, actor: &Actor, key: &BucketKey, write: Option<&[&[ConstFilter]]>) -> bool {
+        self.push_holds(&mut Sql::new(""), actor, key, write).is_some()
+    }
+
+    /// `EXISTS (…)`: [`holds_through`](Self::holds_through) as a condition of another
+    /// statement, evaluated in that statement's snapshot; `None` where
+    /// [`can_ask_within`](Self::can_ask_within) is false.
+    pub(crate) fn push_holds(
+        &self,
+        sql: &mut Sql,
+        actor: &Actor,
+        key: &BucketKey,
+        write: Option<&[&[ConstFilter]]>,
+    ) -> Option<()> {
+        if !matches!(self.source, Source::Table { .. }) {
+            return None;
+        }
+        let params = self.membership_params(actor, key)?;
+        self.push_exists(sql, actor, &params, write)
+    }
+
+    /// The parameters of bucket `key` that memberships give, in order; `None` when the bucket
+    /// cannot be the actor's (its parameters do not fit the rule, or a claim parameter is not the
+    /// actor's).
+    fn membership_params(&self, actor: &Actor, key: &BucketKey) -> Option<Vec<String>> {
+        let params = key.params();
+        if params.len() != self.rule.parameters.len() {
+            return None;
+        }
+        let mut membership_params = Vec::new();
+        for (param, value) in self.rule.parameters.iter().zip(params) {
+            match param.source {
+                ParamSource::Claim(claim) => {
+                    if claim_text(claim, actor).as_deref() != Some(value.as_str()) {
+                        return None;
+                    }
+                }
+                ParamSource::Membership { .. } => membership_params.push(value),
+            }
+        }
+        Some(membership_params)
+    }
+
+    /// `EXISTS (…)`: a membership row (matching one of `write`, when given) gives `actor` the
+    /// bucket whose membership parameters are `params`; `None` when none can.
+    fn push_exists(
+        &self,
+        sql: &mut Sql,
+        actor: &Actor,
+        params: &[String],
+        write: Option<&[&[ConstFilter]]>,
+    ) -> Option<()> {
+        sql.push("EXISTS (SELECT 1 FROM (");
+        self.memberships(sql, actor, write)?;
+        sql.push(") AS h WHERE true");
+        for (i, value) in params.iter().enumerate() {
+            sql.push(format_args!(" AND h.p{i} = ")).push_bind(value.clone());
+        }
+        sql.push(")");
+        Some(())
+    }
+}
+
+/// Every bucket `actor` holds.
+pub(crate) async fn held_buckets(
+    conn: &mut PgConnection,
+    app: &App,
+    queries: &[MembershipQuery],
+    actor: &Actor,
+) -> Result<BTreeSet<BucketKey>> {
+    let mut held = BTreeSet::new();
+    for rule in app.sync_rules().rules {
+        if rule.membership.is_none() {
+            held.extend(claim_bucket(rule, actor));
+        }
+    }
+    for query in queries {
+        held.extend(query.held_through(conn, actor, None).await?);
+    }
+    Ok(held)
+}
+
+impl MembershipQuery {
+    /// Every bucket of this query's rule `actor` holds through a membership row matching one of
+    /// `write` (any row when `None`).
+    pub(crate) async fn held_through(
+        &self,
+        conn: &mut PgConnection,
+        actor: &Actor,
+        write: Option<&[&[ConstFilter]]>,
+    ) -> Result<BTreeSet<BucketKey>> {
+        let mut sql = Sql::new("");
+        if self.memberships(&mut sql, actor, write).is_none() {
+            return Ok(BTreeSet::new());
+        }
+        let rows = sql.build().fetch_all(&mut *conn).await?;
+        Ok(rows.iter().filter_map(|row| bucket_of_member(self.rule, actor, row)).collect())
+    }
+}
+
+fn bucket_of_member(rule: &RuleMeta, actor: &Actor, row: &sqlx::postgres::PgRow) -> Option<BucketKey> {
+    use sqlx::Row;
+    let values = (0..).map(|index| row.try_get::<Option<String>, _>(index).ok().flatten());
+    bucket_of_values(rule, actor, values)
+}
+
+/// The bucket of `rule` whose membership-sourced parameters are `values`, in order (a `None`
+/// makes none), and whose claim parameters are the actor's.
+fn bucket_of_values(
+    rule: &RuleMeta,
+    actor: &Actor,
+    mut values: impl Iterator<Item = Option<String>>,
+) -> Option<BucketKey> {
+    let mut params = Vec::with_capacity(rule.parameters.len());
+    for param in rule.parameters {
+        match param.source {
+            ParamSource::Claim(claim) => params.push(claim_text(claim, actor)?),
+            ParamSource::Membership { .. } => params.push(values.next()??),
+        }
+    }
+    Some(BucketKey::new(rule.name, &params))
+}
+
+/// Every bucket `actor` holds through the membership `queries`, as one scalar subquery pushed
+/// into `sql`: the text of a JSON array of `[query, parameter…]`, one per membership, however
+/// many membership rules the app has. [`held_from_json`] reads it back.
+pub(crate) fn push_held_json(sql: &mut Sql, queries: &[MembershipQuery], actor: &Actor) {
+    sql.push("(SELECT coalesce(json_agg(held.x), '[]')::text FROM (");
+    let mut parts = 0;
+    for (index, query) in queries.iter().enumerate() {
+        // A query that needs a claim the actor lacks holds nothing (and stops part-way through
+        // writing itself, so it is tried on a statement of its own first).
+        if query.memberships(&mut Sql::new(""), actor, None).is_none() {
+            continue;
+        }
+        if parts > 0 {
+            sql.push(" UNION ALL ");
+        }
+        let count = query.rule.parameters.iter().filter(|p| matches!(p.source, ParamSource::Membership { .. })).count();
+        let columns: String = (0..count).map(|p| format!(", q.p{p}")).collect();
+        sql.push(format_args!("SELECT json_build_array({index}{columns}) AS x FROM ("));
+        let _ = query.memberships(sql, actor, None);
+        sql.push(") AS q");
+        parts += 1;
+    }
+    if parts == 0 {
+        sql.push("SELECT NULL::json AS x WHERE false");
+    }
+    sql.push(") AS held)");
+}
+
+/// The buckets `actor` holds: the claim buckets of the rules without memberships, and those of
+/// [`push_held_json`]'s answer `json`.
+pub(crate) fn held_from_json(
+    app: &App,
+    queries: &[MembershipQuery],
+    actor: &Actor,
+    json: &str,
+) -> Result<BTreeSet<BucketKey>> {
+    let mut held: BTreeSet<BucketKey> = app
+        .sync_rules()
+        .rules
+        .iter()
+        .filter(|r| r.membership.is_none())
+        .filter_map(|r| claim_bucket(r, actor))
+        .collect();
+    let rows: Vec<Vec<serde_json::Value>> = serde_json::from_str(json)
+        .map_err(|err| crate::error::Error::internal(format!("reading the actor's memberships: {err}")))?;
+    for row in rows {
+        let Some((index, values)) = row.split_first() else { continue };
+        let Some(query) = index.as_u64().and_then(|i| queries.get(usize::try_from(i).ok()?)) else { continue };
+        let values = values.iter().map(|v| v.as_str().map(str::to_owned));
+        held.extend(bucket_of_values(query.rule, actor, values));
+    }
+    Ok(held)
+}
