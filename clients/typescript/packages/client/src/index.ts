@@ -14,8 +14,11 @@ export { browserOnlineSignal, createEngineClient } from "./client.js";
 export type { EngineClient, EngineClientOptions, OnlineSignal, OptimisticMutators, Status } from "./client.js";
 export { createEngineMutators } from "./mutators.js";
 export type { MutatorCalls } from "./mutators.js";
-export type { PageApplied, Queued, RowChange } from "./replica.js";
-export { StoreMismatchError, UnknownMutatorError } from "./replica.js";
+export type { RowChange } from "./replica/changes.js";
+export type { Queued } from "./replica/outbox.js";
+export { UnknownMutatorError } from "./replica/outbox.js";
+export type { PageApplied } from "./replica/pull.js";
+export { StoreMismatchError } from "./replica/state.js";
 export type { Actor, MutationTx, OptimisticMutator } from "./view.js";
 export { timestampText } from "./view.js";
 

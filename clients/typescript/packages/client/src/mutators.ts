@@ -5,7 +5,7 @@
  */
 
 import type { EngineClient, OptimisticMutators } from "./client.js";
-import type { Queued } from "./replica.js";
+import type { Queued } from "./replica/outbox.js";
 import type { MutatorTypes, TableTypes } from "./schema.js";
 
 /** A call per mutator of the app, by its name. */
