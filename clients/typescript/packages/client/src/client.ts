@@ -12,157 +12,32 @@
  *
  * Realtime: a `RealtimeSource` (by default `createWebSocketSource` over the global WebSocket)
  * turns pings into pulls and carries presence.
+ *
+ * `Client` wires the parts in `client/`: the pull and the push (`pull.ts`, `push.ts`), the stream
+ * (`stream.ts`) and the status (`status.ts`). It keeps the reads, the writes and the store.
  */
 
-import { authProvider, actorOfToken, type AuthInput, type AuthProvider } from "./auth.js";
-import { ClosedError, ServerError } from "./errors.js";
-import { SyncLoop, type Retry } from "./loop.js";
-import { PresenceStates, type PresenceEvent } from "./presence.js";
-import { plan, Told } from "./realtime.js";
-import { Remote, type Fetch } from "./remote.js";
+import { authProvider, actorOfToken, type AuthProvider } from "./auth.js";
+import type { EngineClient, EngineClientOptions, OptimisticMutators } from "./client/api.js";
+import { browserOnlineSignal, type OnlineSignal } from "./client/online.js";
+import { Puller } from "./client/pull.js";
+import { Pusher } from "./client/push.js";
+import { StatusBoard, type Status } from "./client/status.js";
+import { Stream } from "./client/stream.js";
+import { ClosedError } from "./errors.js";
+import { SyncLoop } from "./loop.js";
+import type { PresenceEvent } from "./presence.js";
+import { Remote } from "./remote.js";
 import { Replica } from "./replica.js";
 import type { RowChange } from "./replica/changes.js";
 import type { Queued } from "./replica/outbox.js";
 import { keyRow, keyText, type AnySchema, type EngineSchema, type KeyInput, type MutatorTypes, type TableTypes } from "./schema.js";
 import { memoryStore } from "./store/memory.js";
 import { migrateClientStore } from "./store/migrate.js";
-import { isEmptyWrite, type ClientStore, type QuarantinedEntry } from "./store/types.js";
+import { isEmptyWrite, type ClientStore } from "./store/types.js";
 import { sortByKey, type Actor, type OptimisticMutator } from "./view.js";
-import { createWebSocketSource, type CloseInfo, type RealtimeSource } from "./websocket.js";
-import type { PresenceMeta, PresenceState, ServerFrame } from "./wire.js";
-
-/** What the client is doing, for a UI. */
-export interface Status {
-  /** Whether the realtime stream is connected. */
-  connected: boolean;
-  /** Whether a pull or a push is running. */
-  syncing: boolean;
-  /** Mutations made locally that a pull has not yet shown applied. */
-  pending: number;
-  /** Mutations the server rejected, with its errors, until retried or discarded. */
-  quarantined: readonly QuarantinedEntry[];
-  /** When the last pull finished (ms since the Unix epoch). */
-  lastPullAt: number | null;
-  /** The last failure of a pull, a push or the stream, cleared by the next success. */
-  lastError: string | null;
-  /** The wait before a failed push or pull is tried again, while one is under way. */
-  retry: ({ operation: "push" | "pull" } & Retry) | null;
-}
-
-/** Optimistic functions by mutator name, typed by the app's rows and arguments. */
-export type OptimisticMutators<T extends TableTypes, M extends MutatorTypes> = {
-  [K in keyof M & string]?: OptimisticMutator<T, M[K]>;
-};
-
-/** How to build a client. */
-export interface EngineClientOptions<T extends TableTypes, M extends MutatorTypes> {
-  /** The server (`http://host:port`, or with the prefix the engine is mounted under). */
-  url: string;
-  /** The app's schema, as `engine gen` writes it. */
-  schema: EngineSchema<T, M>;
-  /** A bearer token, or a provider asked afresh for every request and connection. */
-  auth: AuthInput;
-  /** Who mutations run for locally; read from the token when it is a JWT. */
-  actor?: Actor;
-  /** Where the client's state lives (memory by default). */
-  store?: ClientStore;
-  /** Optimistic functions; `createEngineMutators` registers more. */
-  optimistic?: OptimisticMutators<T, M>;
-  /** The `fetch` to use (the global one by default). */
-  fetch?: Fetch;
-  /** Realtime: a source, or `false` for none (default: a WebSocket source when a global WebSocket exists). */
-  realtime?: RealtimeSource | false;
-  /** Sync in the background (default); without it only explicit `pull`, `push` and `sync` talk to the server. */
-  background?: boolean;
-  /** Pull this often when nothing else asks for it (30,000 ms). */
-  pullIntervalMs?: number;
-  /** Entries per pull page (1,000). */
-  pullPage?: number;
-  /** Mutations per push (100). */
-  pushBatch?: number;
-  /** How long rows of buckets the actor lost stay (0: they go at once). */
-  bucketTtlMs?: number;
-  /** How long one request may take before it counts as lost (30,000 ms). */
-  requestTimeoutMs?: number;
-  /** Retries of pushes and pulls: backoff from `backoffBaseMs` (500) to `backoffMaxMs` (30,000). */
-  retry?: { backoffBaseMs?: number; backoffMaxMs?: number };
-  /**
-   * The platform's connectivity: when it comes online, waiting retries and the stream's
-   * reconnection go at once. Browsers' `online` events by default; `false` for none.
-   */
-  online?: OnlineSignal | false;
-}
-
-/** The platform's connectivity events (a browser's `online`, a mobile network listener). */
-export interface OnlineSignal {
-  /** Call `listener` with every change; returns the unsubscribe. */
-  subscribe(listener: (online: boolean) => void): () => void;
-}
-
-/** A browser's `online` and `offline` events, where there are any. */
-export function browserOnlineSignal(): OnlineSignal | undefined {
-  const target = globalThis as { addEventListener?: unknown; removeEventListener?: unknown; navigator?: unknown };
-  if (typeof target.addEventListener !== "function" || typeof target.navigator !== "object") return undefined;
-  return {
-    subscribe(listener) {
-      const online = () => listener(true);
-      const offline = () => listener(false);
-      globalThis.addEventListener("online", online);
-      globalThis.addEventListener("offline", offline);
-      return () => {
-        globalThis.removeEventListener("online", online);
-        globalThis.removeEventListener("offline", offline);
-      };
-    },
-  };
-}
-
-/** A client of an engine server. */
-export interface EngineClient<T extends TableTypes = TableTypes, M extends MutatorTypes = MutatorTypes> {
-  readonly clientId: string;
-  readonly actor: Actor;
-  readonly schema: EngineSchema<T, M>;
-  /** Run mutator `name` locally (its optimistic function, if any) and queue it for the server. */
-  mutate<K extends keyof M & string>(name: K, args: M[K]): Promise<Queued>;
-  /** Add optimistic functions; the view is rebased with them. */
-  registerOptimistic(mutators: OptimisticMutators<T, M>): void;
-  /** Pull until caught up. */
-  pull(): Promise<void>;
-  /** Push the outbox until it is drained or a failure stops it. */
-  push(): Promise<void>;
-  /** Push and pull until the outbox is empty (or a few rounds pass). */
-  sync(): Promise<void>;
-  /** The live rows of `table` in the view, in key order. */
-  rows<K extends keyof T & string>(table: K): T[K][];
-  /** The live row of `table` with `key`. */
-  get<K extends keyof T & string>(table: K, key: KeyInput): T[K] | undefined;
-  /** The buckets holding the confirmed row of `table` with `key`: none when only pending writes
-   * made it (or there is no such row). */
-  bucketsOf<K extends keyof T & string>(table: K, key: KeyInput): string[];
-  /** Call `listener` with every change of the view's rows; returns the unsubscribe. */
-  onChange(listener: (changes: RowChange[]) => void): () => void;
-  /** The buckets the client holds, in key order. */
-  buckets(): string[];
-  /** The cursor of the last pull (opaque; `null` before the first). */
-  readonly cursor: string | null;
-  readonly status: Status;
-  onStatus(listener: (status: Status) => void): () => void;
-  /** Queue a rejected mutation again, as a new mutation; `undefined` when it is not quarantined. */
-  retryQuarantined(clientMutationId: string): Promise<Queued | undefined>;
-  /** Drop a rejected mutation; whether it was quarantined. */
-  discardQuarantined(clientMutationId: string): Promise<boolean>;
-  /** Follow only `buckets` in realtime (`null`: every bucket held, the default). */
-  subscribe(buckets: readonly string[] | null): void;
-  /** Be present in `bucket` with `meta` (kept across reconnections). */
-  track(bucket: string, meta?: PresenceMeta): void;
-  untrack(bucket: string): void;
-  /** Who is present in `bucket`, as the stream last said. */
-  presenceState(bucket: string): PresenceState;
-  /** Call `listener` with every presence change; returns the unsubscribe. */
-  onPresence(listener: (event: PresenceEvent) => void): () => void;
-  /** Stop syncing and let go of the store. */
-  close(): Promise<void>;
-}
+import { createWebSocketSource, type RealtimeSource } from "./websocket.js";
+import type { PresenceMeta, PresenceState } from "./wire.js";
 
 /** Open the store, and start syncing (in the background unless told otherwise). */
 export async function createEngineClient<T extends TableTypes, M extends MutatorTypes>(
@@ -183,42 +58,18 @@ export async function createEngineClient<T extends TableTypes, M extends Mutator
 
 const DEFAULT_PUSH_ROUNDS = 8;
 
-/** Runs of one kind, one at a time, in the order they were asked for. */
-class Serial<T> {
-  private last: Promise<unknown> = Promise.resolve();
-
-  run(work: () => Promise<T>): Promise<T> {
-    const next = this.last.catch(() => undefined).then(work);
-    this.last = next;
-    return next;
-  }
-
-  /** Settles once every run asked for so far has. */
-  idle(): Promise<unknown> {
-    return this.last.catch(() => undefined);
-  }
-}
-
 class Client<T extends TableTypes, M extends MutatorTypes> implements EngineClient<T, M> {
   readonly schema: EngineSchema<T, M>;
   private readonly remote: Remote;
   private readonly settings: Required<
     Pick<EngineClientOptions<T, M>, "pullIntervalMs" | "pullPage" | "pushBatch" | "bucketTtlMs" | "background">
   >;
-  private statusNow: Status;
-  private readonly statusListeners = new Set<(status: Status) => void>();
+  private readonly statusBoard: StatusBoard;
   private readonly changeListeners = new Set<(changes: RowChange[]) => void>();
-  private readonly presenceListeners = new Set<(event: PresenceEvent) => void>();
-  private readonly presence = new PresenceStates();
-  private readonly tracked = new Map<string, PresenceMeta>();
-  private subscription: string[] | undefined;
-  private strict = false;
-  private told = new Told();
-  private held: Set<string>;
   private writes: Promise<void> = Promise.resolve();
-  private readonly pulls = new Serial<void>();
-  private readonly pushes = new Serial<boolean>();
-  private running = 0;
+  private readonly puller: Puller;
+  private readonly pusher: Pusher;
+  private readonly stream: Stream;
   private closed = false;
   private readonly source: RealtimeSource | undefined;
   private readonly pushLoop: SyncLoop;
@@ -250,18 +101,17 @@ class Client<T extends TableTypes, M extends MutatorTypes> implements EngineClie
     this.pushLoop = new SyncLoop(
       async () => {
         // What a push applied, a pull confirms.
-        if (await this.pushOnce()) this.pullLoop.wake(true);
+        if (await this.pusher.pushOnce()) this.pullLoop.wake(true);
       },
       timing,
-      (retry) => this.setRetry("push", retry),
+      (retry) => this.statusBoard.setRetry("push", retry),
     );
-    this.pullLoop = new SyncLoop(() => this.pullOnce(), timing, (retry) => this.setRetry("pull", retry));
+    this.pullLoop = new SyncLoop(() => this.puller.pullOnce(), timing, (retry) => this.statusBoard.setRetry("pull", retry));
     const realtime =
       options.realtime ?? ((globalThis as { WebSocket?: unknown }).WebSocket ? createWebSocketSource() : false);
     this.source = realtime === false ? undefined : realtime;
     this.online = options.online === false ? undefined : (options.online ?? browserOnlineSignal());
-    this.held = new Set(replica.heldBuckets());
-    this.statusNow = {
+    this.statusBoard = new StatusBoard({
       connected: false,
       syncing: false,
       pending: replica.pendingCount,
@@ -269,7 +119,12 @@ class Client<T extends TableTypes, M extends MutatorTypes> implements EngineClie
       lastPullAt: null,
       lastError: null,
       retry: null,
-    };
+    });
+    const persist = () => this.persist();
+    this.stream = new Stream(this.source, replica, this.statusBoard, this.pullLoop, this.pushLoop);
+    const heldChanged = () => this.stream.heldChanged();
+    this.puller = new Puller(this.remote, replica, this.settings, this.statusBoard, persist, this.pushLoop, heldChanged);
+    this.pusher = new Pusher(this.remote, replica, this.settings, this.statusBoard, persist);
   }
 
   get clientId(): string {
@@ -285,7 +140,7 @@ class Client<T extends TableTypes, M extends MutatorTypes> implements EngineClie
   }
 
   get status(): Status {
-    return this.statusNow;
+    return this.statusBoard.now;
   }
 
   start(): void {
@@ -298,10 +153,10 @@ class Client<T extends TableTypes, M extends MutatorTypes> implements EngineClie
       refresh: async () => {
         await this.auth.refresh?.();
       },
-      onOpen: () => this.streamOpened(),
-      onFrame: (frame) => this.streamFrame(frame),
-      onClose: (info) => this.streamClosed(info),
-      onFailure: (reason) => this.setStatus({ lastError: `stream: ${reason}` }),
+      onOpen: () => this.stream.streamOpened(),
+      onFrame: (frame) => this.stream.streamFrame(frame),
+      onClose: (info) => this.stream.streamClosed(info),
+      onFailure: (reason) => this.statusBoard.setStatus({ lastError: `stream: ${reason}` }),
     });
     this.unsubscribeOnline = this.online?.subscribe((online) => {
       if (!online || this.closed) return;
@@ -313,24 +168,8 @@ class Client<T extends TableTypes, M extends MutatorTypes> implements EngineClie
 
   // --- Status and notifications ------------------------------------------------------------
 
-  private setStatus(change: Partial<Status>): void {
-    const next = { ...this.statusNow, ...change };
-    const changed = (Object.keys(change) as (keyof Status)[]).some(
-      (key) => JSON.stringify(next[key]) !== JSON.stringify(this.statusNow[key]),
-    );
-    if (!changed) return;
-    this.statusNow = next;
-    for (const listener of this.statusListeners) listener(next);
-  }
-
-  private setRetry(operation: "push" | "pull", retry: Retry | null): void {
-    if (retry) this.setStatus({ retry: { operation, ...retry } });
-    else if (this.statusNow.retry?.operation === operation) this.setStatus({ retry: null });
-  }
-
   onStatus(listener: (status: Status) => void): () => void {
-    this.statusListeners.add(listener);
-    return () => this.statusListeners.delete(listener);
+    return this.statusBoard.onStatus(listener);
   }
 
   onChange(listener: (changes: RowChange[]) => void): () => void {
@@ -339,19 +178,14 @@ class Client<T extends TableTypes, M extends MutatorTypes> implements EngineClie
   }
 
   onPresence(listener: (event: PresenceEvent) => void): () => void {
-    this.presenceListeners.add(listener);
-    return () => this.presenceListeners.delete(listener);
-  }
-
-  private emitPresence(events: PresenceEvent[]): void {
-    for (const event of events) for (const listener of this.presenceListeners) listener(event);
+    return this.stream.onPresence(listener);
   }
 
   /** Announce the view's changes and refresh the counts, then write what changed. */
   persist(): Promise<void> {
     const changes = this.replica.takeViewChanges();
     if (changes.length > 0) for (const listener of this.changeListeners) listener(changes);
-    this.setStatus({ pending: this.replica.pendingCount, quarantined: [...this.replica.quarantined] });
+    this.statusBoard.setStatus({ pending: this.replica.pendingCount, quarantined: [...this.replica.quarantined] });
     const change = this.replica.flush();
     if (isEmptyWrite(change)) return this.writes;
     // Writes go to the store in the order they were made.
@@ -430,220 +264,44 @@ class Client<T extends TableTypes, M extends MutatorTypes> implements EngineClie
 
   // --- Sync --------------------------------------------------------------------------------
 
-  private setSyncing(starts: boolean): void {
-    this.running += starts ? 1 : -1;
-    this.setStatus({ syncing: this.running > 0 });
-  }
-
-  private recordError(err: unknown): void {
-    this.setStatus({ lastError: err instanceof Error ? err.message : String(err) });
-  }
-
   async pull(): Promise<void> {
     this.ensureOpen();
-    await this.pullOnce();
+    await this.puller.pullOnce();
   }
 
   async push(): Promise<void> {
     this.ensureOpen();
-    if (await this.pushOnce()) this.pullLoop.wake(true);
+    if (await this.pusher.pushOnce()) this.pullLoop.wake(true);
   }
 
   async sync(): Promise<void> {
     this.ensureOpen();
     let wait = 10;
     for (let round = 0; round < DEFAULT_PUSH_ROUNDS; round++) {
-      await this.pushOnce();
-      await this.pullOnce();
+      await this.pusher.pushOnce();
+      await this.puller.pullOnce();
       if (this.replica.pendingCount === 0) return;
       await new Promise((resolve) => setTimeout(resolve, wait));
       wait *= 2;
     }
   }
 
-  /** One pull at a time: a caller arriving while one runs waits for it and pulls again. */
-  private pullOnce(): Promise<void> {
-    return this.pulls.run(() => this.pullPages());
-  }
-
-  private async pullPages(): Promise<void> {
-    this.setSyncing(true);
-    try {
-      let cursor = this.replica.meta.cursor;
-      for (;;) {
-        const page = await this.remote.pull({ clientId: this.clientId, cursor, limit: this.settings.pullPage });
-        const applied = this.replica.applyPage(page, Date.now(), this.settings.bucketTtlMs);
-        await this.persist();
-        if (applied.requeued > 0) this.pushLoop.wake(true);
-        if (!page.hasMore) break;
-        cursor = page.cursor;
-      }
-      this.setStatus({ lastError: null, lastPullAt: Date.now() });
-      this.heldChanged();
-    } catch (err) {
-      this.recordError(err);
-      this.heldChanged();
-      throw err;
-    } finally {
-      this.setSyncing(false);
-    }
-  }
-
-  /** One push at a time. Returns whether something was applied. */
-  private pushOnce(): Promise<boolean> {
-    return this.pushes.run(() => this.pushBatches());
-  }
-
-  private async pushBatches(): Promise<boolean> {
-    this.setSyncing(true);
-    let batchSize = this.settings.pushBatch;
-    let appliedAny = false;
-    let renumberedAt: number | undefined;
-    try {
-      for (;;) {
-        const batch = this.replica.unpushed(batchSize);
-        if (batch.length === 0) break;
-        try {
-          const response = await this.remote.push({
-            clientId: this.clientId,
-            mutations: batch.map(({ mutationId, clientMutationId, name, args, hlc }) => ({
-              mutationId,
-              clientMutationId,
-              name,
-              args,
-              hlc,
-            })),
-          });
-          appliedAny = this.replica.recordResults(response.results, Date.now()) || appliedAny;
-          await this.persist();
-          // The server stopped early without an error: the rest goes later.
-          if (response.results.length < batch.length) break;
-        } catch (err) {
-          if (!(err instanceof ServerError)) throw err;
-          const last = err.problem.lastMutationId;
-          if (err.code === "mutation_out_of_order" && last !== undefined && renumberedAt !== last) {
-            // The server's sequence is not where the outbox's is: number on from there, once.
-            renumberedAt = last;
-            this.replica.renumber(last);
-            await this.persist();
-            continue;
-          }
-          if (err.code === "malformed_request" || err.code === "payload_too_large") {
-            if (batch.length > 1) {
-              // Find the mutation the server cannot take by pushing fewer at a time.
-              batchSize = Math.max(1, Math.floor(batch.length / 2));
-              continue;
-            }
-            batchSize = this.settings.pushBatch;
-            this.replica.refuse(batch[0]!, err.problem, Date.now());
-            await this.persist();
-            continue;
-          }
-          throw err;
-        }
-      }
-      this.setStatus({ lastError: null });
-      return appliedAny;
-    } catch (err) {
-      this.recordError(err);
-      throw err;
-    } finally {
-      this.setSyncing(false);
-    }
-  }
-
   // --- Realtime ----------------------------------------------------------------------------
 
   subscribe(buckets: readonly string[] | null): void {
-    this.subscription = buckets === null ? undefined : [...buckets];
-    this.reconcile();
+    this.stream.subscribe(buckets);
   }
 
   track(bucket: string, meta: PresenceMeta = {}): void {
-    this.tracked.set(bucket, { ...meta });
-    this.reconcile();
+    this.stream.track(bucket, meta);
   }
 
   untrack(bucket: string): void {
-    this.tracked.delete(bucket);
-    this.reconcile();
+    this.stream.untrack(bucket);
   }
 
   presenceState(bucket: string): PresenceState {
-    return this.presence.get(bucket);
-  }
-
-  /** After a pull: buckets lost leave the subscription and the presence, as they left the server's. */
-  private heldChanged(): void {
-    const held = new Set(this.replica.heldBuckets());
-    const lost = [...this.held].filter((b) => !held.has(b));
-    const changed = lost.length > 0 || [...held].some((b) => !this.held.has(b));
-    this.held = held;
-    if (lost.length > 0) {
-      if (this.subscription) this.subscription = this.subscription.filter((b) => !lost.includes(b));
-      for (const bucket of lost) this.tracked.delete(bucket);
-      this.emitPresence(this.presence.forget((b) => !lost.includes(b)));
-    }
-    if (changed) this.reconcile();
-  }
-
-  /** Tell the server what changed in the subscription and presence. */
-  private reconcile(): void {
-    if (!this.source?.connected) return;
-    const step = plan(this.subscription, this.tracked, this.held, this.strict, this.told);
-    if (step === "reconnect") {
-      this.source.reconnect();
-      return;
-    }
-    for (const frame of step.frames) this.source.send(frame);
-    const subscription = this.told.subscription;
-    if (subscription) this.emitPresence(this.presence.forget((b) => subscription.has(b)));
-  }
-
-  private streamOpened(): void {
-    this.told = new Told();
-    this.setStatus({ connected: true });
-    // Nothing is pinged for what happened while away: catch up.
-    this.pullLoop.wake(true);
-    this.pushLoop.wake(true);
-    this.reconcile();
-  }
-
-  private streamClosed(info: CloseInfo): void {
-    this.setStatus({ connected: false, ...(info.error ? { lastError: `stream: ${info.error}` } : {}) });
-    // Who is present comes afresh with the next connection.
-    this.emitPresence(this.presence.forget());
-  }
-
-  private streamFrame(frame: ServerFrame): void {
-    switch (frame.type) {
-      case "ping":
-      case "buckets_changed":
-        this.pullLoop.wake(true);
-        return;
-      case "presence_state":
-        // Presence of buckets not followed (sent before a narrowing reached the server) is left out.
-        if (this.told.follows(frame.bucket)) this.emitPresence([this.presence.replace(frame.bucket, frame.state)]);
-        return;
-      case "presence_diff": {
-        if (!this.told.follows(frame.bucket)) return;
-        const event = this.presence.diff(frame.bucket, frame.joins, frame.leaves);
-        if (event) this.emitPresence([event]);
-        return;
-      }
-      case "error":
-        if (frame.code === "forbidden") {
-          // A bucket refused: ask only for buckets held from now on, and pull to learn them.
-          this.strict = true;
-          this.pullLoop.wake(true);
-        } else if (frame.code === "meta_too_large") {
-          // The largest meta announced goes; the app hears of it in the status.
-          const largest = [...this.told.tracks].sort((a, b) => JSON.stringify(b[1]).length - JSON.stringify(a[1]).length)[0];
-          if (largest) this.tracked.delete(largest[0]);
-        }
-        this.setStatus({ lastError: `stream: ${frame.code}: ${frame.detail}` });
-        return;
-    }
+    return this.stream.presenceState(bucket);
   }
 
   async close(): Promise<void> {
@@ -653,10 +311,9 @@ class Client<T extends TableTypes, M extends MutatorTypes> implements EngineClie
     this.pullLoop.stop();
     this.source?.stop();
     this.unsubscribeOnline?.();
-    this.setStatus({ connected: false });
-    await Promise.allSettled([this.pulls.idle(), this.pushes.idle()]);
+    this.statusBoard.setStatus({ connected: false });
+    await Promise.allSettled([this.puller.idle(), this.pusher.idle()]);
     await this.writes.catch(() => undefined);
     await this.store.close();
   }
 }
-

@@ -10,8 +10,11 @@
  * - The wire protocol's messages, its clock and its ids.
  */
 
-export { browserOnlineSignal, createEngineClient } from "./client.js";
-export type { EngineClient, EngineClientOptions, OnlineSignal, OptimisticMutators, Status } from "./client.js";
+export { createEngineClient } from "./client.js";
+export type { EngineClient, EngineClientOptions, OptimisticMutators } from "./client/api.js";
+export { browserOnlineSignal } from "./client/online.js";
+export type { OnlineSignal } from "./client/online.js";
+export type { Status } from "./client/status.js";
 export { createEngineMutators } from "./mutators.js";
 export type { MutatorCalls } from "./mutators.js";
 export type { RowChange } from "./replica/changes.js";

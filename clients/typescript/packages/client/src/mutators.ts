@@ -4,7 +4,7 @@
  * mutation itself is queued durably and runs on the server as the app's Rust mutator.
  */
 
-import type { EngineClient, OptimisticMutators } from "./client.js";
+import type { EngineClient, OptimisticMutators } from "./client/api.js";
 import type { Queued } from "./replica/outbox.js";
 import type { MutatorTypes, TableTypes } from "./schema.js";
 

@@ -1,0 +1,109 @@
+/**
+ * The client's public shape: how an app builds one (`EngineClientOptions`) and what it offers
+ * (`EngineClient`). Only types live here. `createEngineClient` in `client.ts` builds a client
+ * from them, and `mutators.ts` types its calls with them without importing the implementation.
+ */
+
+import type { AuthInput } from "../auth.js";
+import type { PresenceEvent } from "../presence.js";
+import type { Fetch } from "../remote.js";
+import type { RowChange } from "../replica/changes.js";
+import type { Queued } from "../replica/outbox.js";
+import type { EngineSchema, KeyInput, MutatorTypes, TableTypes } from "../schema.js";
+import type { ClientStore } from "../store/types.js";
+import type { Actor, OptimisticMutator } from "../view.js";
+import type { RealtimeSource } from "../websocket.js";
+import type { PresenceMeta, PresenceState } from "../wire.js";
+import type { OnlineSignal } from "./online.js";
+import type { Status } from "./status.js";
+
+/** Optimistic functions by mutator name, typed by the app's rows and arguments. */
+export type OptimisticMutators<T extends TableTypes, M extends MutatorTypes> = {
+  [K in keyof M & string]?: OptimisticMutator<T, M[K]>;
+};
+
+/** How to build a client. */
+export interface EngineClientOptions<T extends TableTypes, M extends MutatorTypes> {
+  /** The server (`http://host:port`, or with the prefix the engine is mounted under). */
+  url: string;
+  /** The app's schema, as `engine gen` writes it. */
+  schema: EngineSchema<T, M>;
+  /** A bearer token, or a provider asked afresh for every request and connection. */
+  auth: AuthInput;
+  /** Who mutations run for locally; read from the token when it is a JWT. */
+  actor?: Actor;
+  /** Where the client's state lives (memory by default). */
+  store?: ClientStore;
+  /** Optimistic functions; `createEngineMutators` registers more. */
+  optimistic?: OptimisticMutators<T, M>;
+  /** The `fetch` to use (the global one by default). */
+  fetch?: Fetch;
+  /** Realtime: a source, or `false` for none (default: a WebSocket source when a global WebSocket exists). */
+  realtime?: RealtimeSource | false;
+  /** Sync in the background (default); without it only explicit `pull`, `push` and `sync` talk to the server. */
+  background?: boolean;
+  /** Pull this often when nothing else asks for it (30,000 ms). */
+  pullIntervalMs?: number;
+  /** Entries per pull page (1,000). */
+  pullPage?: number;
+  /** Mutations per push (100). */
+  pushBatch?: number;
+  /** How long rows of buckets the actor lost stay (0: they go at once). */
+  bucketTtlMs?: number;
+  /** How long one request may take before it counts as lost (30,000 ms). */
+  requestTimeoutMs?: number;
+  /** Retries of pushes and pulls: backoff from `backoffBaseMs` (500) to `backoffMaxMs` (30,000). */
+  retry?: { backoffBaseMs?: number; backoffMaxMs?: number };
+  /**
+   * The platform's connectivity: when it comes online, waiting retries and the stream's
+   * reconnection go at once. Browsers' `online` events by default; `false` for none.
+   */
+  online?: OnlineSignal | false;
+}
+
+/** A client of an engine server. */
+export interface EngineClient<T extends TableTypes = TableTypes, M extends MutatorTypes = MutatorTypes> {
+  readonly clientId: string;
+  readonly actor: Actor;
+  readonly schema: EngineSchema<T, M>;
+  /** Run mutator `name` locally (its optimistic function, if any) and queue it for the server. */
+  mutate<K extends keyof M & string>(name: K, args: M[K]): Promise<Queued>;
+  /** Add optimistic functions; the view is rebased with them. */
+  registerOptimistic(mutators: OptimisticMutators<T, M>): void;
+  /** Pull until caught up. */
+  pull(): Promise<void>;
+  /** Push the outbox until it is drained or a failure stops it. */
+  push(): Promise<void>;
+  /** Push and pull until the outbox is empty (or a few rounds pass). */
+  sync(): Promise<void>;
+  /** The live rows of `table` in the view, in key order. */
+  rows<K extends keyof T & string>(table: K): T[K][];
+  /** The live row of `table` with `key`. */
+  get<K extends keyof T & string>(table: K, key: KeyInput): T[K] | undefined;
+  /** The buckets holding the confirmed row of `table` with `key`: none when only pending writes
+   * made it (or there is no such row). */
+  bucketsOf<K extends keyof T & string>(table: K, key: KeyInput): string[];
+  /** Call `listener` with every change of the view's rows; returns the unsubscribe. */
+  onChange(listener: (changes: RowChange[]) => void): () => void;
+  /** The buckets the client holds, in key order. */
+  buckets(): string[];
+  /** The cursor of the last pull (opaque; `null` before the first). */
+  readonly cursor: string | null;
+  readonly status: Status;
+  onStatus(listener: (status: Status) => void): () => void;
+  /** Queue a rejected mutation again, as a new mutation; `undefined` when it is not quarantined. */
+  retryQuarantined(clientMutationId: string): Promise<Queued | undefined>;
+  /** Drop a rejected mutation; whether it was quarantined. */
+  discardQuarantined(clientMutationId: string): Promise<boolean>;
+  /** Follow only `buckets` in realtime (`null`: every bucket held, the default). */
+  subscribe(buckets: readonly string[] | null): void;
+  /** Be present in `bucket` with `meta` (kept across reconnections). */
+  track(bucket: string, meta?: PresenceMeta): void;
+  untrack(bucket: string): void;
+  /** Who is present in `bucket`, as the stream last said. */
+  presenceState(bucket: string): PresenceState;
+  /** Call `listener` with every presence change; returns the unsubscribe. */
+  onPresence(listener: (event: PresenceEvent) => void): () => void;
+  /** Stop syncing and let go of the store. */
+  close(): Promise<void>;
+}

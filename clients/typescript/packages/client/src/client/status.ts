@@ -1,0 +1,71 @@
+/**
+ * What the client is doing, for a UI: the `Status` an app reads, and `StatusBoard`, which holds
+ * it. `StatusBoard.setStatus` calls the listeners only when a field's value changed, so a UI is
+ * not redrawn for nothing. The pull, the push and the stream each report to the one board.
+ */
+
+import type { Retry } from "../loop.js";
+import type { QuarantinedEntry } from "../store/types.js";
+
+/** What the client is doing, for a UI. */
+export interface Status {
+  /** Whether the realtime stream is connected. */
+  connected: boolean;
+  /** Whether a pull or a push is running. */
+  syncing: boolean;
+  /** Mutations made locally that a pull has not yet shown applied. */
+  pending: number;
+  /** Mutations the server rejected, with its errors, until retried or discarded. */
+  quarantined: readonly QuarantinedEntry[];
+  /** When the last pull finished (ms since the Unix epoch). */
+  lastPullAt: number | null;
+  /** The last failure of a pull, a push or the stream, cleared by the next success. */
+  lastError: string | null;
+  /** The wait before a failed push or pull is tried again, while one is under way. */
+  retry: ({ operation: "push" | "pull" } & Retry) | null;
+}
+
+/** The client's status and its listeners. */
+export class StatusBoard {
+  private statusNow: Status;
+  private readonly statusListeners = new Set<(status: Status) => void>();
+  /** Pulls and pushes running; `syncing` while above zero. */
+  private running = 0;
+
+  constructor(initial: Status) {
+    this.statusNow = initial;
+  }
+
+  get now(): Status {
+    return this.statusNow;
+  }
+
+  setStatus(change: Partial<Status>): void {
+    const next = { ...this.statusNow, ...change };
+    const changed = (Object.keys(change) as (keyof Status)[]).some(
+      (key) => JSON.stringify(next[key]) !== JSON.stringify(this.statusNow[key]),
+    );
+    if (!changed) return;
+    this.statusNow = next;
+    for (const listener of this.statusListeners) listener(next);
+  }
+
+  setRetry(operation: "push" | "pull", retry: Retry | null): void {
+    if (retry) this.setStatus({ retry: { operation, ...retry } });
+    else if (this.statusNow.retry?.operation === operation) this.setStatus({ retry: null });
+  }
+
+  onStatus(listener: (status: Status) => void): () => void {
+    this.statusListeners.add(listener);
+    return () => this.statusListeners.delete(listener);
+  }
+
+  setSyncing(starts: boolean): void {
+    this.running += starts ? 1 : -1;
+    this.setStatus({ syncing: this.running > 0 });
+  }
+
+  recordError(err: unknown): void {
+    this.setStatus({ lastError: err instanceof Error ? err.message : String(err) });
+  }
+}

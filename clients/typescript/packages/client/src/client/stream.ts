@@ -1,0 +1,137 @@
+/**
+ * The client's side of the realtime stream: which buckets it follows, who is present, and what
+ * each frame from the server means. A `ping` or `buckets_changed` wakes the pull. A presence
+ * frame updates `PresenceStates` and reaches the app's listeners. An `error` frame narrows what is
+ * asked for, so the server does not refuse it again: after `forbidden` only buckets held are
+ * asked for (`strict`), and after `meta_too_large` the largest presence meta goes. `reconcile`
+ * tells the server what changed since the connection opened, through `plan` in `realtime.ts`.
+ */
+
+import type { SyncLoop } from "../loop.js";
+import { PresenceStates, type PresenceEvent } from "../presence.js";
+import { plan, Told } from "../realtime.js";
+import type { Replica } from "../replica.js";
+import type { CloseInfo, RealtimeSource } from "../websocket.js";
+import type { PresenceMeta, PresenceState, ServerFrame } from "../wire.js";
+import type { StatusBoard } from "./status.js";
+
+export class Stream {
+  private readonly presenceListeners = new Set<(event: PresenceEvent) => void>();
+  private readonly presence = new PresenceStates();
+  private readonly tracked = new Map<string, PresenceMeta>();
+  private subscription: string[] | undefined;
+  private strict = false;
+  private told = new Told();
+  private held: Set<string>;
+
+  constructor(
+    private readonly source: RealtimeSource | undefined,
+    private readonly replica: Replica,
+    private readonly status: StatusBoard,
+    private readonly pullLoop: SyncLoop,
+    private readonly pushLoop: SyncLoop,
+  ) {
+    this.held = new Set(replica.heldBuckets());
+  }
+
+  onPresence(listener: (event: PresenceEvent) => void): () => void {
+    this.presenceListeners.add(listener);
+    return () => this.presenceListeners.delete(listener);
+  }
+
+  private emitPresence(events: PresenceEvent[]): void {
+    for (const event of events) for (const listener of this.presenceListeners) listener(event);
+  }
+
+  subscribe(buckets: readonly string[] | null): void {
+    this.subscription = buckets === null ? undefined : [...buckets];
+    this.reconcile();
+  }
+
+  track(bucket: string, meta: PresenceMeta = {}): void {
+    this.tracked.set(bucket, { ...meta });
+    this.reconcile();
+  }
+
+  untrack(bucket: string): void {
+    this.tracked.delete(bucket);
+    this.reconcile();
+  }
+
+  presenceState(bucket: string): PresenceState {
+    return this.presence.get(bucket);
+  }
+
+  /** After a pull: buckets lost leave the subscription and the presence, as they left the server's. */
+  heldChanged(): void {
+    const held = new Set(this.replica.heldBuckets());
+    const lost = [...this.held].filter((b) => !held.has(b));
+    const changed = lost.length > 0 || [...held].some((b) => !this.held.has(b));
+    this.held = held;
+    if (lost.length > 0) {
+      if (this.subscription) this.subscription = this.subscription.filter((b) => !lost.includes(b));
+      for (const bucket of lost) this.tracked.delete(bucket);
+      this.emitPresence(this.presence.forget((b) => !lost.includes(b)));
+    }
+    if (changed) this.reconcile();
+  }
+
+  /** Tell the server what changed in the subscription and presence. */
+  private reconcile(): void {
+    if (!this.source?.connected) return;
+    const step = plan(this.subscription, this.tracked, this.held, this.strict, this.told);
+    if (step === "reconnect") {
+      this.source.reconnect();
+      return;
+    }
+    for (const frame of step.frames) this.source.send(frame);
+    const subscription = this.told.subscription;
+    if (subscription) this.emitPresence(this.presence.forget((b) => subscription.has(b)));
+  }
+
+  streamOpened(): void {
+    this.told = new Told();
+    this.status.setStatus({ connected: true });
+    // Nothing is pinged for what happened while away: catch up.
+    this.pullLoop.wake(true);
+    this.pushLoop.wake(true);
+    this.reconcile();
+  }
+
+  streamClosed(info: CloseInfo): void {
+    this.status.setStatus({ connected: false, ...(info.error ? { lastError: `stream: ${info.error}` } : {}) });
+    // Who is present comes afresh with the next connection.
+    this.emitPresence(this.presence.forget());
+  }
+
+  streamFrame(frame: ServerFrame): void {
+    switch (frame.type) {
+      case "ping":
+      case "buckets_changed":
+        this.pullLoop.wake(true);
+        return;
+      case "presence_state":
+        // Presence of buckets not followed (sent before a narrowing reached the server) is left out.
+        if (this.told.follows(frame.bucket)) this.emitPresence([this.presence.replace(frame.bucket, frame.state)]);
+        return;
+      case "presence_diff": {
+        if (!this.told.follows(frame.bucket)) return;
+        const event = this.presence.diff(frame.bucket, frame.joins, frame.leaves);
+        if (event) this.emitPresence([event]);
+        return;
+      }
+      case "error":
+        if (frame.code === "forbidden") {
+          // A bucket refused: ask only for buckets held from now on, and pull to learn them.
+          this.strict = true;
+          this.pullLoop.wake(true);
+        } else if (frame.code === "meta_too_large") {
+          // The largest meta announced goes; the app hears of it in the status.
+          const largest = [...this.told.tracks].sort((a, b) => JSON.stringify(b[1]).length - JSON.stringify(a[1]).length)[0];
+          if (largest) this.tracked.delete(largest[0]);
+        }
+        this.status.setStatus({ lastError: `stream: ${frame.code}: ${frame.detail}` });
+        return;
+    }
+  }
+}
