@@ -24,9 +24,10 @@ use engine_kernel::{Actor, App, Hlc, MutatorCtx, Row, TableMeta};
 use serde_json::Value;
 use sqlx::SqliteConnection;
 
-use super::schema::{base, ident, local_tables, meta, set_meta};
-use super::tx::{LocalTx, columns, key_columns, key_predicate};
-use super::values::{bind, decode_row, key_row, key_text};
+use super::schema::{local_tables, meta, set_meta};
+use super::sql::{Sql, base, ident, push_columns, push_key_match};
+use super::tx::LocalTx;
+use super::values::{decode_row, key_row, key_text, stored};
 use crate::error::Result;
 
 /// Rows per multi-row statement (SQLite allows 32,766 bound values).
@@ -47,56 +48,55 @@ pub(crate) struct Applied {
 /// statements.
 async fn upsert(conn: &mut SqliteConnection, table: &TableMeta, target: &str, rows: &[&Row]) -> Result<()> {
     let per_statement = (MAX_BINDS / table.columns.len()).max(1);
-    let updates: Vec<String> = table
-        .columns
-        .iter()
-        .filter(|c| !table.is_key(c.name))
-        .map(|c| format!("{0} = excluded.{0}", ident(c.name)))
-        .collect();
-    let on_conflict =
-        if updates.is_empty() { "DO NOTHING".to_owned() } else { format!("DO UPDATE SET {}", updates.join(", ")) };
-    let tuple = format!("({})", vec!["?"; table.columns.len()].join(", "));
     for chunk in rows.chunks(per_statement) {
-        let sql = format!(
-            "INSERT INTO {target} ({}) VALUES {} ON CONFLICT ({}) {on_conflict}",
-            columns(table),
-            vec![tuple.as_str(); chunk.len()].join(", "),
-            table.primary_key.iter().map(|k| ident(k)).collect::<Vec<_>>().join(", "),
-        );
-        let mut query = sqlx::query(sqlx::AssertSqlSafe(sql));
-        for row in chunk {
-            for column in table.columns {
-                query = bind(query, column, row.get(column.name).unwrap_or(&Value::Null));
-            }
-        }
-        query.execute(&mut *conn).await?;
+        upsert_sql(table, target, chunk).build().execute(&mut *conn).await?;
     }
     Ok(())
 }
 
+/// `INSERT … ON CONFLICT DO UPDATE` of `rows` (at least one) of `table` into `target`.
+pub(super) fn upsert_sql(table: &TableMeta, target: &str, rows: &[&Row]) -> Sql {
+    let mut sql = Sql::new("INSERT INTO ");
+    sql.push(target).push(" (");
+    push_columns(&mut sql, table);
+    sql.push(") ").push_values(rows, |mut tuple, row| {
+        for column in table.columns {
+            tuple.push_bind(stored(column, row.get(column.name).unwrap_or(&Value::Null)));
+        }
+    });
+    sql.push(" ON CONFLICT (");
+    let mut keys = sql.separated(", ");
+    for key in table.primary_key {
+        keys.push(ident(key));
+    }
+    let mut updates = table.columns.iter().filter(|c| !table.is_key(c.name)).peekable();
+    if updates.peek().is_none() {
+        sql.push(") DO NOTHING");
+    } else {
+        sql.push(") DO UPDATE SET ");
+        let mut sets = sql.separated(", ");
+        for column in updates {
+            sets.push(format_args!("{0} = excluded.{0}", ident(column.name)));
+        }
+    }
+    sql
+}
+
 /// Delete the row of `table` with key `key` from `target`.
 async fn delete(conn: &mut SqliteConnection, table: &TableMeta, target: &str, key: &Row) -> Result<()> {
-    let sql = format!("DELETE FROM {target} WHERE {}", key_predicate(table));
-    let mut query = sqlx::query(sqlx::AssertSqlSafe(sql));
-    for column in key_columns(table) {
-        query = bind(query, column, key.get(column.name).unwrap_or(&Value::Null));
-    }
-    query.execute(&mut *conn).await?;
+    let mut sql = Sql::new("DELETE FROM ");
+    sql.push(target);
+    push_key_match(&mut sql, table, key);
+    sql.build().execute(&mut *conn).await?;
     Ok(())
 }
 
 /// Add memberships `(table, key, bucket)`, in multi-row statements.
 async fn add_memberships(conn: &mut SqliteConnection, memberships: &[(&str, String, &str)]) -> Result<()> {
     for chunk in memberships.chunks(MAX_BINDS / 3) {
-        let sql = format!(
-            "INSERT OR IGNORE INTO _engine_row_buckets (tbl, key, bucket) VALUES {}",
-            vec!["(?, ?, ?)"; chunk.len()].join(", ")
-        );
-        let mut query = sqlx::query(sqlx::AssertSqlSafe(sql));
-        for (table, key, bucket) in chunk {
-            query = query.bind(*table).bind(key.as_str()).bind(*bucket);
-        }
-        query.execute(&mut *conn).await?;
+        let mut sql = Sql::new("INSERT OR IGNORE INTO _engine_row_buckets (tbl, key, bucket) ");
+        push_memberships(&mut sql, chunk);
+        sql.build().execute(&mut *conn).await?;
     }
     Ok(())
 }
@@ -126,17 +126,19 @@ async fn refill_delivered(conn: &mut SqliteConnection, memberships: &[(&str, Str
         return Ok(());
     }
     for chunk in memberships.chunks(MAX_BINDS / 3) {
-        let sql = format!(
-            "DELETE FROM _engine_refill WHERE (tbl, key, bucket) IN (VALUES {})",
-            vec!["(?, ?, ?)"; chunk.len()].join(", ")
-        );
-        let mut query = sqlx::query(sqlx::AssertSqlSafe(sql));
-        for (table, key, bucket) in chunk {
-            query = query.bind(*table).bind(key.as_str()).bind(*bucket);
-        }
-        query.execute(&mut *conn).await?;
+        let mut sql = Sql::new("DELETE FROM _engine_refill WHERE (tbl, key, bucket) IN (");
+        push_memberships(&mut sql, chunk);
+        sql.push(")");
+        sql.build().execute(&mut *conn).await?;
     }
     Ok(())
+}
+
+/// `VALUES (?, ?, ?), …` of `memberships` (at least one) `(table, key, bucket)`.
+fn push_memberships(sql: &mut Sql, memberships: &[(&str, String, &str)]) {
+    sql.push_values(memberships, |mut tuple, (table, key, bucket)| {
+        tuple.push_bind(*table).push_bind(key.as_str()).push_bind(*bucket);
+    });
 }
 
 /// At the last page of a pull every fill is complete: the memberships still waiting are gone,
@@ -310,8 +312,10 @@ async fn touched_keys(conn: &mut SqliteConnection, table: &TableMeta) -> Result<
 
 /// The keys of the base rows of `table`.
 async fn base_keys(conn: &mut SqliteConnection, table: &TableMeta) -> Result<Vec<String>> {
-    let sql = format!("SELECT {} FROM {}", columns(table), base(table.name));
-    let rows = sqlx::query(sqlx::AssertSqlSafe(sql)).fetch_all(&mut *conn).await?;
+    let mut sql = Sql::new("SELECT ");
+    push_columns(&mut sql, table);
+    sql.push(" FROM ").push(base(table.name));
+    let rows = sql.build().fetch_all(&mut *conn).await?;
     rows.iter().map(|r| Ok(key_text(table, &decode_row(table, r)?))).collect()
 }
 
@@ -386,18 +390,14 @@ pub(crate) async fn rebase(conn: &mut SqliteConnection, app: &App, actor: &Actor
         let Some(table) = app.table(&name) else { continue };
         let row = key_row(table, &key);
         delete(conn, table, &ident(table.name), &row).await?;
-        let sql = format!(
-            "INSERT INTO {} ({cols}) SELECT {cols} FROM {} WHERE {}",
-            ident(table.name),
-            base(table.name),
-            key_predicate(table),
-            cols = columns(table)
-        );
-        let mut query = sqlx::query(sqlx::AssertSqlSafe(sql));
-        for column in key_columns(table) {
-            query = bind(query, column, row.get(column.name).unwrap_or(&Value::Null));
-        }
-        query.execute(&mut *conn).await?;
+        let mut sql = Sql::new("INSERT INTO ");
+        sql.push(ident(table.name)).push(" (");
+        push_columns(&mut sql, table);
+        sql.push(") SELECT ");
+        push_columns(&mut sql, table);
+        sql.push(" FROM ").push(base(table.name));
+        push_key_match(&mut sql, table, &row);
+        sql.build().execute(&mut *conn).await?;
         tables.insert(table.name);
     }
     sqlx::query("DELETE FROM _engine_touched").execute(&mut *conn).await?;
@@ -427,7 +427,7 @@ pub(crate) async fn rebase(conn: &mut SqliteConnection, app: &App, actor: &Actor
             def.run(&mut ctx, args).await
         };
         let end = if outcome.is_ok() { "RELEASE replay" } else { "ROLLBACK TO replay; RELEASE replay" };
-        sqlx::raw_sql(sqlx::AssertSqlSafe(end)).execute(&mut *conn).await?;
+        sqlx::raw_sql(end).execute(&mut *conn).await?;
     }
     let written: Vec<String> =
         sqlx::query_scalar("SELECT DISTINCT tbl FROM _engine_touched").fetch_all(&mut *conn).await?;

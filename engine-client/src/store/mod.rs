@@ -4,6 +4,7 @@
 mod apply;
 mod outbox;
 mod schema;
+mod sql;
 mod tx;
 mod values;
 
@@ -281,18 +282,13 @@ async fn rows(
     filter: &[(&'static str, Value)],
     limit: Option<u32>,
 ) -> Result<Vec<Row>> {
-    let mut conditions = Vec::new();
-    let mut binds = Vec::new();
+    let mut columns = Vec::new();
     for (name, value) in filter {
-        let column = table.filter_column(name)?;
-        conditions.push(format!("{} = ?", schema::ident(name)));
-        binds.push((column, value));
+        columns.push((table.filter_column(name)?, value));
     }
-    let sql = tx::select_sql(table, &conditions, limit);
-    let mut query = sqlx::query(sqlx::AssertSqlSafe(sql));
-    for (column, value) in binds {
-        query = values::bind(query, column, &tx::looked_up(table, column, value));
-    }
-    let found = query.fetch_all(&mut *conn).await?;
+    let found = sql::select_live(table, &columns, limit).build().fetch_all(&mut *conn).await?;
     Ok(found.iter().map(|r| values::decode_row(table, r)).collect::<sqlx::Result<_>>()?)
 }
+
+#[cfg(test)]
+mod tests;

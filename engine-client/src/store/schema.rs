@@ -12,21 +12,12 @@ use engine_kernel::{App, TableMeta};
 use serde_json::{Value, json};
 use sqlx::SqliteConnection;
 
+use super::sql::{Sql, base, ident};
 use super::values::sqlite_type;
 use crate::error::{Error, Result};
 
 /// The format of the client's own tables. A store written by a newer client is refused.
 pub(crate) const STORE_FORMAT: i64 = 1;
-
-/// A quoted SQLite identifier.
-pub(crate) fn ident(name: &str) -> String {
-    format!("\"{}\"", name.replace('"', "\"\""))
-}
-
-/// The confirmed base table of `table`.
-pub(crate) fn base(table: &str) -> String {
-    ident(&format!("_engine_base_{table}"))
-}
 
 /// Whether `table` has a local copy: whether some sync rule selects from it.
 pub(crate) fn is_local(app: &App, table: &TableMeta) -> bool {
@@ -64,16 +55,26 @@ fn shape(table: &TableMeta) -> Value {
     json!({"columns": columns, "primaryKey": table.primary_key})
 }
 
-fn create_sql(name: &str, table: &TableMeta) -> String {
-    let mut columns: Vec<String> =
-        table.columns.iter().map(|c| format!("{} {}", ident(c.name), sqlite_type(c.sql_type))).collect();
-    columns
-        .push(format!("PRIMARY KEY ({})", table.primary_key.iter().map(|k| ident(k)).collect::<Vec<_>>().join(", ")));
-    format!("CREATE TABLE IF NOT EXISTS {name} ({})", columns.join(", "))
+/// `CREATE TABLE` of the table `name` (quoted) with the columns and key of `table`.
+pub(super) fn create_sql(name: &str, table: &TableMeta) -> Sql {
+    let mut sql = Sql::new("CREATE TABLE IF NOT EXISTS ");
+    sql.push(name).push(" (");
+    let mut columns = sql.separated(", ");
+    for column in table.columns {
+        columns.push(format_args!("{} {}", ident(column.name), sqlite_type(column.sql_type)));
+    }
+    columns.push("PRIMARY KEY (");
+    let mut keys = sql.separated(", ");
+    for key in table.primary_key {
+        keys.push(ident(key));
+    }
+    sql.push("))");
+    sql
 }
 
-async fn exec(conn: &mut SqliteConnection, sql: &str) -> Result<()> {
-    sqlx::raw_sql(sqlx::AssertSqlSafe(sql.to_owned())).execute(&mut *conn).await?;
+/// Run a statement that binds nothing (DDL), unprepared.
+async fn exec(conn: &mut SqliteConnection, sql: impl sqlx::SqlSafeStr) -> Result<()> {
+    sqlx::raw_sql(sql).execute(&mut *conn).await?;
     Ok(())
 }
 
@@ -93,8 +94,8 @@ pub(crate) async fn set_meta(conn: &mut SqliteConnection, key: &str, value: &str
 }
 
 async fn create_table(conn: &mut SqliteConnection, app: &App, table: &TableMeta) -> Result<()> {
-    exec(conn, &create_sql(&ident(table.name), table)).await?;
-    exec(conn, &create_sql(&base(table.name), table)).await?;
+    exec(conn, create_sql(&ident(table.name), table).into_sql()).await?;
+    exec(conn, create_sql(&base(table.name), table).into_sql()).await?;
     // The columns sync rules scope by are the columns apps filter by.
     let mut scoped: Vec<&str> = Vec::new();
     for rule in app.sync_rules().rules {
@@ -107,20 +108,27 @@ async fn create_table(conn: &mut SqliteConnection, app: &App, table: &TableMeta)
         }
     }
     for column in scoped {
-        let index = ident(&format!("_engine_{}_{}", table.name, column));
-        exec(conn, &format!("CREATE INDEX IF NOT EXISTS {index} ON {} ({})", ident(table.name), ident(column))).await?;
+        let mut sql = Sql::new("CREATE INDEX IF NOT EXISTS ");
+        sql.push(ident(&format!("_engine_{}_{}", table.name, column)));
+        sql.push(" ON ").push(ident(table.name)).push(" (").push(ident(column)).push(")");
+        exec(conn, sql.into_sql()).await?;
     }
     Ok(())
 }
 
 async fn drop_table(conn: &mut SqliteConnection, name: &str) -> Result<()> {
-    exec(conn, &format!("DROP TABLE IF EXISTS {}", ident(name))).await?;
-    exec(conn, &format!("DROP TABLE IF EXISTS {}", base(name))).await?;
-    for table in ["_engine_row_buckets", "_engine_refill", "_engine_touched", "_engine_seen"] {
-        sqlx::query(sqlx::AssertSqlSafe(format!("DELETE FROM {table} WHERE tbl = ?")))
-            .bind(name)
-            .execute(&mut *conn)
-            .await?;
+    for table in [ident(name), base(name)] {
+        let mut sql = Sql::new("DROP TABLE IF EXISTS ");
+        sql.push(table);
+        exec(conn, sql.into_sql()).await?;
+    }
+    for forget in [
+        "DELETE FROM _engine_row_buckets WHERE tbl = ?",
+        "DELETE FROM _engine_refill WHERE tbl = ?",
+        "DELETE FROM _engine_touched WHERE tbl = ?",
+        "DELETE FROM _engine_seen WHERE tbl = ?",
+    ] {
+        sqlx::query(forget).bind(name).execute(&mut *conn).await?;
     }
     Ok(())
 }
@@ -129,7 +137,7 @@ async fn drop_table(conn: &mut SqliteConnection, name: &str) -> Result<()> {
 /// store must pull everything again.
 pub(crate) async fn migrate(conn: &mut SqliteConnection, app: &App) -> Result<bool> {
     for statement in ENGINE_TABLES {
-        exec(conn, statement).await?;
+        exec(conn, *statement).await?;
     }
     match meta(conn, "format").await? {
         Some(format) if format.parse::<i64>().unwrap_or(i64::MAX) > STORE_FORMAT => {
@@ -162,12 +170,10 @@ pub(crate) async fn migrate(conn: &mut SqliteConnection, app: &App) -> Result<bo
                         .collect();
                     for column in table.columns.iter().filter(|c| !known.iter().any(|k| k == c.name)) {
                         for name in [ident(table.name), base(table.name)] {
-                            let add = format!(
-                                "ALTER TABLE {name} ADD COLUMN {} {}",
-                                ident(column.name),
-                                sqlite_type(column.sql_type)
-                            );
-                            exec(conn, &add).await?;
+                            let mut add = Sql::new("ALTER TABLE ");
+                            add.push(name).push(" ADD COLUMN ").push(ident(column.name));
+                            add.push(" ").push(sqlite_type(column.sql_type));
+                            exec(conn, add.into_sql()).await?;
                         }
                     }
                 } else {

@@ -12,8 +12,9 @@ use engine_kernel::{Actor, BoxFuture, Error as KernelError, Hlc, MutatorTx, Row,
 use serde_json::Value;
 use sqlx::SqliteConnection;
 
-use super::schema::{ident, is_local};
-use super::values::{bind, canonical, decode_row, key_text};
+use super::schema::is_local;
+use super::sql::{Sql, ident, push_columns, push_key_match, select_live};
+use super::values::{canonical, decode_row, key_text, looked_up, stored};
 
 type KernelResult<T> = engine_kernel::Result<T>;
 
@@ -43,12 +44,11 @@ impl<'c> LocalTx<'c> {
 
     /// The view's row of `table` with key `key`, soft-deleted or not.
     async fn fetch(&mut self, table: &'static TableMeta, key: &Row) -> KernelResult<Option<Row>> {
-        let sql = format!("SELECT {} FROM {} WHERE {}", columns(table), ident(table.name), key_predicate(table));
-        let mut query = sqlx::query(sqlx::AssertSqlSafe(sql));
-        for column in key_columns(table) {
-            query = bind(query, column, &looked_up(table, column, key.get(column.name).unwrap_or(&Value::Null)));
-        }
-        let row = query.fetch_optional(&mut *self.conn).await.map_err(store_error)?;
+        let mut sql = Sql::new("SELECT ");
+        push_columns(&mut sql, table);
+        sql.push(" FROM ").push(ident(table.name));
+        push_key_match(&mut sql, table, &looked_up_key(table, key));
+        let row = sql.build().fetch_optional(&mut *self.conn).await.map_err(store_error)?;
         row.map(|r| decode_row(table, &r).map_err(store_error)).transpose()
     }
 
@@ -72,13 +72,7 @@ impl<'c> LocalTx<'c> {
             let value = table.written(column, None, row.get(column.name).unwrap_or(&Value::Null))?;
             values.push(canonical(table, column, &value)?);
         }
-        let placeholders = vec!["?"; table.columns.len()].join(", ");
-        let sql = format!("INSERT INTO {} ({}) VALUES ({placeholders})", ident(table.name), columns(table));
-        let mut query = sqlx::query(sqlx::AssertSqlSafe(sql));
-        for (column, value) in table.columns.iter().zip(&values) {
-            query = bind(query, column, value);
-        }
-        query.execute(&mut *self.conn).await.map_err(store_error)?;
+        insert_sql(table, &values).build().execute(&mut *self.conn).await.map_err(store_error)?;
         let stored: Row = table.columns.iter().map(|c| c.name.to_owned()).zip(values).collect();
         self.touch(table, &stored).await
     }
@@ -99,16 +93,15 @@ impl<'c> LocalTx<'c> {
             let value = table.written(column, row.get(name), &value)?;
             row.insert(name.to_owned(), canonical(table, column, &value)?);
         }
-        let sets: Vec<String> = table.columns.iter().map(|c| format!("{} = ?", ident(c.name))).collect();
-        let sql = format!("UPDATE {} SET {} WHERE {}", ident(table.name), sets.join(", "), key_predicate(table));
-        let mut query = sqlx::query(sqlx::AssertSqlSafe(sql));
+        let mut sql = Sql::new("UPDATE ");
+        sql.push(ident(table.name)).push(" SET ");
+        let mut sets = sql.separated(", ");
         for column in table.columns {
-            query = bind(query, column, row.get(column.name).unwrap_or(&Value::Null));
+            let value = stored(column, row.get(column.name).unwrap_or(&Value::Null));
+            sets.push(ident(column.name)).push_unseparated(" = ").push_bind_unseparated(value);
         }
-        for column in key_columns(table) {
-            query = bind(query, column, &looked_up(table, column, key.get(column.name).unwrap_or(&Value::Null)));
-        }
-        query.execute(&mut *self.conn).await.map_err(store_error)?;
+        push_key_match(&mut sql, table, &looked_up_key(table, &key));
+        sql.build().execute(&mut *self.conn).await.map_err(store_error)?;
         self.touch(table, &row).await?;
         Ok(true)
     }
@@ -117,12 +110,10 @@ impl<'c> LocalTx<'c> {
         if !self.local(table) {
             return Ok(true);
         }
-        let sql = format!("DELETE FROM {} WHERE {}", ident(table.name), key_predicate(table));
-        let mut query = sqlx::query(sqlx::AssertSqlSafe(sql));
-        for column in key_columns(table) {
-            query = bind(query, column, &looked_up(table, column, key.get(column.name).unwrap_or(&Value::Null)));
-        }
-        let deleted = query.execute(&mut *self.conn).await.map_err(store_error)?.rows_affected() > 0;
+        let mut sql = Sql::new("DELETE FROM ");
+        sql.push(ident(table.name));
+        push_key_match(&mut sql, table, &looked_up_key(table, &key));
+        let deleted = sql.build().execute(&mut *self.conn).await.map_err(store_error)?.rows_affected() > 0;
         self.touch(table, &key).await?;
         Ok(deleted)
     }
@@ -145,64 +136,37 @@ impl<'c> LocalTx<'c> {
         filter: Vec<(String, Value)>,
         limit: Option<u32>,
     ) -> KernelResult<Vec<Row>> {
-        let mut conditions = Vec::new();
-        let mut binds = Vec::new();
-        for (name, value) in filter {
-            let column = table.filter_column(&name)?;
-            conditions.push(format!("{} = ?", ident(column.name)));
-            binds.push((column, value));
+        let mut columns = Vec::new();
+        for (name, value) in &filter {
+            columns.push((table.filter_column(name)?, value));
         }
         if !self.local(table) {
             return Ok(Vec::new());
         }
-        let sql = select_sql(table, &conditions, limit);
-        let mut query = sqlx::query(sqlx::AssertSqlSafe(sql));
-        for (column, value) in &binds {
-            query = bind(query, column, &looked_up(table, column, value));
-        }
-        let rows = query.fetch_all(&mut *self.conn).await.map_err(store_error)?;
+        let rows = select_live(table, &columns, limit).build().fetch_all(&mut *self.conn).await.map_err(store_error)?;
         rows.iter().map(|r| decode_row(table, r).map_err(store_error)).collect()
     }
 }
 
-/// A value to compare a column with, in the form the store holds (as given when it cannot be
-/// one: it then matches nothing).
-pub(crate) fn looked_up(table: &TableMeta, column: &engine_kernel::ColumnMeta, value: &Value) -> Value {
-    canonical(table, column, value).unwrap_or_else(|_| value.clone())
+/// `INSERT` into the view of `table` of one row, `values` in column order.
+fn insert_sql(table: &TableMeta, values: &[Value]) -> Sql {
+    let mut sql = Sql::new("INSERT INTO ");
+    sql.push(ident(table.name)).push(" (");
+    push_columns(&mut sql, table);
+    sql.push(") ").push_values([values], |mut tuple, values| {
+        for (column, value) in table.columns.iter().zip(values) {
+            tuple.push_bind(stored(column, value));
+        }
+    });
+    sql
 }
 
-/// `SELECT` of the live rows of the view of `table` matching `conditions` (`col = ?` each), in
-/// primary-key order.
-pub(crate) fn select_sql(table: &TableMeta, conditions: &[String], limit: Option<u32>) -> String {
-    let mut conditions = conditions.to_vec();
-    if let Some(deleted) = table.soft_delete {
-        conditions.push(format!("{} IS NULL", ident(deleted)));
-    }
-    let order: Vec<String> = table.primary_key.iter().map(|k| ident(k)).collect();
-    format!(
-        "SELECT {} FROM {}{}{} ORDER BY {}{}",
-        columns(table),
-        ident(table.name),
-        if conditions.is_empty() { "" } else { " WHERE " },
-        conditions.join(" AND "),
-        order.join(", "),
-        limit.map(|l| format!(" LIMIT {l}")).unwrap_or_default()
-    )
-}
-
-/// Every column of `table`, quoted, in order.
-pub(crate) fn columns(table: &TableMeta) -> String {
-    table.columns.iter().map(|c| ident(c.name)).collect::<Vec<_>>().join(", ")
-}
-
-/// `k1 = ? AND k2 = ?` over the primary key.
-pub(crate) fn key_predicate(table: &TableMeta) -> String {
-    table.primary_key.iter().map(|k| format!("{} = ?", ident(k))).collect::<Vec<_>>().join(" AND ")
-}
-
-/// The primary key columns, in key order.
-pub(crate) fn key_columns(table: &TableMeta) -> impl Iterator<Item = &'static engine_kernel::ColumnMeta> + '_ {
-    table.primary_key.iter().map(|k| table.column(k).expect("key columns exist"))
+/// The primary key of `key`, each value in the form the store holds ([`looked_up`]).
+fn looked_up_key(table: &TableMeta, key: &Row) -> Row {
+    table
+        .key_columns()
+        .map(|c| (c.name.to_owned(), looked_up(table, c, key.get(c.name).unwrap_or(&Value::Null))))
+        .collect()
 }
 
 /// A local store failure as a mutation failure: a uniqueness violation is a conflict, as on the

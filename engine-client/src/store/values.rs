@@ -5,10 +5,10 @@
 
 use engine_kernel::{ColumnMeta, Row, SqlType, TableMeta};
 use serde_json::Value;
-use sqlx::sqlite::{SqliteArguments, SqliteRow};
-use sqlx::{Row as _, Sqlite};
-
-type Query<'q> = sqlx::query::Query<'q, Sqlite, SqliteArguments>;
+use sqlx::encode::{Encode, IsNull};
+use sqlx::error::BoxDynError;
+use sqlx::sqlite::{SqliteArgumentsBuffer, SqliteRow, SqliteTypeInfo};
+use sqlx::{Row as _, Sqlite, Type};
 
 /// The SQLite type that stores a column.
 pub(crate) fn sqlite_type(sql_type: SqlType) -> &'static str {
@@ -19,16 +19,62 @@ pub(crate) fn sqlite_type(sql_type: SqlType) -> &'static str {
     }
 }
 
-/// `query` with `value` bound as column `column`.
-pub(crate) fn bind<'q>(query: Query<'q>, column: &ColumnMeta, value: &Value) -> Query<'q> {
+/// A column value as a statement binds it (`QueryBuilder::push_bind`), in the SQLite type that
+/// stores it; `None` binds `NULL`.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) enum Stored {
+    /// An integer: integer columns, and booleans as 0 or 1.
+    Integer(Option<i64>),
+    /// A float.
+    Real(Option<f64>),
+    /// Text: every other value, and a value of the wrong JSON shape for its column.
+    Text(Option<String>),
+}
+
+/// `value` as column `column` binds it.
+pub(crate) fn stored(column: &ColumnMeta, value: &Value) -> Stored {
     match (column.sql_type, value) {
-        (_, Value::Null) => query.bind(None::<String>),
-        (SqlType::Boolean, Value::Bool(b)) => query.bind(i64::from(*b)),
-        (SqlType::Real | SqlType::Double, Value::Number(n)) => query.bind(n.as_f64()),
-        (SqlType::SmallInt | SqlType::Integer | SqlType::BigInt, Value::Number(n)) => query.bind(n.as_i64()),
-        (SqlType::Json, other) => query.bind(other.to_string()),
-        (_, Value::String(s)) => query.bind(s.clone()),
-        (_, other) => query.bind(other.to_string()),
+        (_, Value::Null) => Stored::Text(None),
+        (SqlType::Boolean, Value::Bool(b)) => Stored::Integer(Some(i64::from(*b))),
+        (SqlType::Real | SqlType::Double, Value::Number(n)) => Stored::Real(n.as_f64()),
+        (SqlType::SmallInt | SqlType::Integer | SqlType::BigInt, Value::Number(n)) => Stored::Integer(n.as_i64()),
+        (SqlType::Json, other) => Stored::Text(Some(other.to_string())),
+        (_, Value::String(s)) => Stored::Text(Some(s.clone())),
+        (_, other) => Stored::Text(Some(other.to_string())),
+    }
+}
+
+/// Each value encodes as the `i64`, `f64` or `String` it holds, exactly as binding that type.
+impl Encode<'_, Sqlite> for Stored {
+    fn encode(self, buf: &mut SqliteArgumentsBuffer) -> Result<IsNull, BoxDynError> {
+        match self {
+            Stored::Integer(v) => Encode::<Sqlite>::encode(v, buf),
+            Stored::Real(v) => Encode::<Sqlite>::encode(v, buf),
+            Stored::Text(v) => Encode::<Sqlite>::encode(v, buf),
+        }
+    }
+
+    fn encode_by_ref(&self, buf: &mut SqliteArgumentsBuffer) -> Result<IsNull, BoxDynError> {
+        match self {
+            Stored::Integer(v) => Encode::<Sqlite>::encode_by_ref(v, buf),
+            Stored::Real(v) => Encode::<Sqlite>::encode_by_ref(v, buf),
+            Stored::Text(v) => Encode::<Sqlite>::encode_by_ref(v, buf),
+        }
+    }
+
+    fn produces(&self) -> Option<SqliteTypeInfo> {
+        match self {
+            Stored::Integer(v) => Encode::<Sqlite>::produces(v),
+            Stored::Real(v) => Encode::<Sqlite>::produces(v),
+            Stored::Text(v) => Encode::<Sqlite>::produces(v),
+        }
+    }
+}
+
+/// The declared type is text's; [`Encode::produces`] gives each value's own.
+impl Type<Sqlite> for Stored {
+    fn type_info() -> SqliteTypeInfo {
+        <String as Type<Sqlite>>::type_info()
     }
 }
 
@@ -62,6 +108,12 @@ pub(crate) fn decode_row(table: &TableMeta, row: &SqliteRow) -> sqlx::Result<Row
 /// match what the server will send back.
 pub(crate) fn canonical(table: &TableMeta, column: &ColumnMeta, value: &Value) -> engine_kernel::Result<Value> {
     table.value(column, value).map(|typed| typed.to_json())
+}
+
+/// A value to compare a column with, in the form the store holds (as given when it cannot be
+/// one: it then matches nothing).
+pub(crate) fn looked_up(table: &TableMeta, column: &ColumnMeta, value: &Value) -> Value {
+    canonical(table, column, value).unwrap_or_else(|_| value.clone())
 }
 
 /// The identity of a row within its table: its primary key values as a JSON array.
