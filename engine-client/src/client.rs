@@ -426,18 +426,18 @@ impl<T: Table> Collection<T> {
     /// The row with key `key`.
     ///
     /// # Errors
-    /// [`Error::Store`] when the store fails.
+    /// [`Error::Store`] when the store fails; [`Error::Decode`] when a row is not a `T`.
     pub async fn get(&self, key: &T::Key) -> Result<Option<T>> {
         let filter: Vec<(&'static str, Value)> =
             T::key_row(key).into_iter().map(|(k, v)| (T::META.column(&k).map_or("", |c| c.name), v)).collect();
         let rows = self.client.inner.store.rows(T::META, &filter, Some(1)).await?;
-        rows.into_iter().next().map(T::from_row).transpose().map_err(Error::Mutation)
+        rows.into_iter().next().map(T::from_row).transpose().map_err(|e| Error::decode(T::META.name, e))
     }
 
     /// Every row, in key order.
     ///
     /// # Errors
-    /// [`Error::Store`] when the store fails.
+    /// [`Error::Store`] when the store fails; [`Error::Decode`] when a row is not a `T`.
     pub async fn all(&self) -> Result<Vec<T>> {
         self.filter(Filter::all()).await
     }
@@ -445,7 +445,7 @@ impl<T: Table> Collection<T> {
     /// The rows matching `filter` (`Note::list_id.eq("l1")`), in key order.
     ///
     /// # Errors
-    /// [`Error::Store`] when the store fails.
+    /// [`Error::Store`] when the store fails; [`Error::Decode`] when a row is not a `T`.
     pub async fn filter(&self, filter: Filter<T>) -> Result<Vec<T>> {
         let rows = self.client.inner.store.rows(T::META, filter.conditions(), None).await?;
         decode(rows)
@@ -470,7 +470,7 @@ impl<T: Table> Collection<T> {
 
 /// Rows of the view as `T`s.
 fn decode<T: Table>(rows: Vec<engine_kernel::Row>) -> Result<Vec<T>> {
-    rows.into_iter().map(T::from_row).collect::<engine_kernel::Result<_>>().map_err(Error::Mutation)
+    rows.into_iter().map(T::from_row).collect::<engine_kernel::Result<_>>().map_err(|e| Error::decode(T::META.name, e))
 }
 
 /// A query whose result is given again whenever it changes ([`Collection::live`]).
@@ -492,7 +492,8 @@ impl<T: Table> LiveQuery<T> {
     /// The rows now, the first time; after that, the rows once they differ from the last given.
     ///
     /// # Errors
-    /// [`Error::Store`] when the store fails; [`Error::Closed`] when the client closed.
+    /// [`Error::Store`] when the store fails; [`Error::Decode`] when a row is not a `T`;
+    /// [`Error::Closed`] when the client closed.
     pub async fn next(&mut self) -> Result<Vec<T>> {
         loop {
             if self.last.is_some() {

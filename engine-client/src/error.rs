@@ -15,6 +15,17 @@ pub enum Error {
     /// The local store belongs to another user, or was written by a newer client.
     #[error("local store: {0}")]
     StoreMismatch(String),
+    /// A row of the local store could not be read as its table's: a value SQLite gives back in
+    /// another type than its column's, or a row the app's struct does not fit.
+    #[error("local store: a row of `{table}` cannot be read")]
+    #[non_exhaustive]
+    Decode {
+        /// The table.
+        table: &'static str,
+        /// Why: the SQLite driver's error, or the kernel's when the struct does not fit.
+        #[source]
+        source: BoxError,
+    },
     /// The mutator refused the mutation when it ran locally; nothing was queued.
     #[error("{0}")]
     Mutation(#[from] engine_kernel::Error),
@@ -87,6 +98,11 @@ impl Error {
     /// An auth failure caused by `source`.
     pub(crate) fn auth_from(what: impl Into<String>, source: impl Into<BoxError>) -> Self {
         Error::Auth { what: what.into(), source: Some(source.into()) }
+    }
+
+    /// A row of `table` that cannot be read, because of `source`.
+    pub(crate) fn decode(table: &'static str, source: impl Into<BoxError>) -> Self {
+        Error::Decode { table, source: source.into() }
     }
 
     /// A configuration error with nothing behind it.

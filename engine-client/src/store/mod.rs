@@ -287,7 +287,7 @@ async fn rows(
         columns.push((table.filter_column(name)?, value));
     }
     let found = sql::select_live(table, &columns, limit).build().fetch_all(&mut *conn).await?;
-    Ok(found.iter().map(|r| values::decode_row(table, r)).collect::<sqlx::Result<_>>()?)
+    found.iter().map(|r| values::decode_row(table, r)).collect()
 }
 
 #[cfg(test)]

@@ -1,6 +1,8 @@
 //! The statements of the local store: their text, as `QueryBuilder` writes it, and their values,
 //! through a SQLite database in memory.
 
+use std::error::Error as _;
+
 use engine_kernel::{ColumnMeta, MergePolicy, SqlType, TableMeta};
 use serde_json::{Value, json};
 use sqlx::{Connection as _, SqliteConnection};
@@ -9,6 +11,7 @@ use super::apply::upsert_sql;
 use super::schema::create_sql;
 use super::sql::{Sql, base, ident, push_key_match, select_live};
 use super::values::{Stored, stored};
+use crate::Error;
 
 const fn column(name: &'static str, sql_type: SqlType, nullable: bool) -> ColumnMeta {
     ColumnMeta { name, field: name, sql_type, nullable, blob: false, description: "" }
@@ -107,4 +110,19 @@ async fn rows_round_trip_through_sqlite() {
     assert_eq!(found, std::slice::from_ref(&live));
     let first = super::rows(&mut conn, &NOTES, &[], Some(1)).await.expect("the rows");
     assert_eq!(first, [live]);
+}
+
+/// A value SQLite gives back in another type than its column's is [`Error::Decode`], naming the
+/// table and keeping the driver's error as its source.
+#[tokio::test]
+async fn a_row_that_cannot_be_read_is_a_decode_error() {
+    let mut conn = SqliteConnection::connect("sqlite::memory:").await.expect("SQLite in memory");
+    sqlx::raw_sql(create_sql(&ident(NOTES.name), &NOTES).into_sql()).execute(&mut conn).await.expect("create");
+    sqlx::query("INSERT INTO notes (list_id, id, n, done) VALUES ('l', 'a', 'many', 0)")
+        .execute(&mut conn)
+        .await
+        .expect("SQLite keeps text in an INTEGER column");
+    let err = super::rows(&mut conn, &NOTES, &[], None).await.expect_err("`n` is not an integer");
+    assert!(matches!(err, Error::Decode { table: "notes", .. }), "{err:?}");
+    assert!(err.source().and_then(|s| s.downcast_ref::<sqlx::Error>()).is_some(), "{err:?}");
 }

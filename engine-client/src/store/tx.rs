@@ -49,7 +49,7 @@ impl<'c> LocalTx<'c> {
         sql.push(" FROM ").push(ident(table.name));
         push_key_match(&mut sql, table, &looked_up_key(table, key));
         let row = sql.build().fetch_optional(&mut *self.conn).await.map_err(store_error)?;
-        row.map(|r| decode_row(table, &r).map_err(store_error)).transpose()
+        row.map(|r| decode_row(table, &r).map_err(KernelError::internal)).transpose()
     }
 
     async fn touch(&mut self, table: &TableMeta, row: &Row) -> KernelResult<()> {
@@ -144,7 +144,7 @@ impl<'c> LocalTx<'c> {
             return Ok(Vec::new());
         }
         let rows = select_live(table, &columns, limit).build().fetch_all(&mut *self.conn).await.map_err(store_error)?;
-        rows.iter().map(|r| decode_row(table, r).map_err(store_error)).collect()
+        rows.iter().map(|r| decode_row(table, r).map_err(KernelError::internal)).collect()
     }
 }
 

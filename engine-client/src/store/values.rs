@@ -95,10 +95,11 @@ pub(crate) fn decode(row: &SqliteRow, index: usize, column: &ColumnMeta) -> sqlx
 }
 
 /// A row of `table` read from the first columns of `row`, in column order.
-pub(crate) fn decode_row(table: &TableMeta, row: &SqliteRow) -> sqlx::Result<Row> {
+pub(crate) fn decode_row(table: &TableMeta, row: &SqliteRow) -> crate::Result<Row> {
     let mut out = Row::new();
     for (i, column) in table.columns.iter().enumerate() {
-        out.insert(column.name.to_owned(), decode(row, i, column)?);
+        let value = decode(row, i, column).map_err(|e| crate::Error::decode(table.name, e))?;
+        out.insert(column.name.to_owned(), value);
     }
     Ok(out)
 }
