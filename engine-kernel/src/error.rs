@@ -218,6 +218,10 @@ impl fmt::Display for ErrorCode {
 /// An error with all its causes, `outer: cause: root cause` (many libraries say little at the
 /// top level).
 ///
+/// A cause whose text already ends the text so far is not written again. Some errors print their
+/// cause in their own text and return it from `source()` as well (sqlx's `Error::Database` does),
+/// and the chain still says each thing once.
+///
 /// ```
 /// let io = std::io::Error::other("refused");
 /// assert_eq!(engine_kernel::error::chain(&io), "refused");
@@ -226,9 +230,36 @@ pub fn chain(err: &dyn std::error::Error) -> String {
     let mut text = err.to_string();
     let mut source = err.source();
     while let Some(cause) = source {
-        text.push_str(": ");
-        text.push_str(&cause.to_string());
+        let said = cause.to_string();
+        if !text.ends_with(&said) {
+            text.push_str(": ");
+            text.push_str(&said);
+        }
         source = cause.source();
     }
     text
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// An error that says what failed and leaves the cause to `source()`.
+    #[derive(Debug, thiserror::Error)]
+    #[error("cannot read the contract")]
+    struct Once(#[source] std::io::Error);
+
+    /// An error that prints its cause and returns it from `source()` as well.
+    #[derive(Debug, thiserror::Error)]
+    #[error("cannot read the contract: {0}")]
+    struct Twice(#[source] std::io::Error);
+
+    #[test]
+    fn each_cause_is_written_once() {
+        let refused = || std::io::Error::other("refused");
+        assert_eq!(chain(&Once(refused())), "cannot read the contract: refused");
+        assert_eq!(chain(&Twice(refused())), "cannot read the contract: refused");
+        let internal = Error::internal(Once(refused()));
+        assert_eq!(chain(&internal), "internal error: cannot read the contract: refused");
+    }
 }
