@@ -6,11 +6,14 @@ use engine_kernel::wire::Problem;
 pub type Result<T, E = Error> = std::result::Result<T, E>;
 
 /// Everything the client can fail with.
+///
+/// An error's text says what failed, and its cause is its `source()`:
+/// [`engine_kernel::error::chain`] writes both, as [`crate::Status::last_error`] holds them.
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum Error {
     /// The local store failed (SQLite).
-    #[error("local store: {0}")]
+    #[error("the local store failed")]
     Store(#[from] sqlx::Error),
     /// The local store belongs to another user, or was written by a newer client.
     #[error("local store: {0}")]
@@ -27,7 +30,7 @@ pub enum Error {
         source: BoxError,
     },
     /// The mutator refused the mutation when it ran locally; nothing was queued.
-    #[error("{0}")]
+    #[error(transparent)]
     Mutation(#[from] engine_kernel::Error),
     /// The server answered with a problem document.
     #[error("the server answered {status}: {}", problem.detail)]
@@ -40,7 +43,7 @@ pub enum Error {
         retry_after: Option<std::time::Duration>,
     },
     /// The server could not be reached, or answered something that is not the protocol.
-    #[error("network: {what}{}", caused(.source))]
+    #[error("network: {what}")]
     Network {
         /// What failed.
         what: String,
@@ -49,7 +52,7 @@ pub enum Error {
         source: Option<BoxError>,
     },
     /// The auth provider failed, or gave credentials that cannot be used.
-    #[error("auth: {what}{}", caused(.source))]
+    #[error("auth: {what}")]
     Auth {
         /// What is wrong.
         what: String,
@@ -58,7 +61,7 @@ pub enum Error {
         source: Option<BoxError>,
     },
     /// The builder is missing something or was given something unusable.
-    #[error("configuration: {what}{}", caused(.source))]
+    #[error("configuration: {what}")]
     Config {
         /// What is wrong.
         what: String,
@@ -73,11 +76,6 @@ pub enum Error {
 
 /// A cause kept with an error.
 pub type BoxError = Box<dyn std::error::Error + Send + Sync + 'static>;
-
-/// `": <cause>"` after an error's own words, when it has a cause.
-fn caused(source: &Option<BoxError>) -> String {
-    source.as_ref().map(|s| format!(": {s}")).unwrap_or_default()
-}
 
 impl Error {
     /// A network failure with nothing behind it.
@@ -126,8 +124,12 @@ mod tests {
     fn errors_keep_their_causes() {
         let timeout = std::io::Error::new(std::io::ErrorKind::TimedOut, "timed out");
         let err = Error::network_from("/sync/pull could not be sent", timeout);
-        assert_eq!(err.to_string(), "network: /sync/pull could not be sent: timed out");
+        assert_eq!(err.to_string(), "network: /sync/pull could not be sent");
+        assert_eq!(engine_kernel::error::chain(&err), "network: /sync/pull could not be sent: timed out");
         assert!(err.source().and_then(|s| s.downcast_ref::<std::io::Error>()).is_some());
         assert!(Error::auth("the token has no `sub`").source().is_none());
+        let refused = Error::from(engine_kernel::Error::mutator_failed("only the list's owner may share it"));
+        assert_eq!(engine_kernel::error::chain(&refused), "only the list's owner may share it");
+        assert!(refused.source().is_none());
     }
 }

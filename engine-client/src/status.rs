@@ -19,6 +19,7 @@ pub struct Status {
     pub quarantined: Vec<Quarantined>,
     /// When the last pull finished.
     pub last_pull_at: Option<SystemTime>,
-    /// The last failure of a pull, a push or the stream, cleared by the next success.
+    /// The last failure of a pull, a push or the stream, with its causes (`what failed: why`),
+    /// cleared by the next success.
     pub last_error: Option<String>,
 }

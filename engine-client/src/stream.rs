@@ -79,13 +79,14 @@ pub(crate) async fn run(inner: Arc<ClientState>) {
                 }
             }
             Err(err) => {
-                tracing::debug!(error = %err, "the stream could not connect");
+                let text = engine_kernel::error::chain(&err);
+                tracing::debug!(error = %text, "the stream could not connect");
                 if let Error::Server { status: 401, .. } = err
                     && let Err(refresh) = inner.remote.auth.refresh().await
                 {
-                    tracing::debug!(error = %refresh, "refreshing credentials failed");
+                    tracing::debug!(error = %engine_kernel::error::chain(&refresh), "refreshing credentials failed");
                 }
-                inner.status.send_modify(|status| status.last_error = Some(err.to_string()));
+                inner.status.send_modify(|status| status.last_error = Some(text));
             }
         }
         tokio::select! {

@@ -16,7 +16,7 @@ use crate::state::ClientState;
 
 impl ClientState {
     fn record_error(&self, err: &Error) {
-        let text = err.to_string();
+        let text = engine_kernel::error::chain(err);
         self.status.send_if_modified(|status| {
             let changed = status.last_error.as_deref() != Some(text.as_str());
             status.last_error = Some(text);
@@ -237,7 +237,7 @@ async fn work_loop(inner: Arc<ClientState>, work: Work) {
                 };
             }
             Err(err) => {
-                tracing::debug!(error = %err, ?work, "sync failed; retrying");
+                tracing::debug!(error = %engine_kernel::error::chain(&err), ?work, "sync failed; retrying");
                 wait = inner.wait_after(&err, &mut backoff);
             }
         }
