@@ -1,4 +1,7 @@
 //! What the `engine` command reports when it fails.
+//!
+//! An error's text says what failed, and its cause is its `source()`; [`Error::chain`] writes
+//! both, as the command prints them.
 
 /// Result with the command's [`Error`].
 pub type Result<T, E = Error> = std::result::Result<T, E>;
@@ -8,7 +11,7 @@ pub type Result<T, E = Error> = std::result::Result<T, E>;
 #[non_exhaustive]
 pub enum Error {
     /// The contract file could not be read.
-    #[error("cannot read the contract {path}: {source}")]
+    #[error("cannot read the contract {path}")]
     Read {
         /// The file.
         path: String,
@@ -16,7 +19,7 @@ pub enum Error {
         source: std::io::Error,
     },
     /// The contract could not be fetched from a server.
-    #[error("cannot fetch the contract from {url}: {reason}{}", source.as_ref().map(|s| format!(": {s}")).unwrap_or_default())]
+    #[error("cannot fetch the contract from {url}: {reason}")]
     Fetch {
         /// Where from.
         url: String,
@@ -27,7 +30,7 @@ pub enum Error {
         source: Option<Box<dyn std::error::Error + Send + Sync>>,
     },
     /// What was read is not JSON.
-    #[error("the contract {origin} is not JSON: {source}")]
+    #[error("the contract {origin} is not JSON")]
     NotJson {
         /// The file or URL.
         origin: String,
@@ -35,7 +38,7 @@ pub enum Error {
         source: serde_json::Error,
     },
     /// The contract does not describe a valid app.
-    #[error("the contract {origin} does not describe an app: {source}")]
+    #[error("the contract {origin} does not describe an app")]
     Contract {
         /// The file or URL.
         origin: String,
@@ -51,7 +54,7 @@ pub enum Error {
         reason: String,
     },
     /// A file could not be written.
-    #[error("cannot write {path}: {source}")]
+    #[error("cannot write {path}")]
     Write {
         /// The file.
         path: String,
@@ -62,7 +65,7 @@ pub enum Error {
     #[error("no database: pass --database-url or set DATABASE_URL")]
     NoDatabaseUrl,
     /// `introspect` could not read the database's schema.
-    #[error("{reason}: {source}")]
+    #[error("{reason}")]
     Introspect {
         /// What was being read.
         reason: String,
@@ -76,6 +79,21 @@ pub enum Error {
         reason: String,
     },
     /// The database refused or failed.
-    #[error("{0}")]
+    #[error(transparent)]
     Database(#[from] engine_runtime::Error),
+}
+
+impl Error {
+    /// This error and its causes, `what failed: why: root cause`, as the `engine` command prints
+    /// it.
+    ///
+    /// ```
+    /// let missing = std::io::Error::new(std::io::ErrorKind::NotFound, "no such file");
+    /// let err = engine_cli::Error::Read { path: "contract.json".into(), source: missing };
+    /// assert_eq!(err.to_string(), "cannot read the contract contract.json");
+    /// assert_eq!(err.chain(), "cannot read the contract contract.json: no such file");
+    /// ```
+    pub fn chain(&self) -> String {
+        engine_kernel::error::chain(self)
+    }
 }

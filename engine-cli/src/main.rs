@@ -14,7 +14,7 @@ async fn main() -> ExitCode {
             ExitCode::SUCCESS
         }
         Err(err) => {
-            eprintln!("engine: {err}");
+            eprintln!("engine: {}", err.chain());
             ExitCode::FAILURE
         }
     }

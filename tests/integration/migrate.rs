@@ -277,8 +277,8 @@ async fn bad_contracts_are_refused_with_the_reason_and_touch_nothing() {
         ),
     ];
     for (file, reason) in cases {
-        let err = engine_cli(&["migrate", file.path(), "--database-url", &db.url]).await.unwrap_err();
-        assert!(err.to_string().contains(reason), "expected `{reason}` in: {err}");
+        let err = engine_cli(&["migrate", file.path(), "--database-url", &db.url]).await.unwrap_err().chain();
+        assert!(err.contains(reason), "expected `{reason}` in: {err}");
     }
     let missing = engine_cli(&["migrate", "/nonexistent/contract.json", "--database-url", &db.url]).await.unwrap_err();
     assert!(matches!(missing, engine_cli::Error::Read { .. }), "{missing}");
