@@ -46,7 +46,12 @@ pub enum SqlType {
 }
 
 impl SqlType {
-    /// Every type.
+    /// Every type, in declaration order.
+    ///
+    /// Outside this crate `#[non_exhaustive]` ends every `match` on a `SqlType` in a `_` arm,
+    /// which a new type would fall into unnoticed. The workspace's crates that match on it name
+    /// every type before that arm and assert the length of `ALL` beside it, so a type added here
+    /// fails their build until they handle it.
     pub const ALL: [SqlType; 13] = [
         SqlType::Text,
         SqlType::SmallInt,
@@ -98,13 +103,36 @@ impl SqlType {
     pub const fn postgres(self) -> &'static str {
         match self {
             SqlType::CrdtText | SqlType::CrdtMap => "bytea",
-            other => other.name(),
+            SqlType::Text
+            | SqlType::SmallInt
+            | SqlType::Integer
+            | SqlType::BigInt
+            | SqlType::Real
+            | SqlType::Double
+            | SqlType::Boolean
+            | SqlType::Uuid
+            | SqlType::Timestamp
+            | SqlType::Json
+            | SqlType::Bytes => self.name(),
         }
     }
 
     /// Whether the column is collaborative (merged structurally, never replaced).
     pub const fn is_crdt(self) -> bool {
-        matches!(self, SqlType::CrdtText | SqlType::CrdtMap)
+        match self {
+            SqlType::CrdtText | SqlType::CrdtMap => true,
+            SqlType::Text
+            | SqlType::SmallInt
+            | SqlType::Integer
+            | SqlType::BigInt
+            | SqlType::Real
+            | SqlType::Double
+            | SqlType::Boolean
+            | SqlType::Uuid
+            | SqlType::Timestamp
+            | SqlType::Json
+            | SqlType::Bytes => false,
+        }
     }
 
     /// The JSON Schema of a value of this type on the wire.

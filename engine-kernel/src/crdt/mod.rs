@@ -424,7 +424,8 @@ pub const MAX_DOCUMENT_BYTES: usize = 1024 * 1024;
 ///
 /// # Errors
 /// [`Error::Validation`] when the update is not base64 of a well-formed v1 update, the merge
-/// would pass the bound, or the update breaks `yrs` itself.
+/// would pass the bound, or the update breaks `yrs` itself; [`Error::Internal`] when `sql_type`
+/// is not collaborative.
 pub fn merged_column(
     sql_type: SqlType,
     stored: Option<&serde_json::Value>,
@@ -448,6 +449,25 @@ pub fn merged_column_within(
     update: &serde_json::Value,
     max_bytes: usize,
 ) -> Result<serde_json::Value> {
+    let document = match sql_type {
+        SqlType::CrdtText => Document::Text,
+        SqlType::CrdtMap => Document::Map,
+        // Not collaborative: callers merge only columns `SqlType::is_crdt` picks, so this is
+        // their fault, not the update's.
+        SqlType::Text
+        | SqlType::SmallInt
+        | SqlType::Integer
+        | SqlType::BigInt
+        | SqlType::Real
+        | SqlType::Double
+        | SqlType::Boolean
+        | SqlType::Uuid
+        | SqlType::Timestamp
+        | SqlType::Json
+        | SqlType::Bytes => {
+            return Err(Error::internal(format!("a `{}` column is not collaborative", sql_type.name())));
+        }
+    };
     let update_bytes = <Vec<u8> as ColumnType>::from_json(update.clone())
         .map_err(|e| Error::validation(format!("a collaborative update: {e}")))?;
     let stored_bytes = match stored {
@@ -462,20 +482,16 @@ pub fn merged_column_within(
             "a collaborative document and its update take {taken} bytes; a merge takes at most {max_bytes}"
         )));
     }
-    let document = match sql_type {
-        SqlType::CrdtMap => Document::Map,
-        _ => Document::Text,
-    };
     check::check_merge(&stored_bytes, &update_bytes, document)
         .map_err(|e| Error::validation(format!("the collaborative update does not fit the document: {e}")))?;
     let merge = || -> Result<Vec<u8>> {
-        Ok(match sql_type {
-            SqlType::CrdtMap => {
+        Ok(match document {
+            Document::Map => {
                 let mut doc = CrdtMap::from_state_unchecked(stored_bytes);
                 doc.merge(&update_bytes)?;
                 doc.state
             }
-            _ => {
+            Document::Text => {
                 let mut doc = CrdtText::from_state_unchecked(stored_bytes);
                 doc.merge(&update_bytes)?;
                 doc.state
@@ -502,6 +518,15 @@ mod tests {
     #[test]
     fn empty_state_is_the_encoding_of_an_empty_doc() {
         assert_eq!(full_state(&Doc::new()), EMPTY_STATE);
+    }
+
+    #[test]
+    fn only_collaborative_columns_merge() {
+        let update = serde_json::Value::String(base64::engine::general_purpose::STANDARD.encode(EMPTY_STATE));
+        assert!(merged_column(SqlType::CrdtText, None, &update).is_ok());
+        assert!(merged_column(SqlType::CrdtMap, None, &update).is_ok());
+        let refused = merged_column(SqlType::Bytes, None, &update).expect_err("bytes are not a document");
+        assert!(matches!(refused, Error::Internal(_)), "{refused:?}");
     }
 
     #[test]
