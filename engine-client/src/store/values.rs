@@ -10,11 +10,23 @@ use sqlx::error::BoxDynError;
 use sqlx::sqlite::{SqliteArgumentsBuffer, SqliteRow, SqliteTypeInfo};
 use sqlx::{Row as _, Sqlite, Type};
 
+// `SqlType` is `#[non_exhaustive]`, so `sqlite_type`, `stored` and `decode` end their matches in a
+// `_` arm, after naming every type. This assertion fails the build when a type is added, until
+// they name it too and the count here follows.
+const _: () = assert!(SqlType::ALL.len() == 13, "a new `SqlType`: name it in `sqlite_type`, `stored` and `decode`");
+
 /// The SQLite type that stores a column.
 pub(crate) fn sqlite_type(sql_type: SqlType) -> &'static str {
     match sql_type {
         SqlType::SmallInt | SqlType::Integer | SqlType::BigInt | SqlType::Boolean => "INTEGER",
         SqlType::Real | SqlType::Double => "REAL",
+        SqlType::Text
+        | SqlType::Uuid
+        | SqlType::Timestamp
+        | SqlType::Json
+        | SqlType::Bytes
+        | SqlType::CrdtText
+        | SqlType::CrdtMap => "TEXT",
         _ => "TEXT",
     }
 }
@@ -31,16 +43,38 @@ pub(crate) enum Stored {
     Text(Option<String>),
 }
 
-/// `value` as column `column` binds it.
+/// `value` as column `column` binds it. A value of another JSON shape than its column's is bound
+/// as its text, which no stored value equals.
 pub(crate) fn stored(column: &ColumnMeta, value: &Value) -> Stored {
-    match (column.sql_type, value) {
-        (_, Value::Null) => Stored::Text(None),
-        (SqlType::Boolean, Value::Bool(b)) => Stored::Integer(Some(i64::from(*b))),
-        (SqlType::Real | SqlType::Double, Value::Number(n)) => Stored::Real(n.as_f64()),
-        (SqlType::SmallInt | SqlType::Integer | SqlType::BigInt, Value::Number(n)) => Stored::Integer(n.as_i64()),
-        (SqlType::Json, other) => Stored::Text(Some(other.to_string())),
-        (_, Value::String(s)) => Stored::Text(Some(s.clone())),
-        (_, other) => Stored::Text(Some(other.to_string())),
+    if value.is_null() {
+        return Stored::Text(None);
+    }
+    match column.sql_type {
+        SqlType::Boolean => match value {
+            Value::Bool(b) => Stored::Integer(Some(i64::from(*b))),
+            other => as_text(other),
+        },
+        SqlType::Real | SqlType::Double => match value {
+            Value::Number(n) => Stored::Real(n.as_f64()),
+            other => as_text(other),
+        },
+        SqlType::SmallInt | SqlType::Integer | SqlType::BigInt => match value {
+            Value::Number(n) => Stored::Integer(n.as_i64()),
+            other => as_text(other),
+        },
+        SqlType::Json => Stored::Text(Some(value.to_string())),
+        SqlType::Text | SqlType::Uuid | SqlType::Timestamp | SqlType::Bytes | SqlType::CrdtText | SqlType::CrdtMap => {
+            as_text(value)
+        }
+        _ => as_text(value),
+    }
+}
+
+/// A string as it is, any other JSON value as its text.
+fn as_text(value: &Value) -> Stored {
+    match value {
+        Value::String(s) => Stored::Text(Some(s.clone())),
+        other => Stored::Text(Some(other.to_string())),
     }
 }
 
@@ -90,6 +124,9 @@ pub(crate) fn decode(row: &SqliteRow, index: usize, column: &ColumnMeta) -> sqlx
             Some(text) => serde_json::from_str(&text).unwrap_or(Value::Null),
             None => Value::Null,
         },
+        SqlType::Text | SqlType::Uuid | SqlType::Timestamp | SqlType::Bytes | SqlType::CrdtText | SqlType::CrdtMap => {
+            row.try_get::<Option<String>, _>(index)?.map_or(Value::Null, Value::String)
+        }
         _ => row.try_get::<Option<String>, _>(index)?.map_or(Value::Null, Value::String),
     })
 }
