@@ -352,6 +352,12 @@ impl Names {
     }
 }
 
+// `SqlType` is `#[non_exhaustive]`, so `column_type`, `column_doc` and `param_type` end their
+// matches in a `_` arm, after naming every type. This assertion fails the build when a type is
+// added, until they name it too and the count here follows.
+const _: () =
+    assert!(SqlType::ALL.len() == 13, "a new `SqlType`: name it in `column_type`, `column_doc` and `param_type`");
+
 /// The TypeScript type of a column's values, as rows carry them (`docs/protocol.md#row-values`).
 fn column_type(column: &ColumnMeta) -> Option<String> {
     let base = match column.sql_type {
@@ -363,7 +369,6 @@ fn column_type(column: &ColumnMeta) -> Option<String> {
         SqlType::Real | SqlType::Double => "number | null",
         SqlType::Boolean => "boolean",
         SqlType::Json => "unknown",
-        // A type this version does not know yet.
         _ => return None,
     };
     Some(if column.nullable && !base.ends_with("| null") { format!("{base} | null") } else { base.to_owned() })
@@ -380,6 +385,7 @@ fn column_doc(column: &ColumnMeta) -> String {
         SqlType::BigInt => "A 64-bit integer (exact up to 2^53 as a number).",
         SqlType::Real | SqlType::Double => "Null when not finite.",
         SqlType::Text if column.blob => "A blob key: `sha256:` and 64 lowercase hex digits.",
+        SqlType::Text | SqlType::SmallInt | SqlType::Integer | SqlType::Boolean | SqlType::Json => "",
         _ => "",
     };
     [sentence(column.description), form.to_owned()].into_iter().filter(|s| !s.is_empty()).collect::<Vec<_>>().join(" ")
@@ -391,6 +397,14 @@ fn param_type(sql_type: SqlType) -> Option<&'static str> {
         SqlType::Text | SqlType::Uuid => Some("string"),
         SqlType::SmallInt | SqlType::Integer | SqlType::BigInt => Some("number"),
         SqlType::Boolean => Some("boolean"),
+        // No bucket key holds these.
+        SqlType::Real
+        | SqlType::Double
+        | SqlType::Timestamp
+        | SqlType::Json
+        | SqlType::Bytes
+        | SqlType::CrdtText
+        | SqlType::CrdtMap => None,
         _ => None,
     }
 }

@@ -8,6 +8,11 @@ use heck::ToUpperCamelCase;
 
 use super::catalog::{Catalog, SqlColumn, SqlTable};
 
+// `SqlType` is `#[non_exhaustive]`, so `rust_type`, `is_key` and `is_param` end their matches in a
+// `_` arm, after naming every type. This assertion fails the build when a type is added, until
+// they name it too and the count here follows.
+const _: () = assert!(SqlType::ALL.len() == 13, "a new `SqlType`: name it in `rust_type`, `is_key` and `is_param`");
+
 /// The Rust type of a non-null value of `sql_type`.
 pub(crate) const fn rust_type(sql_type: SqlType) -> &'static str {
     match sql_type {
@@ -30,24 +35,36 @@ pub(crate) const fn rust_type(sql_type: SqlType) -> &'static str {
 
 /// Whether a primary key may have this type.
 const fn is_key(sql_type: SqlType) -> bool {
-    matches!(
-        sql_type,
+    match sql_type {
         SqlType::Text
-            | SqlType::SmallInt
-            | SqlType::Integer
-            | SqlType::BigInt
-            | SqlType::Uuid
-            | SqlType::Timestamp
-            | SqlType::Bytes
-    )
+        | SqlType::SmallInt
+        | SqlType::Integer
+        | SqlType::BigInt
+        | SqlType::Uuid
+        | SqlType::Timestamp
+        | SqlType::Bytes => true,
+        SqlType::Real | SqlType::Double | SqlType::Boolean | SqlType::Json | SqlType::CrdtText | SqlType::CrdtMap => {
+            false
+        }
+        _ => false,
+    }
 }
 
 /// Whether a bucket parameter may have this type.
 const fn is_param(sql_type: SqlType) -> bool {
-    matches!(
-        sql_type,
-        SqlType::Text | SqlType::SmallInt | SqlType::Integer | SqlType::BigInt | SqlType::Boolean | SqlType::Uuid
-    )
+    match sql_type {
+        SqlType::Text | SqlType::SmallInt | SqlType::Integer | SqlType::BigInt | SqlType::Boolean | SqlType::Uuid => {
+            true
+        }
+        SqlType::Real
+        | SqlType::Double
+        | SqlType::Timestamp
+        | SqlType::Json
+        | SqlType::Bytes
+        | SqlType::CrdtText
+        | SqlType::CrdtMap => false,
+        _ => false,
+    }
 }
 
 /// The engine's type for `column`, or why it has none.
