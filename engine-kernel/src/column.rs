@@ -13,9 +13,9 @@ use serde_json::Value;
 /// A UTC timestamp, the type of timestamp columns (`timestamptz` in Postgres).
 pub type Timestamp = chrono::DateTime<chrono::Utc>;
 
-/// The SQL type of a column, independent of the store.
+/// The SQL type of a column, independent of the store. Not `#[non_exhaustive]`: every `match`
+/// on it names each type, so a new type fails to compile wherever it is not handled.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-#[non_exhaustive]
 pub enum SqlType {
     /// UTF-8 text (`String`).
     Text,

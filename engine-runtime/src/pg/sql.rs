@@ -35,7 +35,18 @@ pub(crate) fn constant(value: ConstValue) -> String {
 pub(crate) fn ordered(alias: &str, column: &ColumnMeta) -> String {
     match column.sql_type {
         SqlType::Text => format!("{alias}.{} COLLATE \"C\"", ident(column.name)),
-        _ => format!("{alias}.{}", ident(column.name)),
+        SqlType::SmallInt
+        | SqlType::Integer
+        | SqlType::BigInt
+        | SqlType::Real
+        | SqlType::Double
+        | SqlType::Boolean
+        | SqlType::Uuid
+        | SqlType::Timestamp
+        | SqlType::Json
+        | SqlType::Bytes
+        | SqlType::CrdtText
+        | SqlType::CrdtMap => format!("{alias}.{}", ident(column.name)),
     }
 }
 
@@ -52,7 +63,14 @@ pub(crate) fn wire_json(record: &str, column: &ColumnMeta) -> String {
             format!("to_jsonb(translate(encode({value}, 'base64'), E'\\n', ''))")
         }
         SqlType::Real => format!("to_jsonb({value}::float8)"),
-        _ => value,
+        SqlType::Text
+        | SqlType::SmallInt
+        | SqlType::Integer
+        | SqlType::BigInt
+        | SqlType::Double
+        | SqlType::Boolean
+        | SqlType::Uuid
+        | SqlType::Json => value,
     }
 }
 

@@ -33,7 +33,6 @@ pub(crate) fn decode(row: &PgRow, index: usize, column: &ColumnMeta) -> Result<V
         SqlType::Timestamp => get::<Timestamp>(row, index),
         SqlType::Json => get::<Value>(row, index),
         SqlType::Bytes | SqlType::CrdtText | SqlType::CrdtMap => get::<Vec<u8>>(row, index),
-        other => Err(Error::internal(format!("no decoding for column type {other:?}"))),
     }
 }
 
@@ -90,7 +89,7 @@ pub(crate) fn write_row(table: &TableMeta, row: &PgRow, out: &mut Vec<u8>) -> Re
                 }
                 None => out.extend_from_slice(b"null"),
             },
-            _ => write(out, &decode(row, i, column)?)?,
+            SqlType::Uuid | SqlType::Timestamp | SqlType::Json => write(out, &decode(row, i, column)?)?,
         }
     }
     out.push(b'}');

@@ -319,7 +319,18 @@ fn tracking_sql(table: &TableMeta, selections: &[RuleSelection]) -> Vec<String> 
 fn ordered_bare(column: &engine_kernel::ColumnMeta) -> String {
     match column.sql_type {
         SqlType::Text => format!("{} COLLATE \"C\"", ident(column.name)),
-        _ => ident(column.name),
+        SqlType::SmallInt
+        | SqlType::Integer
+        | SqlType::BigInt
+        | SqlType::Real
+        | SqlType::Double
+        | SqlType::Boolean
+        | SqlType::Uuid
+        | SqlType::Timestamp
+        | SqlType::Json
+        | SqlType::Bytes
+        | SqlType::CrdtText
+        | SqlType::CrdtMap => ident(column.name),
     }
 }
 

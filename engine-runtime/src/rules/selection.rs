@@ -105,7 +105,17 @@ fn text_as(expression: &str, sql_type: SqlType) -> String {
     match sql_type {
         SqlType::Text => format!("{expression} COLLATE \"C\""),
         SqlType::Bytes => format!("decode({expression}, 'base64')"),
-        other => format!("{expression}::{}", other.postgres()),
+        other @ (SqlType::SmallInt
+        | SqlType::Integer
+        | SqlType::BigInt
+        | SqlType::Real
+        | SqlType::Double
+        | SqlType::Boolean
+        | SqlType::Uuid
+        | SqlType::Timestamp
+        | SqlType::Json
+        | SqlType::CrdtText
+        | SqlType::CrdtMap) => format!("{expression}::{}", other.postgres()),
     }
 }
 
@@ -115,7 +125,17 @@ fn push_text_as(sql: &mut Sql, value: String, sql_type: SqlType) {
     match sql_type {
         SqlType::Text => sql.push_bind(value).push(" COLLATE \"C\""),
         SqlType::Bytes => sql.push("decode(").push_bind(value).push(", 'base64')"),
-        other => sql.push_bind(value).push(format_args!("::{}", other.postgres())),
+        other @ (SqlType::SmallInt
+        | SqlType::Integer
+        | SqlType::BigInt
+        | SqlType::Real
+        | SqlType::Double
+        | SqlType::Boolean
+        | SqlType::Uuid
+        | SqlType::Timestamp
+        | SqlType::Json
+        | SqlType::CrdtText
+        | SqlType::CrdtMap) => sql.push_bind(value).push(format_args!("::{}", other.postgres())),
     };
 }
 
@@ -132,7 +152,7 @@ fn floor(sql_type: SqlType) -> &'static str {
         SqlType::Real | SqlType::Double => "-Infinity",
         // Not key types: the least JSON value, or empty bytes.
         SqlType::Json => "null",
-        _ => "",
+        SqlType::CrdtText | SqlType::CrdtMap => "",
     }
 }
 
@@ -301,7 +321,18 @@ fn push_walk_many(sql: &mut Sql, table: &TableMeta, selection: &RuleSelection, s
         let sql_type = table.column(name).expect("scope columns are columns").sql_type;
         let value = match sql_type {
             SqlType::Text => format!("v.p{i}"),
-            other => format!("v.p{i}::{}", other.postgres()),
+            other @ (SqlType::SmallInt
+            | SqlType::Integer
+            | SqlType::BigInt
+            | SqlType::Real
+            | SqlType::Double
+            | SqlType::Boolean
+            | SqlType::Uuid
+            | SqlType::Timestamp
+            | SqlType::Json
+            | SqlType::Bytes
+            | SqlType::CrdtText
+            | SqlType::CrdtMap) => format!("v.p{i}::{}", other.postgres()),
         };
         sql.push(format_args!("{} = {value} AND ", column("t", name)));
     }
