@@ -137,7 +137,7 @@ impl AppBuilder {
     /// write a table it does not select (or has no membership table), or accepts rows from a rule
     /// that does not exist.
     pub fn build(self) -> Result<App> {
-        let sync_rules = self.sync_rules.unwrap_or(SyncRules { rules: &[] });
+        let sync_rules = self.sync_rules.unwrap_or(SyncRules { rules: &[], server_only: &[] });
         let invalid = |m: String| Err(Error::InvalidApp(m));
         for (i, table) in self.tables.iter().enumerate() {
             if self.tables[..i].iter().any(|t| t.meta.name == table.meta.name) {
@@ -185,20 +185,49 @@ impl AppBuilder {
                         rule.name, write.table
                     ));
                 }
-                if !matches!(rule.membership, Some(crate::rules::Membership::Table { .. })) {
+                let by_membership = matches!(rule.membership, Some(crate::rules::Membership::Table { .. }));
+                if !write.is_unconditional() && !by_membership {
                     return invalid(format!(
-                        "sync rule `{}` says who may write `{}` but has no membership table to say it with",
+                        "sync rule `{}` says which memberships may write `{}` but has no membership table to say it with",
+                        rule.name, write.table
+                    ));
+                }
+                if sync_rules.is_server_only(write.table) {
+                    return invalid(format!(
+                        "sync rule `{}` lets clients write `{}`, which only server code writes",
                         rule.name, write.table
                     ));
                 }
             }
+            if rule.leave && !matches!(rule.membership, Some(crate::rules::Membership::Table { .. })) {
+                return invalid(format!("sync rule `{}` lets members leave but has no membership table", rule.name));
+            }
             for accepted in rule.accepts {
-                if sync_rules.rule(accepted).is_none() {
+                let Some(source) = sync_rules.rule(accepted.rule) else {
                     return invalid(format!(
-                        "sync rule `{}` accepts rows from `{accepted}`, which is no rule",
-                        rule.name
+                        "sync rule `{}` accepts rows from `{}`, which is no rule",
+                        rule.name, accepted.rule
                     ));
+                };
+                if let Err(why) = crate::rules::receiver_check(rule, source, accepted) {
+                    return invalid(why);
                 }
+            }
+        }
+        for table in sync_rules.server_only {
+            if !self.tables.iter().any(|t| t.meta.name == *table) {
+                return invalid(format!("`{table}` is declared server-only but is not among the app's tables"));
+            }
+        }
+        for rule in sync_rules.rules {
+            if let Some(crate::rules::Membership::Table { table, .. }) = rule.membership
+                && !sync_rules.is_server_only(table)
+                && !sync_rules.rules.iter().any(|r| r.tables().contains(&table))
+            {
+                return invalid(format!(
+                    "membership table `{table}` of sync rule `{}` is selected by no rule: select it in a bucket so members read what they write, or declare it server-only",
+                    rule.name
+                ));
             }
         }
         Ok(App { tables: self.tables, mutators: self.mutators, sync_rules })

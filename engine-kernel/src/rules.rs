@@ -10,12 +10,20 @@ use crate::column::SqlType;
 pub struct SyncRules {
     /// The rules, in declaration order.
     pub rules: &'static [RuleMeta],
+    /// Tables only server code writes (jobs, admin code): client mutations may not write them,
+    /// and their rows may lie in no bucket (`server_only(Table)`).
+    pub server_only: &'static [&'static str],
 }
 
 impl SyncRules {
     /// The rule named `name`.
     pub fn rule(&self, name: &str) -> Option<&'static RuleMeta> {
         self.rules.iter().find(|r| r.name == name)
+    }
+
+    /// Whether only server code writes `table`.
+    pub fn is_server_only(&self, table: &str) -> bool {
+        self.server_only.contains(&table)
     }
 
     /// Every table some rule selects from (deduplicated, in first-use order).
@@ -45,12 +53,15 @@ pub struct RuleMeta {
     pub membership: Option<Membership>,
     /// The rows a bucket holds.
     pub data: &'static [Selection],
-    /// Which memberships may write which of the bucket's tables. A table with no entry may be
-    /// written by every holder of the bucket.
+    /// Which holders of a bucket may write which of its tables. A table with no entry is not
+    /// written through this rule's buckets: nothing is writable that no rule says is.
     pub writes: &'static [WriteRule],
     /// The rules whose holders may put a row into a bucket of this rule they do not hold, when
     /// the row also lies in a bucket of theirs of that rule (which they may write).
-    pub accepts: &'static [&'static str],
+    pub accepts: &'static [Accept],
+    /// Whether a holder may delete its own membership row (leave the bucket) without any other
+    /// write permission (`leave`).
+    pub leave: bool,
 }
 
 impl RuleMeta {
@@ -77,15 +88,33 @@ impl RuleMeta {
     }
 }
 
-/// `write(Table: Member::role == "editor" || …)`: the memberships of a bucket that may write the
-/// bucket's rows of `table`.
+/// `write(Table)` or `write(Table: Member::role == "editor" || …)`: the holders of a bucket that
+/// may write the bucket's rows of `table`.
 #[derive(Debug, Clone, Copy)]
 pub struct WriteRule {
     /// The table the permission is about.
     pub table: &'static str,
     /// Alternatives, any of which suffices; each a conjunction of equalities on columns of the
-    /// rule's membership table.
+    /// rule's membership table. One empty conjunction (`write(Table)`): every holder.
     pub any_of: &'static [&'static [ConstFilter]],
+}
+
+impl WriteRule {
+    /// Whether every holder of the bucket may write the table (`write(Table)`).
+    pub fn is_unconditional(&self) -> bool {
+        self.any_of.iter().any(|all| all.is_empty())
+    }
+}
+
+/// `accept(Other)` or `accept(open(Other))`: the holders of `rule`'s buckets may put a row into a
+/// bucket of the accepting rule they do not hold, when the row also lies in one of theirs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Accept {
+    /// The rule whose holders may put rows in.
+    pub rule: &'static str,
+    /// Whether any such holder may (an inbox); otherwise the bucket's own actor must hold the
+    /// same bucket of `rule` the row lies in (a task assigned to a teammate).
+    pub open: bool,
 }
 
 /// A bucket parameter.
@@ -242,6 +271,64 @@ pub fn split_raw_sql(sql: &str) -> Result<Vec<RawPiece<'_>>, &str> {
         pieces.push(RawPiece::Sql(rest));
     }
     Ok(pieces)
+}
+
+/// Whether a checked `accept(source)` on `rule` can be checked: the bucket's own actor (the
+/// receiver) must hold the same bucket of `source` the row lies in, so `rule`'s parameters are
+/// all claims (they name the receiver), `source` has a membership query, and every claim that
+/// query reads is one of those. `Err` says what to write instead. An open accept needs nothing.
+pub fn receiver_check(rule: &RuleMeta, source: &RuleMeta, accepted: &Accept) -> Result<(), String> {
+    if accepted.open {
+        return Ok(());
+    }
+    let open = format!("`accept(open({}))`", source.name);
+    if rule.membership.is_some() {
+        return Err(format!(
+            "sync rule `{}` accepts rows from `{}` checked against the receiver, but its buckets are held through memberships, not by one actor: write {open} to let any holder of `{}` put rows in",
+            rule.name, source.name, source.name
+        ));
+    }
+    let provided: Vec<Claim> = rule
+        .parameters
+        .iter()
+        .filter_map(|p| match p.source {
+            ParamSource::Claim(claim) => Some(claim),
+            ParamSource::Membership { .. } => None,
+        })
+        .collect();
+    let needed: Vec<Claim> = match source.membership {
+        None => {
+            return Err(format!(
+                "sync rule `{}` accepts rows from `{}` checked against the receiver, but `{}` has no membership: only its own actor holds its buckets; write {open} for an inbox anyone may write to",
+                rule.name, source.name, source.name
+            ));
+        }
+        Some(Membership::Table { filters, .. }) => filters
+            .iter()
+            .filter_map(|f| match f.value {
+                FilterValue::Claim(claim) => Some(claim),
+                FilterValue::Const(_) => None,
+            })
+            .collect(),
+        Some(Membership::Raw { sql }) => {
+            split_raw_sql(sql).unwrap_or_default().into_iter().filter_map(RawPiece::claim).collect()
+        }
+    };
+    let source_claims = source.parameters.iter().filter_map(|p| match p.source {
+        ParamSource::Claim(claim) => Some(claim),
+        ParamSource::Membership { .. } => None,
+    });
+    match needed.into_iter().chain(source_claims).find(|claim| !provided.contains(claim)) {
+        None => Ok(()),
+        Some(missing) => Err(format!(
+            "sync rule `{}` accepts rows from `{}` checked against the receiver, but its parameters do not give the receiver's `{}`, which `{}`'s membership reads: write {open} to let any holder of `{}` put rows in",
+            rule.name,
+            source.name,
+            missing.describe(),
+            source.name,
+            source.name
+        )),
+    }
 }
 
 /// `column == value` in a membership query.

@@ -227,17 +227,18 @@ pub use engine_macros::args;
 /// pub mod rules {
 ///     use super::{List, ListMember};
 ///
-///     /// The lists the actor owns and has not archived.
-///     #[bucket(data(List::owner_id == bucket.owner_id && List::archived == false))]
+///     /// The lists the actor owns and has not archived; the owner writes them.
+///     #[bucket(data(List::owner_id == bucket.owner_id && List::archived == false), write(List))]
 ///     pub struct Own {
 ///         #[param(actor.owner_id)]
 ///         pub owner_id: String,
 ///     }
 ///
-///     /// The lists shared with the actor.
+///     /// The lists shared with the actor, and their members: read-only, and a member may leave.
 ///     #[bucket(
 ///         membership(ListMember::user_id == actor.user_id),
-///         data(List::id == bucket.list_id),
+///         data(List::id == bucket.list_id, ListMember::list_id == bucket.list_id),
+///         leave,
 ///     )]
 ///     pub struct Shared {
 ///         #[param(ListMember::list_id)]
@@ -269,6 +270,18 @@ pub use engine_macros::args;
 /// - `data(...)`: table selections, each equalities joined by `&&` on one table: one
 ///   `Table::column == bucket.<parameter>` for every parameter of the bucket (so a row names its
 ///   buckets completely), optionally `Table::column == <constant>`.
+/// - `write(...)`: who may write which of the bucket's tables. Nothing is writable that no
+///   `write` names: `write(Table)` lets every holder of the bucket write `Table`;
+///   `write(Table: Member::role == "owner" || Member::role == "editor")` lets the holders whose
+///   membership row matches. A row lying in no bucket is written by server code only.
+/// - `accept(Other)`: a holder of `Other`'s bucket may put a row into a bucket of this rule it
+///   does not hold (a task assigned to a teammate), when the row also lies in that `Other`
+///   bucket and the bucket's own actor holds it too; `accept(open(Other))` drops the last
+///   condition (an inbox anyone may write to from their outbox).
+/// - `leave`: a member may delete its own membership row without any other write permission.
+/// - `#[engine::sync_rules(server_only(Table, …))]`: tables only server code (jobs, admin
+///   tools) writes; client mutations may not, and their rows may lie in no bucket. A membership
+///   table that no bucket selects must be declared so.
 ///
 /// # The no-leak lint
 ///
@@ -392,8 +405,8 @@ pub mod __private {
     pub use engine_kernel::column::{KeyColumn, OwnerColumn, SoftDeleteColumn};
     pub use engine_kernel::macro_support::*;
     pub use engine_kernel::rules::{
-        Claim, ConstFilter, ConstValue, FilterValue, Membership, MembershipFilter, ParamMeta, ParamSource, RuleMeta,
-        ScopeEq, Selection, WriteRule,
+        Accept, Claim, ConstFilter, ConstValue, FilterValue, Membership, MembershipFilter, ParamMeta, ParamSource,
+        RuleMeta, ScopeEq, Selection, WriteRule,
     };
     pub use engine_kernel::{
         App, BoxFuture, Bucket, BucketKey, Column, ColumnMeta, ColumnType, MergePolicy, Mutator, MutatorArgs,

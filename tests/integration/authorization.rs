@@ -57,13 +57,23 @@ pub(crate) mod app {
         pub body: String,
     }
 
-    /// Who is in which organisation. No rule selects it; a raw membership query reads it.
+    /// Who is in which organisation: a raw membership query reads it, and the organisation's
+    /// bucket holds it.
     #[engine::table]
     pub(crate) struct OrgMember {
         #[engine(primary_key)]
         pub org: String,
         #[engine(primary_key)]
         pub user_id: String,
+    }
+
+    /// What server code notes of a team: no bucket holds it, and no client writes it.
+    #[engine::table]
+    pub(crate) struct AuditEntry {
+        #[engine(primary_key)]
+        pub id: String,
+        pub team_id: String,
+        pub note: String,
     }
 
     /// A project of an organisation.
@@ -75,16 +85,21 @@ pub(crate) mod app {
         pub title: String,
     }
 
-    #[engine::sync_rules]
+    #[engine::sync_rules(server_only(AuditEntry))]
     pub(crate) mod rules {
-        use super::{Message, Project, Task, Team, TeamMember};
+        use super::{AuditEntry, Message, OrgMember, Project, Task, Team, TeamMember};
 
         /// The teams the actor is in, with their tasks; viewers do not write tasks.
         #[bucket(
             name = "team",
             membership(TeamMember::user_id == actor.user_id),
-            data(Team::id == bucket.team_id, Task::team_id == bucket.team_id),
-            write(Task: TeamMember::role == "lead" || TeamMember::role == "member", Team: TeamMember::role == "lead"),
+            data(Team::id == bucket.team_id, Task::team_id == bucket.team_id, TeamMember::team_id == bucket.team_id),
+            write(
+                Task: TeamMember::role == "lead" || TeamMember::role == "member",
+                Team: TeamMember::role == "lead",
+                TeamMember: TeamMember::role == "lead",
+            ),
+            leave,
         )]
         pub(crate) struct TeamBucket {
             #[param(TeamMember::team_id)]
@@ -92,30 +107,31 @@ pub(crate) mod app {
         }
 
         /// The tasks assigned to the actor, in any team; a teammate may assign one.
-        #[bucket(data(Task::assignee == bucket.user_id), accept(TeamBucket))]
+        #[bucket(data(Task::assignee == bucket.user_id), write(Task), accept(TeamBucket))]
         pub(crate) struct Assigned {
             #[param(actor.user_id)]
             pub user_id: String,
         }
 
         /// The messages the actor sent.
-        #[bucket(data(Message::sender == bucket.user_id))]
+        #[bucket(data(Message::sender == bucket.user_id), write(Message))]
         pub(crate) struct Outbox {
             #[param(actor.user_id)]
             pub user_id: String,
         }
 
         /// The messages sent to the actor, by anyone from their own outbox.
-        #[bucket(data(Message::recipient == bucket.user_id), accept(Outbox))]
+        #[bucket(data(Message::recipient == bucket.user_id), write(Message), accept(open(Outbox)))]
         pub(crate) struct Inbox {
             #[param(actor.user_id)]
             pub user_id: String,
         }
 
-        /// The organisations the actor is in, with their projects.
+        /// The organisations the actor is in, with their projects and members.
         #[bucket(
             membership(raw("SELECT org FROM org_members WHERE user_id = $user_id")),
-            data(Project::org == bucket.org),
+            data(Project::org == bucket.org, OrgMember::org == bucket.org),
+            write(Project, OrgMember),
         )]
         pub(crate) struct Org {
             #[param(membership.org)]
@@ -236,10 +252,59 @@ pub(crate) mod app {
         Ok(Outcome::new())
     }
 
+    #[engine::args]
+    pub(crate) struct Member {
+        pub team_id: String,
+        pub user_id: String,
+    }
+
+    /// Remove a user from a team (a lead's work, or the user's own when leaving).
+    #[engine::mutator]
+    pub(crate) async fn remove_member(ctx: &mut MutatorCtx<'_>, args: Member) -> Result<Outcome> {
+        ctx.delete::<TeamMember>(&(args.team_id, args.user_id)).await?;
+        Ok(Outcome::new())
+    }
+
+    #[engine::args]
+    pub(crate) struct Audit {
+        pub id: String,
+        pub team_id: String,
+    }
+
+    /// Note something of a team where no bucket holds it.
+    #[engine::mutator]
+    pub(crate) async fn audit(ctx: &mut MutatorCtx<'_>, args: Audit) -> Result<Outcome> {
+        ctx.insert(&AuditEntry { id: args.id, team_id: args.team_id, note: "written by a client".into() }).await?;
+        Ok(Outcome::new())
+    }
+
+    #[engine::args]
+    pub(crate) struct Forget {
+        pub task_id: String,
+    }
+
+    /// Try a write the rules refuse and go on as if nothing happened.
+    #[engine::mutator]
+    pub(crate) async fn shrug(ctx: &mut MutatorCtx<'_>, args: Forget) -> Result<Outcome> {
+        let _ = ctx.update::<Task>(&args.task_id, [Task::title.set("defaced".to_owned())]).await;
+        Ok(Outcome::new())
+    }
+
     pub(crate) fn app() -> engine::App {
         engine::app! {
-            tables: [Team, TeamMember, Task, Message, OrgMember, Project],
-            mutators: [create_team, join_team, add_member, add_task, complete_task, send, join_org],
+            tables: [Team, TeamMember, Task, Message, OrgMember, Project, AuditEntry],
+            mutators: [
+                create_team,
+                join_team,
+                add_member,
+                add_task,
+                complete_task,
+                send,
+                join_org,
+                remove_member,
+                audit,
+                shrug,
+            ],
             sync_rules: rules,
         }
     }
@@ -463,4 +528,113 @@ async fn a_refusal_names_the_table_and_rule_and_the_log_keeps_the_bucket() {
         events.iter().any(|e| e.contains("write refused") && e.contains("bucket=assigned/carol")),
         "the log keeps the bucket: {events:?}"
     );
+}
+
+/// Issue: rows in no bucket were writable by anyone, and memberships no rule selected could be
+/// removed by strangers. Now the membership lies in the bucket it grants, and only the rule's
+/// `write(TeamMember: …)` (leads) or `leave` (one's own row) removes it.
+#[tokio::test]
+async fn only_a_lead_or_the_member_removes_a_membership() {
+    let db = TestDb::new().await;
+    let server = server(&db).await;
+    applied(&push(&server, "alice", 1, "create_team", json!({"id": "red", "name": "R"})).await);
+    applied(
+        &push(&server, "alice", 2, "add_member", json!({"team_id": "red", "user_id": "bob", "role": "member"})).await,
+    );
+    applied(
+        &push(&server, "alice", 3, "add_member", json!({"team_id": "red", "user_id": "carol", "role": "member"})).await,
+    );
+    applied(&push(&server, "dave", 1, "create_team", json!({"id": "blue", "name": "B"})).await);
+
+    // A stranger removes nobody, the lead of another team included: the rows are not found.
+    let stranger = push(&server, "dave", 2, "remove_member", json!({"team_id": "red", "user_id": "bob"})).await;
+    let missing = push(&server, "dave", 3, "remove_member", json!({"team_id": "red", "user_id": "nobody"})).await;
+    assert_eq!(stranger["status"], missing["status"], "as if the membership did not exist: {stranger} {missing}");
+    push(&server, "dave", 4, "remove_member", json!({"team_id": "red", "user_id": "alice"})).await;
+    assert_eq!(count(&db, "SELECT count(*) FROM team_members WHERE team_id = 'red'").await, 3);
+    // A plain member removes no one else, and adds no outsider.
+    let detail =
+        forbidden(&push(&server, "bob", 1, "remove_member", json!({"team_id": "red", "user_id": "carol"})).await, &[]);
+    assert!(
+        detail.contains("`team`") && detail.contains("write(team_members"),
+        "names the rule and its permission: {detail}"
+    );
+    forbidden(
+        &push(&server, "bob", 2, "add_member", json!({"team_id": "red", "user_id": "eve", "role": "member"})).await,
+        &[],
+    );
+    assert_eq!(count(&db, "SELECT count(*) FROM team_members WHERE team_id = 'red'").await, 3);
+
+    // A member leaves on their own; a lead removes a member.
+    applied(&push(&server, "carol", 1, "remove_member", json!({"team_id": "red", "user_id": "carol"})).await);
+    applied(&push(&server, "alice", 4, "remove_member", json!({"team_id": "red", "user_id": "bob"})).await);
+    assert_eq!(count(&db, "SELECT count(*) FROM team_members WHERE team_id = 'red'").await, 1);
+    assert!(!has(&pulled(&server, "carol").await, "teams", "red"), "who left reads the team no more");
+}
+
+/// Issue: `accept` did not check who receives the row. A teammate may be assigned a team's task;
+/// an outsider may not, whoever assigns it.
+#[tokio::test]
+async fn a_task_is_assigned_only_to_a_teammate() {
+    let db = TestDb::new().await;
+    let server = server(&db).await;
+    applied(&push(&server, "alice", 1, "create_team", json!({"id": "red", "name": "R"})).await);
+    applied(
+        &push(&server, "alice", 2, "add_member", json!({"team_id": "red", "user_id": "bob", "role": "member"})).await,
+    );
+    let task = |id: &str, to: &str| json!({"id": id, "team_id": "red", "assignee": to, "title": "team secret"});
+    applied(&push(&server, "bob", 1, "add_task", task("t1", "alice")).await);
+    // An outsider receives no team task, from a member or a lead.
+    forbidden(&push(&server, "bob", 2, "add_task", task("t2", "mallory")).await, &["mallory"]);
+    forbidden(&push(&server, "alice", 3, "add_task", task("t3", "mallory")).await, &["mallory"]);
+    assert!(!has(&pulled(&server, "mallory").await, "tasks", "t2"));
+    assert_eq!(count(&db, "SELECT count(*) FROM tasks").await, 1);
+    // Nor does a stranger put a task of a team it is not in into anyone's list.
+    forbidden(
+        &push(
+            &server,
+            "mallory",
+            1,
+            "add_task",
+            json!({"id": "t4", "team_id": "red", "assignee": "bob", "title": "phishing"}),
+        )
+        .await,
+        &[],
+    );
+    assert!(has(&pulled(&server, "alice").await, "tasks", "t1"));
+}
+
+/// Issue: joining a team id nobody used made the joiner its first member, refused its real
+/// creator later, and told whether the id was taken. A bucket is created by its first data row.
+#[tokio::test]
+async fn nobody_squats_a_team_before_it_exists() {
+    let db = TestDb::new().await;
+    let server = server(&db).await;
+    applied(&push(&server, "alice", 1, "create_team", json!({"id": "taken", "name": "T"})).await);
+    let taken = forbidden(&push(&server, "mallory", 1, "join_team", json!({"team_id": "taken"})).await, &[]);
+    let free = forbidden(&push(&server, "mallory", 2, "join_team", json!({"team_id": "gamma"})).await, &[]);
+    assert_eq!(taken, free, "the same answer whether or not the team exists");
+    assert_eq!(count(&db, "SELECT count(*) FROM team_members WHERE user_id = 'mallory'").await, 0);
+    applied(&push(&server, "bob", 1, "create_team", json!({"id": "gamma", "name": "G"})).await);
+    assert!(has(&pulled(&server, "bob").await, "teams", "gamma"));
+}
+
+/// A row lying in no bucket and a server-only table are not written by client mutations, and a
+/// refusal sticks even when the mutator swallows it.
+#[tokio::test]
+async fn rows_beyond_every_rule_are_written_by_server_code_only() {
+    let db = TestDb::new().await;
+    let server = server(&db).await;
+    applied(&push(&server, "alice", 1, "create_team", json!({"id": "red", "name": "R"})).await);
+    let detail = forbidden(&push(&server, "alice", 2, "audit", json!({"id": "a1", "team_id": "red"})).await, &[]);
+    assert!(detail.contains("audit_entries") && detail.contains("server code"), "{detail}");
+    assert_eq!(count(&db, "SELECT count(*) FROM audit_entries").await, 0);
+
+    let task = json!({"id": "t1", "team_id": "red", "assignee": "alice", "title": "fine"});
+    applied(&push(&server, "alice", 3, "add_task", task).await);
+    let viewer = json!({"team_id": "red", "user_id": "victor", "role": "viewer"});
+    applied(&push(&server, "alice", 4, "add_member", viewer).await);
+    // A viewer sees the task, may not write it, and cannot get `applied` by ignoring the refusal.
+    forbidden(&push(&server, "victor", 1, "shrug", json!({"task_id": "t1"})).await, &[]);
+    assert_eq!(count(&db, "SELECT count(*) FROM tasks WHERE title = 'defaced'").await, 0);
 }

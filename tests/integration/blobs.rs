@@ -41,7 +41,7 @@ mod photos {
         use super::{AlbumMember, Photo};
 
         /// The actor's own photos.
-        #[bucket(data(Photo::owner_id == bucket.owner))]
+        #[bucket(data(Photo::owner_id == bucket.owner), write(Photo))]
         #[derive(Debug)]
         pub(crate) struct Own {
             #[param(actor.owner_id)]
@@ -52,6 +52,7 @@ mod photos {
         #[bucket(
             membership(AlbumMember::user_id == actor.user_id),
             data(Photo::album == bucket.album, AlbumMember::album == bucket.album),
+            write(Photo, AlbumMember),
         )]
         #[derive(Debug)]
         pub(crate) struct Album {

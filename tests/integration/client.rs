@@ -880,7 +880,7 @@ mod later {
                 use super::{$note, List, ListMember};
 
                 /// What the actor owns.
-                #[bucket(name = "own", data(List::owner_id == bucket.owner_id, $note::owner_id == bucket.owner_id, ListMember::owner_id == bucket.owner_id))]
+                #[bucket(name = "own", data(List::owner_id == bucket.owner_id, $note::owner_id == bucket.owner_id, ListMember::owner_id == bucket.owner_id), write(List, $note, ListMember))]
                 #[derive(Debug)]
                 pub(crate) struct Own {
                     #[param(actor.owner_id)]
@@ -888,7 +888,7 @@ mod later {
                 }
 
                 /// The lists the actor is a member of.
-                #[bucket(name = "shared", membership(ListMember::user_id == actor.user_id), data(List::id == bucket.list_id, $note::list_id == bucket.list_id, ListMember::list_id == bucket.list_id))]
+                #[bucket(name = "shared", membership(ListMember::user_id == actor.user_id), data(List::id == bucket.list_id, $note::list_id == bucket.list_id, ListMember::list_id == bucket.list_id), write(List, $note, ListMember))]
                 #[derive(Debug)]
                 pub(crate) struct Shared {
                     #[param(ListMember::list_id)]

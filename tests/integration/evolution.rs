@@ -61,7 +61,7 @@ mod v1 {
         use super::{Item, Tag};
 
         /// What the actor owns.
-        #[bucket(data(Item::owner_id == bucket.owner_id, Tag::owner_id == bucket.owner_id))]
+        #[bucket(data(Item::owner_id == bucket.owner_id, Tag::owner_id == bucket.owner_id), write(Item, Tag))]
         #[derive(Debug)]
         pub(crate) struct Own {
             #[param(actor.owner_id)]
@@ -116,7 +116,7 @@ mod v2 {
         use super::{Item, Tag};
 
         /// What the actor owns.
-        #[bucket(data(Item::owner_id == bucket.owner_id, Tag::owner_id == bucket.owner_id))]
+        #[bucket(data(Item::owner_id == bucket.owner_id, Tag::owner_id == bucket.owner_id), write(Item, Tag))]
         #[derive(Debug)]
         pub(crate) struct Own {
             #[param(actor.owner_id)]
@@ -124,7 +124,7 @@ mod v2 {
         }
 
         /// The actor's items, again.
-        #[bucket(data(Item::owner_id == bucket.owner_id))]
+        #[bucket(data(Item::owner_id == bucket.owner_id), write(Item))]
         #[derive(Debug)]
         pub(crate) struct Mine {
             #[param(actor.owner_id)]
@@ -160,7 +160,7 @@ mod bad {
                     use super::Item;
 
                     /// What the actor owns.
-                    #[bucket(data(Item::owner_id == bucket.owner_id))]
+                    #[bucket(data(Item::owner_id == bucket.owner_id), write(Item))]
                     #[derive(Debug)]
                     pub(crate) struct Own {
                         #[param(actor.owner_id)]

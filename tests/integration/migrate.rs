@@ -59,7 +59,10 @@ mod wide {
         use super::{Sample, TeamMember};
 
         /// Samples of the actor's organisation at its rank, unflagged.
-        #[bucket(data(Sample::owner_id == bucket.org && Sample::small == bucket.rank && Sample::flag == false))]
+        #[bucket(
+            data(Sample::owner_id == bucket.org && Sample::small == bucket.rank && Sample::flag == false),
+            write(Sample)
+        )]
         #[derive(Debug)]
         pub(crate) struct OrgRank {
             #[param(actor.claims.org)]
@@ -72,6 +75,7 @@ mod wide {
         #[bucket(
             membership(TeamMember::user_id == actor.user_id && TeamMember::active == true),
             data(Sample::team_id == bucket.team_id, TeamMember::team_id == bucket.team_id),
+            write(Sample, TeamMember),
         )]
         #[derive(Debug)]
         pub(crate) struct Team {
@@ -83,6 +87,7 @@ mod wide {
         #[bucket(
             membership(raw("SELECT team_id FROM team_members WHERE user_id = $user_id AND team_id > 100")),
             data(Sample::team_id == bucket.big_team),
+            write(Sample),
         )]
         #[derive(Debug)]
         pub(crate) struct BigTeam {

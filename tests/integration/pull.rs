@@ -577,7 +577,7 @@ mod rule_change {
                 use super::{List, ListMember, Note};
 
                 /// What the actor owns.
-                #[bucket(name = "own", data(List::owner_id == bucket.owner_id, $($own_notes)+, ListMember::owner_id == bucket.owner_id))]
+                #[bucket(name = "own", data(List::owner_id == bucket.owner_id, $($own_notes)+, ListMember::owner_id == bucket.owner_id), write(List, Note, ListMember))]
                 #[derive(Debug)]
                 pub(crate) struct Own {
                     #[param(actor.owner_id)]
@@ -585,7 +585,7 @@ mod rule_change {
                 }
 
                 /// The lists the actor is a member of.
-                #[bucket(name = "shared", membership(ListMember::user_id == actor.user_id), data(List::id == bucket.list_id, Note::list_id == bucket.list_id, ListMember::list_id == bucket.list_id))]
+                #[bucket(name = "shared", membership(ListMember::user_id == actor.user_id), data(List::id == bucket.list_id, Note::list_id == bucket.list_id, ListMember::list_id == bucket.list_id), write(List, Note, ListMember))]
                 #[derive(Debug)]
                 pub(crate) struct Shared {
                     #[param(ListMember::list_id)]

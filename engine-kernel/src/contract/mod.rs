@@ -138,7 +138,8 @@ pub fn contract(app: &App) -> Value {
                 "tables": rule.tables(),
                 "data": data,
                 "write": write,
-                "accept": rule.accepts,
+                "accept": rule.accepts.iter().map(|a| json!({"rule": a.rule, "open": a.open})).collect::<Vec<_>>(),
+                "leave": rule.leave,
             }),
         );
     }
@@ -250,6 +251,7 @@ pub fn contract(app: &App) -> Value {
             "version": wire::PROTOCOL_VERSION,
             "tables": tables,
             "syncRules": rules,
+            "serverOnly": app.sync_rules().server_only,
             "mutators": mutators,
         },
     });

@@ -15,8 +15,8 @@ use crate::app::{App, TableDef};
 use crate::column::{ColumnMeta, SqlType};
 use crate::error::{Error, Result};
 use crate::rules::{
-    Claim, ConstFilter, ConstValue, FilterValue, Membership, MembershipFilter, ParamMeta, ParamSource, RuleMeta,
-    ScopeEq, Selection, SyncRules, WriteRule,
+    Accept, Claim, ConstFilter, ConstValue, FilterValue, Membership, MembershipFilter, ParamMeta, ParamSource,
+    RuleMeta, ScopeEq, Selection, SyncRules, WriteRule,
 };
 use crate::table::{MergePolicy, TableMeta};
 use crate::wire::PROTOCOL_VERSION;
@@ -48,6 +48,10 @@ pub fn app_from_contract(doc: &Value) -> Result<App> {
     }
     let tables: BTreeMap<String, Value> = section(engine, "tables")?;
     let rules: BTreeMap<String, Value> = section(engine, "syncRules")?;
+    let server_only: Vec<String> = match engine.get("serverOnly") {
+        None => Vec::new(),
+        Some(value) => parse(value.clone(), "`serverOnly`")?,
+    };
 
     let mut builder = App::builder();
     let mut metas: Vec<&'static TableMeta> = Vec::new();
@@ -62,7 +66,8 @@ pub fn app_from_contract(doc: &Value) -> Result<App> {
         let rule: ContractRule = parse(rule, &format!("sync rule `{name}`"))?;
         built.push(rule_meta(&name, rule, &metas)?);
     }
-    builder.sync_rules(&SyncRules { rules: leak_slice(built) }).build()
+    let server_only: Vec<&'static str> = server_only.iter().map(|t| leak(t)).collect();
+    builder.sync_rules(&SyncRules { rules: leak_slice(built), server_only: leak_slice(server_only) }).build()
 }
 
 fn invalid(message: impl Into<String>) -> Error {
@@ -127,7 +132,16 @@ struct ContractRule {
     #[serde(default)]
     write: BTreeMap<String, Vec<Vec<ContractConstFilter>>>,
     #[serde(default)]
-    accept: Vec<String>,
+    accept: Vec<ContractAccept>,
+    #[serde(default)]
+    leave: bool,
+}
+
+#[derive(Deserialize)]
+struct ContractAccept {
+    rule: String,
+    #[serde(default)]
+    open: bool,
 }
 
 #[derive(Deserialize)]
@@ -370,13 +384,17 @@ fn rule_meta(name: &str, rule: ContractRule, tables: &[&'static TableMeta]) -> R
         let Some(selected) = data.iter().find(|s| s.table == table) else {
             return Err(invalid(format!("{where_}: the rule does not select `{table}`")));
         };
-        let Some(Membership::Table { table: members, .. }) = membership else {
-            return Err(invalid(format!("{where_}: the rule has no membership table")));
+        let members = match membership {
+            Some(Membership::Table { table: members, .. }) => Some(members),
+            _ => None,
         };
         let mut alternatives = Vec::new();
         for all in any_of {
             let mut filters = Vec::new();
             for filter in all {
+                let Some(members) = members else {
+                    return Err(invalid(format!("{where_}: the rule has no membership table")));
+                };
                 let column = column_of(tables, members, &filter.column, &where_)?;
                 filters.push(ConstFilter { column: column.name, value: const_value(&filter.value, &where_)? });
             }
@@ -384,7 +402,7 @@ fn rule_meta(name: &str, rule: ContractRule, tables: &[&'static TableMeta]) -> R
         }
         writes.push(WriteRule { table: selected.table, any_of: leak_slice(alternatives) });
     }
-    let accepts: Vec<&'static str> = rule.accept.iter().map(|a| leak(a)).collect();
+    let accepts: Vec<Accept> = rule.accept.iter().map(|a| Accept { rule: leak(&a.rule), open: a.open }).collect();
     Ok(RuleMeta {
         name: leak(name),
         description: leak(&rule.description),
@@ -393,5 +411,6 @@ fn rule_meta(name: &str, rule: ContractRule, tables: &[&'static TableMeta]) -> R
         data: leak_slice(data),
         writes: leak_slice(writes),
         accepts: leak_slice(accepts),
+        leave: rule.leave,
     })
 }

@@ -1,8 +1,10 @@
 //! The grammar of `#[bucket(...)]` and `#[param(...)]`:
 //!
 //! ```text
+//! #[engine::sync_rules( server_only(<Table>, …)? )]
 //! #[bucket( name = "…"?, membership(<conditions> | raw("<sql>"))?, data(<selection>, …),
-//!           write(<Table>: <membership condition> || …, …)?, accept(<Bucket>, …)? )]
+//!           write(<Table> | <Table>: <membership condition> || …, …)?,
+//!           accept(<Bucket> | open(<Bucket>), …)?, leave? )]
 //! #[param( actor.user_id | actor.owner_id | actor.claims.<name> | Table::column | membership.<column> )]
 //! ```
 //!
@@ -19,23 +21,76 @@ pub(crate) struct BucketArgs {
     pub(crate) name: Option<LitStr>,
     pub(crate) membership: Option<(Ident, MembershipArg)>,
     pub(crate) data: Option<(Ident, Vec<Expr>)>,
-    /// `write(Table: condition, …)`.
-    pub(crate) write: Option<(Ident, Vec<(syn::Path, Expr)>)>,
-    /// `accept(Bucket, …)`.
-    pub(crate) accept: Option<(Ident, Vec<Ident>)>,
+    /// `write(Table, Table: condition, …)`.
+    pub(crate) write: Option<(Ident, Vec<WriteArg>)>,
+    /// `accept(Bucket, open(Bucket), …)`.
+    pub(crate) accept: Option<(Ident, Vec<AcceptArg>)>,
+    /// `leave`.
+    pub(crate) leave: Option<Ident>,
 }
 
-/// `Table: condition` in `write(...)`.
-struct WriteArg {
-    table: syn::Path,
-    condition: Expr,
+/// The parsed `#[engine::sync_rules(...)]` attribute.
+#[derive(Default)]
+pub(crate) struct ModuleArgs {
+    /// `server_only(Table, …)`.
+    pub(crate) server_only: Vec<syn::Path>,
+}
+
+impl Parse for ModuleArgs {
+    fn parse(input: ParseStream<'_>) -> syn::Result<Self> {
+        let mut args = ModuleArgs::default();
+        while !input.is_empty() {
+            let key: Ident = input.parse()?;
+            if key != "server_only" {
+                return Err(syn::Error::new(
+                    key.span(),
+                    format!("unknown argument `{key}`: `#[engine::sync_rules]` takes `server_only(Table, …)`"),
+                ));
+            }
+            let content;
+            syn::parenthesized!(content in input);
+            args.server_only.extend(Punctuated::<syn::Path, Token![,]>::parse_terminated(&content)?);
+            if !input.is_empty() {
+                input.parse::<Token![,]>()?;
+            }
+        }
+        Ok(args)
+    }
+}
+
+/// `Table` or `Table: condition` in `write(...)`.
+pub(crate) struct WriteArg {
+    pub(crate) table: syn::Path,
+    pub(crate) condition: Option<Expr>,
 }
 
 impl Parse for WriteArg {
     fn parse(input: ParseStream<'_>) -> syn::Result<Self> {
         let table: syn::Path = input.parse()?;
+        if !input.peek(Token![:]) {
+            return Ok(WriteArg { table, condition: None });
+        }
         input.parse::<Token![:]>()?;
-        Ok(WriteArg { table, condition: input.parse()? })
+        Ok(WriteArg { table, condition: Some(input.parse()?) })
+    }
+}
+
+/// `Bucket` or `open(Bucket)` in `accept(...)`.
+pub(crate) struct AcceptArg {
+    pub(crate) bucket: Ident,
+    /// `open(...)`: any holder of `bucket` may put rows in, not only the receiver's teammates.
+    pub(crate) open: bool,
+}
+
+impl Parse for AcceptArg {
+    fn parse(input: ParseStream<'_>) -> syn::Result<Self> {
+        let first: Ident = input.parse()?;
+        if first != "open" || !input.peek(syn::token::Paren) {
+            return Ok(AcceptArg { bucket: first, open: false });
+        }
+        let content;
+        syn::parenthesized!(content in input);
+        Ok(AcceptArg { bucket: content.parse()?, open: true })
     }
 }
 
@@ -95,7 +150,7 @@ impl Parse for BucketArgs {
                     let content;
                     syn::parenthesized!(content in input);
                     let writes = Punctuated::<WriteArg, Token![,]>::parse_terminated(&content)?;
-                    let writes = writes.into_iter().map(|w| (w.table, w.condition)).collect();
+                    let writes = writes.into_iter().collect();
                     if args.write.replace((key.clone(), writes)).is_some() {
                         return Err(duplicate());
                     }
@@ -103,8 +158,13 @@ impl Parse for BucketArgs {
                 "accept" => {
                     let content;
                     syn::parenthesized!(content in input);
-                    let buckets = Punctuated::<Ident, Token![,]>::parse_terminated(&content)?;
+                    let buckets = Punctuated::<AcceptArg, Token![,]>::parse_terminated(&content)?;
                     if args.accept.replace((key.clone(), buckets.into_iter().collect())).is_some() {
+                        return Err(duplicate());
+                    }
+                }
+                "leave" => {
+                    if args.leave.replace(key.clone()).is_some() {
                         return Err(duplicate());
                     }
                 }
@@ -112,7 +172,7 @@ impl Parse for BucketArgs {
                     return Err(syn::Error::new(
                         key.span(),
                         format!(
-                            "unknown bucket argument `{other}`: a bucket takes `name = \"…\"`, `membership(…)`, `data(…)`, `write(…)` and `accept(…)`"
+                            "unknown bucket argument `{other}`: a bucket takes `name = \"…\"`, `membership(…)`, `data(…)`, `write(…)`, `accept(…)` and `leave`"
                         ),
                     ));
                 }

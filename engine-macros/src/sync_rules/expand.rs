@@ -29,12 +29,14 @@ pub(crate) fn expand(rules: &Rules) -> TokenStream {
         }
     }
     let tables = tables.iter().map(|(_, entry)| entry);
+    let server_only = &rules.server_only;
     let generated = quote! {
         #(#buckets)*
 
         /// The sync rules this module defines, for `engine::app!` (`sync_rules: <this module>`).
         pub static SYNC_RULES: ::engine::__private::SyncRules = ::engine::__private::SyncRules {
             rules: &[#(#metas,)*],
+            server_only: &[#(<#server_only as ::engine::__private::Table>::META.name,)*],
         };
 
         #[doc(hidden)]
@@ -47,7 +49,8 @@ pub(crate) fn expand(rules: &Rules) -> TokenStream {
 /// attributes. Its imports go unused without the generated code; the build fails anyway, so
 /// warnings about them would only hide the errors.
 pub(crate) fn fallback(rules: &Rules) -> TokenStream {
-    let mut rules_without_code = Rules { item: rules.item.clone(), buckets: Vec::new(), unreadable_buckets: true };
+    let mut rules_without_code =
+        Rules { item: rules.item.clone(), buckets: Vec::new(), unreadable_buckets: true, server_only: Vec::new() };
     rules_without_code.item.attrs.push(syn::parse_quote!(#[allow(unused_imports)]));
     with_items(&rules_without_code, TokenStream::new())
 }
@@ -306,11 +309,12 @@ fn rule_meta(rules: &Rules, bucket: &Bucket) -> TokenStream {
             }
         }
     });
-    let accepts = bucket
-        .accepts
-        .iter()
-        .filter_map(|ident| rules.buckets.iter().find(|b| b.ident == *ident))
-        .map(|accepted| accepted.name.clone());
+    let accepts = bucket.accepts.iter().filter_map(|accept| {
+        let source = rules.buckets.iter().find(|b| b.ident == accept.bucket)?;
+        let (rule, open) = (&source.name, accept.open);
+        Some(quote!(__engine::Accept { rule: #rule, open: #open }))
+    });
+    let leave = bucket.leave.is_some();
     quote! {
         {
             use ::engine::__private as __engine;
@@ -322,6 +326,7 @@ fn rule_meta(rules: &Rules, bucket: &Bucket) -> TokenStream {
                 data: &[#(#selections,)*],
                 writes: &[#(#writes,)*],
                 accepts: &[#(#accepts,)*],
+                leave: #leave,
             }
         }
     }

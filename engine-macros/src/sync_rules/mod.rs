@@ -18,9 +18,7 @@ use crate::support::Diagnostics;
 
 pub(crate) fn sync_rules_inner(args: TokenStream, item: TokenStream) -> TokenStream {
     let mut errors = Diagnostics::default();
-    if !args.is_empty() {
-        errors.spanned(&args, "`#[engine::sync_rules]` takes no arguments");
-    }
+    let module_args: args::ModuleArgs = errors.handle(syn::parse2(args)).unwrap_or_default();
     let item = match syn::parse2::<syn::ItemMod>(item.clone()) {
         Ok(item) => item,
         Err(_) => {
@@ -30,7 +28,7 @@ pub(crate) fn sync_rules_inner(args: TokenStream, item: TokenStream) -> TokenStr
             );
         }
     };
-    let rules = model::Rules::build(item, &mut errors);
+    let rules = model::Rules::build(item, module_args.server_only, &mut errors);
     validate::validate(&rules, &mut errors);
     errors.emit(|| expand::expand(&rules), || expand::fallback(&rules))
 }

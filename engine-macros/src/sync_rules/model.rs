@@ -7,7 +7,7 @@ use quote::ToTokens;
 use syn::spanned::Spanned;
 use syn::{Expr, Ident};
 
-use super::args::{BucketArgs, MembershipArg};
+use super::args::{AcceptArg, BucketArgs, MembershipArg};
 use crate::support::{Diagnostics, doc_text};
 
 /// The module and its bucket definitions.
@@ -17,6 +17,8 @@ pub(crate) struct Rules {
     pub(crate) buckets: Vec<Bucket>,
     /// Whether some `#[bucket(...)]` could not be read (its bucket is missing).
     pub(crate) unreadable_buckets: bool,
+    /// `server_only(Table, …)`: tables only server code writes.
+    pub(crate) server_only: Vec<syn::Path>,
 }
 
 /// One bucket definition (one rule).
@@ -35,19 +37,22 @@ pub(crate) struct Bucket {
     pub(crate) params: Vec<Param>,
     pub(crate) membership: Option<Membership>,
     pub(crate) data: Option<(Ident, Vec<Selection>)>,
-    /// `write(Table: …)`: which memberships may write which tables.
+    /// `write(Table: …)`: which holders may write which tables.
     pub(crate) writes: Vec<Write>,
-    /// `accept(Bucket, …)`: the buckets whose holders may put rows into this one.
-    pub(crate) accepts: Vec<Ident>,
+    /// `accept(Bucket, open(Bucket), …)`: the buckets whose holders may put rows into this one.
+    pub(crate) accepts: Vec<AcceptArg>,
+    /// `leave`: a holder may delete its own membership row.
+    pub(crate) leave: Option<Ident>,
 }
 
-/// `Table: Member::role == "editor" || …` in `write(...)`.
+/// `Table` or `Table: Member::role == "editor" || …` in `write(...)`.
 pub(crate) struct Write {
     /// The table written.
     pub(crate) table: syn::Path,
-    /// The whole condition, as written.
-    pub(crate) expr: Expr,
-    /// Its alternatives (the operands of top-level `||`), each a conjunction.
+    /// The whole condition, as written; none for `write(Table)`, every holder.
+    pub(crate) expr: Option<Expr>,
+    /// Its alternatives (the operands of top-level `||`), each a conjunction; one empty
+    /// conjunction without a condition.
     pub(crate) any_of: Vec<Vec<Condition>>,
 }
 
@@ -87,6 +92,15 @@ pub(crate) enum Claim {
 }
 
 impl Claim {
+    /// The claim as written in a rule: `actor.user_id`, `actor.claims.org`.
+    pub(crate) fn describe(&self) -> String {
+        match self {
+            Claim::UserId => "actor.user_id".to_owned(),
+            Claim::OwnerId => "actor.owner_id".to_owned(),
+            Claim::Custom(name) => format!("actor.claims.{name}"),
+        }
+    }
+
     pub(crate) fn is_text(&self) -> bool {
         matches!(self, Claim::UserId | Claim::OwnerId)
     }
@@ -154,7 +168,7 @@ pub(crate) enum Literal {
 }
 
 impl Rules {
-    pub(crate) fn build(mut item: syn::ItemMod, errors: &mut Diagnostics) -> Self {
+    pub(crate) fn build(mut item: syn::ItemMod, server_only: Vec<syn::Path>, errors: &mut Diagnostics) -> Self {
         let mut buckets = Vec::new();
         let mut unreadable_buckets = false;
         match &mut item.content {
@@ -174,7 +188,7 @@ impl Rules {
             None => errors
                 .spanned(&item, "write the bucket definitions inside the module: `mod rules { … }`, not `mod rules;`"),
         }
-        Rules { item, buckets, unreadable_buckets }
+        Rules { item, buckets, unreadable_buckets, server_only }
     }
 }
 
@@ -235,8 +249,11 @@ impl Bucket {
         let writes = args.write.map_or_else(Vec::new, |(_, writes)| {
             writes
                 .into_iter()
-                .map(|(table, expr)| {
-                    let any_of = Condition::alternatives(&expr).into_iter().map(Condition::flatten).collect();
+                .map(|super::args::WriteArg { table, condition: expr }| {
+                    let any_of = match &expr {
+                        Some(expr) => Condition::alternatives(expr).into_iter().map(Condition::flatten).collect(),
+                        None => vec![Vec::new()],
+                    };
                     Write { table, expr, any_of }
                 })
                 .collect()
@@ -255,6 +272,7 @@ impl Bucket {
             data,
             writes,
             accepts,
+            leave: args.leave,
         })
     }
 

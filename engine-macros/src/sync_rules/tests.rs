@@ -5,16 +5,20 @@ use quote::quote;
 #[test]
 fn notes_rules() {
     let tokens = super::sync_rules_inner(
-        quote!(),
+        quote!(server_only(Audit)),
         quote! {
             pub mod rules {
                 use super::{List, ListMember, Note};
 
                 /// Everything the actor owns.
-                #[bucket(data(
-                    List::owner_id == bucket.owner_id,
-                    Note::owner_id == bucket.owner_id && Note::done == false,
-                ))]
+                #[bucket(
+                    data(
+                        List::owner_id == bucket.owner_id,
+                        Note::owner_id == bucket.owner_id && Note::done == false,
+                    ),
+                    write(List),
+                    accept(open(Shared)),
+                )]
                 pub struct Own {
                     #[param(actor.owner_id)]
                     pub owner_id: String,
@@ -23,7 +27,9 @@ fn notes_rules() {
                 /// Lists shared with the actor.
                 #[bucket(
                     membership(ListMember::user_id == actor.user_id && ListMember::role == "editor"),
-                    data(bucket.list_id == Note::list_id),
+                    data(bucket.list_id == Note::list_id, ListMember::list_id == bucket.list_id),
+                    write(Note: ListMember::role == "editor"),
+                    leave,
                 )]
                 pub struct Shared {
                     #[param(ListMember::list_id)]

@@ -46,6 +46,11 @@ pub(super) struct Holdings {
     accepted: BTreeSet<BucketKey>,
     /// Buckets rows left through the mutation's updates and deletes (so they had rows).
     left: BTreeSet<BucketKey>,
+    /// New buckets the mutation granted through a membership row, with the membership table.
+    granted_new: BTreeMap<BucketKey, &'static str>,
+    /// Buckets the mutation put a row into that is not a membership row granting the bucket: a
+    /// new bucket is created by such a row, not by its first member joining it.
+    data_entered: BTreeSet<BucketKey>,
     /// Whether write permissions may be assumed, for the record statement to confirm.
     may_assume: bool,
     /// The write permissions assumed so far.
@@ -95,8 +100,6 @@ impl Assumed {
 enum Refusal {
     /// It puts a row into a bucket the actor does not hold.
     Puts,
-    /// It writes a row in buckets where the actor may read but not write it.
-    Writes,
     /// It grants a bucket, or a permission in one, the actor may not grant.
     Grants,
 }
@@ -107,16 +110,37 @@ fn forbidden(table: &str, bucket: &BucketKey, refusal: Refusal) -> KernelError {
     tracing::warn!(table, rule = bucket.rule(), bucket = %bucket, ?refusal, "write refused");
     let rule = bucket.rule();
     KernelError::forbidden(match refusal {
-        Refusal::Puts => {
-            format!("the mutation puts a row of `{table}` into a bucket of rule `{rule}` that the actor does not hold")
-        }
-        Refusal::Writes => {
-            format!("the actor's membership in rule `{rule}` does not let it write this row of `{table}`")
-        }
+        Refusal::Puts => format!(
+            "the mutation puts a row of `{table}` into a bucket of rule `{rule}` that the actor may not write `{table}` in, and no `accept(...)` of rule `{rule}` admits it"
+        ),
         Refusal::Grants => format!(
             "the mutation's write to `{table}` grants a bucket of rule `{rule}` (or a permission in it) that the actor may not grant"
         ),
     })
+}
+
+/// The refusal of a change to a row lying in `buckets` (none where the actor may write it): it
+/// names each of their rules and what the rule says of `table` (`write(...)`, or nothing).
+fn forbidden_change(rules: &engine_kernel::SyncRules, table: &str, buckets: &BTreeSet<BucketKey>) -> KernelError {
+    tracing::warn!(table, buckets = ?buckets, "write refused");
+    if buckets.is_empty() {
+        return KernelError::forbidden(format!(
+            "this row of `{table}` lies in no bucket: a client mutation writes only rows of a bucket whose rule lets the actor write them"
+        ));
+    }
+    let mut names: Vec<&str> = buckets.iter().map(BucketKey::rule).collect();
+    names.dedup();
+    let said: Vec<String> = names
+        .iter()
+        .map(|name| match rules.rule(name).and_then(|rule| rule.write_rule(table)) {
+            Some(write) if write.is_unconditional() => format!(
+                "rule `{name}` lets its holders write it, and the actor holds none of its buckets this row lies in"
+            ),
+            Some(_) => format!("rule `{name}` lets only the memberships its `write({table}: …)` names write it"),
+            None => format!("rule `{name}` has no `write({table})`"),
+        })
+        .collect();
+    KernelError::forbidden(format!("the actor may not write this row of `{table}`: {}", said.join("; ")))
 }
 
 impl PgMutatorTx<'_> {
@@ -160,7 +184,8 @@ impl PgMutatorTx<'_> {
         }
         let Some(rule) = self.rule(bucket) else { return false };
         let Some(query) = self.membership_query(rule) else { return false };
-        let write = rule.write_rule(table.name).map(|w| w.any_of);
+        let Some(write_rule) = rule.write_rule(table.name) else { return false };
+        let write = (!write_rule.is_unconditional()).then_some(write_rule.any_of);
         let asked = (bucket.clone(), table.name);
         let held = self.holdings.held_at_start.get(bucket).copied();
         let known = match write {
@@ -252,15 +277,18 @@ impl PgMutatorTx<'_> {
         self.may_write(bucket, table).await
     }
 
-    /// Whether the actor could write rows of `table` in `bucket` when the mutation began.
+    /// Whether the actor could write rows of `table` in `bucket` when the mutation began: it held
+    /// the bucket, and the rule's `write(...)` for `table` lets its holders, or its membership,
+    /// write. Nothing is writable that no `write(...)` names.
     async fn may_write(&mut self, bucket: &BucketKey, table: &'static TableMeta) -> KernelResult<bool> {
-        // Neither asked yet: whether held and whether writable are one question to Postgres.
+        let Some(rule) = self.rule(bucket) else { return Ok(false) };
+        let Some(write) = rule.write_rule(table.name) else { return Ok(false) };
         let asked = (bucket.clone(), table.name);
-        if !self.holdings.frozen
+        // Neither asked yet: whether held and whether writable are one question to Postgres.
+        if !write.is_unconditional()
+            && !self.holdings.frozen
             && !self.holdings.held_at_start.contains_key(bucket)
             && !self.holdings.writable_at_start.contains_key(&asked)
-            && let Some(rule) = self.rule(bucket)
-            && let Some(write) = rule.write_rule(table.name)
             && let Some(query) = self.membership_query(rule).cloned()
         {
             let (held, may) = query
@@ -274,9 +302,9 @@ impl PgMutatorTx<'_> {
         if !self.held_at_start(bucket).await? {
             return Ok(false);
         }
-        let Some(rule) = self.rule(bucket) else { return Ok(false) };
-        let Some(write) = rule.write_rule(table.name) else { return Ok(true) };
-        let asked = (bucket.clone(), table.name);
+        if write.is_unconditional() {
+            return Ok(true);
+        }
         if let Some(&may) = self.holdings.writable_at_start.get(&asked) {
             return Ok(may);
         }
@@ -336,7 +364,8 @@ impl PgMutatorTx<'_> {
         Ok(())
     }
 
-    /// Whether `bucket` has any row now.
+    /// Whether `bucket` has any row now: a data row, or a membership row granting it (a bucket
+    /// with members is not new, even before its first data row).
     async fn has_rows(&mut self, bucket: &BucketKey) -> KernelResult<bool> {
         let Some(rule) = self.rule(bucket) else { return Ok(true) };
         let params = bucket.params();
@@ -346,6 +375,12 @@ impl PgMutatorTx<'_> {
             sql.push(format_args!(" OR EXISTS (SELECT 1 FROM {} AS t WHERE ", ident(table.name)));
             selection::push_selected(&mut sql, "t", table, selection, &params);
             sql.push(")");
+        }
+        if let Some(query) = self.membership_query(rule) {
+            sql.push(" OR ");
+            if query.push_any_grant(&mut sql, bucket).is_none() {
+                sql.push("false");
+            }
         }
         let had = sql.build_query_scalar::<bool>().fetch_one(self.conn()?).await;
         had.map_err(|e| self.failed(e))
@@ -364,16 +399,49 @@ impl PgMutatorTx<'_> {
         self.has_rows(bucket).await
     }
 
-    /// May the mutation put a row of `table` into `bucket`, the row lying in `row_buckets`?
+    /// May the mutation put a row of `table` into each of `entering`, the row lying in
+    /// `row_buckets`? A claim bucket the actor holds whose rule names no `write` for `table` may
+    /// receive a row the actor may write through another bucket the row lies in (a list's row in
+    /// its owner's bucket of lists): holding it, the actor reads the row there anyway.
     pub(super) async fn authorize_entering(
+        &mut self,
+        table: &'static TableMeta,
+        entering: impl IntoIterator<Item = &BucketKey>,
+        row_buckets: &BTreeSet<BucketKey>,
+    ) -> KernelResult<()> {
+        let mut read_only = Vec::new();
+        for bucket in entering {
+            if !self.authorize_entering_one(table, bucket, row_buckets).await? {
+                read_only.push(bucket.clone());
+            }
+        }
+        for bucket in read_only {
+            let mut elsewhere = false;
+            for other in row_buckets.iter().filter(|b| **b != bucket) {
+                if self.holdings.created.contains(other) || self.may_write(other, table).await? {
+                    elsewhere = true;
+                    break;
+                }
+            }
+            if !elsewhere {
+                return Err(forbidden_change(self.core.app.sync_rules(), table.name, &BTreeSet::from([bucket])));
+            }
+        }
+        Ok(())
+    }
+
+    /// May the mutation put a row of `table` into `bucket`? `Ok(false)`: the actor holds the
+    /// claim bucket, whose rule says nothing of `table`, which another bucket of the row may
+    /// still allow.
+    async fn authorize_entering_one(
         &mut self,
         table: &'static TableMeta,
         bucket: &BucketKey,
         row_buckets: &BTreeSet<BucketKey>,
-    ) -> KernelResult<()> {
+    ) -> KernelResult<bool> {
         if self.holdings.created.contains(bucket) {
             self.holdings.new_buckets.insert(bucket.clone(), table.name);
-            return Ok(());
+            return Ok(true);
         }
         // Where an `accept(...)` may let the row in instead, the answer decides which way: asked.
         let accepts = self.rule(bucket).is_some_and(|rule| !rule.accepts.is_empty());
@@ -383,37 +451,101 @@ impl PgMutatorTx<'_> {
             self.may_write_or_assume(bucket, table).await?
         };
         if may {
-            return Ok(());
+            return Ok(true);
         }
         let Some(rule) = self.rule(bucket) else { return Err(forbidden(table.name, bucket, Refusal::Puts)) };
         for accepted in rule.accepts {
-            for other in row_buckets.iter().filter(|b| b.rule() == *accepted) {
-                if self.holdings.created.contains(other) || self.may_write(other, table).await? {
+            for other in row_buckets.iter().filter(|b| b.rule() == accepted.rule) {
+                let may = self.holdings.created.contains(other) || self.may_write(other, table).await?;
+                if may && (accepted.open || self.receiver_holds(bucket, other).await?) {
                     if !self.held_at_start(bucket).await? {
                         self.holdings.accepted.insert(bucket.clone());
                     }
-                    return Ok(());
+                    return Ok(true);
                 }
             }
         }
         if self.held_at_start(bucket).await? {
-            return Err(forbidden(table.name, bucket, Refusal::Writes));
+            // Only a claim bucket that says nothing of `table` (the actor's own view of it) takes
+            // a row written through another bucket; a rule with members, or a `write(...)` for
+            // the table, decides who puts rows in, and a row through elsewhere would reach its
+            // other holders unchecked.
+            if rule.membership.is_none() && rule.write_rule(table.name).is_none() {
+                return Ok(false);
+            }
+            return Err(forbidden_change(self.core.app.sync_rules(), table.name, &BTreeSet::from([bucket.clone()])));
         }
         if rule.membership.is_some() && !self.had_rows(bucket).await? {
             self.holdings.created.insert(bucket.clone());
             self.holdings.new_buckets.insert(bucket.clone(), table.name);
-            return Ok(());
+            return Ok(true);
         }
         Err(forbidden(table.name, bucket, Refusal::Puts))
     }
 
+    /// Whether the actor of claim bucket `bucket` (the receiver of a row a checked `accept(...)`
+    /// admits) holds `source`, the bucket of the accepted rule the row lies in, as the
+    /// mutation's connection sees it. The receiver's claims are the bucket's parameters.
+    async fn receiver_holds(&mut self, bucket: &BucketKey, source: &BucketKey) -> KernelResult<bool> {
+        let Some(rule) = self.rule(bucket) else { return Ok(false) };
+        let Some(receiver) = crate::rules::buckets::claim_actor(rule, bucket) else { return Ok(false) };
+        let Some(source_rule) = self.rule(source) else { return Ok(false) };
+        match self.membership_query(source_rule).cloned() {
+            None => Ok(claim_bucket(source_rule, &receiver).as_ref() == Some(source)),
+            Some(query) => query.holds(self.conn.conn()?, &receiver, source).await.map_err(to_kernel),
+        }
+    }
+
+    /// The buckets a row of `table` counts as lying in for a write (`docs/design.md` §4): the
+    /// buckets its rule selections put it in and, for a live membership row, the bucket it
+    /// grants.
+    pub(super) fn write_buckets(&self, table: &TableMeta, row: &Row) -> BTreeSet<BucketKey> {
+        let mut buckets = self.core.rules.row_buckets(table, row);
+        buckets.extend(self.core.memberships.iter().filter_map(|query| query.granted_by(table, row)));
+        buckets
+    }
+
+    /// Refuse a client write to a table only server code writes (`server_only(...)`).
+    pub(super) fn authorize_table(&self, table: &TableMeta) -> KernelResult<()> {
+        if self.core.app.sync_rules().is_server_only(table.name) {
+            return Err(KernelError::forbidden(format!(
+                "`{}` is written by server code only (`server_only`): a client mutation may not write it",
+                table.name
+            )));
+        }
+        Ok(())
+    }
+
+    /// May the mutation put a live row of `table` where it lies in `buckets`? Not where it lies
+    /// in none: such a row is beyond every rule, and only server code writes it.
+    pub(super) fn authorize_placing(&self, table: &TableMeta, buckets: &BTreeSet<BucketKey>) -> KernelResult<()> {
+        match buckets.is_empty() {
+            true => Err(forbidden_change(self.core.app.sync_rules(), table.name, buckets)),
+            false => Ok(()),
+        }
+    }
+
+    /// Whether the removal of `row` is its member leaving: a live membership row of a rule with
+    /// `leave`, through which the actor itself holds the bucket.
+    fn is_leaving(&self, table: &TableMeta, row: &Row) -> bool {
+        self.core.memberships.iter().any(|query| {
+            query.rule().leave && query.granted_by(table, row).is_some() && query.is_members_own(row, &self.actor)
+        })
+    }
+
     /// May the mutation change or delete a row of `table` that lies in `buckets` (which it can
-    /// read)? It may when it may write the table in one of them.
+    /// read, [`write_buckets`](Self::write_buckets) of its image before)? It may when it may
+    /// write the table in one of them, or when `removed` is the actor's own membership row of a
+    /// rule with `leave`. A row in no bucket is not written by client mutations.
     pub(super) async fn authorize_changing(
         &mut self,
         table: &'static TableMeta,
         buckets: &BTreeSet<BucketKey>,
+        removed: Option<&Row>,
     ) -> KernelResult<()> {
+        if removed.is_some_and(|row| self.is_leaving(table, row)) {
+            return Ok(());
+        }
         // Where another of the row's buckets may allow it, each is asked in turn.
         let single = buckets.len() == 1;
         for bucket in buckets {
@@ -429,10 +561,7 @@ impl PgMutatorTx<'_> {
                 return Ok(());
             }
         }
-        match buckets.iter().next() {
-            Some(bucket) => Err(forbidden(table.name, bucket, Refusal::Writes)),
-            None => Ok(()),
-        }
+        Err(forbidden_change(self.core.app.sync_rules(), table.name, buckets))
     }
 
     /// Before a row of `table` becomes `row`: the buckets and write permissions it grants its
@@ -456,15 +585,21 @@ impl PgMutatorTx<'_> {
             if self.had_rows(&bucket).await? {
                 return Err(forbidden(table.name, &bucket, Refusal::Grants));
             }
+            self.holdings.granted_new.insert(bucket.clone(), table.name);
             self.holdings.created.insert(bucket);
         }
         Ok(())
     }
 
-    /// Note that the mutation put rows into `buckets`: it may read them from now on, except
-    /// those it only fed through `accept(...)`.
-    pub(super) fn entered(&mut self, buckets: impl IntoIterator<Item = BucketKey>) {
-        self.holdings.entered.extend(buckets);
+    /// Note that the mutation put `row` of `table` into `buckets`: it may read them from now
+    /// on, except those it only fed through `accept(...)`.
+    pub(super) fn entered(&mut self, table: &TableMeta, row: &Row, buckets: impl IntoIterator<Item = BucketKey>) {
+        for bucket in buckets {
+            if !self.core.memberships.iter().any(|query| query.granted_by(table, row).as_ref() == Some(&bucket)) {
+                self.holdings.data_entered.insert(bucket.clone());
+            }
+            self.holdings.entered.insert(bucket);
+        }
     }
 
     /// Note that rows left `buckets`.
@@ -488,6 +623,13 @@ impl PgMutatorTx<'_> {
     pub(super) async fn check_new_buckets(&mut self) -> KernelResult<()> {
         let raw: Vec<MembershipQuery> = self.core.memberships.iter().filter(|q| q.is_raw()).cloned().collect();
         let raw_may_grant = self.holdings.frozen && !raw.is_empty();
+        // A new bucket is created by a data row the mutation puts in it, not by a member joining
+        // it ahead of whoever creates it: such a join is refused as a join of a bucket that
+        // exists and the actor may not write, with the same words, whether or not it exists.
+        let created = self.holdings.new_buckets.iter().chain(&self.holdings.granted_new);
+        if let Some((bucket, table)) = created.into_iter().find(|(b, _)| !self.holdings.data_entered.contains(*b)) {
+            return Err(forbidden(table, bucket, Refusal::Puts));
+        }
         if self.holdings.new_buckets.is_empty() && !raw_may_grant {
             return Ok(());
         }

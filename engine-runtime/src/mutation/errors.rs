@@ -108,6 +108,7 @@ impl Failure {
             ErrorCode::RetryLater => KernelError::Transient(self.message.clone()),
             ErrorCode::Conflict => KernelError::conflict(&self.message),
             ErrorCode::ValidationFailed => KernelError::validation(&self.message),
+            ErrorCode::Forbidden => KernelError::forbidden(&self.message),
             _ => match &self.fault {
                 Some(fault) => KernelError::Internal(Box::new(fault.clone())),
                 None => KernelError::Internal(self.message.clone().into()),
@@ -126,6 +127,7 @@ mod tests {
             KernelError::conflict("a row with this key already exists"),
             KernelError::validation("a value does not fit its column"),
             KernelError::Transient("the connection was lost".into()),
+            KernelError::forbidden("the actor may not write this row of `notes`"),
         ] {
             let again = Failure::of(&err).error();
             assert_eq!(again.code(), err.code());

@@ -129,6 +129,18 @@ impl<'t> PgMutatorTx<'t> {
         self.flush().await
     }
 
+    /// A write the rules refused fails the whole mutation (`docs/design.md` §4), whatever the
+    /// mutator makes of the error: a mutator that went on past it would be answered `applied`,
+    /// and the answer would tell whether the refused row's bucket exists.
+    fn refusal_sticks<T>(&mut self, written: KernelResult<T>) -> KernelResult<T> {
+        if let Err(refused @ engine_kernel::Error::Forbidden(_)) = &written
+            && self.failure.is_none()
+        {
+            self.failure = Some(Failure::of(refused));
+        }
+        written
+    }
+
     fn is_synced(&self, table: &TableMeta) -> bool {
         !self.core.rules.selections(table.name).is_empty()
     }
@@ -192,11 +204,10 @@ impl<'t> PgMutatorTx<'t> {
 
     async fn insert_row(&mut self, table: &'static TableMeta, row: Row) -> KernelResult<()> {
         self.before_next_operation().await?;
+        self.authorize_table(table)?;
         table.check_insert(&row)?;
         let buckets = self.core.rules.row_buckets(table, &row);
-        for bucket in &buckets {
-            self.authorize_entering(table, bucket, &buckets).await?;
-        }
+        self.authorize_entering(table, &buckets, &buckets).await?;
         self.freeze_before_writing(table).await?;
         let mut values = Vec::with_capacity(table.columns.len());
         for column in table.columns {
@@ -208,13 +219,14 @@ impl<'t> PgMutatorTx<'t> {
         let inserted: Row = table.columns.iter().map(|c| c.name.to_owned()).zip(values.iter().cloned()).collect();
         self.check_bounds(table, &inserted)?;
         self.authorize_granting(table, &inserted).await?;
+        self.authorize_placing(table, &self.write_buckets(table, &inserted))?;
         let stamps = self.by_field(table).then(|| merge::inserted(table, &self.hlc));
         self.pending = Some(PendingInsert { table, values, stamps });
         self.writes += 1;
         self.note_blob_refs(table, None, &inserted, &table.columns.iter().collect::<Vec<_>>()).await?;
         self.note_write();
         self.note_membership(table, &row);
-        self.entered(buckets.iter().cloned());
+        self.entered(table, &inserted, buckets.iter().cloned());
         self.affected.extend(buckets);
         Ok(())
     }
@@ -226,15 +238,16 @@ impl<'t> PgMutatorTx<'t> {
         changes: Vec<(&'static str, Value)>,
     ) -> KernelResult<bool> {
         self.before_next_operation().await?;
+        self.authorize_table(table)?;
         let assigned = table.check_update(&changes)?;
         let Some((before, stamps)) = self.fetch(table, &key, true, false).await? else { return Ok(false) };
         let before_buckets = self.core.rules.row_buckets(table, &before);
         if self.is_synced(table) && !self.can_read(&before_buckets).await? {
             return Ok(false); // a row the actor cannot see is not found
         }
-        if self.is_synced(table) {
-            self.authorize_changing(table, &before_buckets).await?;
-        }
+        // A soft delete removes the row: its member may be leaving.
+        let removes = changes.iter().any(|(column, value)| Some(*column) == table.soft_delete && !value.is_null());
+        self.authorize_changing(table, &self.write_buckets(table, &before), removes.then_some(&before)).await?;
         let by_field = self.by_field(table);
         if by_field
             && self.server_stamped
@@ -247,11 +260,12 @@ impl<'t> PgMutatorTx<'t> {
             merge::updated(table, by_field, &before, stamps, &changes, &self.hlc).await?;
         self.check_bounds(table, &after)?;
         let after_buckets = self.core.rules.row_buckets(table, &after);
-        for bucket in after_buckets.difference(&before_buckets) {
-            self.authorize_entering(table, bucket, &after_buckets).await?;
-        }
+        self.authorize_entering(table, after_buckets.difference(&before_buckets), &after_buckets).await?;
         self.freeze_before_writing(table).await?;
         self.authorize_granting(table, &after).await?;
+        if table.is_live(&after) {
+            self.authorize_placing(table, &self.write_buckets(table, &after))?;
+        }
         let stamps = by_field.then_some(Value::Object(stamps));
         let mut sql = statements::update(table, &key, &assigned, &after, stamps).map_err(to_kernel)?;
         if let Err(e) = sql.build().execute(self.writing().await?).await {
@@ -263,7 +277,7 @@ impl<'t> PgMutatorTx<'t> {
         self.note_write();
         self.note_membership(table, &before);
         self.note_membership(table, &after);
-        self.entered(after_buckets.difference(&before_buckets).cloned());
+        self.entered(table, &after, after_buckets.difference(&before_buckets).cloned());
         self.left(before_buckets.difference(&after_buckets).cloned());
         self.affected.extend(before_buckets);
         self.affected.extend(after_buckets);
@@ -272,20 +286,15 @@ impl<'t> PgMutatorTx<'t> {
 
     async fn purge_row(&mut self, table: &'static TableMeta, key: Row) -> KernelResult<bool> {
         self.before_next_operation().await?;
+        self.authorize_table(table)?;
         let Some((before, _)) = self.fetch(table, &key, true, false).await? else { return Ok(false) };
         let buckets = self.core.rules.row_buckets(table, &before);
-        if self.is_synced(table) {
-            // A soft-deleted row is in no bucket; the buckets it was in decide who may purge it.
-            let deciding = if table.is_live(&before) {
-                buckets.clone()
-            } else {
-                self.core.rules.row_buckets(table, &table.undeleted(&before))
-            };
-            if !self.can_read(&deciding).await? {
-                return Ok(false);
-            }
-            self.authorize_changing(table, &deciding).await?;
+        // A soft-deleted row is in no bucket; the buckets it was in decide who may purge it.
+        let live = if table.is_live(&before) { before.clone() } else { table.undeleted(&before) };
+        if self.is_synced(table) && !self.can_read(&self.core.rules.row_buckets(table, &live)).await? {
+            return Ok(false);
         }
+        self.authorize_changing(table, &self.write_buckets(table, &live), Some(&live)).await?;
         self.freeze_before_writing(table).await?;
         let mut sql = statements::delete(table, &key).map_err(to_kernel)?;
         if let Err(e) = sql.build().execute(self.writing().await?).await {
@@ -365,7 +374,10 @@ impl MutatorTx for PgMutatorTx<'_> {
     }
 
     fn insert<'a>(&'a mut self, table: &'static TableMeta, row: Row) -> BoxFuture<'a, KernelResult<()>> {
-        Box::pin(self.insert_row(table, row))
+        Box::pin(async move {
+            let written = self.insert_row(table, row).await;
+            self.refusal_sticks(written)
+        })
     }
 
     fn update<'a>(
@@ -374,15 +386,24 @@ impl MutatorTx for PgMutatorTx<'_> {
         key: Row,
         changes: Vec<(&'static str, Value)>,
     ) -> BoxFuture<'a, KernelResult<bool>> {
-        Box::pin(self.update_row(table, key, changes))
+        Box::pin(async move {
+            let written = self.update_row(table, key, changes).await;
+            self.refusal_sticks(written)
+        })
     }
 
     fn delete<'a>(&'a mut self, table: &'static TableMeta, key: Row) -> BoxFuture<'a, KernelResult<bool>> {
-        Box::pin(self.delete_row(table, key))
+        Box::pin(async move {
+            let written = self.delete_row(table, key).await;
+            self.refusal_sticks(written)
+        })
     }
 
     fn purge<'a>(&'a mut self, table: &'static TableMeta, key: Row) -> BoxFuture<'a, KernelResult<bool>> {
-        Box::pin(self.purge_row(table, key))
+        Box::pin(async move {
+            let written = self.purge_row(table, key).await;
+            self.refusal_sticks(written)
+        })
     }
 
     fn get<'a>(&'a mut self, table: &'static TableMeta, key: Row) -> BoxFuture<'a, KernelResult<Option<Row>>> {

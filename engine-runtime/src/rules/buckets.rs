@@ -4,7 +4,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use engine_kernel::rules::{ConstValue, ParamSource, RuleMeta, Selection};
+use engine_kernel::rules::{Claim, ConstValue, ParamSource, RuleMeta, Selection};
 use engine_kernel::{Actor, App, BucketKey, Row, TableMeta};
 use serde_json::Value;
 
@@ -195,6 +195,29 @@ pub(crate) fn claim_bucket(rule: &RuleMeta, actor: &Actor) -> Option<BucketKey> 
     Some(BucketKey::new(rule.name, &params))
 }
 
+/// The actor whose claims give claim bucket `key` of `rule`: the bucket's one holder, as far as
+/// the rule's parameters tell its claims (the others are empty). `None` for a rule with a
+/// membership query, or a key that does not fit the rule.
+pub(crate) fn claim_actor(rule: &RuleMeta, key: &BucketKey) -> Option<Actor> {
+    if rule.membership.is_some() {
+        return None;
+    }
+    let params = key.params();
+    if params.len() != rule.parameters.len() {
+        return None;
+    }
+    let mut actor = Actor::new("", "");
+    for (param, value) in rule.parameters.iter().zip(params) {
+        match param.source {
+            ParamSource::Claim(Claim::UserId) => actor.user_id = value,
+            ParamSource::Claim(Claim::OwnerId) => actor.owner_id = value,
+            ParamSource::Claim(Claim::Custom(name)) => actor = actor.with_claim(name, value),
+            ParamSource::Membership { .. } => return None,
+        }
+    }
+    Some(actor)
+}
+
 #[cfg(test)]
 mod tests {
     use engine_kernel::SqlType;
@@ -222,6 +245,7 @@ mod tests {
         data: std::slice::from_ref(&SELECTION),
         writes: &[],
         accepts: &[],
+        leave: false,
     };
 
     #[test]

@@ -101,6 +101,51 @@ impl MembershipQuery {
         Some(BucketKey::new(self.rule.name, &params))
     }
 
+    /// Whether `row` is the membership row of the actor itself: every column the query compares
+    /// with a claim holds the actor's claim.
+    pub(crate) fn is_members_own(&self, row: &Row, actor: &Actor) -> bool {
+        let Source::Table { filters, .. } = &self.source else { return false };
+        filters.iter().all(|filter| match filter.value {
+            FilterValue::Claim(claim) => row.get(filter.column).and_then(param_text) == claim_text(claim, actor),
+            FilterValue::Const(_) => true,
+        })
+    }
+
+    /// `EXISTS (…)`: some live membership row grants bucket `key` (to anyone); `None` for a raw
+    /// query, or a key that does not fit the rule.
+    pub(crate) fn push_any_grant(&self, sql: &mut Sql, key: &BucketKey) -> Option<()> {
+        let Source::Table { table, filters } = &self.source else { return None };
+        let params = key.params();
+        if params.len() != self.rule.parameters.len() {
+            return None;
+        }
+        let mut conditions = Vec::new();
+        for (param, value) in self.rule.parameters.iter().zip(params) {
+            let name = match param.source {
+                ParamSource::Membership { column } => column,
+                ParamSource::Claim(claim) => {
+                    filters.iter().find(|f| matches!(f.value, FilterValue::Claim(c) if c == claim))?.column
+                }
+            };
+            conditions.push((table.column(name)?, value));
+        }
+        sql.push(format_args!("EXISTS (SELECT 1 FROM {} AS m WHERE true", ident(table.name)));
+        for filter in *filters {
+            if let FilterValue::Const(value) = filter.value {
+                sql.push(format_args!(" AND {} = {}", column("m", filter.column), constant(value)));
+            }
+        }
+        for (member_column, value) in conditions {
+            sql.push(format_args!(" AND {} = ", column("m", member_column.name)));
+            push_as_column(sql, member_column, value);
+        }
+        if let Some(live) = live("m", table) {
+            sql.push(" AND ").push(live);
+        }
+        sql.push(")");
+        Some(())
+    }
+
     /// Whether a membership row of this query's table matches one of `any_of`.
     pub(crate) fn row_matches(row: &Row, any_of: &[&[ConstFilter]]) -> bool {
         any_of.iter().any(|all| all.iter().all(|f| row.get(f.column) == Some(&f.value.to_json())))

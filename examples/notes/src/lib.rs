@@ -68,8 +68,9 @@ pub struct Note {
 pub mod rules {
     use super::{List, ListMember, Note};
 
-    /// The lists the actor owns and the memberships of its lists.
-    #[bucket(data(List::owner_id == bucket.owner_id, ListMember::owner_id == bucket.owner_id))]
+    /// The lists the actor owns and the memberships of its lists. The owner writes its lists
+    /// here; memberships only through `Shared`'s owner role.
+    #[bucket(data(List::owner_id == bucket.owner_id, ListMember::owner_id == bucket.owner_id), write(List))]
     #[derive(Debug, Clone, PartialEq, Eq, Hash)]
     pub struct Own {
         #[param(actor.owner_id)]

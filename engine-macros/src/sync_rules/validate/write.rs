@@ -1,11 +1,13 @@
-//! Who may write: `write(Table: …)` decides by the actor's membership row.
+//! Who may write: nothing is writable that no `write(...)` names. `write(Table)` lets every holder
+//! of a bucket write the table; `write(Table: …)` decides by the actor's membership row; `leave`
+//! lets a member delete its own membership row.
 
 use crate::support::{Diagnostics, text};
-use crate::sync_rules::model::{Bucket, Condition, Literal, Membership};
+use crate::sync_rules::model::{Bucket, Condition, Literal, Membership, Rules};
 
-/// `write(Table: condition)` speaks of a table the bucket selects, once per table, and decides
-/// by the actor's membership row: equalities of the membership table's columns with constants,
-/// joined by `&&` and `||`.
+/// `write(Table)` and `write(Table: condition)` speak of a table the bucket selects, once per
+/// table; a condition decides by the actor's membership row: equalities of the membership
+/// table's columns with constants, joined by `&&` and `||`.
 pub(super) fn check_write_rules(bucket: &Bucket, errors: &mut Diagnostics) {
     let selected: Vec<String> = bucket
         .selections()
@@ -36,9 +38,13 @@ pub(super) fn check_write_rules(bucket: &Bucket, errors: &mut Diagnostics) {
                 ),
             );
         }
+        let Some(expr) = &write.expr else { continue };
         let Some((members_key, members)) = &membership_table else {
-            errors.spanned(&write.expr,
-                "`write(...)` decides by the actor's membership row, and this bucket has no membership table: add `membership(Member::user_id == actor.user_id)`",
+            errors.spanned(expr,
+                format!(
+                    "a condition in `write(...)` decides by the actor's membership row, and this bucket has no membership table: write `write({})` to let every holder of the bucket write it, or add `membership(Member::user_id == actor.user_id)`",
+                    text(&write.table)
+                ),
             );
             continue;
         };
@@ -68,5 +74,68 @@ pub(super) fn check_write_rules(bucket: &Bucket, errors: &mut Diagnostics) {
                 ),
             }
         }
+    }
+}
+
+/// `leave` lets a member delete the membership row it holds the bucket through, so the bucket
+/// has a membership table.
+pub(super) fn check_leave(bucket: &Bucket, errors: &mut Diagnostics) {
+    if let Some(leave) = &bucket.leave
+        && !matches!(bucket.membership, Some(Membership::Conditions { .. }))
+    {
+        errors.spanned(
+            leave,
+            format!(
+                "`leave` lets a member delete its own membership row, and bucket `{}` has no membership table: add `membership(Member::user_id == actor.user_id)`",
+                bucket.ident
+            ),
+        );
+    }
+}
+
+/// A table declared `server_only(...)` is written by server code only: no `write(...)` lets
+/// clients write it.
+pub(super) fn check_server_only_not_written(rules: &Rules, errors: &mut Diagnostics) {
+    for bucket in &rules.buckets {
+        for write in &bucket.writes {
+            if rules.server_only.iter().any(|t| text(t) == text(&write.table)) {
+                errors.spanned(
+                    &write.table,
+                    format!(
+                        "`{}` is declared `server_only(...)`: only server code writes it, so no `write(...)` may let clients write it",
+                        text(&write.table)
+                    ),
+                );
+            }
+        }
+    }
+}
+
+/// A membership table is selected by some bucket, so members read the rows that give them their
+/// buckets and every client write to it is checked against a bucket; or it is declared
+/// `server_only(...)`, so clients do not write it at all.
+pub(super) fn check_membership_tables_selected(rules: &Rules, errors: &mut Diagnostics) {
+    let selected: Vec<String> = rules
+        .buckets
+        .iter()
+        .flat_map(|b| b.selections())
+        .flat_map(|s| &s.conditions)
+        .flat_map(Condition::columns)
+        .map(|c| c.table_key())
+        .collect();
+    for bucket in &rules.buckets {
+        let Some(Membership::Conditions { conditions, expr }) = &bucket.membership else { continue };
+        let Some(column) = conditions.iter().flat_map(Condition::columns).next() else { continue };
+        let table = column.table_key();
+        if selected.contains(&table) || rules.server_only.iter().any(|t| text(t) == text(&column.table)) {
+            continue;
+        }
+        errors.spanned(
+            expr,
+            format!(
+                "no bucket selects the membership table `{0}`: a write to it could grant or revoke buckets unseen; select it in a bucket (`data({0}::<column> == bucket.<param>)`) so members read what they write, or declare it `#[engine::sync_rules(server_only({0}))]` if only server code writes it",
+                text(&column.table)
+            ),
+        );
     }
 }

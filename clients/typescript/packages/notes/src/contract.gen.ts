@@ -189,7 +189,8 @@ export interface BucketParams {
  */
 export const buckets = {
   /**
-   * The lists the actor owns and the memberships of its lists. Parameters: `owner_id` from
+   * The lists the actor owns and the memberships of its lists. The owner writes its lists
+   * here; memberships only through `Shared`'s owner role. Parameters: `owner_id` from
    * `actor.owner_id`.
    */
   own: (params: BucketParams["own"]): string => bucketKey("own", [params.owner_id]),

@@ -10,6 +10,13 @@ pub mod rules {
         #[param(ListMember::list_id)]
         pub list_id: String,
     }
+
+    /// The memberships of the actor's lists, so the membership table is selected.
+    #[bucket(data(ListMember::owner_id == bucket.owner_id))]
+    pub struct OwnedMembers {
+        #[param(actor.owner_id)]
+        pub owner_id: String,
+    }
 }
 
 fn main() {}
