@@ -56,11 +56,14 @@ mod app {
         use super::{Cell, Chunk, Event};
 
         /// What the actor owns.
-        #[bucket(data(
-            Event::owner_id == bucket.owner_id,
-            Chunk::owner_id == bucket.owner_id,
-            Cell::owner_id == bucket.owner_id,
-        ))]
+        #[bucket(
+            data(
+                Event::owner_id == bucket.owner_id,
+                Chunk::owner_id == bucket.owner_id,
+                Cell::owner_id == bucket.owner_id,
+            ),
+            write(Event, Chunk, Cell),
+        )]
         pub(crate) struct Own {
             #[param(actor.owner_id)]
             pub owner_id: String,
