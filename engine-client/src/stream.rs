@@ -181,7 +181,7 @@ async fn session(inner: &ClientState, socket: Socket, shutdown: &mut tokio::sync
                 let strict = inner.strict.load(std::sync::atomic::Ordering::Acquire);
                 plan(wanted.as_deref(), &presence.tracked, &held.borrow_and_update(), strict, &mut told)
             };
-            let Step::Frames { frames } = step else {
+            let Resubscribe::Frames { frames } = step else {
                 let _ = sink.send(Message::Close(None)).await;
                 return End::Reconnect;
             };
@@ -253,7 +253,7 @@ impl Told {
 
 /// How to bring the server to what the app wants.
 #[derive(Debug, PartialEq)]
-enum Step {
+enum Resubscribe {
     /// Send these frames.
     Frames { frames: Vec<ClientFrame> },
     /// The protocol has no frame for "every bucket again": a new connection starts that way.
@@ -272,11 +272,11 @@ fn plan(
     held: &BTreeSet<BucketKey>,
     strict: bool,
     told: &mut Told,
-) -> Step {
+) -> Resubscribe {
     let wanted: Option<BTreeSet<BucketKey>> =
         wanted.map(|w| w.iter().filter(|b| !strict || held.contains(*b)).cloned().collect());
     if wanted.is_none() && told.subscription.is_some() {
-        return Step::Reconnect;
+        return Resubscribe::Reconnect;
     }
     let follows = |bucket: &BucketKey| held.contains(bucket) && wanted.as_ref().is_none_or(|w| w.contains(bucket));
     let mut frames = Vec::new();
@@ -299,7 +299,7 @@ fn plan(
             told.tracks.insert(bucket.clone(), meta.clone());
         }
     }
-    Step::Frames { frames }
+    Resubscribe::Frames { frames }
 }
 
 fn handle(inner: &ClientState, told: &Told, text: &str) {
@@ -358,10 +358,10 @@ mod tests {
         json!({ "at": at }).as_object().cloned().unwrap()
     }
 
-    fn frames(step: Step) -> Vec<ClientFrame> {
+    fn frames(step: Resubscribe) -> Vec<ClientFrame> {
         match step {
-            Step::Frames { frames } => frames,
-            Step::Reconnect => panic!("a reconnection where frames were expected"),
+            Resubscribe::Frames { frames } => frames,
+            Resubscribe::Reconnect => panic!("a reconnection where frames were expected"),
         }
     }
 
@@ -431,7 +431,7 @@ mod tests {
             ]
         );
         assert_eq!(frames(plan(Some(&[b]), &tracked, &held, false, &mut told)), Vec::new(), "nothing changed");
-        assert_eq!(plan(None, &tracked, &held, false, &mut told), Step::Reconnect, "no frame widens again");
+        assert_eq!(plan(None, &tracked, &held, false, &mut told), Resubscribe::Reconnect, "no frame widens again");
     }
 
     #[test]

@@ -46,7 +46,7 @@ pub enum Error {
     #[error("invalid app: {0}")]
     InvalidApp(String),
     /// A fault of the store or the server, logged and never shown to clients in detail.
-    #[error("internal error: {0}")]
+    #[error("internal error")]
     Internal(#[source] Box<dyn std::error::Error + Send + Sync>),
 }
 

@@ -99,7 +99,7 @@ pub enum Error {
         waited: Duration,
     },
     /// The database was provisioned by a newer engine, or provisioning failed.
-    #[error("provisioning: {what}{}", caused(.source))]
+    #[error("provisioning: {what}")]
     Provision {
         /// What failed.
         what: String,
@@ -109,7 +109,7 @@ pub enum Error {
     },
     /// The server is configured inconsistently, or a resource it was configured with (an address,
     /// a database, a key) cannot be used.
-    #[error("configuration: {what}{}", caused(.source))]
+    #[error("configuration: {what}")]
     Config {
         /// What is wrong.
         what: String,
@@ -121,10 +121,10 @@ pub enum Error {
     #[error(transparent)]
     Kernel(#[from] engine_kernel::Error),
     /// A database failure that is not transient.
-    #[error("database: {0}")]
+    #[error("the database failed a statement")]
     Database(#[source] sqlx::Error),
     /// Any other fault of the server.
-    #[error("internal: {what}{}", caused(.source))]
+    #[error("internal: {what}")]
     Internal {
         /// What failed.
         what: String,
@@ -137,9 +137,14 @@ pub enum Error {
 /// A cause kept with an error.
 pub type BoxError = Box<dyn std::error::Error + Send + Sync + 'static>;
 
-/// `": <cause>"` after an error's own words, when it has a cause.
-fn caused(source: &Option<BoxError>) -> String {
-    source.as_ref().map(|s| format!(": {s}")).unwrap_or_default()
+/// An error and each of its causes once, as the server logs them: an error's own words say what
+/// failed, and its causes travel in `source()` only.
+pub(crate) struct Chain<'a>(pub(crate) &'a (dyn std::error::Error + 'a));
+
+impl std::fmt::Display for Chain<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&engine_kernel::error::chain(self.0))
+    }
 }
 
 /// How long clients wait after a transient failure.
@@ -329,9 +334,9 @@ impl IntoResponse for Error {
     fn into_response(self) -> Response {
         let problem = self.problem();
         if problem.code == ErrorCode::Internal {
-            tracing::error!(error = %self, "request failed");
+            tracing::error!(error = %Chain(&self), "request failed");
         } else if self.is_transient() {
-            tracing::warn!(error = %self, "transient failure");
+            tracing::warn!(error = %Chain(&self), "transient failure");
         }
         let status = StatusCode::from_u16(problem.status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
         let body = serde_json::to_vec(&problem).unwrap_or_default();
@@ -356,7 +361,8 @@ mod tests {
     fn errors_keep_their_causes() {
         let refused = std::io::Error::new(std::io::ErrorKind::AddrInUse, "address in use");
         let err = Error::config_from("cannot listen", refused);
-        assert_eq!(err.to_string(), "configuration: cannot listen: address in use");
+        assert_eq!(err.to_string(), "configuration: cannot listen", "the cause is said once, by `source()`");
+        assert_eq!(Chain(&err).to_string(), "configuration: cannot listen: address in use");
         let cause = err.source().and_then(|s| s.downcast_ref::<std::io::Error>()).expect("the cause is kept");
         assert_eq!(cause.kind(), std::io::ErrorKind::AddrInUse);
         assert!(Error::provision("not provisioned").source().is_none());

@@ -24,7 +24,7 @@ pub use engine_kernel::{
     Error, ErrorCode, Filter, Hlc, JobRequest, MergePolicy, Mutator, MutatorArgs, MutatorCtx, MutatorTx, Outcome,
     Result, Row, SqlType, SyncRules, Table, TableMeta, Timestamp, contract,
 };
-pub use engine_kernel::{bucket, column, crdt, hlc, mutator as mutators, rules, wire};
+pub use engine_kernel::{bucket, column, crdt, error, hlc, mutator as mutators, rules, wire};
 
 /// Declare a table: a struct whose named fields are its columns.
 ///

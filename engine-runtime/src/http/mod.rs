@@ -59,7 +59,7 @@ async fn run_to_completion(request: Request<Body>, next: Next) -> Response {
     match tokio::spawn(next.run(request).in_current_span()).await {
         Ok(response) => response,
         Err(err) => {
-            tracing::error!(error = %err, "a request's task failed");
+            tracing::error!(error = %crate::error::Chain(&err), "a request's task failed");
             Error::internal("the request's task failed").into_response()
         }
     }

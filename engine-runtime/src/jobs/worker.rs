@@ -68,7 +68,7 @@ async fn run(
                         running.spawn(run_one(Arc::clone(&jobs), Arc::clone(&queue), job));
                     }
                 }
-                Err(err) => tracing::warn!(error = %err, "claiming jobs failed; trying again"),
+                Err(err) => tracing::warn!(error = %crate::error::Chain(&err), "claiming jobs failed; trying again"),
             }
         }
         tokio::select! {
@@ -134,7 +134,7 @@ async fn run_one(jobs: Arc<Jobs>, queue: Arc<dyn JobQueue>, job: ClaimedJob) {
         Ok(true) => {}
         Ok(false) => tracing::warn!(job = %job.name, id = job.id, "the job's lease ran out before its run ended"),
         Err(err) => {
-            tracing::warn!(job = %job.name, id = job.id, error = %err, "recording the job's end failed; it will run again")
+            tracing::warn!(job = %job.name, id = job.id, error = %crate::error::Chain(&err), "recording the job's end failed; it will run again")
         }
     }
 }

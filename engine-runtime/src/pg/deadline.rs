@@ -1,18 +1,10 @@
-//! The deadline on Postgres's answers, and sessions closed rather than given back when their work
-//! is cut short.
+//! The deadline on Postgres's answers (`docs/design.md` §6), and sessions closed rather than
+//! given back when their work is cut short.
 //!
-//! A session whose peer vanished without closing it (a network partition, a host gone, a proxy
-//! that stopped forwarding) never hears an answer again, and nothing in the driver notices: the
-//! kernel has acknowledged what was sent, there is nothing left to retransmit, and the driver sets
-//! no TCP keepalive. Without a deadline the request waiting on such a session waits for good; and
-//! so does the pool's check of a session given back to it (a round trip of its own), so every
-//! session lost this way would be lost to the pool for good, until none were left.
-//!
-//! So every piece of work the server does on a pooled session (a pull, one mutation of a push, a
-//! reading of the horizon, a notification) has a deadline to be answered. Past it the work fails
-//! as transient ([`Error::Unanswered`]), and its [`Session`] is closed instead of given back: the
-//! pool's check would first wait for the answer to the statement that was cut. A session that sat
-//! idle outside the pool answers a check of its own before it goes back
+//! A session whose peer vanished without closing it never hears an answer again, and the driver
+//! does not notice. So every piece of work on a pooled session has a deadline: past it the work
+//! fails as transient ([`Error::Unanswered`]), and its [`Session`] is closed instead of given
+//! back. A session that sat idle outside the pool answers a check of its own before it goes back
 //! ([`give_back_checked`]).
 
 use std::time::Duration;

@@ -53,7 +53,7 @@ pub(crate) async fn listen(
                 // is gone.
                 Ok(None) | Err(_) => {
                     if let Err(err) = received {
-                        tracing::warn!(channel, error = %err, "a listening session failed");
+                        tracing::warn!(channel, error = %crate::error::Chain(&err), "a listening session failed");
                     }
                     listener = again(&options, channel, quiet).await;
                     hear(Heard::Missed);
@@ -74,7 +74,9 @@ async fn again(options: &PgConnectOptions, channel: &'static str, quiet: Duratio
                 tracing::info!(channel, "listening on a new session");
                 return listener;
             }
-            Ok(Err(err)) => tracing::warn!(channel, error = %err, "listening again failed; retrying"),
+            Ok(Err(err)) => {
+                tracing::warn!(channel, error = %crate::error::Chain(&err), "listening again failed; retrying")
+            }
             Err(_) => tracing::warn!(channel, "listening again was not answered; retrying"),
         }
         tokio::time::sleep(backoff).await;

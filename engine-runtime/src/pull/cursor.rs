@@ -1,19 +1,10 @@
-//! The pull cursor. Opaque to clients (`docs/protocol.md#cursor`), it carries everything the
-//! server needs to go on: the buckets the client holds, in groups that share a position, and for
-//! each group the last row and the last tombstone delivered. Because the bucket set travels with
-//! the cursor, the server never records what a client holds: a lost or repeated response changes
-//! nothing (`docs/design.md` §3).
-//!
-//! Positions are below the safe horizon: rows by transaction id (everything below it delivered),
-//! with a [`Walk`] under way through the rows of the transactions after it; tombstones by
-//! `(transaction id, tombstone id)`.
+//! The pull cursor (`docs/design.md` §3, `docs/protocol.md#cursor`): the buckets the client holds,
+//! in groups that share a position, with each group's last row and tombstone delivered. The
+//! bucket set travels with the cursor, so the server never records what a client holds.
 //!
 //! The text form is `base64url(JSON).base64url(tag)`, the tag an HMAC-SHA256 (128 bits) of the
-//! JSON and the user it was written for, under a key of the database's: a cursor the client
-//! changed, or another user's, does not open and the pull starts afresh. Its size is bounded
-//! however many buckets the client holds: a group's bucket list is written out when short and
-//! otherwise named by the digest of a set the server stored ([`SetDigest`]), and a cursor holds
-//! at most [`MAX_GROUPS`] groups.
+//! JSON and its user under the database's key. A long bucket list is named by the digest of a
+//! stored set ([`SetDigest`]), and a cursor holds at most [`MAX_GROUPS`] groups.
 
 use std::collections::BTreeMap;
 

@@ -1,21 +1,10 @@
-//! The push lane: sessions one push hands on to the next without giving them back to the pool.
+//! The push lane (`docs/design.md` §5): sessions one push hands on to the next without giving
+//! them back to the pool, whose check of each costs a round trip.
 //!
-//! sqlx's pool checks every session given back to it with a round trip (a `Sync` and its
-//! `ReadyForQuery`): a third of the round trips of a push that is otherwise a read and a write.
-//! A push that ends as it should (every transaction it began committed or rolled back, no
-//! statement cut short) leaves its session in the lane, where the next push takes it unchecked;
-//! one that failed gives its session back to the pool, which checks it and drops it if it is
-//! broken; one cut short (Postgres did not answer in time, or its request was dropped
-//! mid-statement) closes it (`pg/deadline.rs`).
-//!
-//! The lane holds at most three quarters of the pool and never all of it, so sessions it keeps
-//! idle never leave the pool's other users (pulls, jobs, collection, the app's own queries)
-//! with none; a push that finds no place in the lane free for a while borrows from the pool as
-//! they do, and takes a place instead if one frees up first. A session kept longer than
-//! [`CHECK_AFTER_IDLE`] goes back to the pool once it has answered a check of the lane's own
-//! (one whose peer is gone would hang the pool's check), else it is closed: a task tending the
-//! lane sends it back within that time again, and empties the lane when the pool is closed; a
-//! session older than the pool's `max_lifetime` goes back too, for the pool to retire.
+//! A push that ends as it should leaves its session in the lane; one that failed gives it back to
+//! the pool; one cut short closes it (`pg/deadline.rs`). The lane holds at most three quarters of
+//! the pool and never all of it. A session kept longer than [`CHECK_AFTER_IDLE`] goes back once it
+//! has answered a check of the lane's own, and is closed otherwise.
 
 use std::collections::VecDeque;
 use std::sync::{Arc, Mutex, Once, PoisonError, Weak};

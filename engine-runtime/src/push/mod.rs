@@ -338,7 +338,7 @@ async fn apply(
                 tracing::debug!(mutation = %mutation.name, "trying the next path again, asking");
             }
             Err(err) => {
-                tracing::debug!(mutation = %mutation.name, error = %err, "taking the checked path");
+                tracing::debug!(mutation = %mutation.name, error = %crate::error::Chain(&err), "taking the checked path");
                 break;
             }
         }

@@ -69,7 +69,7 @@ impl SyncService {
     async fn signal(&self, pushed: &Pushed) {
         for change in &pushed.membership_changes {
             if let Err(err) = self.realtime.publish(Signal::Membership(change.clone())).await {
-                tracing::warn!(error = %err, "publishing a membership change failed; this process's sockets resync");
+                tracing::warn!(error = %crate::error::Chain(&err), "publishing a membership change failed; this process's sockets resync");
                 let _ = self.realtime.publish(Signal::Resync).await;
             }
         }
@@ -78,10 +78,10 @@ impl SyncService {
             match self.realtime.publish(ping).await {
                 Ok(()) => {}
                 Err(err @ Error::Unanswered { .. }) => {
-                    tracing::warn!(error = %err, "publishing the push's pings stopped");
+                    tracing::warn!(error = %crate::error::Chain(&err), "publishing the push's pings stopped");
                     break;
                 }
-                Err(err) => tracing::warn!(error = %err, "publishing a ping failed"),
+                Err(err) => tracing::warn!(error = %crate::error::Chain(&err), "publishing a ping failed"),
             }
         }
     }

@@ -25,7 +25,7 @@ async fn main() -> std::process::ExitCode {
             std::process::ExitCode::SUCCESS
         }
         Err(err) => {
-            eprintln!("example-client: {err}");
+            eprintln!("example-client: {}", engine::error::chain(&err));
             std::process::ExitCode::FAILURE
         }
     }

@@ -39,13 +39,13 @@ async fn run() -> Result<(), String> {
     };
     let host = std::env::var("HOST").unwrap_or_else(|_| "127.0.0.1".into());
     let database_url = std::env::var("DATABASE_URL").unwrap_or_else(|_| DEFAULT_DATABASE_URL.into());
-    engine::storage::create_database_if_missing(&database_url).await.map_err(|e| e.to_string())?;
+    engine::storage::create_database_if_missing(&database_url).await.map_err(|e| engine::error::chain(&e))?;
     let keys = ApiKeys::new([("alice-key", "alice"), ("bob-key", "bob")]);
-    let engine = example_embedded::engine(&database_url, keys).await.map_err(|e| e.to_string())?;
+    let engine = example_embedded::engine(&database_url, keys).await.map_err(|e| engine::error::chain(&e))?;
     let listener = tokio::net::TcpListener::bind((host.as_str(), port))
         .await
         .map_err(|e| format!("cannot listen on {host}:{port}: {e}"))?;
-    let addr = listener.local_addr().map_err(|e| e.to_string())?;
+    let addr = listener.local_addr().map_err(|e| engine::error::chain(&e))?;
     tracing::info!("host app on http://{addr}, the notes engine under http://{addr}{SYNC_PREFIX}");
-    example_embedded::serve(listener, example_embedded::host_app(&engine)).await.map_err(|e| e.to_string())
+    example_embedded::serve(listener, example_embedded::host_app(&engine)).await.map_err(|e| engine::error::chain(&e))
 }

@@ -80,7 +80,7 @@ async fn main() -> std::process::ExitCode {
             }
             issue_bearer_token_with_claims(&user, &owner, secret().0, Duration::from_secs(ttl), claims)
                 .map(|token| println!("{token}"))
-                .map_err(|e| e.to_string())
+                .map_err(|e| engine::error::chain(&e))
         }
         Command::Contract => {
             let contract = engine::contract(&example_notes::app());
@@ -117,7 +117,7 @@ async fn serve() -> Result<(), String> {
     if development {
         tracing::warn!("ENGINE_SECRET is not set: signing tokens with the development secret");
     }
-    if engine::storage::create_database_if_missing(&database_url).await.map_err(|e| e.to_string())? {
+    if engine::storage::create_database_if_missing(&database_url).await.map_err(|e| engine::error::chain(&e))? {
         tracing::info!(database_url, "created the database");
     }
     let builder = engine::Server::builder()
@@ -133,11 +133,11 @@ async fn serve() -> Result<(), String> {
         Ok("in_process") | Err(_) => builder,
         Ok(other) => return Err(format!("ENGINE_REALTIME={other}: use `in_process` or `listen_notify`")),
     };
-    let server = builder.build().await.map_err(|e| e.to_string())?;
+    let server = builder.build().await.map_err(|e| engine::error::chain(&e))?;
     let listener = tokio::net::TcpListener::bind((host.as_str(), port))
         .await
         .map_err(|e| format!("cannot listen on {host}:{port}: {e}"))?;
-    let addr = listener.local_addr().map_err(|e| e.to_string())?;
+    let addr = listener.local_addr().map_err(|e| engine::error::chain(&e))?;
     tracing::info!("notes app on http://{addr}");
     tracing::info!("get a token: cargo run -p example-notes -- token --user alice");
     if development {
@@ -146,9 +146,9 @@ async fn serve() -> Result<(), String> {
         for user in ["alice", "bob"] {
             let token =
                 engine::auth::issue_bearer_token(user, user, DEVELOPMENT_SECRET, Duration::from_secs(24 * 3600))
-                    .map_err(|e| e.to_string())?;
+                    .map_err(|e| engine::error::chain(&e))?;
             tracing::info!("open the web app as {user}: http://{addr}/#token={token}");
         }
     }
-    server.serve_beside(listener, web::routes()).await.map_err(|e| e.to_string())
+    server.serve_beside(listener, web::routes()).await.map_err(|e| engine::error::chain(&e))
 }
