@@ -11,7 +11,7 @@ use crate::pg::sql;
 use crate::pg::sql::Sql;
 use crate::rules::selection;
 
-/// What the store reports at each metrics scrape ([`Storage::gauges`]).
+/// What the store reports at each metrics scrape ([`Storage::gauges`](crate::storage::Storage::gauges)).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct Gauges {
