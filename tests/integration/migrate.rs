@@ -191,8 +191,8 @@ async fn migrate_creates_the_database_when_asked() {
     let name = format!("engine_test_{}", uuid::Uuid::new_v4().simple());
     let url = crate::support::db::database_url(&name);
     let file = notes_contract_file();
-    let refused = engine_cli(&["migrate", &file, "--database-url", &url]).await.unwrap_err();
-    assert!(refused.to_string().contains("does not exist"), "{refused}");
+    let refused = engine_cli(&["migrate", &file, "--database-url", &url]).await.unwrap_err().chain();
+    assert!(refused.contains("does not exist"), "the cause is in the chain: {refused}");
     let report = engine_cli(&["migrate", &file, "--database-url", &url, "--create-database"]).await.unwrap();
     assert!(report.starts_with("created the database\nprovisioned"), "{report}");
     let db = TestDb::adopt(&name).await;
