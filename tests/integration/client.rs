@@ -1060,7 +1060,8 @@ async fn a_write_after_a_pull_wins_over_what_a_fast_clock_wrote_before() {
     })
     .await;
 
-    // The client's clock is a minute behind that stamp; having pulled it, its rename still wins.
+    // The client's clock is behind that stamp (pulled back to a second past the server's);
+    // having pulled it, its rename still wins.
     alice
         .mutate::<update_note>(UpdateNote {
             id: "n1".into(),

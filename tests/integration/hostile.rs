@@ -20,11 +20,28 @@ fn mutation(id: u64, name: &str, args: Value) -> Value {
 
 /// Push `mutations` as alice; the response's results.
 async fn push(server: &TestServer, mutations: &[Value]) -> Vec<Value> {
-    let body = json!({"clientId": CLIENT, "mutations": mutations});
-    let response = server.post("/sync/push", Some("alice"), body.to_string()).await;
+    push_as(server, "alice", CLIENT, mutations).await
+}
+
+/// Push `mutations` as `user` from client `client`; the response's results.
+async fn push_as(server: &TestServer, user: &str, client: &str, mutations: &[Value]) -> Vec<Value> {
+    let body = json!({"clientId": client, "mutations": mutations});
+    let response = server.post("/sync/push", Some(user), body.to_string()).await;
     assert_eq!(response.status(), StatusCode::OK, "a push of hostile values is answered");
     let body: Value = response.json().await.unwrap();
     body["results"].as_array().unwrap().clone()
+}
+
+/// A first pull of `user`'s buckets from client `client`: the response.
+async fn pull_as(server: &TestServer, user: &str, client: &str) -> Value {
+    let response = server.post("/sync/pull", Some(user), json!({"clientId": client}).to_string()).await;
+    assert_eq!(response.status(), StatusCode::OK);
+    response.json().await.unwrap()
+}
+
+/// The `serverHlc` of a pull response.
+fn server_hlc(pulled: &Value) -> engine::hlc::Hlc {
+    pulled["serverHlc"].as_str().expect("a pull carries `serverHlc`").parse().unwrap()
 }
 
 /// The first mutation is rejected with `code`, the second applied; pushed again, both are
@@ -154,4 +171,63 @@ async fn an_actor_past_the_bucket_bound_gets_an_error_that_names_it() {
     assert_eq!(problem["code"], "payload_too_large");
     let detail = problem["detail"].as_str().unwrap();
     assert!(detail.contains("holds 4 buckets") && detail.contains("at most 3"), "{detail}");
+}
+
+#[tokio::test]
+async fn a_clock_far_ahead_moves_no_other_clock() {
+    use engine::hlc::{HlcClock, wall_clock_ms};
+    const ALICE: &str = "0192f0e0-0000-7000-8000-0000000000a1";
+    const BOB: &str = "0192f0e0-0000-7000-8000-0000000000b1";
+    const MALLORY: &str = "0192f0e0-0000-7000-8000-0000000000c1";
+    let db = TestDb::new().await;
+    let server = TestServer::start(&db, |b| b).await;
+    let shared = [
+        mutation(1, "create_list", json!({"id": "shared", "title": "S"})),
+        mutation(2, "share_list", json!({"list_id": "shared", "user_id": "bob", "role": "editor"})),
+        mutation(3, "add_note", json!({"id": "n", "list_id": "shared", "title": "first"})),
+    ];
+    let results = push_as(&server, "alice", ALICE, &shared).await;
+    assert!(results.iter().all(|r| r["status"] == "applied"), "{results:?}");
+
+    // Mallory writes a note of her own with the largest reading the wire form can carry.
+    let mut far = mutation(2, "add_note", json!({"id": "m", "list_id": "mallory", "title": "from the future"}));
+    far["hlc"] = json!("9999999999999-ffff-mallory");
+    let own = mutation(1, "create_list", json!({"id": "mallory", "title": "M"}));
+    let results = push_as(&server, "mallory", MALLORY, &[own, far]).await;
+    assert!(
+        results.iter().all(|r| r["status"] == "applied"),
+        "a fast clock is pulled back, never refused: {results:?}"
+    );
+    let stamp = server_hlc(&pull_as(&server, "mallory", MALLORY).await);
+    assert!(
+        stamp.physical_ms() <= wall_clock_ms() + engine::server::storage::postgres::MAX_CLOCK_LEAD_MS + 1,
+        "mallory's own pull reads past her stamp, which is at most the lead ahead: {stamp}"
+    );
+
+    // Bob's pull does not deliver Mallory's row: its `serverHlc` is the server's own reading,
+    // not ahead of the wall clock (50 ms of slack for the clock's adjustments).
+    let pulled = pull_as(&server, "bob", BOB).await;
+    let read = server_hlc(&pulled);
+    let wall = wall_clock_ms();
+    assert!(read.physical_ms() <= wall + 50, "bob's serverHlc {read} runs ahead of the wall clock {wall}");
+
+    // Bob writes the shared note with a clock that observed his pull; Alice, who has not
+    // pulled since, writes it a moment later with her honest clock: hers is the later write.
+    let mut bob_clock = HlcClock::new("bob");
+    bob_clock.observe(&read);
+    let mut by_bob = mutation(1, "update_note", json!({"id": "n", "title": "from bob"}));
+    by_bob["hlc"] = json!(bob_clock.now().to_string());
+    let results = push_as(&server, "bob", BOB, &[by_bob]).await;
+    assert_eq!((results[0]["status"].clone(), results[0].get("superseded")), (json!("applied"), None), "{results:?}");
+    tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+    let mut by_alice = mutation(4, "update_note", json!({"id": "n", "title": "from alice"}));
+    by_alice["hlc"] = json!(HlcClock::new("alice").now().to_string());
+    let results = push_as(&server, "alice", ALICE, &[by_alice]).await;
+    assert_eq!(
+        (results[0]["status"].clone(), results[0].get("superseded")),
+        (json!("applied"), None),
+        "an honest write after bob's is not superseded: {results:?}"
+    );
+    let title: String = sqlx::query_scalar("SELECT title FROM notes WHERE id = 'n'").fetch_one(&db.pool).await.unwrap();
+    assert_eq!(title, "from alice");
 }

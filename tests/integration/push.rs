@@ -470,8 +470,8 @@ async fn field_merge_takes_each_column_from_the_newer_clock() {
     let db = TestDb::new().await;
     let storage = store(&db).await;
     seed(&storage).await;
-    // Newer than the stamps the seed's writes got, and within the server's bound.
-    let base = engine::hlc::wall_clock_ms() + 5_000;
+    // Newer than the stamps the seed's writes got, and within the server's bound of a second.
+    let base = engine::hlc::wall_clock_ms();
     let at = |ms: u64, node: &str| format!("{:013}-0000-{node}", base + ms);
     // Two offline clients, interleaved: A's title is older than B's, A's done newer than B's.
     let a = vec![
@@ -645,7 +645,8 @@ async fn causality_wins_over_clocks_a_minute_ahead_or_ten_minutes_behind() {
     let storage = store(&db).await;
     seed(&storage).await;
     one(&storage, "alice", "add_note", json!({"id": "an2", "list_id": "a1", "title": "bread"})).await;
-    // A client whose clock is 59 s ahead writes both notes.
+    // A client whose clock is 59 s ahead writes both notes: its reading is pulled back to a
+    // second past the server's.
     let ahead = reading(59_000, "fast");
     let fast = vec![
         MutationRequest {
@@ -676,7 +677,12 @@ async fn causality_wins_over_clocks_a_minute_ahead_or_ten_minutes_behind() {
         .response()
         .unwrap();
     let server = pulled.server_hlc.expect("a pull carries the server's clock");
-    assert!(server.to_string() > ahead, "{server} reads past the fast stamp {ahead}");
+    let stamp: String = sqlx::query_scalar("SELECT _engine_hlc->>'title' FROM notes WHERE id = 'an2'")
+        .fetch_one(&db.pool)
+        .await
+        .unwrap();
+    assert!(stamp.ends_with("-ffff-fast") && stamp < ahead, "the fast stamp {stamp} was pulled back from {ahead}");
+    assert!(server.to_string() > stamp, "{server} reads past the fast stamp {stamp}");
     let mut slow = engine::hlc::HlcClock::new("slow");
     slow.observe(&server);
     let after_pull = slow.tick(engine::hlc::wall_clock_ms() - 600_000).to_string();
