@@ -79,6 +79,25 @@ async fn a_nul_byte_in_an_argument_is_rejected_and_recorded() {
 }
 
 #[tokio::test]
+async fn a_mutator_name_with_a_control_character_is_rejected_and_recorded() {
+    let db = TestDb::new().await;
+    let server = TestServer::start(&db, |b| b).await;
+    // A NUL (which Postgres refuses in text), a newline, and a name past the bound.
+    let names = ["create\u{0}list".to_owned(), "create_list\nforged".to_owned(), "m".repeat(129)];
+    for (i, name) in names.iter().enumerate() {
+        let id = 1 + 2 * i as u64;
+        let hostile = mutation(id, name, json!({"title": "t"}));
+        rejected_then_next_applies(&server, hostile, "validation_failed").await;
+    }
+    let recorded: Vec<String> =
+        sqlx::query_scalar("SELECT name FROM _engine_mutations WHERE status = 'rejected' ORDER BY mutation_id")
+            .fetch_all(&db.pool)
+            .await
+            .unwrap();
+    assert_eq!(recorded, ["create\\u{0}list".to_owned(), "create_list\\u{a}forged".to_owned(), "m".repeat(128)]);
+}
+
+#[tokio::test]
 async fn a_key_too_long_for_the_index_is_rejected_and_recorded() {
     let db = TestDb::new().await;
     let server = TestServer::start(&db, |b| b).await;

@@ -304,7 +304,7 @@ async fn record(
         "recorded AS (INSERT INTO _engine_mutations (user_id, client_id, mutation_id, client_mutation_id, name, status, result, applied_at) SELECT ",
     );
     sql.push_bind(user.to_owned()).push(", ").push_bind(client).push(", ").push_bind(mutation_id).push(", ");
-    sql.push_bind(mutation.client_mutation_id).push(", ").push_bind(mutation.name.clone()).push(", ");
+    sql.push_bind(mutation.client_mutation_id).push(", ").push_bind(recorded_name(&mutation.name)).push(", ");
     sql.push_bind(status.to_owned()).push(", ").push_bind(result.clone()).push(", recorded_at FROM advanced) ");
     sql.push("SELECT CASE");
     if !carried.assumed.is_empty() || !carried.required.is_empty() {
@@ -463,6 +463,7 @@ async fn execute(
     mutation: &MutationRequest,
     assume: bool,
 ) -> std::result::Result<Settled, KernelError> {
+    check_mutator_name(&mutation.name)?;
     let hlc = core.clock.mutation_reading(mutation.hlc.as_deref())?;
     let def = core.app.mutator(&mutation.name).ok_or_else(|| KernelError::UnknownMutator(mutation.name.clone()))?;
     let depth = depth(&mutation.args);
@@ -513,6 +514,41 @@ async fn execute(
         sequence: mutation.mutation_id,
         commit_xid,
     })
+}
+
+/// The longest mutator name a push may send, in bytes.
+pub(crate) const MAX_MUTATOR_NAME_BYTES: usize = 128;
+
+/// A mutator's name has 1 to [`MAX_MUTATOR_NAME_BYTES`] bytes and no control character. Checked
+/// before anything else of the mutation. Not `unknown_mutator` for any name no mutator has: that
+/// answer echoes the name, and its record stores it, where a NUL is refused by Postgres (the
+/// rejection could never be recorded, a `500` on every push of the client) and a newline forges
+/// log lines.
+fn check_mutator_name(name: &str) -> std::result::Result<(), KernelError> {
+    if name.is_empty() || name.len() > MAX_MUTATOR_NAME_BYTES {
+        return Err(KernelError::validation(format!(
+            "a mutator name has 1 to {MAX_MUTATOR_NAME_BYTES} bytes; this one has {}",
+            name.len()
+        )));
+    }
+    if name.chars().any(char::is_control) {
+        return Err(KernelError::validation("a mutator name holds no control character; this one does"));
+    }
+    Ok(())
+}
+
+/// `name` as a mutation's record keeps it: control characters written as Rust escapes
+/// (`\u{0}`), cut to [`MAX_MUTATOR_NAME_BYTES`] bytes. A well-formed name is kept as sent.
+fn recorded_name(name: &str) -> String {
+    let mut recorded = String::new();
+    for c in name.chars() {
+        let escaped: String = if c.is_control() { c.escape_unicode().collect() } else { c.into() };
+        if recorded.len() + escaped.len() > MAX_MUTATOR_NAME_BYTES {
+            break;
+        }
+        recorded.push_str(&escaped);
+    }
+    recorded
 }
 
 /// Tell the operator of a rejected mutation: who, which mutator, the code, and what the client
