@@ -80,11 +80,11 @@ pub(crate) async fn run(inner: Arc<ClientState>) {
             }
             Err(err) => {
                 let text = engine_kernel::error::chain(&err);
-                tracing::debug!(error = %text, "the stream could not connect");
+                tracing::debug!(error = ?text, "the stream could not connect");
                 if let Error::Server { status: 401, .. } = err
                     && let Err(refresh) = inner.remote.auth.refresh().await
                 {
-                    tracing::debug!(error = %engine_kernel::error::chain(&refresh), "refreshing credentials failed");
+                    tracing::debug!(error = ?engine_kernel::error::chain(&refresh), "refreshing credentials failed");
                 }
                 inner.status.send_modify(|status| status.last_error = Some(text));
             }
@@ -306,7 +306,7 @@ fn handle(inner: &ClientState, told: &Told, text: &str) {
     let frame: ServerFrame = match serde_json::from_str(text) {
         Ok(frame) => frame,
         Err(err) => {
-            tracing::debug!(error = %err, "an unreadable frame from the server");
+            tracing::debug!(error = ?err.to_string(), "an unreadable frame from the server");
             return;
         }
     };

@@ -237,7 +237,7 @@ async fn work_loop(inner: Arc<ClientState>, work: Work) {
                 };
             }
             Err(err) => {
-                tracing::debug!(error = %engine_kernel::error::chain(&err), ?work, "sync failed; retrying");
+                tracing::debug!(error = ?engine_kernel::error::chain(&err), ?work, "sync failed; retrying");
                 wait = inner.wait_after(&err, &mut backoff);
             }
         }

@@ -138,12 +138,20 @@ pub enum Error {
 pub type BoxError = Box<dyn std::error::Error + Send + Sync + 'static>;
 
 /// An error and each of its causes once, as the server logs them: an error's own words say what
-/// failed, and its causes travel in `source()` only.
+/// failed, and its causes travel in `source()` only. Logged as `?Chain(&err)`: its `Debug` is the
+/// quoted, escaped text, so a cause that echoes what a client sent (a newline, say) cannot forge
+/// a log line.
 pub(crate) struct Chain<'a>(pub(crate) &'a (dyn std::error::Error + 'a));
 
 impl std::fmt::Display for Chain<'_> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str(&engine_kernel::error::chain(self.0))
+    }
+}
+
+impl std::fmt::Debug for Chain<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{:?}", engine_kernel::error::chain(self.0))
     }
 }
 
@@ -334,9 +342,9 @@ impl IntoResponse for Error {
     fn into_response(self) -> Response {
         let problem = self.problem();
         if problem.code == ErrorCode::Internal {
-            tracing::error!(error = %Chain(&self), "request failed");
+            tracing::error!(error = ?Chain(&self), "request failed");
         } else if self.is_transient() {
-            tracing::warn!(error = %Chain(&self), "transient failure");
+            tracing::warn!(error = ?Chain(&self), "transient failure");
         }
         let status = StatusCode::from_u16(problem.status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
         let body = serde_json::to_vec(&problem).unwrap_or_default();

@@ -447,7 +447,7 @@ pub fn tcp_nodelay(listener: TcpListener) -> TapIo<TcpListener, fn(&mut TcpStrea
 
 fn set_nodelay(tcp: &mut TcpStream) {
     if let Err(err) = tcp.set_nodelay(true) {
-        tracing::warn!(error = %crate::error::Chain(&err), "cannot set TCP_NODELAY");
+        tracing::warn!(error = ?crate::error::Chain(&err), "cannot set TCP_NODELAY");
     }
 }
 

@@ -86,7 +86,7 @@ impl Background {
                             steps = c.steps,
                             "collected what the retention no longer keeps"
                         ),
-                        Err(err) => tracing::warn!(error = %crate::error::Chain(&err), "collection failed"),
+                        Err(err) => tracing::warn!(error = ?crate::error::Chain(&err), "collection failed"),
                     }
                 }
             })

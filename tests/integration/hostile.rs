@@ -5,7 +5,7 @@
 use reqwest::StatusCode;
 use serde_json::{Value, json};
 
-use crate::support::{TestDb, TestServer};
+use crate::support::{Logs, TestDb, TestServer};
 
 const CLIENT: &str = "0192f0e0-0000-7000-8000-0000000000aa";
 
@@ -249,4 +249,48 @@ async fn a_clock_far_ahead_moves_no_other_clock() {
     );
     let title: String = sqlx::query_scalar("SELECT title FROM notes WHERE id = 'n'").fetch_one(&db.pool).await.unwrap();
     assert_eq!(title, "from alice");
+}
+
+#[tokio::test]
+async fn ids_holding_a_newline_forge_no_log_line() {
+    let (logs, _guard) = Logs::capture();
+    let db = TestDb::new().await;
+    let jobs = example_notes::jobs::jobs().poll_interval(std::time::Duration::from_millis(50));
+    let server = TestServer::start(&db, |b| b.jobs(jobs)).await;
+    let forged = "\n2099-01-01T00:00:00.000000Z  WARN forged: a line no one logged";
+    let list = format!("l{forged}");
+    let mutations = [
+        mutation(1, "create_list", json!({"id": list, "title": "L"})),
+        // The `list_shared` job logs the list, the member and who shared.
+        mutation(2, "share_list", json!({"list_id": list, "user_id": format!("bob{forged}"), "role": "editor"})),
+        // A rejection whose detail echoes an argument, and one of a mutator's name.
+        mutation(3, "share_list", json!({"list_id": list, "user_id": "carol", "role": format!("x{forged}")})),
+        mutation(4, &format!("nope{forged}"), json!({})),
+    ];
+    let user = format!("alice{forged}");
+    let results = push_as(&server, &user, CLIENT, &mutations).await;
+    let statuses: Vec<&Value> = results.iter().map(|r| &r["status"]).collect();
+    assert_eq!(statuses, ["applied", "applied", "rejected", "rejected"], "{results:?}");
+    for _ in 0..200 {
+        let open: i64 = sqlx::query_scalar("SELECT count(*) FROM _engine_jobs WHERE state <> 'done'")
+            .fetch_one(&db.pool)
+            .await
+            .unwrap();
+        if open == 0 {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+    let text = logs.text();
+    // Every line the subscriber wrote opens with its timestamp; a forged one opens with the id's.
+    for line in text.lines() {
+        assert!(!line.contains("2099-01-01") || line.contains("\\n2099-01-01"), "a forged line:\n{text}");
+        assert!(line.starts_with(|c: char| c.is_ascii_digit()), "a line that is not an event's:\n{text}");
+    }
+    let shared = logs.lines_with(&["a list was shared"]);
+    assert_eq!(shared.len(), 1, "the job ran and logged once:\n{text}");
+    assert!(shared[0].contains(r#"user_id="bob\n2099-01-01"#), "the id is quoted: {}", shared[0]);
+    let rejected = logs.lines_with(&["mutation rejected"]);
+    assert_eq!(rejected.len(), 2, "{text}");
+    assert!(rejected.iter().all(|l| l.contains(r#"user="alice\n2099"#)), "{rejected:?}");
 }

@@ -92,6 +92,6 @@ where
 /// The actor `request` acts for, or the engine's 401 (logged at debug level with its reason).
 pub(crate) async fn authenticate(auth: &dyn EngineAuth, request: &Parts) -> Result<Actor, Error> {
     auth.check(request).await.inspect_err(|refused| {
-        tracing::debug!(path = %request.uri.path(), reason = %refused, "a request was refused: not authenticated");
+        tracing::debug!(path = ?request.uri.path(), reason = ?refused.to_string(), "a request was refused: not authenticated");
     })
 }

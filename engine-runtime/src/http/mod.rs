@@ -59,14 +59,16 @@ async fn run_to_completion(request: Request<Body>, next: Next) -> Response {
     match tokio::spawn(next.run(request).in_current_span()).await {
         Ok(response) => response,
         Err(err) => {
-            tracing::error!(error = %crate::error::Chain(&err), "a request's task failed");
+            tracing::error!(error = ?crate::error::Chain(&err), "a request's task failed");
             Error::internal("the request's task failed").into_response()
         }
     }
 }
 
 /// The span of one request: its method, path and request id, the actor once known, and a push's
-/// mutator names (never their arguments).
+/// mutator names (never their arguments). The path and the request id go unquoted (`%`): neither
+/// can hold a control character (HTTP refuses one in a request's target, and `HeaderValue::to_str`
+/// takes visible ASCII only); the actor and the names are recorded quoted.
 fn request_span<B>(request: &Request<B>) -> tracing::Span {
     let id = request.headers().get("x-request-id").and_then(|v| v.to_str().ok()).unwrap_or("-");
     tracing::info_span!("request", method = %request.method(), route = %request.uri().path(), request_id = %id, actor = tracing::field::Empty, mutators = tracing::field::Empty)

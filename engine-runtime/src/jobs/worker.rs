@@ -68,7 +68,7 @@ async fn run(
                         running.spawn(run_one(Arc::clone(&jobs), Arc::clone(&queue), job));
                     }
                 }
-                Err(err) => tracing::warn!(error = %crate::error::Chain(&err), "claiming jobs failed; trying again"),
+                Err(err) => tracing::warn!(error = ?crate::error::Chain(&err), "claiming jobs failed; trying again"),
             }
         }
         tokio::select! {
@@ -122,19 +122,19 @@ async fn run_one(jobs: Arc<Jobs>, queue: Arc<dyn JobQueue>, job: ClaimedJob) {
         }
     };
     match &end {
-        JobEnd::Done => tracing::debug!(job = %job.name, id = job.id, attempt = job.attempt, "job done"),
+        JobEnd::Done => tracing::debug!(job = ?job.name, id = job.id, attempt = job.attempt, "job done"),
         JobEnd::Retry { after, error } => {
-            tracing::warn!(job = %job.name, id = job.id, attempt = job.attempt, retry_in = ?after, %error, "job failed; it will run again");
+            tracing::warn!(job = ?job.name, id = job.id, attempt = job.attempt, retry_in = ?after, error = ?error.to_string(), "job failed; it will run again");
         }
         JobEnd::Dead { error } => {
-            tracing::error!(job = %job.name, id = job.id, attempt = job.attempt, %error, "job failed for good");
+            tracing::error!(job = ?job.name, id = job.id, attempt = job.attempt, error = ?error.to_string(), "job failed for good");
         }
     }
     match queue.finish_job(&job, end).await {
         Ok(true) => {}
-        Ok(false) => tracing::warn!(job = %job.name, id = job.id, "the job's lease ran out before its run ended"),
+        Ok(false) => tracing::warn!(job = ?job.name, id = job.id, "the job's lease ran out before its run ended"),
         Err(err) => {
-            tracing::warn!(job = %job.name, id = job.id, error = %crate::error::Chain(&err), "recording the job's end failed; it will run again")
+            tracing::warn!(job = %job.name, id = job.id, error = ?crate::error::Chain(&err), "recording the job's end failed; it will run again")
         }
     }
 }

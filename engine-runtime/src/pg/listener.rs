@@ -53,7 +53,7 @@ pub(crate) async fn listen(
                 // is gone.
                 Ok(None) | Err(_) => {
                     if let Err(err) = received {
-                        tracing::warn!(channel, error = %crate::error::Chain(&err), "a listening session failed");
+                        tracing::warn!(channel, error = ?crate::error::Chain(&err), "a listening session failed");
                     }
                     listener = again(&options, channel, quiet).await;
                     hear(Heard::Missed);
@@ -75,7 +75,7 @@ async fn again(options: &PgConnectOptions, channel: &'static str, quiet: Duratio
                 return listener;
             }
             Ok(Err(err)) => {
-                tracing::warn!(channel, error = %crate::error::Chain(&err), "listening again failed; retrying")
+                tracing::warn!(channel, error = ?crate::error::Chain(&err), "listening again failed; retrying")
             }
             Err(_) => tracing::warn!(channel, "listening again was not answered; retrying"),
         }

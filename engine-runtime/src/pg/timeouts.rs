@@ -110,7 +110,7 @@ impl Timeouts {
         for _ in 0..pool.size() {
             let Some(idle) = pool.try_acquire() else { break };
             if let Err(err) = idle.close().await {
-                tracing::debug!(error = %crate::error::Chain(&err), "closing a session opened without the timeouts");
+                tracing::debug!(error = ?crate::error::Chain(&err), "closing a session opened without the timeouts");
             }
         }
     }

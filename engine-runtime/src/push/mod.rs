@@ -335,10 +335,10 @@ async fn apply(
         match execute(core, Conn::Deferred(&mut *conn), actor, client, mutation, assume).await {
             Ok(step) => return Ok(step),
             Err(KernelError::Forbidden(message)) if assume && message == ASK_INSTEAD => {
-                tracing::debug!(mutation = %mutation.name, "trying the next path again, asking");
+                tracing::debug!(mutator = ?mutation.name, "trying the next path again, asking");
             }
             Err(err) => {
-                tracing::debug!(mutation = %mutation.name, error = %crate::error::Chain(&err), "taking the checked path");
+                tracing::debug!(mutation = %mutation.name, error = ?crate::error::Chain(&err), "taking the checked path");
                 break;
             }
         }
@@ -552,19 +552,21 @@ fn recorded_name(name: &str) -> String {
 }
 
 /// Tell the operator of a rejected mutation: who, which mutator, the code, and what the client
-/// was not told (the cause of an internal failure). Never the arguments.
+/// was not told (the cause of an internal failure). Never the arguments. What the client sent
+/// (its user id, the mutator's name, a detail that echoes an argument) goes in fields, quoted,
+/// so a newline in it cannot start a log line of its own.
 fn log_rejection(user: &str, client: uuid::Uuid, mutation: &MutationRequest, err: &KernelError) {
     let code = err.code();
-    let (mutator, id) = (mutation.name.as_str(), mutation.mutation_id);
+    let (mutator, id, detail) = (mutation.name.as_str(), mutation.mutation_id, err.to_string());
     match code {
         ErrorCode::Internal => {
             let cause = std::error::Error::source(err).map(ToString::to_string).unwrap_or_else(|| format!("{err:?}"));
-            tracing::error!(user, %client, mutator, mutation_id = id, %code, detail = %err, %cause, "mutation failed");
+            tracing::error!(?user, %client, ?mutator, mutation_id = id, %code, ?detail, ?cause, "mutation failed");
         }
         ErrorCode::Forbidden => {
-            tracing::warn!(user, %client, mutator, mutation_id = id, %code, detail = %err, "mutation forbidden");
+            tracing::warn!(?user, %client, ?mutator, mutation_id = id, %code, ?detail, "mutation forbidden");
         }
-        _ => tracing::info!(user, %client, mutator, mutation_id = id, %code, detail = %err, "mutation rejected"),
+        _ => tracing::info!(?user, %client, ?mutator, mutation_id = id, %code, ?detail, "mutation rejected"),
     }
 }
 

@@ -191,12 +191,12 @@ async fn heartbeat(beat: Beat, local: Arc<Mutex<HashMap<String, Presence>>>) {
                     local.lock().unwrap_or_else(std::sync::PoisonError::into_inner).values().cloned().collect();
                 for presence in presences {
                     if let Err(err) = store(&pool, lost_after, instance, &presence).await {
-                        tracing::warn!(error = %crate::error::Chain(&err), "re-announcing a presence failed");
+                        tracing::warn!(error = ?crate::error::Chain(&err), "re-announcing a presence failed");
                     }
                 }
             }
             Ok(_) => {}
-            Err(err) => tracing::warn!(error = %crate::error::Chain(&err), "realtime heartbeat failed"),
+            Err(err) => tracing::warn!(error = ?crate::error::Chain(&err), "realtime heartbeat failed"),
         }
         let reaping = sqlx::query(
             "WITH dead AS (
@@ -213,7 +213,7 @@ async fn heartbeat(beat: Beat, local: Arc<Mutex<HashMap<String, Presence>>>) {
         .bind(timeout_ms)
         .bind(CHANNEL);
         if let Err(err) = deadline::on_pool(&pool, lost_after, async |conn| reaping.execute(conn).await).await {
-            tracing::warn!(error = %crate::error::Chain(&err), "removing presences of dead instances failed");
+            tracing::warn!(error = ?crate::error::Chain(&err), "removing presences of dead instances failed");
         }
     }
 }

@@ -41,7 +41,8 @@ impl SyncService {
     pub(crate) async fn push(&self, actor: &Actor, request: &PushRequest) -> Result<PushResponse> {
         let started = Instant::now();
         let names: BTreeSet<&str> = request.mutations.iter().map(|m| m.name.as_str()).collect();
-        tracing::Span::current().record("mutators", names.into_iter().collect::<Vec<_>>().join(","));
+        tracing::Span::current()
+            .record("mutators", tracing::field::debug(names.into_iter().collect::<Vec<_>>().join(",")));
         let pushed = match self.storage.push(actor, request).await {
             Ok(pushed) => pushed,
             Err(err) => return Err(self.failed(metrics::Route::Push, err)),
@@ -69,7 +70,7 @@ impl SyncService {
     async fn signal(&self, pushed: &Pushed) {
         for change in &pushed.membership_changes {
             if let Err(err) = self.realtime.publish(Signal::Membership(change.clone())).await {
-                tracing::warn!(error = %crate::error::Chain(&err), "publishing a membership change failed; this process's sockets resync");
+                tracing::warn!(error = ?crate::error::Chain(&err), "publishing a membership change failed; this process's sockets resync");
                 let _ = self.realtime.publish(Signal::Resync).await;
             }
         }
@@ -78,10 +79,10 @@ impl SyncService {
             match self.realtime.publish(ping).await {
                 Ok(()) => {}
                 Err(err @ Error::Unanswered { .. }) => {
-                    tracing::warn!(error = %crate::error::Chain(&err), "publishing the push's pings stopped");
+                    tracing::warn!(error = ?crate::error::Chain(&err), "publishing the push's pings stopped");
                     break;
                 }
-                Err(err) => tracing::warn!(error = %crate::error::Chain(&err), "publishing a ping failed"),
+                Err(err) => tracing::warn!(error = ?crate::error::Chain(&err), "publishing a ping failed"),
             }
         }
     }

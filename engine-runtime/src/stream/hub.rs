@@ -370,7 +370,7 @@ impl Hub {
                         let before = horizon;
                         match storage.horizon().await {
                             Ok(h) => horizon = horizon.max(h),
-                            Err(err) => tracing::warn!(error = %crate::error::Chain(&err), "reading the horizon failed"),
+                            Err(err) => tracing::warn!(error = ?crate::error::Chain(&err), "reading the horizon failed"),
                         }
                         let Some(hub) = hub.upgrade() else { return };
                         waiting.release(horizon, Instant::now(), window, |signal| hub.deliver(signal));
@@ -522,7 +522,7 @@ async fn warn_held_back(storage: &dyn Storage, held: Duration, waiting: usize) {
         ),
         Ok(None) => tracing::warn!(held_ms, waiting, "the horizon is held back by a transaction that cannot be named"),
         Err(err) => {
-            tracing::warn!(held_ms, waiting, error = %crate::error::Chain(&err), "the horizon is held back; naming its transaction failed")
+            tracing::warn!(held_ms, waiting, error = ?crate::error::Chain(&err), "the horizon is held back; naming its transaction failed")
         }
     }
 }

@@ -294,7 +294,7 @@ impl Connection {
     /// The actor's buckets now (`&mut self`: the socket in it is not `Sync`).
     async fn held(&mut self) -> Result<BTreeSet<BucketKey>, Close> {
         self.state.storage.held_buckets(&self.actor).await.map_err(|err| {
-            tracing::warn!(error = %crate::error::Chain(&err), "reading a socket's buckets failed");
+            tracing::warn!(error = ?crate::error::Chain(&err), "reading a socket's buckets failed");
             Close { code: "retry_later", detail: "a transient condition; reconnect".into(), close: 1011 }
         })
     }
@@ -327,7 +327,7 @@ impl Connection {
             return Ok(());
         }
         let states = self.state.realtime.presence_state(buckets).await.map_err(|err| {
-            tracing::warn!(error = %crate::error::Chain(&err), "reading presence failed");
+            tracing::warn!(error = ?crate::error::Chain(&err), "reading presence failed");
             Close { code: "retry_later", detail: "a transient condition; reconnect".into(), close: 1011 }
         })?;
         for (bucket, state) in states {
@@ -388,7 +388,7 @@ impl Connection {
                 };
                 self.presences.insert(bucket, presence_ref);
                 self.state.realtime.track(presence).await.map_err(|err| {
-                    tracing::warn!(error = %crate::error::Chain(&err), "tracking presence failed");
+                    tracing::warn!(error = ?crate::error::Chain(&err), "tracking presence failed");
                     Close { code: "retry_later", detail: "a transient condition; reconnect".into(), close: 1011 }
                 })
             }

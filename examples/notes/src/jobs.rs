@@ -22,12 +22,13 @@ pub struct ListShared {
 #[cfg(feature = "server")]
 pub fn jobs() -> engine::server::Jobs {
     engine::server::Jobs::new().job(LIST_SHARED, |ctx: engine::server::JobCtx, shared: ListShared| async move {
+        // The ids come from a client: fields, quoted, so a newline in one cannot forge a line.
         tracing::info!(
             job = ctx.id(),
-            "{} shared list {} with {}: telling them",
-            shared.shared_by,
-            shared.list_id,
-            shared.user_id
+            shared_by = ?shared.shared_by,
+            list_id = ?shared.list_id,
+            user_id = ?shared.user_id,
+            "a list was shared: telling its new member"
         );
         Ok(())
     })
