@@ -266,3 +266,55 @@ async fn tables_no_rule_can_scope_make_an_app_without_sync_rules() {
     let storage = PostgresStorage::new(db.pool.clone(), Arc::new(app));
     storage.provision().await.expect("an app without sync rules provisions too");
 }
+
+/// Catalog text that would break out of the comments and code spans it is quoted in: a newline
+/// ends a `//` or `///` line, a backtick a code span, a bidirectional control is refused by rustc.
+const HOSTILE_SCHEMA: &str = r#"
+CREATE TYPE "mood`
+pub fn injected_by_a_type() {}
+//" AS ENUM ('calm');
+CREATE TABLE notebooks (
+  id text PRIMARY KEY DEFAULT E'a`\n#[used] pub static INJECTED_BY_A_DEFAULT: u8 = 0;\n// ',
+  owner_id text NOT NULL,
+  title text NOT NULL DEFAULT E'\u202Eevil',
+  feeling "mood`
+pub fn injected_by_a_type() {}
+//",
+  "odd`
+pub fn injected_by_a_column() {}
+//" text
+);
+CREATE TABLE "odd`
+pub fn injected_by_a_table() {}
+//" (id int);
+"#;
+
+#[tokio::test]
+async fn catalog_text_cannot_write_code_into_the_generated_source() {
+    let db = TestDb::new().await;
+    sqlx::raw_sql(HOSTILE_SCHEMA).execute(&db.pool).await.expect("the hostile schema loads");
+    let source = engine_cli(&["introspect", "--database-url", &db.url]).await.unwrap();
+    let file = syn::parse_file(&source).unwrap_or_else(|e| panic!("the generated source parses: {e}\n{source}"));
+    let items: Vec<String> = file
+        .items
+        .iter()
+        .map(|item| match item {
+            syn::Item::Struct(s) => s.ident.to_string(),
+            syn::Item::Mod(m) => m.ident.to_string(),
+            syn::Item::Fn(f) => f.sig.ident.to_string(),
+            other => format!("{other:?}"),
+        })
+        .collect();
+    assert_eq!(items, ["Notebook", "rules", "app"], "only what introspection writes:\n{source}");
+    for line in source.lines() {
+        if line.to_lowercase().contains("injected") {
+            assert!(line.trim_start().starts_with("//"), "catalog text outside a comment: {line}");
+        }
+        if line.trim_start().starts_with("//") {
+            assert_eq!(line.matches('`').count() % 2, 0, "a code span the catalog opened or closed: {line}");
+        }
+    }
+    assert!(!source.contains('\u{202e}'), "a bidirectional control reached the source");
+    assert!(source.contains(r"default `'a\u{60}\u{a}#[used] pub static INJECTED_BY_A_DEFAULT"), "{source}");
+    assert!(source.contains(r"Table `odd\u{60}\u{a}pub fn injected_by_a_table() {}\u{a}//` is left out"), "{source}");
+}

@@ -1,5 +1,10 @@
 //! What Postgres' catalog says about the tables of one schema: columns with their types,
 //! nullability and defaults, primary keys, unique constraints and foreign keys.
+//!
+//! Every string read from the catalog is escaped as it is read ([`escaped`]), so the model, the
+//! generated source, the report and the errors only ever hold it escaped. The generated source
+//! quotes catalog text in `//` and `///` comments and inside backticks; a column default holding
+//! a newline would end its comment there and write the rest as code.
 
 use sqlx::{Connection, PgConnection, Row};
 
@@ -8,7 +13,26 @@ use crate::error::{Error, Result};
 /// The prefix of the engine's own tables and columns, which introspection skips.
 pub(crate) const ENGINE_PREFIX: &str = "_engine";
 
-/// The tables of one schema, by name.
+/// `text` from the catalog as generated source may quote it in a comment and inside backticks:
+/// control characters (a newline ends a comment), Unicode's line and paragraph separators,
+/// bidirectional controls (rustc refuses them in comments) and backticks (which end a code span
+/// of a doc comment) are written as Rust escapes (`\u{a}`, `\u{60}`). Other text is kept as it is.
+pub(crate) fn escaped(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    for c in text.chars() {
+        let unsafe_in_comment = c.is_control()
+            || matches!(c, '`' | '\u{2028}' | '\u{2029}' | '\u{061c}' | '\u{200e}' | '\u{200f}')
+            || matches!(c, '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}');
+        if unsafe_in_comment {
+            out.extend(c.escape_unicode());
+        } else {
+            out.push(c);
+        }
+    }
+    out
+}
+
+/// The tables of one schema, by name. Every string in it is [`escaped`].
 #[derive(Debug, Clone, PartialEq)]
 pub(crate) struct Catalog {
     /// The schema read.
@@ -109,9 +133,17 @@ pub(crate) async fn read(url: &str, schema: &str, only: Option<&[String]>) -> Re
         .map_err(failed)?
         .into_iter()
         .filter(|name| wanted(name))
-        .map(|name| SqlTable { name, columns: vec![], primary_key: vec![], uniques: vec![], foreign_keys: vec![] })
+        .map(|name| SqlTable {
+            name: escaped(&name),
+            columns: vec![],
+            primary_key: vec![],
+            uniques: vec![],
+            foreign_keys: vec![],
+        })
         .collect();
-    let index = |tables: &[SqlTable], name: &str| tables.iter().position(|t| t.name == name);
+    // Names are compared escaped, as the tables hold them.
+    let index = |tables: &[SqlTable], name: &str| tables.iter().position(|t| t.name == escaped(name));
+    let all_escaped = |names: Vec<String>| names.iter().map(|n| escaped(n)).collect::<Vec<_>>();
     for row in sqlx::query(COLUMNS).bind(schema).fetch_all(&mut conn).await.map_err(failed)? {
         let table: String = row.get(0);
         let name: String = row.get(1);
@@ -119,21 +151,22 @@ pub(crate) async fn read(url: &str, schema: &str, only: Option<&[String]>) -> Re
         if name.starts_with(ENGINE_PREFIX) {
             continue;
         }
+        let text = |i: usize| escaped(&row.get::<String, _>(i));
         tables[i].columns.push(SqlColumn {
-            name,
-            type_text: row.get(2),
-            type_name: row.get(3),
-            type_kind: row.get(4),
+            name: escaped(&name),
+            type_text: text(2),
+            type_name: text(3),
+            type_kind: text(4),
             not_null: row.get(5),
-            default: row.get(6),
+            default: row.get::<Option<String>, _>(6).as_deref().map(escaped),
             generated: row.get(7),
-            identity: row.get(8),
+            identity: text(8),
         });
     }
     for row in sqlx::query(CONSTRAINTS).bind(schema).fetch_all(&mut conn).await.map_err(failed)? {
         let table: String = row.get(0);
         let kind: String = row.get(1);
-        let columns: Vec<String> = row.get(2);
+        let columns = all_escaped(row.get(2));
         let Some(i) = index(&tables, &table) else { continue };
         match kind.as_str() {
             "p" => tables[i].primary_key = columns,
@@ -144,11 +177,25 @@ pub(crate) async fn read(url: &str, schema: &str, only: Option<&[String]>) -> Re
                 if let (Some(target), Some(target_schema)) = (target, target_schema)
                     && target_schema == schema
                 {
-                    tables[i].foreign_keys.push(ForeignKey { columns, table: target, references: row.get(5) });
+                    let references = all_escaped(row.get(5));
+                    tables[i].foreign_keys.push(ForeignKey { columns, table: escaped(&target), references });
                 }
             }
         }
     }
     conn.close().await.ok();
-    Ok(Catalog { schema: schema.to_owned(), tables })
+    Ok(Catalog { schema: escaped(schema), tables })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::escaped;
+
+    #[test]
+    fn what_could_leave_a_comment_or_a_code_span_is_escaped() {
+        assert_eq!(escaped("now()"), "now()");
+        assert_eq!(escaped("'a\n`b'"), "'a\\u{a}\\u{60}b'");
+        assert_eq!(escaped("x\r\u{202e}\u{2028}y\u{0}"), "x\\u{d}\\u{202e}\\u{2028}y\\u{0}");
+        assert_eq!(escaped("café ✓"), "café ✓", "other text is kept");
+    }
 }

@@ -26,17 +26,21 @@ pub(crate) struct Request<'a> {
 pub(crate) async fn introspect(request: Request<'_>) -> Result<String> {
     let catalog = catalog::read(request.url, request.schema, request.tables).await?;
     if let Some(wanted) = request.tables {
-        let missing: Vec<&str> =
-            wanted.iter().filter(|name| !catalog.tables.iter().any(|t| &t.name == *name)).map(String::as_str).collect();
+        // The catalog holds names escaped, and the error quotes them so.
+        let missing: Vec<String> = wanted
+            .iter()
+            .map(|name| catalog::escaped(name))
+            .filter(|name| !catalog.tables.iter().any(|t| &t.name == name))
+            .collect();
         if !missing.is_empty() {
             return Err(Error::NothingUsable {
-                reason: format!("schema `{}` has no table {}", request.schema, missing.join(", ")),
+                reason: format!("schema `{}` has no table {}", catalog.schema, missing.join(", ")),
             });
         }
     }
     let model = model::model(&catalog);
     if model.tables.is_empty() {
-        let mut reason = format!("schema `{}` has no table the engine can carry", request.schema);
+        let mut reason = format!("schema `{}` has no table the engine can carry", catalog.schema);
         for (name, why) in &model.skipped {
             reason.push_str(&format!("\n  table `{name}`: {why}"));
         }
