@@ -61,6 +61,20 @@ pub enum Error {
         /// Why.
         source: std::io::Error,
     },
+    /// `check --against` found changes that let someone read or write rows they could not
+    /// before, and was not told to allow them.
+    #[error(
+        "the sync rules widen who may read or write rows ({} against {against}): review them, then pass --allow-widening",
+        crate::check::count(*widenings, "widening")
+    )]
+    Widening {
+        /// The older contract.
+        against: String,
+        /// How many changes widen.
+        widenings: usize,
+        /// The whole report, which the command prints before the error.
+        report: String,
+    },
     /// `migrate` or `jobs` was given no database.
     #[error("no database: pass --database-url or set DATABASE_URL")]
     NoDatabaseUrl,
@@ -95,5 +109,14 @@ impl Error {
     /// ```
     pub fn chain(&self) -> String {
         engine_kernel::error::chain(self)
+    }
+
+    /// What the command found before it failed, to print as its output: the report of a
+    /// [`Error::Widening`]; nothing for other errors.
+    pub fn report(&self) -> Option<&str> {
+        match self {
+            Error::Widening { report, .. } => Some(report),
+            _ => None,
+        }
     }
 }

@@ -1,7 +1,10 @@
 //! The `engine` command.
 //!
-//! - `engine check <CONTRACT>`: read an app's contract and summarize its tables, sync rules and
-//!   mutators, after checking them as the server would.
+//! - `engine check <CONTRACT> [--against <OLD> [--allow-widening]]`: read an app's contract and
+//!   summarize its tables, sync rules and mutators, after checking them as the server would.
+//!   `--against` compares its sync rules with an older contract's and reports, per rule and
+//!   table, each change that widens or narrows who may read or write rows, widenings first; it
+//!   fails on a widening unless `--allow-widening` is given.
 //! - `engine migrate <CONTRACT> --database-url <URL>`: provision a Postgres database for the app
 //!   the contract describes, exactly as the app's server would at start-up. `--plan` changes
 //!   nothing: with a database it prints what provisioning would change there, as a diff (nothing
@@ -46,10 +49,18 @@ pub struct Cli {
 
 #[derive(Debug, Subcommand)]
 enum Command {
-    /// Read a contract and list its tables, sync rules and mutators.
+    /// Read a contract and list its tables, sync rules and mutators; with `--against`, report how
+    /// its sync rules change who may read or write rows.
     Check {
         /// A contract file, or the URL of a server or of its contract.
         contract: String,
+        /// An older contract of the same app (a file or URL): report every change of the sync
+        /// rules that widens or narrows who may read or write rows, and fail on a widening.
+        #[arg(long, value_name = "OLD_CONTRACT")]
+        against: Option<String>,
+        /// Report widenings without failing on them.
+        #[arg(long, requires = "against")]
+        allow_widening: bool,
     },
     /// Provision a Postgres database for the app a contract describes.
     Migrate {
@@ -107,7 +118,10 @@ impl Cli {
     /// refused.
     pub async fn run(self) -> Result<String> {
         match self.command {
-            Command::Check { contract } => check::check(&load_contract(&contract).await?),
+            Command::Check { contract, against: None, .. } => check::check(&load_contract(&contract).await?),
+            Command::Check { contract, against: Some(old), allow_widening } => {
+                check::against(&load_contract(&contract).await?, &load_contract(&old).await?, allow_widening)
+            }
             Command::Migrate { contract, plan: true, database_url: None, .. } => {
                 migrate::plan(&load_contract(&contract).await?)
             }

@@ -14,6 +14,10 @@ async fn main() -> ExitCode {
             ExitCode::SUCCESS
         }
         Err(err) => {
+            // A refused `check --against` still prints its report, so CI shows what widened.
+            if let Some(report) = err.report() {
+                print!("{report}");
+            }
             eprintln!("engine: {}", err.chain());
             ExitCode::FAILURE
         }
