@@ -110,6 +110,17 @@ pub(crate) fn compare(old: &SyncRules, new: &SyncRules) -> Vec<Change> {
     list
 }
 
+// Every field of the rule types, named: a field added to one (a new way to grant reads or
+// writes) does not compile until `compare` compares it. A rule's `description` grants nothing.
+const _: fn(&SyncRules, &RuleMeta, &Selection, &WriteRule, &Accept) = |rules, rule, selection, write, accept| {
+    let SyncRules { rules: _, server_only: _ } = rules;
+    let RuleMeta { name: _, description: _, parameters: _, membership: _, data: _, writes: _, accepts: _, leave: _ } =
+        rule;
+    let Selection { table: _, scope: _, filters: _ } = selection;
+    let WriteRule { table: _, any_of: _ } = write;
+    let Accept { rule: _, open: _ } = accept;
+};
+
 /// The changes found so far.
 #[derive(Default)]
 struct Changes {
