@@ -294,3 +294,27 @@ async fn ids_holding_a_newline_forge_no_log_line() {
     assert_eq!(rejected.len(), 2, "{text}");
     assert!(rejected.iter().all(|l| l.contains(r#"user="alice\n2099"#)), "{rejected:?}");
 }
+
+/// A token whose user id holds a NUL was a server error on every pull and push (no Postgres
+/// text holds a NUL, so each statement binding it failed, and the client retried for good): it
+/// is refused as unauthenticated before anything reads the database.
+#[tokio::test]
+async fn a_token_whose_claims_hold_a_nul_is_unauthenticated() {
+    let db = TestDb::new().await;
+    let server = TestServer::start(&db, |b| b).await;
+    let token = TestServer::token("mal\u{0}lory");
+    for (path, body) in [
+        ("/sync/pull", json!({"clientId": "0192f0e0-0000-7000-8000-000000000001"})),
+        ("/sync/push", json!({"clientId": "0192f0e0-0000-7000-8000-000000000001", "mutations": []})),
+    ] {
+        let response = reqwest::Client::new()
+            .post(server.url(path))
+            .header("content-type", "application/json")
+            .bearer_auth(&token)
+            .body(body.to_string())
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(response.status(), StatusCode::UNAUTHORIZED, "{path}");
+    }
+}

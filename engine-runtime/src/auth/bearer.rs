@@ -155,7 +155,21 @@ fn decode(token: &str, key: &DecodingKey, alg: Algorithm) -> Result<Map<String, 
     Ok(data.claims)
 }
 
+/// Whether `value` holds a NUL character anywhere: no Postgres text can hold one, so a claim
+/// with one would fail every statement it is bound into, as a server error, on every retry.
+fn holds_nul(value: &Value) -> bool {
+    match value {
+        Value::String(text) => text.contains('\0'),
+        Value::Array(items) => items.iter().any(holds_nul),
+        Value::Object(map) => map.iter().any(|(key, v)| key.contains('\0') || holds_nul(v)),
+        Value::Null | Value::Bool(_) | Value::Number(_) => false,
+    }
+}
+
 fn actor_of(mut claims: Map<String, Value>) -> Result<Actor> {
+    if claims.iter().any(|(key, value)| key.contains('\0') || holds_nul(value)) {
+        return Err(unauthenticated("the token's claims hold a NUL character"));
+    }
     let user_id = match claims.remove("sub") {
         Some(Value::String(s)) if !s.is_empty() => s,
         _ => return Err(unauthenticated("the token's `sub` is not a user id")),
@@ -238,5 +252,16 @@ mod tests {
         assert_eq!(actor.claim::<String>("org").as_deref(), Some("acme"));
         assert!(actor.claims.contains_key("exp"));
         assert!(BearerTokenAuth::new(b"other").verify(&token).is_err());
+    }
+
+    #[test]
+    fn a_nul_in_any_claim_is_refused_as_unauthenticated() {
+        let auth = BearerTokenAuth::new(b"k");
+        let nul_user = issue_bearer_token("mal\u{0}lory", "o", b"k", Duration::from_secs(60)).unwrap();
+        assert!(matches!(auth.verify(&nul_user), Err(Error::Unauthenticated(_))));
+        let mut extra = Map::new();
+        extra.insert("teams".into(), serde_json::json!(["a", "b\u{0}"]));
+        let nul_claim = issue_bearer_token_with_claims("u", "o", b"k", Duration::from_secs(60), extra).unwrap();
+        assert!(matches!(auth.verify(&nul_claim), Err(Error::Unauthenticated(_))));
     }
 }
