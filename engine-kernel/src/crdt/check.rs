@@ -12,7 +12,10 @@
 //!   the engine's collaborative columns write (text in the root text `text`, entries of the root
 //!   map `map`, deletions), every item's neighbours exist in the document or in the update, each
 //!   replica's items continue where the document has them, and deletions cover only items that
-//!   exist. An honest replica never writes anything else.
+//!   exist. An honest replica never writes anything else. Two bounds keep `yrs`'s own work
+//!   linear too: at most [`MAX_UPDATE_REPLICAS`] replicas, and no run longer than
+//!   [`MAX_CONTINUATIONS`] of items that `yrs` would join one by one. The check's own work is
+//!   linear up to a logarithm (every lookup goes through an index).
 
 use std::collections::BTreeMap;
 
@@ -86,44 +89,69 @@ pub fn check_update(bytes: &[u8]) -> Result<(), String> {
     read(bytes, false).map(drop)
 }
 
+/// The most replicas (yrs clients) whose items one update may carry. An edit carries one; the
+/// whole state of a document, sent as a new row's first value, carries one per replica that
+/// ever wrote it (a [`CrdtText`](super::CrdtText) edit is a replica of its own). The check's
+/// and `yrs`'s work per replica is small (80,000 replicas of one item, 1 MB, merge in about
+/// 0.1 s); the bound keeps it so whatever they cost.
+pub const MAX_UPDATE_REPLICAS: usize = 4096;
+
+/// The longest run of continuations an update may carry: items of one replica, each placed
+/// right after the one before it in the replica's run and holding the same kind of text or
+/// values. `yrs` joins such items into one as it integrates them, copying the content joined so
+/// far into the item before at each step, so a run costs the square of its length (110,000
+/// one-character items took 15 s). Honest encoders (yrs, Yjs) join them before they encode; a
+/// run they leave apart comes of a concurrent edit between two of its items.
+pub const MAX_CONTINUATIONS: usize = 256;
+
 /// Check `update` against the document whose state is `state` (its v1 encoding, as stored),
 /// as the module documentation says. `state` is the engine's own encoding and is trusted to be
 /// well formed.
+///
+/// The work is linear in the sizes of `state` and `update`, up to a logarithm: every lookup of
+/// an id goes through a [`Ranges`] index, never a scan. An update of a few hundred kilobytes
+/// of one-character items made the old scans quadratic (seconds of CPU for one mutation).
 pub(super) fn check_merge(state: &[u8], update: &[u8], document: Document) -> Result<(), String> {
+    check_merge_counting(state, update, document, &mut Steps::default())
+}
+
+/// [`check_merge`], counting its steps in `steps`.
+pub(super) fn check_merge_counting(
+    state: &[u8],
+    update: &[u8],
+    document: Document,
+    steps: &mut Steps,
+) -> Result<(), String> {
     let state = read(state, true)?;
     let update = read(update, true)?;
+    steps.add(state.blocks.len() + update.blocks.len() + update.deletes.len());
+    if update.starts.len() > MAX_UPDATE_REPLICAS {
+        return Err(format!(
+            "the update carries items of {} replicas; an update carries at most {MAX_UPDATE_REPLICAS}",
+            update.starts.len()
+        ));
+    }
     if let Some(block) = update.blocks.iter().find(|b| b.item.is_none()) {
         // Garbage-collected ranges come only from items inside a deleted nested type, which
         // these documents do not have (a deleted item of a root stays an item); skipped ranges
         // only from merging updates together.
         return Err(format!("replica {}'s range at {} is collected or skipped", block.client, block.clock));
     }
-    // The items of the document and the update, by replica: what an item may be placed beside.
-    let mut items: BTreeMap<u64, Vec<(u64, u64)>> = BTreeMap::new();
-    // Everything the document has, by replica: what a deletion may cover.
-    let mut known: BTreeMap<u64, Vec<(u64, u64)>> = BTreeMap::new();
-    let mut ends: BTreeMap<u64, u64> = BTreeMap::new();
-    for block in &state.blocks {
-        let end = ends.entry(block.client).or_default();
-        *end = (*end).max(block.clock + block.len);
-    }
-    for block in state.blocks.iter().chain(&update.blocks) {
-        let range = (block.clock, block.clock + block.len);
-        known.entry(block.client).or_default().push(range);
-        if block.item.is_some() {
-            items.entry(block.client).or_default().push(range);
-        }
-    }
-    let exists = |(client, clock): Id| {
-        items.get(&client).is_some_and(|ranges| ranges.iter().any(|&(from, to)| from <= clock && clock < to))
-    };
-    for (i, &(client, _)) in update.starts.iter().enumerate() {
-        if update.starts[..i].iter().any(|&(other, _)| other == client) {
+    let mut seen = std::collections::BTreeSet::new();
+    for &(client, _) in &update.starts {
+        if !seen.insert(client) {
             return Err(format!("replica {client}'s items come in more than one run"));
         }
     }
+    // The items of the document and of the update: what an item may be placed beside.
+    let state_items = Ranges::of(state.blocks.iter().filter(|b| b.item.is_some()));
+    let update_items = Ranges::of(update.blocks.iter());
+    // Everything the document has, and with the update: where each replica's clock stands,
+    // and what a deletion may cover.
+    let state_all = Ranges::of(state.blocks.iter());
+    let known = Ranges::of(state.blocks.iter().chain(&update.blocks));
     for &(client, clock) in &update.starts {
-        let end = ends.get(&client).copied().unwrap_or(0);
+        let end = state_all.end(client);
         if clock > end {
             return Err(format!("replica {client}'s items start at {clock}, past the {end} the document has"));
         }
@@ -132,6 +160,16 @@ pub(super) fn check_merge(state: &[u8], update: &[u8], document: Document) -> Re
         Document::Text => (TEXT_ROOT, [1, 4]),
         Document::Map => (MAP_ROOT, [1, 8]),
     };
+    let mut run = 0;
+    for pair in update.blocks.windows(2) {
+        run = if continues(&pair[0], &pair[1]) { run + 1 } else { 0 };
+        if run > MAX_CONTINUATIONS {
+            let at = (pair[1].client, pair[1].clock);
+            return Err(format!(
+                "item {at:?} ends a run of more than {MAX_CONTINUATIONS} items each placed right after the one before, which a replica writes as one item"
+            ));
+        }
+    }
     for block in &update.blocks {
         let Some(item) = &block.item else { continue };
         let at = (block.client, block.clock);
@@ -156,7 +194,7 @@ pub(super) fn check_merge(state: &[u8], update: &[u8], document: Document) -> Re
             return Err(format!("item {at:?} {} a key", if item.key { "has" } else { "lacks" }));
         }
         for neighbour in [item.origin, item.right_origin].into_iter().flatten() {
-            if !exists(neighbour) {
+            if !state_items.contains(neighbour, steps) && !update_items.contains(neighbour, steps) {
                 return Err(format!("item {at:?} is placed beside {neighbour:?}, which does not exist"));
             }
             // A neighbour existed before the item: of the same replica, it has an earlier clock.
@@ -165,22 +203,11 @@ pub(super) fn check_merge(state: &[u8], update: &[u8], document: Document) -> Re
             }
         }
     }
-    if let Some(at) = circular(&update.blocks, &state.blocks) {
+    if let Some(at) = circular(&update.blocks, &state_items, steps) {
         return Err(format!("item {at:?} is placed beside items that are placed beside it"));
     }
     for &(client, clock, len) in &update.deletes {
-        let covered = known.get(&client).is_some_and(|ranges| {
-            // Ranges of one replica are contiguous runs; walk the deletion across them.
-            let mut at = clock;
-            while at < clock + len {
-                match ranges.iter().filter(|&&(from, to)| from <= at && at < to).map(|&(_, to)| to).max() {
-                    Some(to) => at = to,
-                    None => return false,
-                }
-            }
-            true
-        });
-        if !covered {
+        if !known.covers(client, clock, len, steps) {
             return Err(format!(
                 "the update deletes {len} of replica {client}'s items from {clock}, which do not all exist"
             ));
@@ -189,48 +216,143 @@ pub(super) fn check_merge(state: &[u8], update: &[u8], document: Document) -> Re
     Ok(())
 }
 
+/// Whether `next` continues `block`, as `yrs` joins items: the same replica, its clock where
+/// `block` ends, placed right after `block`'s last character with the same right neighbour,
+/// and holding text (4) or values (8) as `block` does, which `yrs` joins by copying. Deleted
+/// content (1) is joined by adding lengths, at no cost.
+fn continues(block: &Block<'_>, next: &Block<'_>) -> bool {
+    let (Some(item), Some(next_item)) = (&block.item, &next.item) else { return false };
+    let last = (block.client, (block.clock + block.len).saturating_sub(1));
+    next.client == block.client
+        && next.clock == block.clock + block.len
+        && next_item.origin == Some(last)
+        && next_item.right_origin == item.right_origin
+        && next_item.content == item.content
+        && matches!(item.content, 4 | 8)
+}
+
+/// How many steps a check took: blocks and deletions walked, and one per halving of an index
+/// lookup. A test holds it to the update's size.
+#[derive(Debug, Default)]
+pub(super) struct Steps(pub(super) u64);
+
+impl Steps {
+    fn add(&mut self, n: usize) {
+        self.0 = self.0.saturating_add(n as u64);
+    }
+
+    /// A binary search over `len` entries.
+    fn search(&mut self, len: usize) {
+        self.add(1 + len.checked_ilog2().unwrap_or(0) as usize);
+    }
+}
+
+/// Id ranges by replica: per replica, disjoint ranges of clocks `[from, to)` in order, adjacent
+/// ones joined. A lookup is a binary search.
+#[derive(Debug, Default)]
+struct Ranges(BTreeMap<u64, Vec<(u64, u64)>>);
+
+impl Ranges {
+    fn of<'b, 'a: 'b>(blocks: impl Iterator<Item = &'b Block<'a>>) -> Ranges {
+        let mut by_client: BTreeMap<u64, Vec<(u64, u64)>> = BTreeMap::new();
+        for block in blocks {
+            by_client.entry(block.client).or_default().push((block.clock, block.clock + block.len));
+        }
+        for ranges in by_client.values_mut() {
+            ranges.sort_unstable();
+            let mut joined: Vec<(u64, u64)> = Vec::with_capacity(ranges.len());
+            for &(from, to) in ranges.iter() {
+                match joined.last_mut() {
+                    Some(last) if from <= last.1 => last.1 = last.1.max(to),
+                    _ => joined.push((from, to)),
+                }
+            }
+            *ranges = joined;
+        }
+        Ranges(by_client)
+    }
+
+    /// The range of `client` that holds `clock`.
+    fn holding(&self, (client, clock): Id, steps: &mut Steps) -> Option<(u64, u64)> {
+        let ranges = self.0.get(&client)?;
+        steps.search(ranges.len());
+        let after = ranges.partition_point(|&(from, _)| from <= clock);
+        let &(from, to) = ranges.get(after.checked_sub(1)?)?;
+        (from <= clock && clock < to).then_some((from, to))
+    }
+
+    fn contains(&self, id: Id, steps: &mut Steps) -> bool {
+        self.holding(id, steps).is_some()
+    }
+
+    /// Whether `len` ids of `client` from `clock` are all here; a deletion of none names a
+    /// replica that must be here.
+    fn covers(&self, client: u64, clock: u64, len: u64, steps: &mut Steps) -> bool {
+        if len == 0 {
+            return self.0.contains_key(&client);
+        }
+        self.holding((client, clock), steps).is_some_and(|(_, to)| clock + len <= to)
+    }
+
+    /// The end of `client`'s last range, 0 when it has none.
+    fn end(&self, client: u64) -> u64 {
+        self.0.get(&client).and_then(|r| r.last()).map_or(0, |&(_, to)| to)
+    }
+}
+
 /// An item of `blocks` that depends on itself: placed beside an item of the update that is (by
 /// its neighbours or by coming later in its replica) placed beside it in turn. Neighbours in the
-/// document (`state`) end a chain. Honest replicas write only items whose neighbours existed
-/// before them, so their dependencies never go round.
-fn circular(blocks: &[Block<'_>], state: &[Block<'_>]) -> Option<Id> {
-    let in_state = |(client, clock): Id| {
-        state.iter().any(|b| b.client == client && b.item.is_some() && b.clock <= clock && clock < b.clock + b.len)
-    };
-    let find = |(client, clock): Id| {
-        blocks.iter().position(|b| b.client == client && b.clock <= clock && clock < b.clock + b.len)
-    };
-    // What each block waits for: its neighbours in the update, and the block before it in its
-    // replica's run.
-    let mut waits: Vec<Vec<usize>> = vec![Vec::new(); blocks.len()];
+/// document (`state_items`) end a chain. Honest replicas write only items whose neighbours
+/// existed before them, so their dependencies never go round.
+///
+/// A topological sort (Kahn's): each block counts what it waits for, blocks that wait for
+/// nothing are settled, and settling one releases those waiting for it. What is never settled
+/// goes round, or waits for what does.
+fn circular(blocks: &[Block<'_>], state_items: &Ranges, steps: &mut Steps) -> Option<Id> {
+    // Each replica's blocks come in one run in clock order (checked before): the index of the
+    // block holding an id is a binary search in its replica's run.
+    let mut runs: BTreeMap<u64, Vec<usize>> = BTreeMap::new();
     for (i, block) in blocks.iter().enumerate() {
+        runs.entry(block.client).or_default().push(i);
+    }
+    let find = |(client, clock): Id, steps: &mut Steps| -> Option<usize> {
+        let run = runs.get(&client)?;
+        steps.search(run.len());
+        let after = run.partition_point(|&i| blocks[i].clock <= clock);
+        let &i = run.get(after.checked_sub(1)?)?;
+        (clock < blocks[i].clock + blocks[i].len).then_some(i)
+    };
+    // What each block waits for: the block before it in its replica's run, and its neighbours
+    // in the update.
+    let mut waiting = vec![0u32; blocks.len()];
+    let mut released: Vec<Vec<usize>> = vec![Vec::new(); blocks.len()];
+    for (i, block) in blocks.iter().enumerate() {
+        steps.add(1);
         if i > 0 && blocks[i - 1].client == block.client {
-            waits[i].push(i - 1);
+            waiting[i] += 1;
+            released[i - 1].push(i);
         }
         let Some(item) = &block.item else { continue };
         for neighbour in [item.origin, item.right_origin].into_iter().flatten() {
-            if !in_state(neighbour)
-                && let Some(j) = find(neighbour)
+            if !state_items.contains(neighbour, steps)
+                && let Some(j) = find(neighbour, steps)
             {
-                waits[i].push(j);
+                waiting[i] += 1;
+                released[j].push(i);
             }
         }
     }
-    // Settle blocks whose waits are settled until nothing changes; what is left goes round.
-    let mut settled = vec![false; blocks.len()];
-    loop {
-        let mut progressed = false;
-        for i in 0..blocks.len() {
-            if !settled[i] && waits[i].iter().all(|&j| settled[j]) {
-                settled[i] = true;
-                progressed = true;
+    let mut ready: Vec<usize> = (0..blocks.len()).filter(|&i| waiting[i] == 0).collect();
+    while let Some(j) = ready.pop() {
+        steps.add(1 + released[j].len());
+        for &i in &released[j] {
+            waiting[i] -= 1;
+            if waiting[i] == 0 {
+                ready.push(i);
             }
         }
-        if !progressed {
-            break;
-        }
     }
-    settled.iter().position(|s| !s).map(|i| (blocks[i].client, blocks[i].clock))
+    waiting.iter().position(|&w| w > 0).map(|i| (blocks[i].client, blocks[i].clock))
 }
 
 fn read(bytes: &[u8], keep: bool) -> Result<Decoded<'_>, String> {
@@ -449,6 +571,99 @@ mod tests {
         }
         bytes.extend_from_slice(&[1, b'x', 0]);
         bytes
+    }
+
+    /// `n` as yrs writes a variable-length integer.
+    fn var(mut n: u64, out: &mut Vec<u8>) {
+        while n >= 0x80 {
+            out.push((n as u8 & 0x7f) | 0x80);
+            n >>= 7;
+        }
+        out.push(n as u8);
+    }
+
+    /// An update of `items` one-character items of each of `replicas` replicas, each item placed
+    /// after the one before it, except every `every`th, placed after the one before that: what
+    /// no replica's own encoding writes (yrs joins such items into one), but what a hostile one
+    /// may, a few bytes an item.
+    fn chain_of_items(replicas: u64, items: u64) -> Vec<u8> {
+        items_placed(replicas, items, 100)
+    }
+
+    fn items_placed(replicas: u64, items: u64, every: u64) -> Vec<u8> {
+        let mut bytes = Vec::new();
+        var(replicas, &mut bytes);
+        for client in 1..=replicas {
+            var(items, &mut bytes);
+            var(client, &mut bytes);
+            var(0, &mut bytes);
+            bytes.extend_from_slice(&[4, 1, 4, b't', b'e', b'x', b't', 1, b'x']);
+            for clock in 1..items {
+                bytes.push(0x84);
+                var(client, &mut bytes);
+                var(if clock % every == 0 && clock >= 2 { clock - 2 } else { clock - 1 }, &mut bytes);
+                bytes.extend_from_slice(&[1, b'x']);
+            }
+        }
+        bytes.push(0);
+        bytes
+    }
+
+    fn steps(update: &[u8]) -> u64 {
+        let mut steps = Steps::default();
+        check_merge_counting(CrdtText::new().state(), update, Document::Text, &mut steps).unwrap();
+        steps.0
+    }
+
+    #[test]
+    fn the_check_takes_steps_in_proportion_to_the_update() {
+        // 40,000 and 160,000 items of one replica (about 200 KB and 900 KB), the shape that took
+        // seconds when every lookup scanned the replica's items.
+        let small = steps(&chain_of_items(1, 40_000));
+        assert!(small <= 40 * 40_000, "{small} steps for 40,000 items");
+        let large = steps(&chain_of_items(1, 160_000));
+        assert!(large <= 40 * 160_000, "{large} steps for 160,000 items");
+        // Four times the items: four times the steps and a little more for the searches' depth;
+        // the scans took sixteen times as many.
+        assert!(large <= small * 5, "four times the items, {large} steps against {small}");
+        // The same items spread over many replicas.
+        let spread = steps(&chain_of_items(1_000, 100));
+        assert!(spread <= 40 * 100_000, "{spread} steps for 1,000 replicas of 100 items");
+    }
+
+    #[test]
+    fn a_long_run_of_items_a_replica_writes_as_one_is_refused() {
+        let empty = CrdtText::new().state().to_vec();
+        // 257 items after the first, each continuing the one before.
+        let refused = check_merge(&empty, &items_placed(1, 258, u64::MAX), Document::Text).unwrap_err();
+        assert!(refused.contains("more than 256 items"), "{refused}");
+        assert_eq!(check_merge(&empty, &items_placed(1, 257, u64::MAX), Document::Text), Ok(()));
+        // What an honest replica sends holds no such run: typing joins into one item.
+        let mut typed = CrdtText::new();
+        let mut stored = typed.state().to_vec();
+        for c in "a sentence typed one character at a time".chars() {
+            let at = typed.text().unwrap().chars().count() as u32;
+            let update = typed.insert(at, &c.to_string()).unwrap();
+            assert_eq!(check_merge(&stored, &update, Document::Text), Ok(()));
+            stored = typed.state().to_vec();
+        }
+        assert_eq!(check_merge(&empty, typed.state(), Document::Text), Ok(()));
+        // A replica that keeps its id (as a Yjs document does) joins its keystrokes too.
+        use yrs::{ReadTxn, Text, Transact};
+        let doc = yrs::Doc::with_client_id(7);
+        let text = doc.get_or_insert_text(crate::crdt::TEXT_ROOT);
+        for (i, c) in "typed one transaction at a time".chars().enumerate() {
+            text.insert(&mut doc.transact_mut(), i as u32, &c.to_string());
+        }
+        let state = doc.transact().encode_state_as_update_v1(&yrs::StateVector::default());
+        assert_eq!(check_merge(&empty, &state, Document::Text), Ok(()));
+    }
+
+    #[test]
+    fn an_update_of_too_many_replicas_is_refused() {
+        let refused = check_merge(CrdtText::new().state(), &chain_of_items(4_097, 1), Document::Text).unwrap_err();
+        assert!(refused.contains("4097 replicas") && refused.contains("at most 4096"), "{refused}");
+        assert_eq!(check_merge(CrdtText::new().state(), &chain_of_items(4_096, 1), Document::Text), Ok(()));
     }
 
     #[test]

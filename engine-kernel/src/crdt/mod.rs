@@ -21,7 +21,7 @@ use crate::error::{Error, Result};
 mod check;
 
 use check::Document;
-pub use check::check_update;
+pub use check::{MAX_CONTINUATIONS, MAX_UPDATE_REPLICAS, check_update};
 
 /// The name of the root text of a [`CrdtText`] document.
 pub const TEXT_ROOT: &str = "text";
