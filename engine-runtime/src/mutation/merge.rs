@@ -66,7 +66,38 @@ pub(super) async fn written(column: &ColumnMeta, stored: Option<&Value>, value: 
     }
 }
 
-/// `before` with `changes` written at `hlc`, merged column by column.
+/// Collaborative merges made before the row was locked, in the order of the changes: each
+/// column's document as it was read then, and what merging the change into it gave (an error
+/// included, answered only if the merge is used).
+#[derive(Debug, Default)]
+pub(super) struct Premerged(Vec<(&'static str, Option<Value>, KernelResult<Value>)>);
+
+impl Premerged {
+    /// The merges of the collaborative columns `changes` assign, into the documents of `row`.
+    pub(super) async fn of(table: &TableMeta, row: &Row, changes: &[(&'static str, Value)]) -> KernelResult<Self> {
+        let mut merges = Vec::new();
+        for (name, value) in changes {
+            let column = table.known_column(name)?;
+            if column.sql_type.is_crdt() && !value.is_null() {
+                let stored = row.get(*name).cloned();
+                let merged = written(column, stored.as_ref(), value).await;
+                merges.push((*name, stored, merged));
+            }
+        }
+        Ok(Premerged(merges))
+    }
+
+    /// The next merge made of `column`, when it was made from the document `stored` holds now.
+    fn take(&mut self, column: &str, stored: Option<&Value>) -> Option<KernelResult<Value>> {
+        let at = self.0.iter().position(|(name, _, _)| *name == column)?;
+        let (_, from, merged) = self.0.remove(at);
+        (from.as_ref() == stored).then_some(merged)
+    }
+}
+
+/// `before` with `changes` written at `hlc`, merged column by column. A collaborative column's
+/// merge made before the row was locked (`premerged`) is taken when the locked row still holds
+/// the document it was made from; otherwise the merge is made now.
 pub(super) async fn updated(
     table: &TableMeta,
     by_field: bool,
@@ -74,6 +105,7 @@ pub(super) async fn updated(
     mut stamps: Stamps,
     changes: &[(&'static str, Value)],
     hlc: &Hlc,
+    mut premerged: Premerged,
 ) -> KernelResult<Updated> {
     let mut after = before.clone();
     let stamp = hlc.to_string();
@@ -81,7 +113,10 @@ pub(super) async fn updated(
     for (name, value) in changes {
         let column = table.known_column(name)?;
         if column.sql_type.is_crdt() {
-            let merged = written(column, after.get(*name), value).await?;
+            let merged = match premerged.take(name, after.get(*name)) {
+                Some(merged) => merged?,
+                None => written(column, after.get(*name), value).await?,
+            };
             after.insert((*name).to_owned(), merged);
             took_effect = true;
         } else if by_field {
@@ -142,12 +177,15 @@ mod tests {
         let before: Row = json!({"id": "n", "title": "old", "body": "AAA="}).as_object().unwrap().clone();
         let stamps: Stamps = json!({"title": hlc(2000).to_string()}).as_object().unwrap().clone();
         let older = [("title", Value::from("from the past"))];
-        let lost = updated(&TABLE, true, &before, stamps.clone(), &older, &hlc(1000)).await.unwrap();
+        let lost =
+            updated(&TABLE, true, &before, stamps.clone(), &older, &hlc(1000), Premerged::default()).await.unwrap();
         assert_eq!(lost.after["title"], "old");
         assert_eq!(lost.stamps["title"], stamps["title"]);
         assert_eq!(lost.stamps[NEWEST_STAMP], hlc(2000).to_string(), "the row keeps its newest stamp");
         assert!(!lost.took_effect, "the write lost its only merge");
-        let won = updated(&TABLE, true, &before, stamps, &[("title", "new".into())], &hlc(3000)).await.unwrap();
+        let won = updated(&TABLE, true, &before, stamps, &[("title", "new".into())], &hlc(3000), Premerged::default())
+            .await
+            .unwrap();
         assert_eq!(won.after["title"], "new");
         assert_eq!(won.stamps["title"], hlc(3000).to_string());
         assert_eq!(won.stamps[NEWEST_STAMP], hlc(3000).to_string());
@@ -156,10 +194,41 @@ mod tests {
     }
 
     #[tokio::test]
+    async fn a_merge_made_before_the_lock_is_taken_only_from_the_document_still_stored() {
+        let mut doc = engine_kernel::CrdtText::new();
+        let update = doc.insert(0, "hello").unwrap();
+        let change = [("body", Value::from(engine_kernel::crdt::update_to_base64(&update)))];
+        let read: Row = json!({"id": "n", "title": "t", "body": "AAA="}).as_object().unwrap().clone();
+        let text = |row: &Row| {
+            let body: engine_kernel::CrdtText = engine_kernel::ColumnType::from_json(row["body"].clone()).unwrap();
+            body.text().unwrap()
+        };
+        // The locked row holds the document the merge was made from: the merge is taken.
+        let premerged = Premerged::of(&TABLE, &read, &change).await.unwrap();
+        let after = updated(&TABLE, true, &read, Stamps::new(), &change, &hlc(1), premerged).await.unwrap().after;
+        assert_eq!(text(&after), "hello");
+        // Another write changed the document meanwhile: the merge is made again, from it.
+        let mut other = engine_kernel::CrdtText::new();
+        let written = engine_kernel::crdt::update_to_base64(&other.insert(0, "> ").unwrap());
+        let locked: Row = json!({"id": "n", "title": "t", "body": written}).as_object().unwrap().clone();
+        let premerged = Premerged::of(&TABLE, &read, &change).await.unwrap();
+        let after = updated(&TABLE, true, &locked, Stamps::new(), &change, &hlc(1), premerged).await.unwrap().after;
+        assert!(text(&after).contains("> ") && text(&after).contains("hello"), "{}", text(&after));
+        // A refusal made before the lock is answered as the merge under it would be.
+        let garbage = [("body", Value::from("not an update"))];
+        let premerged = Premerged::of(&TABLE, &read, &garbage).await.unwrap();
+        let refused = updated(&TABLE, true, &read, Stamps::new(), &garbage, &hlc(1), premerged).await.unwrap_err();
+        assert_eq!(refused.code(), engine_kernel::ErrorCode::ValidationFailed);
+    }
+
+    #[tokio::test]
     async fn without_field_merge_the_write_replaces() {
         let before: Row = json!({"id": "n", "title": "old", "body": "AAA="}).as_object().unwrap().clone();
         let stamps: Stamps = json!({"title": hlc(2000).to_string()}).as_object().unwrap().clone();
-        let late = updated(&TABLE, false, &before, stamps, &[("title", "late".into())], &hlc(1000)).await.unwrap();
+        let late =
+            updated(&TABLE, false, &before, stamps, &[("title", "late".into())], &hlc(1000), Premerged::default())
+                .await
+                .unwrap();
         assert_eq!(late.after["title"], "late");
         assert!(late.took_effect);
     }
@@ -170,15 +239,22 @@ mod tests {
         let mut doc = engine_kernel::CrdtText::new();
         let update = doc.insert(0, "hello").unwrap();
         let change = [("body", engine_kernel::crdt::update_to_base64(&update).into())];
-        let merged = updated(&TABLE, true, &before, Stamps::new(), &change, &hlc(1)).await.unwrap().after;
+        let merged =
+            updated(&TABLE, true, &before, Stamps::new(), &change, &hlc(1), Premerged::default()).await.unwrap().after;
         let merged: engine_kernel::CrdtText = engine_kernel::ColumnType::from_json(merged["body"].clone()).unwrap();
         assert_eq!(merged.text().unwrap(), "hello");
         let garbage = [("body", Value::from("not an update"))];
-        assert!(updated(&TABLE, true, &before, Stamps::new(), &garbage, &hlc(1)).await.is_err());
-        assert!(updated(&TABLE, true, &before, Stamps::new(), &[("nope", Value::Null)], &hlc(1)).await.is_err());
+        assert!(updated(&TABLE, true, &before, Stamps::new(), &garbage, &hlc(1), Premerged::default()).await.is_err());
+        assert!(
+            updated(&TABLE, true, &before, Stamps::new(), &[("nope", Value::Null)], &hlc(1), Premerged::default())
+                .await
+                .is_err()
+        );
         let huge = vec![0u8; engine_kernel::crdt::MAX_DOCUMENT_BYTES];
         let past_the_bound = [("body", engine_kernel::crdt::update_to_base64(&huge).into())];
-        let err = updated(&TABLE, true, &before, Stamps::new(), &past_the_bound, &hlc(1)).await.unwrap_err();
+        let err = updated(&TABLE, true, &before, Stamps::new(), &past_the_bound, &hlc(1), Premerged::default())
+            .await
+            .unwrap_err();
         assert_eq!(err.code(), engine_kernel::ErrorCode::ValidationFailed);
         assert!(err.to_string().contains("at most"), "{err}");
     }

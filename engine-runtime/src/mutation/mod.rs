@@ -240,6 +240,7 @@ impl<'t> PgMutatorTx<'t> {
         self.before_next_operation().await?;
         self.authorize_table(table)?;
         let assigned = table.check_update(&changes)?;
+        let premerged = self.merge_before_locking(table, &key, &changes).await?;
         let Some((before, stamps)) = self.fetch(table, &key, true, false).await? else { return Ok(false) };
         let before_buckets = self.core.rules.row_buckets(table, &before);
         if self.is_synced(table) && !self.can_read(&before_buckets).await? {
@@ -257,7 +258,7 @@ impl<'t> PgMutatorTx<'t> {
             self.hlc = self.core.clock.tick_after(Some(&newest));
         }
         let merge::Updated { after, stamps, took_effect } =
-            merge::updated(table, by_field, &before, stamps, &changes, &self.hlc).await?;
+            merge::updated(table, by_field, &before, stamps, &changes, &self.hlc, premerged).await?;
         self.check_bounds(table, &after)?;
         let after_buckets = self.core.rules.row_buckets(table, &after);
         self.authorize_entering(table, after_buckets.difference(&before_buckets), &after_buckets).await?;
@@ -282,6 +283,33 @@ impl<'t> PgMutatorTx<'t> {
         self.affected.extend(before_buckets);
         self.affected.extend(after_buckets);
         Ok(true)
+    }
+
+    /// The collaborative merges of `changes`, made before the row is locked when the mutation
+    /// holds no transaction yet (`docs/design.md` §7): locking the row takes a transaction id,
+    /// which holds every pull's horizon back for as long as the mutation runs, and a large merge
+    /// is CPU work. The row is read unlocked, whether or not the actor may see it: nothing of it
+    /// reaches the mutator, and the merge's outcome (a refusal included) is used only after
+    /// the locked row was found readable and the write authorized, and only when the locked
+    /// row still holds the document merged into. A mutation already in a transaction (the
+    /// checked path, or one that wrote before) holds its transaction id anyway, and merges
+    /// under the lock.
+    async fn merge_before_locking(
+        &mut self,
+        table: &'static TableMeta,
+        key: &Row,
+        changes: &[(&'static str, Value)],
+    ) -> KernelResult<merge::Premerged> {
+        let collaborative = changes.iter().any(|(name, value)| {
+            !value.is_null() && table.column(name).is_some_and(|column| column.sql_type.is_crdt())
+        });
+        if !collaborative || !matches!(self.conn, Conn::Deferred(_)) {
+            return Ok(merge::Premerged::default());
+        }
+        match self.fetch(table, key, false, false).await? {
+            Some((row, _)) => merge::Premerged::of(table, &row, changes).await,
+            None => Ok(merge::Premerged::default()),
+        }
     }
 
     async fn purge_row(&mut self, table: &'static TableMeta, key: Row) -> KernelResult<bool> {
