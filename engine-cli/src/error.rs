@@ -65,7 +65,7 @@ pub enum Error {
     /// before, and was not told to allow them.
     #[error(
         "the sync rules widen who may read or write rows ({} against {against}): review them, then pass --allow-widening",
-        crate::check::count(*widenings, "widening")
+        widening_count(*widenings)
     )]
     Widening {
         /// The older contract.
@@ -119,4 +119,9 @@ impl Error {
             _ => None,
         }
     }
+}
+
+/// `1 widening`, `3 widenings`.
+fn widening_count(n: usize) -> String {
+    if n == 1 { "1 widening".to_owned() } else { format!("{n} widenings") }
 }
