@@ -33,8 +33,13 @@ pub(crate) fn constant(value: ConstValue) -> String {
 
 /// `column` qualified by `alias`, compared byte-wise when it is text (`docs/design.md` §1).
 pub(crate) fn ordered(alias: &str, column: &ColumnMeta) -> String {
-    match column.sql_type {
-        SqlType::Text => format!("{alias}.{} COLLATE \"C\"", ident(column.name)),
+    collated(format!("{alias}.{}", ident(column.name)), column.sql_type)
+}
+
+/// `expression`, of `sql_type`, with `COLLATE "C"` when it is text, so it sorts byte-wise.
+pub(crate) fn collated(expression: String, sql_type: SqlType) -> String {
+    match sql_type {
+        SqlType::Text => format!("{expression} COLLATE \"C\""),
         SqlType::SmallInt
         | SqlType::Integer
         | SqlType::BigInt
@@ -46,7 +51,7 @@ pub(crate) fn ordered(alias: &str, column: &ColumnMeta) -> String {
         | SqlType::Json
         | SqlType::Bytes
         | SqlType::CrdtText
-        | SqlType::CrdtMap => format!("{alias}.{}", ident(column.name)),
+        | SqlType::CrdtMap => expression,
     }
 }
 

@@ -22,9 +22,9 @@ pub(crate) use apply::{provision, verify};
 pub(crate) use diff::changes;
 pub use locks::ProvisionLocks;
 
-use engine_kernel::{App, MergePolicy, SqlType, TableMeta};
+use engine_kernel::{App, MergePolicy, TableMeta};
 
-use crate::pg::sql::{ident, index_name, literal, trigger_function, wire_json};
+use crate::pg::sql::{collated, ident, index_name, literal, trigger_function, wire_json};
 use crate::rules::buckets::{RuleIndex, RuleSelection};
 use crate::rules::selection::{bucket_key_of, live};
 
@@ -290,7 +290,7 @@ fn tracking_sql(table: &TableMeta, selections: &[RuleSelection]) -> Vec<String> 
             "CREATE OR REPLACE TRIGGER {trigger} {timing} ON {name} FOR EACH ROW{condition} EXECUTE FUNCTION {function}()"
         ));
     }
-    let key: Vec<String> = table.key_columns().map(ordered_bare).collect();
+    let key: Vec<String> = table.key_columns().map(|c| collated(ident(c.name), c.sql_type)).collect();
     plan.push(format!(
         "CREATE INDEX IF NOT EXISTS {} ON {name} (_engine_xid, {})",
         ident(&index_name(table.name, "xid", &[])),
@@ -314,24 +314,6 @@ fn tracking_sql(table: &TableMeta, selections: &[RuleSelection]) -> Vec<String> 
         ));
     }
     plan
-}
-
-fn ordered_bare(column: &engine_kernel::ColumnMeta) -> String {
-    match column.sql_type {
-        SqlType::Text => format!("{} COLLATE \"C\"", ident(column.name)),
-        SqlType::SmallInt
-        | SqlType::Integer
-        | SqlType::BigInt
-        | SqlType::Real
-        | SqlType::Double
-        | SqlType::Boolean
-        | SqlType::Uuid
-        | SqlType::Timestamp
-        | SqlType::Json
-        | SqlType::Bytes
-        | SqlType::CrdtText
-        | SqlType::CrdtMap => ident(column.name),
-    }
 }
 
 /// The trigger function of a synced table: before a write whose stamp is not the writing
