@@ -41,7 +41,7 @@ fn a_widening_fails_the_check_unless_allowed() {
     viewers_write["x-engine"]["syncRules"]["shared"]["write"]["notes"]
         .as_array_mut()
         .expect("the notes write of `shared`")
-        .push(json!([{"column": "role", "value": "viewer"}]));
+        .push(json!({"member": [{"column": "role", "value": "viewer"}], "row": []}));
     let new = write("widening-new", &viewers_write);
     let widens = "  widens write of `notes` in rule `shared`: alternative added: `role == \"viewer\"`\n";
 
@@ -80,6 +80,25 @@ fn a_narrowing_passes_the_check_and_is_reported() {
 fn the_same_rules_pass_the_check() {
     let old = write("same", &notes());
     let output = check_against(&old, &old, &[]);
+    assert_eq!(output.status.code(), Some(0), "{output:?}");
+    assert!(text(&output.stdout).ends_with("no change to who may read or write rows\n"), "{output:?}");
+}
+
+/// A contract written before write conditions could look at rows (each alternative a list of
+/// membership equalities) still reads, as the same rules.
+#[test]
+fn a_contract_from_before_row_conditions_reads_as_the_same_rules() {
+    let mut before = notes();
+    for rule in before["x-engine"]["syncRules"].as_object_mut().unwrap().values_mut() {
+        rule.as_object_mut().unwrap().remove("while");
+        for alternatives in rule["write"].as_object_mut().unwrap().values_mut() {
+            for alternative in alternatives.as_array_mut().unwrap() {
+                assert_eq!(alternative["row"], json!([]), "the notes app has no row conditions");
+                *alternative = alternative["member"].clone();
+            }
+        }
+    }
+    let output = check_against(&write("current", &notes()), &write("before-row-conditions", &before), &[]);
     assert_eq!(output.status.code(), Some(0), "{output:?}");
     assert!(text(&output.stdout).ends_with("no change to who may read or write rows\n"), "{output:?}");
 }

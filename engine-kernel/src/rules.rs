@@ -4,6 +4,7 @@
 //! every parameter comes from an actor claim or an actor-scoped membership query.
 
 use crate::column::SqlType;
+use crate::table::Row;
 
 /// Every bucket definition of an app.
 #[derive(Debug, Clone, Copy)]
@@ -62,6 +63,11 @@ pub struct RuleMeta {
     /// Whether a holder may delete its own membership row (leave the bucket) without any other
     /// write permission (`leave`).
     pub leave: bool,
+    /// `while(Other)`: the rule's buckets are held through rule `Other`'s membership query, so a
+    /// bucket is held exactly while its actor holds the bucket of `Other` with the same
+    /// membership parameters, and its rows (accepted from `Other`) leave with that membership.
+    /// A membership row grants such a bucket only as it grants `Other`'s.
+    pub held_while: Option<&'static str>,
 }
 
 impl RuleMeta {
@@ -89,20 +95,73 @@ impl RuleMeta {
 }
 
 /// `write(Table)` or `write(Table: Member::role == "editor" || …)`: the holders of a bucket that
-/// may write the bucket's rows of `table`.
+/// may write the bucket's rows of `table`, and which rows.
 #[derive(Debug, Clone, Copy)]
 pub struct WriteRule {
     /// The table the permission is about.
     pub table: &'static str,
-    /// Alternatives, any of which suffices; each a conjunction of equalities on columns of the
-    /// rule's membership table. One empty conjunction (`write(Table)`): every holder.
-    pub any_of: &'static [&'static [ConstFilter]],
+    /// Alternatives, any of which suffices. One with no terms (`write(Table)`): every holder,
+    /// every row.
+    pub any_of: &'static [WriteAlternative],
 }
 
 impl WriteRule {
-    /// Whether every holder of the bucket may write the table (`write(Table)`).
+    /// Whether every holder of the bucket may write every row of the table (`write(Table)`).
     pub fn is_unconditional(&self) -> bool {
-        self.any_of.iter().any(|all| all.is_empty())
+        self.any_of.iter().any(|alternative| alternative.member.is_empty() && alternative.row.is_empty())
+    }
+
+    /// The alternatives whose row terms hold on every one of `images` (the row before and after
+    /// the write, as far as it has them): those left to decide by the actor's membership.
+    pub fn applying_to<'a>(&self, images: &'a [&'a Row]) -> impl Iterator<Item = &'static WriteAlternative> + 'a {
+        self.any_of.iter().filter(move |alternative| images.iter().all(|row| alternative.holds_on(row)))
+    }
+
+    /// Whether some alternative looks at the row written (`row.column == …`).
+    pub fn reads_rows(&self) -> bool {
+        self.any_of.iter().any(|alternative| !alternative.row.is_empty())
+    }
+}
+
+/// One alternative of a `write(...)` condition: a conjunction of equalities on the actor's
+/// membership row (`Member::role == "admin"`) and of comparisons of the row written with
+/// constants (`row.role != "owner"`), which must hold on the row both before and after the write.
+#[derive(Debug, Clone, Copy)]
+pub struct WriteAlternative {
+    /// Equalities on columns of the rule's membership table (the actor's membership row).
+    pub member: &'static [ConstFilter],
+    /// Comparisons of the row written with constants.
+    pub row: &'static [RowTerm],
+}
+
+impl WriteAlternative {
+    /// Whether every row term holds on `row`.
+    pub fn holds_on(&self, row: &Row) -> bool {
+        self.row.iter().all(|term| term.holds_on(row))
+    }
+}
+
+/// `row.column == constant` or `row.column != constant` in a `write(...)` condition.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct RowTerm {
+    /// The written table's column.
+    pub column: &'static str,
+    /// The constant.
+    pub value: ConstValue,
+    /// `==` (true) or `!=` (false). A missing or null value equals no constant.
+    pub equal: bool,
+}
+
+impl RowTerm {
+    /// Whether the term holds on `row`.
+    pub fn holds_on(&self, row: &Row) -> bool {
+        self.value.matches(row.get(self.column)) == self.equal
+    }
+
+    /// The term as written in a rule (`row.role != "owner"`).
+    pub fn describe(&self) -> String {
+        let op = if self.equal { "==" } else { "!=" };
+        format!("row.{} {op} {}", self.column, self.value.to_json())
     }
 }
 
@@ -282,7 +341,9 @@ pub fn receiver_check(rule: &RuleMeta, source: &RuleMeta, accepted: &Accept) -> 
         return Ok(());
     }
     let open = format!("`accept(open({}))`", source.name);
-    if rule.membership.is_some() {
+    // A bucket held `while(source)` is held through the source's memberships by the actor its
+    // claim parameters name: that actor is the receiver.
+    if rule.membership.is_some() && rule.held_while != Some(source.name) {
         return Err(format!(
             "sync rule `{}` accepts rows from `{}` checked against the receiver, but its buckets are held through memberships, not by one actor: write {open} to let any holder of `{}` put rows in",
             rule.name, source.name, source.name
@@ -361,6 +422,18 @@ pub enum ConstValue {
 }
 
 impl ConstValue {
+    /// Whether `value` (a column's value in JSON) equals the constant: of the same kind and
+    /// value; null or missing equals no constant.
+    pub fn matches(self, value: Option<&serde_json::Value>) -> bool {
+        use serde_json::Value;
+        match (self, value) {
+            (ConstValue::Bool(b), Some(Value::Bool(v))) => b == *v,
+            (ConstValue::Int(i), Some(Value::Number(n))) => n.as_i64() == Some(i),
+            (ConstValue::Text(t), Some(Value::String(s))) => t == s,
+            _ => false,
+        }
+    }
+
     /// The constant in JSON.
     pub fn to_json(self) -> serde_json::Value {
         match self {

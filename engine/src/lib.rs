@@ -273,12 +273,18 @@ pub use engine_macros::args;
 /// - `write(...)`: who may write which of the bucket's tables. Nothing is writable that no
 ///   `write` names: `write(Table)` lets every holder of the bucket write `Table`;
 ///   `write(Table: Member::role == "owner" || Member::role == "editor")` lets the holders whose
-///   membership row matches. A row lying in no bucket is written by server code only.
+///   membership row matches; an alternative may look at the row written, before and after the
+///   write (`Member::role == "admin" && row.role != "owner"`: an admin manages members, never
+///   the owner). Taking a row out of a bucket is a write there. A row lying in no bucket is
+///   written by server code only.
 /// - `accept(Other)`: a holder of `Other`'s bucket may put a row into a bucket of this rule it
 ///   does not hold (a task assigned to a teammate), when the row also lies in that `Other`
 ///   bucket and the bucket's own actor holds it too; `accept(open(Other))` drops the last
 ///   condition (an inbox anyone may write to from their outbox).
 /// - `leave`: a member may delete its own membership row without any other write permission.
+/// - `while(Other)`: the bucket is held through `Other`'s membership, exactly while its actor
+///   holds the `Other` bucket of the same parameters; with `accept(Other)`, the tasks assigned
+///   to a member leave with the member's team (`examples/teams`).
 /// - `#[engine::sync_rules(server_only(Table, …))]`: tables only server code (jobs, admin
 ///   tools) writes; client mutations may not, and their rows may lie in no bucket. A membership
 ///   table that no bucket selects must be declared so.
@@ -406,7 +412,7 @@ pub mod __private {
     pub use engine_kernel::macro_support::*;
     pub use engine_kernel::rules::{
         Accept, Claim, ConstFilter, ConstValue, FilterValue, Membership, MembershipFilter, ParamMeta, ParamSource,
-        RuleMeta, ScopeEq, Selection, WriteRule,
+        RowTerm, RuleMeta, ScopeEq, Selection, WriteAlternative, WriteRule,
     };
     pub use engine_kernel::{
         App, BoxFuture, Bucket, BucketKey, Column, ColumnMeta, ColumnType, MergePolicy, Mutator, MutatorArgs,

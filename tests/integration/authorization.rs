@@ -7,12 +7,12 @@
 
 use std::sync::{Arc, Mutex};
 
-use reqwest::StatusCode;
-use serde_json::{Value, json};
+use serde_json::json;
 use tracing::field::{Field, Visit};
 use tracing::span::{Attributes, Id, Record};
 use tracing::{Event, Metadata, Subscriber};
 
+use crate::support::actors::{applied, count, forbidden, has, pulled, push};
 use crate::support::{TestDb, TestServer};
 
 pub(crate) mod app {
@@ -279,6 +279,19 @@ pub(crate) mod app {
     }
 
     #[engine::args]
+    pub(crate) struct MoveTask {
+        pub id: String,
+        pub team_id: String,
+    }
+
+    /// Move a task to another team.
+    #[engine::mutator]
+    pub(crate) async fn move_task(ctx: &mut MutatorCtx<'_>, args: MoveTask) -> Result<Outcome> {
+        ctx.update::<Task>(&args.id, [Task::team_id.set(args.team_id)]).await?;
+        Ok(Outcome::new())
+    }
+
+    #[engine::args]
     pub(crate) struct Forget {
         pub task_id: String,
     }
@@ -303,6 +316,7 @@ pub(crate) mod app {
                 join_org,
                 remove_member,
                 audit,
+                move_task,
                 shrug,
             ],
             sync_rules: rules,
@@ -314,72 +328,6 @@ pub(crate) mod app {
 async fn server(db: &TestDb) -> TestServer {
     let pool = db.pool.clone();
     TestServer::start(db, move |b| b.app(app::app()).storage(engine::storage::postgres("unused").pool(pool))).await
-}
-
-/// Push one mutation as `user` (its id is `id`, its client the user's own); its result.
-/// The one device of `user`: its pushes, and its pulls, which therefore read its own writes.
-fn device(user: &str) -> (u64, String) {
-    let tag = user.bytes().fold(0_u64, |h, b| h.wrapping_mul(31).wrapping_add(u64::from(b))) & 0xffff_ffff_ffff;
-    (tag, format!("0192f0e0-0000-7000-8000-{tag:012x}"))
-}
-
-async fn push(server: &TestServer, user: &str, id: u64, name: &str, args: Value) -> Value {
-    let (tag, client) = device(user);
-    let body = json!({"clientId": client, "mutations": [{
-        "mutationId": id,
-        "clientMutationId": format!("0192f0e1-{id:04x}-7000-8000-{tag:012x}"),
-        "name": name,
-        "args": args,
-    }]});
-    let response = server.post("/sync/push", Some(user), body.to_string()).await;
-    assert_eq!(response.status(), StatusCode::OK);
-    let body: Value = response.json().await.unwrap();
-    body["results"][0].clone()
-}
-
-fn applied(result: &Value) {
-    assert_eq!(result["status"], "applied", "{result}");
-}
-
-/// The result is a `forbidden` rejection whose detail names none of `secrets`; the detail.
-fn forbidden(result: &Value, secrets: &[&str]) -> String {
-    assert_eq!(result["status"], "rejected", "{result}");
-    assert_eq!(result["error"]["code"], "forbidden", "{result}");
-    let detail = result["error"]["detail"].as_str().unwrap().to_owned();
-    for secret in secrets {
-        assert!(!detail.contains(secret), "the refusal names `{secret}`: {detail}");
-    }
-    detail
-}
-
-/// Every row `user`'s device pulls from scratch, its own writes included: `(table, row)`.
-async fn pulled(server: &TestServer, user: &str) -> Vec<(String, Value)> {
-    let mut rows = Vec::new();
-    let mut cursor: Option<String> = None;
-    loop {
-        let mut body = json!({"clientId": device(user).1});
-        if let Some(cursor) = &cursor {
-            body["cursor"] = cursor.clone().into();
-        }
-        let response = server.post("/sync/pull", Some(user), body.to_string()).await;
-        assert_eq!(response.status(), StatusCode::OK);
-        let page: Value = response.json().await.unwrap();
-        for change in page["changes"].as_array().unwrap() {
-            rows.push((change["table"].as_str().unwrap().to_owned(), change["row"].clone()));
-        }
-        if page["hasMore"] != true {
-            return rows;
-        }
-        cursor = page["cursor"].as_str().map(str::to_owned);
-    }
-}
-
-fn has(rows: &[(String, Value)], table: &str, id: &str) -> bool {
-    rows.iter().any(|(t, row)| t == table && row["id"] == id)
-}
-
-async fn count(db: &TestDb, sql: &'static str) -> i64 {
-    sqlx::query_scalar(sql).fetch_one(&db.pool).await.unwrap()
 }
 
 #[tokio::test]
@@ -637,4 +585,31 @@ async fn rows_beyond_every_rule_are_written_by_server_code_only() {
     // A viewer sees the task, may not write it, and cannot get `applied` by ignoring the refusal.
     forbidden(&push(&server, "victor", 1, "shrug", json!({"task_id": "t1"})).await, &[]);
     assert_eq!(count(&db, "SELECT count(*) FROM tasks WHERE title = 'defaced'").await, 0);
+}
+
+/// Taking a row out of a bucket writes there: a viewer of a team, assigned one of its tasks
+/// (which its own `assigned` bucket lets it write), does not move the task out of the team.
+#[tokio::test]
+async fn a_row_leaves_a_bucket_only_where_its_writer_may_write() {
+    let db = TestDb::new().await;
+    let server = server(&db).await;
+    applied(&push(&server, "alice", 1, "create_team", json!({"id": "red", "name": "R"})).await);
+    applied(
+        &push(&server, "alice", 2, "add_member", json!({"team_id": "red", "user_id": "victor", "role": "viewer"}))
+            .await,
+    );
+    let task = json!({"id": "t1", "team_id": "red", "assignee": "victor", "title": "red secret"});
+    applied(&push(&server, "alice", 3, "add_task", task).await);
+    applied(&push(&server, "victor", 1, "create_team", json!({"id": "mine", "name": "M"})).await);
+    let detail = forbidden(&push(&server, "victor", 2, "move_task", json!({"id": "t1", "team_id": "mine"})).await, &[]);
+    assert!(detail.contains("`team`") && detail.contains("write(tasks"), "names the rule it leaves: {detail}");
+    assert_eq!(count(&db, "SELECT count(*) FROM tasks WHERE team_id = 'red'").await, 1);
+    // The team's lead moves it; the assignee, now of the team it went to, still has it.
+    applied(&push(&server, "alice", 4, "create_team", json!({"id": "blue", "name": "B"})).await);
+    applied(
+        &push(&server, "alice", 5, "add_member", json!({"team_id": "blue", "user_id": "victor", "role": "viewer"}))
+            .await,
+    );
+    applied(&push(&server, "alice", 6, "move_task", json!({"id": "t1", "team_id": "blue"})).await);
+    assert!(has(&pulled(&server, "victor").await, "tasks", "t1"));
 }

@@ -27,3 +27,4 @@ mod references;
 mod restart;
 mod server;
 mod stream;
+mod teams;

@@ -114,8 +114,17 @@ pub(crate) fn compare(old: &SyncRules, new: &SyncRules) -> Vec<Change> {
 // writes) does not compile until `compare` compares it. A rule's `description` grants nothing.
 const _: fn(&SyncRules, &RuleMeta, &Selection, &WriteRule, &Accept) = |rules, rule, selection, write, accept| {
     let SyncRules { rules: _, server_only: _ } = rules;
-    let RuleMeta { name: _, description: _, parameters: _, membership: _, data: _, writes: _, accepts: _, leave: _ } =
-        rule;
+    let RuleMeta {
+        name: _,
+        description: _,
+        parameters: _,
+        membership: _,
+        data: _,
+        writes: _,
+        accepts: _,
+        leave: _,
+        held_while: _,
+    } = rule;
     let Selection { table: _, scope: _, filters: _ } = selection;
     let WriteRule { table: _, any_of: _ } = write;
     let Accept { rule: _, open: _ } = accept;
@@ -179,6 +188,15 @@ fn compare_rule(old: &RuleMeta, new: &RuleMeta, changes: &mut Changes) {
         _ => {}
     }
     accepts(old.accepts, new.accepts, &mut changes.at(Some(new.name), None));
+    match (old.held_while, new.held_while) {
+        (Some(source), None) => {
+            changes.at(Some(new.name), None).widens(Access::Read, format!("no longer held only `while({source})`"))
+        }
+        (None, Some(source)) => {
+            changes.at(Some(new.name), None).narrows(Access::Read, format!("held only `while({source})`"))
+        }
+        _ => {}
+    }
 }
 
 /// A parameter read from another claim or column gives actors other buckets than before. A
@@ -349,12 +367,18 @@ fn describe_alternative(all: &[(&str, String)]) -> String {
     format!("`{}`", texts.join(" && "))
 }
 
-/// A table's `write` in one rule. Each alternative admits the memberships matching all its
-/// equalities, so a new alternative widens unless an old one already admitted every membership it
-/// admits (an old alternative whose equalities it all has).
+/// A table's `write` in one rule. Each alternative admits the memberships and rows matching all
+/// its terms (membership equalities, row comparisons), so a new alternative widens unless an old
+/// one already admitted everything it admits (an old alternative whose terms it all has).
 fn writes(old: Option<&WriteRule>, new: Option<&WriteRule>, at: &mut At<'_>) {
     let alternatives = |rule: &WriteRule| -> Vec<Vec<(&'static str, String)>> {
-        rule.any_of.iter().map(|all| all.iter().map(const_filter).collect()).collect()
+        rule.any_of
+            .iter()
+            .map(|alternative| {
+                let member = alternative.member.iter().map(const_filter);
+                member.chain(alternative.row.iter().map(|term| (term.column, term.describe()))).collect()
+            })
+            .collect()
     };
     let (old, new) = match (old, new) {
         (None, None) => return,
@@ -438,15 +462,22 @@ mod tests {
     //! `team_members`, and `assigned` buckets of one user, into which teammates put tasks.
 
     use engine_kernel::SqlType;
-    use engine_kernel::rules::{Claim, ConstValue, ParamMeta, ScopeEq};
+    use engine_kernel::rules::{Claim, ConstValue, ParamMeta, ScopeEq, WriteAlternative};
 
     use super::*;
 
     const BY_TEAM: &[ScopeEq] = &[ScopeEq { column: "team_id", param: "team_id" }];
-    const MEMBER: &[ConstFilter] = &[ConstFilter { column: "role", value: ConstValue::Text("member") }];
-    const OWNER: &[ConstFilter] = &[ConstFilter { column: "role", value: ConstValue::Text("owner") }];
+    const MEMBER: WriteAlternative = members(&[ConstFilter { column: "role", value: ConstValue::Text("member") }]);
+    const OWNER: WriteAlternative = members(&[ConstFilter { column: "role", value: ConstValue::Text("owner") }]);
     const ACTIVE: ConstFilter = ConstFilter { column: "active", value: ConstValue::Bool(true) };
-    const ACTIVE_MEMBER: &[ConstFilter] = &[ConstFilter { column: "role", value: ConstValue::Text("member") }, ACTIVE];
+    const ACTIVE_MEMBER: WriteAlternative =
+        members(&[ConstFilter { column: "role", value: ConstValue::Text("member") }, ACTIVE]);
+    const EVERY: WriteAlternative = members(&[]);
+
+    /// An alternative deciding by membership equalities only.
+    const fn members(member: &'static [ConstFilter]) -> WriteAlternative {
+        WriteAlternative { member, row: &[] }
+    }
     const OPEN: ConstFilter = ConstFilter { column: "archived", value: ConstValue::Bool(false) };
 
     const TASKS_BY_MEMBERS: WriteRule = WriteRule { table: "tasks", any_of: &[MEMBER, OWNER] };
@@ -472,6 +503,7 @@ mod tests {
         writes: &[TASKS_BY_MEMBERS],
         accepts: &[],
         leave: false,
+        held_while: None,
     };
 
     const ASSIGNED: RuleMeta = RuleMeta {
@@ -488,9 +520,10 @@ mod tests {
             scope: &[ScopeEq { column: "assignee_id", param: "user_id" }],
             filters: &[],
         }],
-        writes: &[WriteRule { table: "tasks", any_of: &[&[]] }],
+        writes: &[WriteRule { table: "tasks", any_of: &[EVERY] }],
         accepts: &[Accept { rule: "team", open: false }],
         leave: false,
+        held_while: None,
     };
 
     fn rules(rules: &[RuleMeta], server_only: &[&'static str]) -> SyncRules {
@@ -758,7 +791,7 @@ mod tests {
 
     #[test]
     fn a_write_alternative_added_widens() {
-        const VIEWER: &[ConstFilter] = &[ConstFilter { column: "role", value: ConstValue::Text("viewer") }];
+        const VIEWER: WriteAlternative = members(&[ConstFilter { column: "role", value: ConstValue::Text("viewer") }]);
         let writes = &[WriteRule { table: "tasks", any_of: &[MEMBER, OWNER, VIEWER] }];
         assert_eq!(
             team_becomes(RuleMeta { writes, ..TEAM }),
@@ -797,7 +830,7 @@ mod tests {
 
     #[test]
     fn a_write_made_unconditional_widens() {
-        let writes = &[WriteRule { table: "tasks", any_of: &[&[]] }];
+        let writes = &[WriteRule { table: "tasks", any_of: &[EVERY] }];
         assert_eq!(
             team_becomes(RuleMeta { writes, ..TEAM }),
             ["widens write of `tasks` in rule `team`: write made unconditional: every holder"]
@@ -806,7 +839,7 @@ mod tests {
 
     #[test]
     fn a_write_made_conditional_narrows() {
-        let writes = &[WriteRule { table: "tasks", any_of: &[&[]] }];
+        let writes = &[WriteRule { table: "tasks", any_of: &[EVERY] }];
         assert_eq!(
             team_was(RuleMeta { writes, ..TEAM }),
             [
@@ -868,7 +901,7 @@ mod tests {
     #[test]
     fn widenings_come_first_then_rules_and_tables_in_order() {
         let old = rules(&[TEAM, ASSIGNED], &["audit"]);
-        let writes = &[WriteRule { table: "tasks", any_of: &[&[]] }];
+        let writes = &[WriteRule { table: "tasks", any_of: &[EVERY] }];
         let new = rules(&[RuleMeta { writes, leave: true, ..TEAM }, RuleMeta { accepts: &[], ..ASSIGNED }], &[]);
         let lines: Vec<String> = compare(&old, &new).iter().map(ToString::to_string).collect();
         assert_eq!(

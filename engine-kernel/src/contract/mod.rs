@@ -120,10 +120,11 @@ pub fn contract(app: &App) -> Value {
                 let any_of: Vec<Value> = w
                     .any_of
                     .iter()
-                    .map(|all| {
-                        Value::Array(
-                            all.iter().map(|f| json!({"column": f.column, "value": f.value.to_json()})).collect(),
-                        )
+                    .map(|alternative| {
+                        json!({
+                            "member": alternative.member.iter().map(|f| json!({"column": f.column, "value": f.value.to_json()})).collect::<Vec<_>>(),
+                            "row": alternative.row.iter().map(|t| json!({"column": t.column, "op": if t.equal { "==" } else { "!=" }, "value": t.value.to_json()})).collect::<Vec<_>>(),
+                        })
                     })
                     .collect();
                 (w.table.to_owned(), Value::Array(any_of))
@@ -140,6 +141,7 @@ pub fn contract(app: &App) -> Value {
                 "write": write,
                 "accept": rule.accepts.iter().map(|a| json!({"rule": a.rule, "open": a.open})).collect::<Vec<_>>(),
                 "leave": rule.leave,
+                "while": rule.held_while,
             }),
         );
     }

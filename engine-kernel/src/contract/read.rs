@@ -15,8 +15,8 @@ use crate::app::{App, TableDef};
 use crate::column::{ColumnMeta, SqlType};
 use crate::error::{Error, Result};
 use crate::rules::{
-    Accept, Claim, ConstFilter, ConstValue, FilterValue, Membership, MembershipFilter, ParamMeta, ParamSource,
-    RuleMeta, ScopeEq, Selection, SyncRules, WriteRule,
+    Accept, Claim, ConstFilter, ConstValue, FilterValue, Membership, MembershipFilter, ParamMeta, ParamSource, RowTerm,
+    RuleMeta, ScopeEq, Selection, SyncRules, WriteAlternative, WriteRule,
 };
 use crate::table::{MergePolicy, TableMeta};
 use crate::wire::PROTOCOL_VERSION;
@@ -128,13 +128,37 @@ struct ContractRule {
     #[serde(default)]
     membership: Option<ContractMembership>,
     data: Vec<ContractSelection>,
-    /// Per table, alternatives of conjunctions of membership-column equalities.
+    /// Per table, alternatives of membership-column equalities and row comparisons.
     #[serde(default)]
-    write: BTreeMap<String, Vec<Vec<ContractConstFilter>>>,
+    write: BTreeMap<String, Vec<ContractAlternative>>,
     #[serde(default)]
     accept: Vec<ContractAccept>,
     #[serde(default)]
     leave: bool,
+    #[serde(default, rename = "while")]
+    held_while: Option<String>,
+}
+
+/// One alternative of a write permission: `{"member": [...], "row": [...]}`, or, as contracts
+/// before row terms wrote it, the membership equalities alone.
+#[derive(Deserialize)]
+#[serde(untagged)]
+enum ContractAlternative {
+    Terms {
+        #[serde(default)]
+        member: Vec<ContractConstFilter>,
+        #[serde(default)]
+        row: Vec<ContractRowTerm>,
+    },
+    Members(Vec<ContractConstFilter>),
+}
+
+/// `{"column": …, "op": "==" | "!=", "value": …}`.
+#[derive(Deserialize)]
+struct ContractRowTerm {
+    column: String,
+    op: String,
+    value: Value,
 }
 
 #[derive(Deserialize)]
@@ -389,16 +413,30 @@ fn rule_meta(name: &str, rule: ContractRule, tables: &[&'static TableMeta]) -> R
             _ => None,
         };
         let mut alternatives = Vec::new();
-        for all in any_of {
-            let mut filters = Vec::new();
-            for filter in all {
+        for alternative in any_of {
+            let (members_of, row_of) = match alternative {
+                ContractAlternative::Terms { member, row } => (member.as_slice(), row.as_slice()),
+                ContractAlternative::Members(member) => (member.as_slice(), &[][..]),
+            };
+            let mut member = Vec::new();
+            for filter in members_of {
                 let Some(members) = members else {
                     return Err(invalid(format!("{where_}: the rule has no membership table")));
                 };
                 let column = column_of(tables, members, &filter.column, &where_)?;
-                filters.push(ConstFilter { column: column.name, value: const_value(&filter.value, &where_)? });
+                member.push(ConstFilter { column: column.name, value: const_value(&filter.value, &where_)? });
             }
-            alternatives.push(leak_slice(filters) as &'static [ConstFilter]);
+            let mut row = Vec::new();
+            for term in row_of {
+                let column = column_of(tables, table, &term.column, &where_)?;
+                let equal = match term.op.as_str() {
+                    "==" => true,
+                    "!=" => false,
+                    other => return Err(invalid(format!("{where_}: `{other}` is not `==` or `!=`"))),
+                };
+                row.push(RowTerm { column: column.name, value: const_value(&term.value, &where_)?, equal });
+            }
+            alternatives.push(WriteAlternative { member: leak_slice(member), row: leak_slice(row) });
         }
         writes.push(WriteRule { table: selected.table, any_of: leak_slice(alternatives) });
     }
@@ -412,5 +450,6 @@ fn rule_meta(name: &str, rule: ContractRule, tables: &[&'static TableMeta]) -> R
         writes: leak_slice(writes),
         accepts: leak_slice(accepts),
         leave: rule.leave,
+        held_while: rule.held_while.as_deref().map(leak),
     })
 }

@@ -4,7 +4,7 @@
 //! #[engine::sync_rules( server_only(<Table>, …)? )]
 //! #[bucket( name = "…"?, membership(<conditions> | raw("<sql>"))?, data(<selection>, …),
 //!           write(<Table> | <Table>: <membership condition> || …, …)?,
-//!           accept(<Bucket> | open(<Bucket>), …)?, leave? )]
+//!           accept(<Bucket> | open(<Bucket>), …)?, leave?, while(<Bucket>)? )]
 //! #[param( actor.user_id | actor.owner_id | actor.claims.<name> | Table::column | membership.<column> )]
 //! ```
 //!
@@ -27,6 +27,8 @@ pub(crate) struct BucketArgs {
     pub(crate) accept: Option<(Ident, Vec<AcceptArg>)>,
     /// `leave`.
     pub(crate) leave: Option<Ident>,
+    /// `while(Bucket)`: held through another bucket's membership.
+    pub(crate) held_while: Option<(Ident, Ident)>,
 }
 
 /// The parsed `#[engine::sync_rules(...)]` attribute.
@@ -106,7 +108,7 @@ impl Parse for BucketArgs {
     fn parse(input: ParseStream<'_>) -> syn::Result<Self> {
         let mut args = BucketArgs::default();
         while !input.is_empty() {
-            let key: Ident = input.parse()?;
+            let key: Ident = input.call(syn::ext::IdentExt::parse_any)?;
             let duplicate = || syn::Error::new(key.span(), format!("`{key}` is given twice"));
             match key.to_string().as_str() {
                 "name" => {
@@ -168,11 +170,22 @@ impl Parse for BucketArgs {
                         return Err(duplicate());
                     }
                 }
+                "while" => {
+                    let content;
+                    syn::parenthesized!(content in input);
+                    let source: Ident = content.parse()?;
+                    if !content.is_empty() {
+                        return Err(content.error("`while(...)` names one bucket: `while(TeamBoard)`"));
+                    }
+                    if args.held_while.replace((key.clone(), source)).is_some() {
+                        return Err(duplicate());
+                    }
+                }
                 other => {
                     return Err(syn::Error::new(
                         key.span(),
                         format!(
-                            "unknown bucket argument `{other}`: a bucket takes `name = \"…\"`, `membership(…)`, `data(…)`, `write(…)`, `accept(…)` and `leave`"
+                            "unknown bucket argument `{other}`: a bucket takes `name = \"…\"`, `membership(…)`, `data(…)`, `write(…)`, `accept(…)`, `leave` and `while(…)`"
                         ),
                     ));
                 }

@@ -184,7 +184,9 @@ fn bucket_checks(bucket: &Bucket) -> Vec<TokenStream> {
         let bound = quote_spanned!(table.span()=> __engine::Table);
         checks.push(local_check(quote!(a_table<T: #bound>()), quote_spanned!(table.span()=> a_table::<#table>();)));
         for condition in write.any_of.iter().flatten() {
-            if let Some((column, literal, expr)) = condition.as_const() {
+            if let Some((column, literal, _, expr)) = condition.as_row_term() {
+                checks.push(const_check(&write.row_column(column), &literal, expr));
+            } else if let Some((column, literal, expr)) = condition.as_const() {
                 check_table(&mut checks, column);
                 checks.push(const_check(column, literal, expr));
             }
@@ -204,7 +206,7 @@ fn local_check(signature: TokenStream, call: TokenStream) -> TokenStream {
 fn const_check(column: &ColumnRef, literal: &Literal, expr: &syn::Expr) -> TokenStream {
     let path = &column.path;
     let value = match expr {
-        syn::Expr::Binary(b) if matches!(&*b.left, syn::Expr::Path(_)) => &b.right,
+        syn::Expr::Binary(b) if matches!(&*b.left, syn::Expr::Path(_) | syn::Expr::Field(_)) => &b.right,
         syn::Expr::Binary(b) => &b.left,
         other => return quote!(let _ = #other;),
     };
@@ -296,11 +298,17 @@ fn rule_meta(rules: &Rules, bucket: &Bucket) -> TokenStream {
     let writes = bucket.writes.iter().map(|write| {
         let table = &write.table;
         let any_of = write.any_of.iter().map(|all| {
-            let filters = all.iter().filter_map(Condition::as_const).map(|(column, literal, _)| {
-                let (path, value) = (&column.path, const_value(literal));
-                quote!(__engine::ConstFilter { column: #path.name(), value: #value })
+            let row = all.iter().filter_map(Condition::as_row_term).map(|(column, literal, equal, _)| {
+                let (path, value) = (write.row_column(column).path, const_value(&literal));
+                quote!(__engine::RowTerm { column: #path.name(), value: #value, equal: #equal })
             });
-            quote!(&[#(#filters,)*])
+            let member = all.iter().filter(|c| c.as_row_term().is_none()).filter_map(Condition::as_const).map(
+                |(column, literal, _)| {
+                    let (path, value) = (&column.path, const_value(literal));
+                    quote!(__engine::ConstFilter { column: #path.name(), value: #value })
+                },
+            );
+            quote!(__engine::WriteAlternative { member: &[#(#member,)*], row: &[#(#row,)*] })
         });
         quote! {
             __engine::WriteRule {
@@ -315,6 +323,14 @@ fn rule_meta(rules: &Rules, bucket: &Bucket) -> TokenStream {
         Some(quote!(__engine::Accept { rule: #rule, open: #open }))
     });
     let leave = bucket.leave.is_some();
+    let held_while =
+        match bucket.held_while.as_ref().and_then(|source| rules.buckets.iter().find(|b| b.ident == *source)) {
+            Some(source) => {
+                let name = &source.name;
+                quote!(::core::option::Option::Some(#name))
+            }
+            None => quote!(::core::option::Option::None),
+        };
     quote! {
         {
             use ::engine::__private as __engine;
@@ -327,6 +343,7 @@ fn rule_meta(rules: &Rules, bucket: &Bucket) -> TokenStream {
                 writes: &[#(#writes,)*],
                 accepts: &[#(#accepts,)*],
                 leave: #leave,
+                held_while: #held_while,
             }
         }
     }

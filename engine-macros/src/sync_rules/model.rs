@@ -43,6 +43,11 @@ pub(crate) struct Bucket {
     pub(crate) accepts: Vec<AcceptArg>,
     /// `leave`: a holder may delete its own membership row.
     pub(crate) leave: Option<Ident>,
+    /// `while(Bucket)`: the bucket named, whose membership query this bucket is held through
+    /// (copied into `membership` when that bucket has one and this one none).
+    pub(crate) held_while: Option<Ident>,
+    /// Whether `membership` is the `while(...)` bucket's, copied.
+    pub(crate) inherits_membership: bool,
 }
 
 /// `Table` or `Table: Member::role == "editor" || …` in `write(...)`.
@@ -60,6 +65,14 @@ impl Write {
     pub(crate) fn table_key(&self) -> String {
         self.table.to_token_stream().to_string()
     }
+
+    /// `row.<column>` of a condition as the column of the table written, `Table::column`,
+    /// spanned at the column's name so that an unknown column is reported there.
+    pub(crate) fn row_column(&self, column: &Ident) -> ColumnRef {
+        let table = &self.table;
+        let path: syn::ExprPath = syn::parse_quote_spanned!(column.span()=> #table::#column);
+        ColumnRef { path, table: self.table.clone() }
+    }
 }
 
 /// A bucket parameter: one field.
@@ -71,6 +84,7 @@ pub(crate) struct Param {
 }
 
 /// Where a parameter says its value comes from.
+#[derive(Clone)]
 pub(crate) enum Source {
     /// `actor.user_id`, `actor.owner_id`, `actor.claims.<name>`.
     Claim(Claim),
@@ -123,6 +137,7 @@ impl ColumnRef {
 }
 
 /// The membership query of a bucket.
+#[derive(Clone)]
 pub(crate) enum Membership {
     Raw { keyword: Ident, sql: syn::LitStr },
     Conditions { expr: Expr, conditions: Vec<Condition> },
@@ -135,6 +150,7 @@ pub(crate) struct Selection {
 }
 
 /// One leaf of a top-level `&&` chain.
+#[derive(Clone)]
 #[allow(clippy::large_enum_variant)] // built once per condition at compile time; size is irrelevant
 pub(crate) enum Condition {
     /// `left == right`.
@@ -150,8 +166,11 @@ pub(crate) enum Condition {
 }
 
 /// One side of an equality.
+#[derive(Clone)]
 pub(crate) enum Operand {
     Column(ColumnRef),
+    /// `row.<column>`: the row a `write(...)` condition is asked about.
+    Row,
     BucketParam(Ident),
     Actor(Source),
     Literal(Literal),
@@ -159,6 +178,7 @@ pub(crate) enum Operand {
 }
 
 /// A constant.
+#[derive(Clone)]
 pub(crate) enum Literal {
     Bool(bool),
     Int(i64),
@@ -187,6 +207,19 @@ impl Rules {
             }
             None => errors
                 .spanned(&item, "write the bucket definitions inside the module: `mod rules { … }`, not `mod rules;`"),
+        }
+        // A bucket held `while(Other)` is held through `Other`'s membership query.
+        let memberships: Vec<(Ident, Option<Membership>)> =
+            buckets.iter().map(|b| (b.ident.clone(), b.membership.clone())).collect();
+        for bucket in &mut buckets {
+            let Some(source) = &bucket.held_while else { continue };
+            if bucket.membership.is_none()
+                && let Some((_, membership @ Some(Membership::Conditions { .. }))) =
+                    memberships.iter().find(|(ident, _)| ident == source)
+            {
+                bucket.membership = membership.clone();
+                bucket.inherits_membership = true;
+            }
         }
         Rules { item, buckets, unreadable_buckets, server_only }
     }
@@ -273,6 +306,8 @@ impl Bucket {
             writes,
             accepts,
             leave: args.leave,
+            held_while: args.held_while.map(|(_, source)| source),
+            inherits_membership: false,
         })
     }
 
@@ -397,6 +432,24 @@ impl Condition {
         }
     }
 
+    /// `row.column == constant` or `row.column != constant`, either way round: the column, the
+    /// constant, whether it is `==`, and the comparison.
+    pub(crate) fn as_row_term(&self) -> Option<(&Ident, Literal, bool, &Expr)> {
+        let (expr, left, right, equal) = match self {
+            Condition::Eq { expr, left, right } => (expr, left.clone(), right.clone(), true),
+            Condition::Not(expr @ Expr::Binary(b)) if matches!(b.op, syn::BinOp::Ne(_)) => {
+                (expr, Operand::of(&b.left), Operand::of(&b.right), false)
+            }
+            _ => return None,
+        };
+        let Expr::Binary(b) = expr else { return None };
+        match (left, right) {
+            (Operand::Row, Operand::Literal(literal)) => Some((row_column(&b.left)?, literal, equal, expr)),
+            (Operand::Literal(literal), Operand::Row) => Some((row_column(&b.right)?, literal, equal, expr)),
+            _ => None,
+        }
+    }
+
     /// `column == actor.<claim>`, either way round.
     pub(crate) fn as_claim(&self) -> Option<(&ColumnRef, &Claim)> {
         match self {
@@ -438,6 +491,7 @@ impl Operand {
             }
             Expr::Field(f) => match (&*f.base, &f.member) {
                 (base, syn::Member::Named(name)) if is_ident(base, "bucket") => Operand::BucketParam(name.clone()),
+                (base, syn::Member::Named(_)) if is_ident(base, "row") => Operand::Row,
                 (base, syn::Member::Named(name)) if is_ident(base, "actor") => {
                     Operand::Actor(match name.to_string().as_str() {
                         "user_id" => Source::Claim(Claim::UserId),
@@ -467,6 +521,19 @@ impl Operand {
             },
             _ => Operand::Other,
         }
+    }
+}
+
+/// The column of `row.<column>`, looking through parentheses.
+fn row_column(expr: &Expr) -> Option<&Ident> {
+    match expr {
+        Expr::Paren(p) => row_column(&p.expr),
+        Expr::Group(g) => row_column(&g.expr),
+        Expr::Field(f) if is_ident(&f.base, "row") => match &f.member {
+            syn::Member::Named(name) => Some(name),
+            syn::Member::Unnamed(_) => None,
+        },
+        _ => None,
     }
 }
 

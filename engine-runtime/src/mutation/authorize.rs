@@ -10,7 +10,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use engine_kernel::rules::{ConstFilter, Membership, RuleMeta};
+use engine_kernel::rules::{ConstFilter, Membership, RuleMeta, WriteRule};
 use engine_kernel::{Actor, BucketKey, Error as KernelError, Row, TableMeta};
 
 use super::PgMutatorTx;
@@ -29,9 +29,11 @@ pub(super) struct Holdings {
     /// Whether the actor held a bucket when the mutation began, as far as asked (or assumed,
     /// see `assumed`).
     held_at_start: BTreeMap<BucketKey, bool>,
-    /// Whether the actor could write a table in a bucket when the mutation began, as far as
-    /// asked or assumed (only for rules with a `write(...)` for the table).
-    writable_at_start: BTreeMap<(BucketKey, &'static str), bool>,
+    /// Whether the actor could write a table in a bucket through some of the alternatives of the
+    /// rule's `write(...)` (a [`Mask`]) when the mutation began, as far as asked or assumed.
+    writable_at_start: BTreeMap<(BucketKey, &'static str, Mask), bool>,
+    /// Once frozen: each bucket, table and alternative the actor could write through.
+    writable_through: BTreeSet<(BucketKey, &'static str, usize)>,
     /// Whether every holding has been read (before the first write to a membership table).
     frozen: bool,
     /// Buckets of membership rules that had no rows when the mutation began and that it put rows
@@ -71,7 +73,35 @@ impl Holdings {
 pub(crate) struct Assumed {
     query: MembershipQuery,
     bucket: BucketKey,
-    write: Option<&'static [&'static [ConstFilter]]>,
+    write: Option<Vec<&'static [ConstFilter]>>,
+}
+
+/// A set of the alternatives of a `write(...)`, by index: bit `i` for alternative `i`. The
+/// macros refuse a `write(...)` of more than [`Mask::BITS`] alternatives.
+type Mask = u64;
+
+/// The alternatives of `write` whose row terms hold on every one of `images`.
+fn applying(write: &WriteRule, images: &[&Row]) -> Mask {
+    let mut mask = 0;
+    for (i, alternative) in write.any_of.iter().enumerate().take(Mask::BITS as usize) {
+        if images.iter().all(|row| alternative.holds_on(row)) {
+            mask |= 1 << i;
+        }
+    }
+    mask
+}
+
+/// The alternatives of `mask`, with their indexes.
+fn alternatives_in(
+    write: &'static WriteRule,
+    mask: Mask,
+) -> impl Iterator<Item = (usize, &'static engine_kernel::rules::WriteAlternative)> {
+    write.any_of.iter().enumerate().filter(move |(i, _)| *i < Mask::BITS as usize && mask & (1 << i) != 0)
+}
+
+/// The membership conditions of the alternatives of `mask`.
+fn members_in(write: &'static WriteRule, mask: Mask) -> Vec<&'static [ConstFilter]> {
+    alternatives_in(write, mask).map(|(_, alternative)| alternative.member).collect()
 }
 
 impl Assumed {
@@ -90,7 +120,7 @@ impl Assumed {
     /// Append the condition that this permission holds.
     pub(crate) fn push(&self, sql: &mut Sql, actor: &Actor) -> crate::error::Result<()> {
         self.query
-            .push_holds(sql, actor, &self.bucket, self.write)
+            .push_holds(sql, actor, &self.bucket, self.write.as_deref())
             .ok_or_else(|| crate::error::Error::internal("an assumed permission cannot be asked"))
     }
 }
@@ -135,6 +165,9 @@ fn forbidden_change(rules: &engine_kernel::SyncRules, table: &str, buckets: &BTr
         .map(|name| match rules.rule(name).and_then(|rule| rule.write_rule(table)) {
             Some(write) if write.is_unconditional() => format!(
                 "rule `{name}` lets its holders write it, and the actor holds none of its buckets this row lies in"
+            ),
+            Some(write) if write.reads_rows() => format!(
+                "rule `{name}` lets only the memberships its `write({table}: …)` names write it, and only rows it names"
             ),
             Some(_) => format!("rule `{name}` lets only the memberships its `write({table}: …)` names write it"),
             None => format!("rule `{name}` has no `write({table})`"),
@@ -185,21 +218,27 @@ impl PgMutatorTx<'_> {
         let Some(rule) = self.rule(bucket) else { return false };
         let Some(query) = self.membership_query(rule) else { return false };
         let Some(write_rule) = rule.write_rule(table.name) else { return false };
-        let write = (!write_rule.is_unconditional()).then_some(write_rule.any_of);
-        let asked = (bucket.clone(), table.name);
+        // Which alternatives apply depends on the row: asked, not assumed.
+        if write_rule.reads_rows() {
+            return false;
+        }
+        let mask = applying(write_rule, &[]);
+        let write = (!write_rule.is_unconditional()).then(|| members_in(write_rule, mask));
+        let asked = (bucket.clone(), table.name, mask);
         let held = self.holdings.held_at_start.get(bucket).copied();
         let known = match write {
             None => held.is_some(),
             Some(_) => held == Some(false) || self.holdings.writable_at_start.contains_key(&asked),
         };
-        if known || !query.can_ask_within(&self.actor, bucket, write) {
+        if known || !query.can_ask_within(&self.actor, bucket, write.as_deref()) {
             return false;
         }
+        let conditional = write.is_some();
         let assumed = Assumed { query: query.clone(), bucket: bucket.clone(), write };
         self.holdings.assumed.push(assumed);
         // Writing through a membership row is holding the bucket through it.
         self.holdings.held_at_start.insert(bucket.clone(), true);
-        if write.is_some() {
+        if conditional {
             self.holdings.writable_at_start.insert(asked, true);
         }
         true
@@ -270,31 +309,58 @@ impl PgMutatorTx<'_> {
     }
 
     /// [`may_write`](Self::may_write), assumed where it can be.
-    async fn may_write_or_assume(&mut self, bucket: &BucketKey, table: &'static TableMeta) -> KernelResult<bool> {
+    async fn may_write_or_assume(
+        &mut self,
+        bucket: &BucketKey,
+        table: &'static TableMeta,
+        images: &[&Row],
+    ) -> KernelResult<bool> {
         if self.assume_write(bucket, table) {
             return Ok(true);
         }
-        self.may_write(bucket, table).await
+        self.may_write(bucket, table, images).await
     }
 
-    /// Whether the actor could write rows of `table` in `bucket` when the mutation began: it held
-    /// the bucket, and the rule's `write(...)` for `table` lets its holders, or its membership,
-    /// write. Nothing is writable that no `write(...)` names.
-    async fn may_write(&mut self, bucket: &BucketKey, table: &'static TableMeta) -> KernelResult<bool> {
+    /// Whether the actor could write rows of `table` in `bucket` when the mutation began, the row
+    /// being `images` (before and after the write, as far as it has them): it held the bucket,
+    /// and an alternative of the rule's `write(...)` for `table` whose row terms hold on the
+    /// images lets its holders, or its membership, write. Nothing is writable that no
+    /// `write(...)` names.
+    async fn may_write(
+        &mut self,
+        bucket: &BucketKey,
+        table: &'static TableMeta,
+        images: &[&Row],
+    ) -> KernelResult<bool> {
+        let Some(write) = self.rule(bucket).and_then(|rule| rule.write_rule(table.name)) else { return Ok(false) };
+        self.may_write_through(bucket, table, applying(write, images)).await
+    }
+
+    /// Whether the actor could write rows of `table` in `bucket` when the mutation began through
+    /// one of the alternatives `mask` of the rule's `write(...)`.
+    async fn may_write_through(
+        &mut self,
+        bucket: &BucketKey,
+        table: &'static TableMeta,
+        mask: Mask,
+    ) -> KernelResult<bool> {
         let Some(rule) = self.rule(bucket) else { return Ok(false) };
         let Some(write) = rule.write_rule(table.name) else { return Ok(false) };
-        let asked = (bucket.clone(), table.name);
+        if mask == 0 {
+            return Ok(false);
+        }
+        let every_holder = alternatives_in(write, mask).any(|(_, alternative)| alternative.member.is_empty());
+        let asked = (bucket.clone(), table.name, mask);
         // Neither asked yet: whether held and whether writable are one question to Postgres.
-        if !write.is_unconditional()
+        if !every_holder
             && !self.holdings.frozen
             && !self.holdings.held_at_start.contains_key(bucket)
             && !self.holdings.writable_at_start.contains_key(&asked)
             && let Some(query) = self.membership_query(rule).cloned()
         {
-            let (held, may) = query
-                .holds_and_through(self.conn.conn()?, &self.actor, bucket, write.any_of)
-                .await
-                .map_err(to_kernel)?;
+            let members = members_in(write, mask);
+            let (held, may) =
+                query.holds_and_through(self.conn.conn()?, &self.actor, bucket, &members).await.map_err(to_kernel)?;
             self.holdings.held_at_start.insert(bucket.clone(), held);
             self.holdings.writable_at_start.insert(asked, held && may);
             return Ok(held && may);
@@ -302,18 +368,21 @@ impl PgMutatorTx<'_> {
         if !self.held_at_start(bucket).await? {
             return Ok(false);
         }
-        if write.is_unconditional() {
+        if every_holder {
             return Ok(true);
         }
         if let Some(&may) = self.holdings.writable_at_start.get(&asked) {
             return Ok(may);
         }
         if self.holdings.frozen {
-            return Ok(false);
+            let through = alternatives_in(write, mask)
+                .any(|(i, _)| self.holdings.writable_through.contains(&(bucket.clone(), table.name, i)));
+            return Ok(through);
         }
         let Some(query) = self.membership_query(rule).cloned() else { return Ok(false) };
+        let members = members_in(write, mask);
         let may =
-            query.holds_through(self.conn.conn()?, &self.actor, bucket, Some(write.any_of)).await.map_err(to_kernel)?;
+            query.holds_through(self.conn.conn()?, &self.actor, bucket, Some(&members)).await.map_err(to_kernel)?;
         self.holdings.writable_at_start.insert(asked, may);
         Ok(may)
     }
@@ -345,21 +414,24 @@ impl PgMutatorTx<'_> {
         for bucket in held {
             self.holdings.held_at_start.insert(bucket, true);
         }
-        let mut writable = BTreeMap::new();
+        let mut through = BTreeSet::new();
         for query in &self.core.memberships {
             for write in query.rule().writes {
-                let buckets = query.held_through(conn, &self.actor, Some(write.any_of)).await.map_err(to_kernel)?;
-                writable.insert(write.table, buckets);
+                for (i, alternative) in write.any_of.iter().enumerate().take(Mask::BITS as usize) {
+                    if alternative.member.is_empty() {
+                        continue; // every holder: held is what decides
+                    }
+                    let buckets =
+                        query.held_through(conn, &self.actor, Some(&[alternative.member])).await.map_err(to_kernel)?;
+                    through.extend(buckets.into_iter().map(|bucket| (bucket, write.table, i)));
+                }
             }
         }
-        for ((bucket, table), may) in self.holdings.writable_at_start.iter_mut() {
-            *may = writable.get(table).is_some_and(|b| b.contains(bucket));
+        for ((bucket, table, mask), may) in self.holdings.writable_at_start.iter_mut() {
+            *may = (0..Mask::BITS as usize)
+                .any(|i| *mask & (1 << i) != 0 && through.contains(&(bucket.clone(), *table, i)));
         }
-        for (table, buckets) in writable {
-            for bucket in buckets {
-                self.holdings.writable_at_start.insert((bucket, table), true);
-            }
-        }
+        self.holdings.writable_through = through;
         self.holdings.frozen = true;
         Ok(())
     }
@@ -408,17 +480,18 @@ impl PgMutatorTx<'_> {
         table: &'static TableMeta,
         entering: impl IntoIterator<Item = &BucketKey>,
         row_buckets: &BTreeSet<BucketKey>,
+        images: &[&Row],
     ) -> KernelResult<()> {
         let mut read_only = Vec::new();
         for bucket in entering {
-            if !self.authorize_entering_one(table, bucket, row_buckets).await? {
+            if !self.authorize_entering_one(table, bucket, row_buckets, images).await? {
                 read_only.push(bucket.clone());
             }
         }
         for bucket in read_only {
             let mut elsewhere = false;
             for other in row_buckets.iter().filter(|b| **b != bucket) {
-                if self.holdings.created.contains(other) || self.may_write(other, table).await? {
+                if self.holdings.created.contains(other) || self.may_write(other, table, images).await? {
                     elsewhere = true;
                     break;
                 }
@@ -438,6 +511,7 @@ impl PgMutatorTx<'_> {
         table: &'static TableMeta,
         bucket: &BucketKey,
         row_buckets: &BTreeSet<BucketKey>,
+        images: &[&Row],
     ) -> KernelResult<bool> {
         if self.holdings.created.contains(bucket) {
             self.holdings.new_buckets.insert(bucket.clone(), table.name);
@@ -446,9 +520,9 @@ impl PgMutatorTx<'_> {
         // Where an `accept(...)` may let the row in instead, the answer decides which way: asked.
         let accepts = self.rule(bucket).is_some_and(|rule| !rule.accepts.is_empty());
         let may = if accepts {
-            self.may_write(bucket, table).await?
+            self.may_write(bucket, table, images).await?
         } else {
-            self.may_write_or_assume(bucket, table).await?
+            self.may_write_or_assume(bucket, table, images).await?
         };
         if may {
             return Ok(true);
@@ -456,7 +530,7 @@ impl PgMutatorTx<'_> {
         let Some(rule) = self.rule(bucket) else { return Err(forbidden(table.name, bucket, Refusal::Puts)) };
         for accepted in rule.accepts {
             for other in row_buckets.iter().filter(|b| b.rule() == accepted.rule) {
-                let may = self.holdings.created.contains(other) || self.may_write(other, table).await?;
+                let may = self.holdings.created.contains(other) || self.may_write(other, table, images).await?;
                 if may && (accepted.open || self.receiver_holds(bucket, other).await?) {
                     if !self.held_at_start(bucket).await? {
                         self.holdings.accepted.insert(bucket.clone());
@@ -475,7 +549,8 @@ impl PgMutatorTx<'_> {
             }
             return Err(forbidden_change(self.core.app.sync_rules(), table.name, &BTreeSet::from([bucket.clone()])));
         }
-        if rule.membership.is_some() && !self.had_rows(bucket).await? {
+        // A bucket held `while(...)` another's is held through that one's memberships: never new.
+        if rule.membership.is_some() && rule.held_while.is_none() && !self.had_rows(bucket).await? {
             self.holdings.created.insert(bucket.clone());
             self.holdings.new_buckets.insert(bucket.clone(), table.name);
             return Ok(true);
@@ -501,8 +576,15 @@ impl PgMutatorTx<'_> {
     /// grants.
     pub(super) fn write_buckets(&self, table: &TableMeta, row: &Row) -> BTreeSet<BucketKey> {
         let mut buckets = self.core.rules.row_buckets(table, row);
-        buckets.extend(self.core.memberships.iter().filter_map(|query| query.granted_by(table, row)));
+        buckets.extend(self.granting().filter_map(|query| query.granted_by(table, row)));
         buckets
+    }
+
+    /// The membership queries whose rows grant buckets of their own: not those of rules held
+    /// `while(...)` another's, whose buckets a membership row grants only as it grants the
+    /// other's.
+    fn granting(&self) -> impl Iterator<Item = &MembershipQuery> + '_ {
+        self.core.memberships.iter().filter(|query| query.rule().held_while.is_none())
     }
 
     /// Refuse a client write to a table only server code writes (`server_only(...)`).
@@ -528,20 +610,22 @@ impl PgMutatorTx<'_> {
     /// Whether the removal of `row` is its member leaving: a live membership row of a rule with
     /// `leave`, through which the actor itself holds the bucket.
     fn is_leaving(&self, table: &TableMeta, row: &Row) -> bool {
-        self.core.memberships.iter().any(|query| {
+        self.granting().any(|query| {
             query.rule().leave && query.granted_by(table, row).is_some() && query.is_members_own(row, &self.actor)
         })
     }
 
     /// May the mutation change or delete a row of `table` that lies in `buckets` (which it can
-    /// read, [`write_buckets`](Self::write_buckets) of its image before)? It may when it may
-    /// write the table in one of them, or when `removed` is the actor's own membership row of a
-    /// rule with `leave`. A row in no bucket is not written by client mutations.
+    /// read, [`write_buckets`](Self::write_buckets) of its image before), the row being `images`
+    /// (before, and after when known)? It may when it may write the table in one of them, or
+    /// when `removed` is the actor's own membership row of a rule with `leave`. A row in no
+    /// bucket is not written by client mutations.
     pub(super) async fn authorize_changing(
         &mut self,
         table: &'static TableMeta,
         buckets: &BTreeSet<BucketKey>,
         removed: Option<&Row>,
+        images: &[&Row],
     ) -> KernelResult<()> {
         if removed.is_some_and(|row| self.is_leaving(table, row)) {
             return Ok(());
@@ -553,9 +637,9 @@ impl PgMutatorTx<'_> {
                 return Ok(());
             }
             let may = if single {
-                self.may_write_or_assume(bucket, table).await?
+                self.may_write_or_assume(bucket, table, images).await?
             } else {
-                self.may_write(bucket, table).await?
+                self.may_write(bucket, table, images).await?
             };
             if may {
                 return Ok(());
@@ -564,10 +648,58 @@ impl PgMutatorTx<'_> {
         Err(forbidden_change(self.core.app.sync_rules(), table.name, buckets))
     }
 
+    /// Whether some rule of `buckets` decides writes of `table` by the row written: then a
+    /// change is asked again once the row after it is known.
+    pub(super) fn reads_rows(&self, table: &TableMeta, buckets: &BTreeSet<BucketKey>) -> bool {
+        buckets
+            .iter()
+            .filter_map(|bucket| self.rule(bucket)?.write_rule(table.name))
+            .any(engine_kernel::rules::WriteRule::reads_rows)
+    }
+
+    /// May the row of `table` (`images`, before and after when known) leave each of `leaving`,
+    /// data buckets its image before lies in, `before` all of them? Taking a row out of a bucket
+    /// writes there: the actor may write the table in it; or its rule accepts rows from another
+    /// rule and the row lay in a bucket of that rule the actor may write it in (unassigning a
+    /// task); or it is a claim bucket the actor holds that says nothing of the table, the actor's
+    /// own view of a row it writes elsewhere. A member leaving (`removed`, its own membership
+    /// row of a rule with `leave`) takes its row out of the bucket the row lies in as well.
+    pub(super) async fn authorize_leaving(
+        &mut self,
+        table: &'static TableMeta,
+        leaving: impl IntoIterator<Item = &BucketKey>,
+        before: &BTreeSet<BucketKey>,
+        removed: Option<&Row>,
+        images: &[&Row],
+    ) -> KernelResult<()> {
+        if removed.is_some_and(|row| self.is_leaving(table, row)) {
+            return Ok(());
+        }
+        'leaving: for bucket in leaving {
+            if self.holdings.created.contains(bucket) || self.may_write(bucket, table, images).await? {
+                continue;
+            }
+            let Some(rule) = self.rule(bucket) else { return Err(forbidden(table.name, bucket, Refusal::Puts)) };
+            for accepted in rule.accepts {
+                for other in before.iter().filter(|b| b.rule() == accepted.rule) {
+                    if self.holdings.created.contains(other) || self.may_write(other, table, images).await? {
+                        continue 'leaving;
+                    }
+                }
+            }
+            // The change itself is authorized through another bucket (`authorize_changing`).
+            if rule.membership.is_none() && rule.write_rule(table.name).is_none() && self.held_at_start(bucket).await? {
+                continue;
+            }
+            return Err(forbidden_change(self.core.app.sync_rules(), table.name, &BTreeSet::from([bucket.clone()])));
+        }
+        Ok(())
+    }
+
     /// Before a row of `table` becomes `row`: the buckets and write permissions it grants its
     /// member are ones the actor has, or new.
     pub(super) async fn authorize_granting(&mut self, table: &'static TableMeta, row: &Row) -> KernelResult<()> {
-        let queries: Vec<MembershipQuery> = self.core.memberships.clone();
+        let queries: Vec<MembershipQuery> = self.granting().cloned().collect();
         for query in queries {
             let Some(bucket) = query.granted_by(table, row) else { continue };
             if self.holdings.created.contains(&bucket) {
@@ -576,8 +708,18 @@ impl PgMutatorTx<'_> {
             if self.held_at_start(&bucket).await? {
                 for write in query.rule().writes {
                     let target = self.core.app.table(write.table).expect("rule tables are app tables");
-                    if MembershipQuery::row_matches(row, write.any_of) && !self.may_write(&bucket, target).await? {
-                        return Err(forbidden(table.name, &bucket, Refusal::Grants));
+                    for (_, granted) in alternatives_in(write, Mask::MAX) {
+                        if !MembershipQuery::row_matches(row, &[granted.member]) {
+                            continue;
+                        }
+                        // The actor's own permission is at least as wide: an alternative of
+                        // its membership's that asks no more of the row.
+                        let wider = alternatives_in(write, Mask::MAX)
+                            .filter(|(_, own)| own.row.iter().all(|term| granted.row.contains(term)))
+                            .fold(0, |mask, (i, _)| mask | 1 << i);
+                        if !self.may_write_through(&bucket, target, wider).await? {
+                            return Err(forbidden(table.name, &bucket, Refusal::Grants));
+                        }
                     }
                 }
                 continue;

@@ -207,7 +207,7 @@ impl<'t> PgMutatorTx<'t> {
         self.authorize_table(table)?;
         table.check_insert(&row)?;
         let buckets = self.core.rules.row_buckets(table, &row);
-        self.authorize_entering(table, &buckets, &buckets).await?;
+        self.authorize_entering(table, &buckets, &buckets, &[&row]).await?;
         self.freeze_before_writing(table).await?;
         let mut values = Vec::with_capacity(table.columns.len());
         for column in table.columns {
@@ -248,7 +248,8 @@ impl<'t> PgMutatorTx<'t> {
         }
         // A soft delete removes the row: its member may be leaving.
         let removes = changes.iter().any(|(column, value)| Some(*column) == table.soft_delete && !value.is_null());
-        self.authorize_changing(table, &self.write_buckets(table, &before), removes.then_some(&before)).await?;
+        let written_in = self.write_buckets(table, &before);
+        self.authorize_changing(table, &written_in, removes.then_some(&before), &[&before]).await?;
         let by_field = self.by_field(table);
         if by_field
             && self.server_stamped
@@ -260,8 +261,15 @@ impl<'t> PgMutatorTx<'t> {
         let merge::Updated { after, stamps, took_effect } =
             merge::updated(table, by_field, &before, stamps, &changes, &self.hlc, premerged).await?;
         self.check_bounds(table, &after)?;
+        let images = [&before, &after];
+        if self.reads_rows(table, &written_in) {
+            // Its write conditions look at the row after the change as well.
+            self.authorize_changing(table, &written_in, removes.then_some(&before), &images).await?;
+        }
         let after_buckets = self.core.rules.row_buckets(table, &after);
-        self.authorize_entering(table, after_buckets.difference(&before_buckets), &after_buckets).await?;
+        let leaving = before_buckets.difference(&after_buckets);
+        self.authorize_leaving(table, leaving, &before_buckets, removes.then_some(&before), &images).await?;
+        self.authorize_entering(table, after_buckets.difference(&before_buckets), &after_buckets, &images).await?;
         self.freeze_before_writing(table).await?;
         self.authorize_granting(table, &after).await?;
         if table.is_live(&after) {
@@ -322,7 +330,9 @@ impl<'t> PgMutatorTx<'t> {
         if self.is_synced(table) && !self.can_read(&self.core.rules.row_buckets(table, &live)).await? {
             return Ok(false);
         }
-        self.authorize_changing(table, &self.write_buckets(table, &live), Some(&live)).await?;
+        self.authorize_changing(table, &self.write_buckets(table, &live), Some(&live), &[&live]).await?;
+        let live_buckets = self.core.rules.row_buckets(table, &live);
+        self.authorize_leaving(table, &live_buckets, &live_buckets, Some(&live), &[&live]).await?;
         self.freeze_before_writing(table).await?;
         let mut sql = statements::delete(table, &key).map_err(to_kernel)?;
         if let Err(e) = sql.build().execute(self.writing().await?).await {

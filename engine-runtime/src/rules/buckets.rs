@@ -4,7 +4,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use engine_kernel::rules::{Claim, ConstValue, ParamSource, RuleMeta, Selection};
+use engine_kernel::rules::{Claim, ParamSource, RuleMeta, Selection};
 use engine_kernel::{Actor, App, BucketKey, Row, TableMeta};
 use serde_json::Value;
 
@@ -50,7 +50,7 @@ impl RuleSelection {
     /// The bucket of `row` under this selection, if the row passes its filters. (Whether the row
     /// is live is the table's business: see [`RuleIndex::row_buckets`].)
     pub(crate) fn bucket_of(&self, row: &Row) -> Option<BucketKey> {
-        let passes = self.selection.filters.iter().all(|f| const_matches(f.value, row.get(f.column)));
+        let passes = self.selection.filters.iter().all(|f| f.value.matches(row.get(f.column)));
         let tied = self.ties.iter().all(|(column, first)| {
             let text = |c: &str| row.get(c).and_then(param_text);
             text(column).is_some() && text(column) == text(first)
@@ -70,15 +70,6 @@ pub(crate) fn param_text(value: &Value) -> Option<String> {
         Value::Number(n) => Some(n.to_string()),
         Value::Bool(b) => Some(b.to_string()),
         _ => None,
-    }
-}
-
-fn const_matches(constant: ConstValue, value: Option<&Value>) -> bool {
-    match (constant, value) {
-        (ConstValue::Bool(b), Some(Value::Bool(v))) => b == *v,
-        (ConstValue::Int(i), Some(Value::Number(n))) => n.as_i64() == Some(i),
-        (ConstValue::Text(t), Some(Value::String(s))) => t == s,
-        _ => false,
     }
 }
 
@@ -195,11 +186,12 @@ pub(crate) fn claim_bucket(rule: &RuleMeta, actor: &Actor) -> Option<BucketKey> 
     Some(BucketKey::new(rule.name, &params))
 }
 
-/// The actor whose claims give claim bucket `key` of `rule`: the bucket's one holder, as far as
-/// the rule's parameters tell its claims (the others are empty). `None` for a rule with a
-/// membership query, or a key that does not fit the rule.
+/// The actor whose claims give bucket `key` of `rule`: the bucket's one holder, as far as the
+/// rule's claim parameters tell its claims (the others are empty). A claim bucket, or one held
+/// `while(...)` another's (by the actor its claims name, through that one's memberships).
+/// `None` for another rule with a membership query, or a key that does not fit the rule.
 pub(crate) fn claim_actor(rule: &RuleMeta, key: &BucketKey) -> Option<Actor> {
-    if rule.membership.is_some() {
+    if rule.membership.is_some() && rule.held_while.is_none() {
         return None;
     }
     let params = key.params();
@@ -212,6 +204,7 @@ pub(crate) fn claim_actor(rule: &RuleMeta, key: &BucketKey) -> Option<Actor> {
             ParamSource::Claim(Claim::UserId) => actor.user_id = value,
             ParamSource::Claim(Claim::OwnerId) => actor.owner_id = value,
             ParamSource::Claim(Claim::Custom(name)) => actor = actor.with_claim(name, value),
+            ParamSource::Membership { .. } if rule.held_while.is_some() => {}
             ParamSource::Membership { .. } => return None,
         }
     }
@@ -246,6 +239,7 @@ mod tests {
         writes: &[],
         accepts: &[],
         leave: false,
+        held_while: None,
     };
 
     #[test]

@@ -1,5 +1,6 @@
 //! What every integration test shares: a fresh Postgres database per test, and the notes app.
 
+pub(crate) mod actors;
 pub(crate) mod balancer;
 pub(crate) mod client;
 pub(crate) mod db;

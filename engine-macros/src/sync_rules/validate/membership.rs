@@ -2,7 +2,7 @@
 //! actor's claims.
 
 use crate::support::{Diagnostics, text};
-use crate::sync_rules::model::{Bucket, Condition, Literal, Membership, Operand, Source};
+use crate::sync_rules::model::{Bucket, Condition, Literal, Membership, Operand, Rules, Source};
 
 /// A membership query is a conjunction (`&&`) of equalities on one table, each comparing a column
 /// with an actor claim or a constant.
@@ -74,6 +74,66 @@ pub(super) fn check_raw_membership_placeholders(bucket: &Bucket, errors: &mut Di
     if pieces.iter().all(|p| matches!(p, engine_kernel::rules::RawPiece::Sql(_))) {
         errors.spanned(sql,
             "this raw membership query is not filtered by an actor claim, so it would hand every actor everyone's memberships: filter it with `$user_id`, `$owner_id` or `$claims.<name>`",
+        );
+    }
+}
+
+/// `while(Other)` holds a bucket through `Other`'s membership query, exactly while its actor
+/// holds the bucket of `Other` with the same membership parameters: so `Other` is another bucket
+/// of the module with a membership table, this bucket names no membership of its own, each of
+/// its membership parameters is one of `Other`'s, and its members leave through `Other`.
+pub(super) fn check_held_while(rules: &Rules, bucket: &Bucket, errors: &mut Diagnostics) {
+    let Some(source) = &bucket.held_while else { return };
+    let Some(held) = rules.buckets.iter().find(|b| b.ident == *source && b.ident != bucket.ident) else {
+        let names: Vec<String> =
+            rules.buckets.iter().filter(|b| b.ident != bucket.ident).map(|b| format!("`{}`", b.ident)).collect();
+        errors.spanned(
+            source,
+            format!(
+                "`while({source})` names no other bucket of this module; its other buckets are {}",
+                if names.is_empty() { "none".to_owned() } else { names.join(", ") }
+            ),
+        );
+        return;
+    };
+    if !bucket.inherits_membership {
+        let why = match (&bucket.membership, &held.membership) {
+            (Some(_), _) => format!(
+                "bucket `{}` is held through `{source}`'s membership: remove its own `membership(...)`",
+                bucket.ident
+            ),
+            _ => format!(
+                "`{source}` has no membership table to hold `{}` through: `while(...)` names a bucket held through `membership(Member::user_id == actor.user_id)`",
+                bucket.ident
+            ),
+        };
+        errors.spanned(source, format!("`while({source})`: {why}"));
+        return;
+    }
+    for param in &bucket.params {
+        let Some(Source::Column(column)) = param.source() else { continue };
+        let shared = held.params.iter().any(|p| match p.source() {
+            Some(Source::Column(other)) => text(&other.path) == text(&column.path),
+            _ => false,
+        });
+        if !shared {
+            errors.spanned(
+                &column.path,
+                format!(
+                    "bucket `{}` is held `while({source})`, exactly while its actor holds the `{source}` bucket of the same parameters: `{}` is not a parameter of `{source}`",
+                    bucket.ident,
+                    text(&column.path)
+                ),
+            );
+        }
+    }
+    if let Some(leave) = &bucket.leave {
+        errors.spanned(
+            leave,
+            format!(
+                "bucket `{}` is held `while({source})`: its members leave `{source}` (write `leave` there), and this bucket with it",
+                bucket.ident
+            ),
         );
     }
 }

@@ -15,7 +15,10 @@ use data::{
     check_no_or_in_data, check_no_raw_sql_in_data, check_one_table_per_selection, check_selection_scoped,
     check_selection_scopes_every_parameter,
 };
-use membership::{check_membership_conditions, check_membership_filtered_by_actor, check_raw_membership_placeholders};
+use membership::{
+    check_held_while, check_membership_conditions, check_membership_filtered_by_actor,
+    check_raw_membership_placeholders,
+};
 use params::{
     check_bucket_shape, check_membership_supplies_parameters, check_param_has_one_source, check_param_not_optional,
     check_param_sources,
@@ -48,6 +51,7 @@ pub(crate) fn validate(rules: &Rules, errors: &mut Diagnostics) {
         check_selection_scopes_every_parameter(bucket, errors);
         check_write_rules(bucket, errors);
         check_leave(bucket, errors);
+        check_held_while(rules, bucket, errors);
     }
 }
 /// `accept(...)` names other buckets of the module: their holders may put rows into this one.
@@ -83,10 +87,12 @@ fn check_accepted_buckets_exist(rules: &Rules, errors: &mut Diagnostics) {
 /// any holder of `Other` (an inbox), and needs none of it.
 fn check_receiver_can_be_checked(bucket: &Bucket, source: &Bucket, accepted: &syn::Ident, errors: &mut Diagnostics) {
     let open = format!("`accept(open({accepted}))`");
-    if bucket.membership.is_some() {
+    // Held `while(accepted)`, a bucket is held by the actor its claims name through the
+    // membership that gives the row's bucket of `accepted`.
+    if bucket.membership.is_some() && bucket.held_while.as_ref() != Some(accepted) {
         errors.spanned(accepted, format!(
-            "`accept({accepted})` checks that the receiving actor holds the row's `{accepted}` bucket, and the buckets of `{}` are held through memberships, not by one actor: write {open} to let any holder of `{accepted}` put rows in",
-            bucket.ident
+            "`accept({accepted})` checks that the receiving actor holds the row's `{accepted}` bucket, and the buckets of `{}` are held through memberships, not by one actor: write {open} to let any holder of `{accepted}` put rows in, or hold `{}` `while({accepted})`",
+            bucket.ident, bucket.ident
         ));
         return;
     }

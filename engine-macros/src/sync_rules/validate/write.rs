@@ -1,13 +1,14 @@
 //! Who may write: nothing is writable that no `write(...)` names. `write(Table)` lets every holder
-//! of a bucket write the table; `write(Table: …)` decides by the actor's membership row; `leave`
-//! lets a member delete its own membership row.
+//! of a bucket write the table; `write(Table: …)` decides by the actor's membership row and by
+//! the row written; `leave` lets a member delete its own membership row.
 
 use crate::support::{Diagnostics, text};
 use crate::sync_rules::model::{Bucket, Condition, Literal, Membership, Rules};
 
 /// `write(Table)` and `write(Table: condition)` speak of a table the bucket selects, once per
-/// table; a condition decides by the actor's membership row: equalities of the membership
-/// table's columns with constants, joined by `&&` and `||`.
+/// table; a condition decides by the actor's membership row (equalities of the membership
+/// table's columns with constants) and by the row written (`row.column == constant` or `!=`),
+/// joined by `&&` and `||`.
 pub(super) fn check_write_rules(bucket: &Bucket, errors: &mut Diagnostics) {
     let selected: Vec<String> = bucket
         .selections()
@@ -38,23 +39,42 @@ pub(super) fn check_write_rules(bucket: &Bucket, errors: &mut Diagnostics) {
                 ),
             );
         }
-        let Some(expr) = &write.expr else { continue };
-        let Some((members_key, members)) = &membership_table else {
-            errors.spanned(expr,
+        if write.any_of.len() > 64 {
+            errors.spanned(
+                &write.table,
                 format!(
-                    "a condition in `write(...)` decides by the actor's membership row, and this bucket has no membership table: write `write({})` to let every holder of the bucket write it, or add `membership(Member::user_id == actor.user_id)`",
-                    text(&write.table)
+                    "`write({}: …)` has {} alternatives joined by `||`; a write condition has at most 64",
+                    text(&write.table),
+                    write.any_of.len()
                 ),
             );
+        }
+        if write.expr.is_none() {
             continue;
-        };
+        }
         for condition in write.any_of.iter().flatten() {
+            if let Some((_, literal, _, expr)) = condition.as_row_term() {
+                if matches!(literal, Literal::Unsupported) {
+                    errors.spanned(expr, "a write condition compares with a boolean, integer or string constant");
+                }
+                continue;
+            }
+            let Some((members_key, members)) = &membership_table else {
+                errors.spanned(condition.expr(),
+                    format!(
+                        "`{}`: a condition in `write(...)` compares the row written (`row.<column> == <constant>`, or `!=`) or the actor's membership row, and this bucket has no membership table: write `write({})` to let every holder of the bucket write it, or add `membership(Member::user_id == actor.user_id)`",
+                        text(condition.expr()),
+                        text(&write.table)
+                    ),
+                );
+                continue;
+            };
             match condition.as_const() {
                 Some((column, literal, _)) => {
                     if column.table_key() != *members_key {
                         errors.spanned(&column.path,
                             format!(
-                                "`{}` is not a column of the membership table `{}`: `write(...)` decides by the actor's membership row, e.g. `{}::role == \"editor\"`",
+                                "`{}` is not a column of the membership table `{}`: `write(...)` decides by the actor's membership row, e.g. `{}::role == \"editor\"`, and by the row written, `row.<column>`",
                                 text(&column.path),
                                 text(members),
                                 text(members)
@@ -67,7 +87,7 @@ pub(super) fn check_write_rules(bucket: &Bucket, errors: &mut Diagnostics) {
                 }
                 None => errors.spanned(condition.expr(),
                     format!(
-                        "`{}` cannot say who may write: compare columns of the membership table with constants (`{}::role == \"editor\"`), joined by `&&` and `||`",
+                        "`{}` cannot say who may write: compare columns of the membership table with constants (`{}::role == \"editor\"`) and the row written with constants (`row.role != \"owner\"`), joined by `&&` and `||`",
                         text(condition.expr()),
                         text(members)
                     ),
@@ -125,6 +145,9 @@ pub(super) fn check_membership_tables_selected(rules: &Rules, errors: &mut Diagn
         .collect();
     for bucket in &rules.buckets {
         let Some(Membership::Conditions { conditions, expr }) = &bucket.membership else { continue };
+        if bucket.inherits_membership {
+            continue; // said of the bucket it is held through
+        }
         let Some(column) = conditions.iter().flat_map(Condition::columns).next() else { continue };
         let table = column.table_key();
         if selected.contains(&table) || rules.server_only.iter().any(|t| text(t) == text(&column.table)) {

@@ -36,9 +36,10 @@ fn main() {
     let shared = rules.rule("shared").unwrap();
     let notes = shared.write_rule("notes").unwrap();
     assert_eq!(notes.any_of.len(), 2);
-    assert_eq!(notes.any_of[1].len(), 2);
-    assert_eq!(notes.any_of[0][0].column, "role");
-    assert_eq!(notes.any_of[0][0].value, ConstValue::Text("owner"));
+    assert_eq!(notes.any_of[1].member.len(), 2);
+    assert_eq!(notes.any_of[0].member[0].column, "role");
+    assert_eq!(notes.any_of[0].member[0].value, ConstValue::Text("owner"));
+    assert!(notes.any_of.iter().all(|alternative| alternative.row.is_empty()));
     assert_eq!(shared.write_rule("lists").unwrap().any_of.len(), 1);
     let members = shared.write_rule("list_members").unwrap();
     assert!(members.is_unconditional() && !notes.is_unconditional());

@@ -1,0 +1,183 @@
+//! The task board's mutators. None checks a role or a membership: the sync rules do, on every
+//! write, and a write they refuse fails the mutation as `forbidden`.
+
+use engine::{MutatorCtx, Outcome, Result};
+
+use crate::{Comment, Project, Task, Team, TeamMember};
+
+/// A new team.
+#[engine::args]
+#[derive(Debug)]
+pub struct CreateTeam {
+    pub id: String,
+    pub name: String,
+}
+
+/// Create a team owned by the actor.
+#[engine::mutator]
+pub async fn create_team(ctx: &mut MutatorCtx<'_>, args: CreateTeam) -> Result<Outcome> {
+    let user_id = ctx.actor().user_id.clone();
+    ctx.insert(&Team { id: args.id.clone(), name: args.name }).await?;
+    ctx.insert(&TeamMember { team_id: args.id, user_id, role: "owner".into() }).await?;
+    Ok(Outcome::new())
+}
+
+/// A user of a team, with a role.
+#[engine::args]
+#[derive(Debug)]
+pub struct MemberRole {
+    pub team_id: String,
+    pub user_id: String,
+    pub role: String,
+}
+
+/// Put a user into a team with a role.
+#[engine::mutator]
+pub async fn add_member(ctx: &mut MutatorCtx<'_>, args: MemberRole) -> Result<Outcome> {
+    ctx.insert(&TeamMember { team_id: args.team_id, user_id: args.user_id, role: args.role }).await?;
+    Ok(Outcome::new())
+}
+
+/// Change a member's role.
+#[engine::mutator]
+pub async fn set_role(ctx: &mut MutatorCtx<'_>, args: MemberRole) -> Result<Outcome> {
+    let found = ctx.update::<TeamMember>(&(args.team_id, args.user_id), [TeamMember::role.set(args.role)]).await?;
+    if !found {
+        return Err(engine::Error::mutator_failed("no such member"));
+    }
+    Ok(Outcome::new())
+}
+
+/// A user of a team.
+#[engine::args]
+#[derive(Debug)]
+pub struct Member {
+    pub team_id: String,
+    pub user_id: String,
+}
+
+/// Take a user out of a team.
+#[engine::mutator]
+pub async fn remove_member(ctx: &mut MutatorCtx<'_>, args: Member) -> Result<Outcome> {
+    if !ctx.delete::<TeamMember>(&(args.team_id, args.user_id)).await? {
+        return Err(engine::Error::mutator_failed("no such member"));
+    }
+    Ok(Outcome::new())
+}
+
+/// A team.
+#[engine::args]
+#[derive(Debug)]
+pub struct TeamId {
+    pub team_id: String,
+}
+
+/// Leave a team.
+#[engine::mutator]
+pub async fn leave_team(ctx: &mut MutatorCtx<'_>, args: TeamId) -> Result<Outcome> {
+    let user_id = ctx.actor().user_id.clone();
+    if !ctx.delete::<TeamMember>(&(args.team_id, user_id)).await? {
+        return Err(engine::Error::mutator_failed("not in this team"));
+    }
+    Ok(Outcome::new())
+}
+
+/// A new project.
+#[engine::args]
+#[derive(Debug)]
+pub struct AddProject {
+    pub id: String,
+    pub team_id: String,
+    pub name: String,
+}
+
+/// Add a project to a team.
+#[engine::mutator]
+pub async fn add_project(ctx: &mut MutatorCtx<'_>, args: AddProject) -> Result<Outcome> {
+    ctx.insert(&Project { id: args.id, team_id: args.team_id, name: args.name }).await?;
+    Ok(Outcome::new())
+}
+
+/// A new task.
+#[engine::args]
+#[derive(Debug)]
+pub struct AddTask {
+    pub id: String,
+    pub project_id: String,
+    pub title: String,
+    /// Its assignee, if any.
+    #[serde(default)]
+    pub assignee: Option<String>,
+}
+
+/// Add a task to a project, its team the project's.
+#[engine::mutator]
+pub async fn add_task(ctx: &mut MutatorCtx<'_>, args: AddTask) -> Result<Outcome> {
+    let Some(project) = ctx.get::<Project>(&args.project_id).await? else {
+        return Err(engine::Error::mutator_failed("no such project"));
+    };
+    let task = Task {
+        id: args.id,
+        team_id: project.team_id,
+        project_id: project.id,
+        assignee: args.assignee,
+        title: args.title,
+        done: false,
+    };
+    ctx.insert(&task).await?;
+    Ok(Outcome::new())
+}
+
+/// A task and who it goes to.
+#[engine::args]
+#[derive(Debug)]
+pub struct Assign {
+    pub task_id: String,
+    /// The assignee, or nobody.
+    pub assignee: Option<String>,
+}
+
+/// Assign a task, or unassign it.
+#[engine::mutator]
+pub async fn assign(ctx: &mut MutatorCtx<'_>, args: Assign) -> Result<Outcome> {
+    if !ctx.update::<Task>(&args.task_id, [Task::assignee.set(args.assignee)]).await? {
+        return Err(engine::Error::mutator_failed("no such task"));
+    }
+    Ok(Outcome::new())
+}
+
+/// A task.
+#[engine::args]
+#[derive(Debug)]
+pub struct TaskId {
+    pub task_id: String,
+}
+
+/// Mark a task done.
+#[engine::mutator]
+pub async fn complete_task(ctx: &mut MutatorCtx<'_>, args: TaskId) -> Result<Outcome> {
+    if !ctx.update::<Task>(&args.task_id, [Task::done.set(true)]).await? {
+        return Err(engine::Error::mutator_failed("no such task"));
+    }
+    Ok(Outcome::new())
+}
+
+/// A comment on a task.
+#[engine::args]
+#[derive(Debug)]
+pub struct AddComment {
+    pub id: String,
+    pub task_id: String,
+    pub body: String,
+}
+
+/// Comment on a task, as the actor.
+#[engine::mutator]
+pub async fn comment(ctx: &mut MutatorCtx<'_>, args: AddComment) -> Result<Outcome> {
+    let Some(task) = ctx.get::<Task>(&args.task_id).await? else {
+        return Err(engine::Error::mutator_failed("no such task"));
+    };
+    let author = ctx.actor().user_id.clone();
+    ctx.insert(&Comment { id: args.id, team_id: task.team_id, task_id: task.id, author, body: args.body }).await?;
+    Ok(Outcome::new())
+}
