@@ -56,3 +56,19 @@ async fn the_module_types_every_table_and_mutator_of_the_notes_app() {
         assert!(module.contains(declaration), "the module lacks {declaration:?}:\n{module}");
     }
 }
+
+#[tokio::test]
+async fn the_module_carries_what_the_client_evaluates_writes_with() {
+    let module = generated().await;
+    for declaration in [
+        "  serverOnly: [],",
+        "      membership: { filters: [{ claim: \"actor.user_id\", column: \"user_id\" }], table: \"list_members\" },",
+        "        { filters: [], scope: [{ column: \"list_id\", param: \"list_id\" }], table: \"notes\" },",
+        "          { member: [{ column: \"role\", value: \"editor\" }], row: [] },",
+        "      write: { lists: [{ member: [], row: [] }] },",
+        "      while: null,",
+        "      leave: false,",
+    ] {
+        assert!(module.contains(declaration), "the module lacks {declaration:?}:\n{module}");
+    }
+}

@@ -8,7 +8,7 @@ use std::fmt::Write as _;
 use heck::{ToLowerCamelCase, ToUpperCamelCase};
 use serde_json::{Map, Value, json};
 
-use engine_kernel::rules::RuleMeta;
+use engine_kernel::rules::{ConstFilter, FilterValue, Membership, RuleMeta};
 use engine_kernel::wire::PROTOCOL_VERSION;
 use engine_kernel::{App, SqlType, TableMeta};
 
@@ -254,34 +254,80 @@ impl Module<'_> {
                 (t.name.to_owned(), table)
             })
             .collect();
-        let rules: Map<String, Value> = self
-            .rules
-            .iter()
-            .map(|r| {
-                let parameters: Vec<Value> = r
-                    .parameters
-                    .iter()
-                    .map(|p| json!({"name": p.name, "type": p.sql_type.name(), "source": source(p.source)}))
-                    .collect();
-                (r.name.to_owned(), json!({"parameters": parameters, "tables": r.tables()}))
-            })
-            .collect();
+        let rules: Map<String, Value> = self.rules.iter().map(|r| (r.name.to_owned(), rule_schema(r))).collect();
         let mutators: Vec<&String> = self.mutators.keys().collect();
         let schema = json!({
             "version": PROTOCOL_VERSION,
             "tables": tables,
             "syncRules": rules,
+            "serverOnly": self.app.sync_rules().server_only,
             "mutators": mutators,
         });
         out.push('\n');
         doc(
             out,
             "",
-            "The app as the client needs it: tables with their keys and merge policies, sync rules,\n\
-             mutator names. `createEngineClient({ schema, … })`.",
+            "The app as the client needs it: tables with their keys and merge policies, sync rules\n\
+             (what they let the actor write, for the client to refuse offline what the server would),\n\
+             the tables only server code writes, mutator names. `createEngineClient({ schema, … })`.",
         );
         writeln!(out, "export const schema = defineSchema<Tables, Mutators>({});", literal(&schema, "")).ok();
     }
+}
+
+/// A sync rule as the client's offline evaluation of the write rules reads it
+/// (`clients/typescript/packages/client/src/authorize.ts`), in the contract's names. Each
+/// `write` alternative is `{ member, row }`: equalities on the actor's membership row, and
+/// comparisons of the written row with constants (none yet). `while` names the rule whose
+/// membership holds the rule's buckets (none yet).
+fn rule_schema(rule: &RuleMeta) -> Value {
+    let parameters: Vec<Value> = rule
+        .parameters
+        .iter()
+        .map(|p| json!({"name": p.name, "type": p.sql_type.name(), "source": source(p.source)}))
+        .collect();
+    let membership = rule.membership.map(|m| match m {
+        Membership::Table { table, filters } => {
+            let filters: Vec<Value> = filters
+                .iter()
+                .map(|f| match f.value {
+                    FilterValue::Claim(claim) => json!({"column": f.column, "claim": claim.describe()}),
+                    FilterValue::Const(value) => json!({"column": f.column, "value": value.to_json()}),
+                })
+                .collect();
+            json!({"table": table, "filters": filters})
+        }
+        Membership::Raw { sql } => json!({"sql": sql}),
+    });
+    let constants = |filters: &[ConstFilter]| -> Vec<Value> {
+        filters.iter().map(|f| json!({"column": f.column, "value": f.value.to_json()})).collect()
+    };
+    let data: Vec<Value> = rule
+        .data
+        .iter()
+        .map(|s| {
+            let scope: Vec<Value> = s.scope.iter().map(|e| json!({"column": e.column, "param": e.param})).collect();
+            json!({"table": s.table, "scope": scope, "filters": constants(s.filters)})
+        })
+        .collect();
+    let write: Map<String, Value> = rule
+        .writes
+        .iter()
+        .map(|w| {
+            let any_of: Vec<Value> = w.any_of.iter().map(|all| json!({"member": constants(all), "row": []})).collect();
+            (w.table.to_owned(), Value::Array(any_of))
+        })
+        .collect();
+    json!({
+        "parameters": parameters,
+        "tables": rule.tables(),
+        "membership": membership,
+        "data": data,
+        "write": write,
+        "accept": rule.accepts.iter().map(|a| json!({"rule": a.rule, "open": a.open})).collect::<Vec<_>>(),
+        "leave": rule.leave,
+        "while": Value::Null,
+    })
 }
 
 const HEADER: &str = "\

@@ -26,10 +26,57 @@ export interface TableSchema {
   readonly synced: boolean;
 }
 
-/** A sync rule as the contract describes it. */
+/** A constant in a sync rule. */
+export type ConstValue = string | number | boolean;
+
+/** `column == value`. */
+export interface ConstTerm {
+  readonly column: string;
+  readonly value: ConstValue;
+}
+
+/** An equality of a membership query: the column equals an actor claim (`actor.user_id`,
+ * `actor.owner_id`, `actor.claims.<name>`) or a constant. */
+export type MembershipFilterSchema =
+  | { readonly column: string; readonly claim: string }
+  | { readonly column: string; readonly value: ConstValue };
+
+/** A rule's membership query: rows of a table matching its filters, or raw SQL. */
+export type MembershipSchema =
+  | { readonly table: string; readonly filters: readonly MembershipFilterSchema[] }
+  | { readonly sql: string };
+
+/** One table selection of a rule: rows whose scope columns equal the bucket's parameters and
+ * whose filter columns equal constants. */
+export interface SelectionSchema {
+  readonly table: string;
+  readonly scope: readonly { readonly column: string; readonly param: string }[];
+  readonly filters: readonly ConstTerm[];
+}
+
+/** One alternative of a `write(...)`: equalities on the actor's membership row, and comparisons
+ * of the row written with constants. Without either, every holder of the bucket may write. */
+export interface WriteAlternative {
+  readonly member: readonly ConstTerm[];
+  readonly row: readonly { readonly column: string; readonly op: "==" | "!="; readonly value: ConstValue }[];
+}
+
+/** A sync rule as the contract describes it: what its buckets hold, who holds them, and what
+ * they let their holders write (`docs/design.md` §4). */
 export interface SyncRuleSchema {
   readonly parameters: readonly { readonly name: string; readonly type: string; readonly source: string }[];
   readonly tables: readonly string[];
+  /** `null` for a rule whose parameters are all claims. */
+  readonly membership: MembershipSchema | null;
+  readonly data: readonly SelectionSchema[];
+  /** `write(...)` by table, any alternative of which suffices; a table not named is read-only here. */
+  readonly write: { readonly [table: string]: readonly WriteAlternative[] };
+  /** `accept(...)`: the rules whose holders may put rows into buckets of this one. */
+  readonly accept: readonly { readonly rule: string; readonly open: boolean }[];
+  /** Whether a member may delete its own membership row (`leave`). */
+  readonly leave: boolean;
+  /** The rule whose membership holds this rule's buckets (`while`), or `null`. */
+  readonly while: string | null;
 }
 
 /** Row types by table name (an interface such as the generated `Tables`). */
@@ -42,6 +89,8 @@ export interface EngineSchema<T extends TableTypes = TableTypes, M extends Mutat
   readonly version: string;
   readonly tables: { readonly [K in keyof T & string]: TableSchema };
   readonly syncRules: { readonly [rule: string]: SyncRuleSchema };
+  /** Tables only server code writes (`server_only`). */
+  readonly serverOnly: readonly string[];
   readonly mutators: readonly (keyof M & string)[];
   /** Carries the row and argument types; never set at run time. */
   readonly types?: { readonly tables: T; readonly mutators: M };
@@ -52,6 +101,7 @@ export interface AnySchema {
   readonly version: string;
   readonly tables: { readonly [table: string]: TableSchema };
   readonly syncRules: { readonly [rule: string]: SyncRuleSchema };
+  readonly serverOnly: readonly string[];
   readonly mutators: readonly string[];
 }
 

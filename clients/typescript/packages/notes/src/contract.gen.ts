@@ -203,8 +203,9 @@ export const buckets = {
 };
 
 /**
- * The app as the client needs it: tables with their keys and merge policies, sync rules,
- * mutator names. `createEngineClient({ schema, … })`.
+ * The app as the client needs it: tables with their keys and merge policies, sync rules
+ * (what they let the actor write, for the client to refuse offline what the server would),
+ * the tables only server code writes, mutator names. `createEngineClient({ schema, … })`.
  */
 export const schema = defineSchema<Tables, Mutators>({
   mutators: [
@@ -218,14 +219,41 @@ export const schema = defineSchema<Tables, Mutators>({
     "unshare_list",
     "update_note",
   ],
+  serverOnly: [],
   syncRules: {
     own: {
+      accept: [],
+      data: [
+        { filters: [], scope: [{ column: "owner_id", param: "owner_id" }], table: "lists" },
+        { filters: [], scope: [{ column: "owner_id", param: "owner_id" }], table: "list_members" },
+      ],
+      leave: false,
+      membership: null,
       parameters: [{ name: "owner_id", source: "actor.owner_id", type: "text" }],
       tables: ["lists", "list_members"],
+      while: null,
+      write: { lists: [{ member: [], row: [] }] },
     },
     shared: {
+      accept: [],
+      data: [
+        { filters: [], scope: [{ column: "id", param: "list_id" }], table: "lists" },
+        { filters: [], scope: [{ column: "list_id", param: "list_id" }], table: "notes" },
+        { filters: [], scope: [{ column: "list_id", param: "list_id" }], table: "list_members" },
+      ],
+      leave: false,
+      membership: { filters: [{ claim: "actor.user_id", column: "user_id" }], table: "list_members" },
       parameters: [{ name: "list_id", source: "membership.list_id", type: "text" }],
       tables: ["lists", "notes", "list_members"],
+      while: null,
+      write: {
+        list_members: [{ member: [{ column: "role", value: "owner" }], row: [] }],
+        lists: [{ member: [{ column: "role", value: "owner" }], row: [] }],
+        notes: [
+          { member: [{ column: "role", value: "owner" }], row: [] },
+          { member: [{ column: "role", value: "editor" }], row: [] },
+        ],
+      },
     },
   },
   tables: {
