@@ -37,7 +37,7 @@ import { migrateClientStore } from "./store/migrate.js";
 import { isEmptyWrite, type ClientStore } from "./store/types.js";
 import { sortByKey, type Actor, type OptimisticMutator } from "./view.js";
 import { createWebSocketSource, type RealtimeSource } from "./websocket.js";
-import type { PresenceMeta, PresenceState } from "./wire.js";
+import type { PresenceMeta, PresenceState, Row } from "./wire.js";
 
 /** Open the store, and start syncing (in the background unless told otherwise). */
 export async function createEngineClient<T extends TableTypes, M extends MutatorTypes>(
@@ -208,6 +208,11 @@ class Client<T extends TableTypes, M extends MutatorTypes> implements EngineClie
   bucketsOf<K extends keyof T & string>(table: K, key: KeyInput): string[] {
     const schema = this.tableSchema(table);
     return [...this.replica.rowBuckets(table, keyText(schema, keyRow(schema, table, key)))];
+  }
+
+  canWrite<K extends keyof T & string>(table: K, row: T[K]): boolean | "unknown" {
+    this.tableSchema(table);
+    return this.replica.canWrite(table, row as Row);
   }
 
   private tableSchema(table: string) {

@@ -7,6 +7,7 @@
  * - `createWebSocketSource`: realtime over any WHATWG WebSocket, reconnecting.
  * - Stores: `memoryStore`, `indexedDbStore`, and `migrateClientStore` for their layout versions.
  * - `defineSchema`, `bucketKey` and `Mutate`: what modules written by `engine gen` use.
+ * - `authorizeWrite`: the write rules evaluated offline, as `mutate` and `canWrite` use them.
  * - The wire protocol's messages, its clock and its ids.
  */
 
@@ -56,20 +57,28 @@ export type {
 export { defineSchema, keyRow, keyText } from "./schema.js";
 export type {
   ColumnSchema,
+  ConstTerm,
+  ConstValue,
   EngineSchema,
   KeyInput,
+  MembershipFilterSchema,
+  MembershipSchema,
   Mutate,
   MutatorTypes,
+  SelectionSchema,
   SyncRuleSchema,
   TableSchema,
   TableTypes,
+  WriteAlternative,
 } from "./schema.js";
 export { bucketKey, bucketRule, encodeBucketParam } from "./bucket.js";
 export type { BucketParam } from "./bucket.js";
 
 export { actorOfToken, BearerToken, tokenClaims } from "./auth.js";
 export type { AuthInput, AuthProvider } from "./auth.js";
-export { ClosedError, NetworkError, ServerError } from "./errors.js";
+export { ClosedError, ForbiddenError, NetworkError, ServerError } from "./errors.js";
+export { authorizeWrite } from "./authorize.js";
+export type { Permission, Verdict, Write, WriteContext } from "./authorize.js";
 export { retryAfterMs } from "./remote.js";
 export type { Fetch } from "./remote.js";
 export { formatHlc, HlcClock, parseHlc } from "./hlc.js";

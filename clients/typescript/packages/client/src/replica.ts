@@ -8,9 +8,11 @@
  * that changes it in a module of its own: `rebase.ts`, `outbox.ts`, `pull.ts` and `changes.ts`.
  */
 
+import type { Permission } from "./authorize.js";
 import type { HlcClock } from "./hlc.js";
 import { flush, takeViewChanges, type RowChange } from "./replica/changes.js";
 import { mutate, recordResults, refuse, renewQuarantine, renumber, unpushed, unquarantine, type Queued } from "./replica/outbox.js";
+import { canWrite } from "./replica/permissions.js";
 import { applyPage, type PageApplied } from "./replica/pull.js";
 import { rebase, rebuildOverlay, setOptimistic } from "./replica/rebase.js";
 import { ReplicaState } from "./replica/state.js";
@@ -82,6 +84,11 @@ export class Replica {
   /** Run mutator `name`'s optimistic function (if any) and queue the mutation. */
   mutate(name: string, input: unknown, now: number): Queued {
     return mutate(this.state, name, input, now);
+  }
+
+  /** Whether the actor may update `row` of `table`, as far as the client can tell. */
+  canWrite(table: string, row: Row): Permission {
+    return canWrite(this.state, table, row);
   }
 
   /** Up to `limit` entries no push has acknowledged, in order. */

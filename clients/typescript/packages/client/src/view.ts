@@ -118,6 +118,12 @@ export function isSoftDeleted(table: TableSchema, row: Row): boolean {
 /** An empty collaborative document's state (`docs/protocol.md#collaborative-columns`). */
 const EMPTY_CRDT_STATE = "AAA=";
 
+/**
+ * Called with each write of a local run before it is made: the row before it (`null` for an
+ * insert) and after it (`null` for a purge). It throws to refuse the write.
+ */
+export type WriteCheck = (table: string, before: Row | null, after: Row | null) => void;
+
 /** The transaction of one run of an optimistic mutator, writing into `layer` (a `MutationTx`). */
 export class LocalTx {
   private ids = 0;
@@ -129,6 +135,7 @@ export class LocalTx {
     readonly actor: Actor,
     readonly hlc: string,
     readonly clientMutationId: string,
+    private readonly check: WriteCheck = () => undefined,
   ) {
     this.physicalMs = Number(hlc.slice(0, 13));
   }
@@ -186,6 +193,7 @@ export class LocalTx {
     }
     const text = keyText(table, row);
     if (this.layer.get(name, text)) throw new Error(`conflict: a row with this key already exists in \`${name}\``);
+    this.check(name, null, row);
     this.layer.set(name, text, row);
   }
 
@@ -204,6 +212,7 @@ export class LocalTx {
       }
       next[column] = value;
     }
+    this.check(name, row, next);
     this.layer.set(name, text, next);
     return true;
   }
@@ -213,9 +222,12 @@ export class LocalTx {
     const [text, row] = this.find(name, key);
     if (!row) return false;
     if (table.softDelete === null) {
+      this.check(name, row, null);
       this.layer.set(name, text, null);
     } else {
-      this.layer.set(name, text, { ...row, [table.softDelete]: timestampText(this.physicalMs) });
+      const deleted = { ...row, [table.softDelete]: timestampText(this.physicalMs) };
+      this.check(name, row, deleted);
+      this.layer.set(name, text, deleted);
     }
     return true;
   }
@@ -223,7 +235,9 @@ export class LocalTx {
   purge(name: string, key: KeyInput): boolean {
     const table = this.table(name);
     const text = keyText(table, keyRow(table, name, key));
-    if (!this.layer.get(name, text)) return false;
+    const row = this.layer.get(name, text);
+    if (!row) return false;
+    this.check(name, row, null);
     this.layer.set(name, text, null);
     return true;
   }

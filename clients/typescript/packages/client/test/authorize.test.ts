@@ -8,6 +8,8 @@
 import { describe, expect, test } from "vitest";
 
 import { authorizeWrite, rowBuckets, writeBuckets, type Verdict, type WriteContext } from "../src/authorize.js";
+import { ForbiddenError } from "../src/errors.js";
+import { Replica } from "../src/replica.js";
 import type { AnySchema, SyncRuleSchema, TableSchema } from "../src/schema.js";
 import type { Row } from "../src/wire.js";
 
@@ -313,5 +315,66 @@ describe("what the client lets through", () => {
     expect(authorizeWrite(aliceHolds(), { table: "members", before: bobs, after: null })).toEqual(
       refused("the actor may not write this row of `members`: rule `own` has no `write(members)`; rule `shared` lets only the memberships its `write(members: …)` names write it"),
     );
+  });
+});
+
+describe("a local mutation's writes", () => {
+  const app: AnySchema = { ...schema, mutators: ["retitle", "retitle_quietly"] };
+  function replica(): Replica {
+    const r = new Replica(app, alice, undefined);
+    const change = (tableName: string, row: Row, bucket: string) => ({ table: tableName, row, buckets: [bucket] });
+    r.applyPage(
+      {
+        changes: [
+          change("members", member("l1", "alice", "editor"), "shared/l1"),
+          change("members", member("l2", "alice", "viewer"), "shared/l2"),
+          change("notes", note("a", "l1"), "shared/l1"),
+          change("notes", note("b", "l2"), "shared/l2"),
+        ],
+        tombstones: [],
+        removedBuckets: [],
+        cursor: "c",
+        hasMore: false,
+        reset: false,
+        lastMutationId: 0,
+        syncedMutationId: 0,
+      },
+      0,
+      0,
+    );
+    type Tx = { update(t: string, k: string, c: object): boolean };
+    r.setOptimistic({
+      retitle: ((tx: Tx, args: { id: string }) => tx.update("notes", args.id, { title: "new" })) as never,
+      // A mutator that goes on past the refusal: the server fails the whole mutation anyway.
+      retitle_quietly: ((tx: Tx, args: { ids: string[] }) => {
+        for (const id of args.ids) {
+          try {
+            tx.update("notes", id, { title: "new" });
+          } catch {
+            // ignored
+          }
+        }
+      }) as never,
+    });
+    return r;
+  }
+
+  test("a certain refusal rejects the mutation with `ForbiddenError`: nothing written, nothing queued", () => {
+    const r = replica();
+    expect(() => r.mutate("retitle", { id: "b" }, 0)).toThrow(ForbiddenError);
+    expect(() => r.mutate("retitle_quietly", { ids: ["a", "b"] }, 0)).toThrow(
+      "forbidden: the actor may not write this row of `notes`: rule `shared` lets only the memberships its `write(notes: …)` names write it",
+    );
+    expect(r.pendingCount).toBe(0);
+    expect(r.viewRow("notes", '["a"]')?.title).toBe("a");
+    expect(r.mutate("retitle", { id: "a" }, 0).mutationId).toBe(1);
+    expect(r.viewRow("notes", '["a"]')?.title).toBe("new");
+  });
+
+  test("`canWrite` answers for an update of the row", () => {
+    const r = replica();
+    expect(r.canWrite("notes", note("a", "l1"))).toBe(true);
+    expect(r.canWrite("notes", note("b", "l2"))).toBe(false);
+    expect(r.canWrite("notes", note("c", "l7"))).toBe("unknown");
   });
 });

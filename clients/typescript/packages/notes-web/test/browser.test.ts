@@ -3,8 +3,8 @@
  * served by a real notes server: two users in two browser contexts; one goes offline (the
  * browser's offline switch, and its link to the server cut), writes, reloads the page (the app
  * opens from the service worker's cache, the queued writes from IndexedDB), comes back online;
- * the other sees the notes appear without a reload; a viewer's refused write shows in the
- * quarantine list. Screenshots go to `target/test-artifacts`.
+ * the other sees the notes appear without a reload; a write the server refuses (its writer made a
+ * viewer while offline) shows in the quarantine list. Screenshots go to `target/test-artifacts`.
  */
 
 import { mkdirSync } from "node:fs";
@@ -117,21 +117,32 @@ describe("the notes web app", () => {
     await Promise.all([alice.context.close(), bob.context.close(), link.close()]);
   });
 
-  test("a viewer's refused write shows in the quarantine list", { timeout: 120_000 }, async () => {
+  test("a write the server refuses shows in the quarantine list", { timeout: 120_000 }, async () => {
     const owner = await signedIn("olga");
     await submit(owner.page, "new-list", { title: "Rules" });
     await owner.page.locator("[data-testid=list].selected", { hasText: "Rules" }).waitFor();
-    await submit(owner.page, "share", { user: "vera", role: "viewer" });
+    await submit(owner.page, "share", { user: "vera", role: "editor" });
     await expect.poll(() => waiting(owner.page)).toBe("0 waiting");
 
-    const viewer = await signedIn("vera");
+    const link = await Link.open(notes().port);
+    const viewer = await signedIn("vera", link.url);
     await viewer.page.locator("[data-testid=list]", { hasText: "Rules" }).click();
+    await expect.poll(() => viewer.page.getByTestId("member").allTextContents()).toContain("vera (editor)");
+    // Made a viewer while offline: her client still lets her add a note, the server will not.
+    await viewer.context.setOffline(true);
+    link.cut();
+    await submit(owner.page, "share", { user: "vera", role: "viewer" });
+    await expect.poll(() => waiting(owner.page)).toBe("0 waiting");
     await submit(viewer.page, "new-note", { title: "Not mine to add" });
+    await expect.poll(() => noteTitles(viewer.page)).toEqual(["Not mine to add"]);
+
+    link.restore();
+    await viewer.context.setOffline(false);
     await expect.poll(() => viewer.page.getByTestId("refused").allTextContents(), { timeout: 20_000 }).toEqual([
       expect.stringContaining("add_note refused"),
     ]);
     expect(await noteTitles(viewer.page), "the refused note is gone from the list").toEqual([]);
     await viewer.page.screenshot({ path: join(artifacts, "notes-web-quarantine.png") });
-    await Promise.all([owner.context.close(), viewer.context.close()]);
+    await Promise.all([owner.context.close(), viewer.context.close(), link.close()]);
   });
 });

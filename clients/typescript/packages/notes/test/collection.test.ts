@@ -90,9 +90,12 @@ describe("TanStack DB collections", () => {
     const owner = await notesClient(notes(), "olga");
     const viewer = await notesClient(notes(), "vera");
     await mutators(owner).createList({ id: "ro", title: "Read only" });
-    await mutators(owner).shareList({ list_id: "ro", user_id: "vera", role: "viewer" });
+    await mutators(owner).shareList({ list_id: "ro", user_id: "vera", role: "editor" });
     await owner.sync();
     await viewer.pull();
+    // Made a viewer after her last pull: her client still lets her write, the server will not.
+    await mutators(owner).shareList({ list_id: "ro", user_id: "vera", role: "viewer" });
+    await owner.sync();
 
     const hers = notesCollection(viewer);
     await hers.preload();

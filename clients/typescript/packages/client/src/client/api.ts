@@ -66,7 +66,11 @@ export interface EngineClient<T extends TableTypes = TableTypes, M extends Mutat
   readonly clientId: string;
   readonly actor: Actor;
   readonly schema: EngineSchema<T, M>;
-  /** Run mutator `name` locally (its optimistic function, if any) and queue it for the server. */
+  /**
+   * Run mutator `name` locally (its optimistic function, if any) and queue it for the server.
+   * A local run that throws, or writes what the server would certainly refuse
+   * (`ForbiddenError`), queues nothing.
+   */
   mutate<K extends keyof M & string>(name: K, args: M[K]): Promise<Queued>;
   /** Add optimistic functions; the view is rebased with them. */
   registerOptimistic(mutators: OptimisticMutators<T, M>): void;
@@ -83,6 +87,13 @@ export interface EngineClient<T extends TableTypes = TableTypes, M extends Mutat
   /** The buckets holding the confirmed row of `table` with `key`: none when only pending writes
    * made it (or there is no such row). */
   bucketsOf<K extends keyof T & string>(table: K, key: KeyInput): string[];
+  /**
+   * Whether the actor may update `row` of `table` (show it editable), as the sync rules' write
+   * rules say with what the client holds: `"unknown"` where the client cannot tell (the server
+   * decides when the mutation reaches it). A mutation writing what this refuses fails locally
+   * with `ForbiddenError`.
+   */
+  canWrite<K extends keyof T & string>(table: K, row: T[K]): boolean | "unknown";
   /** Call `listener` with every change of the view's rows; returns the unsubscribe. */
   onChange(listener: (changes: RowChange[]) => void): () => void;
   /** The buckets the client holds, in key order. */

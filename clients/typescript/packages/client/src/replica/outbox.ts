@@ -1,15 +1,17 @@
 /**
- * The outbox and the quarantine. `mutate` runs a mutator's optimistic function and queues the
- * mutation. `recordResults` records a push's answers: a rejection moves the entry to the
- * quarantine, where it stays until the app retries or discards it. `renumber` numbers the
- * entries the server has not acknowledged on from the server's sequence, after a
- * `409 mutation_out_of_order`. A pull, not a push, confirms an entry and takes it out (`pull.ts`).
+ * The outbox and the quarantine. `mutate` runs a mutator's optimistic function, each write
+ * checked against the write rules (`permissions.ts`), and queues the mutation. `recordResults`
+ * records a push's answers: a rejection moves the entry to the quarantine, where it stays until
+ * the app retries or discards it. `renumber` numbers the entries the server has not acknowledged
+ * on from the server's sequence, after a `409 mutation_out_of_order`. A pull, not a push,
+ * confirms an entry and takes it out (`pull.ts`).
  */
 
 import { newUuid } from "../ids.js";
 import type { OutboxEntry, QuarantinedEntry } from "../store/types.js";
 import { frozen, Layer, LocalTx } from "../view.js";
 import type { MutationResult, Problem } from "../wire.js";
+import { MutationChecks } from "./permissions.js";
 import { rebase, runOptimistic } from "./rebase.js";
 import type { ReplicaState } from "./state.js";
 
@@ -30,10 +32,12 @@ export function mutate(state: ReplicaState, name: string, input: unknown, now: n
   const clientMutationId = newUuid();
   const mutator = state.optimistic[name];
   const layer = new Layer(state.overlay);
-  // A local run that throws refuses the mutation: nothing is queued.
-  const result = mutator
-    ? runOptimistic(mutator, new LocalTx(state.schema, layer, state.actor, hlc, clientMutationId), args)
-    : undefined;
+  // A local run that throws refuses the mutation: nothing is queued. So does a write the
+  // server's rules certainly refuse, even one the mutator caught.
+  const checks = new MutationChecks(state);
+  const tx = new LocalTx(state.schema, layer, state.actor, hlc, clientMutationId, checks.check);
+  const result = mutator ? runOptimistic(mutator, tx, args) : undefined;
+  checks.settle();
   for (const [table, rows] of layer.writes) for (const key of rows.keys()) state.noteView(table, key);
   state.overlay.absorb(layer);
   const mutationId = state.meta.lastMutationId + 1;
