@@ -7,8 +7,7 @@
  * not hold, a bucket it has never seen, raw membership SQL, the receiver of a checked
  * `accept(...)`). Only a certain refusal is made offline, in the server's words; every other
  * write goes to the server, which stays the authority. Nor is anything refused that the server
- * allows: the buckets a row leaves are not checked on their own, as the server does not check
- * them (a change is allowed by a bucket of the image before where the actor may write the row).
+ * allows.
  *
  * Pure functions: `authorizeWrite` reads only its arguments, and notes in `created` the buckets
  * the mutation may be creating, as the server notes the buckets it creates.
@@ -76,8 +75,12 @@ export function authorizeWrite(ctx: WriteContext, write: Write): Verdict {
     const beforeBuckets = rowBuckets(ctx.schema, write.table, before);
     const afterBuckets = rowBuckets(ctx.schema, write.table, after);
     const entered = afterBuckets.filter((bucket) => !beforeBuckets.includes(bucket));
+    const left = beforeBuckets.filter((bucket) => !afterBuckets.includes(bucket));
+    const beforeWriteBuckets = writeBuckets(ctx.schema, write.table, before);
+    const removed = removes ? before : null;
     steps.push(
-      () => changing(ctx, write.table, writeBuckets(ctx.schema, write.table, before), removes ? before : null, images),
+      () => changing(ctx, write.table, beforeWriteBuckets, removed, images),
+      () => leaving(ctx, write.table, left, beforeWriteBuckets, removed, images),
       () => entering(ctx, write.table, entered, afterBuckets, images),
       () => granting(ctx, write.table, after),
       () => (isSoftDeleted(table, after) ? ALLOWED : placing(ctx, write.table, after)),
@@ -85,7 +88,11 @@ export function authorizeWrite(ctx: WriteContext, write: Write): Verdict {
   } else if (before !== null) {
     // A soft-deleted row is in no bucket; the buckets it was in decide who may purge it.
     const live = isSoftDeleted(table, before) ? { ...before, [table.softDelete!]: null } : before;
-    steps.push(() => changing(ctx, write.table, writeBuckets(ctx.schema, write.table, live), live, images));
+    const beforeWriteBuckets = writeBuckets(ctx.schema, write.table, live);
+    steps.push(
+      () => changing(ctx, write.table, beforeWriteBuckets, live, images),
+      () => leaving(ctx, write.table, rowBuckets(ctx.schema, write.table, live), beforeWriteBuckets, live, images),
+    );
   }
   // The first refusal is the server's: a step it might have passed instead is assumed passed
   // (its buckets noted in `created`), and a step it might have refused refuses the mutation too.
@@ -402,6 +409,60 @@ function changing(
     if (may === true) return ALLOWED;
   }
   return may === "unknown" ? UNKNOWN : forbiddenChange(ctx.schema, table, buckets);
+}
+
+/**
+ * May the mutation take a row of `table` out of each of `left`, data buckets of its image before
+ * (the server's check of the buckets a row leaves, made after `authorize_changing`)? `before` are
+ * the buckets the image before lies in, its grant included. Not only the buckets the row enters
+ * are checked: otherwise a holder of one bucket of a row could delete it from another bucket,
+ * whose rule says it may not. The actor's own membership row of a rule with `leave` is removed
+ * with no check, as `changing` allows it.
+ */
+function leaving(
+  ctx: WriteContext,
+  table: string,
+  left: readonly string[],
+  before: readonly string[],
+  removed: Row | null,
+  images: readonly Row[],
+): Verdict {
+  if (removed && isLeaving(ctx, table, removed)) return ALLOWED;
+  let unknown = false;
+  for (const bucket of [...left].sort()) {
+    const may = leavingOne(ctx, table, bucket, before, images);
+    if (may === false) return forbiddenChange(ctx.schema, table, [bucket]);
+    unknown ||= may === "unknown";
+  }
+  return unknown ? UNKNOWN : ALLOWED;
+}
+
+/**
+ * May a row of `table` lying in `before` leave `bucket`? Where the actor may write the table in
+ * it; or the bucket's rule accepts rows from a rule in one of whose buckets of `before` the actor
+ * may write the table; or it is a claim bucket the actor holds whose rule says nothing of the
+ * table. No receiver is asked of an `accept(...)`: a row leaving a bucket reaches no one. A
+ * bucket the mutation may be creating counts as writable, as it does in `entering`.
+ */
+function leavingOne(
+  ctx: WriteContext,
+  table: string,
+  bucket: string,
+  before: readonly string[],
+  images: readonly Row[],
+): Permission {
+  const writable = (key: string): Permission => (ctx.created.has(key) ? true : mayWrite(ctx, key, table, images));
+  let may = writable(bucket);
+  const rule = ruleOf(ctx.schema, bucket);
+  if (may === true || !rule) return may;
+  for (const accepted of rule.accept) {
+    for (const other of before) {
+      if (bucketRule(other) === accepted.rule) may = or(may, writable(other));
+      if (may === true) return true;
+    }
+  }
+  if (rule.membership === null && !rule.write[table]) may = or(may, holds(ctx, bucket));
+  return may;
 }
 
 /**

@@ -46,7 +46,7 @@ const everyone = [{ member: [], row: [] }];
 const schema: AnySchema = {
   version: "1",
   tables: {
-    lists: table(["id", "owner_id", "title"], ["id"]),
+    lists: table(["id", "owner_id", "title", "deleted_at"], ["id"], "deleted_at"),
     notes: table(["id", "list_id", "title", "deleted_at"], ["id"], "deleted_at"),
     members: table(["list_id", "user_id", "owner_id", "role"], ["list_id", "user_id"]),
     team_members: table(["team_id", "user_id", "role", "deleted_at"], ["team_id", "user_id"], "deleted_at"),
@@ -277,6 +277,39 @@ describe("refusals the client is sure of, in the server's words", () => {
     expect(authorizeWrite(aliceHolds(), { table: "cards", before: card(false), after: card(true) }), "locking").toEqual(lockedOut);
     expect(authorizeWrite(aliceHolds(), { table: "cards", before: card(true), after: card(false) }), "unlocking").toEqual(lockedOut);
     expect(authorizeWrite(aliceHolds(), { table: "cards", before: card(true), after: null }), "a purge").toEqual(lockedOut);
+  });
+});
+
+describe("the buckets a row leaves", () => {
+  // Each data bucket of the image before that the image after is not in (all of them for a
+  // delete or a soft delete), checked after the image before and before the buckets entered.
+  const olgas = () => ({ ...context(["own/olga", "shared/l1"], { members: [member("l1", "olga", "owner")] }), actor: { userId: "olga", ownerId: "olga", claims: {} } });
+  const list = (id: string, owner_id: string, deleted_at: string | null = null): Row => ({ id, owner_id, title: id, deleted_at });
+  const task = (team_id: string, assignee: string): Row => ({ id: "k", team_id, assignee });
+  const ownTeamRow = { team_id: "t1", user_id: "alice", role: "member", deleted_at: null };
+  const mayNotShared = (tableName: string) =>
+    refused(`the actor may not write this row of \`${tableName}\`: rule \`shared\` lets only the memberships its \`write(${tableName}: …)\` names write it`);
+  const cases: [string, () => WriteContext, { table: string; before: Row; after: Row | null }, Verdict][] = [
+    // Refused: the image before passes through one bucket, the row leaves another.
+    ["an update out of a claim bucket of another actor", aliceHolds, { table: "members", before: member("l1", "bob", "viewer"), after: { ...member("l1", "bob", "viewer"), owner_id: "alice" } }, refused("the actor may not write this row of `members`: rule `own` has no `write(members)`")],
+    ["a delete from a claim bucket of another actor", aliceHolds, { table: "members", before: member("l1", "bob", "viewer"), after: null }, refused("the actor may not write this row of `members`: rule `own` has no `write(members)`")],
+    ["a delete from a membership bucket whose `write` does not name the actor", aliceHolds, { table: "lists", before: list("l2", "alice"), after: null }, mayNotShared("lists")],
+    ["a soft delete from it: a soft-deleted row lies in no bucket", aliceHolds, { table: "lists", before: list("l2", "alice"), after: list("l2", "alice", "now") }, mayNotShared("lists")],
+    ["a purge of a soft-deleted row, from the buckets of its live image", aliceHolds, { table: "lists", before: list("l2", "alice", "then"), after: null }, mayNotShared("lists")],
+    ["a delete from a bucket of a membership rule that says nothing of the table", olgas, { table: "lists", before: list("l1", "olga"), after: null }, refused("the actor may not write this row of `lists`: rule `watch` has no `write(lists)`")],
+    // Allowed.
+    ["a bucket the actor may write the table in", aliceHolds, { table: "notes", before: note("n", "l1"), after: note("n", "l1", "now") }, allowed],
+    ["a bucket whose `accept(...)` takes rows from a bucket of the image before the actor may write in", aliceHolds, { table: "tasks", before: task("t1", "bob"), after: null }, allowed],
+    ["the same, moved into another accepting bucket", aliceHolds, { table: "tasks", before: task("t1", "bob"), after: task("t1", "alice") }, allowed],
+    ["a claim bucket the actor holds whose rule says nothing of the table", aliceHolds, { table: "members", before: { ...member("l1", "bob", "viewer"), owner_id: "alice" }, after: null }, allowed],
+    ["the actor's own membership row of a rule with `leave`, deleted", aliceHolds, { table: "team_members", before: ownTeamRow, after: null }, allowed],
+    ["the same, soft-deleted", aliceHolds, { table: "team_members", before: ownTeamRow, after: { ...ownTeamRow, deleted_at: "now" } }, allowed],
+    ["a bucket the mutation may be creating", () => ({ ...aliceHolds(), created: new Set(["shared/l9"]) }), { table: "notes", before: note("n", "l9"), after: note("n", "l1") }, allowed],
+    // Where the client cannot tell whether the actor may write the table in `team/t9`.
+    ["a bucket whose rule accepts from a bucket the client cannot judge", aliceHolds, { table: "tasks", before: task("t9", "bob"), after: null }, unknown],
+  ];
+  test.each(cases)("%s", (_, ctx, write, verdict) => {
+    expect(authorizeWrite(ctx(), write)).toEqual(verdict);
   });
 });
 
