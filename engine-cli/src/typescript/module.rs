@@ -8,7 +8,7 @@ use std::fmt::Write as _;
 use heck::{ToLowerCamelCase, ToUpperCamelCase};
 use serde_json::{Map, Value, json};
 
-use engine_kernel::rules::{ConstFilter, FilterValue, Membership, RuleMeta};
+use engine_kernel::rules::RuleMeta;
 use engine_kernel::wire::PROTOCOL_VERSION;
 use engine_kernel::{App, SqlType, TableMeta};
 
@@ -276,58 +276,14 @@ impl Module<'_> {
 }
 
 /// A sync rule as the client's offline evaluation of the write rules reads it
-/// (`clients/typescript/packages/client/src/authorize.ts`), in the contract's names. Each
-/// `write` alternative is `{ member, row }`: equalities on the actor's membership row, and
-/// comparisons of the written row with constants (none yet). `while` names the rule whose
-/// membership holds the rule's buckets (none yet).
+/// (`clients/typescript/packages/client/src/authorize.ts`): the contract's description of it,
+/// without the prose.
 fn rule_schema(rule: &RuleMeta) -> Value {
-    let parameters: Vec<Value> = rule
-        .parameters
-        .iter()
-        .map(|p| json!({"name": p.name, "type": p.sql_type.name(), "source": source(p.source)}))
-        .collect();
-    let membership = rule.membership.map(|m| match m {
-        Membership::Table { table, filters } => {
-            let filters: Vec<Value> = filters
-                .iter()
-                .map(|f| match f.value {
-                    FilterValue::Claim(claim) => json!({"column": f.column, "claim": claim.describe()}),
-                    FilterValue::Const(value) => json!({"column": f.column, "value": value.to_json()}),
-                })
-                .collect();
-            json!({"table": table, "filters": filters})
-        }
-        Membership::Raw { sql } => json!({"sql": sql}),
-    });
-    let constants = |filters: &[ConstFilter]| -> Vec<Value> {
-        filters.iter().map(|f| json!({"column": f.column, "value": f.value.to_json()})).collect()
-    };
-    let data: Vec<Value> = rule
-        .data
-        .iter()
-        .map(|s| {
-            let scope: Vec<Value> = s.scope.iter().map(|e| json!({"column": e.column, "param": e.param})).collect();
-            json!({"table": s.table, "scope": scope, "filters": constants(s.filters)})
-        })
-        .collect();
-    let write: Map<String, Value> = rule
-        .writes
-        .iter()
-        .map(|w| {
-            let any_of: Vec<Value> = w.any_of.iter().map(|all| json!({"member": constants(all), "row": []})).collect();
-            (w.table.to_owned(), Value::Array(any_of))
-        })
-        .collect();
-    json!({
-        "parameters": parameters,
-        "tables": rule.tables(),
-        "membership": membership,
-        "data": data,
-        "write": write,
-        "accept": rule.accepts.iter().map(|a| json!({"rule": a.rule, "open": a.open})).collect::<Vec<_>>(),
-        "leave": rule.leave,
-        "while": Value::Null,
-    })
+    let mut described = engine_kernel::contract::rule_json(rule);
+    if let Some(fields) = described.as_object_mut() {
+        fields.remove("description");
+    }
+    described
 }
 
 const HEADER: &str = "\

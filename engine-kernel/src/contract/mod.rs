@@ -14,7 +14,7 @@ use schemars::generate::SchemaSettings;
 use serde_json::{Map, Value, json};
 
 use crate::app::App;
-use crate::rules::{Claim, FilterValue, Membership, ParamSource};
+use crate::rules::{Claim, FilterValue, Membership, ParamSource, RuleMeta};
 use crate::wire;
 
 /// The OpenAPI 3.1 contract of `app`.
@@ -81,69 +81,7 @@ pub fn contract(app: &App) -> Value {
 
     let mut rules = Map::new();
     for rule in app.sync_rules().rules {
-        let parameters: Vec<Value> = rule
-            .parameters
-            .iter()
-            .map(|p| {
-                let source = match p.source {
-                    ParamSource::Claim(claim) => claim.describe(),
-                    ParamSource::Membership { column } => format!("membership.{column}"),
-                };
-                json!({"name": p.name, "type": p.sql_type.name(), "source": source})
-            })
-            .collect();
-        let membership = rule.membership.map(|m| match m {
-            Membership::Table { table, filters } => json!({
-                "table": table,
-                "filters": filters.iter().map(|f| match f.value {
-                    FilterValue::Claim(claim) => json!({"column": f.column, "claim": claim_name(claim)}),
-                    FilterValue::Const(value) => json!({"column": f.column, "value": value.to_json()}),
-                }).collect::<Vec<_>>(),
-            }),
-            Membership::Raw { sql } => json!({"sql": sql}),
-        });
-        let data: Vec<Value> = rule
-            .data
-            .iter()
-            .map(|s| {
-                json!({
-                    "table": s.table,
-                    "scope": s.scope.iter().map(|e| json!({"column": e.column, "param": e.param})).collect::<Vec<_>>(),
-                    "filters": s.filters.iter().map(|f| json!({"column": f.column, "value": f.value.to_json()})).collect::<Vec<_>>(),
-                })
-            })
-            .collect();
-        let write: Map<String, Value> = rule
-            .writes
-            .iter()
-            .map(|w| {
-                let any_of: Vec<Value> = w
-                    .any_of
-                    .iter()
-                    .map(|alternative| {
-                        json!({
-                            "member": alternative.member.iter().map(|f| json!({"column": f.column, "value": f.value.to_json()})).collect::<Vec<_>>(),
-                            "row": alternative.row.iter().map(|t| json!({"column": t.column, "op": if t.equal { "==" } else { "!=" }, "value": t.value.to_json()})).collect::<Vec<_>>(),
-                        })
-                    })
-                    .collect();
-                (w.table.to_owned(), Value::Array(any_of))
-            })
-            .collect();
-        rules.insert(
-            rule.name.to_owned(),
-            json!({
-                "description": rule.description,
-                "parameters": parameters,
-                "membership": membership,
-                "tables": rule.tables(),
-                "data": data,
-                "write": write,
-                "accept": rule.accepts.iter().map(|a| json!({"rule": a.rule, "open": a.open})).collect::<Vec<_>>(),
-                "leave": rule.leave,
-                "while": rule.held_while,
-            }),
-        );
+        rules.insert(rule.name.to_owned(), rule_json(rule));
     }
 
     let schemas: Map<String, Value> = generator.take_definitions(true).into_iter().collect();
@@ -258,6 +196,73 @@ pub fn contract(app: &App) -> Value {
         },
     });
     canonical(doc)
+}
+
+/// One sync rule as the contract describes it (`x-engine.syncRules.<name>`): its parameters and
+/// their sources, membership query, selections, write permissions (`{member, row}` per
+/// alternative), `accept`, `leave` and `while`. The client's offline evaluation of the write
+/// rules reads the same description.
+pub fn rule_json(rule: &RuleMeta) -> Value {
+    let parameters: Vec<Value> = rule
+        .parameters
+        .iter()
+        .map(|p| {
+            let source = match p.source {
+                ParamSource::Claim(claim) => claim.describe(),
+                ParamSource::Membership { column } => format!("membership.{column}"),
+            };
+            json!({"name": p.name, "type": p.sql_type.name(), "source": source})
+        })
+        .collect();
+    let membership = rule.membership.map(|m| match m {
+        Membership::Table { table, filters } => json!({
+            "table": table,
+            "filters": filters.iter().map(|f| match f.value {
+                FilterValue::Claim(claim) => json!({"column": f.column, "claim": claim_name(claim)}),
+                FilterValue::Const(value) => json!({"column": f.column, "value": value.to_json()}),
+            }).collect::<Vec<_>>(),
+        }),
+        Membership::Raw { sql } => json!({"sql": sql}),
+    });
+    let data: Vec<Value> = rule
+        .data
+        .iter()
+        .map(|s| {
+            json!({
+                "table": s.table,
+                "scope": s.scope.iter().map(|e| json!({"column": e.column, "param": e.param})).collect::<Vec<_>>(),
+                "filters": s.filters.iter().map(|f| json!({"column": f.column, "value": f.value.to_json()})).collect::<Vec<_>>(),
+            })
+        })
+        .collect();
+    let write: Map<String, Value> = rule
+        .writes
+        .iter()
+        .map(|w| {
+            let any_of: Vec<Value> = w
+                .any_of
+                .iter()
+                .map(|alternative| {
+                    json!({
+                        "member": alternative.member.iter().map(|f| json!({"column": f.column, "value": f.value.to_json()})).collect::<Vec<_>>(),
+                        "row": alternative.row.iter().map(|t| json!({"column": t.column, "op": if t.equal { "==" } else { "!=" }, "value": t.value.to_json()})).collect::<Vec<_>>(),
+                    })
+                })
+                .collect();
+            (w.table.to_owned(), Value::Array(any_of))
+        })
+        .collect();
+    json!({
+        "description": rule.description,
+        "parameters": parameters,
+        "membership": membership,
+        "tables": rule.tables(),
+        "data": data,
+        "write": write,
+        "accept": rule.accepts.iter().map(|a| json!({"rule": a.rule, "open": a.open})).collect::<Vec<_>>(),
+        "leave": rule.leave,
+        "while": rule.held_while,
+    })
 }
 
 fn claim_name(claim: Claim) -> String {
