@@ -68,6 +68,11 @@ pub struct RuleMeta {
     /// membership parameters, and its rows (accepted from `Other`) leave with that membership.
     /// A membership row grants such a bucket only as it grants `Other`'s.
     pub held_while: Option<&'static str>,
+    /// `anchor(Team::id == bucket.team_id)`: the row a bucket of the rule belongs to, one row of
+    /// a table the rule selects, named by every parameter. No membership of a bucket whose
+    /// anchor does not exist is written, unless the same mutation writes the anchor, and a new
+    /// bucket's first rows include its anchor.
+    pub anchor: Option<Selection>,
 }
 
 impl RuleMeta {

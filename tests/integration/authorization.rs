@@ -100,6 +100,7 @@ pub(crate) mod app {
                 TeamMember: TeamMember::role == "lead",
             ),
             leave,
+            anchor(Team::id == bucket.team_id),
         )]
         pub(crate) struct TeamBucket {
             #[param(TeamMember::team_id)]
@@ -278,6 +279,29 @@ pub(crate) mod app {
         Ok(Outcome::new())
     }
 
+    /// Start work in a team: a task, and the actor as the team's lead, in one mutation.
+    #[engine::mutator]
+    pub(crate) async fn squat(ctx: &mut MutatorCtx<'_>, args: TeamId) -> Result<Outcome> {
+        let user_id = ctx.actor().user_id.clone();
+        let task = Task {
+            id: format!("{}-first", args.team_id),
+            team_id: args.team_id.clone(),
+            assignee: user_id.clone(),
+            title: "first".into(),
+            done: false,
+        };
+        ctx.insert(&task).await?;
+        ctx.insert(&TeamMember { team_id: args.team_id, user_id, role: "lead".into() }).await?;
+        Ok(Outcome::new())
+    }
+
+    /// Delete a team's row (its tasks and members stay).
+    #[engine::mutator]
+    pub(crate) async fn delete_team(ctx: &mut MutatorCtx<'_>, args: TeamId) -> Result<Outcome> {
+        ctx.delete::<Team>(&args.team_id).await?;
+        Ok(Outcome::new())
+    }
+
     #[engine::args]
     pub(crate) struct MoveTask {
         pub id: String,
@@ -317,6 +341,8 @@ pub(crate) mod app {
                 remove_member,
                 audit,
                 move_task,
+                squat,
+                delete_team,
                 shrug,
             ],
             sync_rules: rules,
@@ -612,4 +638,26 @@ async fn a_row_leaves_a_bucket_only_where_its_writer_may_write() {
     );
     applied(&push(&server, "alice", 6, "move_task", json!({"id": "t1", "team_id": "blue"})).await);
     assert!(has(&pulled(&server, "victor").await, "tasks", "t1"));
+}
+
+/// Issue item 5: a team is its `teams` row (`anchor(Team::id == bucket.team_id)`). Starting
+/// work in a team id with some other row and one's own membership does not take the id: the
+/// answer is the one a join of an existing team gets, and the team's creator creates it later.
+/// A team whose row is gone takes no new members.
+#[tokio::test]
+async fn a_membership_needs_its_buckets_anchor() {
+    let db = TestDb::new().await;
+    let server = server(&db).await;
+    applied(&push(&server, "alice", 1, "create_team", json!({"id": "red", "name": "R"})).await);
+    let free = forbidden(&push(&server, "mallory", 1, "squat", json!({"team_id": "gamma"})).await, &[]);
+    let taken = forbidden(&push(&server, "mallory", 2, "squat", json!({"team_id": "red"})).await, &[]);
+    assert_eq!(free, taken, "the same answer whether or not the team exists");
+    assert_eq!(count(&db, "SELECT count(*) FROM tasks").await, 0);
+    applied(&push(&server, "bob", 1, "create_team", json!({"id": "gamma", "name": "G"})).await);
+    assert!(has(&pulled(&server, "bob").await, "teams", "gamma"));
+
+    applied(&push(&server, "alice", 2, "delete_team", json!({"team_id": "red"})).await);
+    let member = json!({"team_id": "red", "user_id": "carol", "role": "member"});
+    forbidden(&push(&server, "alice", 3, "add_member", member).await, &["carol"]);
+    assert_eq!(count(&db, "SELECT count(*) FROM team_members WHERE team_id = 'red'").await, 1);
 }

@@ -124,6 +124,7 @@ const _: fn(&SyncRules, &RuleMeta, &Selection, &WriteRule, &Accept) = |rules, ru
         accepts: _,
         leave: _,
         held_while: _,
+        anchor: _,
     } = rule;
     let Selection { table: _, scope: _, filters: _ } = selection;
     let WriteRule { table: _, any_of: _ } = write;
@@ -195,6 +196,15 @@ fn compare_rule(old: &RuleMeta, new: &RuleMeta, changes: &mut Changes) {
         (None, Some(source)) => {
             changes.at(Some(new.name), None).narrows(Access::Read, format!("held only `while({source})`"))
         }
+        _ => {}
+    }
+    match (old.anchor, new.anchor) {
+        (Some(anchor), None) => changes
+            .at(Some(new.name), members)
+            .widens(Access::Write, format!("anchor in `{}` removed: memberships no longer need it", anchor.table)),
+        (None, Some(anchor)) => changes
+            .at(Some(new.name), members)
+            .narrows(Access::Write, format!("anchor in `{}` added: memberships need it", anchor.table)),
         _ => {}
     }
 }
@@ -462,7 +472,7 @@ mod tests {
     //! `team_members`, and `assigned` buckets of one user, into which teammates put tasks.
 
     use engine_kernel::SqlType;
-    use engine_kernel::rules::{Claim, ConstValue, ParamMeta, ScopeEq, WriteAlternative};
+    use engine_kernel::rules::{Claim, ConstValue, ParamMeta, RowTerm, ScopeEq, WriteAlternative};
 
     use super::*;
 
@@ -504,6 +514,7 @@ mod tests {
         accepts: &[],
         leave: false,
         held_while: None,
+        anchor: None,
     };
 
     const ASSIGNED: RuleMeta = RuleMeta {
@@ -524,6 +535,7 @@ mod tests {
         accepts: &[Accept { rule: "team", open: false }],
         leave: false,
         held_while: None,
+        anchor: None,
     };
 
     fn rules(rules: &[RuleMeta], server_only: &[&'static str]) -> SyncRules {
@@ -861,6 +873,45 @@ mod tests {
         assert_eq!(
             team_was(RuleMeta { leave: true, ..TEAM }),
             ["narrows write of `team_members` in rule `team`: `leave` turned off"]
+        );
+    }
+
+    /// `anchor(Team::id == bucket.team_id)` on the task board's teams.
+    const TEAM_ROW: Selection =
+        Selection { table: "teams", scope: &[ScopeEq { column: "id", param: "team_id" }], filters: &[] };
+
+    #[test]
+    fn an_anchor_removed_widens_and_added_narrows() {
+        assert_eq!(
+            team_was(RuleMeta { anchor: Some(TEAM_ROW), ..TEAM }),
+            ["widens write of `team_members` in rule `team`: anchor in `teams` removed: memberships no longer need it"]
+        );
+        assert_eq!(
+            team_becomes(RuleMeta { anchor: Some(TEAM_ROW), ..TEAM }),
+            ["narrows write of `team_members` in rule `team`: anchor in `teams` added: memberships need it"]
+        );
+    }
+
+    #[test]
+    fn a_held_while_removed_widens_reads() {
+        let assigned_while = RuleMeta { held_while: Some("team"), ..ASSIGNED };
+        assert_eq!(
+            report(&[TEAM, assigned_while], &[TEAM, ASSIGNED]),
+            ["widens read in rule `assigned`: no longer held only `while(team)`"]
+        );
+    }
+
+    #[test]
+    fn a_row_condition_dropped_widens() {
+        const NOT_OWNER: &[RowTerm] = &[RowTerm { column: "role", value: ConstValue::Text("owner"), equal: false }];
+        const GUARDED: WriteAlternative = WriteAlternative { member: MEMBER.member, row: NOT_OWNER };
+        const WAS: &[WriteRule] = &[WriteRule { table: "team_members", any_of: &[OWNER, GUARDED] }];
+        const NOW: &[WriteRule] = &[WriteRule { table: "team_members", any_of: &[OWNER, MEMBER] }];
+        assert_eq!(
+            report(&[RuleMeta { writes: WAS, ..TEAM }], &[RuleMeta { writes: NOW, ..TEAM }]),
+            [
+                "widens write of `team_members` in rule `team`: equality dropped: `row.role != \"owner\"` from `role == \"member\" && row.role != \"owner\"`"
+            ]
         );
     }
 

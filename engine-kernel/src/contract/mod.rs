@@ -262,6 +262,10 @@ pub fn rule_json(rule: &RuleMeta) -> Value {
         "accept": rule.accepts.iter().map(|a| json!({"rule": a.rule, "open": a.open})).collect::<Vec<_>>(),
         "leave": rule.leave,
         "while": rule.held_while,
+        "anchor": rule.anchor.map(|a| json!({
+            "table": a.table,
+            "scope": a.scope.iter().map(|e| json!({"column": e.column, "param": e.param})).collect::<Vec<_>>(),
+        })),
     })
 }
 

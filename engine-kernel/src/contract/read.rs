@@ -137,6 +137,15 @@ struct ContractRule {
     leave: bool,
     #[serde(default, rename = "while")]
     held_while: Option<String>,
+    #[serde(default)]
+    anchor: Option<ContractAnchor>,
+}
+
+/// `{"table": …, "scope": [{"column": …, "param": …}]}`.
+#[derive(Deserialize)]
+struct ContractAnchor {
+    table: String,
+    scope: Vec<ContractScope>,
 }
 
 /// One alternative of a write permission: `{"member": [...], "row": [...]}`, or, as contracts
@@ -376,21 +385,9 @@ fn rule_meta(name: &str, rule: ContractRule, tables: &[&'static TableMeta]) -> R
     let mut data = Vec::new();
     for selection in &rule.data {
         let where_ = format!("{what}'s selection from `{}`", selection.table);
-        let mut scope = Vec::new();
-        for eq in &selection.scope {
-            let column = column_of(tables, &selection.table, &eq.column, &where_)?;
-            let param = parameters.iter().find(|p| p.name == eq.param).ok_or_else(|| {
-                invalid(format!("{where_} compares with `bucket.{}`, which is no parameter", eq.param))
-            })?;
-            scope.push(ScopeEq { column: column.name, param: param.name });
-        }
         // The no-leak rule: a selection that leaves a parameter open would serve rows of every
         // value of it.
-        for param in &parameters {
-            if !scope.iter().any(|s| s.param == param.name) {
-                return Err(invalid(format!("{where_} does not scope parameter `{}`", param.name)));
-            }
-        }
+        let scope = scope_of(tables, &selection.table, &selection.scope, &parameters, &where_)?;
         let mut filters = Vec::new();
         for filter in &selection.filters {
             let column = column_of(tables, &selection.table, &filter.column, &where_)?;
@@ -441,6 +438,15 @@ fn rule_meta(name: &str, rule: ContractRule, tables: &[&'static TableMeta]) -> R
         writes.push(WriteRule { table: selected.table, any_of: leak_slice(alternatives) });
     }
     let accepts: Vec<Accept> = rule.accept.iter().map(|a| Accept { rule: leak(&a.rule), open: a.open }).collect();
+    let anchor = match &rule.anchor {
+        None => None,
+        Some(anchor) => {
+            let where_ = format!("{what}'s anchor in `{}`", anchor.table);
+            let scope = scope_of(tables, &anchor.table, &anchor.scope, &parameters, &where_)?;
+            let table = tables.iter().find(|t| t.name == anchor.table).expect("scope_of found it").name;
+            Some(Selection { table, scope: leak_slice(scope), filters: &[] })
+        }
+    };
     Ok(RuleMeta {
         name: leak(name),
         description: leak(&rule.description),
@@ -451,5 +457,32 @@ fn rule_meta(name: &str, rule: ContractRule, tables: &[&'static TableMeta]) -> R
         accepts: leak_slice(accepts),
         leave: rule.leave,
         held_while: rule.held_while.as_deref().map(leak),
+        anchor,
     })
+}
+
+/// The equalities of `scope` on `table`'s columns, each with a parameter, every parameter
+/// compared: as a selection and an anchor scope a bucket.
+fn scope_of(
+    tables: &[&'static TableMeta],
+    table: &str,
+    scope: &[ContractScope],
+    parameters: &[ParamMeta],
+    where_: &str,
+) -> Result<Vec<ScopeEq>> {
+    let mut out = Vec::new();
+    for eq in scope {
+        let column = column_of(tables, table, &eq.column, where_)?;
+        let param = parameters
+            .iter()
+            .find(|p| p.name == eq.param)
+            .ok_or_else(|| invalid(format!("{where_} compares with `bucket.{}`, which is no parameter", eq.param)))?;
+        out.push(ScopeEq { column: column.name, param: param.name });
+    }
+    for param in parameters {
+        if !out.iter().any(|s| s.param == param.name) {
+            return Err(invalid(format!("{where_} does not scope parameter `{}`", param.name)));
+        }
+    }
+    Ok(out)
 }

@@ -4,7 +4,8 @@
 //! #[engine::sync_rules( server_only(<Table>, …)? )]
 //! #[bucket( name = "…"?, membership(<conditions> | raw("<sql>"))?, data(<selection>, …),
 //!           write(<Table> | <Table>: <membership condition> || …, …)?,
-//!           accept(<Bucket> | open(<Bucket>), …)?, leave?, while(<Bucket>)? )]
+//!           accept(<Bucket> | open(<Bucket>), …)?, leave?, while(<Bucket>)?,
+//!           anchor(<Table::column == bucket.param && …>)? )]
 //! #[param( actor.user_id | actor.owner_id | actor.claims.<name> | Table::column | membership.<column> )]
 //! ```
 //!
@@ -29,6 +30,8 @@ pub(crate) struct BucketArgs {
     pub(crate) leave: Option<Ident>,
     /// `while(Bucket)`: held through another bucket's membership.
     pub(crate) held_while: Option<(Ident, Ident)>,
+    /// `anchor(Table::column == bucket.param && …)`: the row a bucket belongs to.
+    pub(crate) anchor: Option<(Ident, Expr)>,
 }
 
 /// The parsed `#[engine::sync_rules(...)]` attribute.
@@ -170,6 +173,19 @@ impl Parse for BucketArgs {
                         return Err(duplicate());
                     }
                 }
+                "anchor" => {
+                    let content;
+                    syn::parenthesized!(content in input);
+                    let expr: Expr = content.parse()?;
+                    if !content.is_empty() {
+                        return Err(content.error(
+                            "`anchor(...)` holds one condition: `anchor(Team::id == bucket.team_id)`, joined by `&&`",
+                        ));
+                    }
+                    if args.anchor.replace((key.clone(), expr)).is_some() {
+                        return Err(duplicate());
+                    }
+                }
                 "while" => {
                     let content;
                     syn::parenthesized!(content in input);
@@ -185,7 +201,7 @@ impl Parse for BucketArgs {
                     return Err(syn::Error::new(
                         key.span(),
                         format!(
-                            "unknown bucket argument `{other}`: a bucket takes `name = \"…\"`, `membership(…)`, `data(…)`, `write(…)`, `accept(…)`, `leave` and `while(…)`"
+                            "unknown bucket argument `{other}`: a bucket takes `name = \"…\"`, `membership(…)`, `data(…)`, `write(…)`, `accept(…)`, `leave`, `while(…)` and `anchor(…)`"
                         ),
                     ));
                 }

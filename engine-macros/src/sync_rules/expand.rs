@@ -5,7 +5,7 @@ use proc_macro2::TokenStream;
 use quote::{quote, quote_spanned};
 use syn::spanned::Spanned;
 
-use super::model::{Bucket, Claim, ColumnRef, Condition, Literal, Membership, Rules, Source};
+use super::model::{Bucket, Claim, ColumnRef, Condition, Literal, Membership, Rules, Selection, Source};
 use crate::support::text;
 
 /// The module with its generated items appended.
@@ -167,7 +167,8 @@ fn bucket_checks(bucket: &Bucket) -> Vec<TokenStream> {
             }
         }
     }
-    for condition in bucket.selections().iter().flat_map(|s| &s.conditions) {
+    let anchor = bucket.anchor.iter().map(|(_, anchor)| anchor);
+    for condition in bucket.selections().iter().chain(anchor).flat_map(|s| &s.conditions) {
         if let Some((column, param)) = condition.as_scope() {
             check_table(&mut checks, column);
             if let Some(param) = bucket.param(param) {
@@ -277,24 +278,14 @@ fn rule_meta(rules: &Rules, bucket: &Bucket) -> TokenStream {
             }
         }
     };
-    let selections = bucket.selections().iter().map(|selection| {
-        let table = &selection.conditions.iter().flat_map(Condition::columns).next().expect("validated: scoped").path;
-        let scope = selection.conditions.iter().filter_map(Condition::as_scope).map(|(column, param)| {
-            let (path, param) = (&column.path, param.to_string());
-            quote!(__engine::ScopeEq { column: #path.name(), param: #param })
-        });
-        let filters = selection.conditions.iter().filter_map(Condition::as_const).map(|(column, literal, _)| {
-            let (path, value) = (&column.path, const_value(literal));
-            quote!(__engine::ConstFilter { column: #path.name(), value: #value })
-        });
-        quote! {
-            __engine::Selection {
-                table: #table.table(),
-                scope: &[#(#scope,)*],
-                filters: &[#(#filters,)*],
-            }
+    let selections = bucket.selections().iter().map(selection_meta);
+    let anchor = match &bucket.anchor {
+        Some((_, anchor)) => {
+            let anchor = selection_meta(anchor);
+            quote!(::core::option::Option::Some(#anchor))
         }
-    });
+        None => quote!(::core::option::Option::None),
+    };
     let writes = bucket.writes.iter().map(|write| {
         let table = &write.table;
         let any_of = write.any_of.iter().map(|all| {
@@ -344,7 +335,28 @@ fn rule_meta(rules: &Rules, bucket: &Bucket) -> TokenStream {
                 accepts: &[#(#accepts,)*],
                 leave: #leave,
                 held_while: #held_while,
+                anchor: #anchor,
             }
+        }
+    }
+}
+
+/// A selection (of `data(...)`, or the anchor) as the kernel's `Selection`.
+fn selection_meta(selection: &Selection) -> TokenStream {
+    let table = &selection.conditions.iter().flat_map(Condition::columns).next().expect("validated: scoped").path;
+    let scope = selection.conditions.iter().filter_map(Condition::as_scope).map(|(column, param)| {
+        let (path, param) = (&column.path, param.to_string());
+        quote!(__engine::ScopeEq { column: #path.name(), param: #param })
+    });
+    let filters = selection.conditions.iter().filter_map(Condition::as_const).map(|(column, literal, _)| {
+        let (path, value) = (&column.path, const_value(literal));
+        quote!(__engine::ConstFilter { column: #path.name(), value: #value })
+    });
+    quote! {
+        __engine::Selection {
+            table: #table.table(),
+            scope: &[#(#scope,)*],
+            filters: &[#(#filters,)*],
         }
     }
 }

@@ -48,6 +48,8 @@ pub(crate) struct Bucket {
     pub(crate) held_while: Option<Ident>,
     /// Whether `membership` is the `while(...)` bucket's, copied.
     pub(crate) inherits_membership: bool,
+    /// `anchor(...)`: the row a bucket belongs to, as a selection.
+    pub(crate) anchor: Option<(Ident, Selection)>,
 }
 
 /// `Table` or `Table: Member::role == "editor" || …` in `write(...)`.
@@ -308,6 +310,9 @@ impl Bucket {
             leave: args.leave,
             held_while: args.held_while.map(|(_, source)| source),
             inherits_membership: false,
+            anchor: args
+                .anchor
+                .map(|(keyword, expr)| (keyword, Selection { conditions: Condition::flatten(&expr), expr })),
         })
     }
 

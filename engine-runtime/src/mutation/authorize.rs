@@ -53,6 +53,9 @@ pub(super) struct Holdings {
     /// Buckets the mutation put a row into that is not a membership row granting the bucket: a
     /// new bucket is created by such a row, not by its first member joining it.
     data_entered: BTreeSet<BucketKey>,
+    /// Held buckets of anchored rules the mutation granted through a membership row, with the
+    /// membership table: their anchors must exist once the writes are in.
+    granted_anchored: BTreeMap<BucketKey, &'static str>,
     /// Whether write permissions may be assumed, for the record statement to confirm.
     may_assume: bool,
     /// The write permissions assumed so far.
@@ -514,7 +517,7 @@ impl PgMutatorTx<'_> {
         images: &[&Row],
     ) -> KernelResult<bool> {
         if self.holdings.created.contains(bucket) {
-            self.holdings.new_buckets.insert(bucket.clone(), table.name);
+            self.holdings.new_buckets.entry(bucket.clone()).or_insert(table.name);
             return Ok(true);
         }
         // Where an `accept(...)` may let the row in instead, the answer decides which way: asked.
@@ -552,7 +555,7 @@ impl PgMutatorTx<'_> {
         // A bucket held `while(...)` another's is held through that one's memberships: never new.
         if rule.membership.is_some() && rule.held_while.is_none() && !self.had_rows(bucket).await? {
             self.holdings.created.insert(bucket.clone());
-            self.holdings.new_buckets.insert(bucket.clone(), table.name);
+            self.holdings.new_buckets.entry(bucket.clone()).or_insert(table.name);
             return Ok(true);
         }
         Err(forbidden(table.name, bucket, Refusal::Puts))
@@ -706,6 +709,9 @@ impl PgMutatorTx<'_> {
                 continue;
             }
             if self.held_at_start(&bucket).await? {
+                if query.rule().anchor.is_some() {
+                    self.holdings.granted_anchored.insert(bucket.clone(), table.name);
+                }
                 for write in query.rule().writes {
                     let target = self.core.app.table(write.table).expect("rule tables are app tables");
                     for (_, granted) in alternatives_in(write, Mask::MAX) {
@@ -760,6 +766,46 @@ impl PgMutatorTx<'_> {
         Ok(false)
     }
 
+    /// With every write in: each bucket of an anchored rule the mutation created, or granted a
+    /// membership of, has its anchor row (which the mutation may have written). A new bucket
+    /// without it is refused as a join of a bucket the actor may not write, with the same words
+    /// whether or not the anchor's id is taken elsewhere.
+    async fn check_anchors(&mut self) -> KernelResult<()> {
+        let anchored = |bucket: &BucketKey| self.rule(bucket).is_some_and(|rule| rule.anchor.is_some());
+        let mut pending: Vec<(BucketKey, &'static str, Refusal)> = Vec::new();
+        for (bucket, table) in self.holdings.new_buckets.iter().chain(&self.holdings.granted_new) {
+            if anchored(bucket) && !pending.iter().any(|(b, ..)| b == bucket) {
+                pending.push((bucket.clone(), table, Refusal::Puts));
+            }
+        }
+        for (bucket, table) in &self.holdings.granted_anchored {
+            pending.push((bucket.clone(), table, Refusal::Grants));
+        }
+        if pending.is_empty() {
+            return Ok(());
+        }
+        self.flush().await?;
+        for (bucket, table, refusal) in pending {
+            if !self.anchor_exists(&bucket).await? {
+                return Err(forbidden(table, &bucket, refusal));
+            }
+        }
+        Ok(())
+    }
+
+    /// Whether the anchor row of `bucket` is there now (live), as the mutation sees it.
+    async fn anchor_exists(&mut self, bucket: &BucketKey) -> KernelResult<bool> {
+        let Some(rule) = self.rule(bucket) else { return Ok(false) };
+        let Some(anchor) = rule.anchor.as_ref() else { return Ok(true) };
+        let table = self.core.app.table(anchor.table).expect("rule tables are app tables");
+        let selection = crate::rules::buckets::RuleSelection::new(rule, anchor);
+        let mut sql = Sql::new(format!("SELECT EXISTS (SELECT 1 FROM {} AS t WHERE ", ident(table.name)));
+        selection::push_selected(&mut sql, "t", table, &selection, &bucket.params());
+        sql.push(")");
+        let exists = sql.build_query_scalar::<bool>().fetch_one(self.conn()?).await;
+        exists.map_err(|e| self.failed(e))
+    }
+
     /// With every write in: the actor holds each new bucket the mutation put rows into, and no
     /// bucket of a raw membership query that it did not hold and that had rows.
     pub(super) async fn check_new_buckets(&mut self) -> KernelResult<()> {
@@ -772,6 +818,7 @@ impl PgMutatorTx<'_> {
         if let Some((bucket, table)) = created.into_iter().find(|(b, _)| !self.holdings.data_entered.contains(*b)) {
             return Err(forbidden(table, bucket, Refusal::Puts));
         }
+        self.check_anchors().await?;
         if self.holdings.new_buckets.is_empty() && !raw_may_grant {
             return Ok(());
         }

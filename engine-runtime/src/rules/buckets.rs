@@ -240,6 +240,7 @@ mod tests {
         accepts: &[],
         leave: false,
         held_while: None,
+        anchor: None,
     };
 
     #[test]

@@ -78,7 +78,8 @@ pub mod rules {
     }
 
     /// Every list the actor is a member of: the list, its notes and its members. Owners and
-    /// editors write notes; only the owner changes the list and its memberships.
+    /// editors write notes; only the owner changes the list and its memberships. A list is its
+    /// `lists` row: nobody is shared a list that has none.
     #[bucket(
         membership(ListMember::user_id == actor.user_id),
         data(
@@ -91,6 +92,7 @@ pub mod rules {
             List: ListMember::role == "owner",
             ListMember: ListMember::role == "owner",
         ),
+        anchor(List::id == bucket.list_id),
     )]
     #[derive(Debug, Clone, PartialEq, Eq, Hash)]
     pub struct Shared {

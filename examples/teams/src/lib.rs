@@ -76,7 +76,8 @@ pub mod rules {
 
     /// Every team the actor is in, with its members, projects, tasks and comments. Owners write
     /// everything; admins everything but the owner's membership and the owner role; members
-    /// tasks and comments; viewers read. Anyone may leave.
+    /// tasks and comments; viewers read. Anyone may leave. A team is its `teams` row: nobody is
+    /// a member of a team that has none.
     #[bucket(
         name = "team",
         membership(TeamMember::user_id == actor.user_id),
@@ -95,6 +96,7 @@ pub mod rules {
             Comment: TeamMember::role == "owner" || TeamMember::role == "admin" || TeamMember::role == "member",
         ),
         leave,
+        anchor(Team::id == bucket.team_id),
     )]
     #[derive(Debug)]
     pub struct TeamBoard {

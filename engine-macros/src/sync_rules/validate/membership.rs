@@ -2,7 +2,9 @@
 //! actor's claims.
 
 use crate::support::{Diagnostics, text};
-use crate::sync_rules::model::{Bucket, Condition, Literal, Membership, Operand, Rules, Source};
+use syn::Ident;
+
+use crate::sync_rules::model::{Bucket, ColumnRef, Condition, Literal, Membership, Operand, Rules, Source};
 
 /// A membership query is a conjunction (`&&`) of equalities on one table, each comparing a column
 /// with an actor claim or a constant.
@@ -133,6 +135,76 @@ pub(super) fn check_held_while(rules: &Rules, bucket: &Bucket, errors: &mut Diag
             format!(
                 "bucket `{}` is held `while({source})`: its members leave `{source}` (write `leave` there), and this bucket with it",
                 bucket.ident
+            ),
+        );
+    }
+}
+
+/// `anchor(Team::id == bucket.team_id)` names the one row a bucket belongs to: equalities of one
+/// table's columns with every parameter, the table one the bucket selects, on a bucket held
+/// through its own membership table (whose memberships the anchor guards).
+pub(super) fn check_anchor(bucket: &Bucket, errors: &mut Diagnostics) {
+    let Some((keyword, anchor)) = &bucket.anchor else { return };
+    if !matches!(bucket.membership, Some(Membership::Conditions { .. })) || bucket.inherits_membership {
+        errors.spanned(
+            keyword,
+            format!(
+                "`anchor(...)` guards the memberships of a bucket, and bucket `{}` has no membership table of its own: add `membership(Member::user_id == actor.user_id)`, or anchor the bucket it is held through",
+                bucket.ident
+            ),
+        );
+        return;
+    }
+    let mut table: Option<&ColumnRef> = None;
+    for condition in &anchor.conditions {
+        let Some((column, param)) = condition.as_scope() else {
+            errors.spanned(
+                condition.expr(),
+                format!(
+                    "`{}` cannot name an anchor: an anchor is equalities of one table's columns with the bucket's parameters, `Team::id == bucket.team_id`, joined by `&&`",
+                    text(condition.expr())
+                ),
+            );
+            continue;
+        };
+        if bucket.param(param).is_none() {
+            errors.spanned(param, format!("`bucket.{param}` is not a parameter of bucket `{}`", bucket.ident));
+        }
+        match table {
+            None => table = Some(column),
+            Some(first) if first.table_key() != column.table_key() => errors.spanned(
+                &column.path,
+                format!("an anchor is one row of one table, and this one is in `{}`", text(&first.table)),
+            ),
+            Some(_) => {}
+        }
+    }
+    let Some(table) = table else { return };
+    let scoped: Vec<&Ident> = anchor.conditions.iter().filter_map(Condition::as_scope).map(|(_, p)| p).collect();
+    for param in &bucket.params {
+        if !scoped.contains(&&param.field) {
+            errors.spanned(
+                &anchor.expr,
+                format!(
+                    "the anchor does not compare `bucket.{}`: it names one row, by every parameter of the bucket",
+                    param.field
+                ),
+            );
+        }
+    }
+    let selected = bucket
+        .selections()
+        .iter()
+        .flat_map(|s| &s.conditions)
+        .flat_map(Condition::columns)
+        .any(|c| c.table_key() == table.table_key());
+    if !selected {
+        errors.spanned(
+            &table.table,
+            format!(
+                "bucket `{}` does not hold `{}`: its anchor is a row the bucket holds, so its members read it",
+                bucket.ident,
+                text(&table.table)
             ),
         );
     }

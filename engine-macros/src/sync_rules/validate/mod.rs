@@ -16,7 +16,7 @@ use data::{
     check_selection_scopes_every_parameter,
 };
 use membership::{
-    check_held_while, check_membership_conditions, check_membership_filtered_by_actor,
+    check_anchor, check_held_while, check_membership_conditions, check_membership_filtered_by_actor,
     check_raw_membership_placeholders,
 };
 use params::{
@@ -52,6 +52,7 @@ pub(crate) fn validate(rules: &Rules, errors: &mut Diagnostics) {
         check_write_rules(bucket, errors);
         check_leave(bucket, errors);
         check_held_while(rules, bucket, errors);
+        check_anchor(bucket, errors);
     }
 }
 /// `accept(...)` names other buckets of the module: their holders may put rows into this one.

@@ -77,6 +77,9 @@ export interface SyncRuleSchema {
   readonly leave: boolean;
   /** The rule whose membership holds this rule's buckets (`while`), or `null`. */
   readonly while: string | null;
+  /** The row a bucket belongs to (`anchor(...)`), or `null`: the server refuses a membership
+   * of a bucket without it, which the client leaves to the server. */
+  readonly anchor?: { readonly table: string; readonly scope: readonly { readonly column: string; readonly param: string }[] } | null;
 }
 
 /** Row types by table name (an interface such as the generated `Tables`). */

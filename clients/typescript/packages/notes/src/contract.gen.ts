@@ -196,8 +196,9 @@ export const buckets = {
   own: (params: BucketParams["own"]): string => bucketKey("own", [params.owner_id]),
   /**
    * Every list the actor is a member of: the list, its notes and its members. Owners and
-   * editors write notes; only the owner changes the list and its memberships. Parameters: `list_id`
-   * from `membership.list_id`.
+   * editors write notes; only the owner changes the list and its memberships. A list is its
+   * `lists` row: nobody is shared a list that has none. Parameters: `list_id` from
+   * `membership.list_id`.
    */
   shared: (params: BucketParams["shared"]): string => bucketKey("shared", [params.list_id]),
 };
@@ -223,6 +224,7 @@ export const schema = defineSchema<Tables, Mutators>({
   syncRules: {
     own: {
       accept: [],
+      anchor: null,
       data: [
         { filters: [], scope: [{ column: "owner_id", param: "owner_id" }], table: "lists" },
         { filters: [], scope: [{ column: "owner_id", param: "owner_id" }], table: "list_members" },
@@ -236,6 +238,7 @@ export const schema = defineSchema<Tables, Mutators>({
     },
     shared: {
       accept: [],
+      anchor: { scope: [{ column: "id", param: "list_id" }], table: "lists" },
       data: [
         { filters: [], scope: [{ column: "id", param: "list_id" }], table: "lists" },
         { filters: [], scope: [{ column: "list_id", param: "list_id" }], table: "notes" },

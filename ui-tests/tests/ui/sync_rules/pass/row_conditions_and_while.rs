@@ -13,6 +13,7 @@ pub mod rules {
             Note: row.done == false,
         ),
         leave,
+        anchor(List::id == bucket.list_id),
     )]
     pub struct Shared {
         #[param(ListMember::list_id)]
@@ -47,9 +48,12 @@ fn main() {
     assert!(notes.any_of[0].member.is_empty());
     assert_eq!(notes.any_of[0].row, [RowTerm { column: "done", value: ConstValue::Bool(false), equal: true }]);
     assert_eq!(shared.held_while, None);
+    let anchor = shared.anchor.unwrap();
+    assert_eq!((anchor.table, anchor.scope[0].column, anchor.scope[0].param), ("lists", "id", "list_id"));
 
     let mine = rules.rule("mine").unwrap();
     assert_eq!(mine.held_while, Some("shared"));
+    assert!(mine.anchor.is_none());
     assert!(matches!(mine.membership, Some(engine::rules::Membership::Table { table: "list_members", .. })));
     assert_eq!(mine.write_rule("notes").unwrap().any_of[0].row[0].describe(), "row.title != \"archived\"");
 }
