@@ -153,7 +153,7 @@ impl AppBuilder {
             if sync_rules.rules[..i].iter().any(|r| r.name == rule.name) {
                 return invalid(format!("two sync rules are named `{}`", rule.name));
             }
-            if let Some(crate::rules::Membership::Raw { sql }) = rule.membership {
+            if let Some(crate::rules::Membership::Raw { sql, .. }) = rule.membership {
                 match crate::rules::split_raw_sql(sql) {
                     Err(bad) => {
                         return invalid(format!(

@@ -27,6 +27,14 @@ impl SyncRules {
         self.server_only.contains(&table)
     }
 
+    /// The rule whose raw membership query reads `table`, if one does: only server code writes
+    /// such a table.
+    pub fn raw_reader(&self, table: &str) -> Option<&'static RuleMeta> {
+        self.rules
+            .iter()
+            .find(|rule| matches!(rule.membership, Some(Membership::Raw { reads, .. }) if reads.contains(&table)))
+    }
+
     /// Every table some rule selects from (deduplicated, in first-use order).
     pub fn tables(&self) -> Vec<&'static str> {
         let mut tables = Vec::new();
@@ -263,6 +271,10 @@ pub enum Membership {
     Raw {
         /// The query.
         sql: &'static str,
+        /// The app's tables it reads (`raw("…", reads(Table, …))`): whom a change to one grants
+        /// cannot be told from raw SQL, so only server code writes them. The server refuses to
+        /// start when the query reads an app table not named here.
+        reads: &'static [&'static str],
     },
 }
 
@@ -376,7 +388,7 @@ pub fn receiver_check(rule: &RuleMeta, source: &RuleMeta, accepted: &Accept) -> 
                 FilterValue::Const(_) => None,
             })
             .collect(),
-        Some(Membership::Raw { sql }) => {
+        Some(Membership::Raw { sql, .. }) => {
             split_raw_sql(sql).unwrap_or_default().into_iter().filter_map(RawPiece::claim).collect()
         }
     };

@@ -265,8 +265,10 @@ pub use engine_macros::args;
 ///   membership query.
 /// - `membership(...)`: equalities joined by `&&` on one table, at least one against an actor
 ///   claim (`ListMember::user_id == actor.user_id && ListMember::role == "editor"`); or
-///   `raw("SELECT … WHERE user_id = $user_id")`, whose placeholders `$user_id`, `$owner_id`,
-///   `$claims.<name>` are bound as parameters. Raw SQL is allowed here only.
+///   `raw("SELECT … WHERE user_id = $user_id", reads(Member))`, whose placeholders `$user_id`,
+///   `$owner_id`, `$claims.<name>` are bound as parameters, and `reads(...)` names the app's
+///   tables it reads: only server code writes those (the server checks the list when it
+///   starts). Raw SQL is allowed here only.
 /// - `data(...)`: table selections, each equalities joined by `&&` on one table: one
 ///   `Table::column == bucket.<parameter>` for every parameter of the bucket (so a row names its
 ///   buckets completely), optionally `Table::column == <constant>`.

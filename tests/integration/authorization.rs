@@ -1,7 +1,7 @@
 //! Write authorization attacked over real HTTP, with an app built for it: teams whose membership
 //! table no rule selects, a task board with an "assigned to me" bucket that accepts tasks from
 //! teammates, inboxes that accept messages from their senders' outboxes, and organisations whose
-//! membership is raw SQL over a table no rule selects. No write grants a bucket its writer could
+//! membership is raw SQL over a table only server code writes. No write grants a bucket its writer could
 //! not read, writes follow the rules' `write(...)`, rows enter another actor's bucket only when
 //! its rule accepts them, and a refusal names no bucket key or value the actor did not send.
 
@@ -130,9 +130,9 @@ pub(crate) mod app {
 
         /// The organisations the actor is in, with their projects and members.
         #[bucket(
-            membership(raw("SELECT org FROM org_members WHERE user_id = $user_id")),
+            membership(raw("SELECT org FROM org_members WHERE user_id = $user_id", reads(OrgMember))),
             data(Project::org == bucket.org, OrgMember::org == bucket.org),
-            write(Project, OrgMember),
+            write(Project),
         )]
         pub(crate) struct Org {
             #[param(membership.org)]
@@ -254,6 +254,20 @@ pub(crate) mod app {
     }
 
     #[engine::args]
+    pub(crate) struct AddProject {
+        pub id: String,
+        pub org: String,
+        pub title: String,
+    }
+
+    /// Add a project to an organisation.
+    #[engine::mutator]
+    pub(crate) async fn add_project(ctx: &mut MutatorCtx<'_>, args: AddProject) -> Result<Outcome> {
+        ctx.insert(&Project { id: args.id, org: args.org, title: args.title }).await?;
+        Ok(Outcome::new())
+    }
+
+    #[engine::args]
     pub(crate) struct Member {
         pub team_id: String,
         pub user_id: String,
@@ -327,6 +341,27 @@ pub(crate) mod app {
         Ok(Outcome::new())
     }
 
+    /// Rules whose raw membership reads `org_members` without saying so.
+    #[engine::sync_rules]
+    pub(crate) mod undeclared {
+        use super::Project;
+
+        /// The organisations the actor is in: its SQL reads `org_members` and says nothing of it.
+        #[bucket(
+            membership(raw("SELECT m.org FROM org_members AS m WHERE m.user_id = $user_id")),
+            data(Project::org == bucket.org),
+        )]
+        pub(crate) struct Org {
+            #[param(membership.org)]
+            pub org: String,
+        }
+    }
+
+    /// An app of those rules.
+    pub(crate) fn undeclared_app() -> engine::App {
+        engine::app! { tables: [OrgMember, Project], mutators: [], sync_rules: undeclared }
+    }
+
     pub(crate) fn app() -> engine::App {
         engine::app! {
             tables: [Team, TeamMember, Task, Message, OrgMember, Project, AuditEntry],
@@ -338,6 +373,7 @@ pub(crate) mod app {
                 complete_task,
                 send,
                 join_org,
+                add_project,
                 remove_member,
                 audit,
                 move_task,
@@ -395,17 +431,39 @@ async fn nobody_joins_a_team_on_their_own() {
 }
 
 #[tokio::test]
-async fn a_raw_membership_grants_only_new_buckets() {
+async fn a_raw_memberships_tables_are_written_by_server_code_only() {
     let db = TestDb::new().await;
     let server = server(&db).await;
-    // A new organisation, joined and filled in one mutation: its bucket had no rows.
-    applied(&push(&server, "alice", 1, "join_org", json!({"org": "acme", "project": "p1"})).await);
+    // Whom a row of `org_members` grants cannot be told from raw SQL: no client writes one, for
+    // itself or anyone else, in a new organisation or an existing one.
+    let detail = forbidden(&push(&server, "alice", 1, "join_org", json!({"org": "acme", "project": "p1"})).await, &[]);
+    assert!(detail.contains("org_members") && detail.contains("`org`") && detail.contains("server code"), "{detail}");
+    assert_eq!(count(&db, "SELECT count(*) FROM org_members").await, 0);
+    // Server code puts alice in; she writes the organisation's projects, mallory does not.
+    sqlx::query("INSERT INTO org_members (org, user_id) VALUES ('acme', 'alice')").execute(&db.pool).await.unwrap();
+    applied(&push(&server, "alice", 2, "add_project", json!({"id": "p1", "org": "acme", "title": "Plan"})).await);
     assert!(has(&pulled(&server, "alice").await, "projects", "p1"));
-    // Joining it afterwards, alone or while adding a project, is refused.
     forbidden(&push(&server, "mallory", 1, "join_org", json!({"org": "acme"})).await, &[]);
-    forbidden(&push(&server, "mallory", 2, "join_org", json!({"org": "acme", "project": "p2"})).await, &[]);
-    assert_eq!(count(&db, "SELECT count(*) FROM org_members WHERE user_id = 'mallory'").await, 0);
+    let stranger = json!({"id": "p2", "org": "acme", "title": "Mine"});
+    forbidden(&push(&server, "mallory", 2, "add_project", stranger).await, &[]);
     assert!(!has(&pulled(&server, "mallory").await, "projects", "p1"));
+}
+
+/// A raw membership query that reads an app table its `reads(...)` does not name is refused
+/// when the server starts: clients could write that table unchecked.
+#[tokio::test]
+async fn a_raw_membership_reading_an_undeclared_table_does_not_start() {
+    let db = TestDb::new().await;
+    let app = app::undeclared_app();
+    let error = engine::Server::builder()
+        .app(app)
+        .storage(engine::storage::postgres("unused").pool(db.pool.clone()))
+        .auth(engine::auth::BearerTokenAuth::new("secret"))
+        .build()
+        .await
+        .expect_err("the server refuses the app");
+    let message = error.to_string();
+    assert!(message.contains("`org`") && message.contains("org_members") && message.contains("reads("), "{message}");
 }
 
 #[tokio::test]

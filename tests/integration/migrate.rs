@@ -75,7 +75,7 @@ mod wide {
         #[bucket(
             membership(TeamMember::user_id == actor.user_id && TeamMember::active == true),
             data(Sample::team_id == bucket.team_id, TeamMember::team_id == bucket.team_id),
-            write(Sample, TeamMember),
+            write(Sample),
         )]
         #[derive(Debug)]
         pub(crate) struct Team {
@@ -85,7 +85,10 @@ mod wide {
 
         /// Samples the actor was handed by raw SQL.
         #[bucket(
-            membership(raw("SELECT team_id FROM team_members WHERE user_id = $user_id AND team_id > 100")),
+            membership(raw(
+                "SELECT team_id FROM team_members WHERE user_id = $user_id AND team_id > 100",
+                reads(TeamMember),
+            )),
             data(Sample::team_id == bucket.big_team),
             write(Sample),
         )]

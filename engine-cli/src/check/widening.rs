@@ -256,9 +256,15 @@ fn membership(old: Option<Membership>, new: Option<Membership>, at: &mut At<'_>)
         (None | Some(Membership::Raw { .. }), Some(Membership::Table { table, .. })) => {
             at.widens(Access::Read, review(format!("now read from `{table}`")));
         }
-        (Some(Membership::Raw { sql: before }), Some(Membership::Raw { sql })) => {
+        (Some(Membership::Raw { sql: before, reads: read_before }), Some(Membership::Raw { sql, reads })) => {
             if before != sql {
                 at.widens(Access::Read, review("raw SQL changed".into()));
+            }
+            for table in read_before.iter().filter(|t| !reads.contains(t)) {
+                at.widens(
+                    Access::Write,
+                    format!("`{table}` no longer read by the raw membership: clients may write it"),
+                );
             }
         }
         (Some(Membership::Table { table: before, filters: was }), Some(Membership::Table { table, filters })) => {
@@ -716,7 +722,7 @@ mod tests {
 
     #[test]
     fn a_raw_membership_changed_widens_for_review() {
-        let raw = |sql| RuleMeta { membership: Some(Membership::Raw { sql }), ..TEAM };
+        let raw = |sql| RuleMeta { membership: Some(Membership::Raw { sql, reads: &[] }), ..TEAM };
         let old = raw("SELECT team_id FROM team_members WHERE user_id = $user_id AND active");
         let new = raw("SELECT team_id FROM team_members WHERE user_id = $user_id");
         assert_eq!(
@@ -724,6 +730,17 @@ mod tests {
             ["widens read in rule `team`: membership changed: review (raw SQL changed)"]
         );
         assert_eq!(team_becomes(new), ["widens read in rule `team`: membership changed: review (now raw SQL)"]);
+    }
+
+    #[test]
+    fn a_table_a_raw_membership_no_longer_reads_widens_writes() {
+        const SQL: &str = "SELECT team_id FROM team_members WHERE user_id = $user_id";
+        let old = RuleMeta { membership: Some(Membership::Raw { sql: SQL, reads: &["team_members"] }), ..TEAM };
+        let new = RuleMeta { membership: Some(Membership::Raw { sql: SQL, reads: &[] }), ..TEAM };
+        assert_eq!(
+            report(&[old, ASSIGNED], &[new, ASSIGNED]),
+            ["widens write in rule `team`: `team_members` no longer read by the raw membership: clients may write it"]
+        );
     }
 
     #[test]

@@ -222,7 +222,7 @@ pub fn rule_json(rule: &RuleMeta) -> Value {
                 FilterValue::Const(value) => json!({"column": f.column, "value": value.to_json()}),
             }).collect::<Vec<_>>(),
         }),
-        Membership::Raw { sql } => json!({"sql": sql}),
+        Membership::Raw { sql, reads } => json!({"sql": sql, "reads": reads}),
     });
     let data: Vec<Value> = rule
         .data

@@ -194,8 +194,15 @@ struct ContractParam {
 #[derive(Deserialize)]
 #[serde(untagged)]
 enum ContractMembership {
-    Table { table: String, filters: Vec<ContractMembershipFilter> },
-    Raw { sql: String },
+    Table {
+        table: String,
+        filters: Vec<ContractMembershipFilter>,
+    },
+    Raw {
+        sql: String,
+        #[serde(default)]
+        reads: Vec<String>,
+    },
 }
 
 #[derive(Deserialize)]
@@ -319,7 +326,16 @@ fn rule_meta(name: &str, rule: ContractRule, tables: &[&'static TableMeta]) -> R
     let what = format!("sync rule `{name}`");
     let membership = match &rule.membership {
         None => None,
-        Some(ContractMembership::Raw { sql }) => Some(Membership::Raw { sql: leak(sql) }),
+        Some(ContractMembership::Raw { sql, reads }) => {
+            let mut tables_read = Vec::new();
+            for read in reads {
+                let Some(table) = tables.iter().find(|t| t.name == read) else {
+                    return Err(invalid(format!("the raw membership of {what} reads `{read}`, which is no table")));
+                };
+                tables_read.push(table.name);
+            }
+            Some(Membership::Raw { sql: leak(sql), reads: leak_slice(tables_read) })
+        }
         Some(ContractMembership::Table { table, filters }) => {
             let mut out = Vec::new();
             for filter in filters {

@@ -2,7 +2,7 @@
 //!
 //! ```text
 //! #[engine::sync_rules( server_only(<Table>, …)? )]
-//! #[bucket( name = "…"?, membership(<conditions> | raw("<sql>"))?, data(<selection>, …),
+//! #[bucket( name = "…"?, membership(<conditions> | raw("<sql>", reads(<Table>, …)?))?, data(<selection>, …),
 //!           write(<Table> | <Table>: <membership condition> || …, …)?,
 //!           accept(<Bucket> | open(<Bucket>), …)?, leave?, while(<Bucket>)?,
 //!           anchor(<Table::column == bucket.param && …>)? )]
@@ -101,8 +101,8 @@ impl Parse for AcceptArg {
 
 /// What `membership(...)` holds.
 pub(crate) enum MembershipArg {
-    /// `raw("…")`.
-    Raw { keyword: Ident, sql: LitStr },
+    /// `raw("…")` or `raw("…", reads(Table, …))`.
+    Raw { keyword: Ident, sql: LitStr, reads: Vec<syn::Path> },
     /// Conditions on a membership table.
     Conditions(Expr),
 }
@@ -128,10 +128,30 @@ impl Parse for BucketArgs {
                         && content.fork().parse::<Ident>()? == "raw"
                     {
                         let keyword: Ident = content.parse()?;
-                        let sql;
-                        syn::parenthesized!(sql in content);
-                        let sql: LitStr = sql.parse()?;
-                        MembershipArg::Raw { keyword, sql }
+                        let inner;
+                        syn::parenthesized!(inner in content);
+                        let sql: LitStr = inner.parse()?;
+                        let mut reads = Vec::new();
+                        if !inner.is_empty() {
+                            inner.parse::<Token![,]>()?;
+                            let word: Ident = inner.parse()?;
+                            if word != "reads" {
+                                return Err(syn::Error::new(
+                                    word.span(),
+                                    "after the SQL, `raw(...)` takes `reads(Table, …)`: the app's tables the query reads",
+                                ));
+                            }
+                            let tables;
+                            syn::parenthesized!(tables in inner);
+                            reads.extend(Punctuated::<syn::Path, Token![,]>::parse_terminated(&tables)?);
+                            if inner.peek(Token![,]) {
+                                inner.parse::<Token![,]>()?;
+                            }
+                            if !inner.is_empty() {
+                                return Err(inner.error("`raw(\"…\", reads(Table, …))` ends after `reads(...)`"));
+                            }
+                        }
+                        MembershipArg::Raw { keyword, sql, reads }
                     } else {
                         MembershipArg::Conditions(content.parse()?)
                     };

@@ -180,6 +180,12 @@ fn bucket_checks(bucket: &Bucket) -> Vec<TokenStream> {
             checks.push(const_check(column, literal, expr));
         }
     }
+    if let Some(Membership::Raw { reads, .. }) = &bucket.membership {
+        for table in reads {
+            let bound = quote_spanned!(table.span()=> __engine::Table);
+            checks.push(local_check(quote!(a_table<T: #bound>()), quote_spanned!(table.span()=> a_table::<#table>();)));
+        }
+    }
     for write in &bucket.writes {
         let table = &write.table;
         let bound = quote_spanned!(table.span()=> __engine::Table);
@@ -255,8 +261,9 @@ fn rule_meta(rules: &Rules, bucket: &Bucket) -> TokenStream {
     });
     let membership = match &bucket.membership {
         None => quote!(::core::option::Option::None),
-        Some(Membership::Raw { sql, .. }) => {
-            quote!(::core::option::Option::Some(__engine::Membership::Raw { sql: #sql }))
+        Some(Membership::Raw { sql, reads, .. }) => {
+            let reads = reads.iter().map(|table| quote!(<#table as __engine::Table>::META.name));
+            quote!(::core::option::Option::Some(__engine::Membership::Raw { sql: #sql, reads: &[#(#reads,)*] }))
         }
         Some(Membership::Conditions { conditions, .. }) => {
             let table = &conditions.iter().flat_map(Condition::columns).next().expect("validated").path;

@@ -141,8 +141,16 @@ impl ColumnRef {
 /// The membership query of a bucket.
 #[derive(Clone)]
 pub(crate) enum Membership {
-    Raw { keyword: Ident, sql: syn::LitStr },
-    Conditions { expr: Expr, conditions: Vec<Condition> },
+    /// `raw("…", reads(Table, …))`: the SQL, and the app's tables it reads.
+    Raw {
+        keyword: Ident,
+        sql: syn::LitStr,
+        reads: Vec<syn::Path>,
+    },
+    Conditions {
+        expr: Expr,
+        conditions: Vec<Condition>,
+    },
 }
 
 /// One data selection.
@@ -270,7 +278,7 @@ impl Bucket {
             }
         }
         let membership = args.membership.map(|(_, arg)| match arg {
-            MembershipArg::Raw { keyword, sql } => Membership::Raw { keyword, sql },
+            MembershipArg::Raw { keyword, sql, reads } => Membership::Raw { keyword, sql, reads },
             MembershipArg::Conditions(expr) => {
                 let conditions = Condition::flatten(&expr);
                 Membership::Conditions { expr, conditions }

@@ -395,7 +395,7 @@ impl PgMutatorTx<'_> {
     pub(super) fn may_grant(&self, table: &TableMeta) -> bool {
         self.core.app.sync_rules().rules.iter().any(|rule| match rule.membership {
             Some(Membership::Table { table: t, .. }) => t == table.name,
-            Some(Membership::Raw { .. }) => true,
+            Some(Membership::Raw { reads, .. }) => reads.contains(&table.name),
             None => false,
         })
     }
@@ -590,12 +590,20 @@ impl PgMutatorTx<'_> {
         self.core.memberships.iter().filter(|query| query.rule().held_while.is_none())
     }
 
-    /// Refuse a client write to a table only server code writes (`server_only(...)`).
+    /// Refuse a client write to a table only server code writes: declared `server_only(...)`, or
+    /// read by a raw membership query (whom a change to it grants cannot be told from raw SQL).
     pub(super) fn authorize_table(&self, table: &TableMeta) -> KernelResult<()> {
-        if self.core.app.sync_rules().is_server_only(table.name) {
+        let rules = self.core.app.sync_rules();
+        if rules.is_server_only(table.name) {
             return Err(KernelError::forbidden(format!(
                 "`{}` is written by server code only (`server_only`): a client mutation may not write it",
                 table.name
+            )));
+        }
+        if let Some(rule) = rules.raw_reader(table.name) {
+            return Err(KernelError::forbidden(format!(
+                "`{}` is written by server code only: the raw membership query of rule `{}` reads it, and whom a change to it grants cannot be checked",
+                table.name, rule.name
             )));
         }
         Ok(())

@@ -150,11 +150,10 @@ impl<'t> PgMutatorTx<'t> {
         table.merge == MergePolicy::Field && self.is_synced(table)
     }
 
-    /// Note that a write may change whose memberships: a raw membership query may read any
-    /// table, so in an app with one every write may change anyone's.
-    fn note_write(&mut self) {
-        let raw = self.core.app.sync_rules().rules.iter().any(|r| matches!(r.membership, Some(Membership::Raw { .. })));
-        if raw {
+    /// Note that a write to `table` may change whose memberships: a raw membership query that
+    /// reads it may give anyone other buckets.
+    fn note_write(&mut self, table: &TableMeta) {
+        if self.core.app.sync_rules().raw_reader(table.name).is_some() {
             self.membership_changes.insert("*".into());
         }
     }
@@ -224,7 +223,7 @@ impl<'t> PgMutatorTx<'t> {
         self.pending = Some(PendingInsert { table, values, stamps });
         self.writes += 1;
         self.note_blob_refs(table, None, &inserted, &table.columns.iter().collect::<Vec<_>>()).await?;
-        self.note_write();
+        self.note_write(table);
         self.note_membership(table, &row);
         self.entered(table, &inserted, buckets.iter().cloned());
         self.affected.extend(buckets);
@@ -283,7 +282,7 @@ impl<'t> PgMutatorTx<'t> {
         self.writes += 1;
         self.lost += usize::from(!took_effect);
         self.note_blob_refs(table, Some(&before), &after, &assigned).await?;
-        self.note_write();
+        self.note_write(table);
         self.note_membership(table, &before);
         self.note_membership(table, &after);
         self.entered(table, &after, after_buckets.difference(&before_buckets).cloned());
@@ -339,7 +338,7 @@ impl<'t> PgMutatorTx<'t> {
             return Err(self.failed(e));
         }
         self.writes += 1;
-        self.note_write();
+        self.note_write(table);
         self.note_membership(table, &before);
         self.left(buckets.iter().cloned());
         self.affected.extend(buckets);

@@ -38,7 +38,7 @@ pub(crate) fn compile(app: &App) -> Vec<MembershipQuery> {
             Some(Membership::Table { table, filters }) => {
                 Source::Table { table: app.table(table).expect("the app lists every rule table"), filters }
             }
-            Some(Membership::Raw { sql }) => match engine_kernel::rules::split_raw_sql(sql) {
+            Some(Membership::Raw { sql, .. }) => match engine_kernel::rules::split_raw_sql(sql) {
                 Ok(pieces) => Source::Raw(pieces),
                 Err(bad) => {
                     // `App::build` refuses such SQL; an app that got here holds nobody these buckets.
@@ -330,6 +330,59 @@ impl MembershipQuery {
         }
         sql.push(")");
         Some(())
+    }
+}
+
+/// Refuse an app whose raw membership query reads, as Postgres plans it, one of the app's tables
+/// its `reads(...)` does not name: clients could write that table, and whom a change to it grants
+/// cannot be told from raw SQL. The query is planned with every placeholder an empty text; a
+/// table read only inside a function it calls is not seen.
+pub(crate) async fn check_raw_reads(conn: &mut PgConnection, app: &App, queries: &[MembershipQuery]) -> Result<()> {
+    for query in queries {
+        let Source::Raw(pieces) = &query.source else { continue };
+        let Some(Membership::Raw { reads, .. }) = query.rule.membership else { continue };
+        let mut sql = Sql::new("EXPLAIN (FORMAT JSON) ");
+        for piece in pieces {
+            match piece {
+                RawPiece::Sql(text) => sql.push(*text),
+                _ => sql.push_bind(String::new()),
+            };
+        }
+        let plan: serde_json::Value = sql.build_query_scalar().fetch_one(&mut *conn).await.map_err(|e| {
+            crate::error::Error::config_from(
+                format!("the raw membership query of sync rule `{}` cannot be planned", query.rule.name),
+                e,
+            )
+        })?;
+        let mut relations = BTreeSet::new();
+        relations_of(&plan, &mut relations);
+        let table =
+            app.tables().iter().map(|def| def.meta()).find(|t| relations.contains(t.name) && !reads.contains(&t.name));
+        if let Some(table) = table {
+            return Err(crate::error::Error::config(format!(
+                "the raw membership query of sync rule `{}` reads `{}`, which its `reads(...)` does not name: name it (`raw(\"…\", reads({}))`), so that only server code writes it",
+                query.rule.name, table.name, table.name
+            )));
+        }
+    }
+    Ok(())
+}
+
+/// Every `"Relation Name"` of a plan in JSON.
+fn relations_of<'a>(plan: &'a serde_json::Value, out: &mut BTreeSet<&'a str>) {
+    match plan {
+        serde_json::Value::Object(fields) => {
+            for (key, value) in fields {
+                match (key.as_str(), value) {
+                    ("Relation Name", serde_json::Value::String(name)) => {
+                        out.insert(name);
+                    }
+                    _ => relations_of(value, out),
+                }
+            }
+        }
+        serde_json::Value::Array(items) => items.iter().for_each(|item| relations_of(item, out)),
+        _ => {}
     }
 }
 

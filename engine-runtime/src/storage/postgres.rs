@@ -144,6 +144,13 @@ impl PostgresStorage {
         provision::changes(&self.core.pool, &self.core.app).await
     }
 
+    /// Refuse the app when a raw membership query reads an app table it does not declare
+    /// (`rules::held::check_raw_reads`).
+    async fn check_raw_reads(&self) -> Result<()> {
+        let mut conn = self.core.pool.acquire().await?;
+        crate::rules::held::check_raw_reads(&mut conn, &self.core.app, &self.core.memberships).await
+    }
+
     /// This store with `limits` (see [`StoreLimits`]).
     pub fn with_limits(mut self, limits: StoreLimits) -> Self {
         Arc::make_mut(&mut self.core).limits = limits;
@@ -177,11 +184,17 @@ impl PostgresStorage {
 
 impl Storage for PostgresStorage {
     fn provision(&self) -> BoxFuture<'_, Result<()>> {
-        Box::pin(provision::provision(&self.core.pool, &self.core.app, self.provision_locks))
+        Box::pin(async move {
+            provision::provision(&self.core.pool, &self.core.app, self.provision_locks).await?;
+            self.check_raw_reads().await
+        })
     }
 
     fn verify(&self) -> BoxFuture<'_, Result<()>> {
-        Box::pin(provision::verify(&self.core.pool, &self.core.app))
+        Box::pin(async move {
+            provision::verify(&self.core.pool, &self.core.app).await?;
+            self.check_raw_reads().await
+        })
     }
 
     fn pull<'a>(&'a self, actor: &'a Actor, request: &'a PullRequest) -> BoxFuture<'a, Result<Pulled>> {

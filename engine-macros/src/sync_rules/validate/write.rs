@@ -113,11 +113,25 @@ pub(super) fn check_leave(bucket: &Bucket, errors: &mut Diagnostics) {
     }
 }
 
-/// A table declared `server_only(...)` is written by server code only: no `write(...)` lets
-/// clients write it.
+/// A table declared `server_only(...)`, or read by a raw membership query, is written by server
+/// code only: no `write(...)` lets clients write it.
 pub(super) fn check_server_only_not_written(rules: &Rules, errors: &mut Diagnostics) {
     for bucket in &rules.buckets {
         for write in &bucket.writes {
+            let reader = rules.buckets.iter().find(|b| match &b.membership {
+                Some(Membership::Raw { reads, .. }) => reads.iter().any(|t| text(t) == text(&write.table)),
+                _ => false,
+            });
+            if let Some(reader) = reader {
+                errors.spanned(
+                    &write.table,
+                    format!(
+                        "`{}` is read by the raw membership query of bucket `{}`, and whom a change to it grants cannot be told from raw SQL: only server code writes it, so no `write(...)` may let clients write it",
+                        text(&write.table),
+                        reader.ident
+                    ),
+                );
+            }
             if rules.server_only.iter().any(|t| text(t) == text(&write.table)) {
                 errors.spanned(
                     &write.table,

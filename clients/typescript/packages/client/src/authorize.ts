@@ -59,6 +59,14 @@ export function authorizeWrite(ctx: WriteContext, write: Write): Verdict {
       `\`${write.table}\` is written by server code only (\`server_only\`): a client mutation may not write it`,
     );
   }
+  const rawReader = Object.entries(ctx.schema.syncRules).find(
+    ([, rule]) => rule.membership !== null && "sql" in rule.membership && (rule.membership.reads ?? []).includes(write.table),
+  );
+  if (rawReader) {
+    return refused(
+      `\`${write.table}\` is written by server code only: the raw membership query of rule \`${rawReader[0]}\` reads it, and whom a change to it grants cannot be checked`,
+    );
+  }
   const { before, after } = write;
   const images = [before, after].filter((image): image is Row => image !== null);
   const steps: (() => Verdict)[] = [];

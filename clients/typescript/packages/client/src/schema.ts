@@ -44,7 +44,7 @@ export type MembershipFilterSchema =
 /** A rule's membership query: rows of a table matching its filters, or raw SQL. */
 export type MembershipSchema =
   | { readonly table: string; readonly filters: readonly MembershipFilterSchema[] }
-  | { readonly sql: string };
+  | { readonly sql: string; readonly reads?: readonly string[] };
 
 /** One table selection of a rule: rows whose scope columns equal the bucket's parameters and
  * whose filter columns equal constants. */

@@ -55,6 +55,7 @@ const schema: AnySchema = {
     cards: table(["id", "owner", "locked"], ["id"]),
     docs: table(["id", "org", "public", "author", "editor"], ["id"]),
     projects: table(["id", "org"], ["id"]),
+    org_members: table(["org", "user_id"], ["org", "user_id"]),
     audit: table(["id"], ["id"]),
   },
   syncRules: {
@@ -107,7 +108,7 @@ const schema: AnySchema = {
     }),
     orgs: rule({
       parameters: [param("org", "membership.org")],
-      membership: { sql: "SELECT org FROM org_members WHERE user_id = $user_id" },
+      membership: { sql: "SELECT org FROM org_members WHERE user_id = $user_id", reads: ["org_members"] },
       data: [scoped("projects", "org", "org")],
       write: { projects: members("admin") },
     }),
@@ -167,6 +168,16 @@ describe("refusals the client is sure of, in the server's words", () => {
   test("a `server_only` table is never written", () => {
     expect(authorizeWrite(aliceHolds(), { table: "audit", before: null, after: { id: "a" } })).toEqual(
       refused("`audit` is written by server code only (`server_only`): a client mutation may not write it"),
+    );
+  });
+
+  test("a table a raw membership query reads is never written", () => {
+    expect(
+      authorizeWrite(aliceHolds(), { table: "org_members", before: null, after: { org: "acme", user_id: "mallory" } }),
+    ).toEqual(
+      refused(
+        "`org_members` is written by server code only: the raw membership query of rule `orgs` reads it, and whom a change to it grants cannot be checked",
+      ),
     );
   });
 
