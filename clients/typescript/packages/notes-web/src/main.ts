@@ -6,11 +6,17 @@
  *
  * Sign-in is a development token in the address (`/#token=…`, printed by the server when it runs
  * with the development secret) or pasted into the form; it is kept in `localStorage`.
+ *
+ * Controls follow `client.canWrite`: where a write is certainly refused (a viewer's notes, an
+ * editor's sharing) they are disabled, with a hint saying why; `"unknown"` leaves them enabled,
+ * for the server to decide. A write the client refuses locally (`ForbiddenError`) is announced in
+ * an alert, in the server's words.
  */
 
 import {
   actorOfToken,
   createEngineClient,
+  ForbiddenError,
   indexedDbStore,
   newUuid,
   type EngineClient,
@@ -42,25 +48,51 @@ function el<K extends keyof HTMLElementTagNameMap>(
   return element;
 }
 
-/** A form whose submit calls `submit` with its fields' values, then clears them. */
-function form(testId: string, fields: HTMLInputElement[], label: string, submit: (values: string[]) => unknown) {
+/**
+ * A form whose submit calls `submit` with its fields' values, then clears them. When `submit`
+ * fails the values are put back, unless something new was typed since.
+ */
+function form(
+  testId: string,
+  fields: HTMLInputElement[],
+  label: string,
+  submit: (values: string[]) => Promise<unknown> | undefined,
+) {
   const element = el("form", { "data-testid": testId }, ...fields, el("button", { type: "submit" }, label));
   element.addEventListener("submit", (event) => {
     event.preventDefault();
     const values = fields.map((f) => f.value.trim());
     if (values.some((v) => v === "")) return;
-    void submit(values);
+    void submit(values)?.catch(() => {
+      if (fields.every((field) => field.value === "")) fields.forEach((field, i) => (field.value = values[i]!));
+    });
     for (const field of fields) field.value = "";
   });
   return element;
 }
 
+/**
+ * Disable `controls` when `disabled`, each pointing at `hint` (the element saying why) for
+ * assistive technology. Disabled, not hidden: a viewer sees what the list offers and why not.
+ */
+function setReadOnly(hint: HTMLElement, controls: Iterable<HTMLInputElement | HTMLButtonElement>, disabled: boolean) {
+  for (const control of controls) {
+    if (control.disabled === disabled) continue;
+    control.disabled = disabled;
+    if (disabled) control.setAttribute("aria-describedby", hint.id);
+    else control.removeAttribute("aria-describedby");
+  }
+}
+
+const controlsOf = (element: HTMLElement) =>
+  element.querySelectorAll<HTMLInputElement | HTMLButtonElement>("input, button");
+
 function input(name: string, placeholder: string): HTMLInputElement {
-  return el("input", { name, placeholder, autocomplete: "off" });
+  return el("input", { name, placeholder, "aria-label": placeholder, autocomplete: "off" });
 }
 
 function signIn(): void {
-  const field = el("textarea", { name: "token", rows: "4", placeholder: "a token" });
+  const field = el("textarea", { name: "token", rows: "4", placeholder: "a token", "aria-label": "Token" });
   const submit = el("button", { type: "submit" }, "Sign in");
   const panel = el(
     "form",
@@ -143,6 +175,20 @@ class NotesApp {
   private readonly connection = el("span", { "data-testid": "connection" });
   private readonly pending = el("span", { class: "pending", "data-testid": "pending" });
   private readonly empty = el("section", { class: "empty" }, "Choose or add a list.");
+  // A live region present from the start, so the refusal put into it is announced.
+  private readonly refusal = el("div", { class: "refusal", role: "alert", "data-testid": "refusal" });
+  private readonly viewOnly = el(
+    "p",
+    { class: "hint", id: "view-only", "data-testid": "view-only" },
+    "You can view this list. Only its owner and editors can change its notes.",
+  );
+  private readonly ownerOnly = el(
+    "p",
+    { class: "hint", id: "owner-only", "data-testid": "owner-only" },
+    "Only the list's owner can share it.",
+  );
+  /** Whether the actor's writes of the selected list's notes are certainly refused. */
+  private notesReadOnly = false;
   private readonly listTitle = el("h2");
   private readonly listPane: HTMLElement;
   private readonly refusedPane: HTMLElement;
@@ -154,11 +200,11 @@ class NotesApp {
   constructor(private readonly client: NotesClient) {
     this.call = mutators(client);
     this.newList = form("new-list", [input("title", "New list")], "Add", ([title]) =>
-      this.call.createList({ title: title! }).then((queued) => this.select(queued.result as string)),
+      this.attempt(this.call.createList({ title: title! }).then((queued) => this.select(queued.result as string))),
     );
     this.newNote = form("new-note", [input("title", "New note")], "Add", ([title]) => {
       if (this.selected === undefined) return;
-      return this.notes.insert({
+      return this.persisted(this.notes.insert({
         id: newUuid(),
         owner_id: this.client.actor.ownerId,
         list_id: this.selected,
@@ -167,12 +213,17 @@ class NotesApp {
         position: Date.now(),
         body: "AAA=",
         deleted_at: null,
-      });
+      }));
     });
     this.share = form("share", [input("user", "user id"), input("role", "editor or viewer")], "Share", ([user, role]) => {
       if (this.selected === undefined) return;
-      return this.call.shareList({ list_id: this.selected, user_id: user!, role: role === "viewer" ? "viewer" : "editor" });
+      return this.attempt(
+        this.call.shareList({ list_id: this.selected, user_id: user!, role: role === "viewer" ? "viewer" : "editor" }),
+      );
     });
+    this.newList.setAttribute("aria-label", "New list");
+    this.newNote.setAttribute("aria-label", "New note");
+    this.share.setAttribute("aria-label", "Share the list");
     this.lists = createCollection(engineCollectionOptions({ name: "lists", client }));
     this.members = createCollection(engineCollectionOptions({ name: "list_members", client }));
     this.notes = createCollection(
@@ -204,6 +255,10 @@ class NotesApp {
     this.noteItems = new Keyed(notes, (note) => this.noteItem(note.id), (item, note) => {
       (item.querySelector("input") as HTMLInputElement).checked = note.done;
       (item.querySelector(".title") as HTMLElement).textContent = note.title;
+      const readOnly = this.notesReadOnly || this.client.canWrite("notes", note) === false;
+      setReadOnly(this.viewOnly, controlsOf(item), readOnly);
+      if (readOnly) this.viewOnly.hidden = false;
+      item.classList.toggle("read-only", readOnly);
     });
     const members = el("ul", { class: "members" });
     this.memberItems = new Keyed(
@@ -215,7 +270,18 @@ class NotesApp {
     );
     const refused = el("ul");
     this.refusedItems = new Keyed(refused, (entry) => this.refusedItem(entry));
-    this.listPane = el("section", { class: "list" }, this.listTitle, notes, this.newNote, el("h3", {}, "Shared with"), members, this.share);
+    this.listPane = el(
+      "section",
+      { class: "list" },
+      this.listTitle,
+      this.viewOnly,
+      notes,
+      this.newNote,
+      el("h3", {}, "Shared with"),
+      members,
+      this.share,
+      this.ownerOnly,
+    );
     this.refusedPane = el("aside", { class: "quarantine" }, el("h3", {}, "Refused by the server"), refused);
     const header = el(
       "header",
@@ -225,7 +291,18 @@ class NotesApp {
       this.connection,
       this.pending,
     );
-    root.replaceChildren(header, el("main", {}, el("nav", {}, lists, this.newList), this.empty, this.listPane), this.refusedPane);
+    root.replaceChildren(
+      header,
+      el(
+        "main",
+        {},
+        this.refusal,
+        el("nav", { "aria-label": "Lists" }, lists, this.newList),
+        this.empty,
+        this.listPane,
+      ),
+      this.refusedPane,
+    );
 
     for (const collection of [this.lists, this.members, this.notes] as Collection<object, string | number>[]) {
       collection.subscribeChanges(() => this.render());
@@ -234,6 +311,28 @@ class NotesApp {
     client.onPresence(() => this.render());
     addEventListener("online", () => this.render());
     addEventListener("offline", () => this.render());
+  }
+
+  /** `write`, with a local refusal (`ForbiddenError`) shown in the alert. */
+  private attempt<R>(write: Promise<R>): Promise<R> {
+    return write.catch((error: unknown) => {
+      if (error instanceof ForbiddenError) this.refuse(error);
+      throw error;
+    });
+  }
+
+  /** A collection write: its transaction's outcome, a local refusal shown in the alert. */
+  private persisted(transaction: { isPersisted: { promise: Promise<unknown> } }): Promise<unknown> {
+    const outcome = this.attempt(transaction.isPersisted.promise);
+    outcome.catch(() => undefined);
+    return outcome;
+  }
+
+  private refuse(error: ForbiddenError): void {
+    const dismiss = el("button", { type: "button" }, "Dismiss");
+    dismiss.addEventListener("click", () => this.refusal.replaceChildren());
+    const message = el("p", {}, el("strong", {}, "Not saved. "), `The server would refuse this change (${error.detail}).`);
+    this.refusal.replaceChildren(message, dismiss);
   }
 
   private select(listId: string): void {
@@ -278,22 +377,40 @@ class NotesApp {
       ...present.map((user) => el("span", { class: "avatar", title: user }, user.slice(0, 2).toUpperCase())),
     );
     this.listTitle.replaceChildren(list.title, avatars);
+    // Asked of a note of the list as it would be added: the rules decide by list, not by note.
+    const probe: Note = {
+      id: "",
+      owner_id: this.client.actor.ownerId,
+      list_id: list.id,
+      title: "",
+      done: false,
+      position: 0,
+      body: "AAA=",
+      deleted_at: null,
+    };
+    this.notesReadOnly = this.client.canWrite("notes", probe) === false;
+    this.viewOnly.hidden = !this.notesReadOnly;
+    setReadOnly(this.viewOnly, controlsOf(this.newNote), this.notesReadOnly);
     this.noteItems.show([...this.listNotes.values()].map((note) => [note.id, note]));
     this.memberItems.show(
       [...this.members.values()].filter((m) => m.list_id === list.id).map((m) => [`${m.list_id}/${m.user_id}`, m]),
     );
-    this.share.hidden = list.owner_id !== this.client.actor.ownerId;
+    const listReadOnly = this.client.canWrite("lists", list) === false;
+    this.ownerOnly.hidden = !listReadOnly;
+    setReadOnly(this.ownerOnly, controlsOf(this.share), listReadOnly);
   }
 
   private noteItem(id: string): HTMLElement {
     const done = el("input", { type: "checkbox", "aria-label": "done" });
     done.addEventListener("change", () => {
-      this.notes.update(id, (draft) => {
-        draft.done = done.checked;
-      });
+      void this.persisted(
+        this.notes.update(id, (draft) => {
+          draft.done = done.checked;
+        }),
+      );
     });
     const remove = el("button", { class: "remove", "aria-label": "delete" }, "×");
-    remove.addEventListener("click", () => this.notes.delete(id));
+    remove.addEventListener("click", () => void this.persisted(this.notes.delete(id)));
     return el("li", { "data-testid": "note" }, done, el("span", { class: "title" }), remove);
   }
 
