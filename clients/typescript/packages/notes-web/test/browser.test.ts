@@ -4,10 +4,14 @@
  * browser's offline switch, and its link to the server cut), writes, reloads the page (the app
  * opens from the service worker's cache, the queued writes from IndexedDB), comes back online;
  * the other sees the notes appear without a reload; a write the server refuses (its writer made a
- * viewer while offline) shows in the quarantine list. Screenshots go to `target/test-artifacts`.
+ * viewer while offline) shows in the quarantine list. A viewer's controls are disabled with a hint,
+ * as `canWrite` says, and enable when a pull brings the new role; a write the client refuses
+ * locally shows an alert; axe-core finds nothing to fix on the viewer's page. Screenshots go to
+ * `target/test-artifacts` (or `ENGINE_SCREENSHOTS`).
  */
 
 import { mkdirSync } from "node:fs";
+import { createRequire } from "node:module";
 import { join } from "node:path";
 
 import { chromium, type Browser, type BrowserContext, type Page } from "playwright-core";
@@ -19,7 +23,8 @@ import { Link } from "../../notes/test/support/link.js";
 
 const notes = useNotesServer();
 const CHROMIUM = process.env.ENGINE_CHROMIUM ?? "/usr/bin/chromium";
-const artifacts = join(repositoryRoot, "target", "test-artifacts");
+const artifacts = process.env.ENGINE_SCREENSHOTS ?? join(repositoryRoot, "target", "test-artifacts");
+const axeSource = createRequire(import.meta.url).resolve("axe-core/axe.min.js");
 
 let browser: Browser;
 beforeAll(async () => {
@@ -56,6 +61,39 @@ async function submit(page: Page, form: string, values: Record<string, string>):
 }
 
 const waiting = (page: Page) => page.getByTestId("pending").textContent();
+const PHONE = { width: 390, height: 844 };
+const DESKTOP = { width: 1280, height: 800 };
+
+/** Screenshots of `page` at a phone's and a desktop's width, named `notes-web-<name>-<width>.png`. */
+async function screenshots(page: Page, name: string): Promise<void> {
+  for (const size of [PHONE, DESKTOP]) {
+    await page.setViewportSize(size);
+    await page.screenshot({ path: join(artifacts, `notes-web-${name}-${size.width}.png`), fullPage: true });
+  }
+}
+
+/** The rules axe-core finds broken on `page`, each with the elements that break it. */
+async function axeViolations(page: Page): Promise<string[]> {
+  await page.addScriptTag({ path: axeSource });
+  const violations = await page.evaluate(async () => {
+    type Violation = { id: string; nodes: { target: unknown }[] };
+    const axe = (globalThis as unknown as { axe: { run(): Promise<{ violations: Violation[] }> } }).axe;
+    return (await axe.run()).violations;
+  });
+  return violations.map((v) => `${v.id}: ${v.nodes.map((node) => JSON.stringify(node.target)).join(", ")}`);
+}
+
+/** Whether each of the note controls of `page` (adding, done, delete) is disabled. */
+async function noteControls(page: Page): Promise<{ add: boolean; done: boolean; remove: boolean }> {
+  const note = page.getByTestId("note").first();
+  return {
+    add: await page.getByTestId("new-note").locator("button[type=submit]").isDisabled(),
+    done: await note.getByLabel("done").isDisabled(),
+    remove: await note.getByLabel("delete").isDisabled(),
+  };
+}
+const ENABLED = { add: false, done: false, remove: false };
+const DISABLED = { add: true, done: true, remove: true };
 const noteTitles = async (page: Page) => (await page.getByTestId("note").locator(".title").allTextContents()).sort();
 
 describe("the notes web app", () => {
@@ -144,5 +182,79 @@ describe("the notes web app", () => {
     expect(await noteTitles(viewer.page), "the refused note is gone from the list").toEqual([]);
     await viewer.page.screenshot({ path: join(artifacts, "notes-web-quarantine.png") });
     await Promise.all([owner.context.close(), viewer.context.close(), link.close()]);
+  });
+
+  test("a viewer's controls are read-only until a pull makes her an editor", { timeout: 180_000 }, async () => {
+    mkdirSync(artifacts, { recursive: true });
+    const owner = await signedIn("oscar");
+    await submit(owner.page, "new-list", { title: "Picnic" });
+    await owner.page.locator("[data-testid=list].selected", { hasText: "Picnic" }).waitFor();
+    await submit(owner.page, "new-note", { title: "Blanket" });
+    await submit(owner.page, "share", { user: "vic", role: "viewer" });
+    await submit(owner.page, "share", { user: "ed", role: "editor" });
+    await expect.poll(() => waiting(owner.page)).toBe("0 waiting");
+    expect(await noteControls(owner.page)).toEqual(ENABLED);
+    expect(await owner.page.getByTestId("share").locator("button").isDisabled()).toBe(false);
+
+    // The editor changes notes; sharing is the owner's.
+    const editor = await signedIn("ed");
+    await editor.page.locator("[data-testid=list]", { hasText: "Picnic" }).click();
+    await expect.poll(() => editor.page.getByTestId("member").allTextContents()).toContain("ed (editor)");
+    await expect.poll(() => noteControls(editor.page)).toEqual(ENABLED);
+    expect(await editor.page.getByTestId("view-only").isVisible()).toBe(false);
+    expect(await editor.page.getByTestId("share").locator("button").isDisabled()).toBe(true);
+    expect(await editor.page.getByTestId("owner-only").textContent()).toBe("Only the list's owner can share it.");
+    await editor.page.getByTestId("note").getByLabel("done").check();
+    await expect.poll(() => waiting(editor.page)).toBe("0 waiting");
+    await screenshots(editor.page, "editor");
+
+    // The viewer sees every control disabled, and a hint saying why, tied to each control.
+    const viewer = await signedIn("vic");
+    await viewer.page.locator("[data-testid=list]", { hasText: "Picnic" }).click();
+    await expect.poll(() => viewer.page.getByTestId("member").allTextContents()).toContain("vic (viewer)");
+    await expect.poll(() => noteControls(viewer.page)).toEqual(DISABLED);
+    expect(await viewer.page.getByTestId("new-note").locator("[name=title]").isDisabled()).toBe(true);
+    expect(await viewer.page.getByTestId("share").locator("button").isDisabled()).toBe(true);
+    const hint = viewer.page.getByTestId("view-only");
+    expect(await hint.isVisible()).toBe(true);
+    expect(await hint.textContent()).toContain("You can view this list");
+    expect(await viewer.page.getByTestId("note").getByLabel("done").getAttribute("aria-describedby")).toBe(
+      await hint.getAttribute("id"),
+    );
+    await expect.poll(() => viewer.page.getByTestId("note").getByLabel("done").isChecked()).toBe(true);
+    await screenshots(viewer.page, "viewer");
+    expect(await axeViolations(viewer.page), "axe-core on the viewer's page").toEqual([]);
+
+    // A write the client refuses locally (the form forced open) is announced, not dropped silently.
+    await viewer.page.getByTestId("new-note").evaluate((form) => {
+      for (const control of form.querySelectorAll("input, button")) control.removeAttribute("disabled");
+    });
+    await submit(viewer.page, "new-note", { title: "Not mine to add" });
+    const alert = viewer.page.getByRole("alert");
+    await expect.poll(() => alert.textContent()).toContain("forbidden: the actor may not write this row of `notes`");
+    expect(await noteTitles(viewer.page)).toEqual(["Blanket"]);
+    expect(await waiting(viewer.page), "nothing was queued").toBe("0 waiting");
+    expect(await viewer.page.getByTestId("new-note").locator("[name=title]").inputValue(), "the title is kept").toBe(
+      "Not mine to add",
+    );
+    await screenshots(viewer.page, "viewer-refused");
+    expect(await axeViolations(viewer.page), "axe-core with the alert shown").toEqual([]);
+    await alert.getByRole("button", { name: "Dismiss" }).click();
+    expect(await alert.textContent()).toBe("");
+
+    // The owner makes her an editor: the pull that brings the role enables her controls.
+    await submit(owner.page, "share", { user: "vic", role: "editor" });
+    await expect.poll(() => waiting(owner.page)).toBe("0 waiting");
+    await expect.poll(() => viewer.page.getByTestId("member").allTextContents(), { timeout: 20_000 }).toContain(
+      "vic (editor)",
+    );
+    await expect.poll(() => noteControls(viewer.page)).toEqual(ENABLED);
+    expect(await viewer.page.getByTestId("new-note").locator("[name=title]").isDisabled()).toBe(false);
+    expect(await hint.isVisible()).toBe(false);
+    expect(await viewer.page.getByTestId("note").getByLabel("done").getAttribute("aria-describedby")).toBe(null);
+    await submit(viewer.page, "new-note", { title: "Lemonade" });
+    await expect.poll(() => waiting(viewer.page), { timeout: 20_000 }).toBe("0 waiting");
+    await expect.poll(() => noteTitles(owner.page), { timeout: 20_000 }).toEqual(["Blanket", "Lemonade"]);
+    await Promise.all([owner.context.close(), editor.context.close(), viewer.context.close()]);
   });
 });
