@@ -224,6 +224,7 @@ class NotesApp {
     this.newList.setAttribute("aria-label", "New list");
     this.newNote.setAttribute("aria-label", "New note");
     this.share.setAttribute("aria-label", "Share the list");
+    this.share.classList.add("share");
     this.lists = createCollection(engineCollectionOptions({ name: "lists", client }));
     this.members = createCollection(engineCollectionOptions({ name: "list_members", client }));
     this.notes = createCollection(
