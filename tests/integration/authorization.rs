@@ -719,3 +719,33 @@ async fn a_membership_needs_its_buckets_anchor() {
     forbidden(&push(&server, "alice", 3, "add_member", member).await, &["carol"]);
     assert_eq!(count(&db, "SELECT count(*) FROM team_members WHERE team_id = 'red'").await, 1);
 }
+
+/// Issue 37, finding 14: a raw membership rule made every write signal every socket to recompute
+/// its buckets ("everyone"). Now only a write to a table the raw query reads does (server
+/// code's); a write elsewhere signals only those a membership table's change concerns.
+#[tokio::test]
+async fn a_raw_membership_does_not_make_every_write_signal_everyone() {
+    use engine::storage::{PostgresStorage, Storage};
+
+    let db = TestDb::new().await;
+    let storage = PostgresStorage::new(db.pool.clone(), std::sync::Arc::new(app::app()));
+    storage.provision().await.unwrap();
+    let alice = engine::Actor::new("alice", "alice");
+    let mut id = 0;
+    let mut signals = async |name: &str, args: serde_json::Value| {
+        id += 1;
+        let request: engine::wire::PushRequest = serde_json::from_value(json!({
+            "clientId": crate::support::actors::device("alice").1,
+            "mutations": [{"mutationId": id, "clientMutationId": uuid::Uuid::new_v4(), "name": name, "args": args}],
+        }))
+        .unwrap();
+        let pushed = storage.push(&alice, &request).await.unwrap();
+        assert_eq!(pushed.response.results[0].status, engine::wire::MutationStatus::Applied, "{:?}", pushed.response);
+        pushed.membership_changes
+    };
+    signals("create_team", json!({"id": "red", "name": "R"})).await;
+    let task = json!({"id": "t1", "team_id": "red", "assignee": "alice", "title": "no one's buckets"});
+    assert_eq!(signals("add_task", task).await, std::collections::BTreeSet::new());
+    let member = json!({"team_id": "red", "user_id": "bob", "role": "member"});
+    assert_eq!(signals("add_member", member).await, std::collections::BTreeSet::from(["user_id=bob".to_owned()]));
+}
