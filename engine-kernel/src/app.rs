@@ -91,6 +91,11 @@ impl App {
     pub fn is_synced(&self, name: &str) -> bool {
         self.sync_rules.rules.iter().any(|rule| rule.data.iter().any(|s| s.table == name))
     }
+
+    /// The sync rules indexed by the app's tables: which buckets a row lies in.
+    pub fn rule_index(&self) -> crate::rules::buckets::RuleIndex {
+        crate::rules::buckets::RuleIndex::new(self.tables.iter().map(TableDef::meta), &self.sync_rules)
+    }
 }
 
 /// Collects the parts of an [`App`].

@@ -2,9 +2,15 @@
 //! server to turn into queries and the contract to describe. The no-leak lint has already run by
 //! the time this exists: every selection here is scoped by equality to a bucket parameter, and
 //! every parameter comes from an actor claim or an actor-scoped membership query.
+//!
+//! [`buckets`] applies the rules to rows and actors, and [`refusal`] words the writes they
+//! refuse: both for the server and the clients alike.
 
 use crate::column::SqlType;
 use crate::table::Row;
+
+pub mod buckets;
+pub mod refusal;
 
 /// Every bucket definition of an app.
 #[derive(Debug, Clone, Copy)]

@@ -13,6 +13,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use engine_kernel::App;
+use engine_kernel::rules::buckets::RuleIndex;
 use sqlx::PgPool;
 
 pub(crate) use clock::Clock;
@@ -22,7 +23,6 @@ pub use limits::StoreLimits;
 use crate::error::{Error, Result};
 use crate::pg::deadline::{self, Lost, Session};
 use crate::pg::timeouts;
-use crate::rules::RuleIndex;
 use crate::rules::held::{self, MembershipQuery};
 
 /// The state the flows of one app's store share.
@@ -45,7 +45,7 @@ impl Core {
     /// The state of `app`'s store on `pool`, with the default bounds and deadline.
     pub(crate) fn new(pool: PgPool, app: Arc<App>) -> Self {
         Core {
-            rules: RuleIndex::new(&app),
+            rules: app.rule_index(),
             memberships: held::compile(&app),
             pool,
             app,

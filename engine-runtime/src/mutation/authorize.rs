@@ -10,6 +10,8 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
+use engine_kernel::rules::buckets::claim_bucket;
+use engine_kernel::rules::refusal::{self, Refusal};
 use engine_kernel::rules::{ConstFilter, Membership, RuleMeta, WriteRule};
 use engine_kernel::{Actor, BucketKey, Error as KernelError, Row, TableMeta};
 
@@ -17,7 +19,6 @@ use super::PgMutatorTx;
 use super::errors::{ASK_INSTEAD, to_kernel};
 use crate::pg::sql::Sql;
 use crate::pg::sql::ident;
-use crate::rules::buckets::claim_bucket;
 use crate::rules::held::{self, MembershipQuery};
 use crate::rules::selection;
 
@@ -128,55 +129,17 @@ impl Assumed {
     }
 }
 
-/// Why a write is refused.
-#[derive(Debug, Clone, Copy)]
-enum Refusal {
-    /// It puts a row into a bucket the actor does not hold.
-    Puts,
-    /// It grants a bucket, or a permission in one, the actor may not grant.
-    Grants,
-}
-
-/// A refusal in the domain's words: the table and the rule, never the bucket key (which may
-/// hold values the actor did not send). The bucket goes to the server log.
+/// A refusal in the domain's words ([`refusal::forbidden`]); the bucket goes to the server log.
 fn forbidden(table: &str, bucket: &BucketKey, refusal: Refusal) -> KernelError {
     tracing::warn!(table, rule = bucket.rule(), bucket = %bucket, ?refusal, "write refused");
-    let rule = bucket.rule();
-    KernelError::forbidden(match refusal {
-        Refusal::Puts => format!(
-            "the mutation puts a row of `{table}` into a bucket of rule `{rule}` that the actor may not write `{table}` in, and no `accept(...)` of rule `{rule}` admits it"
-        ),
-        Refusal::Grants => format!(
-            "the mutation's write to `{table}` grants a bucket of rule `{rule}` (or a permission in it) that the actor may not grant"
-        ),
-    })
+    refusal::forbidden(table, bucket.rule(), refusal)
 }
 
-/// The refusal of a change to a row lying in `buckets` (none where the actor may write it): it
-/// names each of their rules and what the rule says of `table` (`write(...)`, or nothing).
+/// The refusal of a change to a row lying in `buckets` ([`refusal::forbidden_change`]); the
+/// buckets go to the server log.
 fn forbidden_change(rules: &engine_kernel::SyncRules, table: &str, buckets: &BTreeSet<BucketKey>) -> KernelError {
     tracing::warn!(table, buckets = ?buckets, "write refused");
-    if buckets.is_empty() {
-        return KernelError::forbidden(format!(
-            "this row of `{table}` lies in no bucket: a client mutation writes only rows of a bucket whose rule lets the actor write them"
-        ));
-    }
-    let mut names: Vec<&str> = buckets.iter().map(BucketKey::rule).collect();
-    names.dedup();
-    let said: Vec<String> = names
-        .iter()
-        .map(|name| match rules.rule(name).and_then(|rule| rule.write_rule(table)) {
-            Some(write) if write.is_unconditional() => format!(
-                "rule `{name}` lets its holders write it, and the actor holds none of its buckets this row lies in"
-            ),
-            Some(write) if write.reads_rows() => format!(
-                "rule `{name}` lets only the memberships its `write({table}: …)` names write it, and only rows it names"
-            ),
-            Some(_) => format!("rule `{name}` lets only the memberships its `write({table}: …)` names write it"),
-            None => format!("rule `{name}` has no `write({table})`"),
-        })
-        .collect();
-    KernelError::forbidden(format!("the actor may not write this row of `{table}`: {}", said.join("; ")))
+    refusal::forbidden_change(rules, table, buckets)
 }
 
 impl PgMutatorTx<'_> {
@@ -566,7 +529,7 @@ impl PgMutatorTx<'_> {
     /// mutation's connection sees it. The receiver's claims are the bucket's parameters.
     async fn receiver_holds(&mut self, bucket: &BucketKey, source: &BucketKey) -> KernelResult<bool> {
         let Some(rule) = self.rule(bucket) else { return Ok(false) };
-        let Some(receiver) = crate::rules::buckets::claim_actor(rule, bucket) else { return Ok(false) };
+        let Some(receiver) = engine_kernel::rules::buckets::claim_actor(rule, bucket) else { return Ok(false) };
         let Some(source_rule) = self.rule(source) else { return Ok(false) };
         match self.membership_query(source_rule).cloned() {
             None => Ok(claim_bucket(source_rule, &receiver).as_ref() == Some(source)),
@@ -574,13 +537,10 @@ impl PgMutatorTx<'_> {
         }
     }
 
-    /// The buckets a row of `table` counts as lying in for a write (`docs/design.md` §4): the
-    /// buckets its rule selections put it in and, for a live membership row, the bucket it
-    /// grants.
+    /// The buckets a row of `table` counts as lying in for a write
+    /// ([`RuleIndex::write_buckets`](engine_kernel::rules::buckets::RuleIndex::write_buckets)).
     pub(super) fn write_buckets(&self, table: &TableMeta, row: &Row) -> BTreeSet<BucketKey> {
-        let mut buckets = self.core.rules.row_buckets(table, row);
-        buckets.extend(self.granting().filter_map(|query| query.granted_by(table, row)));
-        buckets
+        self.core.rules.write_buckets(table, row)
     }
 
     /// The membership queries whose rows grant buckets of their own: not those of rules held
@@ -595,16 +555,10 @@ impl PgMutatorTx<'_> {
     pub(super) fn authorize_table(&self, table: &TableMeta) -> KernelResult<()> {
         let rules = self.core.app.sync_rules();
         if rules.is_server_only(table.name) {
-            return Err(KernelError::forbidden(format!(
-                "`{}` is written by server code only (`server_only`): a client mutation may not write it",
-                table.name
-            )));
+            return Err(refusal::forbidden_server_only(table.name));
         }
         if let Some(rule) = rules.raw_reader(table.name) {
-            return Err(KernelError::forbidden(format!(
-                "`{}` is written by server code only: the raw membership query of rule `{}` reads it, and whom a change to it grants cannot be checked",
-                table.name, rule.name
-            )));
+            return Err(refusal::forbidden_raw_reader(table.name, rule.name));
         }
         Ok(())
     }
@@ -618,12 +572,10 @@ impl PgMutatorTx<'_> {
         }
     }
 
-    /// Whether the removal of `row` is its member leaving: a live membership row of a rule with
-    /// `leave`, through which the actor itself holds the bucket.
+    /// Whether the removal of `row` is its member leaving
+    /// ([`RuleIndex::is_leaving`](engine_kernel::rules::buckets::RuleIndex::is_leaving)).
     fn is_leaving(&self, table: &TableMeta, row: &Row) -> bool {
-        self.granting().any(|query| {
-            query.rule().leave && query.granted_by(table, row).is_some() && query.is_members_own(row, &self.actor)
-        })
+        self.core.rules.is_leaving(table, row, &self.actor)
     }
 
     /// May the mutation change or delete a row of `table` that lies in `buckets` (which it can
@@ -806,7 +758,7 @@ impl PgMutatorTx<'_> {
         let Some(rule) = self.rule(bucket) else { return Ok(false) };
         let Some(anchor) = rule.anchor.as_ref() else { return Ok(true) };
         let table = self.core.app.table(anchor.table).expect("rule tables are app tables");
-        let selection = crate::rules::buckets::RuleSelection::new(rule, anchor);
+        let selection = engine_kernel::rules::buckets::RuleSelection::new(rule, anchor);
         let mut sql = Sql::new(format!("SELECT EXISTS (SELECT 1 FROM {} AS t WHERE ", ident(table.name)));
         selection::push_selected(&mut sql, "t", table, &selection, &bucket.params());
         sql.push(")");

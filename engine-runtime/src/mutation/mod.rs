@@ -23,6 +23,7 @@ mod statements;
 
 use std::collections::BTreeSet;
 
+use engine_kernel::rules::buckets::param_text;
 use engine_kernel::rules::{FilterValue, Membership};
 use engine_kernel::{Actor, BoxFuture, BucketKey, Hlc, MergePolicy, MutatorTx, Row, TableMeta};
 use serde_json::Value;
@@ -38,7 +39,6 @@ pub(crate) use required::Required;
 
 use crate::core::Core;
 use crate::pg::values::decode_row;
-use crate::rules::param_text;
 use errors::Failure;
 
 type KernelResult<T> = engine_kernel::Result<T>;

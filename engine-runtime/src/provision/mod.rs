@@ -22,10 +22,10 @@ pub(crate) use apply::{provision, verify};
 pub(crate) use diff::changes;
 pub use locks::ProvisionLocks;
 
+use engine_kernel::rules::buckets::RuleSelection;
 use engine_kernel::{App, MergePolicy, TableMeta};
 
 use crate::pg::sql::{collated, ident, index_name, literal, trigger_function, wire_json};
-use crate::rules::buckets::{RuleIndex, RuleSelection};
 use crate::rules::selection::{bucket_key_of, live};
 
 /// The version of the engine's own schema. A database provisioned by a newer engine is refused.
@@ -120,7 +120,7 @@ impl Step {
 
 /// The plan's statements with what each creates, in order.
 pub(crate) fn steps(app: &App) -> Vec<Step> {
-    let rules = RuleIndex::new(app);
+    let rules = app.rule_index();
     let mut plan: Vec<Step> = engine_tables().iter().map(|sql| Step::parse(sql)).collect();
     let mut tables: Vec<&TableMeta> = app.tables().iter().map(|def| def.meta()).collect();
     tables.sort_by_key(|t| t.name);

@@ -8,13 +8,13 @@
 use std::borrow::Cow;
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 
+use engine_kernel::rules::buckets::RuleIndex;
 use engine_kernel::wire::Tombstone;
 use engine_kernel::{BucketKey, Hlc, Row, TableMeta};
 use serde::de::{self, Deserialize, Deserializer};
 use serde_json::Value;
 
 use crate::pull::Pulled;
-use crate::rules::buckets::RuleIndex;
 
 /// The most entries a page makes room for before it has any.
 const PREALLOCATED: usize = 1_000;
@@ -235,7 +235,6 @@ mod tests {
     use proptest::prelude::*;
 
     use super::Page;
-    use crate::rules::buckets::RuleIndex;
 
     fn clock() -> impl Strategy<Value = Hlc> {
         (0..=9_999_999_999_999u64, any::<u16>(), "[A-Za-z0-9_-]{1,12}")
@@ -247,7 +246,7 @@ mod tests {
         #[test]
         fn the_newest_stamp_is_the_greatest_clock(rows in prop::collection::vec(prop::collection::vec(clock(), 0..4), 1..8)) {
             let app = example_notes::app();
-            let rules = RuleIndex::new(&app);
+            let rules = app.rule_index();
             let requested = BTreeSet::new();
             let mut page = Page::new(&rules, &requested, 10, 1 << 20);
             for stamps in &rows {
@@ -262,7 +261,7 @@ mod tests {
     #[test]
     fn stamps_are_read_as_one_reading_or_an_object_and_anything_else_is_ignored() {
         let app = example_notes::app();
-        let rules = RuleIndex::new(&app);
+        let rules = app.rule_index();
         let requested = BTreeSet::new();
         let mut page = Page::new(&rules, &requested, 10, 1 << 20);
         for garbage in ["", "[]", "{\"a\": 1}", "not json", "{\"a\": \"x\""] {

@@ -14,7 +14,6 @@ use super::{PLANNER, scan_tombstones};
 use crate::pg::sql::Sql;
 use crate::pg::test_db::TestDb;
 use crate::pull::cursor::{Group, TombstonePosition};
-use crate::rules::buckets::RuleIndex;
 use crate::rules::selection::{WalkStep, push_walk};
 use crate::storage::Storage;
 use crate::storage::postgres::PostgresStorage;
@@ -75,7 +74,7 @@ fn nodes<'p>(plan: &'p Value, above: &mut Vec<String>, out: &mut Vec<(Vec<String
 
 async fn explain(pool: &PgPool, step: &WalkStep<'_>, rule: &str) -> Value {
     let app = example_notes::app();
-    let rules = RuleIndex::new(&app);
+    let rules = app.rule_index();
     let selection = rules.selections("notes").iter().find(|s| s.rule.name == rule).unwrap().clone();
     let table = app.table("notes").unwrap();
     let mut sql = Sql::new("EXPLAIN (ANALYZE, BUFFERS, FORMAT JSON) ");
@@ -222,7 +221,7 @@ fn tombstones_come_in_transaction_order_across_a_digit_boundary() {
         .await
         .unwrap();
         let app = example_notes::app();
-        let rules = RuleIndex::new(&app);
+        let rules = app.rule_index();
         let bucket = engine_kernel::BucketKey::parse("shared/l").unwrap();
         let requested = std::collections::BTreeSet::from([bucket.clone()]);
         let mut group = Group { buckets: vec![bucket], rows: 0, tombstones: TombstonePosition::at(1), walk: None };

@@ -7,6 +7,7 @@
 
 use std::collections::HashSet;
 
+use engine_kernel::rules::buckets::{RuleIndex, RuleSelection};
 use engine_kernel::{BucketKey, Row, SqlType, TableMeta};
 use futures_util::TryStreamExt;
 use sqlx::postgres::PgRow;
@@ -19,7 +20,6 @@ use crate::error::{Error, Result};
 use crate::pg::sql;
 use crate::pg::sql::Sql;
 use crate::pg::values::{decode_columns, decode_key, write_row};
-use crate::rules::buckets::{RuleIndex, RuleSelection};
 use crate::rules::selection::{self, WalkStep};
 
 /// The walk selections of `group`, in walk order: every selection of a synced table whose rule has a

@@ -4,6 +4,7 @@
 
 use std::collections::BTreeSet;
 
+use engine_kernel::rules::buckets::{claim_bucket, claim_text};
 use engine_kernel::rules::{ConstFilter, FilterValue, Membership, MembershipFilter, ParamSource, RawPiece, RuleMeta};
 use engine_kernel::{Actor, App, BucketKey, Row, TableMeta};
 use sqlx::PgConnection;
@@ -12,7 +13,6 @@ use super::selection::{column, live, push_as_column};
 use crate::error::Result;
 use crate::pg::sql::Sql;
 use crate::pg::sql::{constant, ident};
-use crate::rules::buckets::{claim_bucket, param_text};
 
 /// A rule's membership query: the parameter values of the rule's buckets the actor holds.
 #[derive(Debug, Clone)]
@@ -56,11 +56,6 @@ pub(crate) fn compile(app: &App) -> Vec<MembershipQuery> {
     queries
 }
 
-/// The text of `actor`'s claim, as bound into a membership query.
-fn claim_text(claim: engine_kernel::rules::Claim, actor: &Actor) -> Option<String> {
-    param_text(&claim.value(actor)?)
-}
-
 impl MembershipQuery {
     /// The rule the query belongs to.
     pub(crate) fn rule(&self) -> &'static RuleMeta {
@@ -72,43 +67,9 @@ impl MembershipQuery {
         matches!(self.source, Source::Raw(_))
     }
 
-    /// The bucket a row of `table` makes its member hold, if it is a live membership row of this
-    /// query's table matching its constant filters: its parameters are read from the row (a
-    /// claim parameter from the column the query compares with that claim). `None` for a raw
-    /// query, another table, or a row that grants nothing.
+    /// The bucket a row of `table` makes its member hold ([`RuleMeta::granted_by`]).
     pub(crate) fn granted_by(&self, table: &TableMeta, row: &Row) -> Option<BucketKey> {
-        let Source::Table { table: members, filters } = &self.source else { return None };
-        if members.name != table.name || !table.is_live(row) {
-            return None;
-        }
-        for filter in *filters {
-            if let FilterValue::Const(value) = filter.value
-                && row.get(filter.column) != Some(&value.to_json())
-            {
-                return None;
-            }
-        }
-        let mut params = Vec::with_capacity(self.rule.parameters.len());
-        for param in self.rule.parameters {
-            let column = match param.source {
-                ParamSource::Membership { column } => column,
-                ParamSource::Claim(claim) => {
-                    filters.iter().find(|f| matches!(f.value, FilterValue::Claim(c) if c == claim))?.column
-                }
-            };
-            params.push(param_text(row.get(column)?)?);
-        }
-        Some(BucketKey::new(self.rule.name, &params))
-    }
-
-    /// Whether `row` is the membership row of the actor itself: every column the query compares
-    /// with a claim holds the actor's claim.
-    pub(crate) fn is_members_own(&self, row: &Row, actor: &Actor) -> bool {
-        let Source::Table { filters, .. } = &self.source else { return false };
-        filters.iter().all(|filter| match filter.value {
-            FilterValue::Claim(claim) => row.get(filter.column).and_then(param_text) == claim_text(claim, actor),
-            FilterValue::Const(_) => true,
-        })
+        self.rule.granted_by(table, row)
     }
 
     /// `EXISTS (…)`: some live membership row grants bucket `key` (to anyone); `None` for a raw

@@ -13,10 +13,10 @@
 //! A pull reads a selection's rows with [`push_walk`]: bucket by bucket, each an ordered range
 //! scan of the `(scope, _engine_xid, key)` index bounded by the rows still wanted.
 
+use engine_kernel::rules::buckets::{RuleSelection, param_text};
 use engine_kernel::{ColumnMeta, SqlType, TableMeta};
 
 use crate::pg::sql::{NEWEST_STAMP, Sql, constant, ident, literal, ordered};
-use crate::rules::buckets::{RuleSelection, param_text};
 
 /// `alias.column`, quoted.
 pub(crate) fn column(alias: &str, name: &str) -> String {

@@ -77,7 +77,7 @@ const FAR: u64 = 30 * 365 * 24 * 3600;
 fn claims(actor: &Actor) -> Vec<String> {
     let mut claims = vec![format!("user_id={}", actor.user_id), format!("owner_id={}", actor.owner_id)];
     for (name, value) in &actor.claims {
-        if let Some(text) = crate::rules::buckets::param_text(value) {
+        if let Some(text) = engine_kernel::rules::buckets::param_text(value) {
             claims.push(format!("claims.{name}={text}"));
         }
     }

@@ -7,6 +7,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
+use engine_kernel::rules::buckets::{RuleIndex, RuleSelection};
 use engine_kernel::{App, BucketKey, Row, SqlType, TableMeta};
 use proptest::prelude::*;
 use proptest::test_runner::{Config, TestCaseError, TestRunner};
@@ -18,7 +19,6 @@ use crate::pg::sql::Sql;
 use crate::pg::sql::ident;
 use crate::pg::test_db::TestDb;
 use crate::pg::values::{decode_row, push_value};
-use crate::rules::buckets::{RuleIndex, RuleSelection};
 use crate::storage::Storage;
 use crate::storage::postgres::PostgresStorage;
 
@@ -291,7 +291,7 @@ async fn check(app: &App, rules: &RuleIndex, pool: &PgPool, case: &Case) -> Resu
 fn sql_and_rust_agree_on_which_rows_a_bucket_holds() {
     let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
     let app = example_notes::app();
-    let rules = RuleIndex::new(&app);
+    let rules = app.rule_index();
     let tables: Vec<&'static TableMeta> = app.tables().iter().map(|def| def.meta()).collect();
     let db = runtime.block_on(TestDb::new());
     let storage = PostgresStorage::new(db.pool.clone(), std::sync::Arc::new(example_notes::app()));

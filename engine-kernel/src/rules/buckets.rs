@@ -1,20 +1,25 @@
-//! Which buckets a row is in, and which a claim-only rule gives an actor: the sync rules applied
-//! to values in Rust. The same rules applied in SQL live in the store (membership queries and the
-//! change-tracking triggers); both produce the same canonical bucket keys.
+//! Which buckets a row lies in, which a membership row grants, and which a claim-only rule gives
+//! an actor: the sync rules applied to values in Rust, by the server (`engine-runtime`) and by
+//! the clients' offline evaluation of the write rules alike (`docs/design.md` §4). The same
+//! rules applied in SQL live in the server's store (membership queries and the change-tracking
+//! triggers); both produce the same canonical bucket keys.
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use engine_kernel::rules::{Claim, ParamSource, RuleMeta, Selection};
-use engine_kernel::{Actor, App, BucketKey, Row, TableMeta};
 use serde_json::Value;
+
+use super::{Claim, FilterValue, Membership, ParamSource, RuleMeta, Selection, SyncRules};
+use crate::{Actor, BucketKey, Row, TableMeta};
 
 /// One selection of a rule, with the rule it belongs to: which rows of its table a bucket of the
 /// rule holds. The model both evaluations read: [`RuleSelection::bucket_of`] here, in Rust, and
-/// the selection compiler of the Postgres store, in SQL.
+/// the selection compiler of the server's Postgres store, in SQL.
 #[derive(Debug, Clone)]
-pub(crate) struct RuleSelection {
-    pub(crate) rule: &'static RuleMeta,
-    pub(crate) selection: &'static Selection,
+pub struct RuleSelection {
+    /// The rule.
+    pub rule: &'static RuleMeta,
+    /// One of its selections.
+    pub selection: &'static Selection,
     /// The column that gives each parameter its value (the first that the selection compares
     /// with it), in parameter order.
     scope: Vec<&'static str>,
@@ -24,7 +29,8 @@ pub(crate) struct RuleSelection {
 }
 
 impl RuleSelection {
-    pub(crate) fn new(rule: &'static RuleMeta, selection: &'static Selection) -> Self {
+    /// `selection` of `rule`, its columns read once.
+    pub fn new(rule: &'static RuleMeta, selection: &'static Selection) -> Self {
         let mut scope = Vec::with_capacity(rule.parameters.len());
         let mut ties = Vec::new();
         for param in rule.parameters {
@@ -37,19 +43,19 @@ impl RuleSelection {
     }
 
     /// The column that gives each of the rule's parameters its value, in parameter order.
-    pub(crate) fn scope_columns(&self) -> &[&'static str] {
+    pub fn scope_columns(&self) -> &[&'static str] {
         &self.scope
     }
 
     /// Each further column compared with a parameter, with the column of
     /// [`scope_columns`](Self::scope_columns) it must equal.
-    pub(crate) fn ties(&self) -> &[(&'static str, &'static str)] {
+    pub fn ties(&self) -> &[(&'static str, &'static str)] {
         &self.ties
     }
 
     /// The bucket of `row` under this selection, if the row passes its filters. (Whether the row
     /// is live is the table's business: see [`RuleIndex::row_buckets`].)
-    pub(crate) fn bucket_of(&self, row: &Row) -> Option<BucketKey> {
+    pub fn bucket_of(&self, row: &Row) -> Option<BucketKey> {
         let passes = self.selection.filters.iter().all(|f| f.value.matches(row.get(f.column)));
         let tied = self.ties.iter().all(|(column, first)| {
             let text = |c: &str| row.get(c).and_then(param_text);
@@ -64,7 +70,7 @@ impl RuleSelection {
 }
 
 /// The text form of a value as a bucket parameter (`ParamValue::to_param`, and Postgres' `::text`).
-pub(crate) fn param_text(value: &Value) -> Option<String> {
+pub fn param_text(value: &Value) -> Option<String> {
     match value {
         Value::String(s) => Some(s.clone()),
         Value::Number(n) => Some(n.to_string()),
@@ -75,7 +81,8 @@ pub(crate) fn param_text(value: &Value) -> Option<String> {
 
 /// The sync rules of an app, indexed by table.
 #[derive(Debug, Clone)]
-pub(crate) struct RuleIndex {
+pub struct RuleIndex {
+    rules: SyncRules,
     tables: Vec<(&'static TableMeta, Vec<RuleSelection>)>,
     /// Per rule, a digest of which rows its buckets hold (parameters and selections, not the
     /// membership query): when it differs from a cursor's, the cursor's rows of that rule are
@@ -84,14 +91,12 @@ pub(crate) struct RuleIndex {
 }
 
 impl RuleIndex {
-    pub(crate) fn new(app: &App) -> Self {
-        let tables = app
-            .tables()
-            .iter()
-            .map(|def| {
-                let meta = def.meta();
-                let selections = app
-                    .sync_rules()
+    /// The index of `rules` over `tables` (an app's: [`App::rule_index`](crate::App::rule_index)).
+    pub fn new(tables: impl IntoIterator<Item = &'static TableMeta>, rules: &SyncRules) -> Self {
+        let tables = tables
+            .into_iter()
+            .map(|meta| {
+                let selections = rules
                     .rules
                     .iter()
                     .flat_map(|rule| {
@@ -104,37 +109,72 @@ impl RuleIndex {
                 (meta, selections)
             })
             .collect();
-        let versions = app.sync_rules().rules.iter().map(|rule| (rule.name, rule_version(rule))).collect();
-        RuleIndex { tables, versions }
+        let versions = rules.rules.iter().map(|rule| (rule.name, rule_version(rule))).collect();
+        RuleIndex { rules: *rules, tables, versions }
     }
 
-    /// The version of rule `rule` (see [`RuleIndex::versions`]).
-    pub(crate) fn version(&self, rule: &str) -> Option<&str> {
+    /// The rules indexed.
+    pub fn rules(&self) -> &SyncRules {
+        &self.rules
+    }
+
+    /// The table named `name`.
+    pub fn table(&self, name: &str) -> Option<&'static TableMeta> {
+        self.tables.iter().map(|(table, _)| *table).find(|table| table.name == name)
+    }
+
+    /// The version of rule `rule`: a digest of which rows its buckets hold (its parameters and
+    /// selections, not its membership query). When it differs from a cursor's, the cursor's rows of
+    /// that rule are not what the rule selects now.
+    pub fn version(&self, rule: &str) -> Option<&str> {
         self.versions.get(rule).map(String::as_str)
     }
 
     /// The selections that read `table`.
-    pub(crate) fn selections(&self, table: &str) -> &[RuleSelection] {
+    pub fn selections(&self, table: &str) -> &[RuleSelection] {
         self.tables.iter().find(|(t, _)| t.name == table).map_or(&[], |(_, s)| s.as_slice())
     }
 
     /// The selections of the rule named `rule`.
-    pub(crate) fn rule_selections<'a>(&'a self, rule: &'a str) -> impl Iterator<Item = &'a RuleSelection> + 'a {
+    pub fn rule_selections<'a>(&'a self, rule: &'a str) -> impl Iterator<Item = &'a RuleSelection> + 'a {
         self.tables.iter().flat_map(|(_, selections)| selections).filter(move |s| s.rule.name == rule)
     }
 
     /// The buckets `row` of `table` is in. A soft-deleted row is in none: clients see it as a
     /// tombstone.
-    pub(crate) fn row_buckets(&self, table: &TableMeta, row: &Row) -> BTreeSet<BucketKey> {
+    pub fn row_buckets(&self, table: &TableMeta, row: &Row) -> BTreeSet<BucketKey> {
         if !table.is_live(row) {
             return BTreeSet::new();
         }
         self.selections(table.name).iter().filter_map(|s| s.bucket_of(row)).collect()
     }
 
+    /// The buckets a row of `table` counts as lying in for a write (`docs/design.md` §4): the
+    /// buckets its rule selections put it in and, for a live membership row, the bucket it
+    /// grants. A rule held `while(...)` another's grants nothing of its own: its grants are the
+    /// other rule's.
+    pub fn write_buckets(&self, table: &TableMeta, row: &Row) -> BTreeSet<BucketKey> {
+        let mut buckets = self.row_buckets(table, row);
+        buckets.extend(self.granting().filter_map(|rule| rule.granted_by(table, row)));
+        buckets
+    }
+
+    /// The rules whose membership rows grant buckets of their own: not those held `while(...)`
+    /// another's, whose buckets a membership row grants only as it grants the other's.
+    pub fn granting(&self) -> impl Iterator<Item = &'static RuleMeta> + '_ {
+        self.rules.rules.iter().filter(|rule| rule.held_while.is_none())
+    }
+
+    /// Whether the removal of `row` of `table` is `actor` leaving a bucket: a live membership
+    /// row of a rule with `leave`, through which the actor itself holds the bucket.
+    pub fn is_leaving(&self, table: &TableMeta, row: &Row, actor: &Actor) -> bool {
+        self.granting()
+            .any(|rule| rule.leave && rule.granted_by(table, row).is_some() && rule.is_members_own(row, actor))
+    }
+
     /// The columns of `table` whose values decide the buckets a row is in: scope and filter
     /// columns of its selections, and its soft-delete column.
-    pub(crate) fn deciding_columns(&self, table: &TableMeta) -> Vec<&'static str> {
+    pub fn deciding_columns(&self, table: &TableMeta) -> Vec<&'static str> {
         let mut columns: Vec<&'static str> = table.soft_delete.into_iter().collect();
         for s in self.selections(table.name) {
             columns.extend(s.selection.scope.iter().map(|eq| eq.column));
@@ -146,7 +186,7 @@ impl RuleIndex {
     }
 
     /// The synced tables.
-    pub(crate) fn synced_tables(&self) -> impl Iterator<Item = &'static TableMeta> + '_ {
+    pub fn synced_tables(&self) -> impl Iterator<Item = &'static TableMeta> + '_ {
         self.tables.iter().filter(|(_, s)| !s.is_empty()).map(|(t, _)| *t)
     }
 }
@@ -174,7 +214,7 @@ fn rule_version(rule: &RuleMeta) -> String {
 
 /// The bucket a rule whose parameters all come from claims gives `actor`, if the actor has every
 /// claim it needs.
-pub(crate) fn claim_bucket(rule: &RuleMeta, actor: &Actor) -> Option<BucketKey> {
+pub fn claim_bucket(rule: &RuleMeta, actor: &Actor) -> Option<BucketKey> {
     let params = rule
         .parameters
         .iter()
@@ -190,7 +230,7 @@ pub(crate) fn claim_bucket(rule: &RuleMeta, actor: &Actor) -> Option<BucketKey> 
 /// rule's claim parameters tell its claims (the others are empty). A claim bucket, or one held
 /// `while(...)` another's (by the actor its claims name, through that one's memberships).
 /// `None` for another rule with a membership query, or a key that does not fit the rule.
-pub(crate) fn claim_actor(rule: &RuleMeta, key: &BucketKey) -> Option<Actor> {
+pub fn claim_actor(rule: &RuleMeta, key: &BucketKey) -> Option<Actor> {
     if rule.membership.is_some() && rule.held_while.is_none() {
         return None;
     }
@@ -211,10 +251,59 @@ pub(crate) fn claim_actor(rule: &RuleMeta, key: &BucketKey) -> Option<Actor> {
     Some(actor)
 }
 
+impl RuleMeta {
+    /// The bucket of this rule a row of `table` makes its member hold, if it is a live row of
+    /// the rule's membership table matching its constant filters: its parameters are read from
+    /// the row (a claim parameter from the column the query compares with that claim). `None`
+    /// for a rule without a membership table, another table, or a row that grants nothing. A
+    /// rule held `while(...)` another's is answered too: whether its grants count is the
+    /// caller's business.
+    pub fn granted_by(&self, table: &TableMeta, row: &Row) -> Option<BucketKey> {
+        let Some(Membership::Table { table: members, filters }) = self.membership else { return None };
+        if members != table.name || !table.is_live(row) {
+            return None;
+        }
+        for filter in filters {
+            if let FilterValue::Const(value) = filter.value
+                && row.get(filter.column) != Some(&value.to_json())
+            {
+                return None;
+            }
+        }
+        let mut params = Vec::with_capacity(self.parameters.len());
+        for param in self.parameters {
+            let column = match param.source {
+                ParamSource::Membership { column } => column,
+                ParamSource::Claim(claim) => {
+                    filters.iter().find(|f| matches!(f.value, FilterValue::Claim(c) if c == claim))?.column
+                }
+            };
+            params.push(param_text(row.get(column)?)?);
+        }
+        Some(BucketKey::new(self.name, &params))
+    }
+
+    /// Whether `row` of the rule's membership table is the membership row of `actor` itself:
+    /// every column the membership query compares with a claim holds the actor's claim. Never
+    /// for a rule without a membership table.
+    pub fn is_members_own(&self, row: &Row, actor: &Actor) -> bool {
+        let Some(Membership::Table { filters, .. }) = self.membership else { return false };
+        filters.iter().all(|filter| match filter.value {
+            FilterValue::Claim(claim) => row.get(filter.column).and_then(param_text) == claim_text(claim, actor),
+            FilterValue::Const(_) => true,
+        })
+    }
+}
+
+/// The text of `actor`'s claim, as a bucket parameter and as bound into a membership query.
+pub fn claim_text(claim: Claim, actor: &Actor) -> Option<String> {
+    param_text(&claim.value(actor)?)
+}
+
 #[cfg(test)]
 mod tests {
-    use engine_kernel::SqlType;
-    use engine_kernel::rules::{ParamMeta, ScopeEq};
+    use crate::SqlType;
+    use crate::rules::{ParamMeta, ScopeEq};
     use serde_json::json;
 
     use super::*;
@@ -229,11 +318,7 @@ mod tests {
     static RULE: RuleMeta = RuleMeta {
         name: "self",
         description: "",
-        parameters: &[ParamMeta {
-            name: "u",
-            sql_type: SqlType::Text,
-            source: ParamSource::Claim(engine_kernel::rules::Claim::UserId),
-        }],
+        parameters: &[ParamMeta { name: "u", sql_type: SqlType::Text, source: ParamSource::Claim(Claim::UserId) }],
         membership: None,
         data: std::slice::from_ref(&SELECTION),
         writes: &[],
