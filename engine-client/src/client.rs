@@ -209,7 +209,9 @@ impl Client {
     ///
     /// # Errors
     /// [`Error::Mutation`] when the local run refuses it (bad arguments, a business rule, a key
-    /// that exists): nothing is queued then. [`Error::Store`] when the store fails.
+    /// that exists), or makes a write the server would certainly refuse (`forbidden`, in the
+    /// server's words, even when the mutator went on past it): nothing is queued then.
+    /// [`Error::Store`] when the store fails.
     pub async fn mutate<M: Mutator>(&self, args: M::Args) -> Result<Queued> {
         let args = serde_json::to_value(args).map_err(|e| engine_kernel::Error::validation(e.to_string()))?;
         self.mutate_named(M::NAME, args).await
@@ -308,6 +310,18 @@ impl Client {
     /// [`Error::Store`] when the store fails.
     pub async fn get<T: Table>(&self, key: &T::Key) -> Result<Option<T>> {
         self.collection::<T>().get(key).await
+    }
+
+    /// Whether the actor may update `row`, as far as the client can tell offline from the
+    /// buckets its pulls said it holds and the membership rows it has (`docs/design.md` §4,
+    /// "Offline."; `canWrite` in the TypeScript client): `Some(false)` when the server would
+    /// certainly refuse, `None` when only the server can tell. For a UI to show read-only
+    /// controls; the server stays the authority.
+    ///
+    /// # Errors
+    /// [`Error::Store`] when the store fails.
+    pub async fn may_update<T: Table>(&self, row: &T) -> Result<Option<bool>> {
+        self.inner.store.may_update(T::META, &row.to_row()).await
     }
 
     /// The client's state now.

@@ -3,6 +3,8 @@
 //!
 //! - [`Client`] and [`ClientBuilder`] (`client`): the handle — mutate, pull, push, read
 //!   [`Collection`]s and [`LiveQuery`]s, presence, status.
+//! - `authorize`: the write rules evaluated offline, so a write the server would certainly
+//!   refuse fails locally, in the server's words.
 //! - `store`: the local SQLite store — the view the app reads, the confirmed base, the outbox,
 //!   the quarantine; pull pages applied atomically, and the rebase of pending mutations.
 //! - `state`: what the handle and the background tasks share.
@@ -21,6 +23,7 @@
 #![warn(missing_docs)]
 
 pub mod auth;
+mod authorize;
 mod backoff;
 mod client;
 mod error;

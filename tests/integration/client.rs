@@ -1078,3 +1078,91 @@ async fn a_write_after_a_pull_wins_over_what_a_fast_clock_wrote_before() {
     })
     .await;
 }
+
+/// A mutator that retitles notes and goes on past every error: a refused write still fails it.
+mod quietly {
+    use engine::{MutatorCtx, Outcome, Result};
+    use example_notes::Note;
+
+    #[engine::args]
+    pub(crate) struct Retitle {
+        pub ids: Vec<String>,
+        pub title: String,
+    }
+
+    /// Retitle each of `ids`, ignoring what fails.
+    #[engine::mutator]
+    pub(crate) async fn retitle_quietly(ctx: &mut MutatorCtx<'_>, args: Retitle) -> Result<Outcome> {
+        for id in &args.ids {
+            let _ignored = ctx.update::<Note>(id, [Note::title.set(args.title.clone())]).await;
+        }
+        Ok(Outcome::new())
+    }
+
+    /// The notes app with `retitle_quietly`, which only the client knows: a mutation of it that
+    /// reached the server would be rejected as unknown, not `forbidden`.
+    pub(crate) fn app() -> engine::App {
+        use example_notes::mutators::*;
+        engine::app! {
+            tables: [example_notes::List, example_notes::ListMember, Note],
+            mutators: [create_list, share_list, unshare_list, add_note, update_note, edit_note_body, move_note, delete_note, purge_note, retitle_quietly],
+            sync_rules: example_notes::rules,
+        }
+    }
+}
+
+#[tokio::test]
+async fn a_viewers_edit_is_refused_offline_in_the_servers_words_and_an_editors_goes_through() {
+    use crate::support::actors;
+    let db = TestDb::new().await;
+    let server = TestServer::start(&db, |b| b).await;
+    let url = server.url("");
+    let alice = notes_client(&url, "alice", StoreLocation::Memory, |b| b.background(false)).await;
+    alice.mutate::<create_list>(CreateList { id: Some("l1".into()), title: "shared".into() }).await.unwrap();
+    alice
+        .mutate::<add_note>(AddNote { id: Some("n1".into()), list_id: "l1".into(), title: "milk".into() })
+        .await
+        .unwrap();
+    share(&alice, "l1", "bob").await;
+    let viewer = ShareList { list_id: "l1".into(), user_id: "carol".into(), role: ShareRole::Viewer };
+    alice.mutate::<share_list>(viewer).await.unwrap();
+    alice.sync().await.unwrap();
+    let bob = notes_client(&url, "bob", StoreLocation::Memory, |b| b.background(false)).await;
+    let carol = notes_client(&url, "carol", StoreLocation::Memory, |b| b.background(false).app(quietly::app())).await;
+    bob.pull().await.unwrap();
+    carol.pull().await.unwrap();
+    let seen = note(&carol, "n1").await.expect("carol sees the note");
+
+    // The server's words for carol's edit, pushed raw from another device of hers.
+    let edit = UpdateNote { id: "n1".into(), title: Some("carol's".into()), done: None, position: None };
+    let raw = actors::push(&server, "carol", 1, "update_note", serde_json::to_value(&edit).unwrap()).await;
+    let words = actors::forbidden(&raw, &[]);
+
+    // Her client refuses the same write offline, in those words: nothing written, nothing queued.
+    let refused = carol.mutate::<update_note>(edit).await;
+    match &refused {
+        Err(engine::client::Error::Mutation(error @ engine::Error::Forbidden(_))) => {
+            assert_eq!(error.to_string(), words);
+        }
+        other => panic!("not refused as `forbidden`: {other:?}"),
+    }
+    // Also when the mutator goes on past the refusal, as the server fails the whole mutation.
+    let quiet = quietly::Retitle { ids: vec!["n1".into()], title: "carol's".into() };
+    let refused = carol.mutate_named("retitle_quietly", serde_json::to_value(&quiet).unwrap()).await;
+    assert!(
+        matches!(&refused, Err(engine::client::Error::Mutation(error @ engine::Error::Forbidden(_))) if error.to_string() == words),
+        "{refused:?}"
+    );
+    assert_eq!(carol.status().pending, 0);
+    assert_eq!(note(&carol, "n1").await.map(|n| n.title), Some("milk".into()));
+    assert_eq!(carol.may_update(&seen).await.unwrap(), Some(false));
+
+    // Bob, an editor, edits it: it goes through.
+    assert_eq!(bob.may_update(&seen).await.unwrap(), Some(true));
+    let edit = UpdateNote { id: "n1".into(), title: Some("oat milk".into()), done: None, position: None };
+    bob.mutate::<update_note>(edit).await.unwrap();
+    bob.sync().await.unwrap();
+    alice.pull().await.unwrap();
+    assert_eq!(note(&alice, "n1").await.map(|n| n.title), Some("oat milk".into()));
+    assert!(bob.quarantined().await.unwrap().is_empty());
+}

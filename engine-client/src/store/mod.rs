@@ -2,6 +2,7 @@
 //! base, the outbox and the quarantine. Every operation is one SQLite transaction.
 
 mod apply;
+mod holdings;
 mod outbox;
 mod schema;
 mod sql;
@@ -13,6 +14,7 @@ use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use engine_kernel::rules::buckets::RuleIndex;
 use engine_kernel::wire::{MutationResult, PullResponse};
 use engine_kernel::{Actor, App, HlcClock, MutatorCtx, Outcome, Row, TableMeta};
 use serde_json::Value;
@@ -60,6 +62,8 @@ pub(crate) fn now_ms() -> i64 {
 pub(crate) struct Store {
     pool: SqlitePool,
     app: Arc<App>,
+    /// The app's sync rules indexed by table, for the write rules evaluated offline.
+    rules: RuleIndex,
     actor: Actor,
     client_id: uuid::Uuid,
     clock: Mutex<HlcClock>,
@@ -121,7 +125,8 @@ impl Store {
         }
         tx.commit().await?;
         let clock = Mutex::new(clock);
-        Ok(Store { pool, app, actor, client_id, clock })
+        let rules = app.rule_index();
+        Ok(Store { pool, app, rules, actor, client_id, clock })
     }
 
     pub(crate) fn client_id(&self) -> uuid::Uuid {
@@ -137,7 +142,8 @@ impl Store {
     }
 
     /// Run mutator `name` on the view and queue it, in one transaction. A mutation its local run
-    /// refuses is not queued.
+    /// refuses is not queued, nor is one with a write the server would certainly refuse
+    /// (`forbidden`, whatever the mutator made of it).
     pub(crate) async fn mutate(&self, name: &str, args: Value) -> Result<Queued> {
         let mut tx = self.write().await?;
         let queued = self.queue(&mut tx, name, args).await?;
@@ -151,11 +157,16 @@ impl Store {
         let hlc = self.clock.lock().unwrap_or_else(std::sync::PoisonError::into_inner).now();
         schema::set_meta(conn, "clock", &hlc.to_string()).await?;
         let client_mutation_id = uuid::Uuid::now_v7();
-        let outcome = {
-            let mut local = tx::LocalTx::new(conn, &self.app, self.actor.clone(), hlc.clone(), client_mutation_id);
-            let mut ctx = MutatorCtx::new(&mut local);
-            def.run(&mut ctx, args.clone()).await?
+        let (outcome, refusal) = {
+            let mut local = tx::LocalTx::new(conn, &self.app, self.actor.clone(), hlc.clone(), client_mutation_id)
+                .checked(&self.rules, &self.actor);
+            let outcome = def.run(&mut MutatorCtx::new(&mut local), args.clone()).await;
+            (outcome, local.refusal())
         };
+        if let Some(refused) = refusal {
+            return Err(refused.into());
+        }
+        let outcome = outcome?;
         let mutation_id = outbox::take_mutation_id(conn).await?;
         let entry = Entry {
             mutation_id,
@@ -262,6 +273,23 @@ impl Store {
         let found = outbox::unquarantine(&mut tx, client_mutation_id).await?.is_some();
         tx.commit().await?;
         Ok(found)
+    }
+
+    /// Whether the actor may update `row` of `table`, as far as the store can tell
+    /// ([`crate::authorize`]): `None` when only the server can.
+    pub(crate) async fn may_update(&self, table: &'static TableMeta, row: &Row) -> Result<Option<bool>> {
+        let mut conn = self.pool.acquire().await?;
+        let holdings = holdings::read(&mut conn, &self.rules, &self.actor).await?;
+        let verdict = crate::authorize::WriteContext::new(&self.rules, &self.actor, holdings).authorize(
+            table,
+            Some(row),
+            Some(row),
+        );
+        Ok(match verdict {
+            crate::authorize::Verdict::Allowed => Some(true),
+            crate::authorize::Verdict::Refused(_) => Some(false),
+            crate::authorize::Verdict::Unknown => None,
+        })
     }
 
     /// The live rows of `table`'s view whose columns equal `filter`, in key order.

@@ -3,14 +3,20 @@
 //!
 //! It reads and writes the view tables (what the app sees) inside the caller's SQLite
 //! transaction, and notes every row it writes in `_engine_touched`, so a rebase knows which rows
-//! to reset to the confirmed base before it replays the pending mutations. There is no
-//! authorization here: the local store holds only the actor's buckets, and the server decides.
-//! Tables no sync rule covers have no local copy: writes to them are the server's business and
-//! do nothing here, and reads find nothing.
+//! to reset to the confirmed base before it replays the pending mutations. Tables no sync rule
+//! covers have no local copy: writes to them do nothing here, and reads find nothing.
+//!
+//! A mutation's first run ([`LocalTx::checked`]) holds each write to the write rules, evaluated
+//! offline ([`crate::authorize`]) against the holdings the store has when the mutation first
+//! writes: a write the server would certainly refuse fails as `forbidden`, and the refusal
+//! sticks, as on the server. Replays on a rebase are not checked: the server decides them.
 
+use engine_kernel::rules::buckets::RuleIndex;
 use engine_kernel::{Actor, BoxFuture, Error as KernelError, Hlc, MutatorTx, Row, TableMeta};
 use serde_json::Value;
 use sqlx::SqliteConnection;
+
+use crate::authorize::{Verdict, WriteContext};
 
 use super::schema::is_local;
 use super::sql::{Sql, ident, push_columns, push_key_match, select_live};
@@ -25,6 +31,18 @@ pub(crate) struct LocalTx<'c> {
     actor: Actor,
     hlc: Hlc,
     seed: uuid::Uuid,
+    /// The write rules the run is held to, when it is a mutation's first.
+    checks: Option<Checks<'c>>,
+}
+
+/// The write rules a mutation's first run is held to.
+struct Checks<'c> {
+    index: &'c RuleIndex,
+    actor: &'c Actor,
+    /// The context writes are evaluated in, read at the first write.
+    context: Option<WriteContext<'c>>,
+    /// The first refusal: it fails the mutation whatever the mutator made of it.
+    refusal: Option<String>,
 }
 
 impl<'c> LocalTx<'c> {
@@ -35,7 +53,45 @@ impl<'c> LocalTx<'c> {
         hlc: Hlc,
         seed: uuid::Uuid,
     ) -> Self {
-        LocalTx { conn, app, actor, hlc, seed }
+        LocalTx { conn, app, actor, hlc, seed, checks: None }
+    }
+
+    /// This transaction with each write held to the write rules of `index`, for `actor`.
+    pub(crate) fn checked(mut self, index: &'c RuleIndex, actor: &'c Actor) -> Self {
+        self.checks = Some(Checks { index, actor, context: None, refusal: None });
+        self
+    }
+
+    /// The refusal of a write of the run, which fails the mutation (`docs/design.md` §4): a
+    /// mutator that went on past it would be queued, and the server refuses it anyway.
+    pub(crate) fn refusal(&self) -> Option<KernelError> {
+        self.checks.as_ref()?.refusal.as_ref().map(KernelError::forbidden)
+    }
+
+    /// Refuse a write of `table` from `before` to `after` that the server would certainly
+    /// refuse.
+    async fn check(
+        &mut self,
+        table: &'static TableMeta,
+        before: Option<&Row>,
+        after: Option<&Row>,
+    ) -> KernelResult<()> {
+        let Some(checks) = self.checks.as_mut() else { return Ok(()) };
+        if checks.context.is_none() {
+            let holdings =
+                super::holdings::read(self.conn, checks.index, checks.actor).await.map_err(KernelError::internal)?;
+            checks.context = Some(WriteContext::new(checks.index, checks.actor, holdings));
+        }
+        let context = checks.context.as_mut().expect("read above");
+        match context.authorize(table, before, after) {
+            Verdict::Refused(KernelError::Forbidden(message)) => {
+                let refused = KernelError::forbidden(&message);
+                checks.refusal.get_or_insert(message);
+                Err(refused)
+            }
+            Verdict::Refused(other) => Err(other),
+            Verdict::Allowed | Verdict::Unknown => Ok(()),
+        }
     }
 
     fn local(&self, table: &TableMeta) -> bool {
@@ -64,16 +120,17 @@ impl<'c> LocalTx<'c> {
 
     async fn insert_row(&mut self, table: &'static TableMeta, row: Row) -> KernelResult<()> {
         table.check_insert(&row)?;
-        if !self.local(table) {
-            return Ok(());
-        }
         let mut values = Vec::with_capacity(table.columns.len());
         for column in table.columns {
             let value = table.written(column, None, row.get(column.name).unwrap_or(&Value::Null))?;
             values.push(canonical(table, column, &value)?);
         }
+        let stored: Row = table.columns.iter().map(|c| c.name.to_owned()).zip(values.iter().cloned()).collect();
+        self.check(table, None, Some(&stored)).await?;
+        if !self.local(table) {
+            return Ok(());
+        }
         insert_sql(table, &values).build().execute(&mut *self.conn).await.map_err(store_error)?;
-        let stored: Row = table.columns.iter().map(|c| c.name.to_owned()).zip(values).collect();
         self.touch(table, &stored).await
     }
 
@@ -87,12 +144,14 @@ impl<'c> LocalTx<'c> {
         if !self.local(table) {
             return Ok(true);
         }
-        let Some(mut row) = self.fetch(table, &key).await? else { return Ok(false) };
+        let Some(before) = self.fetch(table, &key).await? else { return Ok(false) };
+        let mut row = before.clone();
         for (name, value) in changes {
             let column = table.known_column(name)?;
             let value = table.written(column, row.get(name), &value)?;
             row.insert(name.to_owned(), canonical(table, column, &value)?);
         }
+        self.check(table, Some(&before), Some(&row)).await?;
         let mut sql = Sql::new("UPDATE ");
         sql.push(ident(table.name)).push(" SET ");
         let mut sets = sql.separated(", ");
@@ -110,6 +169,8 @@ impl<'c> LocalTx<'c> {
         if !self.local(table) {
             return Ok(true);
         }
+        let Some(before) = self.fetch(table, &key).await? else { return Ok(false) };
+        self.check(table, Some(&before), None).await?;
         let mut sql = Sql::new("DELETE FROM ");
         sql.push(ident(table.name));
         push_key_match(&mut sql, table, &looked_up_key(table, &key));
