@@ -14,7 +14,7 @@
  */
 
 import { bucketKey, bucketRule, encodeBucketParam, type BucketParam } from "./bucket.js";
-import type { AnySchema, MembershipFilterSchema, SyncRuleSchema, WriteAlternative } from "./schema.js";
+import type { AnySchema, MembershipFilterSchema, SyncRuleSchema, TableSchema, WriteAlternative } from "./schema.js";
 import { isSoftDeleted, sameValue, type Actor } from "./view.js";
 import type { Row } from "./wire.js";
 
@@ -78,6 +78,8 @@ export function authorizeWrite(ctx: WriteContext, write: Write): Verdict {
       () => placing(ctx, write.table, after),
     );
   } else if (before !== null && after !== null) {
+    // A row in no bucket the actor holds is one the server does not find: not a refusal.
+    if (!readable(ctx, table, write.table, before)) return UNKNOWN;
     // A soft delete removes the row: its member may be leaving.
     const removes = !isSoftDeleted(table, before) && isSoftDeleted(table, after);
     const beforeBuckets = rowBuckets(ctx.schema, write.table, before);
@@ -96,6 +98,7 @@ export function authorizeWrite(ctx: WriteContext, write: Write): Verdict {
   } else if (before !== null) {
     // A soft-deleted row is in no bucket; the buckets it was in decide who may purge it.
     const live = isSoftDeleted(table, before) ? { ...before, [table.softDelete!]: null } : before;
+    if (!readable(ctx, table, write.table, live)) return UNKNOWN;
     const beforeWriteBuckets = writeBuckets(ctx.schema, write.table, live);
     steps.push(
       () => changing(ctx, write.table, beforeWriteBuckets, live, images),
@@ -378,9 +381,22 @@ function forbiddenChange(schema: AnySchema, table: string, buckets: readonly str
     if (write.some((alternative) => alternative.member.length === 0 && alternative.row.length === 0)) {
       return `rule \`${name}\` lets its holders write it, and the actor holds none of its buckets this row lies in`;
     }
-    return `rule \`${name}\` lets only the memberships its \`write(${table}: …)\` names write it`;
+    const readsRows = write.some((alternative) => alternative.row.length > 0);
+    return readsRows
+      ? `rule \`${name}\` lets only the memberships its \`write(${table}: …)\` names write it, and only rows it names`
+      : `rule \`${name}\` lets only the memberships its \`write(${table}: …)\` names write it`;
   });
   return refused(`the actor may not write this row of \`${table}\`: ${said.join("; ")}`);
+}
+
+/**
+ * Whether the server finds `row` for the actor: its table is not synced, or the row lies in a
+ * bucket the actor holds or the mutation may be creating (the server's `can_read`; a row it does
+ * not find is "not found" to the mutator, not a refusal).
+ */
+function readable(ctx: WriteContext, schema: TableSchema, table: string, row: Row): boolean {
+  if (!schema.synced) return true;
+  return rowBuckets(ctx.schema, table, row).some((bucket) => ctx.created.has(bucket) || holds(ctx, bucket) !== false);
 }
 
 /** A live row must lie in some bucket (the server's `authorize_placing`). */
