@@ -6,8 +6,9 @@
 //!
 //! Environment: `PORT` (8787), `HOST` (127.0.0.1), `DATABASE_URL` (default
 //! `postgres://postgres@127.0.0.1:5432/engine_notes`, created when missing), `ENGINE_SECRET` (the
-//! token signing secret; a development default otherwise), `ENGINE_RATE_LIMIT` (requests a
-//! second per actor, 0 turns the limit off), `ENGINE_BODY_LIMIT` (bytes), `ENGINE_REALTIME`
+//! token signing secret; a development default otherwise, which serves loopback addresses only),
+//! `ENGINE_RATE_LIMIT` (requests a second per actor, 0 turns the limit off), `ENGINE_BODY_LIMIT`
+//! (bytes), `ENGINE_REALTIME`
 //! (`in_process`, the default, or `listen_notify` for several instances on one database),
 //! `RUST_LOG`.
 
@@ -115,6 +116,13 @@ async fn serve() -> Result<(), String> {
     }
     let (secret, development) = secret();
     if development {
+        // Anyone can sign tokens with the published secret: only this machine may be served so.
+        let loopback = host == "localhost" || host.parse::<std::net::IpAddr>().is_ok_and(|ip| ip.is_loopback());
+        if !loopback {
+            return Err(format!(
+                "ENGINE_SECRET is not set, and the development secret is public: set ENGINE_SECRET to serve on {host}"
+            ));
+        }
         tracing::warn!("ENGINE_SECRET is not set: signing tokens with the development secret");
     }
     if engine::storage::create_database_if_missing(&database_url).await.map_err(|e| engine::error::chain(&e))? {

@@ -36,6 +36,13 @@ async fn serve() -> Result<(), String> {
     let secret = match std::env::var("ENGINE_SECRET") {
         Ok(secret) if !secret.is_empty() => secret,
         _ => {
+            // Anyone can sign tokens with the published secret: only this machine may be served so.
+            let loopback = host == "localhost" || host.parse::<std::net::IpAddr>().is_ok_and(|ip| ip.is_loopback());
+            if !loopback {
+                return Err(format!(
+                    "ENGINE_SECRET is not set, and the development secret is public: set ENGINE_SECRET to serve on {host}"
+                ));
+            }
             tracing::warn!("ENGINE_SECRET is not set: signing tokens with the development secret");
             DEVELOPMENT_SECRET.to_owned()
         }
