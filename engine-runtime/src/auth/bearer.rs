@@ -27,11 +27,17 @@ pub const DEFAULT_TOKEN_TTL: Duration = Duration::from_secs(3600);
 
 /// Bearer-token authentication. Build with [`BearerTokenAuth::new`]; add an identity
 /// provider's keys with [`with_jwks`](Self::with_jwks) (and rotate them with
-/// [`set_jwks`](Self::set_jwks)).
+/// [`set_jwks`](Self::set_jwks)); with a provider other apps share, name this app's
+/// [`issuer`](Self::issuer) and [`audience`](Self::audience), so tokens minted for the others
+/// are refused. A token with an `aud` is refused unless an audience is set.
 #[derive(Clone)]
 pub struct BearerTokenAuth {
     secret: Option<Arc<DecodingKey>>,
     jwks: Arc<RwLock<Vec<(String, Algorithm, DecodingKey)>>>,
+    /// The `iss` every token must carry, when set.
+    issuer: Option<Arc<str>>,
+    /// The `aud` every token must carry, when set.
+    audience: Option<Arc<str>>,
 }
 
 impl std::fmt::Debug for BearerTokenAuth {
@@ -45,12 +51,29 @@ impl std::fmt::Debug for BearerTokenAuth {
 impl BearerTokenAuth {
     /// Tokens signed with HS256 and `secret`.
     pub fn new(secret: impl AsRef<[u8]>) -> Self {
-        BearerTokenAuth { secret: Some(Arc::new(DecodingKey::from_secret(secret.as_ref()))), jwks: Arc::default() }
+        BearerTokenAuth {
+            secret: Some(Arc::new(DecodingKey::from_secret(secret.as_ref()))),
+            jwks: Arc::default(),
+            issuer: None,
+            audience: None,
+        }
+    }
+
+    /// Accept only tokens whose `iss` is `issuer` (the identity provider's).
+    pub fn issuer(mut self, issuer: impl Into<String>) -> Self {
+        self.issuer = Some(issuer.into().into());
+        self
+    }
+
+    /// Accept only tokens whose `aud` is, or includes, `audience` (this app's).
+    pub fn audience(mut self, audience: impl Into<String>) -> Self {
+        self.audience = Some(audience.into().into());
+        self
     }
 
     /// Tokens of an identity provider only (no shared secret).
     pub fn jwks_only(jwks: &JwkSet) -> Result<Self> {
-        let auth = BearerTokenAuth { secret: None, jwks: Arc::default() };
+        let auth = BearerTokenAuth { secret: None, jwks: Arc::default(), issuer: None, audience: None };
         auth.set_jwks(jwks)?;
         Ok(auth)
     }
@@ -83,7 +106,7 @@ impl BearerTokenAuth {
         let claims = match header.alg {
             Algorithm::HS256 => {
                 let key = self.secret.as_deref().ok_or_else(|| unauthenticated("HS256 tokens are not accepted"))?;
-                decode(token, key, Algorithm::HS256)?
+                self.decode(token, key, Algorithm::HS256)?
             }
             alg => {
                 let kid = header.kid.as_deref().ok_or_else(|| unauthenticated("the token names no key (`kid`)"))?;
@@ -95,10 +118,29 @@ impl BearerTokenAuth {
                 if *key_alg != alg {
                     return Err(unauthenticated("the token's algorithm is not its key's"));
                 }
-                decode(token, key, alg)?
+                self.decode(token, key, alg)?
             }
         };
         actor_of(claims)
+    }
+
+    fn decode(&self, token: &str, key: &DecodingKey, alg: Algorithm) -> Result<Map<String, Value>> {
+        let mut validation = Validation::new(alg);
+        validation.algorithms = vec![alg];
+        validation.leeway = LEEWAY.as_secs();
+        validation.validate_exp = true;
+        validation.validate_nbf = true;
+        let mut required = vec!["exp", "iat", "sub"];
+        if let Some(issuer) = &self.issuer {
+            validation.set_issuer(&[issuer]);
+            required.push("iss");
+        }
+        if let Some(audience) = &self.audience {
+            validation.set_audience(&[audience]);
+            required.push("aud");
+        }
+        validation.set_required_spec_claims(&required);
+        decode(token, key, &validation)
     }
 }
 
@@ -125,14 +167,8 @@ fn asymmetric_algorithm(jwk: &Jwk) -> Option<Algorithm> {
     }
 }
 
-fn decode(token: &str, key: &DecodingKey, alg: Algorithm) -> Result<Map<String, Value>> {
-    let mut validation = Validation::new(alg);
-    validation.algorithms = vec![alg];
-    validation.leeway = LEEWAY.as_secs();
-    validation.validate_exp = true;
-    validation.validate_nbf = true;
-    validation.set_required_spec_claims(&["exp", "iat", "sub"]);
-    let data = jsonwebtoken::decode::<Map<String, Value>>(token, key, &validation).map_err(|e| {
+fn decode(token: &str, key: &DecodingKey, validation: &Validation) -> Result<Map<String, Value>> {
+    let data = jsonwebtoken::decode::<Map<String, Value>>(token, key, validation).map_err(|e| {
         use jsonwebtoken::errors::ErrorKind;
         unauthenticated(match e.kind() {
             ErrorKind::ExpiredSignature => "the token has expired: get a fresh one",
@@ -143,7 +179,11 @@ fn decode(token: &str, key: &DecodingKey, alg: Algorithm) -> Result<Map<String, 
                 "the token is malformed: its parts are not base64url JSON"
             }
             ErrorKind::InvalidAlgorithm => "the token's algorithm is not accepted",
-            ErrorKind::MissingRequiredClaim(_) => "the token lacks a required claim (`sub`, `iat`, `exp`)",
+            ErrorKind::MissingRequiredClaim(_) => {
+                "the token lacks a required claim (`sub`, `iat`, `exp`, and `iss` and `aud` where this server names them)"
+            }
+            ErrorKind::InvalidIssuer => "the token was issued by another issuer (`iss`) than this server trusts",
+            ErrorKind::InvalidAudience => "the token is meant for another audience (`aud`) than this app",
             ErrorKind::ImmatureSignature => "the token is not valid yet",
             _ => "the token is not valid",
         })
@@ -242,6 +282,46 @@ pub fn issue_bearer_token_with_claims(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A token of `alice` with `iss` and `aud` as given (none where `None`).
+    fn token_from(iss: Option<&str>, aud: Option<Value>) -> String {
+        let mut claims = Map::new();
+        if let Some(iss) = iss {
+            claims.insert("iss".into(), iss.into());
+        }
+        if let Some(aud) = aud {
+            claims.insert("aud".into(), aud);
+        }
+        issue_bearer_token_with_claims("alice", "alice", b"k", Duration::from_secs(60), claims).unwrap()
+    }
+
+    fn refusal(auth: &BearerTokenAuth, token: &str) -> String {
+        match auth.verify(token) {
+            Err(Error::Unauthenticated(why)) => why,
+            other => panic!("refused as unauthenticated, not {other:?}"),
+        }
+    }
+
+    /// Issue 37, finding 12: with an identity provider other apps share, a token minted for
+    /// another app (another `aud`) or by another issuer is refused once this app names its own.
+    #[test]
+    fn issuer_and_audience_are_enforced_where_named() {
+        let auth = BearerTokenAuth::new(b"k").issuer("https://id.example").audience("notes");
+        assert!(auth.verify(&token_from(Some("https://id.example"), Some("notes".into()))).is_ok());
+        assert!(
+            auth.verify(&token_from(Some("https://id.example"), Some(serde_json::json!(["chat", "notes"])))).is_ok()
+        );
+        let other_app = refusal(&auth, &token_from(Some("https://id.example"), Some("chat".into())));
+        assert!(other_app.contains("`aud`"), "{other_app}");
+        let other_issuer = refusal(&auth, &token_from(Some("https://evil.example"), Some("notes".into())));
+        assert!(other_issuer.contains("`iss`"), "{other_issuer}");
+        for token in [token_from(None, Some("notes".into())), token_from(Some("https://id.example"), None)] {
+            assert!(refusal(&auth, &token).contains("lacks a required claim"));
+        }
+        // Without an audience named, a token meant for some audience is not this app's.
+        assert!(BearerTokenAuth::new(b"k").verify(&token_from(None, Some("chat".into()))).is_err());
+        assert!(BearerTokenAuth::new(b"k").verify(&token_from(Some("anyone"), None)).is_ok());
+    }
 
     #[test]
     fn issued_tokens_carry_user_owner_and_extra_claims() {
