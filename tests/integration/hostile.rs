@@ -190,6 +190,13 @@ async fn an_actor_past_the_bucket_bound_gets_an_error_that_names_it() {
     assert_eq!(problem["code"], "payload_too_large");
     let detail = problem["detail"].as_str().unwrap();
     assert!(detail.contains("holds 4 buckets") && detail.contains("at most 3"), "{detail}");
+    // The stream says the same, once, rather than a transient condition to reconnect after.
+    let token = TestServer::token("alice");
+    let mut socket =
+        crate::support::ws::Ws::connect(server.addr, crate::support::ws::Auth::Header(&token)).await.unwrap();
+    let error = socket.expect("error", std::time::Duration::from_secs(5)).await;
+    assert_eq!(error["code"], "payload_too_large", "{error}");
+    assert!(error["detail"].as_str().unwrap().contains("at most 3"), "{error}");
 }
 
 #[tokio::test]
