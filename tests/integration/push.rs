@@ -274,6 +274,24 @@ async fn racing_pushes_of_a_known_client_apply_each_mutation_once() {
     assert_eq!(rows(&db, "SELECT 1 FROM _engine_mutations WHERE status = 'applied'").await, 3);
 }
 
+/// Ids start at 1: a mutation sent as 0 was confirmed as a `duplicate` though nothing ran, so a
+/// client numbering from 0 lost its first write silently. It is out of order, fresh or not.
+#[tokio::test]
+async fn a_mutation_id_of_zero_is_out_of_order_not_a_duplicate() {
+    let db = TestDb::new().await;
+    let storage = store(&db).await;
+    for last in [0, 1] {
+        let zero = push(&storage, "alice", client(1), vec![mutation(0, "create_list", json!({"title": "zero"}))]).await;
+        match zero.stopped {
+            Some(Error::MutationOutOfOrder { last_mutation_id, got: 0 }) if last_mutation_id == last => {}
+            other => panic!("expected mutation 0 out of order after {last}, got {other:?}"),
+        }
+        assert!(zero.response.results.is_empty(), "{:?}", zero.response);
+        push(&storage, "alice", client(1), vec![mutation(last + 1, "create_list", json!({"title": "next"}))]).await;
+    }
+    assert_eq!(rows(&db, "SELECT 1 FROM lists WHERE title = 'zero'").await, 0);
+}
+
 #[tokio::test]
 async fn a_gap_in_the_sequence_is_refused_with_the_last_applied_id() {
     let db = TestDb::new().await;

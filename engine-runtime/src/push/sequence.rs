@@ -57,6 +57,8 @@ impl Sequence {
     /// What to do with mutation `id`.
     pub(crate) fn decide(&self, id: u64) -> Decision {
         match (id, self.seen) {
+            // Ids start at 1: no mutation was ever applied as 0, so none is confirmed as one.
+            (0, _) => Decision::OutOfOrder,
             // Applied once, before the retention of mutation records (`docs/protocol.md#post-syncpush`).
             (id, false) if self.collected(id) => Decision::CollectedDuplicate,
             (id, false) if id <= self.last => Decision::OutOfOrder,
@@ -120,6 +122,11 @@ mod tests {
             (10, false, NONE, 12, OutOfOrder),
             (10, true, NONE, 12, OutOfOrder),
             (0, false, NONE, 2, OutOfOrder),
+            // No mutation has id 0, whatever the records say.
+            (0, false, NONE, 0, OutOfOrder),
+            (0, false, Before(None), 0, OutOfOrder),
+            (10, false, UpTo(8), 0, OutOfOrder),
+            (10, true, NONE, 0, OutOfOrder),
         ];
         for (last, seen, collected, id, decision) in rows {
             assert_eq!(
