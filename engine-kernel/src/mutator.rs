@@ -395,6 +395,11 @@ fn run_erased<'a, 'c, M: Mutator>(
     ctx: &'a mut MutatorCtx<'c>,
     args: serde_json::Value,
 ) -> BoxFuture<'a, Result<Outcome>> {
+    // serde reads a struct from an array too, by position; the contract says an object.
+    if args.is_array() && schemars::schema_for!(M::Args).get("type") == Some(&serde_json::json!("object")) {
+        let err = Error::validation(format!("arguments of `{}`: a JSON object is expected, not an array", M::NAME));
+        return Box::pin(std::future::ready(Err(err)));
+    }
     match serde_json::from_value::<M::Args>(args) {
         Ok(args) => M::run(ctx, args),
         Err(e) => {

@@ -227,3 +227,17 @@ async fn a_viewer_reads_and_writes_nothing() {
     mutator_failed(&push(&server, "mallory", 3, "add_task", guessed).await);
     assert_eq!(count(&db, "SELECT count(*) FROM tasks").await, 1);
 }
+
+/// Arguments are the JSON object the contract describes: an array was read by position, so
+/// `create_team ["red", "Red"]` created a team.
+#[tokio::test]
+async fn arguments_sent_as_an_array_are_refused() {
+    let db = TestDb::new().await;
+    let server = server(&db).await;
+    let result = push(&server, "mallory", 1, "create_team", json!(["arr", "array team"])).await;
+    assert_eq!(result["status"], "rejected", "{result}");
+    assert_eq!(result["error"]["code"], "validation_failed", "{result}");
+    assert!(result["error"]["detail"].as_str().unwrap().contains("object"), "{result}");
+    assert_eq!(count(&db, "SELECT count(*) FROM teams").await, 0);
+    applied(&push(&server, "mallory", 2, "create_team", json!({"id": "arr", "name": "object team"})).await);
+}
