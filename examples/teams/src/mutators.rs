@@ -1,5 +1,7 @@
 //! The task board's mutators. None checks a role or a membership: the sync rules do, on every
-//! write, and a write they refuse fails the mutation as `forbidden`.
+//! write, and a write they refuse fails the mutation as `forbidden`. Every new row's id is the
+//! mutation's own (`MutatorCtx::new_id`, the same on the client and the server), reported as
+//! `serverId`: no client picks an id, so no insert tells whether someone else's id exists.
 
 use engine::{MutatorCtx, Outcome, Result};
 
@@ -9,17 +11,16 @@ use crate::{Comment, Project, Task, Team, TeamMember};
 #[engine::args]
 #[derive(Debug)]
 pub struct CreateTeam {
-    pub id: String,
     pub name: String,
 }
 
-/// Create a team owned by the actor.
+/// Create a team owned by the actor; its id is the outcome's `serverId`.
 #[engine::mutator]
 pub async fn create_team(ctx: &mut MutatorCtx<'_>, args: CreateTeam) -> Result<Outcome> {
-    let user_id = ctx.actor().user_id.clone();
-    ctx.insert(&Team { id: args.id.clone(), name: args.name }).await?;
-    ctx.insert(&TeamMember { team_id: args.id, user_id, role: "owner".into() }).await?;
-    Ok(Outcome::new())
+    let (id, user_id) = (ctx.new_id(), ctx.actor().user_id.clone());
+    ctx.insert(&Team { id: id.clone(), name: args.name }).await?;
+    ctx.insert(&TeamMember { team_id: id.clone(), user_id, role: "owner".into() }).await?;
+    Ok(Outcome::new().server_id(id))
 }
 
 /// A user of a team, with a role.
@@ -86,23 +87,22 @@ pub async fn leave_team(ctx: &mut MutatorCtx<'_>, args: TeamId) -> Result<Outcom
 #[engine::args]
 #[derive(Debug)]
 pub struct AddProject {
-    pub id: String,
     pub team_id: String,
     pub name: String,
 }
 
-/// Add a project to a team.
+/// Add a project to a team; its id is the outcome's `serverId`.
 #[engine::mutator]
 pub async fn add_project(ctx: &mut MutatorCtx<'_>, args: AddProject) -> Result<Outcome> {
-    ctx.insert(&Project { id: args.id, team_id: args.team_id, name: args.name }).await?;
-    Ok(Outcome::new())
+    let id = ctx.new_id();
+    ctx.insert(&Project { id: id.clone(), team_id: args.team_id, name: args.name }).await?;
+    Ok(Outcome::new().server_id(id))
 }
 
 /// A new task.
 #[engine::args]
 #[derive(Debug)]
 pub struct AddTask {
-    pub id: String,
     pub project_id: String,
     pub title: String,
     /// Its assignee, if any.
@@ -110,14 +110,15 @@ pub struct AddTask {
     pub assignee: Option<String>,
 }
 
-/// Add a task to a project, its team the project's.
+/// Add a task to a project, its team the project's; its id is the outcome's `serverId`.
 #[engine::mutator]
 pub async fn add_task(ctx: &mut MutatorCtx<'_>, args: AddTask) -> Result<Outcome> {
     let Some(project) = ctx.get::<Project>(&args.project_id).await? else {
         return Err(engine::Error::mutator_failed("no such project"));
     };
+    let id = ctx.new_id();
     let task = Task {
-        id: args.id,
+        id: id.clone(),
         team_id: project.team_id,
         project_id: project.id,
         assignee: args.assignee,
@@ -125,7 +126,7 @@ pub async fn add_task(ctx: &mut MutatorCtx<'_>, args: AddTask) -> Result<Outcome
         done: false,
     };
     ctx.insert(&task).await?;
-    Ok(Outcome::new())
+    Ok(Outcome::new().server_id(id))
 }
 
 /// A task and who it goes to.
@@ -166,18 +167,18 @@ pub async fn complete_task(ctx: &mut MutatorCtx<'_>, args: TaskId) -> Result<Out
 #[engine::args]
 #[derive(Debug)]
 pub struct AddComment {
-    pub id: String,
     pub task_id: String,
     pub body: String,
 }
 
-/// Comment on a task, as the actor.
+/// Comment on a task, as the actor; the comment's id is the outcome's `serverId`.
 #[engine::mutator]
 pub async fn comment(ctx: &mut MutatorCtx<'_>, args: AddComment) -> Result<Outcome> {
     let Some(task) = ctx.get::<Task>(&args.task_id).await? else {
         return Err(engine::Error::mutator_failed("no such task"));
     };
-    let author = ctx.actor().user_id.clone();
-    ctx.insert(&Comment { id: args.id, team_id: task.team_id, task_id: task.id, author, body: args.body }).await?;
-    Ok(Outcome::new())
+    let (id, author) = (ctx.new_id(), ctx.actor().user_id.clone());
+    let comment = Comment { id: id.clone(), team_id: task.team_id, task_id: task.id, author, body: args.body };
+    ctx.insert(&comment).await?;
+    Ok(Outcome::new().server_id(id))
 }
