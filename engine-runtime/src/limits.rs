@@ -20,6 +20,8 @@ pub const DEFAULT_RATE_PER_SECOND: u32 = 50;
 pub const DEFAULT_BURST: u32 = 200;
 /// The default number of requests one actor may have in progress at once: 4.
 pub const DEFAULT_CONCURRENT_PER_ACTOR: usize = 4;
+/// The default time a request body has to arrive whole once its headers are read: 30 s.
+pub const DEFAULT_BODY_READ_TIMEOUT: Duration = Duration::from_secs(30);
 
 /// Request limits.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -35,6 +37,10 @@ pub struct Limits {
     /// tickets): each may hold a database session, so one actor cannot take them all from the
     /// others. Beyond it, `429 rate_limited`; 0 turns the limit off.
     pub concurrent_per_actor: usize,
+    /// How long a request body may take to arrive once its headers are read: a body sent
+    /// slowly holds the actor's request permit and its bytes, and is given up after this with
+    /// `503 retry_later`.
+    pub body_read_timeout: Duration,
 }
 
 impl Default for Limits {
@@ -44,6 +50,7 @@ impl Default for Limits {
             rate_per_second: DEFAULT_RATE_PER_SECOND,
             burst: DEFAULT_BURST,
             concurrent_per_actor: DEFAULT_CONCURRENT_PER_ACTOR,
+            body_read_timeout: DEFAULT_BODY_READ_TIMEOUT,
         }
     }
 }
@@ -69,6 +76,14 @@ impl Limits {
     #[must_use]
     pub fn concurrent_per_actor(mut self, n: usize) -> Self {
         self.concurrent_per_actor = n;
+        self
+    }
+
+    /// These limits with a request body given up when it has not arrived whole within `timeout`
+    /// of its headers.
+    #[must_use]
+    pub fn body_read_timeout(mut self, timeout: Duration) -> Self {
+        self.body_read_timeout = timeout;
         self
     }
 }

@@ -315,6 +315,7 @@ impl ServerBuilder {
                 rate_limit,
                 work_limit: WorkLimit::new(&self.limits),
                 body_limit: self.limits.body_bytes,
+                body_read_timeout: self.limits.body_read_timeout,
             }),
             operator: Arc::new(Operator { admin: self.admin, storage: storage.clone(), hub, prometheus }),
             blobs: Arc::new(BlobAccess { blobs: self.blobs, storage }),

@@ -39,6 +39,8 @@ pub(crate) struct Gate {
     /// The bound on each actor's requests in progress.
     pub(crate) work_limit: Option<WorkLimit>,
     pub(crate) body_limit: usize,
+    /// How long a body may take to arrive.
+    pub(crate) body_read_timeout: std::time::Duration,
 }
 
 /// Background work (tombstone collection, limiter housekeeping, the hub) and the job worker,

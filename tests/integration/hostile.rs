@@ -325,3 +325,40 @@ async fn a_token_whose_claims_hold_a_nul_is_unauthenticated() {
         assert_eq!(response.status(), StatusCode::UNAUTHORIZED, "{path}");
     }
 }
+
+/// Issue 37, finding 6: bodies held connections and memory. A request without a token is
+/// answered from its headers, its body never read; a body sent slowly is given up after the
+/// body read timeout with `retry_later`, not waited for.
+#[tokio::test]
+async fn a_body_is_read_only_after_authentication_and_within_its_timeout() {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+    let db = TestDb::new().await;
+    let limits = engine::limits::Limits::default().body_read_timeout(std::time::Duration::from_millis(300));
+    let server = TestServer::start(&db, move |b| b.limits(limits)).await;
+    // The response to `head` followed by `sent` bytes of a body that never completes.
+    let answer = |head: String, sent: &'static [u8]| {
+        let addr = server.addr;
+        async move {
+            let mut socket = tokio::net::TcpStream::connect(addr).await.unwrap();
+            socket.write_all(head.as_bytes()).await.unwrap();
+            socket.write_all(sent).await.unwrap();
+            // The answer closes the connection (the body was not read to its end).
+            let mut response = Vec::new();
+            let read = tokio::time::timeout(std::time::Duration::from_secs(20), socket.read_to_end(&mut response));
+            read.await.expect("the server answers without the rest of the body").unwrap();
+            String::from_utf8_lossy(&response).into_owned()
+        }
+    };
+    let head = |auth: &str| {
+        format!(
+            "POST /sync/push HTTP/1.1\r\nhost: localhost\r\ncontent-type: application/json\r\n{auth}content-length: 1000000\r\n\r\n"
+        )
+    };
+    let anonymous = answer(head(""), b"{\"clientId\":").await;
+    assert!(anonymous.starts_with("HTTP/1.1 401"), "{anonymous}");
+    let token = TestServer::token("alice");
+    let slow = answer(head(&format!("authorization: Bearer {token}\r\n")), b"{\"clientId\":").await;
+    assert!(slow.starts_with("HTTP/1.1 503"), "{slow}");
+    assert!(slow.contains("retry_later") && slow.contains("connection: close"), "{slow}");
+}

@@ -28,7 +28,10 @@ where
 
     async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self, Error> {
         let state = Arc::<Gate>::from_ref(state);
-        let actor = crate::auth::authenticate(state.auth.as_ref(), parts).await?;
+        let actor = match parts.extensions.remove::<super::Authenticated>() {
+            Some(super::Authenticated(actor)) => actor,
+            None => crate::auth::authenticate(state.auth.as_ref(), parts).await?,
+        };
         tracing::Span::current().record("actor", tracing::field::debug(&actor.user_id));
         if let Some(limit) = &state.rate_limit {
             limit.check(&actor.user_id)?;

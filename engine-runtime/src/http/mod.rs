@@ -1,6 +1,7 @@
 //! The HTTP face of the server: the router, and the layers every route goes through (request
-//! ids, a span per request when asked, the body read whole within its limit before anything
-//! answers, problem documents for every error).
+//! ids, a span per request when asked, authentication from the headers and then the body read
+//! whole within its limit and timeout before anything answers, problem documents for every
+//! error).
 
 mod extract;
 mod routes;
@@ -15,8 +16,17 @@ use tower_http::request_id::{MakeRequestId, PropagateRequestIdLayer, RequestId, 
 use tower_http::trace::TraceLayer;
 use tracing::Instrument;
 
+use std::sync::Arc;
+
+use engine_kernel::Actor;
+
 use crate::error::Error;
-use crate::state::ServerState;
+use crate::state::{Gate, ServerState};
+
+/// The actor `read_body_first` authenticated from a request's headers, for the route's
+/// `Caller` to take rather than ask again.
+#[derive(Clone)]
+pub(crate) struct Authenticated(pub(crate) Actor);
 
 /// Request ids: UUID v7, so they sort by time in logs.
 #[derive(Clone, Copy, Default)]
@@ -30,9 +40,9 @@ impl MakeRequestId for MakeUuid {
 
 /// The router of a server.
 pub(crate) fn router(state: ServerState) -> Router {
-    let body_limit = state.gate.body_limit;
+    let gate = state.gate.clone();
     let trace_requests = state.trace_requests;
-    let mut routes = routes::routes().layer(axum::middleware::from_fn_with_state(body_limit, read_body_first));
+    let mut routes = routes::routes().layer(axum::middleware::from_fn_with_state(gate, read_body_first));
     // Blob bytes are not bound by the body limit: the signed size bounds them.
     if let Some(data) = state.blobs.blobs.as_ref().and_then(|blobs| blobs.store.routes()) {
         routes = routes.nest_service("/blobs/data", data);
@@ -74,23 +84,36 @@ fn request_span<B>(request: &Request<B>) -> tracing::Span {
     tracing::info_span!("request", method = %request.method(), route = %request.uri().path(), request_id = %id, actor = tracing::field::Empty, mutators = tracing::field::Empty)
 }
 
-/// Read a request's body whole, within the body limit, before the route sees the request, so
-/// that every answer, a refusal included (401, 429), leaves the connection ready for the next
-/// request: an answer sent while the body is still arriving makes the server close the
-/// connection once the answer is out, and a client that had already sent its next request on it
-/// would get no answer at all. A body over the limit is not read on: its `413` says
-/// `Connection: close`, and so does the answer to a body cut short.
-async fn read_body_first(State(limit): State<usize>, request: Request<Body>, next: Next) -> Response {
+/// Read an authenticated request's body whole, within the body limit and the body read timeout,
+/// before the route sees the request, so that every answer of the route, a refusal included
+/// (429, 403), leaves the connection ready for the next request: an answer sent while the body is
+/// still arriving makes the server close the connection once the answer is out, and a client
+/// that had already sent its next request on it would get no answer at all. A request without a
+/// valid token is answered from its headers, its body never read (a stranger holds no memory
+/// of the server's); so is a body over the limit, and one that does not arrive in time: those
+/// answers say `Connection: close`, and so does the answer to a body cut short.
+async fn read_body_first(State(gate): State<Arc<Gate>>, request: Request<Body>, next: Next) -> Response {
     if matches!(*request.method(), Method::GET | Method::HEAD) {
         return next.run(request).await;
     }
+    let limit = gate.body_limit;
     let declared =
         request.headers().get(header::CONTENT_LENGTH).and_then(|v| v.to_str().ok()).and_then(|v| v.parse::<u64>().ok());
     if declared.is_some_and(|length| length > limit as u64) {
         return closing(Error::PayloadTooLarge { limit }.into_response());
     }
-    let (parts, body) = request.into_parts();
-    match axum::body::to_bytes(body, limit).await {
+    let (mut parts, body) = request.into_parts();
+    match crate::auth::authenticate(gate.auth.as_ref(), &parts).await {
+        Ok(actor) => {
+            parts.extensions.insert(Authenticated(actor));
+        }
+        Err(refused) => return closing(refused.into_response()),
+    }
+    let Ok(read) = tokio::time::timeout(gate.body_read_timeout, axum::body::to_bytes(body, limit)).await else {
+        let detail = format!("the body did not arrive within {} ms of the headers", gate.body_read_timeout.as_millis());
+        return closing(Error::RetryLater { retry_after: crate::error::RETRY_AFTER, detail }.into_response());
+    };
+    match read {
         Ok(bytes) => next.run(Request::from_parts(parts, Body::from(bytes))).await,
         Err(err) => {
             let too_large = std::error::Error::source(&err).is_some_and(|e| e.is::<http_body_util::LengthLimitError>());
