@@ -664,15 +664,18 @@ mod tests {
         );
     }
 
+    /// `team`'s membership with a filter added: active members only.
+    const ACTIVE_MEMBERSHIP: Option<Membership> = Some(Membership::Table {
+        table: "team_members",
+        filters: &[
+            MembershipFilter { column: "user_id", value: FilterValue::Claim(Claim::UserId) },
+            MembershipFilter { column: "active", value: FilterValue::Const(ConstValue::Bool(true)) },
+        ],
+    });
+
     #[test]
     fn a_membership_filter_removed_widens_for_review() {
-        let membership = Some(Membership::Table {
-            table: "team_members",
-            filters: &[
-                MembershipFilter { column: "user_id", value: FilterValue::Claim(Claim::UserId) },
-                MembershipFilter { column: "active", value: FilterValue::Const(ConstValue::Bool(true)) },
-            ],
-        });
+        let membership = ACTIVE_MEMBERSHIP;
         assert_eq!(
             team_was(RuleMeta { membership, ..TEAM }),
             ["widens read in rule `team`: membership changed: review (filter removed: `active == true`)"]
@@ -681,13 +684,7 @@ mod tests {
 
     #[test]
     fn a_membership_filter_added_narrows() {
-        let membership = Some(Membership::Table {
-            table: "team_members",
-            filters: &[
-                MembershipFilter { column: "user_id", value: FilterValue::Claim(Claim::UserId) },
-                MembershipFilter { column: "active", value: FilterValue::Const(ConstValue::Bool(true)) },
-            ],
-        });
+        let membership = ACTIVE_MEMBERSHIP;
         assert_eq!(
             team_becomes(RuleMeta { membership, ..TEAM }),
             ["narrows read in rule `team`: membership filter added: `active == true`"]

@@ -14,7 +14,7 @@ use schemars::generate::SchemaSettings;
 use serde_json::{Map, Value, json};
 
 use crate::app::App;
-use crate::rules::{Claim, FilterValue, Membership, ParamSource, RuleMeta};
+use crate::rules::{Claim, ConstFilter, FilterValue, Membership, ParamSource, RuleMeta, ScopeEq};
 use crate::wire;
 
 /// The OpenAPI 3.1 contract of `app`.
@@ -230,8 +230,8 @@ pub fn rule_json(rule: &RuleMeta) -> Value {
         .map(|s| {
             json!({
                 "table": s.table,
-                "scope": s.scope.iter().map(|e| json!({"column": e.column, "param": e.param})).collect::<Vec<_>>(),
-                "filters": s.filters.iter().map(|f| json!({"column": f.column, "value": f.value.to_json()})).collect::<Vec<_>>(),
+                "scope": scope_json(s.scope),
+                "filters": constants_json(s.filters),
             })
         })
         .collect();
@@ -244,7 +244,7 @@ pub fn rule_json(rule: &RuleMeta) -> Value {
                 .iter()
                 .map(|alternative| {
                     json!({
-                        "member": alternative.member.iter().map(|f| json!({"column": f.column, "value": f.value.to_json()})).collect::<Vec<_>>(),
+                        "member": constants_json(alternative.member),
                         "row": alternative.row.iter().map(|t| json!({"column": t.column, "op": if t.equal { "==" } else { "!=" }, "value": t.value.to_json()})).collect::<Vec<_>>(),
                     })
                 })
@@ -262,11 +262,18 @@ pub fn rule_json(rule: &RuleMeta) -> Value {
         "accept": rule.accepts.iter().map(|a| json!({"rule": a.rule, "open": a.open})).collect::<Vec<_>>(),
         "leave": rule.leave,
         "while": rule.held_while,
-        "anchor": rule.anchor.map(|a| json!({
-            "table": a.table,
-            "scope": a.scope.iter().map(|e| json!({"column": e.column, "param": e.param})).collect::<Vec<_>>(),
-        })),
+        "anchor": rule.anchor.map(|a| json!({"table": a.table, "scope": scope_json(a.scope)})),
     })
+}
+
+/// `column == bucket.param` equalities: `[{"column": …, "param": …}]`.
+fn scope_json(scope: &[ScopeEq]) -> Vec<Value> {
+    scope.iter().map(|e| json!({"column": e.column, "param": e.param})).collect()
+}
+
+/// `column == constant` equalities: `[{"column": …, "value": …}]`.
+fn constants_json(filters: &[ConstFilter]) -> Vec<Value> {
+    filters.iter().map(|f| json!({"column": f.column, "value": f.value.to_json()})).collect()
 }
 
 fn claim_name(claim: Claim) -> String {

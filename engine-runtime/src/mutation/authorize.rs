@@ -383,13 +383,24 @@ impl PgMutatorTx<'_> {
         let mut through = BTreeSet::new();
         for query in &self.core.memberships {
             for write in query.rule().writes {
-                for (i, alternative) in write.any_of.iter().enumerate().take(Mask::BITS as usize) {
-                    if alternative.member.is_empty() {
-                        continue; // every holder: held is what decides
+                // Alternatives with no membership terms: held is what decides.
+                let conditional: Vec<usize> =
+                    alternatives_in(write, Mask::MAX).filter(|(_, a)| !a.member.is_empty()).map(|(i, _)| i).collect();
+                if write.reads_rows() {
+                    // Which alternatives apply depends on the row: each is asked on its own.
+                    for &i in &conditional {
+                        let member = [write.any_of[i].member];
+                        let buckets = query.held_through(conn, &self.actor, Some(&member)).await.map_err(to_kernel)?;
+                        through.extend(buckets.into_iter().map(|bucket| (bucket, write.table, i)));
                     }
-                    let buckets =
-                        query.held_through(conn, &self.actor, Some(&[alternative.member])).await.map_err(to_kernel)?;
-                    through.extend(buckets.into_iter().map(|bucket| (bucket, write.table, i)));
+                } else if !conditional.is_empty() {
+                    // Every question of a rule that reads no rows is about all its alternatives
+                    // at once (`applying` sets them all): one query answers it for each.
+                    let members: Vec<_> = conditional.iter().map(|&i| write.any_of[i].member).collect();
+                    let buckets = query.held_through(conn, &self.actor, Some(&members)).await.map_err(to_kernel)?;
+                    for bucket in buckets {
+                        through.extend(conditional.iter().map(|&i| (bucket.clone(), write.table, i)));
+                    }
                 }
             }
         }
