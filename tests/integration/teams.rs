@@ -52,6 +52,7 @@ fn mutator_failed(result: &Value) -> String {
 
 /// One pull of `user`'s device from `cursor`: the response.
 async fn pull_from(server: &TestServer, user: &str, cursor: Option<&str>) -> Value {
+    server.settle().await;
     let mut body = json!({"clientId": device(user).1});
     if let Some(cursor) = cursor {
         body["cursor"] = cursor.into();

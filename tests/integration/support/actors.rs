@@ -43,8 +43,10 @@ pub(crate) fn forbidden(result: &Value, secrets: &[&str]) -> String {
     detail
 }
 
-/// Every row `user`'s device pulls from scratch, its own writes included: `(table, row)`.
+/// Every row `user`'s device pulls from scratch once every commit so far is visible to pulls,
+/// its own writes included: `(table, row)`.
 pub(crate) async fn pulled(server: &TestServer, user: &str) -> Vec<(String, Value)> {
+    server.settle().await;
     let mut rows = Vec::new();
     let mut cursor: Option<String> = None;
     loop {

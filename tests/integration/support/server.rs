@@ -16,6 +16,8 @@ pub(crate) struct TestServer {
     pub(crate) addr: SocketAddr,
     pub(crate) http: reqwest::Client,
     task: tokio::task::JoinHandle<()>,
+    /// A store on the server's database, to wait for its pull horizon (`settle`).
+    horizon: Option<engine::storage::PostgresStorage>,
 }
 
 impl TestServer {
@@ -28,7 +30,25 @@ impl TestServer {
             .auth(BearerTokenAuth::new(SECRET))
             .limits(Limits::default().rate(0, 0));
         let server = configure(builder).build().await.expect("the server builds");
-        Self::serve(server.router()).await
+        let mut served = Self::serve(server.router()).await;
+        let store = engine::storage::PostgresStorage::new(db.pool.clone(), std::sync::Arc::new(example_notes::app()));
+        served.horizon = Some(store);
+        served
+    }
+
+    /// Wait until every commit so far is visible to pulls (the pull horizon has passed it): a
+    /// pull right after another actor's push may otherwise not see it yet, as the protocol
+    /// allows. A server of `serve` has no store of ours to ask: nothing is waited for.
+    pub(crate) async fn settle(&self) {
+        let Some(store) = &self.horizon else { return };
+        let target = store.next_xid().await.unwrap();
+        for _ in 0..1000 {
+            if store.horizon().await.unwrap() >= target {
+                return;
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+        }
+        panic!("the horizon did not pass transaction {target} in 5 s");
     }
 
     /// Serve any router (a host app with the engine nested in it, say).
@@ -38,7 +58,7 @@ impl TestServer {
         let task = tokio::spawn(async move {
             axum::serve(listener, router.into_make_service_with_connect_info::<SocketAddr>()).await.unwrap();
         });
-        TestServer { addr, http: reqwest::Client::new(), task }
+        TestServer { addr, http: reqwest::Client::new(), task, horizon: None }
     }
 
     pub(crate) fn url(&self, path: &str) -> String {
