@@ -42,9 +42,33 @@ pub(crate) async fn open_pool(url: &str, max_connections: u32, timeouts: &Timeou
         .before_acquire(|conn, meta| {
             Box::pin(async move { Ok(meta.idle_for <= CHECK_AFTER_IDLE || deadline::answers(conn, IDLE_CHECK).await) })
         })
-        .connect_with(timeouts.apply(options))
+        .connect_with(timeouts.apply(options.clone()))
         .await
-        .map_err(|e| Error::config_from("cannot connect to Postgres", e))
+        .map_err(|e| unreachable(&options, e))
+}
+
+/// The oldest Postgres the engine runs on (`CREATE OR REPLACE TRIGGER`, `xid8`).
+pub(crate) const MINIMUM_VERSION: u32 = 14;
+
+/// `postgres://user@host:port/database`, without the password: the server `options` name, as an
+/// error may show it.
+pub(crate) fn describe(options: &PgConnectOptions) -> String {
+    let database = options.get_database().map(|d| format!("/{d}")).unwrap_or_default();
+    format!("postgres://{}@{}:{}{database}", options.get_username(), options.get_host(), options.get_port())
+}
+
+/// The error of a server that cannot be reached: where it was looked for, the version needed and
+/// how to get one, with the driver's error as its cause.
+pub(crate) fn unreachable(options: &PgConnectOptions, cause: sqlx::Error) -> Error {
+    Error::config_from(
+        format!(
+            "cannot connect to Postgres at {} (the engine needs Postgres {MINIMUM_VERSION} or later; \
+             to run one: `sudo apt install postgresql`, or `docker run -d -p 5432:5432 \
+             -e POSTGRES_HOST_AUTH_METHOD=trust postgres:17`)",
+            describe(options)
+        ),
+        cause,
+    )
 }
 
 /// Create the database `url` names when it does not exist (connecting to the server's
@@ -53,12 +77,7 @@ pub async fn create_database_if_missing(url: &str) -> Result<bool> {
     use sqlx::ConnectOptions;
     let options: PgConnectOptions = url.parse().map_err(|e| Error::config_from("not a Postgres URL", e))?;
     let Some(name) = options.get_database().map(str::to_owned) else { return Ok(false) };
-    let mut admin = options
-        .clone()
-        .database("postgres")
-        .connect()
-        .await
-        .map_err(|e| Error::config_from("cannot connect to the Postgres server", e))?;
+    let mut admin = options.clone().database("postgres").connect().await.map_err(|e| unreachable(&options, e))?;
     let exists: bool = sqlx::query_scalar("SELECT EXISTS (SELECT 1 FROM pg_database WHERE datname = $1)")
         .bind(&name)
         .fetch_one(&mut admin)
@@ -81,10 +100,19 @@ mod tests {
 
     use super::*;
 
+    #[test]
+    fn a_server_is_described_without_its_password() {
+        let options: PgConnectOptions = "postgres://app:s3cret@db.example:6543/notes".parse().unwrap();
+        assert_eq!(describe(&options), "postgres://app@db.example:6543/notes");
+    }
+
     #[tokio::test]
     async fn an_unreachable_database_says_why() {
         let err = create_database_if_missing("postgres://postgres@127.0.0.1:1/none").await.unwrap_err();
         assert!(matches!(err, Error::Config { .. }), "{err}");
+        let text = err.to_string();
+        assert!(text.contains("postgres://postgres@127.0.0.1:1/none"), "names the server it tried: {text}");
+        assert!(text.contains("Postgres 14 or later") && text.contains("apt install postgresql"), "{text}");
         assert!(
             err.source().and_then(|s| s.downcast_ref::<sqlx::Error>()).is_some(),
             "the driver's error is kept: {err:?}"

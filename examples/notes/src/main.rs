@@ -125,7 +125,11 @@ async fn serve() -> Result<(), String> {
         }
         tracing::warn!("ENGINE_SECRET is not set: signing tokens with the development secret");
     }
-    if engine::storage::create_database_if_missing(&database_url).await.map_err(|e| engine::error::chain(&e))? {
+    let created = engine::storage::create_database_if_missing(&database_url).await.map_err(|e| {
+        // The one place the server is named: say how to name another.
+        format!("{}; DATABASE_URL names the database to use", engine::error::chain(&e))
+    })?;
+    if created {
         tracing::info!(database_url, "created the database");
     }
     let builder = engine::Server::builder()
