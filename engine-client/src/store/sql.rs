@@ -8,17 +8,10 @@
 
 use engine_kernel::{ColumnMeta, Row, TableMeta};
 use serde_json::Value;
-use sqlx::{QueryBuilder, Sqlite};
 
 use super::values::{looked_up, stored};
 
-/// A statement of the local store, being built.
-pub(crate) type Sql = QueryBuilder<Sqlite>;
-
-/// A quoted SQLite identifier.
-pub(crate) fn ident(name: &str) -> String {
-    format!("\"{}\"", name.replace('"', "\"\""))
-}
+pub(crate) use engine_sqlite::{Sql, ident};
 
 /// The confirmed base table of `table`, quoted.
 pub(crate) fn base(table: &str) -> String {

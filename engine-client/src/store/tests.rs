@@ -10,8 +10,9 @@ use sqlx::{Connection as _, SqliteConnection};
 use super::apply::upsert_sql;
 use super::schema::create_sql;
 use super::sql::{Sql, base, ident, push_key_match, select_live};
-use super::values::{Stored, stored};
+use super::values::stored;
 use crate::Error;
+use engine_sqlite::values::Stored;
 
 const fn column(name: &'static str, sql_type: SqlType, nullable: bool) -> ColumnMeta {
     ColumnMeta { name, field: name, sql_type, nullable, blob: false, description: "" }
