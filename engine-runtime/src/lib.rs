@@ -23,7 +23,7 @@
 //! - `pull`, `push`, `provision`, `housekeeping`: the flows of the Postgres store, each with its
 //!   own state and SQL, composed by `storage::postgres`; `mutation`: the mutator transaction.
 //! - `core`: what every flow reads; `rules`: the sync rules in Rust and in SQL.
-//! - `pg`: Postgres plumbing that knows no flow and no rule.
+//! - `pg`, `sqlite`: Postgres and SQLite plumbing that knows no flow and no rule.
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
@@ -47,6 +47,7 @@ pub mod realtime;
 mod rules;
 mod server;
 mod service;
+mod sqlite;
 mod state;
 pub mod storage;
 mod stream;

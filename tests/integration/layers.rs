@@ -38,7 +38,7 @@ const RUNTIME_LAYERS: &[&[&str]] = &[
     &["jobs"],
     &["core"],
     &["rules"],
-    &["pg"],
+    &["pg", "sqlite"],
     &["auth", "blob", "contract", "limits"],
     &["error"],
 ];

@@ -180,6 +180,24 @@ async fn migrate_provisions_from_a_contract_file_and_a_second_run_does_nothing()
 }
 
 #[tokio::test]
+async fn migrate_provisions_a_sqlite_file_and_plans_nothing_after() {
+    let dir = std::env::temp_dir().join(format!("engine-migrate-{}", uuid::Uuid::new_v4().simple()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let url = format!("sqlite://{}", dir.join("notes.db").display());
+    let file = notes_contract_file();
+    let plan = engine_cli(&["migrate", &file, "--plan", "--database-url", &url]).await.unwrap();
+    assert!(plan.contains("+ CREATE TABLE IF NOT EXISTS \"notes\""), "{plan}");
+    assert!(!dir.join("notes.db").exists(), "a plan touches nothing");
+    let first = engine_cli(&["migrate", &file, "--database-url", &url]).await.unwrap();
+    assert!(first.starts_with("created the database\nprovisioned for tables list_members, lists, notes"), "{first}");
+    let second = engine_cli(&["migrate", &file, "--database-url", &url]).await.unwrap();
+    assert!(second.starts_with("already provisioned"), "{second}");
+    let plan = engine_cli(&["migrate", &file, "--plan", "--database-url", &url]).await.unwrap();
+    assert_eq!(plan, "", "a provisioned file needs nothing");
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[tokio::test]
 async fn migrate_fetches_the_contract_from_a_running_server() {
     let served = TestDb::new().await;
     let server = TestServer::start(&served, |b| b).await;

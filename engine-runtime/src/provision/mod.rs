@@ -17,6 +17,7 @@ mod apply;
 mod catalog;
 mod diff;
 mod locks;
+pub(crate) mod sqlite;
 
 pub(crate) use apply::{provision, verify};
 pub(crate) use diff::changes;

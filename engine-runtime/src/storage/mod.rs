@@ -4,8 +4,11 @@
 //! - [`postgres`](mod@postgres): Postgres, the production store (change tracking by transaction id and
 //!   triggers; no logical replication). It composes the flows (`pull`, `push`, `provision`,
 //!   `housekeeping`, `jobs`) over the state they share (`core`).
+//! - [`sqlite`](mod@sqlite): one SQLite file served by one process, for a server with no
+//!   database server (change tracking by a counter and triggers). Being built: it provisions.
 
 pub mod postgres;
+pub mod sqlite;
 
 use std::collections::BTreeSet;
 use std::sync::Arc;
@@ -24,6 +27,7 @@ pub use crate::provision::{ProvisionLocks, provision_plan};
 pub use crate::pull::{Pulled, PulledChange};
 pub use crate::push::Pushed;
 pub use postgres::{Postgres, PostgresStorage, postgres};
+pub use sqlite::{Sqlite, SqliteStorage, sqlite, sqlite_path, sqlite_plan};
 
 /// An app's store: provisioning, pull and push, and the queue of its background jobs (which
 /// mutations enqueue in their own transactions), for one app.

@@ -1,0 +1,521 @@
+//! Provisioning on SQLite (`docs/design.md` §11): the same tables as on Postgres, in SQLite's
+//! types (values in the form they travel in, `engine_sqlite::values`), and change tracking by
+//! a number instead of a transaction id.
+//!
+//! SQLite runs one writing transaction at a time, so the order in which rows are written is the
+//! order in which they commit. Every row write takes the next number of `_engine_seq` (its
+//! triggers do, for any writer) and stamps the row with it in `_engine_seq`; a row that leaves
+//! a live state (a delete, a soft delete, a change of a column that decides its buckets or of
+//! its key) leaves a tombstone with the next number, holding its key and the deciding values it
+//! had and has, from which the buckets it left are read (`RuleIndex::row_buckets`, in Rust: no
+//! bucket key is written by SQL). A reader's snapshot sees every number up to the counter it
+//! reads and never one below it later: there is no horizon to wait for.
+//!
+//! The statements are [`Step`]s as on Postgres; what the file lacks is read from
+//! `sqlite_schema` and `pragma_table_info`, and only that runs, in one transaction. Drift (a
+//! column whose type, nullability or key differs from the app's) is an error, as on Postgres.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use engine_kernel::rules::buckets::RuleIndex;
+use engine_kernel::{App, ColumnMeta, MergePolicy, TableMeta};
+use engine_sqlite::values::sqlite_type;
+use sqlx::{Connection, Row as _, SqliteConnection};
+
+use super::{Object, SCHEMA_VERSION, Step};
+use crate::error::{Error, Result};
+use crate::pg::sql::{index_name, literal};
+use crate::sqlite::{exec, ident};
+
+/// The empty collaborative document, as a column stores it (base64 of its state).
+const EMPTY_CRDT: &str = "AAA=";
+
+/// The engine's own tables.
+fn engine_tables() -> Vec<Step> {
+    let table = |name: &str, sql: &str| {
+        let columns = sql.split('(').nth(1).unwrap_or_default();
+        let columns = columns.split(',').filter_map(|c| c.split_whitespace().next()).map(str::to_owned).collect();
+        Step::new(sql, Object::Table { table: name.into(), columns })
+    };
+    let index =
+        |table: &str, name: &str, sql: &str| Step::new(sql, Object::Index { table: table.into(), name: name.into() });
+    vec![
+        table("_engine_meta", "CREATE TABLE IF NOT EXISTS _engine_meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)"),
+        // The change stream's counter: one row, the last number taken.
+        table(
+            "_engine_seq",
+            "CREATE TABLE IF NOT EXISTS _engine_seq (id INTEGER PRIMARY KEY CHECK (id = 1), seq INTEGER NOT NULL)",
+        ),
+        Step::new("INSERT OR IGNORE INTO _engine_seq (id, seq) VALUES (1, 0)", Object::Meta),
+        // A row that left its buckets: its key and deciding values before (`old`) and after
+        // (`new`, none when it is gone or no longer live), as JSON arrays in column order.
+        table(
+            "_engine_tombstones",
+            "CREATE TABLE IF NOT EXISTS _engine_tombstones (seq INTEGER PRIMARY KEY, table_name TEXT NOT NULL, key TEXT NOT NULL, old TEXT NOT NULL, new TEXT, created_at INTEGER NOT NULL)",
+        ),
+        index(
+            "_engine_tombstones",
+            "_engine_tombstones_created",
+            "CREATE INDEX IF NOT EXISTS _engine_tombstones_created ON _engine_tombstones (created_at)",
+        ),
+        table(
+            "_engine_clients",
+            "CREATE TABLE IF NOT EXISTS _engine_clients (user_id TEXT NOT NULL, client_id TEXT NOT NULL, last_mutation_id INTEGER NOT NULL DEFAULT 0, last_seq INTEGER NOT NULL DEFAULT 0, collected_to INTEGER DEFAULT 0, recorded_at INTEGER NOT NULL DEFAULT 0, created_at INTEGER NOT NULL, updated_at INTEGER NOT NULL, PRIMARY KEY (user_id, client_id))",
+        ),
+        index(
+            "_engine_clients",
+            "_engine_clients_updated",
+            "CREATE INDEX IF NOT EXISTS _engine_clients_updated ON _engine_clients (updated_at)",
+        ),
+        table(
+            "_engine_mutations",
+            "CREATE TABLE IF NOT EXISTS _engine_mutations (user_id TEXT NOT NULL, client_id TEXT NOT NULL, mutation_id INTEGER NOT NULL, client_mutation_id TEXT NOT NULL, name TEXT NOT NULL, status TEXT NOT NULL, result TEXT NOT NULL, seq INTEGER NOT NULL, applied_at INTEGER NOT NULL, PRIMARY KEY (user_id, client_id, mutation_id))",
+        ),
+        index(
+            "_engine_mutations",
+            "_engine_mutations_client_mutation",
+            "CREATE UNIQUE INDEX IF NOT EXISTS _engine_mutations_client_mutation ON _engine_mutations (user_id, client_id, client_mutation_id)",
+        ),
+        index(
+            "_engine_mutations",
+            "_engine_mutations_applied",
+            "CREATE INDEX IF NOT EXISTS _engine_mutations_applied ON _engine_mutations (applied_at)",
+        ),
+        table(
+            "_engine_bucket_sets",
+            "CREATE TABLE IF NOT EXISTS _engine_bucket_sets (digest TEXT PRIMARY KEY, buckets TEXT NOT NULL, used_at INTEGER NOT NULL)",
+        ),
+        index(
+            "_engine_bucket_sets",
+            "_engine_bucket_sets_used",
+            "CREATE INDEX IF NOT EXISTS _engine_bucket_sets_used ON _engine_bucket_sets (used_at)",
+        ),
+        table(
+            "_engine_jobs",
+            "CREATE TABLE IF NOT EXISTS _engine_jobs (id INTEGER PRIMARY KEY AUTOINCREMENT, name TEXT NOT NULL, payload TEXT NOT NULL, state TEXT NOT NULL DEFAULT 'queued', run_at INTEGER NOT NULL, attempts INTEGER NOT NULL DEFAULT 0, leased_until INTEGER, last_error TEXT, user_id TEXT, created_at INTEGER NOT NULL, finished_at INTEGER)",
+        ),
+        index(
+            "_engine_jobs",
+            "_engine_jobs_due",
+            "CREATE INDEX IF NOT EXISTS _engine_jobs_due ON _engine_jobs (name, run_at, id) WHERE state = 'queued'",
+        ),
+        table(
+            "_engine_blob_refs",
+            "CREATE TABLE IF NOT EXISTS _engine_blob_refs (table_name TEXT NOT NULL, row_key TEXT NOT NULL, column_name TEXT NOT NULL, blob_key TEXT NOT NULL, writer TEXT NOT NULL, PRIMARY KEY (table_name, row_key, column_name))",
+        ),
+        index(
+            "_engine_blob_refs",
+            "_engine_blob_refs_key",
+            "CREATE INDEX IF NOT EXISTS _engine_blob_refs_key ON _engine_blob_refs (blob_key)",
+        ),
+    ]
+}
+
+/// A column as the app declares it, in SQLite.
+fn column_definition(column: &ColumnMeta) -> String {
+    let mut def = format!("{} {}", ident(column.name), sqlite_type(column.sql_type));
+    if !column.nullable {
+        def.push_str(" NOT NULL");
+    }
+    if column.sql_type.is_crdt() {
+        def.push_str(&format!(" DEFAULT {}", literal(EMPTY_CRDT)));
+    }
+    def
+}
+
+/// The table of `table` and its columns.
+fn user_table(table: &TableMeta) -> Vec<Step> {
+    let mut columns: Vec<String> = table.columns.iter().map(column_definition).collect();
+    columns
+        .push(format!("PRIMARY KEY ({})", table.primary_key.iter().map(|k| ident(k)).collect::<Vec<_>>().join(", ")));
+    let mut plan = vec![Step::new(
+        format!("CREATE TABLE IF NOT EXISTS {} ({})", ident(table.name), columns.join(", ")),
+        Object::Table { table: table.name.into(), columns: table.columns.iter().map(|c| c.name.into()).collect() },
+    )];
+    for column in table.columns {
+        plan.push(Step::new(
+            format!("ALTER TABLE {} ADD COLUMN {}", ident(table.name), column_definition(column)),
+            Object::Column {
+                table: table.name.into(),
+                column: column.name.into(),
+                required: !column.nullable && !column.sql_type.is_crdt(),
+            },
+        ));
+    }
+    plan
+}
+
+/// `json_array(record.c, …)` of `columns`: values in the form the table stores them.
+fn json_values(record: &str, columns: &[&str]) -> String {
+    let values: Vec<String> = columns.iter().map(|c| format!("{record}.{}", ident(c))).collect();
+    format!("json_array({})", values.join(", "))
+}
+
+/// The change-tracking columns, triggers and indexes of a synced table.
+fn tracking(rules: &RuleIndex, table: &TableMeta) -> Vec<Step> {
+    let name = ident(table.name);
+    let column = |column: &str, definition: &str| {
+        Step::new(
+            format!("ALTER TABLE {name} ADD COLUMN {column} {definition}"),
+            Object::Column { table: table.name.into(), column: column.into(), required: false },
+        )
+    };
+    let mut plan = vec![column("_engine_seq", "INTEGER NOT NULL DEFAULT 0")];
+    if table.merge == MergePolicy::Field {
+        plan.push(column("_engine_hlc", "TEXT NOT NULL DEFAULT '{}'"));
+    }
+    let trigger =
+        |trigger: String, sql: String| Step::new(sql, Object::Trigger { table: table.name.into(), name: trigger });
+    let next = "UPDATE _engine_seq SET seq = seq + 1 WHERE id = 1;";
+    let this_row: Vec<String> = table.primary_key.iter().map(|k| format!("{k} IS NEW.{k}", k = ident(k))).collect();
+    let stamp = format!(
+        "UPDATE {name} SET _engine_seq = (SELECT seq FROM _engine_seq WHERE id = 1) WHERE {};",
+        this_row.join(" AND ")
+    );
+    let app_columns: Vec<String> = table.columns.iter().map(|c| ident(c.name)).collect();
+    let stamp_insert = format!("_engine_{}_stamp_insert", table.name);
+    plan.push(trigger(
+        stamp_insert.clone(),
+        format!(
+            "CREATE TRIGGER IF NOT EXISTS {} AFTER INSERT ON {name} BEGIN {next} {stamp} END",
+            ident(&stamp_insert)
+        ),
+    ));
+    // Only a write of the app's columns is stamped: the stamp's own update is not.
+    let stamp_update = format!("_engine_{}_stamp_update", table.name);
+    plan.push(trigger(
+        stamp_update.clone(),
+        format!(
+            "CREATE TRIGGER IF NOT EXISTS {} AFTER UPDATE OF {} ON {name} BEGIN {next} {stamp} END",
+            ident(&stamp_update),
+            app_columns.join(", ")
+        ),
+    ));
+    let keys: Vec<&str> = table.primary_key.to_vec();
+    let deciding = rules.deciding_columns(table);
+    let live = |record: &str| match table.soft_delete {
+        Some(deleted) => format!("{record}.{} IS NULL", ident(deleted)),
+        None => "1".into(),
+    };
+    let same_key: Vec<String> = keys.iter().map(|k| format!("OLD.{k} IS NEW.{k}", k = ident(k))).collect();
+    let tombstone = |new: String| {
+        format!(
+            "{next} INSERT INTO _engine_tombstones (seq, table_name, key, old, new, created_at) VALUES ((SELECT seq FROM _engine_seq WHERE id = 1), {}, {}, {}, {new}, CAST(unixepoch('subsec') * 1000 AS INTEGER));",
+            literal(table.name),
+            json_values("OLD", &keys),
+            json_values("OLD", &deciding),
+        )
+    };
+    let mut watched: BTreeSet<&str> = deciding.iter().copied().collect();
+    watched.extend(keys.iter().copied());
+    let on_update = format!("_engine_{}_tombstone_update", table.name);
+    plan.push(trigger(
+        on_update.clone(),
+        format!(
+            "CREATE TRIGGER IF NOT EXISTS {} AFTER UPDATE OF {} ON {name} WHEN {} BEGIN {} END",
+            ident(&on_update),
+            watched.iter().map(|c| ident(c)).collect::<Vec<_>>().join(", "),
+            live("OLD"),
+            tombstone(format!(
+                "CASE WHEN {} AND {} THEN {} END",
+                live("NEW"),
+                same_key.join(" AND "),
+                json_values("NEW", &deciding)
+            )),
+        ),
+    ));
+    let on_delete = format!("_engine_{}_tombstone_delete", table.name);
+    plan.push(trigger(
+        on_delete.clone(),
+        format!(
+            "CREATE TRIGGER IF NOT EXISTS {} AFTER DELETE ON {name} WHEN {} BEGIN {} END",
+            ident(&on_delete),
+            live("OLD"),
+            tombstone("NULL".into())
+        ),
+    ));
+    // The change stream in a table's order, and in each scope's.
+    let key: Vec<String> = keys.iter().map(|k| ident(k)).collect();
+    let mut indexes = vec![(index_name(table.name, "seq", &[]), format!("_engine_seq, {}", key.join(", ")))];
+    let mut scopes: Vec<&[&str]> = Vec::new();
+    for selection in rules.selections(table.name) {
+        let columns = selection.scope_columns();
+        if !columns.is_empty() && !scopes.contains(&columns) {
+            scopes.push(columns);
+            let mut parts: Vec<String> = columns.iter().map(|c| ident(c)).collect();
+            parts.push("_engine_seq".into());
+            parts.extend(key.iter().cloned());
+            indexes.push((index_name(table.name, "scope", columns), parts.join(", ")));
+        }
+    }
+    for (index, columns) in indexes {
+        plan.push(Step::new(
+            format!("CREATE INDEX IF NOT EXISTS {} ON {name} ({columns})", ident(&index)),
+            Object::Index { table: table.name.into(), name: index },
+        ));
+    }
+    plan
+}
+
+/// The statements that provision `app` on SQLite, in order (tables by name, as on Postgres).
+fn steps(app: &App) -> Vec<Step> {
+    let rules = app.rule_index();
+    let mut plan = engine_tables();
+    let mut tables: Vec<&TableMeta> = app.tables().iter().map(|def| def.meta()).collect();
+    tables.sort_by_key(|t| t.name);
+    for table in tables {
+        plan.extend(user_table(table));
+        if !rules.selections(table.name).is_empty() {
+            plan.extend(tracking(&rules, table));
+        }
+        for column in table.columns.iter().filter(|c| c.blob) {
+            let index = index_name(table.name, "blob", &[column.name]);
+            plan.push(Step::new(
+                format!(
+                    "CREATE INDEX IF NOT EXISTS {} ON {} ({})",
+                    ident(&index),
+                    ident(table.name),
+                    ident(column.name)
+                ),
+                Object::Index { table: table.name.into(), name: index },
+            ));
+        }
+    }
+    for (table, columns) in super::membership_indexes(app) {
+        let index = index_name(table, "member", &columns);
+        plan.push(Step::new(
+            format!(
+                "CREATE INDEX IF NOT EXISTS {} ON {} ({})",
+                ident(&index),
+                ident(table),
+                columns.iter().map(|c| ident(c)).collect::<Vec<_>>().join(", ")
+            ),
+            Object::Index { table: table.into(), name: index },
+        ));
+    }
+    plan.push(Step::new(
+        format!("INSERT INTO _engine_meta (key, value) VALUES ('schema_version', '{SCHEMA_VERSION}') ON CONFLICT (key) DO UPDATE SET value = excluded.value WHERE value IS NOT excluded.value"),
+        Object::Meta,
+    ));
+    plan.push(Step::new(
+        "INSERT INTO _engine_meta (key, value) VALUES ('tombstone_horizon', '0') ON CONFLICT (key) DO NOTHING",
+        Object::Meta,
+    ));
+    plan
+}
+
+/// A column as the file has it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct ColumnInfo {
+    type_name: String,
+    not_null: bool,
+    has_default: bool,
+    /// Its place in the primary key (0: not in it).
+    key: i64,
+}
+
+/// What the file has: each table's columns, and the names of its indexes and triggers.
+#[derive(Debug, Default)]
+struct Catalog {
+    tables: BTreeMap<String, BTreeMap<String, ColumnInfo>>,
+    objects: BTreeSet<String>,
+}
+
+impl Catalog {
+    async fn read(conn: &mut SqliteConnection) -> Result<Catalog> {
+        let mut catalog = Catalog::default();
+        let rows = sqlx::query("SELECT type, name FROM sqlite_schema").fetch_all(&mut *conn).await?;
+        let mut tables = Vec::new();
+        for row in rows {
+            let (kind, name): (String, String) = (row.try_get(0)?, row.try_get(1)?);
+            match kind.as_str() {
+                "table" => tables.push(name),
+                _ => {
+                    catalog.objects.insert(name);
+                }
+            }
+        }
+        for table in tables {
+            let rows =
+                sqlx::query("SELECT name, type, \"notnull\", dflt_value IS NOT NULL, pk FROM pragma_table_info(?)")
+                    .bind(&table)
+                    .fetch_all(&mut *conn)
+                    .await?;
+            let mut columns = BTreeMap::new();
+            for row in rows {
+                columns.insert(
+                    row.try_get::<String, _>(0)?,
+                    ColumnInfo {
+                        type_name: row.try_get::<String, _>(1)?.to_uppercase(),
+                        not_null: row.try_get::<bool, _>(2)?,
+                        has_default: row.try_get::<bool, _>(3)?,
+                        key: row.try_get(4)?,
+                    },
+                );
+            }
+            catalog.tables.insert(table, columns);
+        }
+        Ok(catalog)
+    }
+
+    /// Whether the file lacks what `step` creates.
+    fn lacks(&self, step: &Step) -> bool {
+        match &step.object {
+            Object::Table { table, .. } => !self.tables.contains_key(table),
+            Object::Column { table, column, .. } => {
+                self.tables.get(table).is_some_and(|columns| !columns.contains_key(column))
+            }
+            Object::Index { name, .. } | Object::Trigger { name, .. } => !self.objects.contains(name),
+            Object::Function { .. } => false,
+            Object::Meta => true,
+        }
+    }
+
+    /// Drift: a column of the app's tables whose type, nullability or key differs from what
+    /// the app declares, or one the app does not declare that its inserts would fail on.
+    fn drift(&self, app: &App) -> Vec<String> {
+        let mut out = Vec::new();
+        for table in app.tables().iter().map(|def| def.meta()) {
+            let Some(columns) = self.tables.get(table.name) else { continue };
+            for column in table.columns {
+                let Some(has) = columns.get(column.name) else { continue };
+                let key = table.primary_key.iter().position(|k| *k == column.name).map_or(0, |i| i as i64 + 1);
+                let wants = sqlite_type(column.sql_type);
+                if has.type_name != wants || has.not_null == column.nullable || has.key != key {
+                    out.push(format!(
+                        "column `{}`.`{}` is {}{}{} in the database, the app declares {wants}{}{}",
+                        table.name,
+                        column.name,
+                        has.type_name,
+                        if has.not_null { " NOT NULL" } else { "" },
+                        if has.key > 0 { " (key)" } else { "" },
+                        if column.nullable { "" } else { " NOT NULL" },
+                        if key > 0 { " (key)" } else { "" },
+                    ));
+                }
+            }
+            for (name, has) in columns {
+                let declared = table.columns.iter().any(|c| c.name == name);
+                if !declared && !name.starts_with("_engine_") && has.not_null && !has.has_default {
+                    out.push(format!(
+                        "column `{}`.`{name}` is NOT NULL without a default and the app does not declare it: its inserts would fail",
+                        table.name
+                    ));
+                }
+            }
+        }
+        out
+    }
+}
+
+/// The steps of `app`'s plan a file with `catalog` lacks (all of them on an empty file, whose
+/// new tables get their columns from their `CREATE TABLE` and the engine's after it).
+fn lacking(catalog: &Catalog, app: &App) -> Vec<Step> {
+    // A new table has the columns its statement creates; the engine's are added after it.
+    let mut created: BTreeSet<(String, String)> = BTreeSet::new();
+    let mut lacking = Vec::new();
+    for step in steps(app) {
+        let needed = match &step.object {
+            Object::Table { table, columns } if catalog.lacks(&step) => {
+                created.extend(columns.iter().map(|c| (table.clone(), c.clone())));
+                true
+            }
+            Object::Column { table, column, .. } if !catalog.tables.contains_key(table) => {
+                !created.contains(&(table.clone(), column.clone()))
+            }
+            _ => catalog.lacks(&step),
+        };
+        if needed {
+            lacking.push(step);
+        }
+    }
+    lacking
+}
+
+/// The statements that provision `app` on a new file, in order.
+pub(crate) fn plan(app: &App) -> Vec<String> {
+    lacking(&Catalog::default(), app).into_iter().map(|step| step.sql).collect()
+}
+
+/// What the file holds against `app`: the steps it lacks, refusing drift and a file of a newer
+/// engine.
+async fn pending(conn: &mut SqliteConnection, app: &App) -> Result<Vec<Step>> {
+    let catalog = Catalog::read(conn).await?;
+    if catalog.tables.contains_key("_engine_meta") {
+        let version: Option<String> = sqlx::query_scalar("SELECT value FROM _engine_meta WHERE key = 'schema_version'")
+            .fetch_optional(&mut *conn)
+            .await?;
+        if let Some(version) = version.and_then(|v| v.parse::<i64>().ok())
+            && version > SCHEMA_VERSION
+        {
+            return Err(Error::provision(format!(
+                "the database was provisioned by a newer engine (schema version {version}; this one knows {SCHEMA_VERSION})"
+            )));
+        }
+    }
+    let drift = catalog.drift(app);
+    if !drift.is_empty() {
+        return Err(Error::provision(format!("the database differs from the app: {}", drift.join("; "))));
+    }
+    let lacking = lacking(&catalog, app);
+    if let Some(Object::Column { table, column, .. }) =
+        lacking.iter().map(|s| &s.object).find(|o| matches!(o, Object::Column { required: true, .. }))
+    {
+        let rows: i64 = sqlx::query_scalar(sqlx::AssertSqlSafe(format!("SELECT count(*) FROM {}", ident(table))))
+            .fetch_one(&mut *conn)
+            .await?;
+        if rows > 0 {
+            return Err(Error::provision(format!(
+                "column `{table}`.`{column}` is NOT NULL without a default: it cannot be added to a table that has rows"
+            )));
+        }
+    }
+    Ok(lacking)
+}
+
+/// Make the file serve `app`: run what it lacks, in one transaction.
+pub(crate) async fn provision(conn: &mut SqliteConnection, app: &App) -> Result<()> {
+    let mut tx = conn.begin_with("BEGIN IMMEDIATE").await?;
+    let steps = pending(&mut tx, app).await?;
+    for step in &steps {
+        exec(&mut tx, &step.sql).await.map_err(|e| Error::Provision {
+            what: format!("running `{}`", first_line(&step.sql)),
+            source: Some(e.into()),
+        })?;
+    }
+    tx.commit().await?;
+    let created: Vec<&Step> = steps.iter().filter(|s| s.object != Object::Meta).collect();
+    if !created.is_empty() {
+        tracing::info!(statements = created.len(), "provisioned the SQLite database");
+    }
+    Ok(())
+}
+
+/// Check that the file serves `app`, changing nothing.
+pub(crate) async fn verify(conn: &mut SqliteConnection, app: &App) -> Result<()> {
+    let missing: Vec<String> = pending(conn, app)
+        .await?
+        .into_iter()
+        .filter(|s| s.object != Object::Meta)
+        .map(|s| first_line(&s.sql).to_owned())
+        .collect();
+    if missing.is_empty() {
+        Ok(())
+    } else {
+        Err(Error::provision(format!("the database is not provisioned for the app; it lacks: {}", missing.join("; "))))
+    }
+}
+
+/// What provisioning would change, as `+` lines; empty when the file is current.
+pub(crate) async fn changes(conn: &mut SqliteConnection, app: &App) -> Result<String> {
+    Ok(pending(conn, app)
+        .await?
+        .iter()
+        .filter(|s| s.object != Object::Meta)
+        .map(|s| format!("+ {}\n", s.sql))
+        .collect())
+}
+
+fn first_line(sql: &str) -> &str {
+    sql.lines().next().unwrap_or_default()
+}

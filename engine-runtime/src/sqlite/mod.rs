@@ -1,0 +1,106 @@
+//! SQLite plumbing under the flows of the SQLite store: the file opened in WAL mode with one
+//! writing connection and a pool of readers, and the lock that keeps a second server process
+//! off the file. It knows no flow and no rule; values and quoting are `engine_sqlite`'s, shared
+//! with the client's store.
+
+use std::path::{Path, PathBuf};
+use std::str::FromStr;
+use std::time::Duration;
+
+use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions, SqliteSynchronous};
+use sqlx::{ConnectOptions, SqliteConnection, SqlitePool};
+use tokio::sync::{Mutex, MutexGuard};
+
+pub(crate) use engine_sqlite::ident;
+
+use crate::error::{Error, Result};
+
+/// When a commit is on disk (`PRAGMA synchronous`), with the write-ahead log.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[non_exhaustive]
+pub enum Durability {
+    /// Every commit is synced to disk before it is answered: a mutation answered `applied`
+    /// survives the process being killed and the machine losing power (`synchronous = FULL`).
+    #[default]
+    Full,
+    /// A commit is written to the operating system before it is answered, and synced at
+    /// checkpoints: it survives the process being killed, not the machine losing power
+    /// (`synchronous = NORMAL`).
+    Process,
+}
+
+/// How long a statement waits for a lock another connection holds (a checkpoint, say).
+const BUSY_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// An open SQLite database: one connection writes, the pool reads. SQLite lets one transaction
+/// write at a time; the writer's lock queues the store's writes in the process instead of
+/// letting them retry on `SQLITE_BUSY`.
+#[derive(Debug)]
+pub(crate) struct Db {
+    writer: Mutex<SqliteConnection>,
+    pub(crate) readers: SqlitePool,
+    pub(crate) path: PathBuf,
+    /// Held while the store is open: a second process's store refuses to open the file.
+    _lock: std::fs::File,
+}
+
+impl Db {
+    /// Open (and create when missing) the database at `path`, refusing it when another process
+    /// serves it.
+    pub(crate) async fn open(path: &Path, durability: Durability, readers: u32) -> Result<Db> {
+        let lock = lock_file(path)?;
+        let options = SqliteConnectOptions::from_str("sqlite:")
+            .map_err(|e| Error::config_from("SQLite options", e))?
+            .filename(path)
+            .create_if_missing(true)
+            .journal_mode(SqliteJournalMode::Wal)
+            .synchronous(match durability {
+                Durability::Full => SqliteSynchronous::Full,
+                Durability::Process => SqliteSynchronous::Normal,
+            })
+            .foreign_keys(false)
+            .busy_timeout(BUSY_TIMEOUT);
+        let opening = |e| Error::config_from(format!("cannot open the SQLite database {}", path.display()), e);
+        let writer = options.clone().connect().await.map_err(opening)?;
+        let readers = SqlitePoolOptions::new()
+            .max_connections(readers.max(1))
+            .connect_with(options.read_only(true))
+            .await
+            .map_err(opening)?;
+        Ok(Db { writer: Mutex::new(writer), readers, path: path.to_owned(), _lock: lock })
+    }
+
+    /// The writing connection, once the writes queued before are done.
+    pub(crate) async fn writer(&self) -> MutexGuard<'_, SqliteConnection> {
+        self.writer.lock().await
+    }
+}
+
+/// The file `path` locked for this process (an advisory lock on the database file itself,
+/// which SQLite's own locks do not touch), created when missing.
+fn lock_file(path: &Path) -> Result<std::fs::File> {
+    let file = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create(true)
+        .truncate(false)
+        .open(path)
+        .map_err(|e| Error::config_from(format!("cannot open the SQLite database {}", path.display()), e))?;
+    match file.try_lock() {
+        Ok(()) => Ok(file),
+        Err(std::fs::TryLockError::WouldBlock) => Err(Error::config(format!(
+            "another server process serves the SQLite database {}: one process serves a SQLite \
+             file (run several instances on Postgres)",
+            path.display()
+        ))),
+        Err(std::fs::TryLockError::Error(e)) => {
+            Err(Error::config_from(format!("cannot lock the SQLite database {}", path.display()), e))
+        }
+    }
+}
+
+/// Run statements that bind nothing (DDL), unprepared.
+pub(crate) async fn exec(conn: &mut SqliteConnection, sql: &str) -> Result<()> {
+    sqlx::raw_sql(sqlx::AssertSqlSafe(sql.to_owned())).execute(&mut *conn).await?;
+    Ok(())
+}
