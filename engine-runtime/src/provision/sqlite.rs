@@ -145,10 +145,18 @@ fn user_table(table: &TableMeta) -> Vec<Step> {
     plan
 }
 
-/// `json_array(record.c, …)` of `columns`: values in the form the table stores them.
+/// `json_object('c', record.c, …)` of `columns`: values in the form the table stores them.
 fn json_values(record: &str, columns: &[&str]) -> String {
-    let values: Vec<String> = columns.iter().map(|c| format!("{record}.{}", ident(c))).collect();
-    format!("json_array({})", values.join(", "))
+    let values: Vec<String> = columns.iter().map(|c| format!("{}, {record}.{}", literal(c), ident(c))).collect();
+    format!("json_object({})", values.join(", "))
+}
+
+/// The name of an engine trigger on `table`: its purpose and a digest of its statement, so that
+/// a trigger the app's rules change gets a new name, and the old one is dropped.
+fn trigger_name(table: &str, purpose: &str, statement: &str) -> String {
+    let hash =
+        statement.bytes().fold(0xcbf2_9ce4_8422_2325_u64, |h, b| (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3));
+    format!("_engine_{table}_{purpose}_{:08x}", hash >> 32)
 }
 
 /// The change-tracking columns, triggers and indexes of a synced table.
@@ -164,33 +172,18 @@ fn tracking(rules: &RuleIndex, table: &TableMeta) -> Vec<Step> {
     if table.merge == MergePolicy::Field {
         plan.push(column("_engine_hlc", "TEXT NOT NULL DEFAULT '{}'"));
     }
-    let trigger =
-        |trigger: String, sql: String| Step::new(sql, Object::Trigger { table: table.name.into(), name: trigger });
+    // Each trigger: its purpose, when it fires and its body.
+    let mut triggers: Vec<(&str, String, String)> = Vec::new();
     let next = "UPDATE _engine_seq SET seq = seq + 1 WHERE id = 1;";
     let this_row: Vec<String> = table.primary_key.iter().map(|k| format!("{k} IS NEW.{k}", k = ident(k))).collect();
     let stamp = format!(
-        "UPDATE {name} SET _engine_seq = (SELECT seq FROM _engine_seq WHERE id = 1) WHERE {};",
+        "{next} UPDATE {name} SET _engine_seq = (SELECT seq FROM _engine_seq WHERE id = 1) WHERE {};",
         this_row.join(" AND ")
     );
-    let app_columns: Vec<String> = table.columns.iter().map(|c| ident(c.name)).collect();
-    let stamp_insert = format!("_engine_{}_stamp_insert", table.name);
-    plan.push(trigger(
-        stamp_insert.clone(),
-        format!(
-            "CREATE TRIGGER IF NOT EXISTS {} AFTER INSERT ON {name} BEGIN {next} {stamp} END",
-            ident(&stamp_insert)
-        ),
-    ));
+    triggers.push(("stamp_insert", format!("AFTER INSERT ON {name}"), stamp.clone()));
     // Only a write of the app's columns is stamped: the stamp's own update is not.
-    let stamp_update = format!("_engine_{}_stamp_update", table.name);
-    plan.push(trigger(
-        stamp_update.clone(),
-        format!(
-            "CREATE TRIGGER IF NOT EXISTS {} AFTER UPDATE OF {} ON {name} BEGIN {next} {stamp} END",
-            ident(&stamp_update),
-            app_columns.join(", ")
-        ),
-    ));
+    let app_columns: Vec<String> = table.columns.iter().map(|c| ident(c.name)).collect();
+    triggers.push(("stamp_update", format!("AFTER UPDATE OF {} ON {name}", app_columns.join(", ")), stamp));
     let keys: Vec<&str> = table.primary_key.to_vec();
     let deciding = rules.deciding_columns(table);
     let live = |record: &str| match table.soft_delete {
@@ -208,32 +201,32 @@ fn tracking(rules: &RuleIndex, table: &TableMeta) -> Vec<Step> {
     };
     let mut watched: BTreeSet<&str> = deciding.iter().copied().collect();
     watched.extend(keys.iter().copied());
-    let on_update = format!("_engine_{}_tombstone_update", table.name);
-    plan.push(trigger(
-        on_update.clone(),
+    triggers.push((
+        "tombstone_update",
         format!(
-            "CREATE TRIGGER IF NOT EXISTS {} AFTER UPDATE OF {} ON {name} WHEN {} BEGIN {} END",
-            ident(&on_update),
+            "AFTER UPDATE OF {} ON {name} WHEN {}",
             watched.iter().map(|c| ident(c)).collect::<Vec<_>>().join(", "),
-            live("OLD"),
-            tombstone(format!(
-                "CASE WHEN {} AND {} THEN {} END",
-                live("NEW"),
-                same_key.join(" AND "),
-                json_values("NEW", &deciding)
-            )),
+            live("OLD")
         ),
+        tombstone(format!(
+            "CASE WHEN {} AND {} THEN {} END",
+            live("NEW"),
+            same_key.join(" AND "),
+            json_values("NEW", &deciding)
+        )),
     ));
-    let on_delete = format!("_engine_{}_tombstone_delete", table.name);
-    plan.push(trigger(
-        on_delete.clone(),
-        format!(
-            "CREATE TRIGGER IF NOT EXISTS {} AFTER DELETE ON {name} WHEN {} BEGIN {} END",
-            ident(&on_delete),
-            live("OLD"),
-            tombstone("NULL".into())
-        ),
+    triggers.push((
+        "tombstone_delete",
+        format!("AFTER DELETE ON {name} WHEN {}", live("OLD")),
+        tombstone("NULL".into()),
     ));
+    for (purpose, when, body) in triggers {
+        let trigger = trigger_name(table.name, purpose, &format!("{when} {body}"));
+        plan.push(Step::new(
+            format!("CREATE TRIGGER IF NOT EXISTS {} {when} BEGIN {body} END", ident(&trigger)),
+            Object::Trigger { table: table.name.into(), name: trigger },
+        ));
+    }
     // The change stream in a table's order, and in each scope's.
     let key: Vec<String> = keys.iter().map(|k| ident(k)).collect();
     let mut indexes = vec![(index_name(table.name, "seq", &[]), format!("_engine_seq, {}", key.join(", ")))];
@@ -319,17 +312,23 @@ struct ColumnInfo {
 struct Catalog {
     tables: BTreeMap<String, BTreeMap<String, ColumnInfo>>,
     objects: BTreeSet<String>,
+    /// The engine's triggers, with their tables.
+    triggers: BTreeMap<String, String>,
 }
 
 impl Catalog {
     async fn read(conn: &mut SqliteConnection) -> Result<Catalog> {
         let mut catalog = Catalog::default();
-        let rows = sqlx::query("SELECT type, name FROM sqlite_schema").fetch_all(&mut *conn).await?;
+        let rows = sqlx::query("SELECT type, name, tbl_name FROM sqlite_schema").fetch_all(&mut *conn).await?;
         let mut tables = Vec::new();
         for row in rows {
-            let (kind, name): (String, String) = (row.try_get(0)?, row.try_get(1)?);
+            let (kind, name, table): (String, String, String) = (row.try_get(0)?, row.try_get(1)?, row.try_get(2)?);
             match kind.as_str() {
                 "table" => tables.push(name),
+                "trigger" if name.starts_with("_engine_") => {
+                    catalog.objects.insert(name.clone());
+                    catalog.triggers.insert(name, table);
+                }
                 _ => {
                     catalog.objects.insert(name);
                 }
@@ -429,7 +428,21 @@ fn lacking(catalog: &Catalog, app: &App) -> Vec<Step> {
             lacking.push(step);
         }
     }
-    lacking
+    // An engine trigger the plan no longer has (the rules changed what it records) goes first.
+    let planned: BTreeSet<String> = steps(app)
+        .into_iter()
+        .filter_map(|step| match step.object {
+            Object::Trigger { name, .. } => Some(name),
+            _ => None,
+        })
+        .collect();
+    let stale = catalog.triggers.iter().filter(|(name, _)| !planned.contains(*name)).map(|(name, table)| {
+        Step::new(
+            format!("DROP TRIGGER IF EXISTS {}", ident(name)),
+            Object::Trigger { table: table.clone(), name: name.clone() },
+        )
+    });
+    stale.chain(lacking).collect()
 }
 
 /// The statements that provision `app` on a new file, in order.

@@ -14,6 +14,8 @@ use engine_kernel::BucketKey;
 use sqlx::PgConnection;
 
 use super::cursor::{CursorKey, SetDigest};
+
+pub(crate) mod sqlite;
 use crate::error::{Error, Result};
 
 /// How many bucket keys the cache holds before it starts over.
@@ -51,33 +53,51 @@ impl SetCache {
     }
 }
 
+/// The sets of `digests` that `cache` holds, and the digests of the others.
+fn cached(
+    cache: &Mutex<SetCache>,
+    digests: Vec<SetDigest>,
+) -> (HashMap<SetDigest, Arc<Vec<BucketKey>>>, Vec<SetDigest>) {
+    let cache = cache.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+    let mut found = HashMap::new();
+    let mut missing = Vec::new();
+    for digest in digests {
+        match cache.get(&digest) {
+            Some(set) => {
+                found.insert(digest, set);
+            }
+            None => missing.push(digest),
+        }
+    }
+    (found, missing)
+}
+
 /// The sets `digests` name, from the cache or the database; a set that is not found is absent.
 pub(crate) async fn load(
     conn: &mut PgConnection,
     cache: &Mutex<SetCache>,
     digests: Vec<SetDigest>,
 ) -> Result<HashMap<SetDigest, Arc<Vec<BucketKey>>>> {
-    let mut found = HashMap::new();
-    let mut missing = Vec::new();
-    {
-        let cache = cache.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
-        for digest in digests {
-            match cache.get(&digest) {
-                Some(set) => {
-                    found.insert(digest, set);
-                }
-                None => missing.push(digest.as_str().to_owned()),
-            }
-        }
-    }
+    let (mut found, missing) = cached(cache, digests);
     if missing.is_empty() {
         return Ok(found);
     }
     let rows: Vec<(String, Vec<String>)> =
         sqlx::query_as("SELECT digest, buckets FROM _engine_bucket_sets WHERE digest = ANY($1)")
-            .bind(&missing)
+            .bind(missing.iter().map(SetDigest::as_str).collect::<Vec<_>>())
             .fetch_all(&mut *conn)
             .await?;
+    keep_stored(cache, &mut found, rows);
+    Ok(found)
+}
+
+/// Add the stored sets `rows` (a digest and its bucket keys) to `found` and to `cache`, each
+/// only when its content has its digest.
+fn keep_stored(
+    cache: &Mutex<SetCache>,
+    found: &mut HashMap<SetDigest, Arc<Vec<BucketKey>>>,
+    rows: impl IntoIterator<Item = (String, Vec<String>)>,
+) {
     let mut cache = cache.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
     for (stored, buckets) in rows {
         let Ok(buckets) = buckets.iter().map(|b| BucketKey::parse(b)).collect::<Result<Vec<_>, _>>() else { continue };
@@ -90,7 +110,6 @@ pub(crate) async fn load(
         cache.put(digest.clone(), Arc::clone(&buckets), None);
         found.insert(digest, buckets);
     }
-    Ok(found)
 }
 
 /// Store `sets` and mark them used, before a cursor naming them is handed out (a set this

@@ -12,6 +12,8 @@
 //! - `page.rs`: the page as it fills, bounded by entries and bytes; `pulled.rs`: the answer.
 //! - `plan.rs`: which groups a pull walks, parks, removes or resyncs (pure, with its table).
 //! - `walk.rs`: the walk through a group's rows.
+//! - `sqlite.rs`: the pull on SQLite, from the same plan and page (`walk/sqlite.rs`,
+//!   `bucket_sets/sqlite.rs` its walk and sets).
 
 mod bucket_sets;
 pub(crate) mod cursor;
@@ -19,14 +21,17 @@ mod horizon;
 mod page;
 mod plan;
 mod pulled;
+pub(crate) mod sqlite;
 mod start;
 mod walk;
 
 #[cfg(test)]
 mod tests;
 
-use std::sync::Mutex;
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
 
+use engine_kernel::rules::buckets::RuleIndex;
 use engine_kernel::wire::PullRequest;
 use engine_kernel::{Actor, BucketKey};
 use serde_json::Value;
@@ -34,8 +39,9 @@ use sqlx::{PgConnection, Row as _};
 
 pub(crate) use horizon::next_xid;
 pub use pulled::{Pulled, PulledChange};
+pub(crate) use start::PullStart;
 
-use crate::core::Core;
+use crate::core::{Clock, Core, StoreLimits};
 use crate::error::{Error, Result};
 use crate::pg::sql;
 use cursor::{Cursor, CursorKey, Group, SetDigest, TombstonePosition, Walk};
@@ -76,12 +82,17 @@ pub(crate) async fn horizon(core: &Core, pulls: &PullState) -> Result<u64> {
     horizon::horizon(core, &pulls.floor).await
 }
 
-pub(crate) async fn pull(core: &Core, pulls: &PullState, actor: &Actor, request: &PullRequest) -> Result<Pulled> {
-    let limit = match request.limit {
+/// The most entries the request's page holds.
+fn page_limit(request: &PullRequest) -> Result<usize> {
+    Ok(match request.limit {
         Some(0) => return Err(Error::MalformedRequest("`limit` is at least 1".into())),
         Some(n) => n.min(MAX_PULL_LIMIT),
         None => DEFAULT_PULL_LIMIT,
-    } as usize;
+    } as usize)
+}
+
+pub(crate) async fn pull(core: &Core, pulls: &PullState, actor: &Actor, request: &PullRequest) -> Result<Pulled> {
+    let limit = page_limit(request)?;
     core.on_session(async |conn| pull_on(core, pulls, conn, actor, request, limit).await).await
 }
 
@@ -115,14 +126,75 @@ async fn pull_on(
         attempt += 1;
         tokio::time::sleep(std::time::Duration::from_millis(5 * u64::from(attempt))).await;
     };
-    let (horizon, gc_horizon) = (start.horizon, start.tombstone_horizon);
+    let taken = take_page(
+        &mut PgSnapshot { core, conn: &mut tx },
+        &Reading { rules: &core.rules, limits: &core.limits, clock: &core.clock, key: &key, sets: &pulls.bucket_sets },
+        actor,
+        request,
+        limit,
+        &start,
+    )
+    .await?;
+    tx.commit().await?;
+    bucket_sets::store(conn, &pulls.bucket_sets, taken.sets).await?;
+    Ok(taken.pulled)
+}
 
-    if start.held.len() > core.limits.buckets_per_actor {
-        return Err(Error::TooManyBuckets { held: start.held.len(), limit: core.limits.buckets_per_actor });
+/// What a pull reads of its store within its snapshot, one implementation per backend: Postgres
+/// here ([`PgSnapshot`]), SQLite in `sqlite.rs`.
+trait Snapshot: Send {
+    /// The bucket sets `digests` name, from `cache` or the store; a set not found is absent.
+    fn load_sets(
+        &mut self,
+        cache: &Mutex<bucket_sets::SetCache>,
+        digests: Vec<SetDigest>,
+    ) -> impl Future<Output = Result<HashMap<SetDigest, Arc<Vec<BucketKey>>>>> + Send;
+    /// Take the tombstones of `group` below `to` into `page`; whether all were taken.
+    fn tombstones(
+        &mut self,
+        group: &mut Group,
+        to: u64,
+        page: &mut Page<'_>,
+    ) -> impl Future<Output = Result<bool>> + Send;
+    /// Walk `group` from where its walk stands until the walk is done (`true`) or the page is
+    /// full (`false`).
+    fn walk(&mut self, group: &mut Group, page: &mut Page<'_>) -> impl Future<Output = Result<bool>> + Send;
+}
+
+/// What a pull reads besides its snapshot: the rules, the bounds, the clock, the cursor key and
+/// the bucket sets known.
+struct Reading<'a> {
+    pub(crate) rules: &'a RuleIndex,
+    pub(crate) limits: &'a StoreLimits,
+    pub(crate) clock: &'a Clock,
+    pub(crate) key: &'a CursorKey,
+    pub(crate) sets: &'a Mutex<bucket_sets::SetCache>,
+}
+
+/// A page taken, and the bucket sets its cursor names, to be stored before it is answered.
+struct Taken {
+    pub(crate) pulled: Pulled,
+    pub(crate) sets: Vec<(SetDigest, Vec<BucketKey>)>,
+}
+
+/// The page of a pull whose snapshot `snapshot` began with `start` (`docs/design.md` §3): the
+/// cursor opened, the plan made, each walked group scanned while the page has room, and the
+/// next cursor sealed.
+async fn take_page<S: Snapshot>(
+    snapshot: &mut S,
+    reading: &Reading<'_>,
+    actor: &Actor,
+    request: &PullRequest,
+    limit: usize,
+    start: &PullStart,
+) -> Result<Taken> {
+    let (horizon, gc_horizon) = (start.horizon, start.tombstone_horizon);
+    if start.held.len() > reading.limits.buckets_per_actor {
+        return Err(Error::TooManyBuckets { held: start.held.len(), limit: reading.limits.buckets_per_actor });
     }
     let (mut cursor, mut reset) = match request.cursor.as_deref() {
         None => (Cursor::default(), false),
-        Some(text) => match open_cursor(pulls, &mut tx, &key, &actor.user_id, text).await? {
+        Some(text) => match open_cursor(snapshot, reading, &actor.user_id, text).await? {
             Some(cursor) => (cursor, false),
             None => (Cursor::default(), true),
         },
@@ -132,33 +204,31 @@ async fn pull_on(
         cursor = Cursor::default();
         reset = true;
     }
-    let mut plan =
-        plan::plan(cursor, &start.held, request.buckets.as_deref(), |rule| core.rules.version(rule), horizon)?;
+    let rules = reading.rules;
+    let mut plan = plan::plan(cursor, &start.held, request.buckets.as_deref(), |rule| rules.version(rule), horizon)?;
 
     let asked = std::mem::take(&mut plan.asked);
-    let mut page = Page::new(&core.rules, &asked, limit, core.limits.page_bytes);
+    let mut page = Page::new(rules, &asked, limit, reading.limits.page_bytes);
     for group in &mut plan.walked {
         if page.is_full() {
             break;
         }
-        scan_group(core, &mut tx, group, horizon, &mut page).await?;
+        scan_group(snapshot, group, horizon, &mut page).await?;
     }
     let has_more = plan::has_more(&plan, horizon);
     let removed_buckets = std::mem::take(&mut plan.removed);
     let groups = plan::next_groups(plan);
 
-    tx.commit().await?;
-    let rules = groups
+    let versions = groups
         .iter()
         .flat_map(|g| g.buckets.iter().map(|b| b.rule()))
-        .filter_map(|rule| Some((rule.to_owned(), core.rules.version(rule)?.to_owned())))
+        .filter_map(|rule| Some((rule.to_owned(), rules.version(rule)?.to_owned())))
         .collect();
-    let (cursor, sets) = Cursor::new(groups, rules).seal(&key, &actor.user_id);
-    bucket_sets::store(conn, &pulls.bucket_sets, sets).await?;
+    let (cursor, sets) = Cursor::new(groups, versions).seal(reading.key, &actor.user_id);
 
     // The server's clock reads past every stamp this page delivers, so the client's next
     // writes order after them, whichever instance stamped them.
-    let server_hlc = core.clock.tick_after(page.newest().as_ref());
+    let server_hlc = reading.clock.tick_after(page.newest().as_ref());
     let mut pulled = page.finish();
     pulled.removed_buckets = removed_buckets;
     pulled.cursor = cursor;
@@ -167,49 +237,62 @@ async fn pull_on(
     pulled.last_mutation_id = start.last_mutation_id;
     pulled.synced_mutation_id = Some(start.synced_mutation_id);
     pulled.server_hlc = Some(server_hlc);
-    Ok(pulled)
+    Ok(Taken { pulled, sets })
 }
 
 /// The cursor `text`, opened and its stored bucket sets looked up; `None` when it is not a
 /// cursor of this database for this user, or names a set that is gone.
-async fn open_cursor(
-    pulls: &PullState,
-    conn: &mut PgConnection,
-    key: &CursorKey,
+async fn open_cursor<S: Snapshot>(
+    snapshot: &mut S,
+    reading: &Reading<'_>,
     user: &str,
     text: &str,
 ) -> Result<Option<Cursor>> {
-    let Ok(opened) = Cursor::open(text, key, user) else { return Ok(None) };
+    let Ok(opened) = Cursor::open(text, reading.key, user) else { return Ok(None) };
     let digests: Vec<SetDigest> = opened.stored_sets().cloned().collect();
-    let sets = if digests.is_empty() {
-        Default::default()
-    } else {
-        bucket_sets::load(conn, &pulls.bucket_sets, digests).await?
-    };
+    let sets = if digests.is_empty() { Default::default() } else { snapshot.load_sets(reading.sets, digests).await? };
     Ok(opened.resolve(|digest| sets.get(digest).map(|set| set.as_ref().clone())).ok())
 }
 
 /// Take what `group` has below `horizon` into `page`, as far as it has room: tombstones up to
 /// the walk's target, then the walk; a finished walk starts the next, up to `horizon`.
-async fn scan_group(
-    core: &Core,
-    conn: &mut PgConnection,
-    group: &mut Group,
-    horizon: u64,
-    page: &mut Page<'_>,
-) -> Result<()> {
+async fn scan_group<S: Snapshot>(snapshot: &mut S, group: &mut Group, horizon: u64, page: &mut Page<'_>) -> Result<()> {
     while !page.is_full() && !group.is_caught_up(horizon) && plan::is_ready(group, horizon) {
         let to = group.walk.get_or_insert(Walk { to: horizon.max(group.rows), selection: None, point: None }).to;
-        if group.tombstones < TombstonePosition::at(to) && !scan_tombstones(conn, group, to, page).await? {
+        if group.tombstones < TombstonePosition::at(to) && !snapshot.tombstones(group, to, page).await? {
             return Ok(());
         }
-        if to > group.rows && !walk::walk(core, conn, group, page).await? {
+        if to > group.rows && !snapshot.walk(group, page).await? {
             return Ok(());
         }
         group.rows = to;
         group.walk = None;
     }
     Ok(())
+}
+
+/// A pull's snapshot on Postgres: its `REPEATABLE READ` transaction.
+struct PgSnapshot<'c> {
+    core: &'c Core,
+    conn: &'c mut PgConnection,
+}
+
+impl Snapshot for PgSnapshot<'_> {
+    async fn load_sets(
+        &mut self,
+        cache: &Mutex<bucket_sets::SetCache>,
+        digests: Vec<SetDigest>,
+    ) -> Result<HashMap<SetDigest, Arc<Vec<BucketKey>>>> {
+        bucket_sets::load(self.conn, cache, digests).await
+    }
+
+    async fn tombstones(&mut self, group: &mut Group, to: u64, page: &mut Page<'_>) -> Result<bool> {
+        scan_tombstones(self.conn, group, to, page).await
+    }
+
+    async fn walk(&mut self, group: &mut Group, page: &mut Page<'_>) -> Result<bool> {
+        walk::walk(self.core, self.conn, group, page).await
+    }
 }
 
 /// Take the tombstones of `group` below `to` into `page`; whether all were taken.

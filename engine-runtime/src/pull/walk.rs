@@ -13,7 +13,7 @@ use futures_util::TryStreamExt;
 use sqlx::postgres::PgRow;
 use sqlx::{PgConnection, Row as _, ValueRef as _};
 
-use super::cursor::{Group, WalkPoint, WalkSelection};
+use super::cursor::{Group, Walk, WalkPoint, WalkSelection};
 use super::page::Page;
 use crate::core::Core;
 use crate::error::{Error, Result};
@@ -22,12 +22,17 @@ use crate::pg::sql::Sql;
 use crate::pg::values::{decode_columns, decode_key, write_row};
 use crate::rules::selection::{self, WalkStep};
 
+pub(crate) mod sqlite;
+
 /// The walk selections of `group`, in walk order: every selection of a synced table whose rule has a
 /// bucket in the group.
-fn walk_selections<'s>(core: &'s Core, group: &Group) -> Vec<(WalkSelection, &'s RuleSelection, &'static TableMeta)> {
+fn walk_selections<'s>(
+    rules: &'s RuleIndex,
+    group: &Group,
+) -> Vec<(WalkSelection, &'s RuleSelection, &'static TableMeta)> {
     let mut selections = Vec::new();
-    for table in core.rules.synced_tables() {
-        for rule_selection in core.rules.selections(table.name) {
+    for table in rules.synced_tables() {
+        for rule_selection in rules.selections(table.name) {
             let rule = rule_selection.rule;
             if !group.buckets.iter().any(|b| b.rule() == rule.name) {
                 continue;
@@ -39,6 +44,29 @@ fn walk_selections<'s>(core: &'s Core, group: &Group) -> Vec<(WalkSelection, &'s
     }
     selections.sort_by(|a, b| a.0.cmp(&b.0));
     selections
+}
+
+/// A walk selection and what it walks: the selection of a table's rule, and the table.
+type WalkedSelection<'s> = (WalkSelection, &'s RuleSelection, &'static TableMeta);
+
+/// Enter walk selection `position` of `selections`: `None` when the walk is past it; otherwise
+/// the earlier selections of its table, whose rows went with them.
+fn enter<'s>(walk: &mut Walk, selections: &[WalkedSelection<'s>], position: usize) -> Option<Vec<&'s RuleSelection>> {
+    let (this, _, table) = &selections[position];
+    if walk.selection.as_ref().is_some_and(|current| this < current) {
+        return None; // walked already
+    }
+    if walk.selection.as_ref() != Some(this) {
+        walk.selection = Some(this.clone());
+        walk.point = None;
+    }
+    Some(selections[..position].iter().filter(|(_, _, t)| t.name == table.name).map(|(_, s, _)| *s).collect())
+}
+
+/// Whether an `earlier` selection of its table put `row` in one of the group's `buckets`: it
+/// went with that selection (the rows of the walk's numbers do not change while it goes on).
+fn went_before(earlier: &[&RuleSelection], buckets: &[BucketKey], row: &Row) -> bool {
+    earlier.iter().any(|s| s.bucket_of(row).is_some_and(|b| buckets.binary_search(&b).is_ok()))
 }
 
 /// Past this many buckets of a walk selection, an incremental walk first reads which of them its window
@@ -132,24 +160,12 @@ impl Deciding {
 /// Walk `group` from where its walk stands until the walk is done (`true`) or the page is full
 /// (`false`).
 pub(super) async fn walk(core: &Core, conn: &mut PgConnection, group: &mut Group, page: &mut Page<'_>) -> Result<bool> {
-    let selections = walk_selections(core, group);
+    let selections = walk_selections(&core.rules, group);
     let from = group.rows;
     let walk = group.walk.as_mut().expect("a walk is under way");
-    for (position, (this, rule_selection, table)) in selections.iter().enumerate() {
-        if walk.selection.as_ref().is_some_and(|current| this < current) {
-            continue; // walked already
-        }
-        if walk.selection.as_ref() != Some(this) {
-            walk.selection = Some(this.clone());
-            walk.point = None;
-        }
-        // A row an earlier selection of its table put in one of the group's buckets went with
-        // that selection: the rows of the walk's transactions do not change while it goes on.
-        let earlier: Vec<&RuleSelection> =
-            selections[..position].iter().filter(|(_, _, t)| t.name == table.name).map(|(_, s, _)| *s).collect();
-        let walked_before = |row: &Row| {
-            earlier.iter().any(|s| s.bucket_of(row).is_some_and(|b| group.buckets.binary_search(&b).is_ok()))
-        };
+    for (position, (_, rule_selection, table)) in selections.iter().enumerate() {
+        let Some(earlier) = enter(walk, &selections, position) else { continue };
+        let walked_before = |row: &Row| went_before(&earlier, &group.buckets, row);
         let mut buckets: Vec<&BucketKey> =
             group.buckets.iter().filter(|b| b.rule() == rule_selection.rule.name).collect();
         if walk.point.is_none() && from > 0 && buckets.len() > MANY_BUCKETS {

@@ -9,6 +9,8 @@ use engine_kernel::rules::{ConstFilter, FilterValue, Membership, MembershipFilte
 use engine_kernel::{Actor, App, BucketKey, Row, TableMeta};
 use sqlx::PgConnection;
 
+pub(crate) mod sqlite;
+
 use super::selection::{column, live, push_as_column};
 use crate::error::Result;
 use crate::pg::sql::Sql;

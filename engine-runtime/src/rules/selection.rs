@@ -344,5 +344,7 @@ fn push_walk_many(sql: &mut Sql, table: &TableMeta, selection: &RuleSelection, s
     sql.push(format_args!(") AS r ORDER BY v.i, {} LIMIT ", stream_order("r", table))).push_bind(limit);
 }
 
+pub(crate) mod sqlite;
+
 #[cfg(test)]
 mod tests;

@@ -104,3 +104,20 @@ pub(crate) async fn exec(conn: &mut SqliteConnection, sql: &str) -> Result<()> {
     sqlx::raw_sql(sqlx::AssertSqlSafe(sql.to_owned())).execute(&mut *conn).await?;
     Ok(())
 }
+
+/// The wall clock in milliseconds since the epoch: how the SQLite store keeps times.
+pub(crate) fn now_ms() -> i64 {
+    i64::try_from(engine_kernel::hlc::wall_clock_ms()).unwrap_or(i64::MAX)
+}
+
+/// A row of `table` read from the first columns of `row`, in column order.
+pub(crate) fn decode_row(
+    table: &engine_kernel::TableMeta,
+    row: &sqlx::sqlite::SqliteRow,
+) -> Result<engine_kernel::Row> {
+    let mut out = engine_kernel::Row::new();
+    for (i, column) in table.columns.iter().enumerate() {
+        out.insert(column.name.to_owned(), engine_sqlite::values::decode(row, i, column)?);
+    }
+    Ok(out)
+}

@@ -1,17 +1,22 @@
 //! The SQLite store (sqlx): one file in WAL mode, served by one process (`docs/design.md` §11).
-//! Built so far: provisioning and change tracking, which `engine migrate` runs on a
-//! `sqlite://` URL; the pull and push flows on it come next, and until they do the server does
-//! not open it.
+//! Built so far: provisioning and change tracking (which `engine migrate` runs on a
+//! `sqlite://` URL) and the pull; the push and the mutation transaction on it come next, and
+//! until they do the server does not open it.
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use engine_kernel::App;
+use engine_kernel::rules::Membership;
+use engine_kernel::rules::buckets::RuleIndex;
+use engine_kernel::wire::PullRequest;
+use engine_kernel::{Actor, App};
 
 pub use crate::sqlite::Durability;
 
-use crate::error::Result;
+use crate::core::{Clock, StoreLimits};
+use crate::error::{Error, Result};
 use crate::provision;
+use crate::pull::{self, PullState, Pulled};
 use crate::sqlite::Db;
 
 /// The SQLite database at `path`, created when missing: the storage of a server with no
@@ -48,13 +53,28 @@ impl Sqlite {
         self
     }
 
-    /// Open the file for `app`. Refused when another process has it open as a store.
+    /// Open the file for `app`. Refused when another process has it open as a store, and for
+    /// an app with a raw membership rule (raw SQL is Postgres').
     pub async fn connect(self, app: Arc<App>) -> Result<SqliteStorage> {
+        if let Some(rule) = app.sync_rules().rules.iter().find(|r| matches!(r.membership, Some(Membership::Raw { .. })))
+        {
+            return Err(Error::config(format!(
+                "sync rule `{}` holds its buckets through raw SQL, which runs on Postgres only: serve this app on Postgres",
+                rule.name
+            )));
+        }
         let readers = u32::try_from(std::thread::available_parallelism().map_or(2, std::num::NonZeroUsize::get))
             .unwrap_or(2)
             .clamp(2, 8);
         let db = Db::open(&self.path, self.durability, readers).await?;
-        Ok(SqliteStorage { db: Arc::new(db), app })
+        Ok(SqliteStorage {
+            db: Arc::new(db),
+            rules: app.rule_index(),
+            app,
+            clock: Clock::new(),
+            limits: StoreLimits::default(),
+            pulls: Arc::default(),
+        })
     }
 }
 
@@ -63,6 +83,13 @@ impl Sqlite {
 pub struct SqliteStorage {
     db: Arc<Db>,
     app: Arc<App>,
+    rules: RuleIndex,
+    /// The server's clock, for pulls' `serverHlc`.
+    clock: Clock,
+    /// The bounds on what one actor's requests may ask.
+    limits: StoreLimits,
+    /// The cursor key and the bucket sets cursors name.
+    pulls: Arc<PullState>,
 }
 
 impl SqliteStorage {
@@ -79,6 +106,24 @@ impl SqliteStorage {
     /// Check that the file serves the app, changing nothing.
     pub async fn verify(&self) -> Result<()> {
         provision::sqlite::verify(&mut *self.db.readers.acquire().await?, &self.app).await
+    }
+
+    /// This store with `limits` (see [`StoreLimits`]).
+    pub fn with_limits(mut self, limits: StoreLimits) -> Self {
+        self.limits = limits;
+        self
+    }
+
+    /// The rows and tombstones of the actor's buckets since the request's cursor.
+    pub async fn pull(&self, actor: &Actor, request: &PullRequest) -> Result<Pulled> {
+        let store = pull::sqlite::Store {
+            db: &self.db,
+            app: &self.app,
+            rules: &self.rules,
+            limits: &self.limits,
+            clock: &self.clock,
+        };
+        pull::sqlite::pull(&store, &self.pulls, actor, request).await
     }
 
     /// What provisioning would change in the file, as `+` lines; empty when it is current.

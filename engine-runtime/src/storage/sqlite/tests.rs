@@ -137,13 +137,13 @@ async fn a_row_leaving_its_buckets_leaves_its_key_and_deciding_values() {
     let stones = tombstones(&mut conn).await;
     let seen: Vec<(&str, &Value, &Value, Option<&Value>)> =
         stones.iter().map(|(_, table, key, old, new)| (table.as_str(), key, old, new.as_ref())).collect();
-    // Deciding columns in name order: deleted_at, list_id.
+    let (was, moved) = (json!({"deleted_at": null, "list_id": "l1"}), json!({"deleted_at": null, "list_id": "l2"}));
     assert_eq!(
         seen,
         vec![
-            ("notes", &json!(["n1"]), &json!([null, "l1"]), Some(&json!([null, "l2"]))),
-            ("notes", &json!(["n2"]), &json!([null, "l1"]), None),
-            ("notes", &json!(["n3"]), &json!([null, "l1"]), None),
+            ("notes", &json!({"id": "n1"}), &was, Some(&moved)),
+            ("notes", &json!({"id": "n2"}), &was, None),
+            ("notes", &json!({"id": "n3"}), &was, None),
         ],
         "a deleted row that was already soft-deleted left nothing more"
     );
@@ -185,4 +185,152 @@ fn sqlite_urls_name_files() {
     assert_eq!(sqlite_path("sqlite:notes.db?mode=rwc"), Some(PathBuf::from("notes.db")));
     assert_eq!(sqlite_path("postgres://postgres@127.0.0.1/notes"), None);
     assert_eq!(sqlite_path("sqlite://"), None);
+}
+
+/// Alice owns `l1`; Bob owns `l2`, shared with Alice, and `l3`, not shared; each list has
+/// notes. Written by another program, as any writer of the file may.
+async fn two_users(path: &std::path::Path) -> (SqliteStorage, SqliteConnection) {
+    let store = notes(path).await;
+    store.provision().await.unwrap();
+    let mut conn = other_program(path).await;
+    sqlx::raw_sql(
+        "INSERT INTO lists (id, owner_id, title, archived) VALUES ('l1', 'alice', 'Groceries', 0), ('l2', 'bob', 'Trip', 0), ('l3', 'bob', 'Secret', 0);
+         INSERT INTO list_members (list_id, user_id, owner_id, role) VALUES ('l1', 'alice', 'alice', 'owner'), ('l2', 'bob', 'bob', 'owner'), ('l2', 'alice', 'bob', 'viewer'), ('l3', 'bob', 'bob', 'owner');
+         INSERT INTO notes (id, owner_id, list_id, title, done, position) VALUES
+           ('a1', 'alice', 'l1', 'Milk', 0, 1), ('a2', 'alice', 'l1', 'Eggs', 1, 2),
+           ('b1', 'bob', 'l2', 'Tent', 0, 1), ('b2', 'bob', 'l2', 'Map', 0, 2), ('b3', 'bob', 'l2', 'Stove', 0, 3),
+           ('s1', 'bob', 'l3', 'Do not show', 0, 1);",
+    )
+    .execute(&mut conn)
+    .await
+    .unwrap();
+    (store, conn)
+}
+
+fn alice() -> engine_kernel::Actor {
+    engine_kernel::Actor::new("alice", "alice")
+}
+
+/// Pull from `cursor` until the page says nothing more waits: each page's changes (table, id or
+/// key) and tombstones, and the last cursor.
+async fn pull_all(
+    store: &SqliteStorage,
+    actor: &engine_kernel::Actor,
+    client: uuid::Uuid,
+    cursor: Option<String>,
+    limit: u32,
+) -> (Vec<(String, Value)>, Vec<(String, Value, Vec<String>)>, String) {
+    let (mut changes, mut tombstones, mut cursor) = (Vec::new(), Vec::new(), cursor);
+    for _ in 0..100 {
+        let request = engine_kernel::wire::PullRequest {
+            client_id: client,
+            cursor: cursor.clone(),
+            buckets: None,
+            limit: Some(limit),
+        };
+        let page = store.pull(actor, &request).await.unwrap().response().unwrap();
+        assert!(page.changes.len() + page.tombstones.len() <= limit as usize, "a page holds at most its limit");
+        changes.extend(page.changes.iter().map(|c| {
+            (c.table.clone(), c.row.get("id").cloned().unwrap_or_else(|| json!([c.row["list_id"], c.row["user_id"]])))
+        }));
+        tombstones.extend(page.tombstones.iter().map(|t| {
+            (t.table.clone(), Value::Object(t.key.clone()), t.buckets.iter().map(|b| b.as_str().to_owned()).collect())
+        }));
+        cursor = Some(page.cursor);
+        if !page.has_more {
+            return (changes, tombstones, cursor.unwrap());
+        }
+    }
+    panic!("the pull never ended");
+}
+
+#[tokio::test]
+async fn a_pull_pages_through_the_actors_buckets_only() {
+    let scratch = Scratch::new();
+    let (store, _conn) = two_users(&scratch.file()).await;
+    let (changes, tombstones, _) = pull_all(&store, &alice(), uuid::Uuid::new_v4(), None, 2).await;
+    let mut ids: Vec<String> = changes.iter().map(|(table, id)| format!("{table}:{id}")).collect();
+    ids.sort();
+    assert_eq!(
+        ids,
+        [
+            "list_members:[\"l1\",\"alice\"]",
+            "list_members:[\"l2\",\"alice\"]",
+            "list_members:[\"l2\",\"bob\"]",
+            "lists:\"l1\"",
+            "lists:\"l2\"",
+            "notes:\"a1\"",
+            "notes:\"a2\"",
+            "notes:\"b1\"",
+            "notes:\"b2\"",
+            "notes:\"b3\"",
+        ],
+        "Alice's own list and the one shared with her, each row once, never Bob's secret"
+    );
+    assert!(tombstones.is_empty());
+}
+
+#[tokio::test]
+async fn a_pull_from_a_cursor_brings_what_changed_and_what_left() {
+    let scratch = Scratch::new();
+    let (store, mut conn) = two_users(&scratch.file()).await;
+    let client = uuid::Uuid::new_v4();
+    let (_, _, cursor) = pull_all(&store, &alice(), client, None, 1000).await;
+    let (nothing, none, cursor) = pull_all(&store, &alice(), client, Some(cursor), 1000).await;
+    assert!(nothing.is_empty() && none.is_empty(), "nothing changed: {nothing:?} {none:?}");
+    // A title changes, a note moves to the secret list, another is deleted, and Bob shares
+    // the secret list with Alice.
+    sqlx::raw_sql(
+        "UPDATE notes SET title = 'Oat milk' WHERE id = 'a1';
+         UPDATE notes SET list_id = 'l3' WHERE id = 'b1';
+         DELETE FROM notes WHERE id = 'b2';",
+    )
+    .execute(&mut conn)
+    .await
+    .unwrap();
+    let (changes, tombstones, cursor) = pull_all(&store, &alice(), client, Some(cursor), 1000).await;
+    assert_eq!(changes, vec![("notes".to_owned(), json!("a1"))], "only the row that changed in her buckets");
+    assert_eq!(
+        tombstones,
+        vec![
+            ("notes".to_owned(), json!({"id": "b1"}), vec!["shared/l2".to_owned()]),
+            ("notes".to_owned(), json!({"id": "b2"}), vec!["shared/l2".to_owned()]),
+        ],
+        "the rows that left her bucket, and the bucket they left"
+    );
+    sqlx::raw_sql(
+        "INSERT INTO list_members (list_id, user_id, owner_id, role) VALUES ('l3', 'alice', 'bob', 'viewer')",
+    )
+    .execute(&mut conn)
+    .await
+    .unwrap();
+    let (changes, _, _) = pull_all(&store, &alice(), client, Some(cursor), 1000).await;
+    let mut ids: Vec<String> = changes.iter().map(|(table, id)| format!("{table}:{id}")).collect();
+    ids.sort();
+    assert_eq!(
+        ids,
+        [
+            "list_members:[\"l3\",\"alice\"]",
+            "list_members:[\"l3\",\"bob\"]",
+            "lists:\"l3\"",
+            "notes:\"b1\"",
+            "notes:\"s1\""
+        ],
+        "a bucket newly held is filled from its first row"
+    );
+}
+
+#[tokio::test]
+async fn a_forged_cursor_starts_afresh() {
+    let scratch = Scratch::new();
+    let (store, _conn) = two_users(&scratch.file()).await;
+    let request = engine_kernel::wire::PullRequest {
+        client_id: uuid::Uuid::new_v4(),
+        cursor: Some("AAAA.forged".into()),
+        buckets: None,
+        limit: None,
+    };
+    let page = store.pull(&alice(), &request).await.unwrap().response().unwrap();
+    assert!(page.reset, "a cursor this file did not sign is not read");
+    assert_eq!(page.changes.len(), 10);
 }

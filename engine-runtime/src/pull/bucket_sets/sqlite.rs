@@ -1,0 +1,78 @@
+//! The bucket sets and the cursor key on SQLite, as on Postgres: a set is stored under its
+//! digest before the first cursor naming it is handed out, and cached once read or stored.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Instant;
+
+use engine_kernel::BucketKey;
+use engine_sqlite::Sql;
+use sqlx::SqliteConnection;
+
+use super::{CursorKey, SetCache, SetDigest, cached, keep_stored};
+use crate::error::{Error, Result};
+
+/// The sets `digests` name, from the cache or the file; a set that is not found is absent.
+pub(crate) async fn load(
+    conn: &mut SqliteConnection,
+    cache: &Mutex<SetCache>,
+    digests: Vec<SetDigest>,
+) -> Result<HashMap<SetDigest, Arc<Vec<BucketKey>>>> {
+    let (mut found, missing) = cached(cache, digests);
+    if missing.is_empty() {
+        return Ok(found);
+    }
+    let mut sql = Sql::new("SELECT digest, buckets FROM _engine_bucket_sets WHERE digest IN (");
+    let mut list = sql.separated(", ");
+    for digest in &missing {
+        list.push_bind(digest.as_str());
+    }
+    sql.push(")");
+    let rows: Vec<(String, String)> = sql.build_query_as().fetch_all(&mut *conn).await?;
+    // Each set is stored as the JSON array of its keys.
+    let rows = rows.into_iter().filter_map(|(digest, keys)| Some((digest, serde_json::from_str(&keys).ok()?)));
+    keep_stored(cache, &mut found, rows);
+    Ok(found)
+}
+
+/// Store `sets` and mark them used (a set this process marked within the last hour is left as
+/// it is).
+pub(crate) async fn store(
+    conn: &mut SqliteConnection,
+    cache: &Mutex<SetCache>,
+    sets: Vec<(SetDigest, Vec<BucketKey>)>,
+) -> Result<()> {
+    for (digest, buckets) in sets {
+        if cache.lock().unwrap_or_else(PoisonError::into_inner).fresh(&digest) {
+            continue;
+        }
+        let keys: Vec<&str> = buckets.iter().map(BucketKey::as_str).collect();
+        sqlx::query(
+            "INSERT INTO _engine_bucket_sets (digest, buckets, used_at) VALUES (?, ?, ?)
+             ON CONFLICT (digest) DO UPDATE SET used_at = excluded.used_at",
+        )
+        .bind(digest.as_str())
+        .bind(serde_json::to_string(&keys).expect("strings serialize"))
+        .bind(crate::sqlite::now_ms())
+        .execute(&mut *conn)
+        .await?;
+        cache.lock().unwrap_or_else(PoisonError::into_inner).put(digest, Arc::new(buckets), Some(Instant::now()));
+    }
+    Ok(())
+}
+
+/// The file's cursor key, made the first time it is asked for.
+pub(crate) async fn cursor_key(conn: &mut SqliteConnection) -> Result<CursorKey> {
+    let made = format!("{}{}", uuid::Uuid::new_v4().simple(), uuid::Uuid::new_v4().simple());
+    sqlx::query("INSERT INTO _engine_meta (key, value) VALUES ('cursor_key', ?) ON CONFLICT (key) DO NOTHING")
+        .bind(made)
+        .execute(&mut *conn)
+        .await?;
+    let key: String =
+        sqlx::query_scalar("SELECT value FROM _engine_meta WHERE key = 'cursor_key'").fetch_one(&mut *conn).await?;
+    if key.len() >= 32 {
+        Ok(CursorKey::new(key.as_bytes()))
+    } else {
+        Err(Error::internal("the database's cursor key is too short"))
+    }
+}
