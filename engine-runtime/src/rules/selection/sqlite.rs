@@ -122,3 +122,6 @@ pub(crate) fn push_walk_one(
     sql.push(format_args!(" ORDER BY t._engine_seq, {} LIMIT ", order.join(", ")));
     sql.push_bind(i64::try_from(limit).unwrap_or(i64::MAX));
 }
+
+#[cfg(test)]
+mod tests;

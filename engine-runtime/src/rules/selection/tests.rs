@@ -2,8 +2,8 @@
 //! on random rows of the notes app's tables in a real Postgres: the SQL predicate selects
 //! exactly the rows whose Rust-side buckets hold the key, the stats query finds exactly their
 //! buckets, and the tracking trigger records exactly the buckets the Rust side says a row left.
-//! Beside it, the key floors where a walk enters a bucket, against Postgres's own order.
-//!
+//! Beside it, the key floors where a walk enters a bucket, against Postgres's own order. The same
+//! cases run against SQLite in `sqlite/tests.rs`.
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -24,7 +24,7 @@ use crate::storage::postgres::PostgresStorage;
 
 /// Text values every text column draws from: shared by keys and scope columns so that rows meet
 /// in buckets, and chosen to stress bucket keys (a separator, percent signs, non-ASCII, empty).
-const TEXTS: [&str; 5] = ["alice", "bob", "a/b", "ü %2F", ""];
+pub(super) const TEXTS: [&str; 5] = ["alice", "bob", "a/b", "ü %2F", ""];
 
 /// A value for a column of type `sql_type`, from small pools so that rows collide.
 fn value(sql_type: SqlType, nullable: bool) -> BoxedStrategy<Value> {
@@ -49,19 +49,19 @@ fn row(table: &'static TableMeta) -> impl Strategy<Value = Row> {
 /// What one case writes: per table, rows to insert and rows whose non-key values then update the
 /// inserted row of the same key.
 #[derive(Debug, Clone)]
-struct Case {
-    inserts: Vec<Vec<Row>>,
-    updates: Vec<Vec<Row>>,
+pub(super) struct Case {
+    pub(super) inserts: Vec<Vec<Row>>,
+    pub(super) updates: Vec<Vec<Row>>,
 }
 
-fn case(tables: &[&'static TableMeta]) -> impl Strategy<Value = Case> {
+pub(super) fn case(tables: &[&'static TableMeta]) -> impl Strategy<Value = Case> {
     let rows = |tables: &[&'static TableMeta]| -> Vec<_> {
         tables.iter().map(|t| proptest::collection::vec(row(t), 0..7)).collect::<Vec<_>>()
     };
     (rows(tables), rows(tables)).prop_map(|(inserts, updates)| Case { inserts, updates })
 }
 
-fn key_of(table: &TableMeta, row: &Row) -> Vec<Value> {
+pub(super) fn key_of(table: &TableMeta, row: &Row) -> Vec<Value> {
     table.primary_key.iter().map(|k| row[*k].clone()).collect()
 }
 
@@ -107,7 +107,7 @@ async fn update(conn: &mut PgConnection, table: &TableMeta, row: &Row) {
 }
 
 /// Every bucket key a rule could form from the text pool.
-fn candidate_keys(selection: &RuleSelection) -> Vec<BucketKey> {
+pub(super) fn candidate_keys(selection: &RuleSelection) -> Vec<BucketKey> {
     let mut keys = vec![Vec::new()];
     for _ in selection.rule.parameters {
         keys = keys
@@ -253,15 +253,8 @@ async fn check(app: &App, rules: &RuleIndex, pool: &PgPool, case: &Case) -> Resu
     }
 
     // The trigger records what each update and delete takes a row out of.
-    let mut expected: Vec<(String, String, Vec<String>)> = Vec::new();
-    let mut left = |table: &TableMeta, row: &Row, before: BTreeSet<BucketKey>, after: BTreeSet<BucketKey>| {
-        let gone: Vec<String> = before.difference(&after).map(|b| b.as_str().to_owned()).collect();
-        if !gone.is_empty() {
-            let key: serde_json::Map<String, Value> =
-                table.primary_key.iter().map(|k| ((*k).to_owned(), row[*k].clone())).collect();
-            expected.push((table.name.to_owned(), Value::Object(key).to_string(), gone));
-        }
-    };
+    let mut expected: Vec<Left> = Vec::new();
+    let mut left = |table: &TableMeta, row: &Row, before, after| expected.extend(left(table, row, before, after));
     for (table, rows) in tables.iter().zip(&case.updates) {
         for row in rows {
             let key = serde_json::to_string(&key_of(table, row)).unwrap();
@@ -285,6 +278,23 @@ async fn check(app: &App, rules: &RuleIndex, pool: &PgPool, case: &Case) -> Resu
     expected.sort();
     prop_assert_eq!(recorded, expected, "the tombstones of the case");
     Ok(())
+}
+
+/// A row that left buckets: its table, its key as JSON text, the buckets.
+pub(super) type Left = (String, String, Vec<String>);
+
+/// What a tombstone of the row `row` of `table` says it left, from the buckets it was in
+/// `before` and is in `after`: nothing when it left none.
+pub(super) fn left(
+    table: &TableMeta,
+    row: &Row,
+    before: BTreeSet<BucketKey>,
+    after: BTreeSet<BucketKey>,
+) -> Option<Left> {
+    let gone: Vec<String> = before.difference(&after).map(|b| b.as_str().to_owned()).collect();
+    let key: serde_json::Map<String, Value> =
+        table.primary_key.iter().map(|k| ((*k).to_owned(), row[*k].clone())).collect();
+    (!gone.is_empty()).then(|| (table.name.to_owned(), Value::Object(key).to_string(), gone))
 }
 
 #[test]

@@ -334,3 +334,92 @@ async fn a_forged_cursor_starts_afresh() {
     assert!(page.reset, "a cursor this file did not sign is not read");
     assert_eq!(page.changes.len(), 10);
 }
+
+/// The numbers are the commit order, so a pull that goes on from its cursor while other
+/// programs commit and roll back never skips a committed row nor sees a rolled-back one, and
+/// needs no horizon to wait for: writers race pullers, and what the pulls delivered, page after
+/// page, is exactly what committed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn pulls_racing_writers_skip_nothing_committed_and_see_nothing_undone() {
+    let scratch = Scratch::new();
+    let (store, _conn) = two_users(&scratch.file()).await;
+    let store = Arc::new(store);
+    let client = uuid::Uuid::new_v4();
+    let (_, _, cursor) = pull_all(&store, &alice(), client, None, 1000).await;
+    let writers: Vec<_> = (0..4)
+        .map(|writer| {
+            let path = scratch.file();
+            tokio::spawn(async move {
+                let mut conn = other_program(&path).await;
+                let mut committed = Vec::new();
+                for batch in 0..25 {
+                    let mut tx = conn.begin_with("BEGIN IMMEDIATE").await.unwrap();
+                    let ids: Vec<String> = (0..3).map(|n| format!("w{writer}-{batch}-{n}")).collect();
+                    for id in &ids {
+                        sqlx::query("INSERT INTO notes (id, owner_id, list_id, title, done, position) VALUES (?, 'alice', 'l1', 't', 0, 0)")
+                            .bind(id)
+                            .execute(&mut *tx)
+                            .await
+                            .unwrap();
+                    }
+                    if batch % 5 == 4 {
+                        tx.rollback().await.unwrap();
+                    } else {
+                        tx.commit().await.unwrap();
+                        committed.extend(ids);
+                    }
+                    tokio::task::yield_now().await;
+                }
+                committed
+            })
+        })
+        .collect();
+    let puller = {
+        let store = Arc::clone(&store);
+        tokio::spawn(async move {
+            let (mut seen, mut cursor) = (Vec::new(), cursor);
+            for _ in 0..40 {
+                let (changes, _, next) = pull_all(&store, &alice(), client, Some(cursor), 7).await;
+                seen.extend(changes.into_iter().map(|(_, id)| id.as_str().unwrap_or_default().to_owned()));
+                cursor = next;
+                tokio::task::yield_now().await;
+            }
+            (seen, cursor)
+        })
+    };
+    let mut committed = Vec::new();
+    for writer in writers {
+        committed.extend(writer.await.unwrap());
+    }
+    let (mut seen, cursor) = puller.await.unwrap();
+    let (last, _, _) = pull_all(&store, &alice(), client, Some(cursor), 7).await;
+    seen.extend(last.into_iter().map(|(_, id)| id.as_str().unwrap_or_default().to_owned()));
+    let mut delivered = seen.clone();
+    delivered.sort();
+    delivered.dedup();
+    assert_eq!(delivered.len(), seen.len(), "no row was delivered twice");
+    committed.sort();
+    assert_eq!(delivered, committed, "every committed row, and only those");
+}
+
+/// Rules that read another column of a table change what its tombstones must hold: the file's
+/// old triggers are dropped and the new ones record it, for rows written before and after.
+#[tokio::test]
+async fn rules_that_decide_by_another_column_replace_the_triggers() {
+    let scratch = Scratch::new();
+    let (store, mut conn) = two_users(&scratch.file()).await;
+    drop(store);
+    // The same app, whose lists of `own` are those not archived.
+    let mut doc = engine_kernel::contract(&example_notes::app());
+    doc["x-engine"]["syncRules"]["own"]["data"][0]["filters"] = json!([{"column": "archived", "value": false}]);
+    let app = Arc::new(engine_kernel::contract::app_from_contract(&doc).unwrap());
+    let store = sqlite(scratch.file()).connect(app).await.unwrap();
+    let plan = store.plan_changes().await.unwrap();
+    assert!(plan.contains("+ DROP TRIGGER IF EXISTS \"_engine_lists_tombstone_update_"), "{plan}");
+    store.provision().await.unwrap();
+    assert_eq!(store.plan_changes().await.unwrap(), "");
+    sqlx::query("UPDATE lists SET archived = 1 WHERE id = 'l1'").execute(&mut conn).await.unwrap();
+    let stones = tombstones(&mut conn).await;
+    assert_eq!(stones.len(), 1, "archiving takes the list out of its owner's bucket: {stones:?}");
+    assert_eq!(stones[0].3["archived"], json!(0), "the value that decides it is recorded");
+}
