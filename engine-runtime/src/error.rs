@@ -314,7 +314,7 @@ pub(crate) enum FailureClass {
 pub(crate) fn classify(err: &sqlx::Error) -> FailureClass {
     match err {
         sqlx::Error::Database(db) => {
-            let code = db.code().unwrap_or_default();
+            let code = sqlstate(db.as_ref());
             let class = code.get(..2).unwrap_or_default();
             match (class, code.as_ref()) {
                 (_, "40001" | "40P01" | "55P03" | "57014" | "EN409") | ("08" | "53" | "58" | "57", _) => {
@@ -331,6 +331,35 @@ pub(crate) fn classify(err: &sqlx::Error) -> FailureClass {
         }
         _ => FailureClass::Fault,
     }
+}
+
+/// The SQLSTATE of a database error: Postgres' own, or for SQLite the SQLSTATE of the condition
+/// its (extended) result code names, so that one table classifies both.
+pub(crate) fn sqlstate(db: &dyn sqlx::error::DatabaseError) -> std::borrow::Cow<'_, str> {
+    use std::borrow::Cow;
+    if db.try_downcast_ref::<sqlx::sqlite::SqliteError>().is_none() {
+        return db.code().unwrap_or_default();
+    }
+    let code: i64 = db.code().and_then(|c| c.parse().ok()).unwrap_or(0);
+    Cow::Borrowed(match (code, code & 0xff) {
+        // SQLITE_CONSTRAINT_UNIQUE, _PRIMARYKEY, _FOREIGNKEY, _NOTNULL, _CHECK, and the rest.
+        (2067 | 1555, _) => "23505",
+        (787, _) => "23503",
+        (1299, _) => "23502",
+        (275, _) => "23514",
+        (_, 19) => "23000",
+        // SQLITE_BUSY, SQLITE_LOCKED: another connection holds the lock.
+        (_, 5 | 6) => "40001",
+        // SQLITE_FULL, SQLITE_IOERR.
+        (_, 13) => "53100",
+        (_, 10) => "58030",
+        // SQLITE_TOOBIG; SQLITE_MISMATCH, SQLITE_RANGE.
+        (_, 18) => "54000",
+        (_, 20 | 25) => "22000",
+        // SQLITE_ERROR (a statement the server got wrong), and everything else.
+        (_, 1) => "42000",
+        _ => "XX000",
+    })
 }
 
 /// Whether a database error is a passing condition ([`FailureClass::Transient`]).

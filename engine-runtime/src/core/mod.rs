@@ -25,10 +25,10 @@ use crate::pg::deadline::{self, Lost, Session};
 use crate::pg::timeouts;
 use crate::rules::held::{self, MembershipQuery};
 
-/// The state the flows of one app's store share.
+/// What the flows of one app's store share on any backend: the app, its compiled rules, the
+/// server's clock and the store's bounds.
 #[derive(Debug, Clone)]
-pub(crate) struct Core {
-    pub(crate) pool: PgPool,
+pub(crate) struct Shared {
     pub(crate) app: Arc<App>,
     pub(crate) rules: RuleIndex,
     /// The membership queries of the app's rules, compiled once.
@@ -37,22 +37,49 @@ pub(crate) struct Core {
     pub(crate) clock: Clock,
     /// The bounds on what one actor's requests may ask.
     pub(crate) limits: StoreLimits,
+}
+
+impl Shared {
+    /// What `app`'s store shares, with the default bounds.
+    pub(crate) fn new(app: Arc<App>) -> Self {
+        Shared {
+            rules: app.rule_index(),
+            memberships: held::compile(&app),
+            app,
+            clock: Clock::new(),
+            limits: StoreLimits::default(),
+        }
+    }
+}
+
+/// The state the flows of one app's Postgres store share: [`Shared`], the pool, and the
+/// deadline on Postgres's answers.
+#[derive(Debug, Clone)]
+pub(crate) struct Core {
+    pub(crate) pool: PgPool,
+    shared: Shared,
     /// How long Postgres has to answer a piece of work before its session is taken for lost.
     pub(crate) lost_after: Duration,
+}
+
+impl std::ops::Deref for Core {
+    type Target = Shared;
+
+    fn deref(&self) -> &Shared {
+        &self.shared
+    }
+}
+
+impl std::ops::DerefMut for Core {
+    fn deref_mut(&mut self) -> &mut Shared {
+        &mut self.shared
+    }
 }
 
 impl Core {
     /// The state of `app`'s store on `pool`, with the default bounds and deadline.
     pub(crate) fn new(pool: PgPool, app: Arc<App>) -> Self {
-        Core {
-            rules: app.rule_index(),
-            memberships: held::compile(&app),
-            pool,
-            app,
-            clock: Clock::new(),
-            limits: StoreLimits::default(),
-            lost_after: timeouts::DEFAULT_LOST_AFTER,
-        }
+        Core { pool, shared: Shared::new(app), lost_after: timeouts::DEFAULT_LOST_AFTER }
     }
 
     /// Run one piece of work on a session of the pool, within [`Core::lost_after`]: the session

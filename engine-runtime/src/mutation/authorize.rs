@@ -15,7 +15,7 @@ use engine_kernel::rules::refusal::{self, Refusal};
 use engine_kernel::rules::{ConstFilter, Membership, RuleMeta, WriteRule};
 use engine_kernel::{Actor, BucketKey, Error as KernelError, Row, TableMeta};
 
-use super::PgMutatorTx;
+use super::ServerTx;
 use super::errors::{ASK_INSTEAD, to_kernel};
 use crate::pg::sql::Sql;
 use crate::pg::sql::ident;
@@ -65,7 +65,7 @@ pub(super) struct Holdings {
 
 impl Holdings {
     /// Holdings whose write permissions are assumed where they can be, and confirmed by the
-    /// mutation's record statement ([`PgMutatorTx::take_assumed`]).
+    /// mutation's record statement ([`ServerTx::take_assumed`]).
     pub(super) fn assuming() -> Self {
         Holdings { may_assume: true, ..Holdings::default() }
     }
@@ -142,7 +142,7 @@ fn forbidden_change(rules: &engine_kernel::SyncRules, table: &str, buckets: &BTr
     refusal::forbidden_change(rules, table, buckets)
 }
 
-impl PgMutatorTx<'_> {
+impl ServerTx<'_> {
     fn rule(&self, bucket: &BucketKey) -> Option<&'static RuleMeta> {
         self.core.app.sync_rules().rule(bucket.rule())
     }
@@ -156,6 +156,9 @@ impl PgMutatorTx<'_> {
         let Some(rule) = self.rule(bucket) else { return Ok(false) };
         match self.membership_query(rule).cloned() {
             None => Ok(claim_bucket(rule, &self.actor).as_ref() == Some(bucket)),
+            Some(_) if let Some(conn) = self.conn.sqlite() => {
+                held::sqlite::holds(conn, &self.core.app, rule, &self.actor, bucket, None).await.map_err(to_kernel)
+            }
             Some(query) => query.holds(self.conn.conn()?, &self.actor, bucket).await.map_err(to_kernel),
         }
     }
@@ -325,8 +328,22 @@ impl PgMutatorTx<'_> {
             && let Some(query) = self.membership_query(rule).cloned()
         {
             let members = members_in(write, mask);
-            let (held, may) =
-                query.holds_and_through(self.conn.conn()?, &self.actor, bucket, &members).await.map_err(to_kernel)?;
+            let (held, may) = match self.conn.sqlite() {
+                Some(conn) => {
+                    let (app, actor) = (&self.core.app, &self.actor);
+                    let held = held::sqlite::holds(conn, app, rule, actor, bucket, None).await.map_err(to_kernel)?;
+                    (
+                        held,
+                        held && held::sqlite::holds(conn, app, rule, actor, bucket, Some(&members))
+                            .await
+                            .map_err(to_kernel)?,
+                    )
+                }
+                None => query
+                    .holds_and_through(self.conn.conn()?, &self.actor, bucket, &members)
+                    .await
+                    .map_err(to_kernel)?,
+            };
             self.holdings.held_at_start.insert(bucket.clone(), held);
             self.holdings.writable_at_start.insert(asked, held && may);
             return Ok(held && may);
@@ -347,8 +364,11 @@ impl PgMutatorTx<'_> {
         }
         let Some(query) = self.membership_query(rule).cloned() else { return Ok(false) };
         let members = members_in(write, mask);
-        let may =
-            query.holds_through(self.conn.conn()?, &self.actor, bucket, Some(&members)).await.map_err(to_kernel)?;
+        let may = match self.conn.sqlite() {
+            Some(conn) => held::sqlite::holds(conn, &self.core.app, rule, &self.actor, bucket, Some(&members)).await,
+            None => query.holds_through(self.conn.conn()?, &self.actor, bucket, Some(&members)).await,
+        }
+        .map_err(to_kernel)?;
         self.holdings.writable_at_start.insert(asked, may);
         Ok(may)
     }
@@ -371,15 +391,12 @@ impl PgMutatorTx<'_> {
         }
         // Confirmed before a write that may grant them.
         self.confirm_assumed().await?;
+        if self.conn.sqlite().is_some() {
+            return self.freeze_on_sqlite().await;
+        }
         let conn = self.conn.conn()?;
         let held =
             held::held_buckets(conn, &self.core.app, &self.core.memberships, &self.actor).await.map_err(to_kernel)?;
-        for (bucket, was_held) in self.holdings.held_at_start.iter_mut() {
-            *was_held = held.contains(bucket);
-        }
-        for bucket in held {
-            self.holdings.held_at_start.insert(bucket, true);
-        }
         let mut through = BTreeSet::new();
         for query in &self.core.memberships {
             for write in query.rule().writes {
@@ -404,13 +421,59 @@ impl PgMutatorTx<'_> {
                 }
             }
         }
+        self.freeze(held, through);
+        Ok(())
+    }
+
+    /// [`freeze_before_writing`](Self::freeze_before_writing) on SQLite: the same questions,
+    /// each a statement on the writer's connection.
+    async fn freeze_on_sqlite(&mut self) -> KernelResult<()> {
+        let (app, actor) = (&self.core.app, &self.actor);
+        let Some(conn) = self.conn.sqlite() else { return Ok(()) };
+        let held = held::sqlite::held_buckets(conn, app, actor).await.map_err(to_kernel)?;
+        let mut through = BTreeSet::new();
+        for query in &self.core.memberships {
+            let rule = query.rule();
+            for write in rule.writes {
+                let conditional: Vec<usize> =
+                    alternatives_in(write, Mask::MAX).filter(|(_, a)| !a.member.is_empty()).map(|(i, _)| i).collect();
+                if write.reads_rows() {
+                    for &i in &conditional {
+                        let member = [write.any_of[i].member];
+                        let buckets = held::sqlite::held_through(conn, app, rule, actor, Some(&member))
+                            .await
+                            .map_err(to_kernel)?;
+                        through.extend(buckets.into_iter().map(|bucket| (bucket, write.table, i)));
+                    }
+                } else if !conditional.is_empty() {
+                    let members: Vec<_> = conditional.iter().map(|&i| write.any_of[i].member).collect();
+                    let buckets =
+                        held::sqlite::held_through(conn, app, rule, actor, Some(&members)).await.map_err(to_kernel)?;
+                    for bucket in buckets {
+                        through.extend(conditional.iter().map(|&i| (bucket.clone(), write.table, i)));
+                    }
+                }
+            }
+        }
+        self.freeze(held, through);
+        Ok(())
+    }
+
+    /// Keep `held` (every bucket the actor holds) and `through` (each bucket, table and
+    /// alternative it may write through) as the holdings the mutation began with.
+    fn freeze(&mut self, held: BTreeSet<BucketKey>, through: BTreeSet<(BucketKey, &'static str, usize)>) {
+        for (bucket, was_held) in self.holdings.held_at_start.iter_mut() {
+            *was_held = held.contains(bucket);
+        }
+        for bucket in held {
+            self.holdings.held_at_start.insert(bucket, true);
+        }
         for ((bucket, table, mask), may) in self.holdings.writable_at_start.iter_mut() {
             *may = (0..Mask::BITS as usize)
                 .any(|i| *mask & (1 << i) != 0 && through.contains(&(bucket.clone(), *table, i)));
         }
         self.holdings.writable_through = through;
         self.holdings.frozen = true;
-        Ok(())
     }
 
     /// Whether `bucket` has any row now: a data row, or a membership row granting it (a bucket
@@ -418,6 +481,11 @@ impl PgMutatorTx<'_> {
     async fn has_rows(&mut self, bucket: &BucketKey) -> KernelResult<bool> {
         let Some(rule) = self.rule(bucket) else { return Ok(true) };
         let params = bucket.params();
+        if let Some(conn) = self.conn.sqlite() {
+            let (app, rules) = (&self.core.app, &self.core.rules);
+            let has = has_rows_on_sqlite(conn, app, rules, rule, bucket).await;
+            return has.map_err(|e| self.failed_with(e));
+        }
         let mut sql = Sql::new("SELECT false");
         for selection in self.core.rules.rule_selections(rule.name) {
             let table = self.core.app.table(selection.selection.table).expect("rule tables are app tables");
@@ -544,6 +612,9 @@ impl PgMutatorTx<'_> {
         let Some(source_rule) = self.rule(source) else { return Ok(false) };
         match self.membership_query(source_rule).cloned() {
             None => Ok(claim_bucket(source_rule, &receiver).as_ref() == Some(source)),
+            Some(_) if let Some(conn) = self.conn.sqlite() => {
+                held::sqlite::holds(conn, &self.core.app, source_rule, &receiver, source, None).await.map_err(to_kernel)
+            }
             Some(query) => query.holds(self.conn.conn()?, &receiver, source).await.map_err(to_kernel),
         }
     }
@@ -770,6 +841,10 @@ impl PgMutatorTx<'_> {
         let Some(anchor) = rule.anchor.as_ref() else { return Ok(true) };
         let table = self.core.app.table(anchor.table).expect("rule tables are app tables");
         let selection = engine_kernel::rules::buckets::RuleSelection::new(rule, anchor);
+        if let Some(conn) = self.conn.sqlite() {
+            let exists = exists_on_sqlite(conn, table, &selection, &bucket.params()).await;
+            return exists.map_err(|e| self.failed_with(e));
+        }
         let mut sql = Sql::new(format!("SELECT EXISTS (SELECT 1 FROM {} AS t WHERE ", ident(table.name)));
         selection::push_selected(&mut sql, "t", table, &selection, &bucket.params());
         sql.push(")");
@@ -815,4 +890,36 @@ impl PgMutatorTx<'_> {
         }
         Ok(())
     }
+}
+
+/// Whether a live row of `table` lies in the bucket `params` of `selection`, on SQLite.
+async fn exists_on_sqlite(
+    conn: &mut sqlx::SqliteConnection,
+    table: &TableMeta,
+    selection: &engine_kernel::rules::buckets::RuleSelection,
+    params: &[String],
+) -> crate::error::Result<bool> {
+    let mut sql = engine_sqlite::Sql::new(format!("SELECT EXISTS (SELECT 1 FROM {} AS t WHERE ", ident(table.name)));
+    selection::sqlite::push_selected(&mut sql, "t", table, selection, params);
+    sql.push(")");
+    Ok(sql.build_query_scalar::<bool>().fetch_one(&mut *conn).await?)
+}
+
+/// Whether `bucket` of `rule` has any row now, on SQLite: a data row, or a membership row
+/// granting it.
+async fn has_rows_on_sqlite(
+    conn: &mut sqlx::SqliteConnection,
+    app: &engine_kernel::App,
+    rules: &engine_kernel::rules::buckets::RuleIndex,
+    rule: &'static RuleMeta,
+    bucket: &BucketKey,
+) -> crate::error::Result<bool> {
+    let params = bucket.params();
+    for selection in rules.rule_selections(rule.name) {
+        let table = app.table(selection.selection.table).expect("rule tables are app tables");
+        if exists_on_sqlite(conn, table, selection, &params).await? {
+            return Ok(true);
+        }
+    }
+    held::sqlite::has_member(conn, app, rule, bucket).await
 }

@@ -5,7 +5,7 @@
 use engine_kernel::{Actor, BlobKey, MutatorTx};
 use serde_json::Value;
 
-use super::{Conn, PgMutatorTx};
+use super::{Conn, ServerTx};
 use crate::core::Core;
 use crate::error::Result;
 
@@ -35,7 +35,7 @@ pub(crate) async fn can_read_blob(
     let hlc = core.clock.tick_after(None);
     // The reads of a mutation, which see only the rows of the actor's buckets; it
     // never writes, so no transaction begins.
-    let mut reads = PgMutatorTx::new(Conn::Deferred(conn), core, actor.clone(), hlc, uuid::Uuid::nil());
+    let mut reads = ServerTx::new(Conn::Deferred(conn), core, actor.clone(), hlc, uuid::Uuid::nil());
     for (table_name, row_key, column_name) in written {
         let Some(table) = core.app.table(&table_name) else { continue };
         let Some(column) = table.column(&column_name).filter(|c| c.blob) else { continue };

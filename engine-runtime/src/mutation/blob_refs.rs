@@ -6,7 +6,7 @@ use engine_kernel::column::ColumnMeta;
 use engine_kernel::{Row, TableMeta};
 use serde_json::Value;
 
-use super::PgMutatorTx;
+use super::ServerTx;
 use crate::pg::sql::Sql;
 
 type KernelResult<T> = engine_kernel::Result<T>;
@@ -18,7 +18,7 @@ fn row_key(table: &TableMeta, row: &Row) -> Value {
     )
 }
 
-impl PgMutatorTx<'_> {
+impl ServerTx<'_> {
     /// Record the actor as the writer of the blob keys that `columns` of `row` hold, for those
     /// of them the write changed (`before` is the row before it; none for an insert). A column
     /// whose value a write did not change keeps the writer it had.
@@ -39,6 +39,10 @@ impl PgMutatorTx<'_> {
             return Ok(());
         }
         let (key, writer) = (row_key(table, row), self.actor.user_id.clone());
+        if let Some(conn) = self.conn.sqlite() {
+            let noted = super::sqlite::note_blob_refs(conn, table, &key, written, &writer).await;
+            return noted.map_err(|e| self.failed_with(e));
+        }
         let mut sql = Sql::new("INSERT INTO _engine_blob_refs (table_name, row_key, column_name, blob_key, writer) ");
         sql.push_values(written, |mut values, (column, blob)| {
             values

@@ -6,7 +6,7 @@
 use engine_kernel::{Error as KernelError, Row, TableMeta};
 use serde_json::Value;
 
-use super::PgMutatorTx;
+use super::ServerTx;
 
 type KernelResult<T> = engine_kernel::Result<T>;
 
@@ -18,7 +18,7 @@ fn bytes_of(value: &Value) -> usize {
     }
 }
 
-impl PgMutatorTx<'_> {
+impl ServerTx<'_> {
     /// Refuse `row` of `table` (every column, as it will be stored) past a bound.
     pub(super) fn check_bounds(&self, table: &TableMeta, row: &Row) -> KernelResult<()> {
         let limits = &self.core.limits;

@@ -9,9 +9,9 @@
 
 use engine_kernel::{Error as KernelError, TableMeta};
 use serde_json::Value;
-use sqlx::PgConnection;
+use sqlx::{PgConnection, SqliteConnection};
 
-use super::PgMutatorTx;
+use super::ServerTx;
 use super::errors::{Failure, map_sql_error, to_kernel};
 use super::statements;
 use crate::pg::sql::Sql;
@@ -25,10 +25,12 @@ pub(crate) enum Conn<'t> {
     /// Not in a transaction yet: one begins before the first write. A mutation that never
     /// writes before its record leaves the record to be a transaction of its own.
     Deferred(&'t mut PgConnection),
-    /// The transaction begun before the first write, committed by [`PgMutatorTx::commit`].
+    /// The transaction begun before the first write, committed by [`ServerTx::commit`].
     Begun(sqlx::Transaction<'t, sqlx::Postgres>),
     /// Beginning the transaction failed; the mutation has failed with it.
     Lost,
+    /// Inside the SQLite writer's transaction, which the caller began and ends.
+    Sqlite(&'t mut SqliteConnection),
 }
 
 impl Conn<'_> {
@@ -37,6 +39,15 @@ impl Conn<'_> {
             Conn::Within(conn) | Conn::Deferred(conn) => Ok(conn),
             Conn::Begun(tx) => Ok(&mut **tx),
             Conn::Lost => Err(KernelError::Transient("the mutation's transaction could not begin".into())),
+            Conn::Sqlite(_) => Err(KernelError::Internal("a Postgres statement of a mutation on SQLite".into())),
+        }
+    }
+
+    /// The SQLite connection, when the mutation runs on SQLite.
+    pub(super) fn sqlite(&mut self) -> Option<&mut SqliteConnection> {
+        match self {
+            Conn::Sqlite(conn) => Some(conn),
+            _ => None,
         }
     }
 }
@@ -58,7 +69,7 @@ impl PendingInsert {
     }
 }
 
-impl<'t> PgMutatorTx<'t> {
+impl<'t> ServerTx<'t> {
     /// The connection, for a read (or the mutation's record).
     pub(crate) fn conn(&mut self) -> KernelResult<&mut PgConnection> {
         self.conn.conn()
@@ -88,8 +99,12 @@ impl<'t> PgMutatorTx<'t> {
     }
 
     /// Send the insert waiting to be sent, if any.
-    pub(super) async fn flush(&mut self) -> KernelResult<()> {
+    pub(crate) async fn flush(&mut self) -> KernelResult<()> {
         let Some(pending) = self.pending.take() else { return Ok(()) };
+        if let Some(conn) = self.conn.sqlite() {
+            let inserted = super::sqlite::insert(conn, pending.table, &pending.values, pending.stamps.as_ref()).await;
+            return inserted.map_err(|e| self.failed_with(e));
+        }
         let mut sql = Sql::new("");
         pending.push(&mut sql).map_err(to_kernel)?;
         if let Err(e) = sql.build().execute(self.writing().await?).await {
@@ -106,6 +121,15 @@ impl<'t> PgMutatorTx<'t> {
     /// Record a failed statement: the transaction is aborted from here on.
     pub(super) fn failed(&mut self, err: sqlx::Error) -> KernelError {
         let mapped = map_sql_error(err);
+        if self.failure.is_none() {
+            self.failure = Some(Failure::of(&mapped));
+        }
+        mapped
+    }
+
+    /// Record a failed statement of the SQLite store: the mutation fails as it did.
+    pub(super) fn failed_with(&mut self, err: crate::error::Error) -> KernelError {
+        let mapped = to_kernel(err);
         if self.failure.is_none() {
             self.failure = Some(Failure::of(&mapped));
         }

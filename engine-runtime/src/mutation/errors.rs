@@ -43,7 +43,7 @@ pub(crate) fn map_sql_error(err: sqlx::Error) -> KernelError {
                         message = db.message(),
                         "the database refused a mutation's write"
                     );
-                    db.code().unwrap_or_default().into_owned()
+                    crate::error::sqlstate(db.as_ref()).into_owned()
                 }
                 _ => String::new(),
             };

@@ -1,4 +1,4 @@
-//! The mutator transaction on Postgres: the store side of `MutatorCtx`. Every write is
+//! The mutator transaction, on Postgres or SQLite: the store side of `MutatorCtx`. Every write is
 //! authorized (`authorize.rs`) and merged by the table's policy (`merge.rs`), every read is
 //! scoped to the actor's buckets, and the buckets the mutation affects are collected for the
 //! pings after commit.
@@ -7,7 +7,7 @@
 //!   last insert with its record.
 //! - `authorize.rs`: the authorization rule and the state it keeps.
 //! - `merge.rs`: field and collaborative merges.
-//! - `statements.rs`: the SQL of reads and writes on one table.
+//! - `statements.rs`: the SQL of reads and writes on one table; `sqlite.rs`: the same on SQLite.
 //! - `blob_refs.rs`: who wrote each blob key into a row; `blob_reads.rs`: who may read it.
 //! - `errors.rs`: how failures are classified for the push protocol.
 
@@ -19,6 +19,7 @@ mod conn;
 mod errors;
 mod merge;
 mod required;
+mod sqlite;
 mod statements;
 
 use std::collections::BTreeSet;
@@ -37,16 +38,16 @@ pub(crate) use errors::UNCONFIRMED;
 pub(crate) use errors::{ASK_INSTEAD, to_kernel};
 pub(crate) use required::Required;
 
-use crate::core::Core;
+use crate::core::Shared;
 use crate::pg::values::decode_row;
 use errors::Failure;
 
 type KernelResult<T> = engine_kernel::Result<T>;
 
 /// A mutation's view of the store.
-pub(crate) struct PgMutatorTx<'t> {
+pub(crate) struct ServerTx<'t> {
     conn: Conn<'t>,
-    core: &'t Core,
+    core: &'t Shared,
     actor: Actor,
     hlc: Hlc,
     /// The mutation's `clientMutationId`, which seeds its ids.
@@ -71,9 +72,9 @@ pub(crate) struct PgMutatorTx<'t> {
     lost: usize,
 }
 
-impl<'t> PgMutatorTx<'t> {
-    pub(crate) fn new(conn: Conn<'t>, core: &'t Core, actor: Actor, hlc: Hlc, seed: uuid::Uuid) -> Self {
-        PgMutatorTx {
+impl<'t> ServerTx<'t> {
+    pub(crate) fn new(conn: Conn<'t>, core: &'t Shared, actor: Actor, hlc: Hlc, seed: uuid::Uuid) -> Self {
+        ServerTx {
             conn,
             core,
             actor,
@@ -185,6 +186,10 @@ impl<'t> PgMutatorTx<'t> {
         live_only: bool,
     ) -> KernelResult<Option<(Row, merge::Stamps)>> {
         let stamped = self.by_field(table);
+        if let Some(conn) = self.conn.sqlite() {
+            let fetched = sqlite::fetch(conn, table, key, stamped, live_only).await;
+            return fetched.map_err(|e| self.failed_with(e));
+        }
         let mut sql = statements::fetch(table, key, stamped, live_only, lock).map_err(to_kernel)?;
         // A row locked for an update or delete is locked in the mutation's transaction.
         let conn = if lock { self.writing().await? } else { self.conn()? };
@@ -275,9 +280,14 @@ impl<'t> PgMutatorTx<'t> {
             self.authorize_placing(table, &self.write_buckets(table, &after))?;
         }
         let stamps = by_field.then_some(Value::Object(stamps));
-        let mut sql = statements::update(table, &key, &assigned, &after, stamps).map_err(to_kernel)?;
-        if let Err(e) = sql.build().execute(self.writing().await?).await {
-            return Err(self.failed(e));
+        if let Some(conn) = self.conn.sqlite() {
+            let updated = sqlite::update(conn, table, &key, &assigned, &after, stamps).await;
+            updated.map_err(|e| self.failed_with(e))?;
+        } else {
+            let mut sql = statements::update(table, &key, &assigned, &after, stamps).map_err(to_kernel)?;
+            if let Err(e) = sql.build().execute(self.writing().await?).await {
+                return Err(self.failed(e));
+            }
         }
         self.writes += 1;
         self.lost += usize::from(!took_effect);
@@ -333,9 +343,14 @@ impl<'t> PgMutatorTx<'t> {
         let live_buckets = self.core.rules.row_buckets(table, &live);
         self.authorize_leaving(table, &live_buckets, &live_buckets, Some(&live), &[&live]).await?;
         self.freeze_before_writing(table).await?;
-        let mut sql = statements::delete(table, &key).map_err(to_kernel)?;
-        if let Err(e) = sql.build().execute(self.writing().await?).await {
-            return Err(self.failed(e));
+        if let Some(conn) = self.conn.sqlite() {
+            let deleted = sqlite::delete(conn, table, &key).await;
+            deleted.map_err(|e| self.failed_with(e))?;
+        } else {
+            let mut sql = statements::delete(table, &key).map_err(to_kernel)?;
+            if let Err(e) = sql.build().execute(self.writing().await?).await {
+                return Err(self.failed(e));
+            }
         }
         self.writes += 1;
         self.note_write(table);
@@ -367,15 +382,23 @@ impl<'t> PgMutatorTx<'t> {
         for (name, value) in key.into_iter().flatten().chain(filter.into_iter().map(|(c, v)| (c.to_owned(), v))) {
             equalities.push((table.filter_column(&name)?, value));
         }
-        let mut sql = statements::select(table, &equalities).map_err(to_kernel)?;
-        let rows = match sql.build().fetch_all(self.conn()?).await {
-            Ok(rows) => rows,
-            Err(e) => return Err(self.failed(e)),
+        let rows = if let Some(conn) = self.conn.sqlite() {
+            let rows = sqlite::select(conn, table, &equalities).await;
+            rows.map_err(|e| self.failed_with(e))?
+        } else {
+            let mut sql = statements::select(table, &equalities).map_err(to_kernel)?;
+            let rows = match sql.build().fetch_all(self.conn()?).await {
+                Ok(rows) => rows,
+                Err(e) => return Err(self.failed(e)),
+            };
+            rows.iter()
+                .map(|row| decode_row(table, row))
+                .collect::<crate::error::Result<Vec<Row>>>()
+                .map_err(to_kernel)?
         };
         let synced = self.is_synced(table);
         let mut out = Vec::new();
-        for row in rows {
-            let decoded = decode_row(table, &row).map_err(to_kernel)?;
+        for decoded in rows {
             if synced && !self.can_read(&self.core.rules.row_buckets(table, &decoded)).await? {
                 continue;
             }
@@ -390,6 +413,10 @@ impl<'t> PgMutatorTx<'t> {
     async fn enqueue_job(&mut self, job: engine_kernel::JobRequest) -> KernelResult<()> {
         self.check_usable()?;
         let user = self.actor.user_id.clone();
+        if let Some(conn) = self.conn.sqlite() {
+            let enqueued = sqlite::enqueue(conn, &job, Some(&user)).await;
+            return enqueued.map_err(|e| self.failed_with(e));
+        }
         if let Err(e) = crate::jobs::queue::insert(self.writing().await?, &job, Some(&user)).await {
             return Err(self.failed(e));
         }
@@ -397,7 +424,7 @@ impl<'t> PgMutatorTx<'t> {
     }
 }
 
-impl MutatorTx for PgMutatorTx<'_> {
+impl MutatorTx for ServerTx<'_> {
     fn actor(&self) -> &Actor {
         &self.actor
     }

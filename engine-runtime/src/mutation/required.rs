@@ -13,7 +13,7 @@ use engine_kernel::{Actor, Error as KernelError, Row, TableMeta};
 
 use super::authorize::Assumed;
 use super::errors::{ASK_INSTEAD, to_kernel};
-use super::{KernelResult, PgMutatorTx, statements};
+use super::{KernelResult, ServerTx, statements};
 use crate::pg::sql::Sql;
 
 /// A row the mutation went on without reading: it exists, live, and the actor holds `held`
@@ -43,7 +43,7 @@ impl Required {
     }
 }
 
-impl PgMutatorTx<'_> {
+impl ServerTx<'_> {
     /// Whether the row of `table` with key `key` exists and the actor can read it: assumed, for
     /// the record statement to confirm, where that can be; else read.
     pub(super) async fn require_row(&mut self, table: &'static TableMeta, key: Row) -> KernelResult<bool> {

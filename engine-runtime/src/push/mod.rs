@@ -9,9 +9,11 @@
 //!
 //! - `sequence.rs`: the checked path's decision (pure, with its table).
 //! - `lane.rs`: sessions a push hands on to the next push.
+//! - `sqlite.rs`: the push on SQLite: the checked path only, in the writer's transaction.
 
 mod lane;
 mod sequence;
+pub(crate) mod sqlite;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
@@ -23,9 +25,9 @@ use sqlx::{Connection, PgConnection};
 
 pub(crate) use lane::Lane;
 
-use crate::core::Core;
+use crate::core::{Core, Shared};
 use crate::error::{Error, Result};
-use crate::mutation::{ASK_INSTEAD, Assumed, Conn, PendingInsert, PgMutatorTx, Required, depth, to_kernel};
+use crate::mutation::{ASK_INSTEAD, Assumed, Conn, PendingInsert, Required, ServerTx, depth, to_kernel};
 use crate::pg::sql;
 use crate::pg::sql::Sql;
 use sequence::{CollectedRecords, Decision, Sequence};
@@ -394,11 +396,16 @@ async fn apply_checked(
         }
         Err(err) => {
             tx.rollback().await?;
-            Err(match err {
-                KernelError::Transient(detail) => Error::RetryLater { retry_after: crate::error::RETRY_AFTER, detail },
-                other => Error::Kernel(other),
-            })
+            Err(stopping(err))
         }
+    }
+}
+
+/// The error that stops a push at a failure that is not recorded: transient ones are retried.
+fn stopping(err: KernelError) -> Error {
+    match err {
+        KernelError::Transient(detail) => Error::RetryLater { retry_after: crate::error::RETRY_AFTER, detail },
+        other => Error::Kernel(other),
     }
 }
 
@@ -463,28 +470,7 @@ async fn execute(
     mutation: &MutationRequest,
     assume: bool,
 ) -> std::result::Result<Settled, KernelError> {
-    check_mutator_name(&mutation.name)?;
-    let hlc = core.clock.mutation_reading(mutation.hlc.as_deref())?;
-    let def = core.app.mutator(&mutation.name).ok_or_else(|| KernelError::UnknownMutator(mutation.name.clone()))?;
-    let depth = depth(&mutation.args);
-    if depth > core.limits.args_depth {
-        return Err(KernelError::validation(format!(
-            "the arguments nest {depth} levels deep; at most {} are taken",
-            core.limits.args_depth
-        )));
-    }
-    let mut tx = PgMutatorTx::new(conn, core, actor.clone(), hlc, mutation.client_mutation_id);
-    if assume {
-        tx = tx.assuming_write_permissions();
-    }
-    if mutation.hlc.is_none() {
-        tx = tx.stamped_by_server();
-    }
-    let outcome = {
-        let mut ctx = MutatorCtx::new(&mut tx);
-        def.run(&mut ctx, mutation.args.clone()).await
-    };
-    let outcome: Outcome = tx.finish(outcome).await?;
+    let (mut tx, outcome) = run(core, conn, actor, mutation, assume).await?;
     let pending = tx.take_pending();
     let assumed = tx.take_assumed();
     let required = tx.take_required();
@@ -500,20 +486,60 @@ async fn execute(
     tx.commit().await?;
     affected.extend(outcome.affected_buckets.iter().cloned());
     Ok(Settled::Applied {
-        result: MutationResult {
-            client_mutation_id: mutation.client_mutation_id,
-            mutation_id: mutation.mutation_id,
-            status: MutationStatus::Applied,
-            server_id: outcome.server_id,
-            reconciliation: (!outcome.reconciliation.is_empty()).then_some(outcome.reconciliation),
-            error: None,
-            superseded,
-        },
+        result: applied(mutation, outcome, superseded),
         affected,
         membership_changes,
         sequence: mutation.mutation_id,
         commit_xid,
     })
+}
+
+/// Run the mutator of `mutation` for `actor` on `conn`, its writes authorized and merged: the
+/// transaction with its writes in, and what the mutator reported. With `assume`, write
+/// permissions are assumed and confirmed later (the next path's first try).
+async fn run<'t>(
+    core: &'t Shared,
+    conn: Conn<'t>,
+    actor: &Actor,
+    mutation: &MutationRequest,
+    assume: bool,
+) -> std::result::Result<(ServerTx<'t>, Outcome), KernelError> {
+    check_mutator_name(&mutation.name)?;
+    let hlc = core.clock.mutation_reading(mutation.hlc.as_deref())?;
+    let def = core.app.mutator(&mutation.name).ok_or_else(|| KernelError::UnknownMutator(mutation.name.clone()))?;
+    let depth = depth(&mutation.args);
+    if depth > core.limits.args_depth {
+        return Err(KernelError::validation(format!(
+            "the arguments nest {depth} levels deep; at most {} are taken",
+            core.limits.args_depth
+        )));
+    }
+    let mut tx = ServerTx::new(conn, core, actor.clone(), hlc, mutation.client_mutation_id);
+    if assume {
+        tx = tx.assuming_write_permissions();
+    }
+    if mutation.hlc.is_none() {
+        tx = tx.stamped_by_server();
+    }
+    let outcome = {
+        let mut ctx = MutatorCtx::new(&mut tx);
+        def.run(&mut ctx, mutation.args.clone()).await
+    };
+    let outcome: Outcome = tx.finish(outcome).await?;
+    Ok((tx, outcome))
+}
+
+/// The answer to `mutation` applied now with `outcome`.
+fn applied(mutation: &MutationRequest, outcome: Outcome, superseded: bool) -> MutationResult {
+    MutationResult {
+        client_mutation_id: mutation.client_mutation_id,
+        mutation_id: mutation.mutation_id,
+        status: MutationStatus::Applied,
+        server_id: outcome.server_id,
+        reconciliation: (!outcome.reconciliation.is_empty()).then_some(outcome.reconciliation),
+        error: None,
+        superseded,
+    }
 }
 
 /// The longest mutator name a push may send, in bytes.

@@ -57,9 +57,9 @@ fn next_path<'t>(
     storage: &'t PostgresStorage,
     actor: &Actor,
     ms: u64,
-) -> super::PgMutatorTx<'t> {
+) -> super::ServerTx<'t> {
     let hlc = engine_kernel::Hlc::new(ms, 0, actor.user_id.clone()).unwrap();
-    super::PgMutatorTx::new(Conn::Deferred(conn), storage.core(), actor.clone(), hlc, uuid::Uuid::new_v4())
+    super::ServerTx::new(Conn::Deferred(conn), storage.core(), actor.clone(), hlc, uuid::Uuid::new_v4())
         .assuming_write_permissions()
 }
 
@@ -80,7 +80,7 @@ fn carols_note(id: &str) -> example_notes::Note {
 /// Record the next path's mutation `tx` as mutation `id` of `client`, with what it carries;
 /// with how many permissions it assumed and rows it required.
 async fn record_next_path(
-    tx: &mut super::PgMutatorTx<'_>,
+    tx: &mut super::ServerTx<'_>,
     actor: &Actor,
     client: uuid::Uuid,
     id: u64,

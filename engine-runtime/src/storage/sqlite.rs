@@ -1,22 +1,22 @@
 //! The SQLite store (sqlx): one file in WAL mode, served by one process (`docs/design.md` §11).
 //! Built so far: provisioning and change tracking (which `engine migrate` runs on a
-//! `sqlite://` URL) and the pull; the push and the mutation transaction on it come next, and
+//! `sqlite://` URL), the pull and the push; jobs, retention and stats on it come next, and
 //! until they do the server does not open it.
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use engine_kernel::rules::Membership;
-use engine_kernel::rules::buckets::RuleIndex;
-use engine_kernel::wire::PullRequest;
+use engine_kernel::wire::{PullRequest, PushRequest};
 use engine_kernel::{Actor, App};
 
 pub use crate::sqlite::Durability;
 
-use crate::core::{Clock, StoreLimits};
+use crate::core::{Shared, StoreLimits};
 use crate::error::{Error, Result};
 use crate::provision;
 use crate::pull::{self, PullState, Pulled};
+use crate::push::{self, Pushed};
 use crate::sqlite::Db;
 
 /// The SQLite database at `path`, created when missing: the storage of a server with no
@@ -67,14 +67,7 @@ impl Sqlite {
             .unwrap_or(2)
             .clamp(2, 8);
         let db = Db::open(&self.path, self.durability, readers).await?;
-        Ok(SqliteStorage {
-            db: Arc::new(db),
-            rules: app.rule_index(),
-            app,
-            clock: Clock::new(),
-            limits: StoreLimits::default(),
-            pulls: Arc::default(),
-        })
+        Ok(SqliteStorage { db: Arc::new(db), shared: Arc::new(Shared::new(app)), pulls: Arc::default() })
     }
 }
 
@@ -82,12 +75,8 @@ impl Sqlite {
 #[derive(Debug, Clone)]
 pub struct SqliteStorage {
     db: Arc<Db>,
-    app: Arc<App>,
-    rules: RuleIndex,
-    /// The server's clock, for pulls' `serverHlc`.
-    clock: Clock,
-    /// The bounds on what one actor's requests may ask.
-    limits: StoreLimits,
+    /// The app, its rules, the clock and the bounds.
+    shared: Arc<Shared>,
     /// The cursor key and the bucket sets cursors name.
     pulls: Arc<PullState>,
 }
@@ -100,17 +89,17 @@ impl SqliteStorage {
 
     /// Make the file serve the app (idempotent; refuses a file of a newer engine, and drift).
     pub async fn provision(&self) -> Result<()> {
-        provision::sqlite::provision(&mut *self.db.writer().await, &self.app).await
+        provision::sqlite::provision(&mut *self.db.writer().await, &self.shared.app).await
     }
 
     /// Check that the file serves the app, changing nothing.
     pub async fn verify(&self) -> Result<()> {
-        provision::sqlite::verify(&mut *self.db.readers.acquire().await?, &self.app).await
+        provision::sqlite::verify(&mut *self.db.readers.acquire().await?, &self.shared.app).await
     }
 
     /// This store with `limits` (see [`StoreLimits`]).
     pub fn with_limits(mut self, limits: StoreLimits) -> Self {
-        self.limits = limits;
+        Arc::make_mut(&mut self.shared).limits = limits;
         self
     }
 
@@ -118,17 +107,22 @@ impl SqliteStorage {
     pub async fn pull(&self, actor: &Actor, request: &PullRequest) -> Result<Pulled> {
         let store = pull::sqlite::Store {
             db: &self.db,
-            app: &self.app,
-            rules: &self.rules,
-            limits: &self.limits,
-            clock: &self.clock,
+            app: &self.shared.app,
+            rules: &self.shared.rules,
+            limits: &self.shared.limits,
+            clock: &self.shared.clock,
         };
         pull::sqlite::pull(&store, &self.pulls, actor, request).await
     }
 
+    /// Apply the request's mutations in order, each in its own transaction.
+    pub async fn push(&self, actor: &Actor, request: &PushRequest) -> Result<Pushed> {
+        push::sqlite::push(&self.db, &self.shared, actor, request).await
+    }
+
     /// What provisioning would change in the file, as `+` lines; empty when it is current.
     pub async fn plan_changes(&self) -> Result<String> {
-        provision::sqlite::changes(&mut *self.db.readers.acquire().await?, &self.app).await
+        provision::sqlite::changes(&mut *self.db.readers.acquire().await?, &self.shared.app).await
     }
 }
 

@@ -6,7 +6,7 @@
 use std::collections::BTreeSet;
 
 use engine_kernel::rules::buckets::{claim_bucket, claim_text, param_text};
-use engine_kernel::rules::{FilterValue, Membership, ParamSource, RuleMeta};
+use engine_kernel::rules::{ConstFilter, FilterValue, Membership, ParamSource, RuleMeta};
 use engine_kernel::{Actor, App, BucketKey, TableMeta};
 use engine_sqlite::values::{decode, stored};
 use engine_sqlite::{Sql, ident};
@@ -22,24 +22,65 @@ pub(crate) async fn held_buckets(conn: &mut SqliteConnection, app: &App, actor: 
     for rule in app.sync_rules().rules {
         match rule.membership {
             None => held.extend(claim_bucket(rule, actor)),
-            Some(Membership::Table { table, .. }) => {
-                let table = app.table(table).expect("the app lists every rule table");
-                held.extend(held_through(conn, rule, table, actor).await?);
-            }
+            Some(Membership::Table { .. }) => held.extend(held_through(conn, app, rule, actor, None).await?),
             Some(Membership::Raw { .. }) => {}
         }
     }
     Ok(held)
 }
 
-/// The buckets of `rule` the actor holds through rows of its membership table `table`.
-async fn held_through(
+/// Every bucket of `rule` (a membership rule) `actor` holds through a live membership row
+/// matching one of `write` (any row when `None`).
+pub(crate) async fn held_through(
     conn: &mut SqliteConnection,
+    app: &App,
     rule: &'static RuleMeta,
-    table: &'static TableMeta,
     actor: &Actor,
+    write: Option<&[&[ConstFilter]]>,
 ) -> Result<BTreeSet<BucketKey>> {
-    let Some(Membership::Table { filters, .. }) = rule.membership else { return Ok(BTreeSet::new()) };
+    let Some(rows) = members(conn, app, rule, Some(actor), None, write).await? else { return Ok(BTreeSet::new()) };
+    Ok(rows.into_iter().filter_map(|values| bucket_of_values(rule, actor, values.into_iter())).collect())
+}
+
+/// Whether `actor` holds `bucket` of `rule` through a live membership row matching one of
+/// `write` (any row when `None`).
+pub(crate) async fn holds(
+    conn: &mut SqliteConnection,
+    app: &App,
+    rule: &'static RuleMeta,
+    actor: &Actor,
+    bucket: &BucketKey,
+    write: Option<&[&[ConstFilter]]>,
+) -> Result<bool> {
+    let Some(rows) = members(conn, app, rule, Some(actor), Some(bucket), write).await? else { return Ok(false) };
+    Ok(rows.into_iter().any(|values| bucket_of_values(rule, actor, values.into_iter()).as_ref() == Some(bucket)))
+}
+
+/// Whether a live membership row of anyone grants `bucket` of `rule`.
+pub(crate) async fn has_member(
+    conn: &mut SqliteConnection,
+    app: &App,
+    rule: &'static RuleMeta,
+    bucket: &BucketKey,
+) -> Result<bool> {
+    Ok(members(conn, app, rule, None, Some(bucket), None).await?.is_some_and(|rows| !rows.is_empty()))
+}
+
+/// The membership-sourced parameters (as text, in order) of the live rows of `rule`'s membership
+/// table that match the claims of `actor` (when given) and the rule's constants, grant `bucket`
+/// (when given) and match one of `write` (when given); `None` when the actor lacks a claim the
+/// rule needs, or the rule's memberships are not a table's.
+async fn members(
+    conn: &mut SqliteConnection,
+    app: &App,
+    rule: &'static RuleMeta,
+    actor: Option<&Actor>,
+    bucket: Option<&BucketKey>,
+    write: Option<&[&[ConstFilter]]>,
+) -> Result<Option<Vec<Vec<Option<String>>>>> {
+    let Some(Membership::Table { table, filters }) = rule.membership else { return Ok(None) };
+    let table: &TableMeta = app.table(table).expect("the app lists every rule table");
+    let column = |name: &str| table.column(name).expect("rule columns exist");
     let sourced: Vec<&str> = rule
         .parameters
         .iter()
@@ -52,29 +93,47 @@ async fn held_through(
     sql.push(sourced.iter().map(|c| format!("m.{}", ident(c))).collect::<Vec<_>>().join(", "));
     sql.push(format_args!(" FROM {} AS m WHERE 1", ident(table.name)));
     for filter in filters {
-        let column = table.column(filter.column).expect("rule columns exist");
-        let value = match filter.value {
-            FilterValue::Claim(claim) => match claim_text(claim, actor) {
-                Some(text) => param_value(column, &text),
-                // The actor lacks the claim: it holds none of these buckets.
-                None => return Ok(BTreeSet::new()),
+        let value = match (filter.value, actor) {
+            (FilterValue::Claim(claim), Some(actor)) => match claim_text(claim, actor) {
+                Some(text) => param_value(column(filter.column), &text),
+                None => return Ok(None),
             },
-            FilterValue::Const(value) => value.to_json(),
+            (FilterValue::Claim(_), None) => continue,
+            (FilterValue::Const(value), _) => value.to_json(),
         };
-        sql.push(format_args!(" AND m.{} = ", ident(filter.column))).push_bind(stored(column, &value));
+        sql.push(format_args!(" AND m.{} = ", ident(filter.column))).push_bind(stored(column(filter.column), &value));
+    }
+    if let Some(bucket) = bucket {
+        for (param, text) in rule.parameters.iter().zip(bucket.params()) {
+            if let ParamSource::Membership { column: name } = param.source {
+                sql.push(format_args!(" AND m.{} = ", ident(name)))
+                    .push_bind(stored(column(name), &param_value(column(name), &text)));
+            }
+        }
     }
     if let Some(deleted) = table.soft_delete {
         sql.push(format_args!(" AND m.{} IS NULL", ident(deleted)));
     }
+    if let Some(any_of) = write {
+        sql.push(" AND (0");
+        for all in any_of {
+            sql.push(" OR (1");
+            for filter in *all {
+                let value = stored(column(filter.column), &filter.value.to_json());
+                sql.push(format_args!(" AND m.{} = ", ident(filter.column))).push_bind(value);
+            }
+            sql.push(")");
+        }
+        sql.push(")");
+    }
     let rows = sql.build().fetch_all(&mut *conn).await?;
-    let mut held = BTreeSet::new();
+    let mut out = Vec::with_capacity(rows.len());
     for row in &rows {
         let mut values = Vec::with_capacity(sourced.len());
         for (i, name) in sourced.iter().enumerate() {
-            let column = table.column(name).expect("rule columns exist");
-            values.push(param_text(&decode(row, i, column)?));
+            values.push(param_text(&decode(row, i, column(name))?));
         }
-        held.extend(bucket_of_values(rule, actor, values.into_iter()));
+        out.push(values);
     }
-    Ok(held)
+    Ok(Some(out))
 }

@@ -423,3 +423,105 @@ async fn rules_that_decide_by_another_column_replace_the_triggers() {
     assert_eq!(stones.len(), 1, "archiving takes the list out of its owner's bucket: {stones:?}");
     assert_eq!(stones[0].3["archived"], json!(0), "the value that decides it is recorded");
 }
+
+fn mutation(id: u64, name: &str, args: Value) -> engine_kernel::wire::MutationRequest {
+    engine_kernel::wire::MutationRequest {
+        mutation_id: id,
+        client_mutation_id: uuid::Uuid::new_v4(),
+        name: name.into(),
+        args,
+        hlc: None,
+    }
+}
+
+async fn push(
+    store: &SqliteStorage,
+    actor: &engine_kernel::Actor,
+    client: uuid::Uuid,
+    mutations: Vec<engine_kernel::wire::MutationRequest>,
+) -> crate::push::Pushed {
+    store.push(actor, &engine_kernel::wire::PushRequest { client_id: client, mutations }).await.unwrap()
+}
+
+fn statuses(pushed: &crate::push::Pushed) -> Vec<String> {
+    pushed
+        .response
+        .results
+        .iter()
+        .map(|r| match &r.error {
+            Some(error) => format!("{:?} {}", r.status, error.code),
+            None => format!("{:?}", r.status),
+        })
+        .collect()
+}
+
+/// The notes app's mutators on SQLite, through the same authorization as on Postgres: Alice
+/// creates and shares a list, Bob (a viewer) reads it and may not write it, and the client's
+/// sequence answers replays and refuses gaps.
+#[tokio::test]
+async fn pushes_apply_once_through_the_rules_and_pulls_see_them() {
+    let scratch = Scratch::new();
+    let store = notes(&scratch.file()).await;
+    store.provision().await.unwrap();
+    let (alice, bob) = (alice(), engine_kernel::Actor::new("bob", "bob"));
+    let (phone, laptop) = (uuid::Uuid::new_v4(), uuid::Uuid::new_v4());
+    let create = mutation(1, "create_list", json!({"id": "l1", "title": "Groceries"}));
+    let pushed = push(
+        &store,
+        &alice,
+        phone,
+        vec![
+            create.clone(),
+            mutation(2, "add_note", json!({"id": "n1", "list_id": "l1", "title": "Milk"})),
+            mutation(3, "share_list", json!({"list_id": "l1", "user_id": "bob", "role": "viewer"})),
+        ],
+    )
+    .await;
+    assert_eq!(statuses(&pushed), ["Applied", "Applied", "Applied"]);
+    assert_eq!(pushed.response.last_mutation_id, 3);
+    assert!(pushed.affected.iter().any(|b| b.as_str() == "shared/l1"), "{:?}", pushed.affected);
+    assert!(pushed.membership_changes.contains("user_id=bob"), "{:?}", pushed.membership_changes);
+
+    // A replay is answered from its record; a gap is refused.
+    let again = push(&store, &alice, phone, vec![create]).await;
+    assert_eq!(statuses(&again), ["Duplicate"]);
+    let gap = store
+        .push(
+            &alice,
+            &engine_kernel::wire::PushRequest {
+                client_id: phone,
+                mutations: vec![mutation(9, "add_note", json!({"list_id": "l1", "title": "x"}))],
+            },
+        )
+        .await
+        .unwrap();
+    assert!(
+        matches!(gap.stopped, Some(Error::MutationOutOfOrder { last_mutation_id: 3, got: 9 })),
+        "{:?}",
+        gap.stopped
+    );
+
+    // Bob reads the list, and may not write it: the refusal is recorded and moves his sequence on.
+    let (changes, _, _) = pull_all(&store, &bob, laptop, None, 1000).await;
+    let mut ids: Vec<String> = changes.iter().map(|(table, id)| format!("{table}:{id}")).collect();
+    ids.sort();
+    assert_eq!(
+        ids,
+        ["list_members:[\"l1\",\"alice\"]", "list_members:[\"l1\",\"bob\"]", "lists:\"l1\"", "notes:\"n1\""]
+    );
+    let refused =
+        push(&store, &bob, laptop, vec![mutation(1, "add_note", json!({"list_id": "l1", "title": "Beer"}))]).await;
+    assert_eq!(statuses(&refused), ["Rejected forbidden"], "{:?}", refused.stopped);
+    assert_eq!(refused.response.last_mutation_id, 1);
+    let own = push(&store, &bob, laptop, vec![mutation(2, "create_list", json!({"id": "l1", "title": "Mine"}))]).await;
+    assert_eq!(statuses(&own), ["Rejected forbidden"], "Bob cannot take Alice's list id over");
+    let mut conn = other_program(&scratch.file()).await;
+    let notes: i64 = sqlx::query_scalar("SELECT count(*) FROM notes").fetch_one(&mut conn).await.unwrap();
+    assert_eq!(notes, 1, "the refused note was not written");
+    let records: Vec<(i64, String)> =
+        sqlx::query_as("SELECT mutation_id, status FROM _engine_mutations WHERE user_id = 'bob' ORDER BY mutation_id")
+            .fetch_all(&mut conn)
+            .await
+            .unwrap();
+    assert_eq!(records, [(1, "rejected".to_owned()), (2, "rejected".to_owned())]);
+}
