@@ -123,9 +123,15 @@ impl ServerBuilder {
         self
     }
 
-    /// Store the app in Postgres at `url` (shorthand for `.storage(storage::postgres(url))`).
+    /// Store the app in the database at `url`: Postgres (`postgres://user@host/database`,
+    /// shorthand for `.storage(storage::postgres(url))`) or a SQLite file (`sqlite://path`,
+    /// for `.storage(storage::sqlite(path))`).
     pub fn database_url(self, url: impl Into<String>) -> Self {
-        self.storage(postgres(url))
+        let url = url.into();
+        match crate::storage::sqlite_path(&url) {
+            Some(path) => self.storage(crate::storage::sqlite(path)),
+            None => self.storage(postgres(url)),
+        }
     }
 
     /// The store to open for the app (required, unless [`database_url`](Self::database_url) or
@@ -273,6 +279,16 @@ impl ServerBuilder {
             Some(StorageSource::Open(open)) => open.open(app.clone()).await?,
             None => return Err(Error::config("the server needs a store: `.database_url(…)` or `.storage(…)`")),
         };
+        if let Some(needs) = self.realtime.as_ref().and_then(|r| r.needs())
+            && needs != storage.backend()
+        {
+            return Err(Error::config(format!(
+                "the realtime adapter carries its messages through {needs}, and the store is {}: a {} store is \
+                 served by one process, whose in-process realtime (the default) reaches every socket",
+                storage.backend(),
+                storage.backend()
+            )));
+        }
         let auth =
             self.auth.ok_or_else(|| Error::config("the server needs auth: `.auth(BearerTokenAuth::new(secret))`"))?;
         if let Some(jobs) = &self.jobs {

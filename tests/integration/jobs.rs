@@ -315,7 +315,7 @@ async fn the_server_runs_its_jobs_and_counts_them_in_stats() {
 }
 
 /// The lines of a `JOB_RUNS` file, once it has `done` lines for `jobs` jobs.
-async fn job_runs(file: &std::path::Path, jobs: usize) -> Vec<String> {
+pub(crate) async fn job_runs(file: &std::path::Path, jobs: usize) -> Vec<String> {
     for _ in 0..400 {
         let text = std::fs::read_to_string(file).unwrap_or_default();
         if text.lines().filter(|l| l.starts_with("done ")).count() >= jobs {
@@ -327,7 +327,7 @@ async fn job_runs(file: &std::path::Path, jobs: usize) -> Vec<String> {
 }
 
 /// Push `create_list` and a share with each of `users` to a server process as alice.
-async fn share_with(server: &ServerProcess, users: &[String]) {
+pub(crate) async fn share_with(server: &ServerProcess, users: &[String]) {
     let mut mutations = vec![
         json!({"mutationId": 1, "clientMutationId": uuid::Uuid::new_v4(), "name": "create_list", "args": {"id": "l", "title": "L"}}),
     ];

@@ -26,5 +26,6 @@ mod push;
 mod references;
 mod restart;
 mod server;
+mod sqlite;
 mod stream;
 mod teams;

@@ -1,7 +1,9 @@
 //! What a store does beside pulls and pushes: collecting what is kept only for a while
-//! (`retention.rs`) and counting what it holds for operators (`stats.rs`).
+//! (`retention.rs`) and counting what it holds for operators (`stats.rs`); `sqlite.rs`, both on
+//! SQLite.
 
 mod retention;
+pub(crate) mod sqlite;
 mod stats;
 
 pub(crate) use retention::collect;

@@ -137,6 +137,11 @@ impl JobQueue for Core {
 pub(crate) async fn counts(conn: &mut PgConnection) -> Result<JobCounts> {
     let rows: Vec<(String, i64)> =
         sqlx::query_as("SELECT state, count(*) FROM _engine_jobs GROUP BY state").fetch_all(conn).await?;
+    counted(rows)
+}
+
+/// The counts of `rows`, each a state and how many jobs are in it.
+fn counted(rows: Vec<(String, i64)>) -> Result<JobCounts> {
     let mut counts = JobCounts::default();
     for (state, n) in rows {
         let n = u64::try_from(n).unwrap_or(0);
@@ -260,3 +265,5 @@ impl JobAdmin {
         Ok(done.rows_affected() == 1)
     }
 }
+
+pub(crate) mod sqlite;

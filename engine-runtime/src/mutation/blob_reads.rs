@@ -6,20 +6,19 @@ use engine_kernel::{Actor, BlobKey, MutatorTx};
 use serde_json::Value;
 
 use super::{Conn, ServerTx};
-use crate::core::Core;
+use crate::core::Shared;
 use crate::error::Result;
 
 /// Whether the actor can read a row whose blob column holds `key` and that one of
 /// `uploaders` wrote there, read on `conn`.
 pub(crate) async fn can_read_blob(
-    core: &Core,
+    core: &Shared,
     conn: &mut sqlx::PgConnection,
     actor: &Actor,
     key: &BlobKey,
     uploaders: &[String],
 ) -> Result<bool> {
-    let has_blobs = core.app.tables().iter().any(|def| def.meta().columns.iter().any(|c| c.blob));
-    if !has_blobs {
+    if !has_blobs(core) {
         return Ok(false);
     }
     // The rows an uploader wrote the key into; whether the actor can read one of them,
@@ -32,10 +31,51 @@ pub(crate) async fn can_read_blob(
     .bind(uploaders)
     .fetch_all(&mut *conn)
     .await?;
+    // It never writes, so no transaction begins.
+    readable(core, Conn::Deferred(conn), actor, key, written).await
+}
+
+/// [`can_read_blob`] on SQLite, read on a reader's connection.
+pub(crate) async fn can_read_blob_on_sqlite(
+    core: &Shared,
+    conn: &mut sqlx::SqliteConnection,
+    actor: &Actor,
+    key: &BlobKey,
+    uploaders: &[String],
+) -> Result<bool> {
+    if !has_blobs(core) {
+        return Ok(false);
+    }
+    let written: Vec<(String, String, String)> = sqlx::query_as(
+        "SELECT table_name, row_key, column_name FROM _engine_blob_refs
+         WHERE blob_key = ? AND writer IN (SELECT value FROM json_each(?)) LIMIT 1000",
+    )
+    .bind(key.to_string())
+    .bind(serde_json::to_string(uploaders).expect("strings serialize"))
+    .fetch_all(&mut *conn)
+    .await?;
+    let written = written
+        .into_iter()
+        .map(|(table, row_key, column)| (table, serde_json::from_str(&row_key).unwrap_or(Value::Null), column))
+        .collect();
+    readable(core, Conn::Sqlite(conn), actor, key, written).await
+}
+
+fn has_blobs(core: &Shared) -> bool {
+    core.app.tables().iter().any(|def| def.meta().columns.iter().any(|c| c.blob))
+}
+
+/// Whether the actor can read one of the rows `written` (table, key, blob column) that still
+/// holds `key`, through the reads of a mutation, which see only the rows of its buckets.
+async fn readable(
+    core: &Shared,
+    conn: Conn<'_>,
+    actor: &Actor,
+    key: &BlobKey,
+    written: Vec<(String, Value, String)>,
+) -> Result<bool> {
     let hlc = core.clock.tick_after(None);
-    // The reads of a mutation, which see only the rows of the actor's buckets; it
-    // never writes, so no transaction begins.
-    let mut reads = ServerTx::new(Conn::Deferred(conn), core, actor.clone(), hlc, uuid::Uuid::nil());
+    let mut reads = ServerTx::new(conn, core, actor.clone(), hlc, uuid::Uuid::nil());
     for (table_name, row_key, column_name) in written {
         let Some(table) = core.app.table(&table_name) else { continue };
         let Some(column) = table.column(&column_name).filter(|c| c.blob) else { continue };

@@ -30,7 +30,7 @@ use engine_kernel::{Actor, BoxFuture, BucketKey, Hlc, MergePolicy, MutatorTx, Ro
 use serde_json::Value;
 
 pub(crate) use authorize::Assumed;
-pub(crate) use blob_reads::can_read_blob;
+pub(crate) use blob_reads::{can_read_blob, can_read_blob_on_sqlite};
 pub(crate) use bounds::depth;
 pub(crate) use conn::{Conn, PendingInsert};
 #[cfg(test)]

@@ -62,6 +62,10 @@ impl ListenNotify {
 }
 
 impl OpenRealtime for ListenNotify {
+    fn needs(&self) -> Option<&'static str> {
+        Some("postgres")
+    }
+
     fn open(self: Box<Self>, heartbeat_timeout: Duration) -> BoxFuture<'static, Result<Arc<dyn Realtime>>> {
         Box::pin(async move {
             Ok(Arc::new(Shared::open(&self.url, heartbeat_timeout, self.lost_after).await?) as Arc<dyn Realtime>)

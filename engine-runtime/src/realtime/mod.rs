@@ -104,6 +104,11 @@ pub trait Realtime: Send + Sync + 'static {
 pub trait OpenRealtime: Send + 'static {
     /// Start the adapter; presences of an instance silent for `heartbeat_timeout` leave.
     fn open(self: Box<Self>, heartbeat_timeout: Duration) -> BoxFuture<'static, Result<std::sync::Arc<dyn Realtime>>>;
+    /// What the adapter needs of the store, when it is not any store: `listen_notify` carries
+    /// its messages through Postgres, so a server whose store is not Postgres refuses it.
+    fn needs(&self) -> Option<&'static str> {
+        None
+    }
 }
 
 /// `state` with one more meta.

@@ -65,6 +65,8 @@ pub trait Storage: JobQueue + Send + Sync + 'static {
     /// Clients whose cursors predate the collected tombstones get `reset: true` on their next
     /// pull.
     fn collect_garbage<'a>(&'a self, retention: &'a Retention) -> BoxFuture<'a, Result<Collected>>;
+    /// The backend's name (`postgres`, `sqlite`), as realtime adapters that need one name it.
+    fn backend(&self) -> &'static str;
 }
 
 /// Opens a store for an app: what `Server::builder().storage(…)` takes.

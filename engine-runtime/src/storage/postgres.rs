@@ -249,6 +249,10 @@ impl Storage for PostgresStorage {
     fn collect_garbage<'a>(&'a self, retention: &'a Retention) -> BoxFuture<'a, Result<Collected>> {
         Box::pin(housekeeping::collect(&self.core.pool, retention, self.core.lost_after))
     }
+
+    fn backend(&self) -> &'static str {
+        "postgres"
+    }
 }
 
 impl JobQueue for PostgresStorage {

@@ -1,23 +1,30 @@
 //! The SQLite store (sqlx): one file in WAL mode, served by one process (`docs/design.md` §11).
-//! Built so far: provisioning and change tracking (which `engine migrate` runs on a
-//! `sqlite://` URL), the pull and the push; jobs, retention and stats on it come next, and
-//! until they do the server does not open it.
+//! It composes the same flows as Postgres' store over `core::Shared`, each with its SQLite
+//! statements: provisioning (which `engine migrate` runs on a `sqlite://` URL), pull, push,
+//! housekeeping and the job queue.
 
+use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
+use std::time::Duration;
 
 use engine_kernel::rules::Membership;
 use engine_kernel::wire::{PullRequest, PushRequest};
-use engine_kernel::{Actor, App};
+use engine_kernel::{Actor, App, BlobKey, BoxFuture, BucketKey, JobRequest};
 
 pub use crate::sqlite::Durability;
 
+use super::{OpenStorage, Storage};
 use crate::core::{Shared, StoreLimits};
 use crate::error::{Error, Result};
-use crate::provision;
+use crate::housekeeping::{self, Collected, Gauges, HorizonBlocker, Retention, Stats};
+use crate::jobs::queue::sqlite::Wakeups;
+use crate::jobs::{self, ClaimedJob, JobCounts, JobEnd, JobQueue};
 use crate::pull::{self, PullState, Pulled};
 use crate::push::{self, Pushed};
+use crate::rules::held;
 use crate::sqlite::Db;
+use crate::{mutation, provision};
 
 /// The SQLite database at `path`, created when missing: the storage of a server with no
 /// database server.
@@ -67,7 +74,12 @@ impl Sqlite {
             .unwrap_or(2)
             .clamp(2, 8);
         let db = Db::open(&self.path, self.durability, readers).await?;
-        Ok(SqliteStorage { db: Arc::new(db), shared: Arc::new(Shared::new(app)), pulls: Arc::default() })
+        Ok(SqliteStorage {
+            db: Arc::new(db),
+            shared: Arc::new(Shared::new(app)),
+            pulls: Arc::default(),
+            wakeups: Arc::default(),
+        })
     }
 }
 
@@ -79,6 +91,8 @@ pub struct SqliteStorage {
     shared: Arc<Shared>,
     /// The cursor key and the bucket sets cursors name.
     pulls: Arc<PullState>,
+    /// The job workers of this process, woken when jobs are enqueued.
+    wakeups: Arc<Wakeups>,
 }
 
 impl SqliteStorage {
@@ -117,12 +131,140 @@ impl SqliteStorage {
 
     /// Apply the request's mutations in order, each in its own transaction.
     pub async fn push(&self, actor: &Actor, request: &PushRequest) -> Result<Pushed> {
-        push::sqlite::push(&self.db, &self.shared, actor, request).await
+        let pushed = push::sqlite::push(&self.db, &self.shared, actor, request).await?;
+        if !pushed.response.results.is_empty() {
+            // A mutation may have enqueued jobs: the workers look.
+            self.wakeups.wake();
+        }
+        Ok(pushed)
+    }
+
+    /// The counter now: the horizon is the next number.
+    async fn counter(&self) -> Result<u64> {
+        let counter: i64 = sqlx::query_scalar("SELECT seq FROM _engine_seq WHERE id = 1")
+            .fetch_one(&mut *self.db.readers.acquire().await?)
+            .await?;
+        Ok(u64::try_from(counter).unwrap_or(0))
     }
 
     /// What provisioning would change in the file, as `+` lines; empty when it is current.
     pub async fn plan_changes(&self) -> Result<String> {
         provision::sqlite::changes(&mut *self.db.readers.acquire().await?, &self.shared.app).await
+    }
+}
+
+impl OpenStorage for Sqlite {
+    fn open(self: Box<Self>, app: Arc<App>) -> BoxFuture<'static, Result<Arc<dyn Storage>>> {
+        Box::pin(async move { Ok(Arc::new(self.connect(app).await?) as Arc<dyn Storage>) })
+    }
+}
+
+impl Storage for SqliteStorage {
+    fn provision(&self) -> BoxFuture<'_, Result<()>> {
+        Box::pin(SqliteStorage::provision(self))
+    }
+
+    fn verify(&self) -> BoxFuture<'_, Result<()>> {
+        Box::pin(SqliteStorage::verify(self))
+    }
+
+    fn pull<'a>(&'a self, actor: &'a Actor, request: &'a PullRequest) -> BoxFuture<'a, Result<Pulled>> {
+        Box::pin(SqliteStorage::pull(self, actor, request))
+    }
+
+    fn push<'a>(&'a self, actor: &'a Actor, request: &'a PushRequest) -> BoxFuture<'a, Result<Pushed>> {
+        Box::pin(SqliteStorage::push(self, actor, request))
+    }
+
+    fn can_read_blob<'a>(
+        &'a self,
+        actor: &'a Actor,
+        key: &'a BlobKey,
+        uploaders: &'a [String],
+    ) -> BoxFuture<'a, Result<bool>> {
+        Box::pin(async move {
+            let mut conn = self.db.readers.acquire().await?;
+            mutation::can_read_blob_on_sqlite(&self.shared, &mut conn, actor, key, uploaders).await
+        })
+    }
+
+    fn held_buckets<'a>(&'a self, actor: &'a Actor) -> BoxFuture<'a, Result<BTreeSet<BucketKey>>> {
+        Box::pin(async move {
+            let mut conn = self.db.readers.acquire().await?;
+            let held = held::sqlite::held_buckets(&mut conn, &self.shared.app, actor).await?;
+            let limit = self.shared.limits.buckets_per_actor;
+            if held.len() > limit {
+                return Err(Error::TooManyBuckets { held: held.len(), limit });
+            }
+            Ok(held)
+        })
+    }
+
+    fn horizon(&self) -> BoxFuture<'_, Result<u64>> {
+        // Every number up to the counter has committed, and no later commit takes one below it.
+        Box::pin(async move { Ok(self.counter().await? + 1) })
+    }
+
+    fn stats(&self) -> BoxFuture<'_, Result<Stats>> {
+        Box::pin(async move { housekeeping::sqlite::stats(&mut *self.db.readers.acquire().await?, &self.shared).await })
+    }
+
+    fn horizon_blocker(&self) -> BoxFuture<'_, Result<Option<HorizonBlocker>>> {
+        // No transaction holds the horizon back: there is none to wait for.
+        Box::pin(async { Ok(None) })
+    }
+
+    fn gauges(&self) -> BoxFuture<'_, Result<Gauges>> {
+        Box::pin(async move {
+            let jobs = jobs::queue::sqlite::counts(&mut *self.db.readers.acquire().await?).await?;
+            let readers = &self.db.readers;
+            Ok(Gauges {
+                jobs,
+                pool_size: readers.size(),
+                pool_idle: u32::try_from(readers.num_idle()).unwrap_or(u32::MAX),
+                pool_max: readers.options().get_max_connections(),
+                ..Gauges::default()
+            })
+        })
+    }
+
+    fn collect_garbage<'a>(&'a self, retention: &'a Retention) -> BoxFuture<'a, Result<Collected>> {
+        Box::pin(housekeeping::sqlite::collect(&self.db, retention))
+    }
+
+    fn backend(&self) -> &'static str {
+        "sqlite"
+    }
+}
+
+impl JobQueue for SqliteStorage {
+    fn enqueue_job(&self, job: JobRequest) -> BoxFuture<'_, Result<i64>> {
+        Box::pin(async move {
+            let id = jobs::queue::sqlite::insert(&mut *self.db.writer().await, &job).await?;
+            self.wakeups.wake();
+            Ok(id)
+        })
+    }
+
+    fn claim_jobs<'a>(
+        &'a self,
+        names: &'a [String],
+        limit: usize,
+        lease: Duration,
+    ) -> BoxFuture<'a, Result<Vec<ClaimedJob>>> {
+        Box::pin(async move { jobs::queue::sqlite::claim(&mut *self.db.writer().await, names, limit, lease).await })
+    }
+
+    fn finish_job<'a>(&'a self, job: &'a ClaimedJob, end: JobEnd) -> BoxFuture<'a, Result<bool>> {
+        Box::pin(async move { jobs::queue::sqlite::finish(&mut *self.db.writer().await, job, &end).await })
+    }
+
+    fn job_wakeups(&self) -> BoxFuture<'_, Result<tokio::sync::mpsc::Receiver<()>>> {
+        Box::pin(async move { Ok(self.wakeups.subscribe()) })
+    }
+
+    fn job_counts(&self) -> BoxFuture<'_, Result<JobCounts>> {
+        Box::pin(async move { jobs::queue::sqlite::counts(&mut *self.db.readers.acquire().await?).await })
     }
 }
 

@@ -5,7 +5,8 @@
 //! - `cargo run -p example-notes -- contract` prints the app's contract.
 //!
 //! Environment: `PORT` (8787), `HOST` (127.0.0.1), `DATABASE_URL` (default
-//! `postgres://postgres@127.0.0.1:5432/engine_notes`, created when missing), `ENGINE_SECRET` (the
+//! `sqlite://engine_notes.db`, a file in the working directory; `postgres://user@host/database`
+//! serves on Postgres, the database created when missing), `ENGINE_SECRET` (the
 //! token signing secret; a development default otherwise, which serves loopback addresses only),
 //! `ENGINE_RATE_LIMIT` (requests a second per actor, 0 turns the limit off), `ENGINE_BODY_LIMIT`
 //! (bytes), `ENGINE_REALTIME`
@@ -22,7 +23,9 @@ mod web;
 
 /// The signing secret when `ENGINE_SECRET` is not set. Development only.
 const DEVELOPMENT_SECRET: &str = "engine-notes-development-secret-change-me";
-const DEFAULT_DATABASE_URL: &str = "postgres://postgres@127.0.0.1:5432/engine_notes";
+/// The store when `DATABASE_URL` is not set: a SQLite file, so that the quickstart needs no
+/// database server.
+const DEFAULT_DATABASE_URL: &str = "sqlite://engine_notes.db";
 
 #[derive(Parser)]
 #[command(name = "example-notes", about = "The notes app: an engine quickstart")]
@@ -106,7 +109,16 @@ async fn serve() -> Result<(), String> {
         .init();
     let port: u16 = env_number("PORT")?.unwrap_or(8787);
     let host = std::env::var("HOST").unwrap_or_else(|_| "127.0.0.1".into());
-    let database_url = std::env::var("DATABASE_URL").unwrap_or_else(|_| DEFAULT_DATABASE_URL.into());
+    let database_url = match std::env::var("DATABASE_URL") {
+        Ok(url) => url,
+        Err(_) => {
+            tracing::info!(
+                "DATABASE_URL is not set: serving from the SQLite file ./engine_notes.db \
+                 (DATABASE_URL=postgres://postgres@127.0.0.1:5432/engine_notes serves from Postgres)"
+            );
+            DEFAULT_DATABASE_URL.into()
+        }
+    };
     let mut limits = Limits::default();
     if let Some(bytes) = env_number::<usize>("ENGINE_BODY_LIMIT")? {
         limits = limits.body_bytes(bytes);
@@ -125,12 +137,18 @@ async fn serve() -> Result<(), String> {
         }
         tracing::warn!("ENGINE_SECRET is not set: signing tokens with the development secret");
     }
-    let created = engine::storage::create_database_if_missing(&database_url).await.map_err(|e| {
-        // The one place the server is named: say how to name another.
-        format!("{}; DATABASE_URL names the database to use", engine::error::chain(&e))
-    })?;
-    if created {
-        tracing::info!(database_url, "created the database");
+    let postgres = engine::storage::sqlite_path(&database_url).is_none();
+    if postgres {
+        let created = engine::storage::create_database_if_missing(&database_url).await.map_err(|e| {
+            // The one place the server is named: say how to name another.
+            format!(
+                "{}; DATABASE_URL names the database to use (unset, the notes app serves from a SQLite file)",
+                engine::error::chain(&e)
+            )
+        })?;
+        if created {
+            tracing::info!(database_url, "created the database");
+        }
     }
     let builder = engine::Server::builder()
         .app(example_notes::app())

@@ -2,7 +2,7 @@
 //!
 //! Environment: `DATABASE_URL` (required), `ENGINE_SECRET` (required), `HEARTBEAT_TIMEOUT_MS`
 //! (default 30000), `PORT` (default 0: any). Listens on `127.0.0.1:<PORT>` with `listen_notify`
-//! realtime, serves its metrics at `/engine/metrics`, and prints `listening on <addr>` once it
+//! realtime (in-process on a `sqlite://` file), serves its metrics at `/engine/metrics`, and prints `listening on <addr>` once it
 //! serves.
 //!
 //! With `JOB_RUNS` (a file), it runs the notes app's `list_shared` jobs: each run appends
@@ -27,9 +27,13 @@ async fn main() {
         .database_url(url.clone())
         .auth(BearerTokenAuth::new(secret))
         .limits(Limits::default().rate(0, 0))
-        .realtime(engine::realtime::listen_notify(url))
         .presence(presence)
         .prometheus(true);
+    // A SQLite file is served by one process: its realtime is in the process.
+    let server = match engine::storage::sqlite_path(&url) {
+        Some(_) => server,
+        None => server.realtime(engine::realtime::listen_notify(url)),
+    };
     let server = match std::env::var("JOB_RUNS") {
         Ok(file) => server.jobs(recording_jobs(file)),
         Err(_) => server,

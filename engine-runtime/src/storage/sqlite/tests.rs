@@ -3,6 +3,7 @@
 
 use std::path::PathBuf;
 use std::sync::Arc;
+use std::time::Duration;
 
 use serde_json::{Value, json};
 use sqlx::{Connection, SqliteConnection};
@@ -524,4 +525,26 @@ async fn pushes_apply_once_through_the_rules_and_pulls_see_them() {
             .await
             .unwrap();
     assert_eq!(records, [(1, "rejected".to_owned()), (2, "rejected".to_owned())]);
+}
+
+/// Tombstones past their retention are collected, and a cursor that still needed them starts
+/// afresh; the counts say what the file holds.
+#[tokio::test]
+async fn collected_tombstones_reset_the_cursors_that_needed_them() {
+    let scratch = Scratch::new();
+    let (store, mut conn) = two_users(&scratch.file()).await;
+    let client = uuid::Uuid::new_v4();
+    let (_, _, cursor) = pull_all(&store, &alice(), client, None, 1000).await;
+    sqlx::raw_sql("DELETE FROM notes WHERE id IN ('a1', 'b1')").execute(&mut conn).await.unwrap();
+    let stats = Storage::stats(&store).await.unwrap();
+    assert_eq!((stats.tombstones, stats.buckets), (2, 5), "{stats:?}");
+    let retention = crate::storage::Retention { tombstones: Duration::ZERO, ..Default::default() };
+    let collected = Storage::collect_garbage(&store, &retention).await.unwrap();
+    assert_eq!(collected.tombstones, 2, "{collected:?}");
+    let request =
+        engine_kernel::wire::PullRequest { client_id: client, cursor: Some(cursor), buckets: None, limit: None };
+    let page = store.pull(&alice(), &request).await.unwrap().response().unwrap();
+    assert!(page.reset, "the cursor needed the collected tombstones");
+    assert_eq!(page.changes.len(), 8, "its buckets start afresh");
+    assert_eq!(Storage::stats(&store).await.unwrap().tombstones, 0);
 }
