@@ -1,25 +1,68 @@
 //! The notes web app at `/`: the bundle `clients/typescript/packages/notes-web` builds, committed
 //! in `web/` (a test of the TypeScript workspace checks it equals a fresh build), compiled into
 //! the binary so that `cargo run -p example-notes` serves it with no build step of its own.
+//!
+//! Every answer here says where it may be shown (`frame-ancestors 'none'`, `X-Frame-Options`)
+//! and what the page may load (`Content-Security-Policy`: this origin only, no inline script),
+//! so that a note's title that slipped past escaping could run nothing and another site cannot
+//! frame the app to click its buttons. With the development secret, `/dev/users` and
+//! `/dev/token` give the sign-in page its "Continue as alice" buttons.
+
+use std::time::Duration;
 
 use axum::Router;
-use axum::http::header;
-use axum::response::IntoResponse;
-use axum::routing::get;
+use axum::extract::Path;
+use axum::http::{HeaderValue, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
 
 const INDEX: &str = include_str!("../web/index.html");
 const SCRIPT: &str = include_str!("../web/app.js");
 const STYLE: &str = include_str!("../web/app.css");
 const WORKER: &str = include_str!("../web/sw.js");
 
+/// What the page may load: its own script and style, and its own origin's HTTP and WebSocket
+/// (`'self'` covers `ws:` of the same host). No inline script, no plugins, no `<base>`.
+const CONTENT_SECURITY_POLICY: &str = "default-src 'self'; script-src 'self'; style-src 'self'; \
+     img-src 'self' data:; connect-src 'self'; worker-src 'self'; object-src 'none'; \
+     base-uri 'none'; form-action 'none'; frame-ancestors 'none'";
+
+/// The users the development sign-in offers.
+const DEVELOPMENT_USERS: [&str; 2] = ["alice", "bob"];
+
 /// `GET /` (and `/index.html`), `/app.js`, `/app.css`, and the service worker `/sw.js` that
-/// lets the page open offline.
-pub(crate) fn routes() -> Router {
-    let page = || async { ([(header::CONTENT_TYPE, "text/html; charset=utf-8")], INDEX).into_response() };
-    Router::new()
-        .route("/", get(page))
-        .route("/index.html", get(page))
-        .route("/app.js", get(|| async { ([(header::CONTENT_TYPE, "text/javascript; charset=utf-8")], SCRIPT) }))
-        .route("/app.css", get(|| async { ([(header::CONTENT_TYPE, "text/css; charset=utf-8")], STYLE) }))
-        .route("/sw.js", get(|| async { ([(header::CONTENT_TYPE, "text/javascript; charset=utf-8")], WORKER) }))
+/// lets the page open offline. `development_secret` is the public development secret when the
+/// server signs with it; only then are `/dev/users` and `/dev/token/{user}` served.
+pub(crate) fn routes(development_secret: Option<&'static str>) -> Router {
+    let router = Router::new()
+        .route("/", get(|| async { asset("text/html; charset=utf-8", INDEX) }))
+        .route("/index.html", get(|| async { asset("text/html; charset=utf-8", INDEX) }))
+        .route("/app.js", get(|| async { asset("text/javascript; charset=utf-8", SCRIPT) }))
+        .route("/app.css", get(|| async { asset("text/css; charset=utf-8", STYLE) }))
+        .route("/sw.js", get(|| async { asset("text/javascript; charset=utf-8", WORKER) }));
+    let Some(secret) = development_secret else { return router };
+    router.route("/dev/users", get(|| async { axum::Json(DEVELOPMENT_USERS) })).route(
+        "/dev/token/{user}",
+        post(move |Path(user): Path<String>| async move { development_token(secret, &user) }),
+    )
+}
+
+fn development_token(secret: &str, user: &str) -> Response {
+    if !DEVELOPMENT_USERS.contains(&user) {
+        return (StatusCode::NOT_FOUND, "no such development user").into_response();
+    }
+    match engine::auth::issue_bearer_token(user, user, secret, Duration::from_secs(24 * 3600)) {
+        Ok(token) => ([(header::CACHE_CONTROL, "no-store")], token).into_response(),
+        Err(_) => StatusCode::INTERNAL_SERVER_ERROR.into_response(),
+    }
+}
+
+fn asset(content_type: &'static str, body: &'static str) -> Response {
+    let mut response = ([(header::CONTENT_TYPE, content_type)], body).into_response();
+    let headers = response.headers_mut();
+    headers.insert(header::CONTENT_SECURITY_POLICY, HeaderValue::from_static(CONTENT_SECURITY_POLICY));
+    headers.insert(header::X_FRAME_OPTIONS, HeaderValue::from_static("DENY"));
+    headers.insert(header::X_CONTENT_TYPE_OPTIONS, HeaderValue::from_static("nosniff"));
+    headers.insert(header::REFERRER_POLICY, HeaderValue::from_static("no-referrer"));
+    response
 }
