@@ -1,7 +1,9 @@
-// The notes web app's service worker: the page, its script and its style from the network when
-// it answers, from the cache when it does not, so that the app opens offline. Rows and queued
-// writes live in IndexedDB, not here; the sync routes are never cached.
-const CACHE = "engine-notes";
+// The notes web app's service worker: the page, its script and its style from the cache at
+// once, revalidated from the network in the background, so that the app opens at once offline
+// and with a server that accepts connections but never answers (asking the network first would
+// leave the page blank until the browser gave up). With nothing cached yet, the network answers.
+// Rows and queued writes live in IndexedDB, not here; the sync routes are never cached.
+const CACHE = "engine-notes-2";
 const ASSETS = ["./", "./app.js", "./app.css"];
 
 self.addEventListener("install", (event) => {
@@ -13,22 +15,30 @@ self.addEventListener("install", (event) => {
   );
 });
 
-self.addEventListener("activate", (event) => event.waitUntil(self.clients.claim()));
+self.addEventListener("activate", (event) => {
+  event.waitUntil(
+    caches
+      .keys()
+      .then((names) => Promise.all(names.filter((name) => name !== CACHE).map((name) => caches.delete(name))))
+      .then(() => self.clients.claim()),
+  );
+});
 
 self.addEventListener("fetch", (event) => {
   const url = new URL(event.request.url);
   const scope = new URL(self.registration.scope);
   const asset = ASSETS.map((path) => new URL(path, scope).pathname);
   if (event.request.method !== "GET" || url.origin !== scope.origin || !asset.includes(url.pathname)) return;
+  const fresh = fetch(event.request).then((response) => {
+    if (response.ok) {
+      const copy = response.clone();
+      void caches.open(CACHE).then((cache) => cache.put(url.pathname, copy));
+    }
+    return response;
+  });
+  // The revalidation must not end with the worker: the next load gets what it brought.
+  event.waitUntil(fresh.then(() => undefined, () => undefined));
   event.respondWith(
-    fetch(event.request)
-      .then((response) => {
-        if (response.ok) {
-          const copy = response.clone();
-          void caches.open(CACHE).then((cache) => cache.put(url.pathname, copy));
-        }
-        return response;
-      })
-      .catch(() => caches.match(url.pathname).then((cached) => cached ?? Response.error())),
+    caches.match(url.pathname).then((cached) => cached ?? fresh.catch(() => Response.error())),
   );
 });

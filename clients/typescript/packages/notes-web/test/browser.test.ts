@@ -10,78 +10,28 @@
  * `target/test-artifacts` (or `ENGINE_SCREENSHOTS`).
  */
 
-import { mkdirSync } from "node:fs";
-import { createRequire } from "node:module";
 import { join } from "node:path";
 
-import { chromium, type Browser, type BrowserContext, type Page } from "playwright-core";
-import { afterAll, beforeAll, describe, expect, test } from "vitest";
+import type { Page } from "playwright-core";
+import { describe, expect, test } from "vitest";
 
-import { repositoryRoot } from "../../notes/test/support/global-setup.js";
 import { useNotesServer } from "../../notes/test/support/lifecycle.js";
 import { Link } from "../../notes/test/support/link.js";
+import {
+  artifacts,
+  axeViolations,
+  controlled,
+  noteTitles,
+  screenshots,
+  signedIn as signedInAt,
+  submit,
+  useBrowser,
+  waiting,
+} from "./support/browser.js";
 
 const notes = useNotesServer();
-const CHROMIUM = process.env.ENGINE_CHROMIUM ?? "/usr/bin/chromium";
-const artifacts = process.env.ENGINE_SCREENSHOTS ?? join(repositoryRoot, "target", "test-artifacts");
-const axeSource = createRequire(import.meta.url).resolve("axe-core/axe.min.js");
-
-let browser: Browser;
-beforeAll(async () => {
-  browser = await chromium.launch({
-    executablePath: CHROMIUM,
-    // The machine's network is closed: no background connections of Chromium's own.
-    args: [
-      "--disable-gpu",
-      "--disable-quic",
-      "--no-first-run",
-      "--disable-background-networking",
-      "--disable-component-update",
-      "--disable-sync",
-    ],
-  });
-});
-afterAll(async () => {
-  await browser?.close();
-});
-
-/** A page of the app signed in as `user`, in a context of its own, reaching the server at `url`. */
-async function signedIn(user: string, url = notes().url): Promise<{ context: BrowserContext; page: Page }> {
-  const context = await browser.newContext();
-  const page = await context.newPage();
-  await page.goto(`${url}/#token=${notes().token(user)}`);
-  await expect.poll(() => page.getByTestId("user").textContent()).toBe(user);
-  return { context, page };
-}
-
-async function submit(page: Page, form: string, values: Record<string, string>): Promise<void> {
-  const element = page.getByTestId(form);
-  for (const [name, value] of Object.entries(values)) await element.locator(`[name=${name}]`).fill(value);
-  await element.locator("button[type=submit]").click();
-}
-
-const waiting = (page: Page) => page.getByTestId("pending").textContent();
-const PHONE = { width: 390, height: 844 };
-const DESKTOP = { width: 1280, height: 800 };
-
-/** Screenshots of `page` at a phone's and a desktop's width, named `notes-web-<name>-<width>.png`. */
-async function screenshots(page: Page, name: string): Promise<void> {
-  for (const size of [PHONE, DESKTOP]) {
-    await page.setViewportSize(size);
-    await page.screenshot({ path: join(artifacts, `notes-web-${name}-${size.width}.png`), fullPage: true });
-  }
-}
-
-/** The rules axe-core finds broken on `page`, each with the elements that break it. */
-async function axeViolations(page: Page): Promise<string[]> {
-  await page.addScriptTag({ path: axeSource });
-  const violations = await page.evaluate(async () => {
-    type Violation = { id: string; nodes: { target: unknown }[] };
-    const axe = (globalThis as unknown as { axe: { run(): Promise<{ violations: Violation[] }> } }).axe;
-    return (await axe.run()).violations;
-  });
-  return violations.map((v) => `${v.id}: ${v.nodes.map((node) => JSON.stringify(node.target)).join(", ")}`);
-}
+const browser = useBrowser();
+const signedIn = (user: string, url?: string) => signedInAt(browser(), notes(), user, url);
 
 /** Whether each of the note controls of `page` (adding, done, delete) is disabled. */
 async function noteControls(page: Page): Promise<{ add: boolean; done: boolean; remove: boolean }> {
@@ -94,20 +44,13 @@ async function noteControls(page: Page): Promise<{ add: boolean; done: boolean; 
 }
 const ENABLED = { add: false, done: false, remove: false };
 const DISABLED = { add: true, done: true, remove: true };
-const noteTitles = async (page: Page) => (await page.getByTestId("note").locator(".title").allTextContents()).sort();
 
 describe("the notes web app", () => {
   test("offline writes survive a reload and reach another user's open page", { timeout: 180_000 }, async () => {
-    mkdirSync(artifacts, { recursive: true });
     const link = await Link.open(notes().port);
     const alice = await signedIn("alice", link.url);
     // The service worker controls the page before it can open it offline.
-    await alice.page.evaluate(async () => {
-      await navigator.serviceWorker.ready;
-      if (!navigator.serviceWorker.controller) {
-        await new Promise((resolve) => navigator.serviceWorker.addEventListener("controllerchange", resolve));
-      }
-    });
+    await controlled(alice.page);
     await submit(alice.page, "new-list", { title: "Trip" });
     await alice.page.locator("[data-testid=list].selected", { hasText: "Trip" }).waitFor();
     await submit(alice.page, "share", { user: "bob", role: "editor" });
@@ -177,7 +120,7 @@ describe("the notes web app", () => {
     link.restore();
     await viewer.context.setOffline(false);
     await expect.poll(() => viewer.page.getByTestId("refused").allTextContents(), { timeout: 20_000 }).toEqual([
-      expect.stringContaining("add_note refused"),
+      expect.stringContaining("Your note “Not mine to add” was not added: you can only view “Rules”"),
     ]);
     expect(await noteTitles(viewer.page), "the refused note is gone from the list").toEqual([]);
     await viewer.page.screenshot({ path: join(artifacts, "notes-web-quarantine.png") });
@@ -185,7 +128,6 @@ describe("the notes web app", () => {
   });
 
   test("a viewer's controls are read-only until a pull makes her an editor", { timeout: 180_000 }, async () => {
-    mkdirSync(artifacts, { recursive: true });
     const owner = await signedIn("oscar");
     await submit(owner.page, "new-list", { title: "Picnic" });
     await owner.page.locator("[data-testid=list].selected", { hasText: "Picnic" }).waitFor();
@@ -222,16 +164,17 @@ describe("the notes web app", () => {
       await hint.getAttribute("id"),
     );
     await expect.poll(() => viewer.page.getByTestId("note").getByLabel("done").isChecked()).toBe(true);
-    await screenshots(viewer.page, "viewer");
+    await screenshots(viewer.page, "viewer-disabled");
     expect(await axeViolations(viewer.page), "axe-core on the viewer's page").toEqual([]);
 
     // A write the client refuses locally (the form forced open) is announced, not dropped silently.
     await viewer.page.getByTestId("new-note").evaluate((form) => {
+      (form as HTMLElement).hidden = false;
       for (const control of form.querySelectorAll("input, button")) control.removeAttribute("disabled");
     });
     await submit(viewer.page, "new-note", { title: "Not mine to add" });
-    const alert = viewer.page.getByRole("alert");
-    await expect.poll(() => alert.textContent()).toContain("forbidden: the actor may not write this row of `notes`");
+    const alert = viewer.page.getByTestId("refusal");
+    await expect.poll(() => alert.textContent()).toContain("Not saved: you can only view “Picnic”.");
     expect(await noteTitles(viewer.page)).toEqual(["Blanket"]);
     expect(await waiting(viewer.page), "nothing was queued").toBe("0 waiting");
     expect(await viewer.page.getByTestId("new-note").locator("[name=title]").inputValue(), "the title is kept").toBe(

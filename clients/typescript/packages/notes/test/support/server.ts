@@ -83,6 +83,16 @@ export class NotesServer {
     return run.stdout.trim();
   }
 
+  /** Freeze the process (`SIGSTOP`): it keeps its connections and accepts new ones, and answers nothing. */
+  freeze(): void {
+    this.process?.kill("SIGSTOP");
+  }
+
+  /** Let a frozen process run again (`SIGCONT`). */
+  thaw(): void {
+    this.process?.kill("SIGCONT");
+  }
+
   /** Stop the process (the database stays). */
   async stop(): Promise<void> {
     const child = this.process;
@@ -90,6 +100,8 @@ export class NotesServer {
     if (!child || child.exitCode !== null) return;
     const exited = once(child, "exit");
     child.kill("SIGTERM");
+    // A frozen process takes the signal once it runs again.
+    child.kill("SIGCONT");
     await exited;
   }
 

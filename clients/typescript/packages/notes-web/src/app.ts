@@ -1,0 +1,881 @@
+/**
+ * The signed-in app: lists, the selected list's notes (renamed in place, done, filtered,
+ * cleared), its members and their roles, who else is looking, a status line, and the writes the
+ * server refused with what the user can do about each.
+ *
+ * Rendering is incremental. `NoteList` changes only the notes a change names, so a write costs
+ * the same at 10 notes and at 10,000; the filter is an attribute on the list that the style
+ * reads, and off-screen notes are not laid out (`content-visibility`). The short lists (lists,
+ * members, refused writes) are keyed and rebuilt on their own changes only.
+ *
+ * Roles come from the rules the client holds (`client.canWrite`): a viewer sees no editing
+ * controls and a "View only" badge; only the owner sees sharing. A 401 from the server signs
+ * the user out without touching the outbox: the status says so, and signing in again as the
+ * same user sends what waited.
+ */
+
+import {
+  BearerToken,
+  newUuid,
+  type EngineClient,
+  type QuarantinedEntry,
+  type Queued,
+  type Status,
+} from "@engine/client";
+import { engineCollectionOptions } from "@engine/db-collection";
+import { mutators, type Mutators, type ShareRole, type Tables } from "@engine/notes";
+import { createCollection, type ChangeMessage, type Collection } from "@tanstack/db";
+
+import { button, el, Keyed, setAttribute, setText } from "./dom.js";
+import { describeFailure, describeRefused, type KnownList, type Names } from "./messages.js";
+import { ask, signInForm } from "./session.js";
+
+export type NotesClient = EngineClient<Tables, Mutators>;
+type Note = Tables["notes"];
+type List = Tables["lists"];
+type Member = Tables["list_members"];
+type Filter = "all" | "active" | "done";
+
+/**
+ * An auth provider that notices the server's refusal of its token (`refused`, since
+ * `refusedAt`). A pull that succeeds after the refusal clears it: a request sent with the old
+ * token can be refused after `set` gave a new one, and must not sign the user out again.
+ */
+export class SessionToken extends BearerToken {
+  refused = false;
+  refusedAt = 0;
+  onRefused: () => void = () => undefined;
+
+  override set(token: string): void {
+    super.set(token);
+    this.refused = false;
+  }
+
+  /** Called by the client after a 401: there is no other token to try, the user must sign in. */
+  refresh(): void {
+    this.refusedAt = Date.now();
+    if (this.refused) return;
+    this.refused = true;
+    this.onRefused();
+  }
+
+  /** Whether the token is refused, given the client's `status`. */
+  refusedNow(status: Status): boolean {
+    if (this.refused && status.lastError === null && (status.lastPullAt ?? 0) > this.refusedAt) this.refused = false;
+    return this.refused;
+  }
+}
+
+/** What the app needs from the page around it. */
+export interface Shell {
+  /** Sign in again with `token`: the same user keeps this page, another reloads it. */
+  signInAgain(token: string): void;
+  /** Sign out: forget the token and this user's local copy. */
+  signOut(): Promise<void>;
+}
+
+function input(name: string, label: string, attributes: Record<string, string> = {}): HTMLInputElement {
+  return el("input", { name, placeholder: label, "aria-label": label, autocomplete: "off", ...attributes });
+}
+
+function roleSelect(label: string): HTMLSelectElement {
+  return el(
+    "select",
+    { name: "role", "aria-label": label },
+    el("option", { value: "editor" }, "can edit"),
+    el("option", { value: "viewer" }, "can view"),
+  );
+}
+
+/**
+ * A form whose submit calls `submit` with its fields' values, then clears its text fields. When
+ * `submit` fails the values are put back, unless something new was typed since.
+ */
+function form(
+  testId: string,
+  label: string,
+  fields: (HTMLInputElement | HTMLSelectElement)[],
+  action: string,
+  submit: (values: string[]) => Promise<unknown> | undefined,
+): HTMLFormElement {
+  const element = el("form", { "data-testid": testId, "aria-label": label }, ...fields, el("button", { type: "submit" }, action));
+  const texts = fields.filter((f): f is HTMLInputElement => f instanceof HTMLInputElement);
+  element.addEventListener("submit", (event) => {
+    event.preventDefault();
+    const values = fields.map((f) => f.value.trim());
+    if (values.some((v) => v === "")) return;
+    const before = texts.map((f) => f.value);
+    void submit(values)?.catch(() => {
+      if (texts.every((field) => field.value === "")) texts.forEach((field, i) => (field.value = before[i]!));
+    });
+    for (const field of texts) field.value = "";
+  });
+  return element;
+}
+
+/** The time of day, for "Synced at 14:03:12". */
+const clock = (ms: number) => new Date(ms).toLocaleTimeString([], { hour: "2-digit", minute: "2-digit", second: "2-digit" });
+
+/** One note's row: its controls, made once and updated in place. */
+interface NoteRow {
+  item: HTMLLIElement;
+  done: HTMLInputElement;
+  title: HTMLSpanElement;
+  rename: HTMLButtonElement;
+  remove: HTMLButtonElement;
+  note: Note;
+}
+
+/**
+ * The selected list's notes, kept in `position` order and changed note by note: a change costs
+ * a binary search and the nodes of the notes it names, whatever the list's length.
+ */
+class NoteList {
+  readonly element = el("ul", { class: "notes", "data-testid": "notes", "data-filter": "all" });
+  private readonly rows = new Map<string, NoteRow>();
+  /** Ids in display order. */
+  private order: string[] = [];
+  private doneCount = 0;
+  private readOnly = false;
+
+  constructor(
+    private readonly make: (note: Note) => NoteRow,
+    private readonly counted: () => void,
+  ) {}
+
+  get size(): number {
+    return this.order.length;
+  }
+
+  get done(): number {
+    return this.doneCount;
+  }
+
+  doneIds(): string[] {
+    return this.order.filter((id) => this.rows.get(id)!.note.done);
+  }
+
+  has(id: string): boolean {
+    return this.rows.has(id);
+  }
+
+  /** The notes of a newly selected list. */
+  reset(notes: Note[]): void {
+    this.rows.clear();
+    this.doneCount = 0;
+    notes.sort(compare);
+    this.order = notes.map((note) => note.id);
+    const items = notes.map((note) => this.add(note).item);
+    this.element.replaceChildren(...items);
+    this.counted();
+  }
+
+  /** Put `note` in (added or changed); `undefined` takes note `id` out. */
+  put(id: string, note: Note | undefined): void {
+    const row = this.rows.get(id);
+    if (!note) {
+      if (!row) return;
+      this.order.splice(this.indexOf(row.note), 1);
+      this.rows.delete(id);
+      if (row.note.done) this.doneCount--;
+      row.item.remove();
+      this.counted();
+      return;
+    }
+    if (!row) {
+      const added = this.add(note);
+      const at = this.insertionPoint(note);
+      this.order.splice(at, 0, id);
+      const next = this.order[at + 1];
+      this.element.insertBefore(added.item, next === undefined ? null : this.rows.get(next)!.item);
+      this.counted();
+      return;
+    }
+    if (row.note.done !== note.done) this.doneCount += note.done ? 1 : -1;
+    if (row.note.position !== note.position) {
+      this.order.splice(this.indexOf(row.note), 1);
+      row.note = note;
+      const at = this.insertionPoint(note);
+      this.order.splice(at, 0, id);
+      const next = this.order[at + 1];
+      // Moving a node takes the focus out of it: put it back.
+      const focused = row.item.contains(document.activeElement) ? (document.activeElement as HTMLElement) : null;
+      this.element.insertBefore(row.item, next === undefined ? null : this.rows.get(next)!.item);
+      focused?.focus();
+    }
+    row.note = note;
+    this.show(row);
+    this.counted();
+  }
+
+  setFilter(filter: Filter): void {
+    this.element.dataset.filter = filter;
+  }
+
+  /**
+   * The position that puts note `id` one place up (`-1`) or down (`1`): between the neighbour
+   * it passes and the one after it. `undefined` at either end.
+   */
+  positionPast(id: string, step: -1 | 1): number | undefined {
+    const row = this.rows.get(id);
+    if (!row) return undefined;
+    const at = this.indexOf(row.note);
+    const passed = this.order[at + step];
+    if (passed === undefined) return undefined;
+    const passedAt = this.rows.get(passed)!.note.position;
+    const beyond = this.order[at + 2 * step];
+    if (beyond === undefined) return passedAt + step * 1_000;
+    const beyondAt = this.rows.get(beyond)!.note.position;
+    const between = Math.floor((passedAt + beyondAt) / 2);
+    // Neighbours one apart leave no room between them: the note takes the farther one's place.
+    return between === passedAt ? beyondAt : between;
+  }
+
+  /** Read-only rows (a viewer's): every row changes, which happens when the role does. */
+  setReadOnly(readOnly: boolean): void {
+    if (this.readOnly === readOnly) return;
+    this.readOnly = readOnly;
+    for (const row of this.rows.values()) this.show(row);
+  }
+
+  private add(note: Note): NoteRow {
+    const row = this.make(note);
+    this.rows.set(note.id, row);
+    if (note.done) this.doneCount++;
+    this.show(row);
+    return row;
+  }
+
+  private show(row: NoteRow): void {
+    const { note } = row;
+    if (row.done.checked !== note.done) row.done.checked = note.done;
+    row.item.classList.toggle("done", note.done);
+    row.item.classList.toggle("read-only", this.readOnly);
+    setText(row.title, note.title);
+    setAttribute(row.done, "aria-label", `Done: ${note.title}`);
+    setAttribute(row.rename, "aria-label", `Rename ${note.title}`);
+    setAttribute(row.remove, "aria-label", `Delete ${note.title}`);
+    row.done.disabled = this.readOnly;
+    setAttribute(row.done, "aria-describedby", this.readOnly ? "view-only" : null);
+    row.rename.hidden = row.remove.hidden = this.readOnly;
+    row.rename.disabled = row.remove.disabled = this.readOnly;
+  }
+
+  private indexOf(note: Note): number {
+    const at = this.insertionPoint(note);
+    return this.order[at] === note.id ? at : this.order.indexOf(note.id);
+  }
+
+  /** Where `note` goes in `order`, by binary search. */
+  private insertionPoint(note: Note): number {
+    let low = 0;
+    let high = this.order.length;
+    while (low < high) {
+      const mid = (low + high) >>> 1;
+      const other = this.rows.get(this.order[mid]!)!.note;
+      if (compare(other, note) < 0) low = mid + 1;
+      else high = mid;
+    }
+    return low;
+  }
+}
+
+const compare = (a: Note, b: Note) => a.position - b.position || (a.id < b.id ? -1 : a.id > b.id ? 1 : 0);
+
+export class NotesApp {
+  private readonly call: ReturnType<typeof mutators<Promise<Queued>>>;
+  private readonly lists: Collection<List, string | number>;
+  private readonly notes: Collection<Note, string | number>;
+  private readonly members: Collection<Member, string | number>;
+  private selected: string | undefined;
+  private filter: Filter = "all";
+  /** Lists the user has seen, kept after they lose one, so a refusal can name it. */
+  private readonly known: Map<string, KnownList>;
+  private readonly knownKey: string;
+  private readonly names: Names;
+  // The page is built once; a render changes what its parts hold and never moves them, so focus
+  // and what is typed survive the renders a sync brings.
+  private readonly newList: HTMLFormElement;
+  private readonly newNote: HTMLFormElement;
+  private readonly share: HTMLFormElement;
+  private readonly connection = el("span", { "data-testid": "connection", class: "badge" });
+  private readonly statusText = el("span", { class: "status-text", "data-testid": "status" });
+  private readonly pending = el("span", { class: "pending", "data-testid": "pending" });
+  private readonly empty = el("section", { class: "empty" }, el("p", {}, "Choose a list, or add one."));
+  // Live regions present from the start, so what is put into them is announced.
+  private readonly refusal = el("div", { class: "refusal", role: "alert", "data-testid": "refusal" });
+  private readonly announce = el("div", { class: "visually-hidden", role: "status", "data-testid": "announce" });
+  private readonly signedOut = el("div", { class: "signed-out", "data-testid": "signed-out" });
+  private readonly viewOnlyBadge = el("span", { class: "tag", "data-testid": "view-only-badge" }, "View only");
+  private readonly viewOnly = el(
+    "p",
+    { class: "hint", id: "view-only", "data-testid": "view-only" },
+    "You can view this list. Only its owner and editors can change its notes.",
+  );
+  private readonly ownerOnly = el(
+    "p",
+    { class: "hint", id: "owner-only", "data-testid": "owner-only" },
+    "Only the list's owner can share it.",
+  );
+  private readonly listTitle = el("span", { class: "list-title" });
+  private readonly avatars = el("div", { class: "avatars", role: "group", "data-testid": "present", "aria-label": "Also here" });
+  private readonly counts = el("p", { class: "counts", "data-testid": "counts", "aria-live": "polite" });
+  private readonly filters: Record<Filter, HTMLButtonElement>;
+  private readonly clearDone: HTMLButtonElement;
+  private readonly listPane: HTMLElement;
+  private readonly refusedPane: HTMLElement;
+  private readonly listItems: Keyed<List>;
+  private readonly noteList: NoteList;
+  private readonly memberItems: Keyed<Member>;
+  private readonly refusedItems: Keyed<QuarantinedEntry>;
+  private notesReadOnly = false;
+  private listOwned = false;
+
+  constructor(
+    private readonly root: HTMLElement,
+    private readonly client: NotesClient,
+    private readonly token: SessionToken,
+    private readonly shell: Shell,
+  ) {
+    this.call = mutators(client);
+    const me = client.actor;
+    this.knownKey = `engine-notes-lists-${me.userId}`;
+    this.known = new Map(Object.entries(JSON.parse(localStorage.getItem(this.knownKey) ?? "{}") as Record<string, KnownList>));
+    this.names = {
+      me: me.ownerId,
+      list: (id) => this.known.get(id),
+      noteTitle: (id) => this.notes.get(id)?.title,
+    };
+    this.newList = form("new-list", "New list", [input("title", "New list")], "Add", ([title]) =>
+      this.attempt(this.call.createList({ title: title! }).then((queued) => this.select(queued.result as string))),
+    );
+    this.newNote = form("new-note", "New note", [input("title", "New note", { id: "new-note-title" })], "Add", ([title]) => {
+      if (this.selected === undefined) return;
+      return this.persisted(
+        this.notes.insert({
+          id: newUuid(),
+          owner_id: me.ownerId,
+          list_id: this.selected,
+          title: title!,
+          done: false,
+          position: Date.now(),
+          body: "AAA=",
+          deleted_at: null,
+        }),
+      );
+    });
+    this.share = form(
+      "share",
+      "Share the list",
+      [input("user", "Share with (user id)"), roleSelect("Their role")],
+      "Share",
+      ([user, role]) => {
+        const listId = this.selected;
+        if (listId === undefined) return;
+        if (user === me.userId) {
+          this.refuse("You own this list already: share it with someone else.");
+          return Promise.reject(new Error("the owner's membership cannot change"));
+        }
+        return this.attempt(this.call.shareList({ list_id: listId, user_id: user!, role: role as ShareRole }));
+      },
+    );
+    this.share.classList.add("share");
+    this.lists = createCollection(engineCollectionOptions({ name: "lists", client }));
+    this.members = createCollection(engineCollectionOptions({ name: "list_members", client }));
+    this.notes = createCollection(
+      engineCollectionOptions({
+        name: "notes",
+        client,
+        onInsert: (note) => this.call.addNote({ id: note.id, list_id: note.list_id, title: note.title }),
+        onUpdate: (note, changes) =>
+          this.call.updateNote({
+            id: note.id,
+            title: changes.title ?? null,
+            done: changes.done ?? null,
+            position: changes.position ?? null,
+          }),
+        onDelete: (note) => this.call.deleteNote({ id: note.id }),
+      }),
+    );
+
+    const lists = el("ul", { class: "lists" });
+    this.listItems = new Keyed(
+      lists,
+      (list) => {
+        const link = el("a", { "data-testid": "list", "data-list": list.id, href: `?list=${encodeURIComponent(list.id)}` });
+        link.addEventListener("click", (event) => {
+          if (event.ctrlKey || event.metaKey || event.shiftKey) return;
+          event.preventDefault();
+          this.select(list.id);
+        });
+        return el("li", {}, link);
+      },
+      (item, list) => {
+        const link = item.firstElementChild as HTMLAnchorElement;
+        setText(link, list.title);
+        link.classList.toggle("selected", list.id === this.selected);
+        setAttribute(link, "aria-current", list.id === this.selected ? "page" : null);
+      },
+    );
+    this.noteList = new NoteList((note) => this.noteRow(note), () => this.renderCounts());
+    const filterBar = el("div", { class: "filters", role: "group", "aria-label": "Show" });
+    this.filters = {} as Record<Filter, HTMLButtonElement>;
+    for (const filter of ["all", "active", "done"] as const) {
+      const choice = button(filter[0]!.toUpperCase() + filter.slice(1), () => this.setFilter(filter), {
+        "data-testid": `filter-${filter}`,
+        "aria-pressed": String(filter === "all"),
+      });
+      this.filters[filter] = choice;
+      filterBar.append(choice);
+    }
+    this.clearDone = button("Clear done", () => void this.clearDoneNotes(), { "data-testid": "clear-done" });
+    const members = el("ul", { class: "members" });
+    this.memberItems = new Keyed(members, (member) => this.memberRow(member), (item, member) => this.showMember(item, member));
+    const refused = el("ul");
+    this.refusedItems = new Keyed(refused, (entry) => this.refusedItem(entry));
+    this.listPane = el(
+      "section",
+      { class: "list", "aria-labelledby": "list-heading" },
+      el("h2", { id: "list-heading" }, this.listTitle, this.viewOnlyBadge, this.avatars),
+      this.viewOnly,
+      this.newNote,
+      el("div", { class: "toolbar" }, filterBar, this.counts, this.clearDone),
+      this.noteList.element,
+      el("h3", {}, "Shared with"),
+      members,
+      this.share,
+      this.ownerOnly,
+    );
+    this.refusedPane = el(
+      "section",
+      { class: "quarantine", "aria-labelledby": "refused-heading" },
+      el("h2", { id: "refused-heading" }, "Not saved"),
+      refused,
+    );
+    const header = el(
+      "header",
+      {},
+      el("h1", {}, "Notes"),
+      el("p", { class: "status", role: "status" }, this.connection, this.statusText, this.pending),
+      el(
+        "div",
+        { class: "account" },
+        el("span", { class: "user", "data-testid": "user" }, me.userId),
+        button("Sign out", () => void this.signOut(), { "data-testid": "sign-out" }),
+      ),
+    );
+    this.signedOut.hidden = true;
+    root.replaceChildren(
+      header,
+      this.signedOut,
+      el(
+        "main",
+        {},
+        this.refusal,
+        el("nav", { "aria-label": "Lists" }, el("h2", { class: "visually-hidden" }, "Lists"), lists, this.newList),
+        el("div", { class: "panes" }, this.empty, this.listPane, this.refusedPane),
+      ),
+      this.announce,
+    );
+
+    this.lists.subscribeChanges(() => this.renderLists());
+    this.members.subscribeChanges(() => this.renderList());
+    this.notes.subscribeChanges((changes) => this.notesChanged(changes));
+    client.onStatus(() => this.renderStatus());
+    client.onPresence(() => this.renderPresence());
+    token.onRefused = () => this.renderStatus();
+    addEventListener("online", () => this.connectivityChanged());
+    addEventListener("offline", () => this.connectivityChanged());
+    addEventListener("popstate", () => this.select(listInAddress(), false));
+    addEventListener("keydown", (event) => this.shortcut(event));
+  }
+
+  /** The first render, and the list the address names. */
+  start(): void {
+    this.renderLists();
+    this.renderStatus();
+    const listId = listInAddress();
+    if (listId !== undefined) this.select(listId, false);
+    else this.renderList();
+  }
+
+  // --- Writes ------------------------------------------------------------------------------
+
+  /** `write`, its failure said in the alert in words. */
+  private attempt<R>(write: Promise<R>): Promise<R> {
+    return write.catch((error: unknown) => {
+      this.refuse(describeFailure(error, this.names, this.selected));
+      throw error;
+    });
+  }
+
+  /** A collection write: its transaction's outcome, a failure said in the alert. */
+  private persisted(transaction: { isPersisted: { promise: Promise<unknown> } }): Promise<unknown> {
+    const outcome = this.attempt(transaction.isPersisted.promise);
+    outcome.catch(() => undefined);
+    return outcome;
+  }
+
+  private refuse(message: string): void {
+    const dismiss = button("Dismiss", () => this.refusal.replaceChildren());
+    this.refusal.replaceChildren(el("p", {}, message), dismiss);
+  }
+
+  private async clearDoneNotes(): Promise<void> {
+    const ids = this.noteList.doneIds();
+    if (ids.length === 0) return;
+    await this.persisted(this.notes.delete(ids));
+    this.announce.textContent = `Cleared ${ids.length} done ${ids.length === 1 ? "note" : "notes"}.`;
+  }
+
+  private async signOut(): Promise<void> {
+    const waiting = this.client.status.pending;
+    if (waiting > 0) {
+      const lose = await ask(
+        `${waiting} ${waiting === 1 ? "change has" : "changes have"} not reached the server yet. Signing out deletes ${waiting === 1 ? "it" : "them"} from this device.`,
+        "Sign out and lose them",
+        "Stay signed in",
+      );
+      if (!lose) return;
+    }
+    localStorage.removeItem(this.knownKey);
+    await this.shell.signOut();
+  }
+
+  // --- Selection and the address -------------------------------------------------------------
+
+  private select(listId: string | undefined, remember = true): void {
+    if (this.selected === listId) return;
+    if (this.selected !== undefined) this.client.untrack(`shared/${this.selected}`);
+    this.selected = listId;
+    if (remember) history.pushState(null, "", listId === undefined ? location.pathname : `?list=${encodeURIComponent(listId)}`);
+    if (listId !== undefined && navigator.onLine) this.client.track(`shared/${listId}`, { name: this.client.actor.userId });
+    const notes: Note[] = [];
+    if (listId !== undefined) for (const note of this.notes.values()) if (note.list_id === listId) notes.push(note);
+    this.noteList.reset(notes);
+    this.refusal.replaceChildren();
+    this.renderLists();
+  }
+
+  private setFilter(filter: Filter): void {
+    this.filter = filter;
+    this.noteList.setFilter(filter);
+    for (const [name, choice] of Object.entries(this.filters)) choice.setAttribute("aria-pressed", String(name === filter));
+  }
+
+  private shortcut(event: KeyboardEvent): void {
+    const target = event.target as HTMLElement;
+    if (event.ctrlKey || event.metaKey || event.altKey || target.closest("input, textarea, select, dialog")) return;
+    if (event.key === "n" && !this.listPane.hidden && !this.notesReadOnly) {
+      event.preventDefault();
+      this.newNote.querySelector("input")!.focus();
+    } else if (event.key === "l") {
+      event.preventDefault();
+      this.newList.querySelector("input")!.focus();
+    }
+  }
+
+  private connectivityChanged(): void {
+    // Offline, others' presence is unknown: leave, so that they stop seeing this user, and show
+    // nobody until the stream is back.
+    if (this.selected !== undefined) {
+      if (navigator.onLine) this.client.track(`shared/${this.selected}`, { name: this.client.actor.userId });
+      else this.client.untrack(`shared/${this.selected}`);
+    }
+    this.renderStatus();
+  }
+
+  // --- Rendering -----------------------------------------------------------------------------
+
+  private notesChanged(changes: ChangeMessage<Note, string | number>[]): void {
+    for (const change of changes) {
+      const id = String(change.key);
+      const note = change.type === "delete" ? undefined : change.value;
+      this.noteList.put(id, note && note.list_id === this.selected ? note : undefined);
+    }
+  }
+
+  private renderLists(): void {
+    const lists = [...this.lists.values()].sort((a, b) => a.title.localeCompare(b.title) || a.id.localeCompare(b.id));
+    let learned = false;
+    for (const list of lists) {
+      const known = this.known.get(list.id);
+      if (known?.title === list.title && known.ownerId === list.owner_id) continue;
+      this.known.set(list.id, { title: list.title, ownerId: list.owner_id });
+      learned = true;
+    }
+    if (learned) localStorage.setItem(this.knownKey, JSON.stringify(Object.fromEntries(this.known)));
+    this.listItems.show(lists.map((list) => [list.id, list]));
+    this.renderList();
+  }
+
+  private renderList(): void {
+    const listId = this.selected;
+    const list = listId === undefined ? undefined : this.lists.get(listId);
+    this.empty.hidden = list !== undefined;
+    this.listPane.hidden = list === undefined;
+    if (!list) {
+      document.title = "Notes";
+      return;
+    }
+    setText(this.listTitle, list.title);
+    document.title = `${list.title} · Notes`;
+    // Asked of a note of the list as it would be added: the rules decide by list, not by note.
+    const probe: Note = {
+      id: "",
+      owner_id: this.client.actor.ownerId,
+      list_id: list.id,
+      title: "",
+      done: false,
+      position: 0,
+      body: "AAA=",
+      deleted_at: null,
+    };
+    this.notesReadOnly = this.client.canWrite("notes", probe) === false;
+    this.viewOnly.hidden = this.viewOnlyBadge.hidden = !this.notesReadOnly;
+    this.newNote.hidden = this.clearDone.hidden = this.notesReadOnly;
+    for (const control of this.newNote.querySelectorAll<HTMLInputElement | HTMLButtonElement>("input, button")) {
+      control.disabled = this.notesReadOnly;
+    }
+    this.noteList.setReadOnly(this.notesReadOnly);
+    this.listOwned = this.client.canWrite("lists", list) !== false;
+    this.ownerOnly.hidden = this.listOwned;
+    this.share.hidden = !this.listOwned;
+    for (const control of this.share.querySelectorAll<HTMLInputElement | HTMLButtonElement>("input, select, button")) {
+      control.disabled = !this.listOwned;
+    }
+    const members = [...this.members.values()]
+      .filter((m) => m.list_id === list.id)
+      .sort((a, b) => rank(a.role) - rank(b.role) || a.user_id.localeCompare(b.user_id));
+    this.memberItems.show(members.map((m) => [`${m.list_id}/${m.user_id}`, m]));
+    this.renderPresence();
+    this.renderCounts();
+  }
+
+  private renderCounts(): void {
+    const all = this.noteList.size;
+    const done = this.noteList.done;
+    setText(this.counts, `${all - done} to do, ${done} done`);
+    this.clearDone.disabled = done === 0;
+  }
+
+  private renderPresence(): void {
+    const listId = this.selected;
+    const status = this.client.status;
+    // Offline, nobody's presence is known: show none rather than whoever was there.
+    const present =
+      listId === undefined || !navigator.onLine || !status.connected
+        ? []
+        : Object.keys(this.client.presenceState(`shared/${listId}`))
+            .filter((user) => user !== this.client.actor.userId)
+            .sort();
+    const now = [...this.avatars.children].map((a) => a.getAttribute("title"));
+    if (now.length === present.length && now.every((user, i) => user === present[i])) return;
+    this.avatars.replaceChildren(
+      ...present.map((user) =>
+        el("span", { class: "avatar", title: user, role: "img", "aria-label": `${user} is here` }, user.slice(0, 2).toUpperCase()),
+      ),
+    );
+  }
+
+  private renderStatus(): void {
+    const status = this.client.status;
+    const online = navigator.onLine;
+    const refused = this.token.refusedNow(status);
+    let state: string;
+    let text: string;
+    if (refused) {
+      state = "signed-out";
+      text = "Signed out";
+    } else if (!online) {
+      state = "offline";
+      text = "Offline: changes are kept on this device";
+    } else if (!status.connected && (status.retry || status.lastError)) {
+      state = "reconnecting";
+      text = "Reconnecting…";
+    } else if (status.lastPullAt === null) {
+      state = "connecting";
+      text = "Connecting…";
+    } else if (status.pending > 0) {
+      // Not `status.syncing`: every background pull would make the line flicker.
+      state = "syncing";
+      text = `Saving ${status.pending} ${status.pending === 1 ? "change" : "changes"}…`;
+    } else {
+      state = "synced";
+      text = `Synced at ${clock(status.lastPullAt)}`;
+    }
+    const badge = online && status.connected && !refused ? "online" : "offline";
+    this.connection.className = `badge ${badge}`;
+    setText(this.connection, badge);
+    this.statusText.dataset.state = state;
+    setText(this.statusText, text);
+    setText(this.pending, `${status.pending} waiting`);
+    this.pending.classList.toggle("some", status.pending > 0);
+    this.renderSignedOut(status, refused);
+    this.refusedItems.show(status.quarantined.map((entry) => [entry.clientMutationId, entry]));
+    this.refusedPane.hidden = status.quarantined.length === 0;
+    this.renderPresence();
+  }
+
+  private renderSignedOut(status: Status, refused: boolean): void {
+    if (!refused) {
+      if (!this.signedOut.hidden) this.signedOut.replaceChildren();
+      this.signedOut.hidden = true;
+      return;
+    }
+    const waiting = status.pending;
+    const kept = waiting === 0 ? "" : ` Your ${waiting} waiting ${waiting === 1 ? "change is" : "changes are"} kept on this device and will be sent once you do.`;
+    const message = `The server did not accept your sign-in (it expired, or is not valid here): sign in again as ${this.client.actor.userId}.${kept}`;
+    if (!this.signedOut.hidden && this.signedOut.dataset.message === message) return;
+    this.signedOut.dataset.message = message;
+    this.signedOut.replaceChildren(
+      signInForm("Sign in again", [el("p", { role: "alert" }, message)], (token) => this.shell.signInAgain(token)),
+    );
+    this.signedOut.hidden = false;
+  }
+
+  // --- Rows ----------------------------------------------------------------------------------
+
+  private noteRow(note: Note): NoteRow {
+    const id = note.id;
+    const done = el("input", { type: "checkbox" });
+    done.addEventListener("change", () => {
+      void this.persisted(
+        this.notes.update(id, (draft) => {
+          draft.done = done.checked;
+        }),
+      );
+    });
+    const title = el("span", { class: "title" });
+    title.addEventListener("dblclick", () => {
+      if (!this.notesReadOnly) this.rename(row);
+    });
+    const rename = button("Rename", () => this.rename(row), { class: "rename" });
+    const remove = button("×", () => this.remove(row), { class: "remove" });
+    const check = el("label", { class: "check" }, done);
+    const item = el("li", { "data-testid": "note", "data-note": id }, check, title, rename, remove);
+    // Alt+Up and Alt+Down move the note with the focus in it.
+    item.addEventListener("keydown", (event) => {
+      if (!event.altKey || (event.key !== "ArrowUp" && event.key !== "ArrowDown") || this.notesReadOnly) return;
+      event.preventDefault();
+      const position = this.noteList.positionPast(id, event.key === "ArrowUp" ? -1 : 1);
+      if (position === undefined) return;
+      void this.persisted(
+        this.notes.update(id, (draft) => {
+          draft.position = position;
+        }),
+      );
+      this.announce.textContent = `Moved “${row.note.title}” ${event.key === "ArrowUp" ? "up" : "down"}.`;
+    });
+    const row: NoteRow = { item, done, title, rename, remove, note };
+    return row;
+  }
+
+  /** Edit a note's title in place: Enter (or leaving the field) saves, Escape cancels. */
+  private rename(row: NoteRow): void {
+    if (row.item.querySelector("input.edit")) return;
+    const before = row.note.title;
+    const field = el("input", { class: "edit", value: before, "aria-label": `New title for ${before}`, "data-testid": "rename" });
+    let finished = false;
+    const finish = (save: boolean) => {
+      if (finished) return;
+      finished = true;
+      const title = field.value.trim();
+      field.replaceWith(row.title);
+      row.rename.hidden = row.remove.hidden = this.notesReadOnly;
+      row.rename.focus();
+      if (!save || title === "" || title === before) return;
+      void this.persisted(
+        this.notes.update(row.note.id, (draft) => {
+          draft.title = title;
+        }),
+      );
+    };
+    field.addEventListener("keydown", (event) => {
+      if (event.key !== "Enter" && event.key !== "Escape") return;
+      // Not passed on: the focus moves to the rename button, which the key would press again.
+      event.preventDefault();
+      finish(event.key === "Enter");
+    });
+    field.addEventListener("blur", () => finish(true));
+    row.rename.hidden = row.remove.hidden = true;
+    row.title.replaceWith(field);
+    field.focus();
+    field.select();
+  }
+
+  private remove(row: NoteRow): void {
+    // The focus goes to the next note (or the previous, or the new-note field), not to the page.
+    const next = (row.item.nextElementSibling ?? row.item.previousElementSibling) as HTMLElement | null;
+    void this.persisted(this.notes.delete(row.note.id));
+    (next?.querySelector<HTMLElement>(".remove") ?? this.newNote.querySelector("input"))?.focus();
+    this.announce.textContent = `Deleted “${row.note.title}”.`;
+  }
+
+  private memberRow(member: Member): HTMLElement {
+    const name = el("span", { class: "member", "data-testid": "member" });
+    const role = roleSelect(`Role of ${member.user_id}`);
+    role.addEventListener("change", () => {
+      void this.attempt(
+        this.call.shareList({ list_id: member.list_id, user_id: member.user_id, role: role.value as ShareRole }),
+      ).catch(() => undefined);
+    });
+    const remove = button("Remove", () => {
+      void this.attempt(this.call.unshareList({ list_id: member.list_id, user_id: member.user_id })).catch(() => undefined);
+    }, { "aria-label": `Remove ${member.user_id}` });
+    return el("li", {}, name, el("span", { class: "member-controls" }, role, remove));
+  }
+
+  private showMember(item: HTMLElement, member: Member): void {
+    setText(item.querySelector(".member")!, `${member.user_id} (${member.role})`);
+    const controls = item.querySelector<HTMLElement>(".member-controls")!;
+    controls.hidden = !this.listOwned || member.role === "owner";
+    const role = controls.querySelector("select")!;
+    if (document.activeElement !== role && role.value !== member.role) role.value = member.role;
+  }
+
+  private refusedItem(entry: QuarantinedEntry): HTMLElement {
+    const refusal = describeRefused(entry, this.names);
+    const discard = button("Discard", () => void this.client.discardQuarantined(entry.clientMutationId), {
+      "aria-label": `Discard: ${refusal.text}`,
+    });
+    const item = el("li", { "data-testid": "refused" }, el("p", {}, refusal.text));
+    const actions = el("div", { class: "actions" });
+    if (refusal.keptTitle !== undefined) {
+      const text = el("input", { readonly: "", value: refusal.keptTitle, "aria-label": "The note's text", "data-testid": "kept" });
+      const copy = button("Copy", () => {
+        text.select();
+        void navigator.clipboard?.writeText(refusal.keptTitle!).catch(() => undefined);
+      });
+      const target = el("select", { "aria-label": "Add it to", "data-testid": "add-to" });
+      for (const list of this.lists.values()) {
+        if (list.id === (entry.args as { list_id?: string }).list_id) continue;
+        target.append(el("option", { value: list.id }, list.title));
+      }
+      const add = button("Add to this list", () => {
+        if (!target.value) return;
+        void this.attempt(this.call.addNote({ id: newUuid(), list_id: target.value, title: refusal.keptTitle! }))
+          .then(() => this.client.discardQuarantined(entry.clientMutationId))
+          .catch(() => undefined);
+      });
+      actions.append(text, copy, target, add, discard);
+    } else {
+      const retry = button("Try again", () => {
+        void this.client.retryQuarantined(entry.clientMutationId).catch((error: unknown) => {
+          this.refuse(describeFailure(error, this.names, this.selected));
+        });
+      });
+      actions.append(retry, discard);
+    }
+    item.append(actions);
+    return item;
+  }
+}
+
+/** Members in the order owner, editors, viewers. */
+const rank = (role: string) => (role === "owner" ? 0 : role === "editor" ? 1 : 2);
+
+/** The list the address names (`?list=…`). */
+function listInAddress(): string | undefined {
+  return new URLSearchParams(location.search).get("list") ?? undefined;
+}

@@ -1,0 +1,154 @@
+/**
+ * What the notes web app offers beyond issue 33's defects, in headless Chromium against a real
+ * notes server: notes renamed in place (Enter saves, Escape cancels), done notes struck through,
+ * filtered and cleared, reordered from the keyboard; the selected list in the address (Back
+ * works, a link opens the list); the owner changing a member's role; an honest status line; and
+ * signing out, which says how many writes would be lost before deleting the local copy.
+ */
+
+import { describe, expect, test } from "vitest";
+
+import { useNotesServer } from "../../notes/test/support/lifecycle.js";
+import { Link } from "../../notes/test/support/link.js";
+import { axeViolations, newList, noteTitles, openList, screenshots, signedIn, submit, useBrowser, waiting } from "./support/browser.js";
+
+const notes = useNotesServer();
+const browser = useBrowser();
+const signIn = (user: string, url?: string) => signedIn(browser(), notes(), user, url);
+
+/** The titles of the notes shown, in the order shown. */
+const shown = (page: Awaited<ReturnType<typeof signIn>>["page"]) =>
+  page.locator("[data-testid=note]:visible .title").allTextContents();
+
+describe("the notes web app's features", () => {
+  test("notes are renamed in place, struck through when done, filtered, cleared and reordered", async () => {
+    const { context, page } = await signIn("edith");
+    await newList(page, "Errands");
+    for (const title of ["Bread", "Stamps", "Keys"]) await submit(page, "new-note", { title });
+    await expect.poll(() => shown(page)).toEqual(["Bread", "Stamps", "Keys"]);
+
+    // Rename: Escape cancels, Enter saves.
+    const bread = page.locator("[data-testid=note]", { hasText: "Bread" });
+    await bread.getByRole("button", { name: "Rename Bread" }).click();
+    await page.getByTestId("rename").fill("Rye bread");
+    await page.getByTestId("rename").press("Escape");
+    await expect.poll(() => shown(page)).toEqual(["Bread", "Stamps", "Keys"]);
+    await bread.getByRole("button", { name: "Rename Bread" }).click();
+    await page.getByTestId("rename").fill("Rye bread");
+    await page.getByTestId("rename").press("Enter");
+    await expect.poll(() => shown(page)).toEqual(["Rye bread", "Stamps", "Keys"]);
+    expect(await page.evaluate(() => document.activeElement?.getAttribute("aria-label")), "the focus stays on the note").toBe(
+      "Rename Rye bread",
+    );
+
+    // Done: struck through, counted, filtered.
+    await page.getByRole("checkbox", { name: "Done: Stamps" }).check();
+    const stamps = page.locator("[data-testid=note]", { hasText: "Stamps" }).locator(".title");
+    expect(await stamps.evaluate((title) => getComputedStyle(title).textDecorationLine)).toBe("line-through");
+    expect(await page.getByTestId("counts").textContent()).toBe("2 to do, 1 done");
+    await page.getByTestId("filter-active").click();
+    expect(await shown(page)).toEqual(["Rye bread", "Keys"]);
+    await page.getByTestId("filter-done").click();
+    expect(await shown(page)).toEqual(["Stamps"]);
+    await page.getByTestId("filter-all").click();
+
+    // Reorder from the keyboard: Alt+Up moves the focused note up, and the focus stays on it.
+    await page.getByRole("checkbox", { name: "Done: Keys" }).focus();
+    await page.keyboard.press("Alt+ArrowUp");
+    await expect.poll(() => shown(page)).toEqual(["Rye bread", "Keys", "Stamps"]);
+    await page.keyboard.press("Alt+ArrowUp");
+    await expect.poll(() => shown(page)).toEqual(["Keys", "Rye bread", "Stamps"]);
+    expect(await page.evaluate(() => document.activeElement?.getAttribute("aria-label"))).toBe("Done: Keys");
+
+    // Clear done.
+    await page.getByTestId("clear-done").click();
+    await expect.poll(() => shown(page)).toEqual(["Keys", "Rye bread"]);
+    await expect.poll(() => waiting(page)).toBe("0 waiting");
+    // What the server kept is what shows after a reload.
+    await page.reload();
+    await expect.poll(() => shown(page)).toEqual(["Keys", "Rye bread"]);
+    await screenshots(page, "errands");
+    expect(await axeViolations(page)).toEqual([]);
+    await context.close();
+  });
+
+  test("the selected list is in the address: Back goes to the previous one, a link opens it", async () => {
+    const { context, page } = await signIn("ida");
+    await newList(page, "First");
+    await newList(page, "Second");
+    expect(new URL(page.url()).searchParams.get("list")).not.toBeNull();
+    const second = page.url();
+    await openList(page, "First");
+    await page.goBack();
+    await page.locator("[data-testid=list].selected", { hasText: "Second" }).waitFor();
+    expect(await page.locator("#list-heading").textContent()).toContain("Second");
+    const tab = await context.newPage();
+    await tab.goto(second);
+    await tab.locator("#list-heading", { hasText: "Second" }).waitFor();
+    expect(await tab.title()).toBe("Second · Notes");
+    await context.close();
+  });
+
+  test("the owner changes a member's role and removes them, and the member's page follows", async () => {
+    const owner = await signIn("olive");
+    await newList(owner.page, "Garden");
+    await submit(owner.page, "new-note", { title: "Seeds" });
+    await submit(owner.page, "share", { user: "paul", role: "editor" });
+    await expect.poll(() => waiting(owner.page)).toBe("0 waiting");
+    const member = await signIn("paul");
+    await openList(member.page, "Garden");
+    await expect.poll(() => member.page.getByTestId("new-note").isVisible()).toBe(true);
+    expect(await member.page.getByRole("combobox", { name: "Role of olive" }).count(), "no role to change for the owner").toBe(0);
+
+    await owner.page.getByRole("combobox", { name: "Role of paul" }).selectOption("viewer");
+    await expect.poll(() => owner.page.getByTestId("member").allTextContents()).toContain("paul (viewer)");
+    await expect.poll(() => member.page.getByTestId("view-only-badge").isVisible(), { timeout: 20_000 }).toBe(true);
+    expect(await member.page.getByTestId("new-note").isVisible()).toBe(false);
+    expect(await member.page.getByRole("combobox", { name: "Role of paul" }).isVisible(), "only the owner changes roles").toBe(false);
+
+    // Removed, the member loses the list.
+    await owner.page.getByRole("button", { name: "Remove paul" }).click();
+    await expect.poll(() => owner.page.getByTestId("member").allTextContents()).toEqual(["olive (owner)"]);
+    await expect.poll(() => member.page.locator("[data-testid=list]", { hasText: "Garden" }).count(), { timeout: 20_000 }).toBe(0);
+    await Promise.all([owner.context.close(), member.context.close()]);
+  });
+
+  test("the status line says offline, waiting, synced; sign-out says what would be lost", { timeout: 90_000 }, async () => {
+    const link = await Link.open(notes().port);
+    const { context, page } = await signIn("sue", link.url);
+    const status = page.getByTestId("status");
+    await expect.poll(() => status.textContent()).toMatch(/^Synced at \d/);
+    await newList(page, "Status");
+    await expect.poll(() => waiting(page)).toBe("0 waiting");
+
+    await context.setOffline(true);
+    link.cut();
+    await expect.poll(() => status.textContent()).toBe("Offline: changes are kept on this device");
+    await submit(page, "new-note", { title: "Unsent" });
+    await expect.poll(() => waiting(page)).toBe("1 waiting");
+    expect(await page.getByTestId("pending").getAttribute("class")).toContain("some");
+
+    // Signing out with a write that never reached the server asks first; staying keeps it.
+    await page.getByTestId("sign-out").click();
+    const ask = page.getByTestId("ask");
+    expect(await ask.textContent()).toContain("1 change has not reached the server yet");
+    await page.getByTestId("ask-no").click();
+    expect(await waiting(page)).toBe("1 waiting");
+    expect(await page.getByTestId("user").textContent()).toBe("sue");
+
+    // Back online it goes out, and the status says when it synced.
+    link.restore();
+    await context.setOffline(false);
+    await expect.poll(() => waiting(page), { timeout: 20_000 }).toBe("0 waiting");
+    await expect.poll(() => status.textContent(), { timeout: 20_000 }).toMatch(/^Synced at \d/);
+
+    // Signed out, the local copy is gone.
+    await page.getByTestId("sign-out").click();
+    await page.getByTestId("sign-in").waitFor();
+    const databases = await page.evaluate(async () => (await indexedDB.databases()).map((d) => d.name));
+    expect(databases).not.toContain("engine-notes-sue");
+    expect(await page.evaluate(() => localStorage.getItem("engine-notes-token"))).toBeNull();
+    expect(await noteTitles(page)).toEqual([]);
+    await Promise.all([context.close(), link.close()]);
+  });
+});
