@@ -3,10 +3,10 @@
  * cleared), its members and their roles, who else is looking, a status line, and the writes the
  * server refused with what the user can do about each.
  *
- * Rendering is incremental. `NoteList` changes only the notes a change names, so a write costs
- * the same at 10 notes and at 10,000; the filter is an attribute on the list that the style
- * reads, and off-screen notes are not laid out (`content-visibility`). The short lists (lists,
- * members, refused writes) are keyed and rebuilt on their own changes only.
+ * Rendering is incremental. `NoteList` changes only the notes a change names and draws only
+ * the notes on screen, so a write costs the same at 10 notes and at 10,000 (`BENCHMARKS.md`, "The
+ * notes web app"). The short lists (lists, members, refused writes) are keyed and rebuilt on
+ * their own changes only.
  *
  * Roles come from the rules the client holds (`client.canWrite`): a viewer sees no editing
  * controls and a "View only" badge; only the owner sees sharing. A 401 from the server signs
@@ -127,21 +127,36 @@ interface NoteRow {
 }
 
 /**
- * The selected list's notes, kept in `position` order and changed note by note: a change costs
- * a binary search and the nodes of the notes it names, whatever the list's length.
+ * The selected list's notes, kept in `position` order and drawn as a window: only the notes on
+ * screen (and a screen's height either side) have nodes, and the list's padding stands for the
+ * rest, so a list of 10,000 costs the page what 30 cost it. A change costs a binary search in
+ * `order` and the nodes of the notes it names; the window follows the page's scroll.
+ *
+ * Heights are measured as rows are drawn (a long title wraps to several lines); a note not yet
+ * drawn counts as `ESTIMATE` pixels high.
  */
 class NoteList {
-  readonly element = el("ul", { class: "notes", "data-testid": "notes", "data-filter": "all" });
-  private readonly rows = new Map<string, NoteRow>();
+  readonly element = el("ul", { class: "notes", "data-testid": "notes", "data-filter": "all", "data-size": "0" });
+  private readonly notes = new Map<string, Note>();
+  /** Nodes of the notes drawn now. */
+  private readonly drawn = new Map<string, NoteRow>();
+  private readonly heights = new Map<string, number>();
   /** Ids in display order. */
   private order: string[] = [];
+  /** `order` through the filter; `undefined` until asked for after a change. */
+  private filtered: string[] | undefined;
+  private filter: Filter = "all";
   private doneCount = 0;
   private readOnly = false;
+  private frame = 0;
 
   constructor(
     private readonly make: (note: Note) => NoteRow,
     private readonly counted: () => void,
-  ) {}
+  ) {
+    addEventListener("scroll", () => this.schedule(), { passive: true });
+    addEventListener("resize", () => this.schedule());
+  }
 
   get size(): number {
     return this.order.length;
@@ -152,64 +167,83 @@ class NoteList {
   }
 
   doneIds(): string[] {
-    return this.order.filter((id) => this.rows.get(id)!.note.done);
-  }
-
-  has(id: string): boolean {
-    return this.rows.has(id);
+    return this.order.filter((id) => this.notes.get(id)!.done);
   }
 
   /** The notes of a newly selected list. */
   reset(notes: Note[]): void {
-    this.rows.clear();
+    this.notes.clear();
+    this.drawn.clear();
+    this.element.replaceChildren();
     this.doneCount = 0;
     notes.sort(compare);
     this.order = notes.map((note) => note.id);
-    const items = notes.map((note) => this.add(note).item);
-    this.element.replaceChildren(...items);
-    this.counted();
+    for (const note of notes) {
+      this.notes.set(note.id, note);
+      if (note.done) this.doneCount++;
+    }
+    this.changed();
+    this.draw();
   }
 
-  /** Put `note` in (added or changed); `undefined` takes note `id` out. */
-  put(id: string, note: Note | undefined): void {
-    const row = this.rows.get(id);
-    if (!note) {
-      if (!row) return;
-      this.order.splice(this.indexOf(row.note), 1);
-      this.rows.delete(id);
-      if (row.note.done) this.doneCount--;
-      row.item.remove();
-      this.counted();
-      return;
-    }
-    if (!row) {
-      const added = this.add(note);
-      const at = this.insertionPoint(note);
-      this.order.splice(at, 0, id);
-      const next = this.order[at + 1];
-      this.element.insertBefore(added.item, next === undefined ? null : this.rows.get(next)!.item);
-      this.counted();
-      return;
-    }
-    if (row.note.done !== note.done) this.doneCount += note.done ? 1 : -1;
-    if (row.note.position !== note.position) {
-      this.order.splice(this.indexOf(row.note), 1);
-      row.note = note;
-      const at = this.insertionPoint(note);
-      this.order.splice(at, 0, id);
-      const next = this.order[at + 1];
-      // Moving a node takes the focus out of it: put it back.
-      const focused = row.item.contains(document.activeElement) ? (document.activeElement as HTMLElement) : null;
-      this.element.insertBefore(row.item, next === undefined ? null : this.rows.get(next)!.item);
-      focused?.focus();
-    }
-    row.note = note;
-    this.show(row);
+  /** Put each note in (added or changed; `undefined` takes it out), then draw once. */
+  putAll(changes: [id: string, note: Note | undefined][]): void {
+    let moved = false;
+    for (const [id, note] of changes) moved = this.put(id, note) || moved;
     this.counted();
+    if (moved) {
+      this.filtered = undefined;
+      this.element.dataset.size = String(this.order.length);
+      this.draw();
+    }
+  }
+
+  /** Put `note` in (added or changed); `undefined` takes note `id` out. Returns whether the window must be drawn again. */
+  private put(id: string, note: Note | undefined): boolean {
+    const before = this.notes.get(id);
+    if (!note) {
+      if (!before) return false;
+      this.order.splice(this.indexOf(before), 1);
+      this.notes.delete(id);
+      if (before.done) this.doneCount--;
+    } else if (!before) {
+      this.order.splice(this.insertionPoint(note), 0, id);
+      this.notes.set(id, note);
+      if (note.done) this.doneCount++;
+    } else {
+      if (before.done !== note.done) this.doneCount += note.done ? 1 : -1;
+      if (compare(before, note) !== 0) {
+        this.order.splice(this.indexOf(before), 1);
+        this.notes.set(id, note);
+        this.order.splice(this.insertionPoint(note), 0, id);
+      } else {
+        this.notes.set(id, note);
+        // Changed in place, and as shown through the filter as before: only its own nodes change.
+        if (this.passes(note) === this.passes(before)) {
+          const row = this.drawn.get(id);
+          if (row) {
+            row.note = note;
+            this.show(row);
+          }
+          return false;
+        }
+      }
+    }
+    return true;
   }
 
   setFilter(filter: Filter): void {
+    this.filter = filter;
     this.element.dataset.filter = filter;
+    this.filtered = undefined;
+    this.draw();
+  }
+
+  /** Read-only rows (a viewer's): every drawn row changes, which happens when the role does. */
+  setReadOnly(readOnly: boolean): void {
+    if (this.readOnly === readOnly) return;
+    this.readOnly = readOnly;
+    for (const row of this.drawn.values()) this.show(row);
   }
 
   /**
@@ -217,33 +251,100 @@ class NoteList {
    * it passes and the one after it. `undefined` at either end.
    */
   positionPast(id: string, step: -1 | 1): number | undefined {
-    const row = this.rows.get(id);
-    if (!row) return undefined;
-    const at = this.indexOf(row.note);
+    const note = this.notes.get(id);
+    if (!note) return undefined;
+    const at = this.indexOf(note);
     const passed = this.order[at + step];
     if (passed === undefined) return undefined;
-    const passedAt = this.rows.get(passed)!.note.position;
+    const passedAt = this.notes.get(passed)!.position;
     const beyond = this.order[at + 2 * step];
     if (beyond === undefined) return passedAt + step * 1_000;
-    const beyondAt = this.rows.get(beyond)!.note.position;
+    const beyondAt = this.notes.get(beyond)!.position;
     const between = Math.floor((passedAt + beyondAt) / 2);
     // Neighbours one apart leave no room between them: the note takes the farther one's place.
     return between === passedAt ? beyondAt : between;
   }
 
-  /** Read-only rows (a viewer's): every row changes, which happens when the role does. */
-  setReadOnly(readOnly: boolean): void {
-    if (this.readOnly === readOnly) return;
-    this.readOnly = readOnly;
-    for (const row of this.rows.values()) this.show(row);
+  private changed(): void {
+    this.filtered = undefined;
+    this.element.dataset.size = String(this.order.length);
+    this.counted();
   }
 
-  private add(note: Note): NoteRow {
-    const row = this.make(note);
-    this.rows.set(note.id, row);
-    if (note.done) this.doneCount++;
-    this.show(row);
-    return row;
+  private passes(note: Note): boolean {
+    return this.filter === "all" || note.done === (this.filter === "done");
+  }
+
+  private shown(): string[] {
+    this.filtered ??= this.filter === "all" ? this.order : this.order.filter((id) => this.passes(this.notes.get(id)!));
+    return this.filtered;
+  }
+
+  private schedule(): void {
+    if (this.frame !== 0) return;
+    this.frame = requestAnimationFrame(() => {
+      this.frame = 0;
+      this.draw();
+    });
+  }
+
+  /** Draw the notes in the window: on screen, and a screen's height above and below. */
+  private draw(): void {
+    const shown = this.shown();
+    const top = this.element.getBoundingClientRect().top;
+    const from = -top - innerHeight;
+    const to = -top + 2 * innerHeight;
+    let offset = 0;
+    let first = shown.length;
+    let last = shown.length;
+    let before = 0;
+    for (let i = 0; i < shown.length; i++) {
+      const height = this.heights.get(shown[i]!) ?? ESTIMATE;
+      if (first === shown.length && offset + height > from) {
+        first = i;
+        before = offset;
+      }
+      offset += height;
+      if (offset >= to) {
+        last = i + 1;
+        break;
+      }
+    }
+    let after = 0;
+    for (let i = last; i < shown.length; i++) after += this.heights.get(shown[i]!) ?? ESTIMATE;
+    const ids = shown.slice(first, last);
+    const keep = new Set(ids);
+    for (const id of this.drawn.keys()) if (!keep.has(id)) this.drawn.delete(id);
+    const nodes = ids.map((id, i) => {
+      let row = this.drawn.get(id);
+      const note = this.notes.get(id)!;
+      if (!row) {
+        row = this.make(note);
+        this.drawn.set(id, row);
+      }
+      row.note = note;
+      this.show(row);
+      setAttribute(row.item, "aria-posinset", String(first + i + 1));
+      setAttribute(row.item, "aria-setsize", String(shown.length));
+      return row.item;
+    });
+    this.element.style.paddingTop = `${before}px`;
+    this.element.style.paddingBottom = `${after}px`;
+    const now = [...this.element.children];
+    if (now.length !== nodes.length || now.some((node, i) => node !== nodes[i])) {
+      // Moving nodes takes the focus out of them: put it back.
+      const focused = this.element.contains(document.activeElement) ? (document.activeElement as HTMLElement) : null;
+      this.element.replaceChildren(...nodes);
+      if (focused?.isConnected) focused.focus();
+    }
+    let remeasured = false;
+    for (const id of ids) {
+      const height = this.drawn.get(id)!.item.offsetHeight;
+      if (height > 0 && height !== (this.heights.get(id) ?? ESTIMATE)) remeasured = true;
+      if (height > 0) this.heights.set(id, height);
+    }
+    // Heights unlike the estimate move the window: draw again once they are known.
+    if (remeasured) this.schedule();
   }
 
   private show(row: NoteRow): void {
@@ -272,13 +373,15 @@ class NoteList {
     let high = this.order.length;
     while (low < high) {
       const mid = (low + high) >>> 1;
-      const other = this.rows.get(this.order[mid]!)!.note;
-      if (compare(other, note) < 0) low = mid + 1;
+      if (compare(this.notes.get(this.order[mid]!)!, note) < 0) low = mid + 1;
       else high = mid;
     }
     return low;
   }
 }
+
+/** The height of a note's row before it is drawn and measured (one line), in pixels. */
+const ESTIMATE = 45;
 
 const compare = (a: Note, b: Note) => a.position - b.position || (a.id < b.id ? -1 : a.id > b.id ? 1 : 0);
 
@@ -588,11 +691,12 @@ export class NotesApp {
   // --- Rendering -----------------------------------------------------------------------------
 
   private notesChanged(changes: ChangeMessage<Note, string | number>[]): void {
-    for (const change of changes) {
-      const id = String(change.key);
-      const note = change.type === "delete" ? undefined : change.value;
-      this.noteList.put(id, note && note.list_id === this.selected ? note : undefined);
-    }
+    this.noteList.putAll(
+      changes.map((change) => {
+        const note = change.type === "delete" ? undefined : change.value;
+        return [String(change.key), note && note.list_id === this.selected ? note : undefined];
+      }),
+    );
   }
 
   private renderLists(): void {
