@@ -26,6 +26,7 @@ import { engineCollectionOptions } from "@engine/db-collection";
 import { mutators, type Mutators, type ShareRole, type Tables } from "@engine/notes";
 import { createCollection, type ChangeMessage, type Collection } from "@tanstack/db";
 
+import { NoteBody } from "./body.js";
 import { button, el, Keyed, setAttribute, setText } from "./dom.js";
 import { describeFailure, describeRefused, type KnownList, type Names } from "./messages.js";
 import { ask, signInForm } from "./session.js";
@@ -120,7 +121,7 @@ const clock = (ms: number) => new Date(ms).toLocaleTimeString([], { hour: "2-dig
 interface NoteRow {
   item: HTMLLIElement;
   done: HTMLInputElement;
-  title: HTMLSpanElement;
+  title: HTMLAnchorElement;
   rename: HTMLButtonElement;
   remove: HTMLButtonElement;
   note: Note;
@@ -429,6 +430,9 @@ export class NotesApp {
   private readonly refusedPane: HTMLElement;
   private readonly listItems: Keyed<List>;
   private readonly noteList: NoteList;
+  private readonly body: NoteBody;
+  /** The note the address named before its row arrived: opened when it does. */
+  private awaitedNote: string | undefined;
   private readonly memberItems: Keyed<Member>;
   private readonly refusedItems: Keyed<QuarantinedEntry>;
   private notesReadOnly = false;
@@ -521,6 +525,10 @@ export class NotesApp {
       },
     );
     this.noteList = new NoteList((note) => this.noteRow(note), () => this.renderCounts());
+    this.body = new NoteBody(
+      (id, update) => this.attempt(this.call.editNoteBody({ id, update })),
+      () => this.openNote(undefined),
+    );
     const filterBar = el("div", { class: "filters", role: "group", "aria-label": "Show" });
     this.filters = {} as Record<Filter, HTMLButtonElement>;
     for (const filter of ["all", "active", "done"] as const) {
@@ -543,6 +551,7 @@ export class NotesApp {
       this.viewOnly,
       this.newNote,
       el("div", { class: "toolbar" }, filterBar, this.counts, this.clearDone),
+      this.body.element,
       this.noteList.element,
       el("h3", {}, "Shared with"),
       members,
@@ -589,7 +598,10 @@ export class NotesApp {
     token.onRefused = () => this.renderStatus();
     addEventListener("online", () => this.connectivityChanged());
     addEventListener("offline", () => this.connectivityChanged());
-    addEventListener("popstate", () => this.select(listInAddress(), false));
+    addEventListener("popstate", () => {
+      this.select(listInAddress(), false);
+      this.openNote(noteInAddress(), false);
+    });
     addEventListener("keydown", (event) => this.shortcut(event));
   }
 
@@ -600,6 +612,22 @@ export class NotesApp {
     const listId = listInAddress();
     if (listId !== undefined) this.select(listId, false);
     else this.renderList();
+    this.openNote(noteInAddress(), false);
+  }
+
+  /** Open note `id`'s body beside its list (`undefined` closes it); the address names it. */
+  private openNote(id: string | undefined, remember = true): void {
+    const note = id === undefined ? undefined : this.notes.get(id);
+    const shown = note && note.list_id === this.selected ? note : undefined;
+    this.awaitedNote = !remember && id !== undefined && !note ? id : undefined;
+    if (remember && shown?.id !== this.body.open) {
+      const query = new URLSearchParams(location.search);
+      if (shown) query.set("note", shown.id);
+      else query.delete("note");
+      history.pushState(null, "", `?${query.toString()}`);
+    }
+    this.body.show(shown?.id, shown?.title, shown?.body, this.notesReadOnly);
+    if (shown && remember) this.body.element.querySelector("textarea")!.focus();
   }
 
   // --- Writes ------------------------------------------------------------------------------
@@ -656,6 +684,7 @@ export class NotesApp {
     const notes: Note[] = [];
     if (listId !== undefined) for (const note of this.notes.values()) if (note.list_id === listId) notes.push(note);
     this.noteList.reset(notes);
+    this.body.show(undefined);
     this.refusal.replaceChildren();
     this.renderLists();
   }
@@ -691,6 +720,19 @@ export class NotesApp {
   // --- Rendering -----------------------------------------------------------------------------
 
   private notesChanged(changes: ChangeMessage<Note, string | number>[]): void {
+    const open = this.body.open;
+    if (this.awaitedNote !== undefined && changes.some((change) => String(change.key) === this.awaitedNote)) {
+      this.openNote(this.awaitedNote, false);
+    }
+    for (const change of changes) {
+      if (String(change.key) !== open) continue;
+      const note = change.type === "delete" ? undefined : change.value;
+      if (!note || note.list_id !== this.selected) this.openNote(undefined, false);
+      else {
+        this.body.show(note.id, note.title, note.body, this.notesReadOnly);
+        this.body.merge(note.body);
+      }
+    }
     this.noteList.putAll(
       changes.map((change) => {
         const note = change.type === "delete" ? undefined : change.value;
@@ -742,6 +784,10 @@ export class NotesApp {
       control.disabled = this.notesReadOnly;
     }
     this.noteList.setReadOnly(this.notesReadOnly);
+    if (this.body.open !== undefined) {
+      const note = this.notes.get(this.body.open);
+      this.body.show(note?.id, note?.title, note?.body, this.notesReadOnly);
+    }
     this.listOwned = this.client.canWrite("lists", list) !== false;
     this.ownerOnly.hidden = this.listOwned;
     this.share.hidden = !this.listOwned;
@@ -850,9 +896,11 @@ export class NotesApp {
         }),
       );
     });
-    const title = el("span", { class: "title" });
-    title.addEventListener("dblclick", () => {
-      if (!this.notesReadOnly) this.rename(row);
+    const title = el("a", { class: "title", href: `?list=${encodeURIComponent(note.list_id)}&note=${encodeURIComponent(id)}` });
+    title.addEventListener("click", (event) => {
+      if (event.ctrlKey || event.metaKey || event.shiftKey) return;
+      event.preventDefault();
+      this.openNote(id);
     });
     const rename = button("Rename", () => this.rename(row), { class: "rename" });
     const remove = button("×", () => this.remove(row), { class: "remove" });
@@ -982,4 +1030,9 @@ const rank = (role: string) => (role === "owner" ? 0 : role === "editor" ? 1 : 2
 /** The list the address names (`?list=…`). */
 function listInAddress(): string | undefined {
   return new URLSearchParams(location.search).get("list") ?? undefined;
+}
+
+/** The note the address opens (`&note=…`). */
+function noteInAddress(): string | undefined {
+  return new URLSearchParams(location.search).get("note") ?? undefined;
 }

@@ -1,6 +1,6 @@
 /**
  * What the notes web app offers beyond issue 33's defects, in headless Chromium against a real
- * notes server: notes renamed in place (Enter saves, Escape cancels), done notes struck through,
+ * notes server: a note's body that two people type in at once, notes renamed in place (Enter saves, Escape cancels), done notes struck through,
  * filtered and cleared, reordered from the keyboard; the selected list in the address (Back
  * works, a link opens the list); the owner changing a member's role; an honest status line; and
  * signing out, which says how many writes would be lost before deleting the local copy.
@@ -70,6 +70,42 @@ describe("the notes web app's features", () => {
     await screenshots(page, "errands");
     expect(await axeViolations(page)).toEqual([]);
     await context.close();
+  });
+
+  test("two people typing in one note's body converge, live", { timeout: 90_000 }, async () => {
+    const alice = await signIn("ava");
+    await newList(alice.page, "Plans");
+    await submit(alice.page, "new-note", { title: "Trip" });
+    await submit(alice.page, "share", { user: "bea", role: "editor" });
+    await expect.poll(() => waiting(alice.page)).toBe("0 waiting");
+    await alice.page.getByRole("link", { name: "Trip" }).click();
+    const mine = alice.page.getByTestId("body");
+    await mine.fill("Day one");
+    await expect.poll(() => waiting(alice.page), { timeout: 20_000 }).toBe("0 waiting");
+
+    // Bob opens the note by its address, as a shared link would.
+    const bob = await signIn("bea");
+    await bob.page.goto(alice.page.url());
+    const theirs = bob.page.getByTestId("body");
+    await expect.poll(() => theirs.inputValue(), { timeout: 20_000 }).toBe("Day one");
+
+    // Both type at once: alice at the start, bob at the end.
+    await mine.focus();
+    await alice.page.keyboard.press("Home");
+    await theirs.focus();
+    await bob.page.keyboard.press("End");
+    await Promise.all([
+      alice.page.keyboard.type("Plan: ", { delay: 30 }),
+      bob.page.keyboard.type(", then the coast", { delay: 30 }),
+    ]);
+    const converged = "Plan: Day one, then the coast";
+    await expect.poll(() => mine.inputValue(), { timeout: 20_000 }).toBe(converged);
+    await expect.poll(() => theirs.inputValue(), { timeout: 20_000 }).toBe(converged);
+    // Each caret stayed where its typist left it.
+    expect(await mine.evaluate((area) => (area as HTMLTextAreaElement).selectionStart)).toBe("Plan: ".length);
+    await screenshots(bob.page, "note-body");
+    expect(await axeViolations(bob.page)).toEqual([]);
+    await Promise.all([alice.context.close(), bob.context.close()]);
   });
 
   test("the selected list is in the address: Back goes to the previous one, a link opens it", async () => {
