@@ -71,17 +71,6 @@ fn env_number<T: std::str::FromStr>(name: &str) -> Result<Option<T>, String> {
     }
 }
 
-/// A user who went away (a closed laptop, a lost network) leaves the lists they were in after
-/// `PRESENCE_TIMEOUT`: the web app sends a heartbeat every 4 s, so others see them gone within
-/// seconds rather than after the engine's default 30 s.
-const PRESENCE_TIMEOUT: Duration = Duration::from_secs(10);
-
-fn presence() -> engine::realtime::PresenceSettings {
-    let mut settings = engine::realtime::PresenceSettings::default();
-    settings.heartbeat_timeout = PRESENCE_TIMEOUT;
-    settings
-}
-
 #[tokio::main]
 async fn main() -> std::process::ExitCode {
     let cli = Cli::parse();
@@ -168,8 +157,7 @@ async fn serve() -> Result<(), String> {
         .limits(limits)
         .jobs(example_notes::jobs::jobs())
         .trace_requests(true)
-        .prometheus(true)
-        .presence(presence());
+        .prometheus(true);
     let builder = match std::env::var("ENGINE_REALTIME").as_deref() {
         Ok("listen_notify") => builder.realtime(engine::realtime::listen_notify(database_url)),
         Ok("in_process") | Err(_) => builder,

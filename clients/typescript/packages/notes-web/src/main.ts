@@ -8,7 +8,7 @@
  * sign-in. A link for another user than the one signed in asks first.
  */
 
-import { actorOfToken, createEngineClient, createWebSocketSource, indexedDbStore } from "@engine/client";
+import { actorOfToken, createEngineClient, indexedDbStore } from "@engine/client";
 import { schema } from "@engine/notes";
 import { optimistic } from "@engine/notes/optimistic";
 
@@ -91,8 +91,6 @@ async function start(): Promise<void> {
     optimistic,
     store: indexedDbStore(storeName(actor.userId)),
     pullIntervalMs: 10_000,
-    // Heartbeats well within the server's presence timeout, so a user who went away leaves soon.
-    realtime: createWebSocketSource({ heartbeatMs: 4_000 }),
   });
   running = { client, token };
   new NotesApp(root, client, token, { signInAgain: signIn, signOut }).start();
