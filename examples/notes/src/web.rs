@@ -1,6 +1,7 @@
 //! The notes web app at `/`: the bundle `clients/typescript/packages/notes-web` builds, committed
 //! in `web/` (a test of the TypeScript workspace checks it equals a fresh build), compiled into
-//! the binary so that `cargo run -p example-notes` serves it with no build step of its own.
+//! the binary so that `cargo run -p example-notes` serves it with no build step of its own. The
+//! script and the style are sent gzipped (the bundle's `.gz` copies) to browsers that accept it.
 //!
 //! Every answer here says where it may be shown (`frame-ancestors 'none'`, `X-Frame-Options`)
 //! and what the page may load (`Content-Security-Policy`: this origin only, no inline script),
@@ -12,7 +13,7 @@ use std::time::Duration;
 
 use axum::Router;
 use axum::extract::Path;
-use axum::http::{HeaderValue, StatusCode, header};
+use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 
@@ -20,6 +21,8 @@ const INDEX: &str = include_str!("../web/index.html");
 const SCRIPT: &str = include_str!("../web/app.js");
 const STYLE: &str = include_str!("../web/app.css");
 const WORKER: &str = include_str!("../web/sw.js");
+const SCRIPT_GZIP: &[u8] = include_bytes!("../web/app.js.gz");
+const STYLE_GZIP: &[u8] = include_bytes!("../web/app.css.gz");
 
 /// What the page may load: its own script and style, and its own origin's HTTP and WebSocket
 /// (`'self'` covers `ws:` of the same host). No inline script, no plugins, no `<base>`.
@@ -37,8 +40,16 @@ pub(crate) fn routes(development_secret: Option<&'static str>) -> Router {
     let router = Router::new()
         .route("/", get(|| async { asset("text/html; charset=utf-8", INDEX) }))
         .route("/index.html", get(|| async { asset("text/html; charset=utf-8", INDEX) }))
-        .route("/app.js", get(|| async { asset("text/javascript; charset=utf-8", SCRIPT) }))
-        .route("/app.css", get(|| async { asset("text/css; charset=utf-8", STYLE) }))
+        .route(
+            "/app.js",
+            get(|headers: HeaderMap| async move {
+                compressed(&headers, "text/javascript; charset=utf-8", SCRIPT, SCRIPT_GZIP)
+            }),
+        )
+        .route(
+            "/app.css",
+            get(|headers: HeaderMap| async move { compressed(&headers, "text/css; charset=utf-8", STYLE, STYLE_GZIP) }),
+        )
         .route("/sw.js", get(|| async { asset("text/javascript; charset=utf-8", WORKER) }));
     let Some(secret) = development_secret else { return router };
     router.route("/dev/users", get(|| async { axum::Json(DEVELOPMENT_USERS) })).route(
@@ -57,7 +68,30 @@ fn development_token(secret: &str, user: &str) -> Response {
     }
 }
 
-fn asset(content_type: &'static str, body: &'static str) -> Response {
+/// `gzip` when the request's `Accept-Encoding` takes gzip (and not with `q=0`), `plain` otherwise.
+fn compressed(request: &HeaderMap, content_type: &'static str, plain: &'static str, gzip: &'static [u8]) -> Response {
+    let accepts_gzip = request
+        .get_all(header::ACCEPT_ENCODING)
+        .iter()
+        .filter_map(|value| value.to_str().ok())
+        .flat_map(|value| value.split(','))
+        .any(|coding| {
+            let mut parts = coding.split(';').map(str::trim);
+            parts.next().is_some_and(|name| name.eq_ignore_ascii_case("gzip"))
+                && !parts.any(|parameter| parameter.replace(' ', "") == "q=0")
+        });
+    let mut response = if accepts_gzip {
+        let mut response = asset(content_type, gzip);
+        response.headers_mut().insert(header::CONTENT_ENCODING, HeaderValue::from_static("gzip"));
+        response
+    } else {
+        asset(content_type, plain)
+    };
+    response.headers_mut().insert(header::VARY, HeaderValue::from_static("accept-encoding"));
+    response
+}
+
+fn asset(content_type: &'static str, body: impl IntoResponse) -> Response {
     let mut response = ([(header::CONTENT_TYPE, content_type)], body).into_response();
     let headers = response.headers_mut();
     headers.insert(header::CONTENT_SECURITY_POLICY, HeaderValue::from_static(CONTENT_SECURITY_POLICY));

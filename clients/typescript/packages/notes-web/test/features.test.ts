@@ -2,7 +2,8 @@
  * What the notes web app offers beyond issue 33's defects, in headless Chromium against a real
  * notes server: a note's body that two people type in at once, notes renamed in place (Enter saves, Escape cancels), done notes struck through,
  * filtered and cleared, reordered from the keyboard; the selected list in the address (Back
- * works, a link opens the list); the owner changing a member's role; an honest status line; and
+ * works, a link opens the list); the owner changing a member's role; an honest status line; the
+ * script and style sent gzipped; and
  * signing out, which says how many writes would be lost before deleting the local copy.
  */
 
@@ -106,6 +107,18 @@ describe("the notes web app's features", () => {
     await screenshots(bob.page, "note-body");
     expect(await axeViolations(bob.page)).toEqual([]);
     await Promise.all([alice.context.close(), bob.context.close()]);
+  });
+
+  test("the script and the style go gzipped to a browser that takes gzip", async () => {
+    for (const asset of ["app.js", "app.css"]) {
+      const zipped = await fetch(`${notes().url}/${asset}`, { headers: { "accept-encoding": "gzip" } });
+      const plain = await fetch(`${notes().url}/${asset}`, { headers: { "accept-encoding": "identity" } });
+      expect(zipped.headers.get("content-encoding"), asset).toBe("gzip");
+      expect(plain.headers.get("content-encoding"), asset).toBeNull();
+      expect(zipped.headers.get("vary"), asset).toBe("accept-encoding");
+      expect(Number(zipped.headers.get("content-length")), asset).toBeLessThan(Number(plain.headers.get("content-length")) / 2);
+      expect(await zipped.text(), asset).toBe(await plain.text());
+    }
   });
 
   test("the selected list is in the address: Back goes to the previous one, a link opens it", async () => {
