@@ -78,6 +78,7 @@ fn the_app_registers_everything_once() {
         names,
         [
             "create_list",
+            "rename_list",
             "share_list",
             "unshare_list",
             "add_note",

@@ -66,7 +66,7 @@ mod raw {
 
     /// Rename any list, without the owner check of the notes mutators.
     #[engine::mutator]
-    pub(super) async fn rename_list(ctx: &mut MutatorCtx<'_>, args: Target) -> Result<Outcome> {
+    pub(super) async fn force_rename(ctx: &mut MutatorCtx<'_>, args: Target) -> Result<Outcome> {
         if !ctx.update::<List>(&args.list_id, [List::title.set("renamed".to_owned())]).await? {
             return Err(engine::Error::mutator_failed("no such list"));
         }
@@ -116,7 +116,7 @@ mod raw {
         engine::app! {
             tables: [List, ListMember, Note],
             mutators: [create_list, share_list, unshare_list, add_note, update_note, edit_note_body, move_note, delete_note, purge_note,
-                       join_list, inject_note, force_move, three_writes, rename_list, promote_self],
+                       join_list, inject_note, force_move, three_writes, force_rename, promote_self],
             sync_rules: example_notes::rules,
         }
     }
@@ -431,13 +431,13 @@ async fn a_viewer_reads_but_writes_nothing_and_only_the_owner_changes_the_list()
     // An editor writes notes but not the list or its memberships.
     let edited = one(&storage, "bob", "update_note", json!({"id": "an1", "title": "oat milk"})).await;
     assert_eq!(edited.status, MutationStatus::Applied, "{edited:?}");
-    let rename = one(&storage, "bob", "rename_list", json!({"list_id": "a1"})).await;
+    let rename = one(&storage, "bob", "force_rename", json!({"list_id": "a1"})).await;
     assert_eq!(code(&rename), Some(ErrorCode::Forbidden), "{rename:?}");
     let promote = one(&storage, "bob", "promote_self", json!({"list_id": "a1"})).await;
     assert_eq!(code(&promote), Some(ErrorCode::Forbidden), "{promote:?}");
     assert_eq!(rows(&db, "SELECT 1 FROM list_members WHERE user_id = 'bob' AND role = 'editor'").await, 1);
     // The owner does all of it.
-    let rename = one(&storage, "alice", "rename_list", json!({"list_id": "a1"})).await;
+    let rename = one(&storage, "alice", "force_rename", json!({"list_id": "a1"})).await;
     assert_eq!(rename.status, MutationStatus::Applied, "{rename:?}");
 }
 

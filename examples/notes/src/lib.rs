@@ -7,8 +7,8 @@
 //!   in their list's bucket, so a member removed from a list stops receiving its notes. The
 //!   roles are the engine's to enforce: `owner` and `editor` members may write notes, only the
 //!   owner may change the list or its memberships (share, unshare, archive), a `viewer` reads.
-//! - Mutators ([`mutators`]): `create_list`, `share_list`, `unshare_list`, `add_note`,
-//!   `update_note`, `edit_note_body`, `move_note`, `delete_note`, `purge_note`.
+//! - Mutators ([`mutators`]): `create_list`, `rename_list`, `share_list`, `unshare_list`,
+//!   `add_note`, `update_note`, `edit_note_body`, `move_note`, `delete_note`, `purge_note`.
 //! - Background jobs ([`jobs`]): `list_shared`, enqueued by `share_list` for a new member.
 
 pub mod jobs;
@@ -108,6 +108,7 @@ pub fn app() -> engine::App {
         tables: [List, ListMember, Note],
         mutators: [
             create_list,
+            rename_list,
             share_list,
             unshare_list,
             add_note,

@@ -72,6 +72,22 @@ async fn owned_list(ctx: &mut MutatorCtx<'_>, list_id: &String, verb: &str) -> R
     Ok(list)
 }
 
+/// Arguments of `rename_list`.
+#[engine::args]
+#[derive(Debug, Clone)]
+pub struct RenameList {
+    pub id: String,
+    pub title: String,
+}
+
+/// Rename a list. Only the list's owner may.
+#[engine::mutator]
+pub async fn rename_list(ctx: &mut MutatorCtx<'_>, args: RenameList) -> Result<Outcome> {
+    owned_list(ctx, &args.id, "rename").await?;
+    ctx.update::<List>(&args.id, [List::title.set(args.title)]).await?;
+    Ok(Outcome::new().server_id(args.id))
+}
+
 /// Arguments of `share_list`.
 #[engine::args]
 #[derive(Debug, Clone)]

@@ -422,6 +422,11 @@ export class NotesApp {
     "Only the list's owner can share it.",
   );
   private readonly listTitle = el("span", { class: "list-title" });
+  private readonly renameListButton = button("Rename", () => this.renameList(), {
+    class: "secondary",
+    "data-testid": "rename-list",
+    "aria-label": "Rename the list",
+  });
   private readonly avatars = el("div", { class: "avatars", role: "group", "data-testid": "present", "aria-label": "Also here" });
   private readonly counts = el("p", { class: "counts", "data-testid": "counts", "aria-live": "polite" });
   private readonly filters: Record<Filter, HTMLButtonElement>;
@@ -547,7 +552,7 @@ export class NotesApp {
     this.listPane = el(
       "section",
       { class: "list", "aria-labelledby": "list-heading" },
-      el("h2", { id: "list-heading" }, this.listTitle, this.viewOnlyBadge, this.avatars),
+      el("div", { class: "list-head" }, el("h2", { id: "list-heading" }, this.listTitle, this.viewOnlyBadge, this.avatars), this.renameListButton),
       this.viewOnly,
       this.newNote,
       el("div", { class: "toolbar" }, filterBar, this.counts, this.clearDone),
@@ -789,6 +794,7 @@ export class NotesApp {
       this.body.show(note?.id, note?.title, note?.body, this.notesReadOnly);
     }
     this.listOwned = this.client.canWrite("lists", list) !== false;
+    this.renameListButton.hidden = !this.listOwned;
     this.ownerOnly.hidden = this.listOwned;
     this.share.hidden = !this.listOwned;
     for (const control of this.share.querySelectorAll<HTMLInputElement | HTMLButtonElement>("input, select, button")) {
@@ -952,6 +958,36 @@ export class NotesApp {
     field.addEventListener("blur", () => finish(true));
     row.rename.hidden = row.remove.hidden = true;
     row.title.replaceWith(field);
+    field.focus();
+    field.select();
+  }
+
+  /** Edit the selected list's title in place: Enter (or leaving the field) saves, Escape cancels. */
+  private renameList(): void {
+    const listId = this.selected;
+    const list = listId === undefined ? undefined : this.lists.get(listId);
+    if (!list || this.listTitle.isConnected === false) return;
+    const field = el("input", { class: "edit", value: list.title, "aria-label": "New title of the list", "data-testid": "list-title-field" });
+    let finished = false;
+    const finish = (save: boolean) => {
+      if (finished) return;
+      finished = true;
+      const title = field.value.trim();
+      field.replaceWith(this.listTitle);
+      this.renameListButton.hidden = !this.listOwned;
+      this.renameListButton.focus();
+      if (!save || title === "" || title === list.title) return;
+      void this.attempt(this.call.renameList({ id: list.id, title })).catch(() => undefined);
+    };
+    field.addEventListener("keydown", (event) => {
+      if (event.key !== "Enter" && event.key !== "Escape") return;
+      // Not passed on: the focus moves to the rename button, which the key would press again.
+      event.preventDefault();
+      finish(event.key === "Enter");
+    });
+    field.addEventListener("blur", () => finish(true));
+    this.renameListButton.hidden = true;
+    this.listTitle.replaceWith(field);
     field.focus();
     field.select();
   }

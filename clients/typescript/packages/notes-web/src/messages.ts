@@ -81,6 +81,8 @@ function what(name: string, args: Args, names: Names): string {
       return `Your edit of ${note ? quoted(note) : "a note"} was not saved`;
     case "create_list":
       return `The list ${quoted(title ?? "")} was not created`;
+    case "rename_list":
+      return `${listName(names, text(args.id))} was not renamed to ${quoted(title ?? "")}`;
     case "share_list":
       return `${listName(names, text(args.list_id))} was not shared with ${text(args.user_id) ?? "them"}`;
     case "unshare_list":
@@ -93,7 +95,7 @@ function what(name: string, args: Args, names: Names): string {
 /** A write the server refused (an entry of the quarantine), for people. */
 export function describeRefused(entry: QuarantinedEntry, names: Names): Refusal {
   const args = (entry.args ?? {}) as Args;
-  const listId = text(args.list_id);
+  const listId = text(args.list_id) ?? (entry.name === "rename_list" ? text(args.id) : undefined);
   const why = reason(entry.error.code, entry.error.detail ?? "", names, listId);
   const keptTitle = entry.name === "add_note" ? text(args.title) : undefined;
   const kept = keptTitle === undefined ? "" : ": it was kept here, copy it or add it to another list";

@@ -1,17 +1,29 @@
 /**
  * What the notes web app offers beyond issue 33's defects, in headless Chromium against a real
- * notes server: a note's body that two people type in at once, notes renamed in place (Enter saves, Escape cancels), done notes struck through,
- * filtered and cleared, reordered from the keyboard; the selected list in the address (Back
- * works, a link opens the list); the owner changing a member's role; an honest status line; the
- * script and style sent gzipped; and
- * signing out, which says how many writes would be lost before deleting the local copy.
+ * notes server: a note's body that two people type in at once; notes and lists renamed in place
+ * (Enter saves, Escape cancels); done notes struck through, filtered and cleared, reordered from
+ * the keyboard; the selected list in the address (Back works, a link opens the list); the owner
+ * changing a member's role and removing them; an honest status line; the script and style sent
+ * gzipped; and signing out, which says how many writes would be lost before deleting the local
+ * copy.
  */
 
 import { describe, expect, test } from "vitest";
 
 import { useNotesServer } from "../../notes/test/support/lifecycle.js";
 import { Link } from "../../notes/test/support/link.js";
-import { axeViolations, newList, noteTitles, openList, screenshots, signedIn, submit, useBrowser, waiting } from "./support/browser.js";
+import {
+  axeViolations,
+  newList,
+  noteTitles,
+  openList,
+  pushAs,
+  screenshots,
+  signedIn,
+  submit,
+  useBrowser,
+  waiting,
+} from "./support/browser.js";
 
 const notes = useNotesServer();
 const browser = useBrowser();
@@ -107,6 +119,36 @@ describe("the notes web app's features", () => {
     await screenshots(bob.page, "note-body");
     expect(await axeViolations(bob.page)).toEqual([]);
     await Promise.all([alice.context.close(), bob.context.close()]);
+  });
+
+  test("the owner renames a list in place, members see the new name, and no one else may", async () => {
+    const owner = await signIn("lena");
+    await newList(owner.page, "Garden");
+    await submit(owner.page, "share", { user: "max", role: "editor" });
+    await expect.poll(() => waiting(owner.page)).toBe("0 waiting");
+    const member = await signIn("max");
+    await openList(member.page, "Garden");
+    expect(await member.page.getByTestId("rename-list").isVisible(), "only the owner renames").toBe(false);
+
+    const field = owner.page.getByTestId("list-title-field");
+    await owner.page.getByTestId("rename-list").click();
+    await field.fill("Plot");
+    await field.press("Escape");
+    expect(await owner.page.locator("#list-heading .list-title").textContent()).toBe("Garden");
+    await owner.page.getByTestId("rename-list").click();
+    await field.fill("Allotment");
+    await field.press("Enter");
+    await expect.poll(() => owner.page.locator("#list-heading .list-title").textContent()).toBe("Allotment");
+    await expect.poll(() => waiting(owner.page)).toBe("0 waiting");
+    await expect.poll(() => member.page.locator("[data-testid=list].selected").textContent(), { timeout: 20_000 }).toBe(
+      "Allotment",
+    );
+
+    // Over HTTP, as any client could: the editor's rename is refused.
+    const listId = (await owner.page.locator("[data-testid=list].selected").getAttribute("data-list"))!;
+    const [refused] = await pushAs(notes(), "max", [{ name: "rename_list", args: { id: listId, title: "Mine now" } }]);
+    expect(refused!.status).toBe("rejected");
+    await Promise.all([owner.context.close(), member.context.close()]);
   });
 
   test("the script and the style go gzipped to a browser that takes gzip", async () => {

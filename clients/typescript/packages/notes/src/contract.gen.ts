@@ -85,6 +85,12 @@ export interface NoteId {
   id: string;
 }
 
+/** Arguments of `rename_list`. */
+export interface RenameList {
+  id: string;
+  title: string;
+}
+
 /** Arguments of `share_list`. */
 export interface ShareList {
   list_id: string;
@@ -128,6 +134,9 @@ export type MoveNoteArgs = MoveNote;
 /** The arguments of `purge_note`. */
 export type PurgeNoteArgs = NoteId;
 
+/** The arguments of `rename_list`. */
+export type RenameListArgs = RenameList;
+
 /** The arguments of `share_list`. */
 export type ShareListArgs = ShareList;
 
@@ -145,6 +154,7 @@ export interface Mutators {
   edit_note_body: EditNoteBodyArgs;
   move_note: MoveNoteArgs;
   purge_note: PurgeNoteArgs;
+  rename_list: RenameListArgs;
   share_list: ShareListArgs;
   unshare_list: UnshareListArgs;
   update_note: UpdateNoteArgs;
@@ -168,6 +178,8 @@ export function mutators<R>(client: Mutate<Mutators, R>) {
     moveNote: (args: MoveNoteArgs): R => client.mutate("move_note", args),
     /** Delete a note for good. */
     purgeNote: (args: PurgeNoteArgs): R => client.mutate("purge_note", args),
+    /** Rename a list. Only the list's owner may. */
+    renameList: (args: RenameListArgs): R => client.mutate("rename_list", args),
     /** Share a list with a user, or change their role. Only the list's owner may. */
     shareList: (args: ShareListArgs): R => client.mutate("share_list", args),
     /** Take a user's membership of a list away. Only the list's owner may. */
@@ -216,6 +228,7 @@ export const schema = defineSchema<Tables, Mutators>({
     "edit_note_body",
     "move_note",
     "purge_note",
+    "rename_list",
     "share_list",
     "unshare_list",
     "update_note",

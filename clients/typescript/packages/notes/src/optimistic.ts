@@ -32,6 +32,10 @@ export const optimistic: OptimisticMutators<Tables, Mutators> = {
     tx.insert("list_members", { list_id: id, user_id: tx.actor.userId, owner_id: tx.actor.ownerId, role: "owner" });
     return id;
   },
+  rename_list(tx, args) {
+    ownedList(tx, args.id, "rename");
+    tx.update("lists", args.id, { title: args.title });
+  },
   share_list(tx, args) {
     const list = ownedList(tx, args.list_id, "share");
     const key = { list_id: args.list_id, user_id: args.user_id };
