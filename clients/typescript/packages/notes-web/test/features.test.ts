@@ -73,13 +73,25 @@ describe("the notes web app's features", () => {
     await expect.poll(() => shown(page)).toEqual(["Keys", "Rye bread", "Stamps"]);
     expect(await page.evaluate(() => document.activeElement?.getAttribute("aria-label"))).toBe("Done: Keys");
 
+    // Keyboard: `n` goes to the new-note field; deleting a note moves the focus to the next
+    // note's delete, and the deletion is announced.
+    await page.locator("body").click({ position: { x: 5, y: 300 } });
+    await page.keyboard.press("n");
+    expect(await page.evaluate(() => document.activeElement?.id)).toBe("new-note-title");
+    await submit(page, "new-note", { title: "Spare" });
+    await expect.poll(() => shown(page)).toEqual(["Keys", "Rye bread", "Stamps", "Spare"]);
+    await page.getByRole("button", { name: "Delete Rye bread" }).click();
+    await expect.poll(() => shown(page)).toEqual(["Keys", "Stamps", "Spare"]);
+    expect(await page.evaluate(() => document.activeElement?.getAttribute("aria-label"))).toBe("Delete Stamps");
+    expect(await page.getByTestId("announce").textContent()).toBe("Deleted “Rye bread”.");
+
     // Clear done.
     await page.getByTestId("clear-done").click();
-    await expect.poll(() => shown(page)).toEqual(["Keys", "Rye bread"]);
+    await expect.poll(() => shown(page)).toEqual(["Keys", "Spare"]);
     await expect.poll(() => waiting(page)).toBe("0 waiting");
     // What the server kept is what shows after a reload.
     await page.reload();
-    await expect.poll(() => shown(page)).toEqual(["Keys", "Rye bread"]);
+    await expect.poll(() => shown(page)).toEqual(["Keys", "Spare"]);
     await screenshots(page, "errands");
     expect(await axeViolations(page)).toEqual([]);
     await context.close();
