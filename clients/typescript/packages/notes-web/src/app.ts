@@ -442,6 +442,8 @@ export class NotesApp {
   private readonly refusedItems: Keyed<QuarantinedEntry>;
   private notesReadOnly = false;
   private listOwned = false;
+  /** Whether this is the user's first sync on this device: nothing was ever pulled into the store. */
+  private readonly firstSync: boolean;
 
   constructor(
     private readonly root: HTMLElement,
@@ -450,6 +452,7 @@ export class NotesApp {
     private readonly shell: Shell,
   ) {
     this.call = mutators(client);
+    this.firstSync = client.cursor === null;
     const me = client.actor;
     this.knownKey = `engine-notes-lists-${me.userId}`;
     this.known = new Map(Object.entries(JSON.parse(localStorage.getItem(this.knownKey) ?? "{}") as Record<string, KnownList>));
@@ -725,6 +728,8 @@ export class NotesApp {
   // --- Rendering -----------------------------------------------------------------------------
 
   private notesChanged(changes: ChangeMessage<Note, string | number>[]): void {
+    // The first sync's progress: how many notes have arrived.
+    if (this.firstSync && this.client.status.lastPullAt === null) this.renderStatus();
     const open = this.body.open;
     if (this.awaitedNote !== undefined && changes.some((change) => String(change.key) === this.awaitedNote)) {
       this.openNote(this.awaitedNote, false);
@@ -849,6 +854,10 @@ export class NotesApp {
     } else if (!status.connected && (status.retry || status.lastError)) {
       state = "reconnecting";
       text = "Reconnecting…";
+    } else if (status.lastPullAt === null && this.firstSync) {
+      state = "loading";
+      const notes = this.notes.size;
+      text = notes === 0 ? "Loading your notes…" : `Loading your notes… ${notes.toLocaleString("en")} so far`;
     } else if (status.lastPullAt === null) {
       state = "connecting";
       text = "Connecting…";

@@ -14,7 +14,7 @@ import type { Page } from "playwright-core";
 import { expect, test } from "vitest";
 
 import { useNotesServer } from "../../notes/test/support/lifecycle.js";
-import { artifacts, openList, seedList, signedIn, submit, useBrowser, waiting } from "./support/browser.js";
+import { artifacts, openList, seedList, submit, useBrowser, waiting } from "./support/browser.js";
 
 const notes = useNotesServer();
 const browser = useBrowser();
@@ -60,13 +60,28 @@ test(`one interaction's main-thread time at ${NOTES.toLocaleString("en")} notes`
   const seeded = Date.now();
   await seedList(notes(), "mia", "big", "Big list", NOTES);
   console.log(`notes-web: ${NOTES} notes seeded over HTTP in ${Date.now() - seeded} ms`);
-  const { context, page } = await signedIn(browser(), notes(), "mia");
+  // Every text the status line shows while the first sync runs.
+  const context = await browser().newContext();
+  await context.addInitScript(() => {
+    const seen: string[] = [];
+    (globalThis as unknown as { statusSeen: string[] }).statusSeen = seen;
+    new MutationObserver(() => {
+      const text = document.querySelector("[data-testid=status]")?.textContent;
+      if (text && seen[seen.length - 1] !== text) seen.push(text);
+    }).observe(document, { subtree: true, childList: true, characterData: true });
+  });
+  const page = await context.newPage();
   const loaded = Date.now();
+  await page.goto(`${notes().url}/#token=${notes().token("mia")}`);
   await openList(page, "Big list");
   const size = () => page.getByTestId("notes").getAttribute("data-size");
   await expect.poll(size, { timeout: 300_000, interval: 1_000 }).toBe(String(NOTES));
   await expect.poll(() => waiting(page)).toBe("0 waiting");
   console.log(`notes-web: the first sync and render of ${NOTES} notes took ${Date.now() - loaded} ms`);
+  // The first sync said how far it had got.
+  const statuses = await page.evaluate(() => (globalThis as unknown as { statusSeen: string[] }).statusSeen);
+  expect(statuses.some((text) => /^Loading your notes… [\d,]+ so far$/.test(text)), statuses.join(" | ")).toBe(true);
+  expect(statuses.at(-1)).toMatch(/^Synced at /);
 
   const figures: Record<string, Tasks[]> = { done: [], rename: [], add: [] };
   for (let round = 0; round < ROUNDS; round++) {
