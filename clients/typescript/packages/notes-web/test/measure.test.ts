@@ -20,6 +20,8 @@ const notes = useNotesServer();
 const browser = useBrowser();
 const NOTES = Number(process.env.ENGINE_MEASURE_NOTES ?? 10_000);
 const ROUNDS = 5;
+/** A busy machine (other test files run beside this one) may take long: no timing is asserted. */
+const SLOW = { timeout: 20_000 };
 
 /** The main thread's tasks while `act` runs and until the frame after `shown` holds, from a trace. */
 interface Tasks {
@@ -76,19 +78,19 @@ test(`one interaction's main-thread time at ${NOTES.toLocaleString("en")} notes`
   await openList(page, "Big list");
   const size = () => page.getByTestId("notes").getAttribute("data-size");
   await expect.poll(size, { timeout: 300_000, interval: 1_000 }).toBe(String(NOTES));
-  await expect.poll(() => waiting(page)).toBe("0 waiting");
+  await expect.poll(() => waiting(page), SLOW).toBe("0 waiting");
+  await expect.poll(() => page.getByTestId("status").textContent(), SLOW).toMatch(/^Synced at /);
   console.log(`notes-web: the first sync and render of ${NOTES} notes took ${Date.now() - loaded} ms`);
   // The first sync said how far it had got.
   const statuses = await page.evaluate(() => (globalThis as unknown as { statusSeen: string[] }).statusSeen);
   expect(statuses.some((text) => /^Loading your notes… [\d,]+ so far$/.test(text)), statuses.join(" | ")).toBe(true);
-  expect(statuses.at(-1)).toMatch(/^Synced at /);
 
   const figures: Record<string, Tasks[]> = { done: [], rename: [], add: [] };
   for (let round = 0; round < ROUNDS; round++) {
     const note = page.locator(`[data-note='big-${round * 7}']`);
     const box = note.getByRole("checkbox");
     figures.done!.push(
-      await mainThread(page, () => box.click(), () => expect.poll(() => note.evaluate((li) => li.classList.contains("done"))).toBe(true)),
+      await mainThread(page, () => box.click(), () => expect.poll(() => note.evaluate((li) => li.classList.contains("done")), SLOW).toBe(true)),
     );
     const title = `Renamed ${round}`;
     figures.rename!.push(
@@ -99,7 +101,7 @@ test(`one interaction's main-thread time at ${NOTES.toLocaleString("en")} notes`
           await page.getByTestId("rename").fill(title);
           await page.getByTestId("rename").press("Enter");
         },
-        () => expect.poll(() => note.locator(".title").textContent()).toBe(title),
+        () => expect.poll(() => note.locator(".title").textContent(), SLOW).toBe(title),
       ),
     );
     const added = `Added ${round}`;
@@ -108,7 +110,7 @@ test(`one interaction's main-thread time at ${NOTES.toLocaleString("en")} notes`
         page,
         () => submit(page, "new-note", { title: added }),
         // A new note goes to the end of the list, off screen: its count shows it.
-        () => expect.poll(size).toBe(String(NOTES + round + 1)),
+        () => expect.poll(size, SLOW).toBe(String(NOTES + round + 1)),
       ),
     );
     await expect.poll(() => waiting(page), { timeout: 30_000 }).toBe("0 waiting");
