@@ -82,6 +82,11 @@ describe("issue 33's defects", () => {
     await expect.poll(() => page.getByTestId("sign-in-error").textContent()).toContain("not a sign-in token");
     await screenshots(page, "sign-in-error");
     expect(await axeViolations(page), "axe-core on the sign-in page").toEqual([]);
+    // An expired token, by link, is refused with the reason.
+    const expired = notes().token("tess", "tess", 1);
+    await new Promise((resolve) => setTimeout(resolve, 2_100));
+    await page.goto(`${notes().url}/#token=${expired}`);
+    await expect.poll(() => page.getByTestId("sign-in-error").textContent()).toContain("That token has expired");
 
     // A token in the right shape whose signature the server refuses (a forged one, or one
     // signed with a secret the server no longer uses).

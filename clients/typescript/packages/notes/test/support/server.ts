@@ -73,9 +73,9 @@ export class NotesServer {
     await listening;
   }
 
-  /** A development token for `user` (owner id `owner`, the user's by default). */
-  token(user: string, owner: string = user): string {
-    const run = spawnSync(this.bin, ["token", "--user", user, "--owner", owner], {
+  /** A development token for `user` (owner id `owner`, the user's by default), valid for `ttlSeconds`. */
+  token(user: string, owner: string = user, ttlSeconds = 3600): string {
+    const run = spawnSync(this.bin, ["token", "--user", user, "--owner", owner, "--ttl", String(ttlSeconds)], {
       env: { ...process.env, ENGINE_SECRET: this.secret },
       encoding: "utf8",
     });
