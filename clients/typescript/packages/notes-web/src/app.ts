@@ -154,6 +154,8 @@ class NoteList {
   constructor(
     private readonly make: (note: Note) => NoteRow,
     private readonly counted: () => void,
+    /** Whether note `id` exists only here so far: its add has not reached the server. */
+    private readonly unsent: (id: string) => boolean,
   ) {
     addEventListener("scroll", () => this.schedule(), { passive: true });
     addEventListener("resize", () => this.schedule());
@@ -238,6 +240,11 @@ class NoteList {
     this.element.dataset.filter = filter;
     this.filtered = undefined;
     this.draw();
+  }
+
+  /** Mark again which drawn notes are not on the server yet (a push or a pull ended). */
+  refreshUnsent(): void {
+    for (const row of this.drawn.values()) row.item.classList.toggle("unsent", this.unsent(row.note.id));
   }
 
   /** Read-only rows (a viewer's): every drawn row changes, which happens when the role does. */
@@ -353,6 +360,7 @@ class NoteList {
     if (row.done.checked !== note.done) row.done.checked = note.done;
     row.item.classList.toggle("done", note.done);
     row.item.classList.toggle("read-only", this.readOnly);
+    row.item.classList.toggle("unsent", this.unsent(note.id));
     setText(row.title, note.title);
     setAttribute(row.done, "aria-label", `Done: ${note.title}`);
     setAttribute(row.rename, "aria-label", `Rename ${note.title}`);
@@ -442,6 +450,8 @@ export class NotesApp {
   private readonly refusedItems: Keyed<QuarantinedEntry>;
   private notesReadOnly = false;
   private listOwned = false;
+  /** `status.pending` at the last render of the status. */
+  private lastPending = -1;
   /** Whether this is the user's first sync on this device: nothing was ever pulled into the store. */
   private readonly firstSync: boolean;
 
@@ -532,7 +542,12 @@ export class NotesApp {
         setAttribute(link, "aria-current", list.id === this.selected ? "page" : null);
       },
     );
-    this.noteList = new NoteList((note) => this.noteRow(note), () => this.renderCounts());
+    this.noteList = new NoteList(
+      (note) => this.noteRow(note),
+      () => this.renderCounts(),
+      // A row with no bucket yet was made only by writes the server has not confirmed.
+      (id) => this.client.bucketsOf("notes", id).length === 0,
+    );
     this.body = new NoteBody(
       (id, update) => this.attempt(this.call.editNoteBody({ id, update })),
       () => this.openNote(undefined),
@@ -875,6 +890,10 @@ export class NotesApp {
     this.statusText.dataset.state = state;
     setText(this.statusText, text);
     setText(this.pending, `${status.pending} waiting`);
+    if (status.pending !== this.lastPending) {
+      this.lastPending = status.pending;
+      this.noteList.refreshUnsent();
+    }
     this.pending.classList.toggle("some", status.pending > 0);
     this.renderSignedOut(status, refused);
     this.refusedItems.show(status.quarantined.map((entry) => [entry.clientMutationId, entry]));

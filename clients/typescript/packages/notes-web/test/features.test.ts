@@ -230,6 +230,10 @@ describe("the notes web app's features", () => {
     await submit(page, "new-note", { title: "Unsent" });
     await expect.poll(() => waiting(page)).toBe("1 waiting");
     expect(await page.getByTestId("pending").getAttribute("class")).toContain("some");
+    // The note that has not reached the server is marked.
+    const unsent = page.locator("[data-testid=note]", { hasText: "Unsent" });
+    await expect.poll(() => unsent.getAttribute("class")).toContain("unsent");
+    await screenshots(page, "offline");
 
     // Signing out with a write that never reached the server asks first; staying keeps it.
     await page.getByTestId("sign-out").click();
@@ -244,6 +248,7 @@ describe("the notes web app's features", () => {
     await context.setOffline(false);
     await expect.poll(() => waiting(page), { timeout: 20_000 }).toBe("0 waiting");
     await expect.poll(() => status.textContent(), { timeout: 20_000 }).toMatch(/^Synced at \d/);
+    await expect.poll(() => unsent.getAttribute("class")).not.toContain("unsent");
 
     // Signed out, the local copy is gone.
     await page.getByTestId("sign-out").click();
