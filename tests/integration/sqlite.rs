@@ -192,3 +192,36 @@ async fn the_jobs_a_push_enqueues_run_once() {
     }
     panic!("the jobs were not recorded done");
 }
+
+/// `listen_notify` carries pings through Postgres: beside a SQLite store, the server refuses to
+/// build, saying why, instead of serving sockets that never hear of other instances' writes.
+#[tokio::test]
+async fn listen_notify_beside_a_sqlite_store_is_refused_at_build() {
+    let scratch = Scratch::new();
+    let built = engine::Server::builder()
+        .app(example_notes::app())
+        .database_url(scratch.url())
+        .auth(engine::auth::BearerTokenAuth::new(SECRET))
+        .realtime(engine::realtime::listen_notify("postgres://postgres@127.0.0.1:5432/postgres"))
+        .build()
+        .await;
+    let Err(err) = built else { panic!("the server built") };
+    let text = err.to_string();
+    assert!(text.contains("through postgres") && text.contains("the store is sqlite"), "{text}");
+}
+
+/// An app whose memberships are raw SQL is refused on SQLite, by name, instead of holding
+/// nobody its buckets.
+#[tokio::test]
+async fn raw_membership_sql_is_refused_on_sqlite() {
+    let scratch = Scratch::new();
+    let mut doc = engine::contract(&example_notes::app());
+    let shared = &mut doc["x-engine"]["syncRules"]["shared"];
+    shared["membership"] =
+        json!({"sql": "SELECT list_id FROM list_members WHERE user_id = $user_id", "reads": ["list_members"]});
+    shared["write"] = json!({});
+    let app = engine::contract::app_from_contract(&doc).unwrap();
+    let path = engine::storage::sqlite_path(&scratch.url()).unwrap();
+    let err = engine::storage::sqlite(path).connect(std::sync::Arc::new(app)).await.unwrap_err().to_string();
+    assert!(err.contains("sync rule `shared`") && err.contains("raw SQL"), "{err}");
+}
