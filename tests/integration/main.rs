@@ -3,6 +3,7 @@
 
 mod support;
 
+mod accounts;
 mod authorization;
 mod blobs;
 mod client;

@@ -26,6 +26,10 @@ pub struct StoreLimits {
     pub page_bytes: usize,
     /// Row bounds of single tables, in place of `row_bytes`.
     pub table_row_bytes: Vec<(String, usize)>,
+    /// The most bytes of bucket keys an actor's stored bucket sets hold (default 16 MiB): past
+    /// it, the sets its cursors named least recently are deleted, and a cursor naming one of
+    /// them starts afresh (`reset`).
+    pub bucket_set_bytes: usize,
 }
 
 impl Default for StoreLimits {
@@ -38,6 +42,7 @@ impl Default for StoreLimits {
             args_depth: 64,
             page_bytes: 4 * 1024 * 1024,
             table_row_bytes: Vec::new(),
+            bucket_set_bytes: 16 * 1024 * 1024,
         }
     }
 }
@@ -91,6 +96,13 @@ impl StoreLimits {
     #[must_use]
     pub fn page_bytes(mut self, bytes: usize) -> Self {
         self.page_bytes = bytes.max(1);
+        self
+    }
+
+    /// These limits with at most `bytes` of bucket keys in an actor's stored bucket sets.
+    #[must_use]
+    pub fn bucket_set_bytes(mut self, bytes: usize) -> Self {
+        self.bucket_set_bytes = bytes.max(1);
         self
     }
 

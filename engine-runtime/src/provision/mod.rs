@@ -196,8 +196,13 @@ fn engine_tables() -> Vec<String> {
         "CREATE INDEX IF NOT EXISTS _engine_clients_updated ON _engine_clients (updated_at)".into(),
         // The bucket sets pull cursors name by digest (too many buckets to write out), and when
         // a cursor last named each: sets unused for the tombstone retention are collected.
-        "CREATE TABLE IF NOT EXISTS _engine_bucket_sets (\n  digest text PRIMARY KEY,\n  buckets text[] NOT NULL,\n  used_at timestamptz NOT NULL DEFAULT now()\n)".into(),
+        "CREATE TABLE IF NOT EXISTS _engine_bucket_sets (\n  digest text PRIMARY KEY,\n  buckets text[] NOT NULL,\n  used_at timestamptz NOT NULL DEFAULT now(),\n  user_id text,\n  bytes integer NOT NULL DEFAULT 0\n)".into(),
         "CREATE INDEX IF NOT EXISTS _engine_bucket_sets_used ON _engine_bucket_sets (used_at)".into(),
+        // Whose set each is, and the bytes of its keys: a user's sets are bounded, the ones
+        // named least recently going first. Sets stored before have no user.
+        "ALTER TABLE _engine_bucket_sets ADD COLUMN IF NOT EXISTS user_id text".into(),
+        "ALTER TABLE _engine_bucket_sets ADD COLUMN IF NOT EXISTS bytes integer NOT NULL DEFAULT 0".into(),
+        "CREATE INDEX IF NOT EXISTS _engine_bucket_sets_user ON _engine_bucket_sets (user_id, used_at)".into(),
         // Raised by a mutation's record when the client's sequence is not where the mutation
         // expected it, so the whole statement (and an insert sent with it) is undone.
         "CREATE OR REPLACE FUNCTION _engine_sequence_moved(client uuid, expected bigint) RETURNS text\nLANGUAGE plpgsql AS $$\nBEGIN\n  RAISE EXCEPTION 'the sequence of client % is not at %', client, expected USING ERRCODE = 'EN409';\nEND\n$$".into(),

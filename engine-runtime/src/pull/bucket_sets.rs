@@ -2,9 +2,12 @@
 //! database so that every instance of a server reads the cursors of the others.
 //!
 //! A set is stored before the first cursor naming it is handed out and never changes (its name
-//! is the digest of its content), so an instance caches the sets it has read or stored. Sets
-//! unused for longer than the tombstone retention are collected with the tombstones: a cursor
-//! that old starts afresh anyway.
+//! is the digest of its user and content), so an instance caches the sets it has read or
+//! stored. Each user's sets are its own, and bounded (`StoreLimits::bucket_set_bytes`): once a
+//! user's sets hold more, the ones a cursor named least recently are deleted, never those the
+//! cursor just sealed names, so a user who replays old cursors with new subsets fills no more
+//! than its bound and costs nobody else anything. Sets unused for longer than the tombstone
+//! retention are collected with the tombstones: a cursor that old starts afresh anyway.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -51,13 +54,20 @@ impl SetCache {
             self.keys -= old.len();
         }
     }
+
+    /// Forget `digest`, deleted from the database.
+    fn remove(&mut self, digest: &SetDigest) {
+        if let Some((old, _)) = self.sets.remove(digest) {
+            self.keys -= old.len();
+        }
+    }
 }
 
+/// Stored sets by digest.
+pub(crate) type Sets = HashMap<SetDigest, Arc<Vec<BucketKey>>>;
+
 /// The sets of `digests` that `cache` holds, and the digests of the others.
-fn cached(
-    cache: &Mutex<SetCache>,
-    digests: Vec<SetDigest>,
-) -> (HashMap<SetDigest, Arc<Vec<BucketKey>>>, Vec<SetDigest>) {
+fn cached(cache: &Mutex<SetCache>, digests: Vec<SetDigest>) -> (Sets, Vec<SetDigest>) {
     let cache = cache.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
     let mut found = HashMap::new();
     let mut missing = Vec::new();
@@ -72,12 +82,14 @@ fn cached(
     (found, missing)
 }
 
-/// The sets `digests` name, from the cache or the database; a set that is not found is absent.
+/// `user`'s sets `digests` names, from the cache or the database; a set that is not found is
+/// absent.
 pub(crate) async fn load(
     conn: &mut PgConnection,
     cache: &Mutex<SetCache>,
+    user: &str,
     digests: Vec<SetDigest>,
-) -> Result<HashMap<SetDigest, Arc<Vec<BucketKey>>>> {
+) -> Result<Sets> {
     let (mut found, missing) = cached(cache, digests);
     if missing.is_empty() {
         return Ok(found);
@@ -87,56 +99,100 @@ pub(crate) async fn load(
             .bind(missing.iter().map(SetDigest::as_str).collect::<Vec<_>>())
             .fetch_all(&mut *conn)
             .await?;
-    keep_stored(cache, &mut found, rows);
+    keep_stored(cache, &mut found, user, rows);
     Ok(found)
 }
 
 /// Add the stored sets `rows` (a digest and its bucket keys) to `found` and to `cache`, each
-/// only when its content has its digest.
+/// only when it is `user`'s and its content has its digest.
 fn keep_stored(
     cache: &Mutex<SetCache>,
-    found: &mut HashMap<SetDigest, Arc<Vec<BucketKey>>>,
+    found: &mut Sets,
+    user: &str,
     rows: impl IntoIterator<Item = (String, Vec<String>)>,
 ) {
     let mut cache = cache.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
     for (stored, buckets) in rows {
         let Ok(buckets) = buckets.iter().map(|b| BucketKey::parse(b)).collect::<Result<Vec<_>, _>>() else { continue };
-        // The name is the content's digest: a set that does not match its name is no set.
-        let digest = SetDigest::of(&buckets);
-        if digest.as_str() != stored {
-            continue;
-        }
+        // The name is the digest of the user and the content: a set that does not match its
+        // name is no set (nor another user's). One stored before sets were each user's is
+        // named by its content alone.
+        let digest =
+            [SetDigest::of(user, &buckets), SetDigest::shared(&buckets)].into_iter().find(|d| d.as_str() == stored);
+        let Some(digest) = digest else { continue };
         let buckets = Arc::new(buckets);
         cache.put(digest.clone(), Arc::clone(&buckets), None);
         found.insert(digest, buckets);
     }
 }
 
-/// Store `sets` and mark them used, before a cursor naming them is handed out (a set this
-/// instance marked within the last hour is left as it is).
+/// Store `new`, `user`'s sets a sealed cursor names that were not stored yet, and mark every
+/// set it names used (one this instance marked within the last hour is left as it is), before
+/// the cursor is handed out. Once `user`'s sets hold more than `bound` bytes of keys, the ones
+/// marked least recently go, except those `named`.
 pub(crate) async fn store(
     conn: &mut PgConnection,
     cache: &Mutex<SetCache>,
-    sets: Vec<(SetDigest, Vec<BucketKey>)>,
+    user: &str,
+    named: &[SetDigest],
+    new: Vec<(SetDigest, Vec<BucketKey>)>,
+    bound: usize,
 ) -> Result<()> {
-    for (digest, buckets) in sets {
-        if cache.lock().unwrap_or_else(std::sync::PoisonError::into_inner).fresh(&digest) {
+    let lock = || cache.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+    let mut stored = false;
+    for (digest, buckets) in new {
+        if lock().fresh(&digest) {
             continue;
         }
         let keys: Vec<&str> = buckets.iter().map(BucketKey::as_str).collect();
+        let bytes: usize = keys.iter().map(|k| k.len()).sum();
         sqlx::query(
-            "INSERT INTO _engine_bucket_sets (digest, buckets) VALUES ($1, $2)
+            "INSERT INTO _engine_bucket_sets (digest, user_id, buckets, bytes) VALUES ($1, $2, $3, $4)
              ON CONFLICT (digest) DO UPDATE SET used_at = now()",
         )
         .bind(digest.as_str())
+        .bind(user)
         .bind(&keys)
+        .bind(i32::try_from(bytes).unwrap_or(i32::MAX))
         .execute(&mut *conn)
         .await?;
-        cache.lock().unwrap_or_else(std::sync::PoisonError::into_inner).put(
-            digest,
-            Arc::new(buckets),
-            Some(Instant::now()),
-        );
+        lock().put(digest, Arc::new(buckets), Some(Instant::now()));
+        stored = true;
+    }
+    for digest in named {
+        let Some(set) = ({
+            let cache = lock();
+            if cache.fresh(digest) { None } else { Some(cache.get(digest)) }
+        }) else {
+            continue;
+        };
+        sqlx::query("UPDATE _engine_bucket_sets SET used_at = now() WHERE digest = $1")
+            .bind(digest.as_str())
+            .execute(&mut *conn)
+            .await?;
+        if let Some(set) = set {
+            lock().put(digest.clone(), set, Some(Instant::now()));
+        }
+    }
+    if stored {
+        let named: Vec<&str> = named.iter().map(SetDigest::as_str).collect();
+        let evicted: Vec<String> = sqlx::query_scalar(
+            "DELETE FROM _engine_bucket_sets WHERE digest IN (
+               SELECT digest FROM (
+                 SELECT digest, sum(bytes) OVER (ORDER BY used_at DESC, digest) AS kept
+                 FROM _engine_bucket_sets WHERE user_id = $1) AS s
+               WHERE kept > $2 AND digest <> ALL($3))
+             RETURNING digest",
+        )
+        .bind(user)
+        .bind(i64::try_from(bound).unwrap_or(i64::MAX))
+        .bind(&named)
+        .fetch_all(&mut *conn)
+        .await?;
+        let mut cache = lock();
+        for digest in evicted {
+            cache.remove(&SetDigest::from_stored(digest));
+        }
     }
     Ok(())
 }

@@ -4,9 +4,11 @@
 //!
 //! The text form is `base64url(JSON).base64url(tag)`, the tag an HMAC-SHA256 (128 bits) of the
 //! JSON and its user under the database's key. A long bucket list is named by the digest of a
-//! stored set ([`SetDigest`]), and a cursor holds at most [`MAX_GROUPS`] groups.
+//! stored set ([`SetDigest`]), less the buckets it leaves out when those are few, and a cursor
+//! holds at most [`MAX_GROUPS`] groups.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
+use std::sync::Arc;
 
 use base64::Engine as _;
 use engine_kernel::BucketKey;
@@ -146,20 +148,39 @@ impl std::fmt::Debug for CursorKey {
     }
 }
 
-/// The name of a stored bucket set: the first 128 bits of the SHA-256 of its keys, in hex.
+/// The name of a stored bucket set: the first 128 bits of the SHA-256 of its user and its keys,
+/// in hex. The user is part of the name, so that each user's sets are its own: what one user
+/// stores or loses to its bound never touches another's.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
 pub(crate) struct SetDigest(String);
 
 impl SetDigest {
-    /// The digest of `buckets` (sorted).
-    pub(crate) fn of(buckets: &[BucketKey]) -> Self {
+    /// The digest of `user`'s set `buckets` (sorted).
+    pub(crate) fn of(user: &str, buckets: &[BucketKey]) -> Self {
         let mut hash = Sha256::new();
+        hash.update(user.as_bytes());
+        hash.update(b"\0");
+        Self::digest(hash, buckets)
+    }
+
+    /// The digest of `buckets` as sets stored without a user were named (before sets were
+    /// each user's own); cursors naming them still open.
+    pub(crate) fn shared(buckets: &[BucketKey]) -> Self {
+        Self::digest(Sha256::new(), buckets)
+    }
+
+    fn digest(mut hash: Sha256, buckets: &[BucketKey]) -> Self {
         for bucket in buckets {
             hash.update(bucket.as_str().as_bytes());
             hash.update(b"\n");
         }
         let digest = hash.finalize();
         SetDigest(digest[..16].iter().map(|b| format!("{b:02x}")).collect())
+    }
+
+    /// A digest as the database holds it.
+    pub(crate) fn from_stored(text: String) -> Self {
+        SetDigest(text)
     }
 
     pub(crate) fn as_str(&self) -> &str {
@@ -190,6 +211,10 @@ struct WrittenGroup {
     /// Or the digest of their stored set.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     s: Option<SetDigest>,
+    /// With `s`: the buckets of the stored set the group leaves out (a subset pull's parked
+    /// group, a group that lost buckets), written out.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    x: Option<Vec<BucketKey>>,
     r: u64,
     t: TombstonePosition,
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -214,9 +239,20 @@ impl Opened {
     ) -> Result<Cursor, Undecodable> {
         let mut groups = Vec::with_capacity(self.0.g.len());
         for group in self.0.g {
-            let buckets = match (group.b, group.s) {
-                (Some(buckets), None) => buckets,
-                (None, Some(digest)) => lookup(&digest).ok_or(Undecodable)?,
+            let buckets = match (group.b, group.s, group.x) {
+                (Some(buckets), None, None) => buckets,
+                (None, Some(digest), None) => lookup(&digest).ok_or(Undecodable)?,
+                (None, Some(digest), Some(left_out)) => {
+                    let set = lookup(&digest).ok_or(Undecodable)?;
+                    let set_len = set.len();
+                    let left_out: std::collections::BTreeSet<BucketKey> = left_out.into_iter().collect();
+                    let buckets: Vec<BucketKey> = set.into_iter().filter(|b| !left_out.contains(b)).collect();
+                    // Each bucket left out is one of the set's, and some are left in.
+                    if buckets.is_empty() || buckets.len() + left_out.len() != set_len {
+                        return Err(Undecodable);
+                    }
+                    buckets
+                }
                 _ => return Err(Undecodable),
             };
             groups.push(Group { buckets, rows: group.r, tombstones: group.t, walk: group.w });
@@ -245,6 +281,7 @@ impl Cursor {
         let well_formed = written.g.iter().all(|g| {
             g.b.as_ref().is_none_or(|b| !b.is_empty())
                 && g.s.as_ref().is_none_or(SetDigest::is_well_formed)
+                && g.x.as_ref().is_none_or(|x| !x.is_empty() && x.len() <= MAX_LISTED)
                 && g.t.id >= 0
                 && g.w
                     .as_ref()
@@ -257,23 +294,39 @@ impl Cursor {
         Ok(Opened(written))
     }
 
-    /// The text form of the cursor for `user` under `key`, and the bucket sets it names by digest
-    /// (to be stored before the cursor is handed out).
-    pub(crate) fn seal(&self, key: &CursorKey, user: &str) -> (String, Vec<(SetDigest, Vec<BucketKey>)>) {
-        let mut stored = Vec::new();
+    /// The text form of the cursor for `user` under `key`, with the sets it names by digest.
+    ///
+    /// A group whose buckets are too many to write out is named by a set of `known` (the sets
+    /// the pull's own cursor named) when it is one, or one of them less a few buckets: so a
+    /// group a pull did not change, or parked, or took buckets out of, stores nothing. Only a
+    /// group that is none of these is a new set, to be stored before the cursor is handed out.
+    pub(crate) fn seal(&self, key: &CursorKey, user: &str, known: &HashMap<SetDigest, Arc<Vec<BucketKey>>>) -> Sealed {
+        let mut named = Vec::new();
+        let mut new = Vec::new();
         let groups = self
             .groups
             .iter()
             .map(|group| {
-                let listed: usize = group.buckets.iter().map(|b| b.as_str().len() + 3).sum();
-                let (b, s) = if listed <= MAX_LISTED {
-                    (Some(group.buckets.clone()), None)
-                } else {
-                    let digest = SetDigest::of(&group.buckets);
-                    stored.push((digest.clone(), group.buckets.clone()));
-                    (None, Some(digest))
-                };
-                WrittenGroup { b, s, r: group.rows, t: group.tombstones, w: group.walk.clone() }
+                let (r, t, w) = (group.rows, group.tombstones, group.walk.clone());
+                if listed(&group.buckets) <= MAX_LISTED {
+                    return WrittenGroup { b: Some(group.buckets.clone()), s: None, x: None, r, t, w };
+                }
+                let digest = SetDigest::of(user, &group.buckets);
+                if known.contains_key(&digest) {
+                    named.push(digest.clone());
+                    return WrittenGroup { b: None, s: Some(digest), x: None, r, t, w };
+                }
+                let base = known
+                    .iter()
+                    .filter_map(|(digest, set)| Some((digest, left_out(set, &group.buckets)?)))
+                    .min_by_key(|(digest, out)| (listed(out), (*digest).clone()));
+                if let Some((digest, out)) = base {
+                    named.push(digest.clone());
+                    return WrittenGroup { b: None, s: Some(digest.clone()), x: Some(out), r, t, w };
+                }
+                named.push(digest.clone());
+                new.push((digest.clone(), group.buckets.clone()));
+                WrittenGroup { b: None, s: Some(digest), x: None, r, t, w }
             })
             .collect();
         let json =
@@ -281,13 +334,51 @@ impl Cursor {
         let engine = base64::engine::general_purpose::URL_SAFE_NO_PAD;
         let payload = engine.encode(json);
         let tag = key.tag(user, payload.as_bytes()).finalize().into_bytes();
-        (format!("{payload}.{}", engine.encode(&tag[..16])), stored)
+        named.sort();
+        named.dedup();
+        Sealed { text: format!("{payload}.{}", engine.encode(&tag[..16])), named, new }
     }
 
     /// Every bucket of the cursor.
     pub(crate) fn buckets(&self) -> impl Iterator<Item = &BucketKey> {
         self.groups.iter().flat_map(|g| g.buckets.iter())
     }
+}
+
+/// A sealed cursor.
+#[derive(Debug)]
+pub(crate) struct Sealed {
+    /// The text form.
+    pub(crate) text: String,
+    /// Every stored set it names, the new ones included.
+    pub(crate) named: Vec<SetDigest>,
+    /// The sets it names that were not known: to be stored before the cursor is handed out.
+    pub(crate) new: Vec<(SetDigest, Vec<BucketKey>)>,
+}
+
+/// The bytes `buckets` take written out in a cursor's JSON.
+fn listed(buckets: &[BucketKey]) -> usize {
+    buckets.iter().map(|b| b.as_str().len() + 3).sum()
+}
+
+/// The buckets of `set` that `group` leaves out, when `group` lies in `set` and they can be
+/// written out (both sorted); `None` otherwise.
+fn left_out(set: &[BucketKey], group: &[BucketKey]) -> Option<Vec<BucketKey>> {
+    // Every left-out bucket is written out, in at least 4 bytes.
+    if set.len() < group.len() || set.len() - group.len() > MAX_LISTED / 4 {
+        return None;
+    }
+    let mut out = Vec::new();
+    let mut rest = group.iter().peekable();
+    for bucket in set {
+        match rest.peek() {
+            Some(&next) if next == bucket => {
+                rest.next();
+            }
+            _ => out.push(bucket.clone()),
+        }
+    }
+    (rest.next().is_none() && !out.is_empty() && listed(&out) <= MAX_LISTED).then_some(out)
 }
 
 #[cfg(test)]
@@ -319,8 +410,9 @@ mod tests {
             vec![Group::fresh(vec![BucketKey::new("own", &["a"])], 42)],
             BTreeMap::from([("own".into(), "v1".into())]),
         );
-        let (text, stored) = cursor.seal(&key(), "alice");
-        assert!(stored.is_empty(), "a short bucket list is written out");
+        let sealed = cursor.seal(&key(), "alice", &HashMap::new());
+        let text = sealed.text;
+        assert!(sealed.new.is_empty() && sealed.named.is_empty(), "a short bucket list is written out");
         assert_eq!(open(&text, "alice").unwrap(), cursor);
         assert!(open(&text, "bob").is_err(), "another user's cursor does not open");
         assert!(Cursor::open(&text, &CursorKey::new(b"another database"), "alice").is_err());
@@ -339,13 +431,51 @@ mod tests {
         let buckets: Vec<BucketKey> =
             (0..10_000).map(|i| BucketKey::new("shared", &[format!("list-{i:05}")])).collect();
         let cursor = Cursor::new(vec![Group::fresh(buckets.clone(), 7)], BTreeMap::new());
-        let (text, stored) = cursor.seal(&key(), "alice");
+        let sealed = cursor.seal(&key(), "alice", &HashMap::new());
+        let text = sealed.text;
         assert!(text.len() < 1024, "{} bytes", text.len());
-        assert_eq!(stored, vec![(SetDigest::of(&buckets), buckets.clone())]);
+        let digest = SetDigest::of("alice", &buckets);
+        assert_eq!(sealed.new, vec![(digest.clone(), buckets.clone())]);
+        assert_eq!(sealed.named, vec![digest.clone()]);
+        assert_ne!(digest, SetDigest::of("bob", &buckets), "a set is its user's");
         let opened = Cursor::open(&text, &key(), "alice").unwrap();
-        assert_eq!(opened.stored_sets().collect::<Vec<_>>(), vec![&SetDigest::of(&buckets)]);
-        let resolved = opened.resolve(|d| (d == &stored[0].0).then(|| buckets.clone())).unwrap();
+        assert_eq!(opened.stored_sets().collect::<Vec<_>>(), vec![&digest]);
+        let resolved = opened.resolve(|d| (d == &digest).then(|| buckets.clone())).unwrap();
         assert_eq!(resolved, cursor);
         assert!(open(&text, "alice").is_err(), "a set that is not found makes no cursor");
+
+        // Sealed again with the set known, it stores nothing.
+        let known = HashMap::from([(digest.clone(), Arc::new(buckets.clone()))]);
+        let again = cursor.seal(&key(), "alice", &known);
+        assert!(again.new.is_empty());
+        assert_eq!(again.named, vec![digest.clone()]);
+    }
+
+    #[test]
+    fn a_group_that_leaves_a_few_buckets_of_a_known_set_out_names_that_set() {
+        let buckets: Vec<BucketKey> = (0..100).map(|i| BucketKey::new("shared", &[format!("list-{i:05}")])).collect();
+        let digest = SetDigest::of("alice", &buckets);
+        let known = HashMap::from([(digest.clone(), Arc::new(buckets.clone()))]);
+        // A subset pull of ten buckets: the rest is parked, the ten walked apart.
+        let (asked, parked): (Vec<BucketKey>, Vec<BucketKey>) =
+            buckets.iter().cloned().partition(|b| b.as_str().ends_with('7'));
+        let cursor =
+            Cursor::new(vec![Group::fresh(parked.clone(), 7), Group::fresh(asked.clone(), 9)], BTreeMap::new());
+        let sealed = cursor.seal(&key(), "alice", &known);
+        assert!(sealed.new.is_empty(), "nothing stored: {:?}", sealed.new);
+        assert_eq!(sealed.named, vec![digest.clone()]);
+        let resolved =
+            Cursor::open(&sealed.text, &key(), "alice").unwrap().resolve(|d| (d == &digest).then(|| buckets.clone()));
+        assert_eq!(resolved.unwrap(), cursor);
+
+        // Too many left out to write: a new set.
+        let half: Vec<BucketKey> = buckets[..50].to_vec();
+        let sealed = Cursor::new(vec![Group::fresh(half.clone(), 7)], BTreeMap::new()).seal(&key(), "alice", &known);
+        assert_eq!(sealed.new, vec![(SetDigest::of("alice", &half), half)]);
+        // A bucket the known set lacks: a new set too.
+        let mut more = buckets.clone();
+        more.push(BucketKey::new("shared", &["zz"]));
+        let sealed = Cursor::new(vec![Group::fresh(more.clone(), 7)], BTreeMap::new()).seal(&key(), "alice", &known);
+        assert_eq!(sealed.new.len(), 1);
     }
 }

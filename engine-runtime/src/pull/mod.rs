@@ -28,8 +28,7 @@ mod walk;
 #[cfg(test)]
 mod tests;
 
-use std::collections::HashMap;
-use std::sync::{Arc, Mutex};
+use std::sync::Mutex;
 
 use engine_kernel::rules::buckets::RuleIndex;
 use engine_kernel::wire::PullRequest;
@@ -44,6 +43,7 @@ pub(crate) use start::PullStart;
 use crate::core::{Clock, Core, StoreLimits};
 use crate::error::{Error, Result};
 use crate::pg::sql;
+use bucket_sets::Sets;
 use cursor::{Cursor, CursorKey, Group, SetDigest, TombstonePosition, Walk};
 use page::Page;
 
@@ -136,19 +136,22 @@ async fn pull_on(
     )
     .await?;
     tx.commit().await?;
-    bucket_sets::store(conn, &pulls.bucket_sets, taken.sets).await?;
+    let bound = core.limits.bucket_set_bytes;
+    bucket_sets::store(conn, &pulls.bucket_sets, &actor.user_id, &taken.named, taken.new, bound).await?;
     Ok(taken.pulled)
 }
 
 /// What a pull reads of its store within its snapshot, one implementation per backend: Postgres
 /// here ([`PgSnapshot`]), SQLite in `sqlite.rs`.
 trait Snapshot: Send {
-    /// The bucket sets `digests` name, from `cache` or the store; a set not found is absent.
+    /// `user`'s bucket sets `digests` names, from `cache` or the store; a set not found is
+    /// absent.
     fn load_sets(
         &mut self,
         cache: &Mutex<bucket_sets::SetCache>,
+        user: &str,
         digests: Vec<SetDigest>,
-    ) -> impl Future<Output = Result<HashMap<SetDigest, Arc<Vec<BucketKey>>>>> + Send;
+    ) -> impl Future<Output = Result<Sets>> + Send;
     /// Take the tombstones of `group` below `to` into `page`; whether all were taken.
     fn tombstones(
         &mut self,
@@ -171,10 +174,12 @@ struct Reading<'a> {
     pub(crate) sets: &'a Mutex<bucket_sets::SetCache>,
 }
 
-/// A page taken, and the bucket sets its cursor names, to be stored before it is answered.
+/// A page taken, and the bucket sets its cursor names: those not stored yet are to be stored,
+/// and all marked used, before it is answered.
 struct Taken {
     pub(crate) pulled: Pulled,
-    pub(crate) sets: Vec<(SetDigest, Vec<BucketKey>)>,
+    pub(crate) named: Vec<SetDigest>,
+    pub(crate) new: Vec<(SetDigest, Vec<BucketKey>)>,
 }
 
 /// The page of a pull whose snapshot `snapshot` began with `start` (`docs/design.md` §3): the
@@ -192,16 +197,17 @@ async fn take_page<S: Snapshot>(
     if start.held.len() > reading.limits.buckets_per_actor {
         return Err(Error::TooManyBuckets { held: start.held.len(), limit: reading.limits.buckets_per_actor });
     }
-    let (mut cursor, mut reset) = match request.cursor.as_deref() {
-        None => (Cursor::default(), false),
+    let (mut cursor, mut sets, mut reset) = match request.cursor.as_deref() {
+        None => (Cursor::default(), Sets::new(), false),
         Some(text) => match open_cursor(snapshot, reading, &actor.user_id, text).await? {
-            Some(cursor) => (cursor, false),
-            None => (Cursor::default(), true),
+            Some((cursor, sets)) => (cursor, sets, false),
+            None => (Cursor::default(), Sets::new(), true),
         },
     };
     if plan::needs_reset(&cursor, gc_horizon) {
         // Tombstones this client still needs were collected: start its buckets afresh.
         cursor = Cursor::default();
+        sets.clear();
         reset = true;
     }
     let rules = reading.rules;
@@ -224,34 +230,35 @@ async fn take_page<S: Snapshot>(
         .flat_map(|g| g.buckets.iter().map(|b| b.rule()))
         .filter_map(|rule| Some((rule.to_owned(), rules.version(rule)?.to_owned())))
         .collect();
-    let (cursor, sets) = Cursor::new(groups, versions).seal(reading.key, &actor.user_id);
+    let sealed = Cursor::new(groups, versions).seal(reading.key, &actor.user_id, &sets);
 
     // The server's clock reads past every stamp this page delivers, so the client's next
     // writes order after them, whichever instance stamped them.
     let server_hlc = reading.clock.tick_after(page.newest().as_ref());
     let mut pulled = page.finish();
     pulled.removed_buckets = removed_buckets;
-    pulled.cursor = cursor;
+    pulled.cursor = sealed.text;
     pulled.has_more = has_more;
     pulled.reset = reset;
     pulled.last_mutation_id = start.last_mutation_id;
     pulled.synced_mutation_id = Some(start.synced_mutation_id);
     pulled.server_hlc = Some(server_hlc);
-    Ok(Taken { pulled, sets })
+    Ok(Taken { pulled, named: sealed.named, new: sealed.new })
 }
 
-/// The cursor `text`, opened and its stored bucket sets looked up; `None` when it is not a
+/// The cursor `text`, opened, with the stored bucket sets it names; `None` when it is not a
 /// cursor of this database for this user, or names a set that is gone.
 async fn open_cursor<S: Snapshot>(
     snapshot: &mut S,
     reading: &Reading<'_>,
     user: &str,
     text: &str,
-) -> Result<Option<Cursor>> {
+) -> Result<Option<(Cursor, Sets)>> {
     let Ok(opened) = Cursor::open(text, reading.key, user) else { return Ok(None) };
     let digests: Vec<SetDigest> = opened.stored_sets().cloned().collect();
-    let sets = if digests.is_empty() { Default::default() } else { snapshot.load_sets(reading.sets, digests).await? };
-    Ok(opened.resolve(|digest| sets.get(digest).map(|set| set.as_ref().clone())).ok())
+    let sets = if digests.is_empty() { Sets::new() } else { snapshot.load_sets(reading.sets, user, digests).await? };
+    let cursor = opened.resolve(|digest| sets.get(digest).map(|set| set.as_ref().clone())).ok();
+    Ok(cursor.map(|cursor| (cursor, sets)))
 }
 
 /// Take what `group` has below `horizon` into `page`, as far as it has room: tombstones up to
@@ -281,9 +288,10 @@ impl Snapshot for PgSnapshot<'_> {
     async fn load_sets(
         &mut self,
         cache: &Mutex<bucket_sets::SetCache>,
+        user: &str,
         digests: Vec<SetDigest>,
-    ) -> Result<HashMap<SetDigest, Arc<Vec<BucketKey>>>> {
-        bucket_sets::load(self.conn, cache, digests).await
+    ) -> Result<Sets> {
+        bucket_sets::load(self.conn, cache, user, digests).await
     }
 
     async fn tombstones(&mut self, group: &mut Group, to: u64, page: &mut Page<'_>) -> Result<bool> {

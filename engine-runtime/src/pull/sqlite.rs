@@ -5,8 +5,8 @@
 //! ([`take_page`]: the same cursor, plan, groups and page), from this snapshot's tombstones
 //! and walk; the bucket sets its cursor names are stored by the writer.
 
-use std::collections::{BTreeSet, HashMap};
-use std::sync::{Arc, Mutex};
+use std::collections::BTreeSet;
+use std::sync::Mutex;
 
 use engine_kernel::rules::buckets::RuleIndex;
 use engine_kernel::wire::PullRequest;
@@ -14,7 +14,7 @@ use engine_kernel::{Actor, App, BucketKey, Row, SqlType, TableMeta};
 use serde_json::Value;
 use sqlx::{Connection, SqliteConnection};
 
-use super::bucket_sets::{self, SetCache};
+use super::bucket_sets::{self, SetCache, Sets};
 use super::cursor::{Group, SetDigest, TombstonePosition};
 use super::page::Page;
 use super::{PullStart, PullState, Reading, Snapshot, page_limit, take_page, walk};
@@ -56,7 +56,7 @@ pub(crate) async fn pull(
             .await?;
     tx.commit().await?;
     drop(conn);
-    bucket_sets::sqlite::store(&mut *store.db.writer().await, &pulls.bucket_sets, taken.sets).await?;
+    bucket_sets::sqlite::store(&mut *store.db.writer().await, &pulls.bucket_sets, &taken.named, taken.new).await?;
     Ok(taken.pulled)
 }
 
@@ -99,12 +99,8 @@ struct SqliteSnapshot<'c> {
 }
 
 impl Snapshot for SqliteSnapshot<'_> {
-    async fn load_sets(
-        &mut self,
-        cache: &Mutex<SetCache>,
-        digests: Vec<SetDigest>,
-    ) -> Result<HashMap<SetDigest, Arc<Vec<BucketKey>>>> {
-        bucket_sets::sqlite::load(self.conn, cache, digests).await
+    async fn load_sets(&mut self, cache: &Mutex<SetCache>, user: &str, digests: Vec<SetDigest>) -> Result<Sets> {
+        bucket_sets::sqlite::load(self.conn, cache, user, digests).await
     }
 
     async fn tombstones(&mut self, group: &mut Group, to: u64, page: &mut Page<'_>) -> Result<bool> {

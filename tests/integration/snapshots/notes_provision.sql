@@ -64,10 +64,18 @@ CREATE INDEX IF NOT EXISTS _engine_clients_updated ON _engine_clients (updated_a
 CREATE TABLE IF NOT EXISTS _engine_bucket_sets (
   digest text PRIMARY KEY,
   buckets text[] NOT NULL,
-  used_at timestamptz NOT NULL DEFAULT now()
+  used_at timestamptz NOT NULL DEFAULT now(),
+  user_id text,
+  bytes integer NOT NULL DEFAULT 0
 );
 
 CREATE INDEX IF NOT EXISTS _engine_bucket_sets_used ON _engine_bucket_sets (used_at);
+
+ALTER TABLE _engine_bucket_sets ADD COLUMN IF NOT EXISTS user_id text;
+
+ALTER TABLE _engine_bucket_sets ADD COLUMN IF NOT EXISTS bytes integer NOT NULL DEFAULT 0;
+
+CREATE INDEX IF NOT EXISTS _engine_bucket_sets_user ON _engine_bucket_sets (user_id, used_at);
 
 CREATE OR REPLACE FUNCTION _engine_sequence_moved(client uuid, expected bigint) RETURNS text
 LANGUAGE plpgsql AS $$

@@ -1,7 +1,6 @@
 //! The bucket sets and the cursor key on SQLite, as on Postgres: a set is stored under its
 //! digest before the first cursor naming it is handed out, and cached once read or stored.
 
-use std::collections::HashMap;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Instant;
 
@@ -9,15 +8,17 @@ use engine_kernel::BucketKey;
 use engine_sqlite::Sql;
 use sqlx::SqliteConnection;
 
-use super::{CursorKey, SetCache, SetDigest, cached, keep_stored};
+use super::{CursorKey, SetCache, SetDigest, Sets, cached, keep_stored};
 use crate::error::{Error, Result};
 
-/// The sets `digests` name, from the cache or the file; a set that is not found is absent.
+/// `user`'s sets `digests` names, from the cache or the file; a set that is not found is
+/// absent.
 pub(crate) async fn load(
     conn: &mut SqliteConnection,
     cache: &Mutex<SetCache>,
+    user: &str,
     digests: Vec<SetDigest>,
-) -> Result<HashMap<SetDigest, Arc<Vec<BucketKey>>>> {
+) -> Result<Sets> {
     let (mut found, missing) = cached(cache, digests);
     if missing.is_empty() {
         return Ok(found);
@@ -31,18 +32,20 @@ pub(crate) async fn load(
     let rows: Vec<(String, String)> = sql.build_query_as().fetch_all(&mut *conn).await?;
     // Each set is stored as the JSON array of its keys.
     let rows = rows.into_iter().filter_map(|(digest, keys)| Some((digest, serde_json::from_str(&keys).ok()?)));
-    keep_stored(cache, &mut found, rows);
+    keep_stored(cache, &mut found, user, rows);
     Ok(found)
 }
 
-/// Store `sets` and mark them used (a set this process marked within the last hour is left as
-/// it is).
+/// Store `new`, the sets a sealed cursor names that were not stored yet, and mark every set it
+/// names used (a set this process marked within the last hour is left as it is). One process
+/// serves the file, for one app's users: their sets are not bounded per user here.
 pub(crate) async fn store(
     conn: &mut SqliteConnection,
     cache: &Mutex<SetCache>,
-    sets: Vec<(SetDigest, Vec<BucketKey>)>,
+    named: &[SetDigest],
+    new: Vec<(SetDigest, Vec<BucketKey>)>,
 ) -> Result<()> {
-    for (digest, buckets) in sets {
+    for (digest, buckets) in new {
         if cache.lock().unwrap_or_else(PoisonError::into_inner).fresh(&digest) {
             continue;
         }
@@ -57,6 +60,23 @@ pub(crate) async fn store(
         .execute(&mut *conn)
         .await?;
         cache.lock().unwrap_or_else(PoisonError::into_inner).put(digest, Arc::new(buckets), Some(Instant::now()));
+    }
+    for digest in named {
+        let set = {
+            let cache = cache.lock().unwrap_or_else(PoisonError::into_inner);
+            if cache.fresh(digest) {
+                continue;
+            }
+            cache.get(digest)
+        };
+        sqlx::query("UPDATE _engine_bucket_sets SET used_at = ? WHERE digest = ?")
+            .bind(crate::sqlite::now_ms())
+            .bind(digest.as_str())
+            .execute(&mut *conn)
+            .await?;
+        if let Some(set) = set {
+            cache.lock().unwrap_or_else(PoisonError::into_inner).put(digest.clone(), set, Some(Instant::now()));
+        }
     }
     Ok(())
 }

@@ -1,0 +1,119 @@
+//! What one account does stays its own, over real HTTP: the bucket sets its pulls store are
+//! bounded and spare every other account's.
+
+use reqwest::StatusCode;
+use serde_json::{Value, json};
+
+use crate::support::actors::{applied, count, device, push};
+use crate::support::{TestDb, TestServer};
+
+/// A server of the notes app whose store has `limits`.
+async fn server_with(db: &TestDb, limits: engine::server::storage::StoreLimits) -> TestServer {
+    let pool = db.pool.clone();
+    TestServer::start(db, move |b| b.storage(engine::storage::postgres("unused").pool(pool).limits(limits))).await
+}
+
+/// A pull of `user` from `cursor`, of `buckets` when given: the page.
+async fn pull(server: &TestServer, user: &str, cursor: Option<&str>, buckets: Option<&[String]>) -> Value {
+    let mut body = json!({"clientId": device(user).1});
+    if let Some(cursor) = cursor {
+        body["cursor"] = cursor.into();
+    }
+    if let Some(buckets) = buckets {
+        body["buckets"] = json!(buckets);
+    }
+    let response = server.post("/sync/pull", Some(user), body.to_string()).await;
+    assert_eq!(response.status(), StatusCode::OK);
+    response.json().await.unwrap()
+}
+
+/// Every page of `user`'s pull from scratch: the last cursor.
+async fn pull_all(server: &TestServer, user: &str) -> String {
+    let mut cursor: Option<String> = None;
+    loop {
+        let page = pull(server, user, cursor.as_deref(), None).await;
+        cursor = page["cursor"].as_str().map(str::to_owned);
+        if page["hasMore"] != true {
+            return cursor.unwrap();
+        }
+    }
+}
+
+/// `lists` lists of bob's with ids long enough that a cursor names their buckets by a stored
+/// set, each shared with alice: their ids.
+async fn shared_lists(db: &TestDb, lists: usize) -> Vec<String> {
+    let ids: Vec<String> = (0..lists).map(|i| format!("a-list-with-a-long-enough-id-{i:03}")).collect();
+    let mut sql = String::new();
+    for id in &ids {
+        sql.push_str(&format!(
+            "INSERT INTO lists VALUES ('{id}', 'bob', 't', false);
+             INSERT INTO list_members VALUES ('{id}', 'bob', 'bob', 'owner');
+             INSERT INTO list_members VALUES ('{id}', 'alice', 'bob', 'editor');"
+        ));
+    }
+    sqlx::raw_sql(sqlx::AssertSqlSafe(sql)).execute(&db.pool).await.unwrap();
+    ids
+}
+
+/// A write of carol's, which moves the horizon on, and every commit so far visible to pulls.
+async fn move_on(server: &TestServer, id: u64) {
+    applied(&push(server, "carol", id, "create_list", json!({"title": "t"})).await);
+    server.settle().await;
+}
+
+#[tokio::test]
+async fn replaying_a_cursor_with_other_subsets_stores_no_bucket_set() {
+    let db = TestDb::new().await;
+    let server = TestServer::start(&db, |b| b).await;
+    let lists = shared_lists(&db, 40).await;
+    let cursor = pull_all(&server, "alice").await;
+    let stored = count(&db, "SELECT count(*) FROM _engine_bucket_sets").await;
+    assert_eq!(stored, 1, "40 buckets are one stored set");
+
+    // The same cursor, each time with another one-bucket subset, while the horizon moves on:
+    // the parked rest names the stored set less one bucket.
+    for (i, list) in lists.iter().enumerate().take(20) {
+        move_on(&server, i as u64 + 1).await;
+        let page = pull(&server, "alice", Some(&cursor), Some(&[format!("shared/{list}")])).await;
+        assert_eq!(page["reset"], false);
+    }
+    let stored = count(&db, "SELECT count(*) FROM _engine_bucket_sets").await;
+    assert_eq!(stored, 1, "no set is stored for a parked group");
+}
+
+#[tokio::test]
+async fn an_accounts_stored_bucket_sets_are_bounded_and_spare_everyone_elses() {
+    let db = TestDb::new().await;
+    let limits = engine::server::storage::StoreLimits::default().bucket_set_bytes(8 * 1024);
+    let server = server_with(&db, limits).await;
+    let lists = shared_lists(&db, 60).await;
+    // Bob holds the same 60 lists (and his own bucket): his cursor names a set of his.
+    let bob = pull_all(&server, "bob").await;
+    let cursor = pull_all(&server, "alice").await;
+    let keys = |user: &str| {
+        format!(
+            "SELECT coalesce(sum(cardinality(buckets)), 0)::bigint FROM _engine_bucket_sets WHERE buckets @> ARRAY['own/{user}']"
+        )
+    };
+    let bobs = count(&db, &keys("bob")).await;
+    assert!(bobs > 0, "bob's cursor names a stored set");
+
+    // Alice walks one bucket at a time, each pull from the last one's cursor: the group left
+    // behind loses a bucket each time, and past what a cursor writes out is a new set.
+    let mut cursor = cursor;
+    for (i, list) in lists.iter().enumerate() {
+        move_on(&server, i as u64 + 1).await;
+        let page = pull(&server, "alice", Some(&cursor), Some(&[format!("shared/{list}")])).await;
+        cursor = page["cursor"].as_str().unwrap().to_owned();
+    }
+    // Her sets hold at most the bound's worth of keys (about 37 bytes each), and the ones her
+    // last cursor names.
+    let alices = count(&db, &keys("alice")).await;
+    assert!(alices <= 2 * 8 * 1024 / 37, "alice's sets hold {alices} keys");
+    let page = pull(&server, "alice", Some(&cursor), None).await;
+    assert_eq!(page["reset"], false, "her last cursor still opens");
+    // Bob's set is his own: whatever alice stored, it is there and his cursor opens.
+    assert_eq!(count(&db, &keys("bob")).await, bobs);
+    let page = pull(&server, "bob", Some(&bob), None).await;
+    assert_eq!(page["reset"], false, "bob's cursor still opens");
+}
