@@ -117,3 +117,53 @@ async fn an_accounts_stored_bucket_sets_are_bounded_and_spare_everyone_elses() {
     let page = pull(&server, "bob", Some(&bob), None).await;
     assert_eq!(page["reset"], false, "bob's cursor still opens");
 }
+
+/// The pages of `user`'s pull from `cursor` until `hasMore` is false: every tombstone's key and
+/// every change's row id, the buckets removed, and the last cursor.
+async fn pull_on(server: &TestServer, user: &str, cursor: &str) -> (Vec<Value>, Vec<Value>, Vec<Value>, String) {
+    let (mut tombstones, mut rows, mut removed) = (Vec::new(), Vec::new(), Vec::new());
+    let mut cursor = cursor.to_owned();
+    loop {
+        let page = pull(server, user, Some(&cursor), None).await;
+        assert_eq!(page["reset"], false);
+        tombstones.extend(page["tombstones"].as_array().unwrap().iter().map(|t| t["key"]["id"].clone()));
+        rows.extend(page["changes"].as_array().unwrap().iter().map(|c| c["row"]["id"].clone()));
+        removed.extend(page["removedBuckets"].as_array().unwrap().iter().cloned());
+        cursor = page["cursor"].as_str().unwrap().to_owned();
+        if page["hasMore"] != true {
+            return (tombstones, rows, removed, cursor);
+        }
+    }
+}
+
+#[tokio::test]
+async fn an_old_cursor_of_a_bucket_granted_again_tells_nothing_deleted_meanwhile() {
+    let db = TestDb::new().await;
+    let server = TestServer::start(&db, |b| b).await;
+    applied(&push(&server, "bob", 1, "create_list", json!({"title": "trip"})).await);
+    let list: String =
+        sqlx::query_scalar("SELECT id FROM lists WHERE title = 'trip'").fetch_one(&db.pool).await.unwrap();
+    let share = json!({"list_id": list, "user_id": "alice", "role": "editor"});
+    applied(&push(&server, "bob", 2, "share_list", share.clone()).await);
+    applied(&push(&server, "bob", 3, "add_note", json!({"list_id": list, "title": "seen"})).await);
+    server.settle().await;
+    let old = pull_all(&server, "alice").await;
+
+    // Alice is out of the list while bob writes a note and deletes it, then shared it again.
+    applied(&push(&server, "bob", 4, "unshare_list", json!({"list_id": list, "user_id": "alice"})).await);
+    applied(&push(&server, "bob", 5, "add_note", json!({"list_id": list, "title": "secret"})).await);
+    let secret: String =
+        sqlx::query_scalar("SELECT id FROM notes WHERE title = 'secret'").fetch_one(&db.pool).await.unwrap();
+    applied(&push(&server, "bob", 6, "delete_note", json!({"id": secret})).await);
+    applied(&push(&server, "bob", 7, "share_list", share).await);
+    server.settle().await;
+
+    // Her cursor from before she was out: the list starts afresh, and no tombstone names the
+    // note she never could read.
+    let (tombstones, rows, removed, _) = pull_on(&server, "alice", &old).await;
+    assert!(!tombstones.contains(&Value::from(secret.clone())), "the deleted note's key: {tombstones:?}");
+    assert_eq!(removed, vec![Value::from(format!("shared/{list}"))], "the list is resynced");
+    let seen: String =
+        sqlx::query_scalar("SELECT id FROM notes WHERE title = 'seen'").fetch_one(&db.pool).await.unwrap();
+    assert!(rows.contains(&Value::from(seen)), "and sent again from its start: {rows:?}");
+}

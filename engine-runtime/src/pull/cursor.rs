@@ -46,6 +46,10 @@ pub(crate) struct Group {
     pub(crate) tombstones: TombstonePosition,
     /// The walk delivering the rows from `rows` on, when one is under way.
     pub(crate) walk: Option<Walk>,
+    /// The newest membership (the transaction that last wrote the oldest row giving a bucket)
+    /// its buckets were known to be held through when the group started: a bucket held through
+    /// a newer one than this and the tombstone position was granted again since.
+    pub(crate) granted: u64,
 }
 
 /// A walk through a group's rows of the transactions from the group's `rows` up to `to`:
@@ -109,7 +113,7 @@ impl Group {
     /// A group of buckets the client has just started to hold: every row from the beginning,
     /// and tombstones from now on only (the client holds nothing older of these buckets).
     pub(crate) fn fresh(buckets: Vec<BucketKey>, horizon: u64) -> Self {
-        Group { buckets, rows: 0, tombstones: TombstonePosition::at(horizon), walk: None }
+        Group { buckets, rows: 0, tombstones: TombstonePosition::at(horizon), walk: None, granted: 0 }
     }
 
     /// Whether the group has everything below `horizon`.
@@ -219,6 +223,12 @@ struct WrittenGroup {
     t: TombstonePosition,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     w: Option<Walk>,
+    #[serde(default, skip_serializing_if = "is_zero")]
+    m: u64,
+}
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
 }
 
 /// A cursor whose tag checked out, before the bucket sets it names are looked up.
@@ -255,7 +265,7 @@ impl Opened {
                 }
                 _ => return Err(Undecodable),
             };
-            groups.push(Group { buckets, rows: group.r, tombstones: group.t, walk: group.w });
+            groups.push(Group { buckets, rows: group.r, tombstones: group.t, walk: group.w, granted: group.m });
         }
         Ok(Cursor { groups, rules: self.0.r })
     }
@@ -307,14 +317,14 @@ impl Cursor {
             .groups
             .iter()
             .map(|group| {
-                let (r, t, w) = (group.rows, group.tombstones, group.walk.clone());
+                let (r, t, w, m) = (group.rows, group.tombstones, group.walk.clone(), group.granted);
                 if listed(&group.buckets) <= MAX_LISTED {
-                    return WrittenGroup { b: Some(group.buckets.clone()), s: None, x: None, r, t, w };
+                    return WrittenGroup { b: Some(group.buckets.clone()), s: None, x: None, r, t, w, m };
                 }
                 let digest = SetDigest::of(user, &group.buckets);
                 if known.contains_key(&digest) {
                     named.push(digest.clone());
-                    return WrittenGroup { b: None, s: Some(digest), x: None, r, t, w };
+                    return WrittenGroup { b: None, s: Some(digest), x: None, r, t, w, m };
                 }
                 let base = known
                     .iter()
@@ -322,11 +332,11 @@ impl Cursor {
                     .min_by_key(|(digest, out)| (listed(out), (*digest).clone()));
                 if let Some((digest, out)) = base {
                     named.push(digest.clone());
-                    return WrittenGroup { b: None, s: Some(digest.clone()), x: Some(out), r, t, w };
+                    return WrittenGroup { b: None, s: Some(digest.clone()), x: Some(out), r, t, w, m };
                 }
                 named.push(digest.clone());
                 new.push((digest.clone(), group.buckets.clone()));
-                WrittenGroup { b: None, s: Some(digest), x: None, r, t, w }
+                WrittenGroup { b: None, s: Some(digest), x: None, r, t, w, m }
             })
             .collect();
         let json =

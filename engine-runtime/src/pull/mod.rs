@@ -211,7 +211,8 @@ async fn take_page<S: Snapshot>(
         reset = true;
     }
     let rules = reading.rules;
-    let mut plan = plan::plan(cursor, &start.held, request.buckets.as_deref(), |rule| rules.version(rule), horizon)?;
+    let subset = request.buckets.as_deref();
+    let mut plan = plan::plan(cursor, &start.held, &start.since, subset, |rule| rules.version(rule), horizon)?;
 
     let asked = std::mem::take(&mut plan.asked);
     let mut page = Page::new(rules, &asked, limit, reading.limits.page_bytes);

@@ -4,7 +4,7 @@
 //! resynced; and once the page is taken, the groups the next cursor holds. No I/O: every
 //! decision here has a row in that table and a unit test.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 
 use engine_kernel::BucketKey;
 
@@ -21,7 +21,8 @@ pub(crate) struct Plan {
     pub(crate) parked: Vec<Group>,
     /// Buckets that leave the cursor, reported in `removedBuckets`: lost, or resynced.
     pub(crate) removed: Vec<BucketKey>,
-    /// Buckets whose rule selects other rows than when the cursor was written.
+    /// Buckets whose rule selects other rows than when the cursor was written, or that the
+    /// actor holds through a membership written after the cursor's position (regained).
     pub(crate) resynced: BTreeSet<BucketKey>,
     /// The buckets whose rows and tombstones the page may take.
     pub(crate) asked: BTreeSet<BucketKey>,
@@ -33,11 +34,14 @@ pub(crate) fn needs_reset(cursor: &Cursor, tombstone_horizon: u64) -> bool {
     cursor.groups.iter().any(|g| g.tombstones.xid < tombstone_horizon)
 }
 
-/// The plan of a pull at `horizon`: `held` are the buckets the actor holds, `subset` the
-/// request's `buckets` (all held when none), `version` each rule's digest now.
+/// The plan of a pull at `horizon`: `held` are the buckets the actor holds, `since` for those
+/// held through membership rows of a synced table the transaction that last wrote the oldest of
+/// them (the actor has held the bucket since, perhaps not before), `subset` the request's
+/// `buckets` (all held when none), `version` each rule's digest now.
 pub(crate) fn plan<'r>(
     cursor: Cursor,
     held: &BTreeSet<BucketKey>,
+    since: &BTreeMap<BucketKey, u64>,
     subset: Option<&[BucketKey]>,
     version: impl Fn(&str) -> Option<&'r str>,
     horizon: u64,
@@ -59,14 +63,25 @@ pub(crate) fn plan<'r>(
         .filter(|(rule, digest)| version(rule) != Some(digest.as_str()))
         .map(|(rule, _)| rule.as_str())
         .collect();
-    let resynced: BTreeSet<BucketKey> =
-        cursor.buckets().filter(|b| changed_rules.contains(b.rule()) && held.contains(b)).cloned().collect();
+    // A bucket held through a membership written after its group's tombstone position may have
+    // been lost and regained meanwhile: tombstones from that position would tell the keys of
+    // rows deleted while the actor was out. It is resynced too, and starts afresh.
+    let regained = |group: &Group, bucket: &BucketKey| {
+        since.get(bucket).is_some_and(|&s| s > group.tombstones.xid.max(group.granted))
+    };
+    let resynced: BTreeSet<BucketKey> = cursor
+        .groups
+        .iter()
+        .flat_map(|g| g.buckets.iter().map(move |b| (g, b)))
+        .filter(|&(g, b)| held.contains(b) && (changed_rules.contains(b.rule()) || regained(g, b)))
+        .map(|(_, b)| b.clone())
+        .collect();
+    let known: BTreeSet<BucketKey> = cursor.buckets().cloned().collect();
     let asked: BTreeSet<BucketKey> = asked.difference(&resynced).cloned().collect();
     let kept: BTreeSet<BucketKey> = held.difference(&resynced).cloned().collect();
 
     // Buckets the actor lost leave the cursor and are reported; held buckets a subset pull did
     // not ask for stay in the cursor where they were, untouched.
-    let known: BTreeSet<BucketKey> = cursor.buckets().cloned().collect();
     let removed: Vec<BucketKey> = known.difference(&kept).cloned().collect();
     let mut walked: Vec<Group> = Vec::new();
     let mut parked: Vec<Group> = Vec::new();
@@ -82,7 +97,9 @@ pub(crate) fn plan<'r>(
     }
     let fresh: Vec<BucketKey> = asked.difference(&known).cloned().collect();
     if !fresh.is_empty() {
-        walked.push(Group::fresh(fresh, horizon));
+        // Its buckets are held through these memberships now: one newer was granted later.
+        let granted = fresh.iter().filter_map(|b| since.get(b)).copied().max().unwrap_or(0);
+        walked.push(Group { granted, ..Group::fresh(fresh, horizon) });
     }
     walked.sort_by_key(|g| (g.rows, g.tombstones));
     Ok(Plan { walked, parked, removed, resynced, asked })
@@ -122,6 +139,7 @@ fn bound_groups(mut groups: Vec<Group>) -> Vec<Group> {
         earlier.buckets.sort();
         earlier.buckets.dedup();
         earlier.tombstones = earlier.tombstones.min(later.tombstones);
+        earlier.granted = earlier.granted.max(later.granted);
         // A walk's position is its buckets' own: the merged group walks again from its start.
         earlier.walk = None;
     }
@@ -135,6 +153,7 @@ fn merge_groups(groups: Vec<Group>) -> Vec<Group> {
         let same = |g: &Group| g.rows == group.rows && g.tombstones == group.tombstones;
         match merged.iter_mut().find(|g| g.walk.is_none() && group.walk.is_none() && same(g)) {
             Some(existing) => {
+                existing.granted = existing.granted.max(group.granted);
                 existing.buckets.extend(group.buckets);
                 existing.buckets.sort();
                 existing.buckets.dedup();

@@ -1,7 +1,7 @@
 //! What a pull reads in its first statement, which fixes its snapshot: the horizon, the
 //! tombstone horizon, the client's sequence and every bucket the actor holds, in one round trip.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 
 use engine_kernel::{Actor, BucketKey};
 use sqlx::PgConnection;
@@ -21,6 +21,9 @@ pub(crate) struct PullStart {
     pub(crate) synced_mutation_id: u64,
     /// Every bucket the actor holds, in the pull's snapshot.
     pub(crate) held: BTreeSet<BucketKey>,
+    /// For a bucket held through rows of a synced membership table, the transaction that last
+    /// wrote the oldest of them: the actor has held it since.
+    pub(crate) since: BTreeMap<BucketKey, u64>,
 }
 
 /// For a pull transaction, in its first statement: the horizon (at least `at_least`, from
@@ -54,7 +57,7 @@ pub(crate) async fn read_pull_start(
     sql.push(" FROM h");
     let (horizon, gc, last, synced, held): (String, Option<String>, Option<i64>, Option<i64>, String) =
         sql.build_query_as().fetch_one(conn).await?;
-    let held = held::held_from_json(&core.app, &core.memberships, actor, &held)?;
+    let (held, since) = held::held_from_json(&core.app, &core.memberships, actor, &held)?;
     let horizon: u64 = sql::xid(&horizon)?;
     floor.raise(horizon);
     let id = |n: Option<i64>| n.map_or(0, |n| u64::try_from(n).unwrap_or(0));
@@ -64,5 +67,6 @@ pub(crate) async fn read_pull_start(
         last_mutation_id: id(last),
         synced_mutation_id: id(synced),
         held,
+        since,
     })
 }

@@ -224,7 +224,8 @@ fn tombstones_come_in_transaction_order_across_a_digit_boundary() {
         let rules = app.rule_index();
         let bucket = engine_kernel::BucketKey::parse("shared/l").unwrap();
         let requested = std::collections::BTreeSet::from([bucket.clone()]);
-        let mut group = Group { buckets: vec![bucket], rows: 0, tombstones: TombstonePosition::at(1), walk: None };
+        let mut group =
+            Group { buckets: vec![bucket], rows: 0, tombstones: TombstonePosition::at(1), walk: None, granted: 0 };
         let mut seen = Vec::new();
         let mut conn = db.pool.acquire().await.unwrap();
         // A page of one entry at a time: each page goes on from where the last ended.

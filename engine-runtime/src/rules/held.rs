@@ -2,7 +2,7 @@
 //! query filtered by the actor's claims, evaluated per request inside the caller's transaction
 //! (so a mutation sees its own writes).
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 
 use engine_kernel::rules::buckets::{claim_bucket, claim_text};
 use engine_kernel::rules::{ConstFilter, FilterValue, Membership, MembershipFilter, ParamSource, RawPiece, RuleMeta};
@@ -25,8 +25,9 @@ pub(crate) struct MembershipQuery {
 
 #[derive(Debug, Clone)]
 enum Source {
-    /// Rows of a membership table matching its filters.
-    Table { table: &'static TableMeta, filters: &'static [MembershipFilter] },
+    /// Rows of a membership table matching its filters; `tracked` when the table is synced, so
+    /// its rows carry the transaction that last wrote them (`_engine_xid`).
+    Table { table: &'static TableMeta, filters: &'static [MembershipFilter], tracked: bool },
     /// Raw SQL, split at its actor placeholders.
     Raw(Vec<RawPiece<'static>>),
 }
@@ -37,9 +38,11 @@ pub(crate) fn compile(app: &App) -> Vec<MembershipQuery> {
     for rule in app.sync_rules().rules {
         let source = match rule.membership {
             None => continue,
-            Some(Membership::Table { table, filters }) => {
-                Source::Table { table: app.table(table).expect("the app lists every rule table"), filters }
-            }
+            Some(Membership::Table { table, filters }) => Source::Table {
+                table: app.table(table).expect("the app lists every rule table"),
+                filters,
+                tracked: !app.rule_index().selections(table).is_empty(),
+            },
             Some(Membership::Raw { sql, .. }) => match engine_kernel::rules::split_raw_sql(sql) {
                 Ok(pieces) => Source::Raw(pieces),
                 Err(bad) => {
@@ -77,7 +80,7 @@ impl MembershipQuery {
     /// `EXISTS (…)`: some live membership row grants bucket `key` (to anyone); `None` for a raw
     /// query, or a key that does not fit the rule.
     pub(crate) fn push_any_grant(&self, sql: &mut Sql, key: &BucketKey) -> Option<()> {
-        let Source::Table { table, filters } = &self.source else { return None };
+        let Source::Table { table, filters, .. } = &self.source else { return None };
         let params = key.params();
         if params.len() != self.rule.parameters.len() {
             return None;
@@ -118,6 +121,19 @@ impl MembershipQuery {
     /// bucket of the rule `actor` holds, through a membership row matching one of `write` when
     /// given; `None` when the actor lacks a claim the query needs (it then holds none of them).
     fn memberships(&self, sql: &mut Sql, actor: &Actor, write: Option<&[&[ConstFilter]]>) -> Option<()> {
+        self.memberships_since(sql, actor, write, false)
+    }
+
+    /// [`memberships`](Self::memberships), and with `since` a last column `since`: for a synced
+    /// membership table, the transaction that last wrote the oldest row giving the bucket (the
+    /// actor has held it since then), as text; null otherwise.
+    fn memberships_since(
+        &self,
+        sql: &mut Sql,
+        actor: &Actor,
+        write: Option<&[&[ConstFilter]]>,
+        since: bool,
+    ) -> Option<()> {
         let parameters: Vec<String> = self
             .rule
             .parameters
@@ -129,9 +145,16 @@ impl MembershipQuery {
             .enumerate()
             .map(|(i, name)| format!("{}::text AS p{i}", column("m", name)))
             .collect();
-        sql.push(format_args!("SELECT DISTINCT {} FROM ", parameters.join(", ")));
+        let grouped = since && matches!(self.source, Source::Table { tracked: true, .. });
+        if grouped {
+            sql.push(format_args!("SELECT {}, min(m._engine_xid)::text AS since FROM ", parameters.join(", ")));
+        } else if since {
+            sql.push(format_args!("SELECT DISTINCT {}, NULL::text AS since FROM ", parameters.join(", ")));
+        } else {
+            sql.push(format_args!("SELECT DISTINCT {} FROM ", parameters.join(", ")));
+        }
         match &self.source {
-            Source::Table { table, filters } => {
+            Source::Table { table, filters, .. } => {
                 sql.push(format_args!("{} AS m WHERE true", ident(table.name)));
                 for filter in *filters {
                     sql.push(format_args!(" AND {} = ", column("m", filter.column)));
@@ -162,6 +185,10 @@ impl MembershipQuery {
                         .chain(std::iter::once("false".to_owned()))
                         .collect();
                     sql.push(format_args!(" AND ({})", alternatives.join(" OR ")));
+                }
+                if grouped {
+                    let columns: Vec<String> = (1..=parameters.len()).map(|i| i.to_string()).collect();
+                    sql.push(format_args!(" GROUP BY {}", columns.join(", ")));
                 }
             }
             Source::Raw(_) if write.is_some() => return None,
@@ -410,15 +437,16 @@ fn bucket_of_values(
 }
 
 /// Every bucket `actor` holds through the membership `queries`, as one scalar subquery pushed
-/// into `sql`: the text of a JSON array of `[query, parameter…]`, one per membership, however
-/// many membership rules the app has. [`held_from_json`] reads it back.
+/// into `sql`: the text of a JSON array of `[query, parameter…, since]`, one per bucket, however
+/// many membership rules the app has (`since` as [`memberships_since`](MembershipQuery::memberships_since)
+/// gives it). [`held_from_json`] reads it back.
 pub(crate) fn push_held_json(sql: &mut Sql, queries: &[MembershipQuery], actor: &Actor) {
     sql.push("(SELECT coalesce(json_agg(held.x), '[]')::text FROM (");
     let mut parts = 0;
     for (index, query) in queries.iter().enumerate() {
         // A query that needs a claim the actor lacks holds nothing (and stops part-way through
         // writing itself, so it is tried on a statement of its own first).
-        if query.memberships(&mut Sql::new(""), actor, None).is_none() {
+        if query.memberships_since(&mut Sql::new(""), actor, None, true).is_none() {
             continue;
         }
         if parts > 0 {
@@ -426,8 +454,8 @@ pub(crate) fn push_held_json(sql: &mut Sql, queries: &[MembershipQuery], actor: 
         }
         let count = query.rule.parameters.iter().filter(|p| matches!(p.source, ParamSource::Membership { .. })).count();
         let columns: String = (0..count).map(|p| format!(", q.p{p}")).collect();
-        sql.push(format_args!("SELECT json_build_array({index}{columns}) AS x FROM ("));
-        let _ = query.memberships(sql, actor, None);
+        sql.push(format_args!("SELECT json_build_array({index}{columns}, q.since) AS x FROM ("));
+        let _ = query.memberships_since(sql, actor, None, true);
         sql.push(") AS q");
         parts += 1;
     }
@@ -438,13 +466,14 @@ pub(crate) fn push_held_json(sql: &mut Sql, queries: &[MembershipQuery], actor: 
 }
 
 /// The buckets `actor` holds: the claim buckets of the rules without memberships, and those of
-/// [`push_held_json`]'s answer `json`.
+/// [`push_held_json`]'s answer `json`; and for each bucket held through a synced membership
+/// table, the transaction since which it is held.
 pub(crate) fn held_from_json(
     app: &App,
     queries: &[MembershipQuery],
     actor: &Actor,
     json: &str,
-) -> Result<BTreeSet<BucketKey>> {
+) -> Result<(BTreeSet<BucketKey>, BTreeMap<BucketKey, u64>)> {
     let mut held: BTreeSet<BucketKey> = app
         .sync_rules()
         .rules
@@ -452,13 +481,19 @@ pub(crate) fn held_from_json(
         .filter(|r| r.membership.is_none())
         .filter_map(|r| claim_bucket(r, actor))
         .collect();
+    let mut since = BTreeMap::new();
     let rows: Vec<Vec<serde_json::Value>> = serde_json::from_str(json)
         .map_err(|err| crate::error::Error::internal(format!("reading the actor's memberships: {err}")))?;
     for row in rows {
-        let Some((index, values)) = row.split_first() else { continue };
+        let Some((index, rest)) = row.split_first() else { continue };
+        let Some((written, values)) = rest.split_last() else { continue };
         let Some(query) = index.as_u64().and_then(|i| queries.get(usize::try_from(i).ok()?)) else { continue };
         let values = values.iter().map(|v| v.as_str().map(str::to_owned));
-        held.extend(bucket_of_values(query.rule, actor, values));
+        let Some(bucket) = bucket_of_values(query.rule, actor, values) else { continue };
+        if let Some(xid) = written.as_str().and_then(|x| x.parse::<u64>().ok()) {
+            since.insert(bucket.clone(), xid);
+        }
+        held.insert(bucket);
     }
-    Ok(held)
+    Ok((held, since))
 }

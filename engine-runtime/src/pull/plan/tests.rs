@@ -39,7 +39,8 @@ const HORIZON: u64 = 100;
 
 #[test]
 fn a_held_bucket_in_the_cursor_and_asked_for_is_walked_on_from_its_position() {
-    let plan = plan(cursor(vec![at(40, &[own("a")])]), &held(&[own("a")]), None, same_rules, HORIZON).unwrap();
+    let plan = plan(cursor(vec![at(40, &[own("a")])]), &held(&[own("a")]), &BTreeMap::new(), None, same_rules, HORIZON)
+        .unwrap();
     assert_eq!(plan.walked, vec![at(40, &[own("a")])]);
     assert!(plan.parked.is_empty() && plan.removed.is_empty() && plan.resynced.is_empty());
     assert_eq!(plan.asked, held(&[own("a")]));
@@ -49,16 +50,61 @@ fn a_held_bucket_in_the_cursor_and_asked_for_is_walked_on_from_its_position() {
 fn a_held_bucket_in_the_cursor_a_subset_did_not_ask_for_is_parked_where_it_was() {
     let groups = vec![at(40, &[own("a"), shared("l")])];
     let asked = [shared("l")];
-    let plan = plan(cursor(groups), &held(&[own("a"), shared("l")]), Some(&asked), same_rules, HORIZON).unwrap();
+    let plan =
+        plan(cursor(groups), &held(&[own("a"), shared("l")]), &BTreeMap::new(), Some(&asked), same_rules, HORIZON)
+            .unwrap();
     assert_eq!(plan.walked, vec![at(40, &[shared("l")])]);
     assert_eq!(plan.parked, vec![at(40, &[own("a")])], "its position is kept");
     assert!(plan.removed.is_empty());
 }
 
 #[test]
+fn a_bucket_held_through_a_membership_written_after_its_groups_position_is_resynced() {
+    let groups = vec![at(40, &[own("a"), shared("l")])];
+    let all = held(&[own("a"), shared("l")]);
+    // Lost and granted again (or its membership changed) at 60: it leaves the cursor, reported.
+    let since = BTreeMap::from([(shared("l"), 60)]);
+    let planned = plan(cursor(groups.clone()), &all, &since, None, same_rules, HORIZON).unwrap();
+    assert_eq!(planned.walked, vec![at(40, &[own("a")])]);
+    assert_eq!(planned.removed, vec![shared("l")]);
+    assert_eq!(planned.resynced, held(&[shared("l")]));
+    assert!(has_more(&planned, HORIZON), "the next pull starts it afresh");
+    // Held through a membership from before the group's position: it goes on.
+    let since = BTreeMap::from([(shared("l"), 40)]);
+    let planned = plan(cursor(groups), &all, &since, None, same_rules, HORIZON).unwrap();
+    assert_eq!(planned.walked, vec![at(40, &[own("a"), shared("l")])]);
+    assert!(planned.removed.is_empty());
+    // The fresh group of the next pull is past the membership: it is not resynced again.
+    let next = vec![at(40, &[own("a")]), Group { granted: 60, ..Group::fresh(vec![shared("l")], 50) }];
+    let since = BTreeMap::from([(shared("l"), 60)]);
+    let planned = plan(cursor(next), &all, &since, None, same_rules, HORIZON).unwrap();
+    assert!(planned.resynced.is_empty() && planned.removed.is_empty());
+}
+
+#[test]
+fn a_fresh_group_notes_the_memberships_its_buckets_are_held_through() {
+    let all = held(&[own("a"), shared("l")]);
+    // Granted by a transaction not below the horizon yet (one older still runs).
+    let since = BTreeMap::from([(shared("l"), HORIZON + 5)]);
+    let planned = plan(cursor(vec![at(40, &[own("a")])]), &all, &since, None, same_rules, HORIZON).unwrap();
+    let fresh = Group { granted: HORIZON + 5, ..Group::fresh(vec![shared("l")], HORIZON) };
+    assert_eq!(planned.walked, vec![fresh.clone(), at(40, &[own("a")])]);
+    // The next pull finds it held through that same membership: it goes on.
+    let planned = plan(cursor(vec![at(40, &[own("a")]), fresh]), &all, &since, None, same_rules, HORIZON).unwrap();
+    assert!(planned.resynced.is_empty() && planned.removed.is_empty());
+}
+
+#[test]
 fn a_held_bucket_new_to_the_cursor_joins_a_fresh_group() {
-    let plan =
-        plan(cursor(vec![at(40, &[own("a")])]), &held(&[own("a"), shared("l")]), None, same_rules, HORIZON).unwrap();
+    let plan = plan(
+        cursor(vec![at(40, &[own("a")])]),
+        &held(&[own("a"), shared("l")]),
+        &BTreeMap::new(),
+        None,
+        same_rules,
+        HORIZON,
+    )
+    .unwrap();
     let fresh = Group::fresh(vec![shared("l")], HORIZON);
     assert_eq!(fresh.rows, 0, "rows from the beginning");
     assert_eq!(fresh.tombstones, TombstonePosition::at(HORIZON), "tombstones from the horizon");
@@ -68,9 +114,15 @@ fn a_held_bucket_new_to_the_cursor_joins_a_fresh_group() {
 #[test]
 fn a_held_bucket_new_to_the_cursor_a_subset_did_not_ask_for_stays_out_of_it() {
     let asked = [own("a")];
-    let plan =
-        plan(cursor(vec![at(40, &[own("a")])]), &held(&[own("a"), shared("l")]), Some(&asked), same_rules, HORIZON)
-            .unwrap();
+    let plan = plan(
+        cursor(vec![at(40, &[own("a")])]),
+        &held(&[own("a"), shared("l")]),
+        &BTreeMap::new(),
+        Some(&asked),
+        same_rules,
+        HORIZON,
+    )
+    .unwrap();
     assert_eq!(plan.walked, vec![at(40, &[own("a")])]);
     assert!(plan.parked.is_empty(), "nothing to park: the cursor never had it");
     assert!(!next_groups(plan).iter().any(|g| g.buckets.contains(&shared("l"))));
@@ -79,7 +131,7 @@ fn a_held_bucket_new_to_the_cursor_a_subset_did_not_ask_for_stays_out_of_it() {
 #[test]
 fn a_bucket_no_longer_held_leaves_the_cursor_and_is_reported_removed() {
     let groups = vec![at(40, &[own("a"), shared("l")])];
-    let plan = plan(cursor(groups), &held(&[own("a")]), None, same_rules, HORIZON).unwrap();
+    let plan = plan(cursor(groups), &held(&[own("a")]), &BTreeMap::new(), None, same_rules, HORIZON).unwrap();
     assert_eq!(plan.removed, vec![shared("l")]);
     assert_eq!(plan.walked, vec![at(40, &[own("a")])]);
     assert!(next_groups(plan).iter().all(|g| !g.buckets.contains(&shared("l"))));
@@ -91,7 +143,7 @@ fn a_bucket_whose_rule_changed_is_resynced_whether_asked_or_not() {
     let groups = vec![at(40, &[own("a"), shared("l"), shared("m")])];
     let all = held(&[own("a"), shared("l"), shared("m")]);
     for subset in [None, Some(&[own("a"), shared("l")][..])] {
-        let plan = plan(cursor(groups.clone()), &all, subset, changed, HORIZON).unwrap();
+        let plan = plan(cursor(groups.clone()), &all, &BTreeMap::new(), subset, changed, HORIZON).unwrap();
         assert_eq!(plan.resynced, held(&[shared("l"), shared("m")]), "{subset:?}");
         assert_eq!(plan.removed, vec![shared("l"), shared("m")], "reported removed: {subset:?}");
         assert_eq!(plan.walked, vec![at(40, &[own("a")])], "not walked now: {subset:?}");
@@ -102,13 +154,15 @@ fn a_bucket_whose_rule_changed_is_resynced_whether_asked_or_not() {
 #[test]
 fn a_bucket_asked_for_and_not_held_refuses_the_pull() {
     let asked = [shared("theirs")];
-    let refused = plan(cursor(vec![]), &held(&[own("a")]), Some(&asked), same_rules, HORIZON).unwrap_err();
+    let refused =
+        plan(cursor(vec![]), &held(&[own("a")]), &BTreeMap::new(), Some(&asked), same_rules, HORIZON).unwrap_err();
     assert!(matches!(&refused, Error::Forbidden(why) if why.contains("shared/theirs")), "{refused:?}");
 }
 
 #[test]
 fn a_first_pull_walks_every_held_bucket_in_one_fresh_group() {
-    let plan = plan(Cursor::default(), &held(&[own("a"), shared("l")]), None, same_rules, HORIZON).unwrap();
+    let plan =
+        plan(Cursor::default(), &held(&[own("a"), shared("l")]), &BTreeMap::new(), None, same_rules, HORIZON).unwrap();
     assert_eq!(plan.walked, vec![Group::fresh(vec![own("a"), shared("l")], HORIZON)]);
     assert!(plan.removed.is_empty() && plan.parked.is_empty());
     assert!(has_more(&plan, HORIZON), "nothing delivered yet");
@@ -133,7 +187,9 @@ fn a_walk_begun_at_a_later_horizon_waits_for_a_pull_that_has_seen_it() {
 
 #[test]
 fn a_caught_up_pull_has_no_more() {
-    let plan = plan(cursor(vec![at(HORIZON, &[own("a")])]), &held(&[own("a")]), None, same_rules, HORIZON).unwrap();
+    let plan =
+        plan(cursor(vec![at(HORIZON, &[own("a")])]), &held(&[own("a")]), &BTreeMap::new(), None, same_rules, HORIZON)
+            .unwrap();
     assert!(!has_more(&plan, HORIZON));
     assert!(has_more(&plan, HORIZON + 1), "a later commit is more");
 }
