@@ -167,3 +167,35 @@ async fn an_old_cursor_of_a_bucket_granted_again_tells_nothing_deleted_meanwhile
         sqlx::query_scalar("SELECT id FROM notes WHERE title = 'seen'").fetch_one(&db.pool).await.unwrap();
     assert!(rows.contains(&Value::from(seen)), "and sent again from its start: {rows:?}");
 }
+
+#[tokio::test]
+async fn the_notes_app_bounds_what_one_member_puts_into_every_members_sync() {
+    let db = TestDb::new().await;
+    let server = server_with(&db, example_notes::store_limits()).await;
+    applied(&push(&server, "bob", 1, "create_list", json!({"title": "trip"})).await);
+    let list: String =
+        sqlx::query_scalar("SELECT id FROM lists WHERE title = 'trip'").fetch_one(&db.pool).await.unwrap();
+    applied(
+        &push(&server, "bob", 2, "share_list", json!({"list_id": list, "user_id": "alice", "role": "editor"})).await,
+    );
+    applied(&push(&server, "bob", 3, "add_note", json!({"list_id": list, "title": "a note"})).await);
+
+    // A title of 100 kB, in a new note and in one that exists, and a list's title of 10 kB.
+    let long = "x".repeat(100_000);
+    let refused = [
+        push(&server, "bob", 4, "add_note", json!({"list_id": list, "title": long})).await,
+        push(&server, "bob", 5, "create_list", json!({"title": "y".repeat(10_000)})).await,
+    ];
+    for result in refused {
+        assert_eq!(result["status"], "rejected", "{result}");
+        assert_eq!(result["error"]["code"], "validation_failed", "{result}");
+        assert!(result["error"]["detail"].as_str().unwrap().contains("at most"), "names the bound: {result}");
+    }
+    let note: String = sqlx::query_scalar("SELECT id FROM notes").fetch_one(&db.pool).await.unwrap();
+    let update = push(&server, "bob", 6, "update_note", json!({"id": note, "title": long})).await;
+    assert_eq!(update["error"]["code"], "validation_failed", "{update}");
+    // What alice's first sync carries stays small.
+    server.settle().await;
+    let page = pull(&server, "alice", None, None).await;
+    assert!(page.to_string().len() < 8 * 1024, "a first sync of {} bytes", page.to_string().len());
+}

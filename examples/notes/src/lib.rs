@@ -101,6 +101,18 @@ pub mod rules {
     }
 }
 
+/// The store bounds the notes app serves with: each table's rows bounded to what the app
+/// writes in them (a list's title, a membership, a note's title and collaborative body), not the
+/// engine's 1 MiB. A member's rows reach every other member of the list, whose first sync would
+/// otherwise carry whatever one member wrote (20 notes of 1 MB titles were 20 MB for each).
+#[cfg(feature = "server")]
+pub fn store_limits() -> engine::server::storage::StoreLimits {
+    engine::server::storage::StoreLimits::default()
+        .table_row_bytes("lists", 4 * 1024)
+        .table_row_bytes("list_members", 2 * 1024)
+        .table_row_bytes("notes", 64 * 1024)
+}
+
 /// The notes app.
 pub fn app() -> engine::App {
     use mutators::*;

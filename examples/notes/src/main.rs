@@ -152,7 +152,7 @@ async fn serve() -> Result<(), String> {
     }
     let builder = engine::Server::builder()
         .app(example_notes::app())
-        .database_url(database_url.clone())
+        .storage(engine::storage::postgres(database_url.clone()).limits(example_notes::store_limits()))
         .auth(BearerTokenAuth::new(secret))
         .limits(limits)
         .jobs(example_notes::jobs::jobs())
