@@ -196,6 +196,12 @@ pub struct StreamLimits {
     /// Sockets from one address that may be waiting for their `auth` frame at once; more are
     /// refused `429` at the upgrade.
     pub unauthenticated_per_address: usize,
+    /// Presences one actor may hold on one server instance, over all its sockets and buckets: a
+    /// `track` beyond closes its socket (`too_many_presences`).
+    pub presences_per_actor: usize,
+    /// Presences one bucket may hold on one server instance: a `track` into a full bucket is
+    /// not announced (the socket stays open).
+    pub presences_per_bucket: usize,
 }
 
 /// The longest [`StreamLimits::ping_window`].
@@ -213,6 +219,8 @@ impl Default for StreamLimits {
             ping_window: Duration::from_millis(10),
             first_frame_bytes: 16 * 1024,
             unauthenticated_per_address: 32,
+            presences_per_actor: 64,
+            presences_per_bucket: 128,
         }
     }
 }

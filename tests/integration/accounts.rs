@@ -1,10 +1,16 @@
-//! What one account does stays its own, over real HTTP: the bucket sets its pulls store are
-//! bounded and spare every other account's.
+//! What one account does stays its own, over real HTTP and WebSockets: the bucket sets its
+//! pulls store are bounded and spare every other account's, an old cursor tells nothing of a
+//! time it did not hold a bucket, and what it writes or announces reaches others' devices only
+//! within bounds.
 
+use std::time::Duration;
+
+use engine::limits::StreamLimits;
 use reqwest::StatusCode;
 use serde_json::{Value, json};
 
 use crate::support::actors::{applied, count, device, push};
+use crate::support::ws::{Auth, Ws};
 use crate::support::{TestDb, TestServer};
 
 /// A server of the notes app whose store has `limits`.
@@ -198,4 +204,66 @@ async fn the_notes_app_bounds_what_one_member_puts_into_every_members_sync() {
     server.settle().await;
     let page = pull(&server, "alice", None, None).await;
     assert!(page.to_string().len() < 8 * 1024, "a first sync of {} bytes", page.to_string().len());
+}
+
+/// The metas of every `presence_state` a new socket of `user` gets on connecting.
+async fn presence_on_connect(server: &TestServer, user: &str) -> usize {
+    let token = TestServer::token(user);
+    let mut socket = Ws::connect(server.addr, Auth::Header(&token)).await.unwrap();
+    let frames = socket.drain(Duration::from_millis(500)).await;
+    frames
+        .iter()
+        .filter(|f| f["type"] == "presence_state")
+        .flat_map(|f| f["state"].as_object().unwrap().values())
+        .map(|metas| metas.as_array().unwrap().len())
+        .sum()
+}
+
+#[tokio::test]
+async fn presence_is_bounded_per_actor_and_per_bucket() {
+    let db = TestDb::new().await;
+    let mut limits = StreamLimits::default();
+    limits.presences_per_actor = 4;
+    limits.presences_per_bucket = 3;
+    let server = TestServer::start(&db, |b| b.stream_limits(limits)).await;
+    // Mallory's lists, shared with alice and with mallory's other accounts.
+    let mut sql = String::new();
+    for i in 0..6 {
+        sql.push_str(&format!("INSERT INTO lists VALUES ('m{i}', 'mallory', 't', false);"));
+        for user in ["mallory", "alice", "m1", "m2", "m3"] {
+            sql.push_str(&format!("INSERT INTO list_members VALUES ('m{i}', '{user}', 'mallory', 'editor');"));
+        }
+    }
+    sqlx::raw_sql(sqlx::AssertSqlSafe(sql)).execute(&db.pool).await.unwrap();
+    let meta = json!({"padding": "x".repeat(900)});
+
+    // One account present in every list it holds: past its bound, its socket closes.
+    let token = TestServer::token("mallory");
+    let mut mallory = Ws::connect(server.addr, Auth::Header(&token)).await.unwrap();
+    mallory.drain(Duration::from_millis(300)).await;
+    for i in 0..5 {
+        mallory.send(json!({"type": "track", "bucket": format!("shared/m{i}"), "meta": meta})).await;
+    }
+    let (code, close) = mallory.closed(Duration::from_secs(2)).await;
+    assert_eq!((code.as_deref(), close), (Some("too_many_presences"), Some(1008)));
+
+    // Other accounts fill one list: a presence past its bound is not announced, and the socket
+    // that asked stays open (alice's own included).
+    let mut others = Vec::new();
+    for user in ["m1", "m2", "m3", "alice"] {
+        let token = TestServer::token(user);
+        let mut socket = Ws::connect(server.addr, Auth::Header(&token)).await.unwrap();
+        socket.drain(Duration::from_millis(200)).await;
+        socket.send(json!({"type": "track", "bucket": "shared/m5", "meta": meta})).await;
+        others.push(socket);
+    }
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let present = presence_on_connect(&server, "alice").await;
+    assert!(present <= 3, "alice's new socket is told of {present} presences");
+    let alice = others.last_mut().unwrap();
+    alice.send(json!({"type": "heartbeat"})).await;
+    alice.drain(Duration::from_millis(200)).await;
+    alice.send(json!({"type": "untrack", "bucket": "shared/m5"})).await;
+    let (code, _) = alice.closed(Duration::from_millis(300)).await;
+    assert_eq!(code, None, "alice's socket stays open");
 }

@@ -68,6 +68,8 @@ struct Entry {
     user: String,
     claims: Vec<String>,
     buckets: BTreeSet<BucketKey>,
+    /// The buckets the socket is present in.
+    present: BTreeSet<BucketKey>,
 }
 
 #[derive(Default)]
@@ -76,6 +78,9 @@ struct Index {
     by_bucket: HashMap<BucketKey, HashSet<u64>>,
     by_claim: HashMap<String, HashSet<u64>>,
     per_user: HashMap<String, usize>,
+    /// Presences of this process, by user and by bucket.
+    presences_of_user: HashMap<String, usize>,
+    presences_in_bucket: HashMap<BucketKey, usize>,
     /// Sockets still waiting for their `auth` frame, by the address they came from.
     unauthenticated: HashMap<IpAddr, usize>,
 }
@@ -96,6 +101,16 @@ impl Drop for Unauthenticated {
             }
         }
     }
+}
+
+/// Whether a socket may be present in a bucket ([`Hub::be_present`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Admitted {
+    Yes,
+    /// Its actor is present as often as it may be.
+    ActorFull,
+    /// The bucket holds as many presences as it may.
+    BucketFull,
 }
 
 /// The sockets of one process.
@@ -178,7 +193,14 @@ impl Hub {
         let (sender, receiver) = mpsc::channel(SOCKET_QUEUE);
         let owed = Arc::new(Owed::default());
         Self::index_claims(&mut index, id, &claims);
-        let entry = Entry { sender, owed: owed.clone(), user: user.to_owned(), claims, buckets: BTreeSet::new() };
+        let entry = Entry {
+            sender,
+            owed: owed.clone(),
+            user: user.to_owned(),
+            claims,
+            buckets: BTreeSet::new(),
+            present: BTreeSet::new(),
+        };
         index.sockets.insert(id, entry);
         Some((id, receiver, owed))
     }
@@ -243,9 +265,61 @@ impl Hub {
         }
     }
 
+    /// Count socket `id` present in `bucket` (once however often it tracks there): refused when
+    /// its user is present `per_actor` times already, or the bucket holds `per_bucket` presences
+    /// of this process.
+    pub(crate) fn be_present(&self, id: u64, bucket: &BucketKey, per_actor: usize, per_bucket: usize) -> Admitted {
+        let mut index = self.index();
+        let Some(entry) = index.sockets.get(&id) else { return Admitted::Yes };
+        if entry.present.contains(bucket) {
+            return Admitted::Yes;
+        }
+        let user = entry.user.clone();
+        if index.presences_of_user.get(&user).copied().unwrap_or(0) >= per_actor {
+            return Admitted::ActorFull;
+        }
+        if index.presences_in_bucket.get(bucket).copied().unwrap_or(0) >= per_bucket {
+            return Admitted::BucketFull;
+        }
+        *index.presences_of_user.entry(user).or_default() += 1;
+        *index.presences_in_bucket.entry(bucket.clone()).or_default() += 1;
+        if let Some(entry) = index.sockets.get_mut(&id) {
+            entry.present.insert(bucket.clone());
+        }
+        Admitted::Yes
+    }
+
+    /// Socket `id` is no longer present in `bucket`.
+    pub(crate) fn not_present(&self, id: u64, bucket: &BucketKey) {
+        let mut index = self.index();
+        let Some(entry) = index.sockets.get_mut(&id) else { return };
+        if entry.present.remove(bucket) {
+            let user = entry.user.clone();
+            Self::uncount_presence(&mut index, &user, bucket);
+        }
+    }
+
+    fn uncount_presence(index: &mut Index, user: &str, bucket: &BucketKey) {
+        if let Some(count) = index.presences_of_user.get_mut(user) {
+            *count -= 1;
+            if *count == 0 {
+                index.presences_of_user.remove(user);
+            }
+        }
+        if let Some(count) = index.presences_in_bucket.get_mut(bucket) {
+            *count -= 1;
+            if *count == 0 {
+                index.presences_in_bucket.remove(bucket);
+            }
+        }
+    }
+
     pub(crate) fn unregister(&self, id: u64) {
         let mut index = self.index();
         let Some(entry) = index.sockets.remove(&id) else { return };
+        for bucket in &entry.present {
+            Self::uncount_presence(&mut index, &entry.user, bucket);
+        }
         for bucket in &entry.buckets {
             if let Some(ids) = index.by_bucket.get_mut(bucket) {
                 ids.remove(&id);

@@ -23,7 +23,7 @@ use serde_json::Value;
 use tokio::time::{Instant, Sleep};
 
 use super::StreamState;
-use super::hub::{Event, Opening, Owed, SOCKET_QUEUE, Unauthenticated};
+use super::hub::{Admitted, Event, Opening, Owed, SOCKET_QUEUE, Unauthenticated};
 use crate::error::Error;
 use crate::limits::StreamLimits;
 use crate::realtime::Presence;
@@ -316,9 +316,7 @@ impl Connection {
         let added: Vec<BucketKey> = buckets.difference(&self.subscribed).cloned().collect();
         let left: Vec<BucketKey> = self.subscribed.difference(&buckets).cloned().collect();
         for bucket in &left {
-            if let Some(presence_ref) = self.presences.remove(bucket) {
-                let _ = self.state.realtime.untrack(bucket, &presence_ref).await;
-            }
+            self.withdraw(bucket).await;
         }
         self.pending.retain(|b| buckets.contains(b));
         self.subscribed = buckets;
@@ -379,6 +377,27 @@ impl Connection {
                         format!("a presence meta is at most {} bytes", self.state.stream_limits.max_meta_bytes),
                     ));
                 }
+                let limits = &self.state.stream_limits;
+                match self.state.hub.be_present(
+                    self.id,
+                    &bucket,
+                    limits.presences_per_actor,
+                    limits.presences_per_bucket,
+                ) {
+                    Admitted::Yes => {}
+                    // The actor's own doing: its socket closes, as for any other bound.
+                    Admitted::ActorFull => {
+                        return Err(Close::policy(
+                            "too_many_presences",
+                            format!("an actor is present at most {} times on one server", limits.presences_per_actor),
+                        ));
+                    }
+                    // Others filled the bucket: closing would let them shut this actor's stream.
+                    Admitted::BucketFull => {
+                        tracing::debug!(bucket = ?bucket.as_str(), "a presence in a full bucket is not announced");
+                        return Ok(());
+                    }
+                }
                 if let Some(previous) = self.presences.remove(&bucket) {
                     let _ = self.state.realtime.untrack(&bucket, &previous).await;
                 }
@@ -397,9 +416,7 @@ impl Connection {
                 })
             }
             ClientFrame::Untrack { bucket } => {
-                if let Some(presence_ref) = self.presences.remove(&bucket) {
-                    let _ = self.state.realtime.untrack(&bucket, &presence_ref).await;
-                }
+                self.withdraw(&bucket).await;
                 Ok(())
             }
             ClientFrame::Heartbeat => Ok(()),
@@ -467,9 +484,18 @@ impl Connection {
         Ok(())
     }
 
+    /// Withdraw this connection's presence in `bucket`, if any.
+    async fn withdraw(&mut self, bucket: &BucketKey) {
+        self.state.hub.not_present(self.id, bucket);
+        if let Some(presence_ref) = self.presences.remove(bucket) {
+            let _ = self.state.realtime.untrack(bucket, &presence_ref).await;
+        }
+    }
+
     /// Withdraw every presence of this connection.
     async fn leave(&mut self) {
         for (bucket, presence_ref) in std::mem::take(&mut self.presences) {
+            self.state.hub.not_present(self.id, &bucket);
             let _ = self.state.realtime.untrack(&bucket, &presence_ref).await;
         }
     }
