@@ -224,3 +224,169 @@ impl Default for StreamLimits {
         }
     }
 }
+
+/// What a request does with its place of [`FairShare`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Work {
+    /// A pull: a page, bounded in what it costs.
+    Pull,
+    /// A push: up to a thousand mutations on one session.
+    Push,
+}
+
+/// The store's places (its pool's sessions) shared fairly between actors (`docs/design.md` §6):
+/// at most `capacity` requests use the store at once, pushes at most three quarters of them
+/// (never all), so pulls always have a place that no push holds. While a place a request may take
+/// is free and nobody waits, it takes it at once; otherwise it waits, and a place set free goes
+/// to the waiting request, of those that may take it, whose actor holds the fewest places, then
+/// whose actor took one longest ago (the earliest request among those). So however many requests
+/// some actors queue, another actor waits only for the next place to be freed, not behind their
+/// queue, as it did in the pool's own order of arrival.
+pub(crate) struct FairShare {
+    capacity: usize,
+    pushes: usize,
+    wait: Duration,
+    state: Mutex<Shares>,
+}
+
+#[derive(Default)]
+struct Shares {
+    in_use: usize,
+    pushes_in_use: usize,
+    held: HashMap<String, usize>,
+    /// When each actor last took a place, in places taken (forgotten past [`SERVED_KEPT`]).
+    served: HashMap<String, u64>,
+    taken: u64,
+    /// In order of arrival.
+    waiting: std::collections::VecDeque<Waiter>,
+    next: u64,
+}
+
+/// How many actors [`FairShare`] remembers the last turn of; past it, it starts over.
+const SERVED_KEPT: usize = 10_000;
+
+struct Waiter {
+    id: u64,
+    actor: String,
+    work: Work,
+    granted: tokio::sync::oneshot::Sender<()>,
+}
+
+impl Shares {
+    fn take(&mut self, actor: &str, work: Work) {
+        self.in_use += 1;
+        if work == Work::Push {
+            self.pushes_in_use += 1;
+        }
+        *self.held.entry(actor.to_owned()).or_default() += 1;
+        if self.served.len() >= SERVED_KEPT {
+            self.served.clear();
+        }
+        self.taken += 1;
+        self.served.insert(actor.to_owned(), self.taken);
+    }
+
+    /// Who goes first among waiters: the actor holding the fewest places, then the one served
+    /// longest ago (or never).
+    fn turn_of(&self, actor: &str) -> (usize, u64) {
+        (self.held.get(actor).copied().unwrap_or(0), self.served.get(actor).copied().unwrap_or(0))
+    }
+}
+
+impl FairShare {
+    /// `capacity` places (at least one); a request waits at most `wait` for one.
+    pub(crate) fn new(capacity: usize, wait: Duration) -> Arc<Self> {
+        let capacity = capacity.max(1);
+        let pushes = (capacity * 3 / 4).clamp(1, capacity.saturating_sub(1).max(1));
+        Arc::new(FairShare { capacity, pushes, wait, state: Mutex::default() })
+    }
+
+    fn shares(&self) -> std::sync::MutexGuard<'_, Shares> {
+        self.state.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// Whether a free place may go to `work`.
+    fn room_for(&self, shares: &Shares, work: Work) -> bool {
+        shares.in_use < self.capacity && (work == Work::Pull || shares.pushes_in_use < self.pushes)
+    }
+
+    /// A place for `work` of `actor`, held until dropped; `retry_later` after waiting `wait` in
+    /// vain.
+    pub(crate) async fn admit(self: &Arc<Self>, actor: &str, work: Work) -> Result<Place, Error> {
+        let (id, mut granted) = {
+            let mut shares = self.shares();
+            if self.room_for(&shares, work) && shares.waiting.is_empty() {
+                shares.take(actor, work);
+                return Ok(Place { share: Arc::clone(self), actor: actor.to_owned(), work });
+            }
+            let (sender, granted) = tokio::sync::oneshot::channel();
+            shares.next += 1;
+            let id = shares.next;
+            shares.waiting.push_back(Waiter { id, actor: actor.to_owned(), work, granted: sender });
+            // Waiters that gave up are dropped here, and a place they left free is handed on.
+            self.hand_on(&mut shares);
+            (id, granted)
+        };
+        // The receiver outlives the wait, so a place handed on as the wait runs out is seen.
+        let admitted = match tokio::time::timeout(self.wait, &mut granted).await {
+            Ok(answer) => answer.is_ok(),
+            Err(_) => {
+                let mut shares = self.shares();
+                match shares.waiting.iter().position(|w| w.id == id) {
+                    Some(at) => {
+                        shares.waiting.remove(at);
+                        false
+                    }
+                    // Handed a place as the wait ran out: it is this request's.
+                    None => granted.try_recv().is_ok(),
+                }
+            }
+        };
+        if admitted {
+            Ok(Place { share: Arc::clone(self), actor: actor.to_owned(), work })
+        } else {
+            Err(Error::RetryLater {
+                retry_after: BUSY_RETRY_AFTER,
+                detail: format!("no database session was free for {} ms", self.wait.as_millis()),
+            })
+        }
+    }
+
+    /// Give free places to the waiting requests that may take them, in turn ([`Shares::turn_of`]).
+    fn hand_on(&self, shares: &mut Shares) {
+        loop {
+            let next = (0..shares.waiting.len())
+                .filter(|&i| self.room_for(shares, shares.waiting[i].work))
+                .min_by_key(|&i| shares.turn_of(&shares.waiting[i].actor));
+            let Some(next) = next else { return };
+            let waiter = shares.waiting.remove(next).expect("the waiter is there");
+            if waiter.granted.send(()).is_ok() {
+                shares.take(&waiter.actor, waiter.work);
+            }
+        }
+    }
+}
+
+/// A place of [`FairShare`], given back when dropped.
+pub(crate) struct Place {
+    share: Arc<FairShare>,
+    actor: String,
+    work: Work,
+}
+
+impl Drop for Place {
+    fn drop(&mut self) {
+        let mut shares = self.share.shares();
+        shares.in_use -= 1;
+        if self.work == Work::Push {
+            shares.pushes_in_use -= 1;
+        }
+        if let Some(count) = shares.held.get_mut(&self.actor) {
+            *count -= 1;
+            if *count == 0 {
+                shares.held.remove(&self.actor);
+            }
+        }
+        self.share.hand_on(&mut shares);
+    }
+}

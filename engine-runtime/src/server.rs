@@ -17,7 +17,7 @@ use crate::contract::ServedContract;
 use crate::error::{Error, Result};
 use crate::http;
 use crate::jobs::Jobs;
-use crate::limits::{Limits, RateLimit, StreamLimits, WorkLimit};
+use crate::limits::{FairShare, Limits, RateLimit, StreamLimits, WorkLimit};
 use crate::metrics::Prometheus;
 use crate::observer::{NoObserver, Observer};
 use crate::realtime::{OpenRealtime, PresenceSettings, in_process};
@@ -315,6 +315,7 @@ impl ServerBuilder {
                 storage: storage.clone(),
                 realtime: realtime.clone(),
                 observer: self.observer,
+                share: storage.sharing().map(|sharing| (FairShare::new(sharing.sessions, sharing.wait), sharing)),
             }),
             stream: Arc::new(StreamState {
                 storage: storage.clone(),

@@ -310,3 +310,94 @@ async fn sessions_cut_while_idle_in_the_pool_are_replaced_within_one_request() {
     let pulled = tokio::time::timeout(Duration::from_secs(30), pull()).await.expect("the pull is answered");
     assert!(pulled.is_ok(), "served on a new session: {:?}", pulled.err());
 }
+
+/// The `q` quantile of `samples`, in milliseconds.
+fn quantile(samples: &mut [Duration], q: f64) -> u128 {
+    samples.sort();
+    let at = ((samples.len() as f64 - 1.0) * q).round() as usize;
+    samples[at].as_millis()
+}
+
+/// `count` pulls of `user` one after another: each one's status and time.
+async fn pulls(server: &TestServer, user: &str, count: usize) -> Vec<(StatusCode, Duration)> {
+    let mut answers = Vec::new();
+    for _ in 0..count {
+        let started = std::time::Instant::now();
+        let response =
+            server.post("/sync/pull", Some(user), json!({"clientId": uuid::Uuid::new_v4()}).to_string()).await;
+        answers.push((response.status(), started.elapsed()));
+    }
+    answers
+}
+
+#[tokio::test]
+async fn hostile_accounts_filling_the_pool_leave_a_bystander_its_turn() {
+    let db = TestDb::new().await;
+    // Four sessions, and a second to wait for one: the pool's own order of arrival would make the
+    // bystander wait behind every queued request of the others, past that second.
+    let pool = sqlx::postgres::PgPoolOptions::new()
+        .max_connections(4)
+        .acquire_timeout(Duration::from_secs(1))
+        .connect(&db.url)
+        .await
+        .unwrap();
+    let server = TestServer::start(&db, move |b| b.storage(engine::storage::postgres("unused").pool(pool))).await;
+    let server = std::sync::Arc::new(server);
+    let alone = pulls(&server, "alice", 30).await;
+
+    // Ten accounts, each with as many pushes of 200 mutations in progress as it may (4), again
+    // and again, until the bystander is done: 40 pushes for 4 sessions.
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let mut hostile = Vec::new();
+    for account in 0..10 {
+        for _ in 0..4 {
+            let (server, stop) = (server.clone(), stop.clone());
+            hostile.push(tokio::spawn(async move {
+                let mut statuses = Vec::new();
+                while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                    let body = push_body(uuid::Uuid::new_v4(), mutations(1, 200));
+                    let response = server.post("/sync/push", Some(&format!("mallory-{account}")), body).await;
+                    statuses.push(response.status());
+                }
+                statuses
+            }));
+        }
+    }
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let attacked = pulls(&server, "alice", 30).await;
+    // And pushes of one mutation, reported, not asserted: each waits for the end of a run of
+    // another's push (8 mutations).
+    let mut pushed = Vec::new();
+    for _ in 1..=5 {
+        let started = std::time::Instant::now();
+        let response = server.post("/sync/push", Some("alice"), push_body(uuid::Uuid::new_v4(), mutations(1, 1))).await;
+        pushed.push((response.status(), started.elapsed()));
+    }
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    let mut statuses = Vec::new();
+    for task in hostile {
+        statuses.extend(task.await.unwrap());
+    }
+
+    let refused = attacked.iter().filter(|(status, _)| *status != StatusCode::OK).count();
+    let (mut alone, mut attacked): (Vec<Duration>, Vec<Duration>) =
+        (alone.iter().map(|a| a.1).collect(), attacked.iter().map(|a| a.1).collect());
+    let answered = statuses.iter().filter(|s| **s == StatusCode::OK).count();
+    let pushes_refused = pushed.iter().filter(|(status, _)| *status != StatusCode::OK).count();
+    let mut pushed: Vec<Duration> = pushed.iter().map(|p| p.1).collect();
+    eprintln!(
+        "bystander pull p50/p99: {}/{} ms alone, {}/{} ms beside 10 hostile accounts \
+         ({} of their {} pushes answered, the rest refused as retryable); \
+         bystander push of one mutation: p50/max {}/{} ms, {pushes_refused} of 5 refused as retryable",
+        quantile(&mut alone, 0.5),
+        quantile(&mut alone, 0.99),
+        quantile(&mut attacked, 0.5),
+        quantile(&mut attacked, 0.99),
+        answered,
+        statuses.len(),
+        quantile(&mut pushed, 0.5),
+        quantile(&mut pushed, 1.0),
+    );
+    assert_eq!(refused, 0, "every pull of the bystander is answered");
+    assert!(statuses.iter().all(|s| *s == StatusCode::OK || *s == StatusCode::SERVICE_UNAVAILABLE), "{statuses:?}");
+}

@@ -10,23 +10,42 @@ use engine_kernel::wire::{PullRequest, PushRequest, PushResponse};
 use engine_kernel::{Actor, ErrorCode};
 
 use crate::error::{Error, Result};
+use crate::limits::{FairShare, Place, Work};
 use crate::metrics;
 use crate::observer::Observer;
 use crate::realtime::{Realtime, Signal};
-use crate::storage::{Pulled, Pushed, Storage};
+use crate::storage::{Pulled, Pushed, Sharing, Storage};
 
 /// The pull and push of one server.
+/// The mutations of a push applied on one place of the store's sessions: between two runs, other
+/// actors' requests take their turn.
+const TURN: usize = 8;
+
 pub(crate) struct SyncService {
     pub(crate) storage: Arc<dyn Storage>,
     pub(crate) realtime: Arc<dyn Realtime>,
     pub(crate) observer: Arc<dyn Observer>,
+    /// The store's sessions, shared fairly between actors, and the store's bounds on sharing
+    /// (none for a store without a bound).
+    pub(crate) share: Option<(Arc<FairShare>, Sharing)>,
 }
 
 impl SyncService {
+    /// A place among the store's sessions for `work` of `actor`, once its turn comes.
+    async fn place(&self, actor: &Actor, work: Work) -> Result<Option<Place>> {
+        match &self.share {
+            Some((share, _)) => share.admit(&actor.user_id, work).await.map(Some),
+            None => Ok(None),
+        }
+    }
+
     /// A page of the actor's buckets since the request's cursor.
     pub(crate) async fn pull(&self, actor: &Actor, request: &PullRequest) -> Result<Pulled> {
         let started = Instant::now();
-        match self.storage.pull(actor, request).await {
+        let place = self.place(actor, Work::Pull).await.map_err(|err| self.failed(metrics::Route::Pull, err))?;
+        let pulled = self.storage.pull(actor, request).await;
+        drop(place);
+        match pulled {
             Ok(pulled) => {
                 self.observer.on_pull(actor, request, &pulled);
                 metrics::pulled(started.elapsed());
@@ -43,7 +62,7 @@ impl SyncService {
         let names: BTreeSet<&str> = request.mutations.iter().map(|m| m.name.as_str()).collect();
         tracing::Span::current()
             .record("mutators", tracing::field::debug(names.into_iter().collect::<Vec<_>>().join(",")));
-        let pushed = match self.storage.push(actor, request).await {
+        let pushed = match self.push_in_turns(actor, request).await {
             Ok(pushed) => pushed,
             Err(err) => return Err(self.failed(metrics::Route::Push, err)),
         };
@@ -59,6 +78,49 @@ impl SyncService {
             Some(err) => Err(self.failed(metrics::Route::Push, err)),
             None => Ok(pushed.response),
         }
+    }
+
+    /// The request's mutations applied [`TURN`] at a time, each run of them with a place of its
+    /// own: a push of a thousand mutations holds a session for a run, not for all of them, so
+    /// another actor's push waits for the end of a run, not of the push. The runs' answers are
+    /// one answer; a run that fails after others committed stops the push there.
+    async fn push_in_turns(&self, actor: &Actor, request: &PushRequest) -> Result<Pushed> {
+        let Some((_, sharing)) = &self.share else { return self.storage.push(actor, request).await };
+        // A push past the bound goes whole, to be refused whole.
+        if request.mutations.len() <= TURN || request.mutations.len() > sharing.mutations_per_push {
+            let _place = self.place(actor, Work::Push).await?;
+            return self.storage.push(actor, request).await;
+        }
+        let mut pushed = Pushed::default();
+        for (run, mutations) in request.mutations.chunks(TURN).enumerate() {
+            let part = match self.place(actor, Work::Push).await {
+                Ok(place) => {
+                    let part = PushRequest { client_id: request.client_id, mutations: mutations.to_vec() };
+                    let part = self.storage.push(actor, &part).await;
+                    drop(place);
+                    part
+                }
+                Err(err) => Err(err),
+            };
+            let part = match part {
+                Ok(part) => part,
+                Err(err) if run == 0 => return Err(err),
+                Err(err) => {
+                    pushed.stopped = Some(err);
+                    break;
+                }
+            };
+            pushed.response.results.extend(part.response.results);
+            pushed.response.last_mutation_id = part.response.last_mutation_id;
+            pushed.affected.extend(part.affected);
+            pushed.membership_changes.extend(part.membership_changes);
+            pushed.commit_xid = pushed.commit_xid.max(part.commit_xid);
+            if part.stopped.is_some() {
+                pushed.stopped = part.stopped;
+                break;
+            }
+        }
+        Ok(pushed)
     }
 
     /// Everything in `pushed` has committed: signal it, even when the push stopped. Membership

@@ -67,6 +67,32 @@ pub trait Storage: JobQueue + Send + Sync + 'static {
     fn collect_garbage<'a>(&'a self, retention: &'a Retention) -> BoxFuture<'a, Result<Collected>>;
     /// The backend's name (`postgres`, `sqlite`), as realtime adapters that need one name it.
     fn backend(&self) -> &'static str;
+    /// How many requests may use the store at once, how long one may wait for its turn (a
+    /// pool's size and its acquire timeout), and the most mutations a push holds: the server
+    /// shares the places fairly between actors (`docs/design.md` §6). `None`, the default, for a
+    /// store without such a bound.
+    fn sharing(&self) -> Option<Sharing> {
+        None
+    }
+}
+
+/// What [`Storage::sharing`] tells.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct Sharing {
+    /// Requests that may use the store at once.
+    pub sessions: usize,
+    /// How long a request may wait for its turn.
+    pub wait: std::time::Duration,
+    /// The most mutations one push may hold.
+    pub mutations_per_push: usize,
+}
+
+impl Sharing {
+    /// `sessions` places, waited for at most `wait`, and pushes of at most `mutations_per_push`.
+    pub fn new(sessions: usize, wait: std::time::Duration, mutations_per_push: usize) -> Self {
+        Sharing { sessions, wait, mutations_per_push }
+    }
 }
 
 /// Opens a store for an app: what `Server::builder().storage(…)` takes.

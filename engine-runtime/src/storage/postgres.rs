@@ -183,6 +183,12 @@ impl PostgresStorage {
 }
 
 impl Storage for PostgresStorage {
+    fn sharing(&self) -> Option<super::Sharing> {
+        let options = self.core.pool.options();
+        let sessions = options.get_max_connections() as usize;
+        Some(super::Sharing::new(sessions, options.get_acquire_timeout(), self.core.limits.mutations_per_push))
+    }
+
     fn provision(&self) -> BoxFuture<'_, Result<()>> {
         Box::pin(async move {
             provision::provision(&self.core.pool, &self.core.app, self.provision_locks).await?;
