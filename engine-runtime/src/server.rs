@@ -310,12 +310,13 @@ impl ServerBuilder {
         let hub = Hub::new();
         let mut background = Background::start(storage.clone(), rate_limit.clone(), self.retention);
         background.add(hub.start(&realtime, storage.clone(), self.stream_limits.ping_window, self.horizon_warning));
+        let share = storage.sharing().map(|sharing| (FairShare::new(sharing.sessions, sharing.wait), sharing));
         let state = ServerState {
             sync: Arc::new(SyncService {
                 storage: storage.clone(),
                 realtime: realtime.clone(),
                 observer: self.observer,
-                share: storage.sharing().map(|sharing| (FairShare::new(sharing.sessions, sharing.wait), sharing)),
+                share: share.clone(),
             }),
             stream: Arc::new(StreamState {
                 storage: storage.clone(),
@@ -335,7 +336,7 @@ impl ServerBuilder {
                 body_read_timeout: self.limits.body_read_timeout,
             }),
             operator: Arc::new(Operator { admin: self.admin, storage: storage.clone(), hub, prometheus }),
-            blobs: Arc::new(BlobAccess { blobs: self.blobs, storage }),
+            blobs: Arc::new(BlobAccess { blobs: self.blobs, storage, share: share.map(|(share, _)| share) }),
             contract: Arc::new(contract),
             trace_requests: self.trace_requests,
             _lifetime: Arc::new(Lifetime { _background: background, _jobs: jobs }),

@@ -14,6 +14,8 @@ use crate::storage::Storage;
 pub(crate) struct BlobAccess {
     pub(crate) blobs: Option<Blobs>,
     pub(crate) storage: Arc<dyn Storage>,
+    /// The store's sessions, shared fairly between actors (`SyncService::share`).
+    pub(crate) share: Option<Arc<crate::limits::FairShare>>,
 }
 
 impl BlobAccess {
@@ -47,6 +49,10 @@ impl BlobAccess {
         // not told to who may not read it.
         // Rows are looked at even when nobody uploaded the bytes, so the answer takes as long.
         let uploaders = blobs.store.uploaders(&request.key).await?;
+        let _place = match &self.share {
+            Some(share) => Some(share.admit(&actor.user_id, crate::limits::Work::Pull).await?),
+            None => None,
+        };
         if !self.storage.can_read_blob(actor, &request.key, &uploaders).await? {
             return Err(Error::NotFound(format!("no row the actor can read holds blob `{}`", request.key)));
         }
