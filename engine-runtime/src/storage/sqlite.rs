@@ -29,7 +29,7 @@ use crate::{mutation, provision};
 /// The SQLite database at `path`, created when missing: the storage of a server with no
 /// database server.
 pub fn sqlite(path: impl Into<PathBuf>) -> Sqlite {
-    Sqlite { path: path.into(), durability: Durability::default() }
+    Sqlite { path: path.into(), durability: Durability::default(), limits: StoreLimits::default() }
 }
 
 /// The path a `sqlite://` URL names (`sqlite://notes.db`, `sqlite:///var/lib/notes.db`,
@@ -51,12 +51,20 @@ pub fn sqlite_plan(app: &App) -> Vec<String> {
 pub struct Sqlite {
     path: PathBuf,
     durability: Durability,
+    limits: StoreLimits,
 }
 
 impl Sqlite {
     /// When a commit is on disk (default [`Durability::Full`]: before it is answered).
     pub fn durability(mut self, durability: Durability) -> Self {
         self.durability = durability;
+        self
+    }
+
+    /// The bounds on what one actor's requests may ask of the store (defaults:
+    /// [`StoreLimits::default`]).
+    pub fn limits(mut self, limits: StoreLimits) -> Self {
+        self.limits = limits;
         self
     }
 
@@ -76,7 +84,7 @@ impl Sqlite {
         let db = Db::open(&self.path, self.durability, readers).await?;
         Ok(SqliteStorage {
             db: Arc::new(db),
-            shared: Arc::new(Shared::new(app)),
+            shared: Arc::new(Shared { limits: self.limits, ..Shared::new(app) }),
             pulls: Arc::default(),
             wakeups: Arc::default(),
         })

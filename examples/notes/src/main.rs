@@ -137,8 +137,7 @@ async fn serve() -> Result<(), String> {
         }
         tracing::warn!("ENGINE_SECRET is not set: signing tokens with the development secret");
     }
-    let postgres = engine::storage::sqlite_path(&database_url).is_none();
-    if postgres {
+    if engine::storage::sqlite_path(&database_url).is_none() {
         let created = engine::storage::create_database_if_missing(&database_url).await.map_err(|e| {
             // The one place the server is named: say how to name another.
             format!(
@@ -150,9 +149,12 @@ async fn serve() -> Result<(), String> {
             tracing::info!(database_url, "created the database");
         }
     }
-    let builder = engine::Server::builder()
-        .app(example_notes::app())
-        .storage(engine::storage::postgres(database_url.clone()).limits(example_notes::store_limits()))
+    let builder = engine::Server::builder().app(example_notes::app());
+    let builder = match engine::storage::sqlite_path(&database_url) {
+        Some(path) => builder.storage(engine::storage::sqlite(path).limits(example_notes::store_limits())),
+        None => builder.storage(engine::storage::postgres(database_url.clone()).limits(example_notes::store_limits())),
+    };
+    let builder = builder
         .auth(BearerTokenAuth::new(secret))
         .limits(limits)
         .jobs(example_notes::jobs::jobs())
