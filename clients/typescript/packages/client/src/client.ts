@@ -210,6 +210,11 @@ class Client<T extends TableTypes, M extends MutatorTypes> implements EngineClie
     return [...this.replica.rowBuckets(table, keyText(schema, keyRow(schema, table, key)))];
   }
 
+  isPending<K extends keyof T & string>(table: K, key: KeyInput): boolean {
+    const schema = this.tableSchema(table);
+    return this.replica.pendingOn(table, keyText(schema, keyRow(schema, table, key)));
+  }
+
   canWrite<K extends keyof T & string>(table: K, row: T[K]): boolean | "unknown" {
     this.tableSchema(table);
     return this.replica.canWrite(table, row as Row);

@@ -59,6 +59,11 @@ export class Replica {
     return this.state.rowBuckets(table, key);
   }
 
+  /** Whether a pending mutation's optimistic run wrote the row of `table` with key text `key`. */
+  pendingOn(table: string, key: string): boolean {
+    return this.state.pendingOn(table, key);
+  }
+
   /** Every live row of `table` in the view, by key text. */
   viewRows(table: string): Iterable<[string, Row]> {
     return this.state.viewRows(table);

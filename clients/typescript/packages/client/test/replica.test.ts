@@ -139,6 +139,21 @@ describe("replica", () => {
     expect(r.viewRow("items", '["i"]')?.title).toBe("mine");
   });
 
+  test("the rows a pending mutation wrote are pending until a pull confirms it", () => {
+    const r = replica();
+    r.applyPage(page([{ id: "j", title: "server" }]), 1, 0);
+    expect(r.pendingOn("items", '["i"]')).toBe(false);
+    const queued = r.mutate("rename", { id: "i", title: "mine" }, 2);
+    expect(r.pendingOn("items", '["i"]')).toBe(true);
+    expect(r.pendingOn("items", '["j"]'), "a row it did not write").toBe(false);
+    r.mutate("other", {}, 3);
+    expect(r.pendingOn("items", '["j"]'), "no optimistic function, no local write").toBe(false);
+    r.recordResults([{ clientMutationId: queued.clientMutationId, mutationId: 1, status: "applied" }], 4);
+    expect(r.pendingOn("items", '["i"]'), "applied, but not yet pulled").toBe(true);
+    r.applyPage(page([{ id: "i", title: "mine" }], { lastMutationId: 2, syncedMutationId: 2 }), 5, 0);
+    expect(r.pendingOn("items", '["i"]')).toBe(false);
+  });
+
   test("a mutator without an optimistic function queues without touching the view", () => {
     const r = replica();
     const queued = r.mutate("other", {}, 1);

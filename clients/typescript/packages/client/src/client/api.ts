@@ -88,6 +88,12 @@ export interface EngineClient<T extends TableTypes = TableTypes, M extends Mutat
    * made it (or there is no such row). */
   bucketsOf<K extends keyof T & string>(table: K, key: KeyInput): string[];
   /**
+   * Whether a mutation the server has not yet confirmed wrote the row of `table` with `key` in
+   * its optimistic run: an added, changed or deleted row not yet on the server, for marking it.
+   * A mutator with no optimistic function writes nothing locally, so it marks no row.
+   */
+  isPending<K extends keyof T & string>(table: K, key: KeyInput): boolean;
+  /**
    * Whether the actor may update `row` of `table` (show it editable), as the sync rules' write
    * rules say with what the client holds: `"unknown"` where the client cannot tell (the server
    * decides when the mutation reaches it). A mutation writing what this refuses fails locally

@@ -159,6 +159,11 @@ export class ReplicaState implements RowSource {
     return [...(this.base.get(table)?.get(key)?.buckets ?? [])].sort();
   }
 
+  /** Whether a pending mutation's optimistic run wrote the row of `table` with key text `key`. */
+  pendingOn(table: string, key: string): boolean {
+    return this.overlay.wrote(table, key);
+  }
+
   /** Every live row of `table` in the view, by key text. */
   *viewRows(table: string): Iterable<[string, Row]> {
     const seen = new Set<string>();
