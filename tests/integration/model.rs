@@ -81,6 +81,7 @@ fn the_app_registers_everything_once() {
             "rename_list",
             "share_list",
             "unshare_list",
+            "leave_list",
             "add_note",
             "update_note",
             "edit_note_body",

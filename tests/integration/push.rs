@@ -83,6 +83,22 @@ mod raw {
         Ok(Outcome::new())
     }
 
+    /// Delete any membership of a list, without the owner check of `unshare_list`.
+    #[engine::mutator]
+    pub(super) async fn drop_member(ctx: &mut MutatorCtx<'_>, args: Member) -> Result<Outcome> {
+        if !ctx.delete::<ListMember>(&(args.list_id, args.user_id)).await? {
+            return Err(engine::Error::mutator_failed("no such membership"));
+        }
+        Ok(Outcome::new())
+    }
+
+    /// A membership of `drop_member`: the list and its member.
+    #[derive(serde::Serialize, serde::Deserialize, schemars::JsonSchema)]
+    pub(super) struct Member {
+        pub(super) list_id: String,
+        pub(super) user_id: String,
+    }
+
     /// Write three tables; the last write goes to the list `list_id`.
     #[engine::mutator]
     pub(super) async fn three_writes(ctx: &mut MutatorCtx<'_>, args: Target) -> Result<Outcome> {
@@ -115,8 +131,9 @@ mod raw {
         use example_notes::mutators::*;
         engine::app! {
             tables: [List, ListMember, Note],
-            mutators: [create_list, share_list, unshare_list, add_note, update_note, edit_note_body, move_note, delete_note, purge_note,
-                       join_list, inject_note, force_move, three_writes, force_rename, promote_self],
+            mutators: [create_list, share_list, unshare_list, leave_list, add_note, update_note, edit_note_body, move_note,
+                       delete_note, purge_note, join_list, inject_note, force_move, three_writes, force_rename, promote_self,
+                       drop_member],
             sync_rules: example_notes::rules,
         }
     }
@@ -439,6 +456,43 @@ async fn a_viewer_reads_but_writes_nothing_and_only_the_owner_changes_the_list()
     // The owner does all of it.
     let rename = one(&storage, "alice", "force_rename", json!({"list_id": "a1"})).await;
     assert_eq!(rename.status, MutationStatus::Applied, "{rename:?}");
+}
+
+/// A member leaves a list over HTTP: the rules' `leave` lets it delete its own membership row
+/// (even through a mutator that checks nothing), never another's, and never raise its role. The
+/// owner cannot leave its own list.
+#[tokio::test]
+async fn a_member_leaves_a_list_but_removes_no_one_else_nor_raises_its_role() {
+    use crate::support::TestServer;
+    use crate::support::actors::{applied, forbidden, has, pulled, push};
+
+    let db = TestDb::new().await;
+    let server = TestServer::start(&db, |b| b.app(raw::app())).await;
+    applied(&push(&server, "alice", 1, "create_list", json!({"id": "a1", "title": "alice"})).await);
+    for (i, (user, role)) in [("bob", "editor"), ("vic", "viewer")].into_iter().enumerate() {
+        let share = json!({"list_id": "a1", "user_id": user, "role": role});
+        applied(&push(&server, "alice", 2 + i as u64, "share_list", share).await);
+    }
+    forbidden(&push(&server, "vic", 1, "drop_member", json!({"list_id": "a1", "user_id": "bob"})).await, &[]);
+    forbidden(&push(&server, "vic", 2, "drop_member", json!({"list_id": "a1", "user_id": "alice"})).await, &[]);
+    forbidden(&push(&server, "vic", 3, "promote_self", json!({"list_id": "a1"})).await, &[]);
+    forbidden(&push(&server, "bob", 1, "unshare_list", json!({"list_id": "a1", "user_id": "vic"})).await, &[]);
+    let owner_leaves = push(&server, "alice", 4, "leave_list", json!({"list_id": "a1"})).await;
+    assert_eq!(owner_leaves["error"]["code"], "mutator_failed", "{owner_leaves}");
+    assert_eq!(rows(&db, "SELECT 1 FROM list_members WHERE list_id = 'a1'").await, 3);
+    assert_eq!(rows(&db, "SELECT 1 FROM list_members WHERE user_id = 'vic' AND role = 'viewer'").await, 1);
+
+    applied(&push(&server, "vic", 4, "leave_list", json!({"list_id": "a1"})).await);
+    applied(&push(&server, "bob", 2, "drop_member", json!({"list_id": "a1", "user_id": "bob"})).await);
+    let members: Vec<String> =
+        sqlx::query_scalar("SELECT user_id FROM list_members WHERE list_id = 'a1'").fetch_all(&db.pool).await.unwrap();
+    assert_eq!(members, ["alice"]);
+    assert!(!has(&pulled(&server, "vic").await, "lists", "a1"));
+    assert!(!has(&pulled(&server, "bob").await, "lists", "a1"));
+    let alice = pulled(&server, "alice").await;
+    let left: Vec<_> =
+        alice.iter().filter(|(table, _)| table == "list_members").map(|(_, row)| &row["user_id"]).collect();
+    assert_eq!(left, ["alice"], "the owner's replica no longer lists them");
 }
 
 #[tokio::test]

@@ -7,8 +7,10 @@
 //!   in their list's bucket, so a member removed from a list stops receiving its notes. The
 //!   roles are the engine's to enforce: `owner` and `editor` members may write notes, only the
 //!   owner may change the list or its memberships (share, unshare, archive), a `viewer` reads.
+//!   Any member but the owner may leave a list (`leave`).
 //! - Mutators ([`mutators`]): `create_list`, `rename_list`, `share_list`, `unshare_list`,
-//!   `add_note`, `update_note`, `edit_note_body`, `move_note`, `delete_note`, `purge_note`.
+//!   `leave_list`, `add_note`, `update_note`, `edit_note_body`, `move_note`, `delete_note`,
+//!   `purge_note`.
 //! - Background jobs ([`jobs`]): `list_shared`, enqueued by `share_list` for a new member.
 
 pub mod jobs;
@@ -78,8 +80,9 @@ pub mod rules {
     }
 
     /// Every list the actor is a member of: the list, its notes and its members. Owners and
-    /// editors write notes; only the owner changes the list and its memberships. A list is its
-    /// `lists` row: nobody is shared a list that has none.
+    /// editors write notes; only the owner changes the list and its memberships. A member may
+    /// delete its own membership and nothing else of it (`leave`): it cannot raise its own role.
+    /// A list is its `lists` row: nobody is shared a list that has none.
     #[bucket(
         membership(ListMember::user_id == actor.user_id),
         data(
@@ -92,6 +95,7 @@ pub mod rules {
             List: ListMember::role == "owner",
             ListMember: ListMember::role == "owner",
         ),
+        leave,
         anchor(List::id == bucket.list_id),
     )]
     #[derive(Debug, Clone, PartialEq, Eq, Hash)]
@@ -123,6 +127,7 @@ pub fn app() -> engine::App {
             rename_list,
             share_list,
             unshare_list,
+            leave_list,
             add_note,
             update_note,
             edit_note_body,

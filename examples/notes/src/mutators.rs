@@ -155,6 +155,30 @@ pub async fn unshare_list(ctx: &mut MutatorCtx<'_>, args: UnshareList) -> Result
     }
 }
 
+/// Arguments of `leave_list`.
+#[engine::args]
+#[derive(Debug, Clone)]
+pub struct LeaveList {
+    pub list_id: String,
+}
+
+/// Take the actor's own membership of a list away. The owner may not: a list always has its
+/// owner's membership (the rules' `leave` would let the owner delete it, this mutator does not).
+#[engine::mutator]
+pub async fn leave_list(ctx: &mut MutatorCtx<'_>, args: LeaveList) -> Result<Outcome> {
+    let key = (args.list_id.clone(), ctx.actor().user_id.clone());
+    match ctx.get::<ListMember>(&key).await? {
+        Some(member) if member.role == OWNER_ROLE => {
+            Err(Error::mutator_failed("the owner cannot leave their own list"))
+        }
+        Some(_) => {
+            ctx.delete::<ListMember>(&key).await?;
+            Ok(Outcome::new().server_id(args.list_id))
+        }
+        None => Err(Error::mutator_failed("you are not a member of the list")),
+    }
+}
+
 /// Arguments of `add_note`.
 #[engine::args]
 #[derive(Debug, Clone)]

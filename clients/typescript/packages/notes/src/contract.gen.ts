@@ -73,6 +73,11 @@ export interface EditNoteBody {
   update: string;
 }
 
+/** Arguments of `leave_list`. */
+export interface LeaveList {
+  list_id: string;
+}
+
 /** Arguments of `move_note`. */
 export interface MoveNote {
   id: string;
@@ -128,6 +133,9 @@ export type DeleteNoteArgs = NoteId;
 /** The arguments of `edit_note_body`. */
 export type EditNoteBodyArgs = EditNoteBody;
 
+/** The arguments of `leave_list`. */
+export type LeaveListArgs = LeaveList;
+
 /** The arguments of `move_note`. */
 export type MoveNoteArgs = MoveNote;
 
@@ -152,6 +160,7 @@ export interface Mutators {
   create_list: CreateListArgs;
   delete_note: DeleteNoteArgs;
   edit_note_body: EditNoteBodyArgs;
+  leave_list: LeaveListArgs;
   move_note: MoveNoteArgs;
   purge_note: PurgeNoteArgs;
   rename_list: RenameListArgs;
@@ -174,6 +183,11 @@ export function mutators<R>(client: Mutate<Mutators, R>) {
     deleteNote: (args: DeleteNoteArgs): R => client.mutate("delete_note", args),
     /** Merge an edit into a note's collaborative body. */
     editNoteBody: (args: EditNoteBodyArgs): R => client.mutate("edit_note_body", args),
+    /**
+     * Take the actor's own membership of a list away. The owner may not: a list always has its
+     * owner's membership (the rules' `leave` would let the owner delete it, this mutator does not).
+     */
+    leaveList: (args: LeaveListArgs): R => client.mutate("leave_list", args),
     /** Move a note to another list the actor can see. */
     moveNote: (args: MoveNoteArgs): R => client.mutate("move_note", args),
     /** Delete a note for good. */
@@ -208,8 +222,9 @@ export const buckets = {
   own: (params: BucketParams["own"]): string => bucketKey("own", [params.owner_id]),
   /**
    * Every list the actor is a member of: the list, its notes and its members. Owners and
-   * editors write notes; only the owner changes the list and its memberships. A list is its
-   * `lists` row: nobody is shared a list that has none. Parameters: `list_id` from
+   * editors write notes; only the owner changes the list and its memberships. A member may
+   * delete its own membership and nothing else of it (`leave`): it cannot raise its own role.
+   * A list is its `lists` row: nobody is shared a list that has none. Parameters: `list_id` from
    * `membership.list_id`.
    */
   shared: (params: BucketParams["shared"]): string => bucketKey("shared", [params.list_id]),
@@ -226,6 +241,7 @@ export const schema = defineSchema<Tables, Mutators>({
     "create_list",
     "delete_note",
     "edit_note_body",
+    "leave_list",
     "move_note",
     "purge_note",
     "rename_list",
@@ -257,7 +273,7 @@ export const schema = defineSchema<Tables, Mutators>({
         { filters: [], scope: [{ column: "list_id", param: "list_id" }], table: "notes" },
         { filters: [], scope: [{ column: "list_id", param: "list_id" }], table: "list_members" },
       ],
-      leave: false,
+      leave: true,
       membership: { filters: [{ claim: "actor.user_id", column: "user_id" }], table: "list_members" },
       parameters: [{ name: "list_id", source: "membership.list_id", type: "text" }],
       tables: ["lists", "notes", "list_members"],

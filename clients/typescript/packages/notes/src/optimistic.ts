@@ -52,6 +52,13 @@ export const optimistic: OptimisticMutators<Tables, Mutators> = {
     if (member.role === "owner") throw new Error("the owner's membership cannot be removed");
     tx.delete("list_members", key);
   },
+  leave_list(tx, args) {
+    const key = { list_id: args.list_id, user_id: tx.actor.userId };
+    const member = tx.get("list_members", key);
+    if (!member) throw new Error("you are not a member of the list");
+    if (member.role === "owner") throw new Error("the owner cannot leave their own list");
+    tx.delete("list_members", key);
+  },
   add_note(tx, args) {
     if (!tx.get("lists", args.list_id)) throw new Error(`no list \`${args.list_id}\``);
     const id = resolveId(tx, args.id);
