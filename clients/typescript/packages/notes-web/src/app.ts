@@ -124,6 +124,8 @@ interface NoteRow {
   title: HTMLAnchorElement;
   rename: HTMLButtonElement;
   remove: HTMLButtonElement;
+  up: HTMLButtonElement;
+  down: HTMLButtonElement;
   note: Note;
 }
 
@@ -149,6 +151,8 @@ class NoteList {
   private filter: Filter = "all";
   private doneCount = 0;
   private readOnly = false;
+  /** Whether rows show their move buttons in place of rename and delete. */
+  private reordering = false;
   private frame = 0;
 
   constructor(
@@ -251,6 +255,14 @@ class NoteList {
   setReadOnly(readOnly: boolean): void {
     if (this.readOnly === readOnly) return;
     this.readOnly = readOnly;
+    for (const row of this.drawn.values()) this.show(row);
+  }
+
+  /** Move buttons in place of rename and delete on every row (`reordering`), or not. */
+  setReordering(reordering: boolean): void {
+    if (this.reordering === reordering) return;
+    this.reordering = reordering;
+    this.element.classList.toggle("reordering", reordering);
     for (const row of this.drawn.values()) this.show(row);
   }
 
@@ -365,10 +377,19 @@ class NoteList {
     setAttribute(row.done, "aria-label", `Done: ${note.title}`);
     setAttribute(row.rename, "aria-label", `Rename ${note.title}`);
     setAttribute(row.remove, "aria-label", `Delete ${note.title}`);
+    setAttribute(row.up, "aria-label", `Move ${note.title} up`);
+    setAttribute(row.down, "aria-label", `Move ${note.title} down`);
     row.done.disabled = this.readOnly;
     setAttribute(row.done, "aria-describedby", this.readOnly ? "view-only" : null);
-    row.rename.hidden = row.remove.hidden = this.readOnly;
-    row.rename.disabled = row.remove.disabled = this.readOnly;
+    const editing = !this.readOnly && !this.reordering;
+    row.rename.hidden = row.remove.hidden = !editing;
+    row.rename.disabled = row.remove.disabled = !editing;
+    const moving = !this.readOnly && this.reordering;
+    row.up.hidden = row.down.hidden = !moving;
+    // Moved past the notes the filter hides too: the ends are the list's, not the filter's.
+    const at = moving ? this.indexOf(note) : -1;
+    row.up.disabled = !moving || at === 0;
+    row.down.disabled = !moving || at === this.order.length - 1;
   }
 
   private indexOf(note: Note): number {
@@ -450,6 +471,8 @@ export class NotesApp {
   private readonly refusedItems: Keyed<QuarantinedEntry>;
   private notesReadOnly = false;
   private listOwned = false;
+  private readonly reorder: HTMLButtonElement;
+  private readonly leave: HTMLButtonElement;
   /** `status.pending` at the last render of the status. */
   private lastPending = -1;
   /** Whether this is the user's first sync on this device: nothing was ever pulled into the store. */
@@ -563,6 +586,14 @@ export class NotesApp {
       filterBar.append(choice);
     }
     this.clearDone = button("Clear done", () => void this.clearDoneNotes(), { "data-testid": "clear-done" });
+    // Moving notes without a keyboard (Alt+Up and Alt+Down do it with one): each row's move
+    // buttons stand in for its rename and delete while this is pressed.
+    this.reorder = button("Reorder", () => this.setReordering(this.reorder.getAttribute("aria-pressed") !== "true"), {
+      class: "secondary",
+      "data-testid": "reorder",
+      "aria-pressed": "false",
+    });
+    this.leave = button("Leave list", () => void this.leaveList(), { class: "danger", "data-testid": "leave-list" });
     const members = el("ul", { class: "members" });
     this.memberItems = new Keyed(members, (member) => this.memberRow(member), (item, member) => this.showMember(item, member));
     const refused = el("ul");
@@ -573,13 +604,14 @@ export class NotesApp {
       el("div", { class: "list-head" }, el("h2", { id: "list-heading" }, this.listTitle, this.viewOnlyBadge, this.avatars), this.renameListButton),
       this.viewOnly,
       this.newNote,
-      el("div", { class: "toolbar" }, filterBar, this.counts, this.clearDone),
+      el("div", { class: "toolbar" }, filterBar, this.counts, this.reorder, this.clearDone),
       this.body.element,
       this.noteList.element,
       el("h3", {}, "Shared with"),
       members,
       this.share,
       this.ownerOnly,
+      this.leave,
     );
     this.refusedPane = el(
       "section",
@@ -707,9 +739,56 @@ export class NotesApp {
     const notes: Note[] = [];
     if (listId !== undefined) for (const note of this.notes.values()) if (note.list_id === listId) notes.push(note);
     this.noteList.reset(notes);
+    this.setReordering(false);
     this.body.show(undefined);
     this.refusal.replaceChildren();
     this.renderLists();
+  }
+
+  private setReordering(reordering: boolean): void {
+    this.reorder.setAttribute("aria-pressed", String(reordering));
+    setText(this.reorder, reordering ? "Done reordering" : "Reorder");
+    this.noteList.setReordering(reordering);
+  }
+
+  /** Move note `row` one place up (`-1`) or down (`1`), and say so. */
+  private move(row: NoteRow, step: -1 | 1): void {
+    if (this.notesReadOnly) return;
+    const position = this.noteList.positionPast(row.note.id, step);
+    if (position === undefined) return;
+    void this.persisted(
+      this.notes.update(row.note.id, (draft) => {
+        draft.position = position;
+      }),
+    );
+    this.announce.textContent = `Moved “${row.note.title}” ${step === -1 ? "up" : "down"}.`;
+    // A move button pressed to an end is disabled there, which would drop the focus to the page:
+    // the row's other move button takes it.
+    const [pressed, other] = step === -1 ? [row.up, row.down] : [row.down, row.up];
+    requestAnimationFrame(() => {
+      if (pressed.disabled && !other.hidden) other.focus();
+    });
+  }
+
+  /** Leave the selected list, after asking: only its owner can share it again. */
+  private async leaveList(): Promise<void> {
+    const listId = this.selected;
+    const list = listId === undefined ? undefined : this.lists.get(listId);
+    if (!list) return;
+    const title = list.title.length > 60 ? `${list.title.slice(0, 59)}…` : list.title;
+    const sure = await ask(
+      `Leave “${title}”? Its notes leave this device, and only ${list.owner_id} can share it with you again.`,
+      "Leave list",
+      "Stay",
+    );
+    if (!sure) return;
+    await this.attempt(this.call.leaveList({ list_id: list.id })).then(
+      () => {
+        this.select(undefined);
+        this.announce.textContent = `You left “${title}”.`;
+      },
+      () => undefined,
+    );
   }
 
   private setFilter(filter: Filter): void {
@@ -804,7 +883,7 @@ export class NotesApp {
     };
     this.notesReadOnly = this.client.canWrite("notes", probe) === false;
     this.viewOnly.hidden = this.viewOnlyBadge.hidden = !this.notesReadOnly;
-    this.newNote.hidden = this.clearDone.hidden = this.notesReadOnly;
+    this.newNote.hidden = this.clearDone.hidden = this.reorder.hidden = this.notesReadOnly;
     for (const control of this.newNote.querySelectorAll<HTMLInputElement | HTMLButtonElement>("input, button")) {
       control.disabled = this.notesReadOnly;
     }
@@ -817,6 +896,8 @@ export class NotesApp {
     this.renameListButton.hidden = !this.listOwned;
     this.ownerOnly.hidden = this.listOwned;
     this.share.hidden = !this.listOwned;
+    const mine = this.members.get(memberKey(list.id, this.client.actor.userId));
+    this.leave.hidden = mine === undefined || mine.role === "owner";
     for (const control of this.share.querySelectorAll<HTMLInputElement | HTMLButtonElement>("input, select, button")) {
       control.disabled = !this.listOwned;
     }
@@ -939,21 +1020,16 @@ export class NotesApp {
     const rename = button("Rename", () => this.rename(row), { class: "rename" });
     const remove = button("×", () => this.remove(row), { class: "remove" });
     const check = el("label", { class: "check" }, done);
-    const item = el("li", { "data-testid": "note", "data-note": id }, check, title, rename, remove);
+    const up = button("↑", () => this.move(row, -1), { class: "move", "data-testid": "move-up" });
+    const down = button("↓", () => this.move(row, 1), { class: "move", "data-testid": "move-down" });
+    const item = el("li", { "data-testid": "note", "data-note": id }, check, title, rename, remove, up, down);
     // Alt+Up and Alt+Down move the note with the focus in it.
     item.addEventListener("keydown", (event) => {
-      if (!event.altKey || (event.key !== "ArrowUp" && event.key !== "ArrowDown") || this.notesReadOnly) return;
+      if (!event.altKey || (event.key !== "ArrowUp" && event.key !== "ArrowDown")) return;
       event.preventDefault();
-      const position = this.noteList.positionPast(id, event.key === "ArrowUp" ? -1 : 1);
-      if (position === undefined) return;
-      void this.persisted(
-        this.notes.update(id, (draft) => {
-          draft.position = position;
-        }),
-      );
-      this.announce.textContent = `Moved “${row.note.title}” ${event.key === "ArrowUp" ? "up" : "down"}.`;
+      this.move(row, event.key === "ArrowUp" ? -1 : 1);
     });
-    const row: NoteRow = { item, done, title, rename, remove, note };
+    const row: NoteRow = { item, done, title, rename, remove, up, down, note };
     return row;
   }
 
@@ -1043,9 +1119,10 @@ export class NotesApp {
   }
 
   private showMember(item: HTMLElement, member: Member): void {
-    setText(item.querySelector(".member")!, `${member.user_id} (${member.role})`);
     const controls = item.querySelector<HTMLElement>(".member-controls")!;
     controls.hidden = !this.listOwned || member.role === "owner";
+    // The role once: in the menu where there is one, in words where there is not.
+    setText(item.querySelector(".member")!, controls.hidden ? `${member.user_id} (${member.role})` : member.user_id);
     const role = controls.querySelector("select")!;
     if (document.activeElement !== role && role.value !== member.role) role.value = member.role;
   }
@@ -1087,6 +1164,9 @@ export class NotesApp {
     return item;
   }
 }
+
+/** The key of a membership in the `list_members` collection, as the engine's collection gives it. */
+const memberKey = (listId: string, userId: string) => JSON.stringify([listId, userId]);
 
 /** Members in the order owner, editors, viewers. */
 const rank = (role: string) => (role === "owner" ? 0 : role === "editor" ? 1 : 2);

@@ -45,7 +45,8 @@ describe("issue 33's defects", () => {
     );
     expect(options).toEqual(["editor", "viewer"]);
     await submit(owner.page, "share", { user: "vince", role: "viewer" });
-    await expect.poll(() => owner.page.getByTestId("member").allTextContents()).toContain("vince (viewer)");
+    await expect.poll(() => owner.page.getByTestId("member").allTextContents()).toContain("vince");
+    expect(await owner.page.getByRole("combobox", { name: "Role of vince" }).inputValue()).toBe("viewer");
     await expect.poll(() => waiting(owner.page)).toBe("0 waiting");
 
     // Over HTTP, as any client could: a role that is not exactly `editor` or `viewer` is refused.
@@ -177,7 +178,7 @@ describe("issue 33's defects", () => {
     await newList(owner.page, "Phone");
     await submit(owner.page, "new-note", { title: "Charger" });
     await submit(owner.page, "share", { user: "yan", role: "editor" });
-    await expect.poll(() => owner.page.getByTestId("member").allTextContents()).toContain("yan (editor)");
+    await expect.poll(() => owner.page.getByTestId("member").allTextContents()).toContain("yan");
     await owner.page.getByTestId("note").getByRole("checkbox").check();
     const small = () =>
       owner.page.evaluate(() => {

@@ -2,8 +2,9 @@
  * What the notes web app offers beyond issue 33's defects, in headless Chromium against a real
  * notes server: a note's body that two people type in at once; notes and lists renamed in place
  * (Enter saves, Escape cancels); done notes struck through, filtered and cleared, reordered from
- * the keyboard; the selected list in the address (Back works, a link opens the list); the owner
- * changing a member's role and removing them; an honest status line; the script and style sent
+ * the keyboard and by touch on a phone; the selected list in the address (Back works, a link
+ * opens the list); the owner changing a member's role and removing them, and a member leaving;
+ * an honest status line; the script and style sent
  * gzipped; and signing out, which says how many writes would be lost before deleting the local
  * copy.
  */
@@ -14,6 +15,7 @@ import { useNotesServer } from "../../notes/test/support/lifecycle.js";
 import { Link } from "../../notes/test/support/link.js";
 import {
   axeViolations,
+  PHONE,
   newList,
   noteTitles,
   openList,
@@ -203,8 +205,16 @@ describe("the notes web app's features", () => {
     await expect.poll(() => member.page.getByTestId("new-note").isVisible()).toBe(true);
     expect(await member.page.getByRole("combobox", { name: "Role of olive" }).count(), "no role to change for the owner").toBe(0);
 
-    await owner.page.getByRole("combobox", { name: "Role of paul" }).selectOption("viewer");
-    await expect.poll(() => owner.page.getByTestId("member").allTextContents()).toContain("paul (viewer)");
+    // The role is said once: by the menu where the owner may change it, in words elsewhere.
+    expect(await owner.page.getByTestId("member").allTextContents()).toEqual(["olive (owner)", "paul"]);
+    expect(await member.page.getByTestId("member").allTextContents()).toEqual(["olive (owner)", "paul (editor)"]);
+    const role = owner.page.getByRole("combobox", { name: "Role of paul" });
+    expect(await role.inputValue()).toBe("editor");
+    await role.selectOption("viewer");
+    await expect.poll(() => member.page.getByTestId("member").allTextContents(), { timeout: 20_000 }).toContain(
+      "paul (viewer)",
+    );
+    expect(await role.locator("option:checked").textContent()).toBe("can view");
     await expect.poll(() => member.page.getByTestId("view-only-badge").isVisible(), { timeout: 20_000 }).toBe(true);
     expect(await member.page.getByTestId("new-note").isVisible()).toBe(false);
     expect(await member.page.getByRole("combobox", { name: "Role of paul" }).isVisible(), "only the owner changes roles").toBe(false);
@@ -214,6 +224,81 @@ describe("the notes web app's features", () => {
     await expect.poll(() => owner.page.getByTestId("member").allTextContents()).toEqual(["olive (owner)"]);
     await expect.poll(() => member.page.locator("[data-testid=list]", { hasText: "Garden" }).count(), { timeout: 20_000 }).toBe(0);
     await Promise.all([owner.context.close(), member.context.close()]);
+  });
+
+  test("a member leaves a list: it leaves their page, and the owner's member list", async () => {
+    const owner = await signIn("quinn");
+    await newList(owner.page, "Book club");
+    await submit(owner.page, "new-note", { title: "Chapter 3" });
+    await submit(owner.page, "share", { user: "rosa", role: "viewer" });
+    await expect.poll(() => waiting(owner.page)).toBe("0 waiting");
+    expect(await owner.page.getByTestId("leave-list").isVisible(), "the owner cannot leave their own list").toBe(false);
+    const member = await signIn("rosa");
+    await openList(member.page, "Book club");
+    await expect.poll(() => noteTitles(member.page)).toEqual(["Chapter 3"]);
+    const leave = member.page.getByTestId("leave-list");
+    expect(await leave.isVisible()).toBe(true);
+    expect(await axeViolations(member.page)).toEqual([]);
+
+    // Asked first; staying changes nothing.
+    await leave.click();
+    expect(await member.page.getByTestId("ask").textContent()).toContain("only quinn can share it with you again");
+    await screenshots(member.page, "leave-list");
+    expect(await axeViolations(member.page)).toEqual([]);
+    await member.page.getByTestId("ask-no").click();
+    expect(await member.page.locator("[data-testid=list]", { hasText: "Book club" }).count()).toBe(1);
+
+    await leave.click();
+    await member.page.getByTestId("ask-yes").click();
+    await expect.poll(() => member.page.locator("[data-testid=list]", { hasText: "Book club" }).count(), { timeout: 20_000 }).toBe(0);
+    expect(await member.page.getByTestId("announce").textContent()).toBe("You left “Book club”.");
+    await expect.poll(() => owner.page.getByTestId("member").allTextContents(), { timeout: 20_000 }).toEqual([
+      "quinn (owner)",
+    ]);
+    await expect.poll(() => waiting(member.page)).toBe("0 waiting");
+    await member.page.reload();
+    await expect.poll(() => member.page.getByTestId("user").textContent()).toBe("rosa");
+    expect(await member.page.locator("[data-testid=list]", { hasText: "Book club" }).count()).toBe(0);
+    await Promise.all([owner.context.close(), member.context.close()]);
+  });
+
+  test("on a phone, notes are reordered by touch with move buttons of 44 px", async () => {
+    const context = await browser().newContext({ viewport: PHONE, hasTouch: true, isMobile: true });
+    const page = await context.newPage();
+    await page.goto(`${notes().url}/#token=${notes().token("tess")}`);
+    await expect.poll(() => page.getByTestId("user").textContent()).toBe("tess");
+    await newList(page, "Packing");
+    for (const title of ["Tent", "Stove", "Map"]) await submit(page, "new-note", { title });
+    await expect.poll(() => shown(page)).toEqual(["Tent", "Stove", "Map"]);
+    expect(await page.getByTestId("move-up").first().isVisible(), "no move buttons until asked").toBe(false);
+
+    await page.getByTestId("reorder").tap();
+    const up = page.getByRole("button", { name: "Move Map up" });
+    for (const control of [up, page.getByRole("button", { name: "Move Tent down" })]) {
+      const box = (await control.boundingBox())!;
+      expect(box.width).toBeGreaterThanOrEqual(44);
+      expect(box.height).toBeGreaterThanOrEqual(44);
+    }
+    expect(await page.getByRole("button", { name: "Move Tent up" }).isVisible(), "the first note goes no higher").toBe(false);
+    await up.tap();
+    await expect.poll(() => shown(page)).toEqual(["Tent", "Map", "Stove"]);
+    await up.tap();
+    await expect.poll(() => shown(page)).toEqual(["Map", "Tent", "Stove"]);
+    expect(await page.getByTestId("announce").textContent()).toBe("Moved “Map” up.");
+    await page.getByRole("button", { name: "Move Tent down" }).tap();
+    await expect.poll(() => shown(page)).toEqual(["Map", "Stove", "Tent"]);
+    // At the end, its down button is gone, and the focus is on the way back up.
+    await expect.poll(() => page.evaluate(() => document.activeElement?.getAttribute("aria-label"))).toBe("Move Tent up");
+    expect(await page.evaluate(() => document.documentElement.scrollWidth), "nothing off-screen").toBeLessThanOrEqual(PHONE.width);
+    await screenshots(page, "reorder");
+    expect(await axeViolations(page)).toEqual([]);
+
+    await page.getByTestId("reorder").tap();
+    expect(await page.getByRole("button", { name: "Delete Map" }).isVisible()).toBe(true);
+    await expect.poll(() => waiting(page)).toBe("0 waiting");
+    await page.reload();
+    await expect.poll(() => shown(page)).toEqual(["Map", "Stove", "Tent"]);
+    await context.close();
   });
 
   test("the status line says offline, waiting, synced; sign-out says what would be lost", { timeout: 90_000 }, async () => {
