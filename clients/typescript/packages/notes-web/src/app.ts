@@ -158,7 +158,7 @@ class NoteList {
   constructor(
     private readonly make: (note: Note) => NoteRow,
     private readonly counted: () => void,
-    /** Whether note `id` exists only here so far: its add has not reached the server. */
+    /** Whether note `id` has writes (its add, or a change) that have not reached the server. */
     private readonly unsent: (id: string) => boolean,
   ) {
     addEventListener("scroll", () => this.schedule(), { passive: true });
@@ -568,8 +568,7 @@ export class NotesApp {
     this.noteList = new NoteList(
       (note) => this.noteRow(note),
       () => this.renderCounts(),
-      // A row with no bucket yet was made only by writes the server has not confirmed.
-      (id) => this.client.bucketsOf("notes", id).length === 0,
+      (id) => this.client.isPending("notes", id),
     );
     this.body = new NoteBody(
       (id, update) => this.attempt(this.call.editNoteBody({ id, update })),

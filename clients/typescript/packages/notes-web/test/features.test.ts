@@ -307,7 +307,10 @@ describe("the notes web app's features", () => {
     const status = page.getByTestId("status");
     await expect.poll(() => status.textContent()).toMatch(/^Synced at \d/);
     await newList(page, "Status");
+    await submit(page, "new-note", { title: "Posted" });
     await expect.poll(() => waiting(page)).toBe("0 waiting");
+    const sent = page.locator("[data-testid=note]", { hasText: "Posted" });
+    expect(await sent.getAttribute("class")).not.toContain("unsent");
 
     await context.setOffline(true);
     link.cut();
@@ -318,14 +321,18 @@ describe("the notes web app's features", () => {
     // The note that has not reached the server is marked.
     const unsent = page.locator("[data-testid=note]", { hasText: "Unsent" });
     await expect.poll(() => unsent.getAttribute("class")).toContain("unsent");
+    // So is a change to a note the server has.
+    await page.getByRole("checkbox", { name: "Done: Posted" }).check();
+    await expect.poll(() => sent.getAttribute("class")).toContain("unsent");
+    expect(await waiting(page)).toBe("2 waiting");
     await screenshots(page, "offline");
 
     // Signing out with a write that never reached the server asks first; staying keeps it.
     await page.getByTestId("sign-out").click();
     const ask = page.getByTestId("ask");
-    expect(await ask.textContent()).toContain("1 change has not reached the server yet");
+    expect(await ask.textContent()).toContain("2 changes have not reached the server yet");
     await page.getByTestId("ask-no").click();
-    expect(await waiting(page)).toBe("1 waiting");
+    expect(await waiting(page)).toBe("2 waiting");
     expect(await page.getByTestId("user").textContent()).toBe("sue");
 
     // Back online it goes out, and the status says when it synced.
@@ -334,6 +341,7 @@ describe("the notes web app's features", () => {
     await expect.poll(() => waiting(page), { timeout: 20_000 }).toBe("0 waiting");
     await expect.poll(() => status.textContent(), { timeout: 20_000 }).toMatch(/^Synced at \d/);
     await expect.poll(() => unsent.getAttribute("class")).not.toContain("unsent");
+    await expect.poll(() => sent.getAttribute("class")).not.toContain("unsent");
 
     // Signed out, the local copy is gone.
     await page.getByTestId("sign-out").click();
