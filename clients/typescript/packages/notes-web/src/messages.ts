@@ -55,6 +55,8 @@ function reason(code: string, detail: string, names: Names, listId: string | und
   if (/^no list/.test(detail)) return { text: lostReason(names, listId), lost: true };
   if (/^no note/.test(detail)) return { text: "someone deleted the note", lost: false };
   if (/owner's membership/.test(detail)) return { text: "you own this list already", lost: false };
+  if (/cannot leave/.test(detail)) return { text: "its owner cannot leave it", lost: false };
+  if (/^you are not a member/.test(detail)) return { text: "you were no longer a member of it", lost: true };
   if (/not a member/.test(detail)) return { text: "they no longer have access to it", lost: false };
   if (code === "validation_failed" || code === "malformed_request") return { text: "the server could not read it", lost: false };
   return { text: "the server refused it", lost: false };
@@ -85,6 +87,8 @@ function what(name: string, args: Args, names: Names): string {
       return `${listName(names, text(args.id))} was not renamed to ${quoted(title ?? "")}`;
     case "share_list":
       return `${listName(names, text(args.list_id))} was not shared with ${text(args.user_id) ?? "them"}`;
+    case "leave_list":
+      return `You did not leave ${listName(names, text(args.list_id))}`;
     case "unshare_list":
       return `${text(args.user_id) ?? "They"} still ${text(args.user_id) ? "has" : "have"} access to ${listName(names, text(args.list_id))}`;
     default:
