@@ -1,7 +1,7 @@
 /**
  * The signed-in app: lists, the selected list's notes (renamed in place, done, filtered,
- * cleared), its members and their roles, who else is looking, a status line, and the writes the
- * server refused with what the user can do about each.
+ * cleared, reordered by keyboard or by touch), its members and their roles, who else is looking,
+ * a status line, and the writes the server refused with what the user can do about each.
  *
  * Rendering is incremental. `NoteList` changes only the notes a change names and draws only
  * the notes on screen, so a write costs the same at 10 notes and at 10,000 (`BENCHMARKS.md`, "The
@@ -9,9 +9,9 @@
  * their own changes only.
  *
  * Roles come from the rules the client holds (`client.canWrite`): a viewer sees no editing
- * controls and a "View only" badge; only the owner sees sharing. A 401 from the server signs
- * the user out without touching the outbox: the status says so, and signing in again as the
- * same user sends what waited.
+ * controls and a "View only" badge; only the owner sees sharing; any other member may leave.
+ * A 401 from the server signs the user out without touching the outbox: the status says so,
+ * and signing in again as the same user sends what waited.
  */
 
 import {
@@ -262,7 +262,6 @@ class NoteList {
   setReordering(reordering: boolean): void {
     if (this.reordering === reordering) return;
     this.reordering = reordering;
-    this.element.classList.toggle("reordering", reordering);
     for (const row of this.drawn.values()) this.show(row);
   }
 
