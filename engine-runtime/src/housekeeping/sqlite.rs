@@ -7,14 +7,15 @@ use std::time::Duration;
 
 use engine_kernel::BucketKey;
 use engine_kernel::rules::buckets::param_text;
+use engine_sqlite::Sql;
 use engine_sqlite::values::decode;
-use engine_sqlite::{Sql, ident};
 use sqlx::{Connection, SqliteConnection};
 
 use super::{Collected, Retention, Stats};
 use crate::core::Shared;
 use crate::error::Result;
 use crate::jobs::queue::sqlite::counts;
+use crate::rules::selection;
 use crate::sqlite::{Db, now_ms};
 
 /// Counts of what the file holds.
@@ -33,23 +34,8 @@ pub(crate) async fn stats(conn: &mut SqliteConnection, shared: &Shared) -> Resul
     for table in shared.rules.synced_tables() {
         for selection in shared.rules.selections(table.name) {
             let scope = selection.scope_columns();
-            let columns: Vec<String> = scope.iter().map(|c| format!("t.{}", ident(c))).collect();
-            let mut sql =
-                Sql::new(format!("SELECT DISTINCT {} FROM {} AS t WHERE ", columns.join(", "), ident(table.name)));
-            sql.push(scope.iter().map(|c| format!("t.{} IS NOT NULL", ident(c))).collect::<Vec<_>>().join(" AND "));
-            for filter in selection.selection.filters {
-                let value = engine_sqlite::values::stored(
-                    table.column(filter.column).expect("rule columns exist"),
-                    &filter.value.to_json(),
-                );
-                sql.push(format_args!(" AND t.{} = ", ident(filter.column))).push_bind(value);
-            }
-            for (column, first) in selection.ties() {
-                sql.push(format_args!(" AND t.{} = t.{}", ident(column), ident(first)));
-            }
-            if let Some(deleted) = table.soft_delete {
-                sql.push(format_args!(" AND t.{} IS NULL", ident(deleted)));
-            }
+            let mut sql = Sql::new("");
+            selection::sqlite::push_any_bucket(&mut sql, table, selection);
             for row in sql.build().fetch_all(&mut *tx).await? {
                 let mut params = Vec::with_capacity(scope.len());
                 for (i, name) in scope.iter().enumerate() {

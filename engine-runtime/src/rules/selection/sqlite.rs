@@ -83,6 +83,18 @@ pub(crate) fn push_selected(
     }
 }
 
+/// `SELECT DISTINCT` of the scope values (parameter order) of the live rows of `table` in any
+/// bucket of `selection`: which of its buckets hold a row, as stats counts them.
+pub(crate) fn push_any_bucket(sql: &mut Sql, table: &TableMeta, selection: &RuleSelection) {
+    let scope = selection.scope_columns();
+    let columns: Vec<String> = scope.iter().map(|c| column("t", c)).collect();
+    sql.push(format_args!("SELECT DISTINCT {} FROM {} AS t WHERE ", columns.join(", "), ident(table.name)));
+    sql.push(scope.iter().map(|c| format!("{} IS NOT NULL", column("t", c))).collect::<Vec<_>>().join(" AND "));
+    for condition in fixed_conditions("t", table, selection) {
+        sql.push(" AND ").push(condition);
+    }
+}
+
 /// One step of a pull's walk through one bucket of `selection`: its rows written from `from`
 /// (on) to `to` (below), after `resume` (the last row delivered: number and key) when given, in
 /// the change stream's order (number, then key), at most `limit`. Each row's columns, then its
