@@ -82,6 +82,9 @@ impl Sqlite {
             .unwrap_or(2)
             .clamp(2, 8);
         let db = Db::open(&self.path, self.durability, readers).await?;
+        // Said at start-up, so that an operator (and a test run meant for SQLite) can see which
+        // file a server is on.
+        tracing::info!(path = %db.path.display(), "opened the SQLite store");
         Ok(SqliteStorage {
             db: Arc::new(db),
             shared: Arc::new(Shared { limits: self.limits, ..Shared::new(app) }),
