@@ -1,7 +1,9 @@
 /**
  * Once per test run: the binaries the tests start, built by cargo from this repository — the
  * `example-notes` server (or the one `ENGINE_NOTES_BIN` names, already built) and the Rust
- * client that edits note bodies (`engine-body-editor`, or `ENGINE_BODY_EDITOR_BIN`).
+ * client that edits note bodies (`engine-body-editor`, or `ENGINE_BODY_EDITOR_BIN`) — and the
+ * store the notes servers are on, which `ENGINE_TEST_BACKEND` names (`postgres`, the default,
+ * or `sqlite`; see `server.ts`).
  */
 
 import { spawnSync } from "node:child_process";
@@ -10,10 +12,14 @@ import { fileURLToPath } from "node:url";
 
 import type { TestProject } from "vitest/node";
 
+/** The stores a notes server can be on. */
+export type Backend = "postgres" | "sqlite";
+
 declare module "vitest" {
   export interface ProvidedContext {
     notesBin: string;
     bodyEditorBin: string;
+    backend: Backend;
   }
 }
 
@@ -46,7 +52,17 @@ function binary(variable: string, crate: string, bin: string): string {
   return path;
 }
 
+/** The store `ENGINE_TEST_BACKEND` names; a name it does not know stops the run. */
+function backend(): Backend {
+  const name = process.env.ENGINE_TEST_BACKEND || "postgres";
+  if (name !== "postgres" && name !== "sqlite") {
+    throw new Error(`ENGINE_TEST_BACKEND=${name}: use \`postgres\` or \`sqlite\``);
+  }
+  return name;
+}
+
 export default function setup(project: TestProject): void {
+  project.provide("backend", backend());
   project.provide("notesBin", binary("ENGINE_NOTES_BIN", "example-notes", "example-notes"));
   project.provide("bodyEditorBin", binary("ENGINE_BODY_EDITOR_BIN", "engine-tests", "engine-body-editor"));
 }

@@ -2,16 +2,47 @@
  * A real `example-notes` server process for a test: a fresh database, a port of its own, a
  * signing secret of its own, and development tokens from the binary's `token` command. It can
  * be stopped and started again on the same port and database, as a restart would.
+ *
+ * `ENGINE_TEST_BACKEND` picks the store of every server of a run (read once, by
+ * `global-setup.ts`):
+ * - `postgres` (the default): a fresh database on the Postgres server at 127.0.0.1:5432 (user
+ *   `postgres`, trust), dropped by `dispose`;
+ * - `sqlite`: a fresh file in a temporary directory of its own, removed by `dispose`.
+ * A server on SQLite must say at start-up that it opened that file, so that a run meant for
+ * SQLite cannot pass on Postgres. A test about a Postgres mechanism skips itself on SQLite with
+ * `test.skipIf(backend() === "sqlite")` and says why.
  */
 
 import { spawn, spawnSync, type ChildProcess } from "node:child_process";
 import { randomBytes } from "node:crypto";
 import { once } from "node:events";
+import { mkdtempSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
 
 import { inject } from "vitest";
 
+import type { Backend } from "./global-setup.js";
+
 const POSTGRES = "postgres://postgres@127.0.0.1:5432";
 const LISTENING = /notes app on http:\/\/([0-9.]+):(\d+)/;
+
+/** `text` without its terminal colours, which a log line may carry despite `NO_COLOR`. */
+const plain = (text: string) => text.replace(/\x1b\[[0-9;]*m/g, "");
+
+/** The store the servers of this run are on. */
+export const backend = (): Backend => inject("backend");
+
+/** Where a server keeps its rows: a Postgres database, or a SQLite file in a directory of its own. */
+type Store = { backend: "postgres"; url: string } | { backend: "sqlite"; url: string; file: string; directory: string };
+
+/** A fresh store named `name` on `backend`. */
+function freshStore(backend: Backend, name: string): Store {
+  if (backend === "postgres") return { backend, url: `${POSTGRES}/${name}` };
+  const directory = mkdtempSync(join(tmpdir(), "engine-ts-"));
+  const file = join(directory, `${name}.db`);
+  return { backend, url: `sqlite://${file}`, file, directory };
+}
 
 export interface ServerOptions {
   /** More environment for the server (`ENGINE_RATE_LIMIT`, …). */
@@ -25,7 +56,9 @@ export class NotesServer {
 
   private constructor(
     private readonly bin: string,
+    /** A name of this server's own: the Postgres database's, or the SQLite file's. */
     readonly database: string,
+    private readonly store: Store,
     private readonly secret: string,
     private readonly env: Record<string, string>,
   ) {}
@@ -33,8 +66,15 @@ export class NotesServer {
   /** A server on a fresh database, listening. */
   static async start(options: ServerOptions = {}): Promise<NotesServer> {
     const database = `engine_ts_${randomBytes(6).toString("hex")}`;
-    const server = new NotesServer(inject("notesBin"), database, randomBytes(24).toString("hex"), options.env ?? {});
-    await server.launch();
+    const store = freshStore(backend(), database);
+    const server = new NotesServer(inject("notesBin"), database, store, randomBytes(24).toString("hex"), options.env ?? {});
+    try {
+      await server.launch();
+    } catch (error) {
+      // A server that started on the wrong store, or did not start: nothing of it stays.
+      await server.dispose();
+      throw error;
+    }
     return server;
   }
 
@@ -48,7 +88,7 @@ export class NotesServer {
         ...process.env,
         PORT: String(this.port),
         HOST: "127.0.0.1",
-        DATABASE_URL: `${POSTGRES}/${this.database}`,
+        DATABASE_URL: this.store.url,
         ENGINE_SECRET: this.secret,
         ENGINE_RATE_LIMIT: "0",
         RUST_LOG: "info,sqlx=warn",
@@ -61,7 +101,7 @@ export class NotesServer {
     const listening = new Promise<void>((resolve, reject) => {
       const read = (chunk: Buffer) => {
         this.output += chunk.toString();
-        const match = LISTENING.exec(this.output.replace(/\x1b\[[0-9;]*m/g, ""));
+        const match = LISTENING.exec(plain(this.output));
         if (match && this.port === 0) this.port = Number(match[2]);
         if (match) resolve();
       };
@@ -71,6 +111,10 @@ export class NotesServer {
     });
     this.output = "";
     await listening;
+    const store = this.store;
+    if (store.backend === "sqlite" && !plain(this.output).includes(`opened the SQLite store path=${store.file}`)) {
+      throw new Error(`the notes server did not say it serves from ${store.file}:\n${this.output}`);
+    }
   }
 
   /** A development token for `user` (owner id `owner`, the user's by default), valid for `ttlSeconds`. */
@@ -111,9 +155,13 @@ export class NotesServer {
     await this.launch();
   }
 
-  /** Stop, and drop the database. */
+  /** Stop, and drop the database or remove the file. */
   async dispose(): Promise<void> {
     await this.stop();
+    if (this.store.backend === "sqlite") {
+      rmSync(this.store.directory, { recursive: true, force: true });
+      return;
+    }
     spawnSync("psql", ["-h", "127.0.0.1", "-U", "postgres", "-d", "postgres", "-q", "-c", `DROP DATABASE IF EXISTS "${this.database}" WITH (FORCE)`], {
       stdio: "ignore",
     });
