@@ -1,7 +1,8 @@
 //! The bounds a written row keeps (`StoreLimits`): keys and the values that become bucket
 //! parameters stay short enough for every index and cursor that carries them, and a row's JSON
-//! stays within its table's bound. A write past one is rejected `validation_failed`, naming the
-//! bound, before it reaches the database.
+//! stays within its table's bound; no text holds a NUL character, which Postgres stores in no
+//! text or JSON and which SQLite would keep, so that a row is the same on either backend. A write
+//! past one is rejected `validation_failed`, naming the bound, before it reaches the database.
 
 use engine_kernel::{Error as KernelError, Row, TableMeta};
 use serde_json::Value;
@@ -36,6 +37,12 @@ impl ServerTx<'_> {
                 )));
             }
         }
+        if let Some((column, _)) = row.iter().find(|(_, value)| holds_nul(value)) {
+            return Err(KernelError::validation(format!(
+                "column `{}.{column}` holds a NUL character, which no stored text may",
+                table.name
+            )));
+        }
         let row_bytes = serde_json::to_vec(row).map_or(0, |json| json.len());
         let bound = limits.row_bytes_of(table.name);
         if row_bytes > bound {
@@ -46,6 +53,25 @@ impl ServerTx<'_> {
         }
         Ok(())
     }
+}
+
+/// Whether a text anywhere in `value` (a string, or an object's key) holds a NUL character.
+fn holds_nul(value: &Value) -> bool {
+    let mut stack = vec![value];
+    while let Some(value) = stack.pop() {
+        match value {
+            Value::String(text) if text.contains('\0') => return true,
+            Value::Array(items) => stack.extend(items),
+            Value::Object(fields) => {
+                if fields.keys().any(|key| key.contains('\0')) {
+                    return true;
+                }
+                stack.extend(fields.values());
+            }
+            _ => {}
+        }
+    }
+    false
 }
 
 /// How deep `value` nests: 0 for a scalar, 1 for an array or object of scalars.
@@ -69,6 +95,19 @@ mod tests {
     use serde_json::json;
 
     use super::*;
+
+    #[test]
+    fn a_nul_anywhere_in_a_value_is_found() {
+        for (value, nul) in [
+            (json!("a\u{0}b"), true),
+            (json!({"a": ["x", {"b": "\u{0}"}]}), true),
+            (json!({"a\u{0}": 1}), true),
+            (json!({"a": ["x", {"b": "0"}]}), false),
+            (json!(0), false),
+        ] {
+            assert_eq!(holds_nul(&value), nul, "{value}");
+        }
+    }
 
     #[test]
     fn depth_counts_nesting() {
