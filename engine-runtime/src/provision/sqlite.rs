@@ -83,12 +83,17 @@ fn engine_tables() -> Vec<Step> {
         ),
         table(
             "_engine_bucket_sets",
-            "CREATE TABLE IF NOT EXISTS _engine_bucket_sets (digest TEXT PRIMARY KEY, buckets TEXT NOT NULL, used_at INTEGER NOT NULL)",
+            "CREATE TABLE IF NOT EXISTS _engine_bucket_sets (digest TEXT PRIMARY KEY, buckets TEXT NOT NULL, used_at INTEGER NOT NULL, user_id TEXT NOT NULL, bytes INTEGER NOT NULL)",
         ),
         index(
             "_engine_bucket_sets",
             "_engine_bucket_sets_used",
             "CREATE INDEX IF NOT EXISTS _engine_bucket_sets_used ON _engine_bucket_sets (used_at)",
+        ),
+        index(
+            "_engine_bucket_sets",
+            "_engine_bucket_sets_user",
+            "CREATE INDEX IF NOT EXISTS _engine_bucket_sets_user ON _engine_bucket_sets (user_id, used_at)",
         ),
         table(
             "_engine_jobs",

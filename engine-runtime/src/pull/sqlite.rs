@@ -56,7 +56,9 @@ pub(crate) async fn pull(
             .await?;
     tx.commit().await?;
     drop(conn);
-    bucket_sets::sqlite::store(&mut *store.db.writer().await, &pulls.bucket_sets, &taken.named, taken.new).await?;
+    let (user, bound) = (&actor.user_id, store.limits.bucket_set_bytes);
+    let mut writer = store.db.writer().await;
+    bucket_sets::sqlite::store(&mut writer, &pulls.bucket_sets, user, &taken.named, taken.new, bound).await?;
     Ok(taken.pulled)
 }
 
@@ -79,7 +81,7 @@ async fn read_start(
             .bind(client.to_string())
             .fetch_optional(&mut *conn)
             .await?;
-    let held = held::sqlite::held_buckets(conn, store.app, actor).await?;
+    let (held, since) = held::sqlite::held_since(conn, store.app, actor).await?;
     let number = |n: i64| u64::try_from(n).unwrap_or(0);
     let last = last.map_or(0, number);
     Ok(PullStart {
@@ -89,8 +91,7 @@ async fn read_start(
         last_mutation_id: last,
         synced_mutation_id: last,
         held,
-        // Not read on SQLite yet: a bucket granted again goes on from an old cursor's position.
-        since: Default::default(),
+        since,
     })
 }
 

@@ -36,34 +36,43 @@ pub(crate) async fn load(
     Ok(found)
 }
 
-/// Store `new`, the sets a sealed cursor names that were not stored yet, and mark every set it
-/// names used (a set this process marked within the last hour is left as it is). One process
-/// serves the file, for one app's users: their sets are not bounded per user here.
+/// Store `new`, `user`'s sets a sealed cursor names that were not stored yet, and mark every
+/// set it names used (a set this process marked within the last hour is left as it is). Once
+/// `user`'s sets hold more than `bound` bytes of keys, the ones marked least recently go,
+/// except those `named` (as on Postgres).
 pub(crate) async fn store(
     conn: &mut SqliteConnection,
     cache: &Mutex<SetCache>,
+    user: &str,
     named: &[SetDigest],
     new: Vec<(SetDigest, Vec<BucketKey>)>,
+    bound: usize,
 ) -> Result<()> {
+    let lock = || cache.lock().unwrap_or_else(PoisonError::into_inner);
+    let mut stored = false;
     for (digest, buckets) in new {
-        if cache.lock().unwrap_or_else(PoisonError::into_inner).fresh(&digest) {
+        if lock().fresh(&digest) {
             continue;
         }
         let keys: Vec<&str> = buckets.iter().map(BucketKey::as_str).collect();
+        let bytes: usize = keys.iter().map(|k| k.len()).sum();
         sqlx::query(
-            "INSERT INTO _engine_bucket_sets (digest, buckets, used_at) VALUES (?, ?, ?)
+            "INSERT INTO _engine_bucket_sets (digest, buckets, used_at, user_id, bytes) VALUES (?, ?, ?, ?, ?)
              ON CONFLICT (digest) DO UPDATE SET used_at = excluded.used_at",
         )
         .bind(digest.as_str())
         .bind(serde_json::to_string(&keys).expect("strings serialize"))
         .bind(crate::sqlite::now_ms())
+        .bind(user)
+        .bind(i64::try_from(bytes).unwrap_or(i64::MAX))
         .execute(&mut *conn)
         .await?;
-        cache.lock().unwrap_or_else(PoisonError::into_inner).put(digest, Arc::new(buckets), Some(Instant::now()));
+        lock().put(digest, Arc::new(buckets), Some(Instant::now()));
+        stored = true;
     }
     for digest in named {
         let set = {
-            let cache = cache.lock().unwrap_or_else(PoisonError::into_inner);
+            let cache = lock();
             if cache.fresh(digest) {
                 continue;
             }
@@ -75,7 +84,28 @@ pub(crate) async fn store(
             .execute(&mut *conn)
             .await?;
         if let Some(set) = set {
-            cache.lock().unwrap_or_else(PoisonError::into_inner).put(digest.clone(), set, Some(Instant::now()));
+            lock().put(digest.clone(), set, Some(Instant::now()));
+        }
+    }
+    if stored {
+        let mut sql = Sql::new(
+            "DELETE FROM _engine_bucket_sets WHERE digest IN (
+               SELECT digest FROM (
+                 SELECT digest, sum(bytes) OVER (ORDER BY used_at DESC, digest) AS kept
+                 FROM _engine_bucket_sets WHERE user_id = ",
+        );
+        sql.push_bind(user).push(") WHERE kept > ").push_bind(i64::try_from(bound).unwrap_or(i64::MAX));
+        sql.push(" AND digest NOT IN (");
+        let mut list = sql.separated(", ");
+        for digest in named {
+            list.push_bind(digest.as_str());
+        }
+        // `NOT IN ()` is SQLite's too: no set is spared when the cursor names none.
+        sql.push(")) RETURNING digest");
+        let evicted: Vec<String> = sql.build_query_scalar().fetch_all(&mut *conn).await?;
+        let mut cache = lock();
+        for digest in evicted {
+            cache.remove(&SetDigest::from_stored(digest));
         }
     }
     Ok(())

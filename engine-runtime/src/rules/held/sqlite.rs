@@ -3,7 +3,7 @@
 //! the live rows of its table that match the actor's claims and the rule's constants. Raw
 //! membership SQL is Postgres' (`SqliteStorage` refuses an app that has some).
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 
 use engine_kernel::rules::buckets::{claim_bucket, claim_text, param_text};
 use engine_kernel::rules::{ConstFilter, FilterValue, Membership, ParamSource, RuleMeta};
@@ -18,15 +18,36 @@ use crate::rules::selection::sqlite::param_value;
 
 /// Every bucket `actor` holds.
 pub(crate) async fn held_buckets(conn: &mut SqliteConnection, app: &App, actor: &Actor) -> Result<BTreeSet<BucketKey>> {
+    Ok(held_since(conn, app, actor).await?.0)
+}
+
+/// Every bucket `actor` holds; and for each held through rows of a synced membership table, the
+/// number of the write of the oldest of them (the actor has held the bucket since, perhaps not
+/// before).
+pub(crate) async fn held_since(
+    conn: &mut SqliteConnection,
+    app: &App,
+    actor: &Actor,
+) -> Result<(BTreeSet<BucketKey>, BTreeMap<BucketKey, u64>)> {
     let mut held = BTreeSet::new();
+    let mut since = BTreeMap::new();
     for rule in app.sync_rules().rules {
         match rule.membership {
             None => held.extend(claim_bucket(rule, actor)),
-            Some(Membership::Table { .. }) => held.extend(held_through(conn, app, rule, actor, None).await?),
+            Some(Membership::Table { .. }) => {
+                let Some(rows) = members(conn, app, rule, Some(actor), None, None, true).await? else { continue };
+                for (values, written) in rows {
+                    let Some(bucket) = bucket_of_values(rule, actor, values.into_iter()) else { continue };
+                    if let Some(written) = written {
+                        since.insert(bucket.clone(), written);
+                    }
+                    held.insert(bucket);
+                }
+            }
             Some(Membership::Raw { .. }) => {}
         }
     }
-    Ok(held)
+    Ok((held, since))
 }
 
 /// Every bucket of `rule` (a membership rule) `actor` holds through a live membership row
@@ -38,8 +59,10 @@ pub(crate) async fn held_through(
     actor: &Actor,
     write: Option<&[&[ConstFilter]]>,
 ) -> Result<BTreeSet<BucketKey>> {
-    let Some(rows) = members(conn, app, rule, Some(actor), None, write).await? else { return Ok(BTreeSet::new()) };
-    Ok(rows.into_iter().filter_map(|values| bucket_of_values(rule, actor, values.into_iter())).collect())
+    let Some(rows) = members(conn, app, rule, Some(actor), None, write, false).await? else {
+        return Ok(BTreeSet::new());
+    };
+    Ok(rows.into_iter().filter_map(|(values, _)| bucket_of_values(rule, actor, values.into_iter())).collect())
 }
 
 /// Whether `actor` holds `bucket` of `rule` through a live membership row matching one of
@@ -52,8 +75,10 @@ pub(crate) async fn holds(
     bucket: &BucketKey,
     write: Option<&[&[ConstFilter]]>,
 ) -> Result<bool> {
-    let Some(rows) = members(conn, app, rule, Some(actor), Some(bucket), write).await? else { return Ok(false) };
-    Ok(rows.into_iter().any(|values| bucket_of_values(rule, actor, values.into_iter()).as_ref() == Some(bucket)))
+    let Some(rows) = members(conn, app, rule, Some(actor), Some(bucket), write, false).await? else {
+        return Ok(false);
+    };
+    Ok(rows.into_iter().any(|(values, _)| bucket_of_values(rule, actor, values.into_iter()).as_ref() == Some(bucket)))
 }
 
 /// Whether a live membership row of anyone grants `bucket` of `rule`.
@@ -63,13 +88,14 @@ pub(crate) async fn has_member(
     rule: &'static RuleMeta,
     bucket: &BucketKey,
 ) -> Result<bool> {
-    Ok(members(conn, app, rule, None, Some(bucket), None).await?.is_some_and(|rows| !rows.is_empty()))
+    Ok(members(conn, app, rule, None, Some(bucket), None, false).await?.is_some_and(|rows| !rows.is_empty()))
 }
 
 /// The membership-sourced parameters (as text, in order) of the live rows of `rule`'s membership
 /// table that match the claims of `actor` (when given) and the rule's constants, grant `bucket`
-/// (when given) and match one of `write` (when given); `None` when the actor lacks a claim the
-/// rule needs, or the rule's memberships are not a table's.
+/// (when given) and match one of `write` (when given); with `since`, for a synced table, beside
+/// them the number of the write of the oldest row of each. `None` when the actor lacks a claim
+/// the rule needs, or the rule's memberships are not a table's.
 async fn members(
     conn: &mut SqliteConnection,
     app: &App,
@@ -77,7 +103,8 @@ async fn members(
     actor: Option<&Actor>,
     bucket: Option<&BucketKey>,
     write: Option<&[&[ConstFilter]]>,
-) -> Result<Option<Vec<Vec<Option<String>>>>> {
+    since: bool,
+) -> Result<Option<Vec<Members>>> {
     let Some(Membership::Table { table, filters }) = rule.membership else { return Ok(None) };
     let table: &TableMeta = app.table(table).expect("the app lists every rule table");
     let column = |name: &str| table.column(name).expect("rule columns exist");
@@ -89,8 +116,13 @@ async fn members(
             ParamSource::Claim(_) => None,
         })
         .collect();
-    let mut sql = Sql::new("SELECT DISTINCT ");
-    sql.push(sourced.iter().map(|c| format!("m.{}", ident(c))).collect::<Vec<_>>().join(", "));
+    let since = since && !app.rule_index().selections(table.name).is_empty();
+    let parameters = sourced.iter().map(|c| format!("m.{}", ident(c))).collect::<Vec<_>>().join(", ");
+    let mut sql = Sql::new(if since { "SELECT " } else { "SELECT DISTINCT " });
+    sql.push(&parameters);
+    if since {
+        sql.push(", min(m._engine_seq)");
+    }
     sql.push(format_args!(" FROM {} AS m WHERE 1", ident(table.name)));
     for filter in filters {
         let value = match (filter.value, actor) {
@@ -126,6 +158,9 @@ async fn members(
         }
         sql.push(")");
     }
+    if since {
+        sql.push(format_args!(" GROUP BY {parameters}"));
+    }
     let rows = sql.build().fetch_all(&mut *conn).await?;
     let mut out = Vec::with_capacity(rows.len());
     for row in &rows {
@@ -133,7 +168,16 @@ async fn members(
         for (i, name) in sourced.iter().enumerate() {
             values.push(param_text(&decode(row, i, column(name))?));
         }
-        out.push(values);
+        let written = if since {
+            sqlx::Row::try_get::<Option<i64>, _>(row, sourced.len())?.and_then(|n| u64::try_from(n).ok())
+        } else {
+            None
+        };
+        out.push((values, written));
     }
     Ok(Some(out))
 }
+
+/// The membership-sourced parameters of one row (or group of rows) of a membership table, as
+/// text in order, and the number of the write of the oldest when asked.
+type Members = (Vec<Option<String>>, Option<u64>);
