@@ -68,7 +68,9 @@ pub(crate) async fn collect(db: &Db, retention: &Retention) -> Result<Collected>
     let batch = i64::try_from(retention.batch.max(1)).unwrap_or(i64::MAX);
     // Tombstones: the collected position is recorded with each step, so a cursor behind it is
     // reset.
+    // Every step counts, the last that finds nothing too (as on Postgres).
     loop {
+        collected.steps += 1;
         let mut writer = db.writer().await;
         let mut tx = writer.begin_with("BEGIN IMMEDIATE").await?;
         let last: Option<i64> = sqlx::query_scalar(
@@ -88,10 +90,10 @@ pub(crate) async fn collect(db: &Db, retention: &Retention) -> Result<Collected>
         let deleted = sqlx::query("DELETE FROM _engine_tombstones WHERE seq <= ?").bind(last).execute(&mut *tx).await?;
         tx.commit().await?;
         collected.tombstones += deleted.rows_affected();
-        collected.steps += 1;
     }
     // Mutation records, oldest first; each client notes how far its records went.
     loop {
+        collected.steps += 1;
         let mut writer = db.writer().await;
         let mut tx = writer.begin_with("BEGIN IMMEDIATE").await?;
         let rows: Vec<(String, String, i64)> = sqlx::query_as(
@@ -131,7 +133,6 @@ pub(crate) async fn collect(db: &Db, retention: &Retention) -> Result<Collected>
             collected.mutations += deleted.rows_affected();
         }
         tx.commit().await?;
-        collected.steps += 1;
     }
     // Idle clients with no record left; finished jobs; bucket sets no cursor named lately.
     // What each step counts: clients (0), jobs (1), bucket sets (2).
@@ -163,11 +164,11 @@ pub(crate) async fn collect(db: &Db, retention: &Retention) -> Result<Collected>
     for (sql, cutoff, count) in steps {
         loop {
             let deleted = sqlx::query(sql).bind(cutoff).bind(batch).execute(&mut *db.writer().await).await?;
+            steps_taken += 1;
             if deleted.rows_affected() == 0 {
                 break;
             }
             counts[count] += deleted.rows_affected();
-            steps_taken += 1;
         }
     }
     collected.steps += steps_taken;
