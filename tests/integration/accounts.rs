@@ -11,12 +11,12 @@ use serde_json::{Value, json};
 
 use crate::support::actors::{applied, count, device, push};
 use crate::support::ws::{Auth, Ws};
-use crate::support::{TestDb, TestServer};
+use crate::support::{Backend, TestDb, TestServer, backend};
 
 /// A server of the notes app whose store has `limits`.
 async fn server_with(db: &TestDb, limits: engine::server::storage::StoreLimits) -> TestServer {
-    let pool = db.pool.clone();
-    TestServer::start(db, move |b| b.storage(engine::storage::postgres("unused").pool(pool).limits(limits))).await
+    let store = db.store(limits);
+    TestServer::start(db, move |b| b.storage(store)).await
 }
 
 /// A pull of `user` from `cursor`, of `buckets` when given: the page.
@@ -52,9 +52,9 @@ async fn shared_lists(db: &TestDb, lists: usize) -> Vec<String> {
     let mut sql = String::new();
     for id in &ids {
         sql.push_str(&format!(
-            "INSERT INTO lists VALUES ('{id}', 'bob', 't', false);
-             INSERT INTO list_members VALUES ('{id}', 'bob', 'bob', 'owner');
-             INSERT INTO list_members VALUES ('{id}', 'alice', 'bob', 'editor');"
+            "INSERT INTO lists (id, owner_id, title, archived) VALUES ('{id}', 'bob', 't', false);
+             INSERT INTO list_members (list_id, user_id, owner_id, role) VALUES ('{id}', 'bob', 'bob', 'owner');
+             INSERT INTO list_members (list_id, user_id, owner_id, role) VALUES ('{id}', 'alice', 'bob', 'editor');"
         ));
     }
     sqlx::raw_sql(sqlx::AssertSqlSafe(sql)).execute(&db.pool).await.unwrap();
@@ -96,10 +96,15 @@ async fn an_accounts_stored_bucket_sets_are_bounded_and_spare_everyone_elses() {
     // Bob holds the same 60 lists (and his own bucket): his cursor names a set of his.
     let bob = pull_all(&server, "bob").await;
     let cursor = pull_all(&server, "alice").await;
-    let keys = |user: &str| {
-        format!(
+    // The keys of the sets that name `user`'s own bucket (a set is the array of its keys).
+    let keys = |user: &str| match backend() {
+        Backend::Postgres => format!(
             "SELECT coalesce(sum(cardinality(buckets)), 0)::bigint FROM _engine_bucket_sets WHERE buckets @> ARRAY['own/{user}']"
-        )
+        ),
+        Backend::Sqlite => format!(
+            "SELECT coalesce(sum(json_array_length(buckets)), 0) FROM _engine_bucket_sets
+             WHERE EXISTS (SELECT 1 FROM json_each(buckets) WHERE value = 'own/{user}')"
+        ),
     };
     let bobs = count(&db, &keys("bob")).await;
     assert!(bobs > 0, "bob's cursor names a stored set");
@@ -229,9 +234,11 @@ async fn presence_is_bounded_per_actor_and_per_bucket() {
     // Mallory's lists, shared with alice and with mallory's other accounts.
     let mut sql = String::new();
     for i in 0..6 {
-        sql.push_str(&format!("INSERT INTO lists VALUES ('m{i}', 'mallory', 't', false);"));
+        sql.push_str(&format!(
+            "INSERT INTO lists (id, owner_id, title, archived) VALUES ('m{i}', 'mallory', 't', false);"
+        ));
         for user in ["mallory", "alice", "m1", "m2", "m3"] {
-            sql.push_str(&format!("INSERT INTO list_members VALUES ('m{i}', '{user}', 'mallory', 'editor');"));
+            sql.push_str(&format!("INSERT INTO list_members (list_id, user_id, owner_id, role) VALUES ('m{i}', '{user}', 'mallory', 'editor');"));
         }
     }
     sqlx::raw_sql(sqlx::AssertSqlSafe(sql)).execute(&db.pool).await.unwrap();

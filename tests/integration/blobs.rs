@@ -90,7 +90,7 @@ async fn server(db: &TestDb, dir: &std::path::Path) -> TestServer {
 async fn server_with(db: &TestDb, blobs: Blobs) -> TestServer {
     let server = engine::Server::builder()
         .app(photos::app())
-        .storage(engine::storage::postgres("unused").pool(db.pool.clone()))
+        .storage(db.store(engine::storage::StoreLimits::default()))
         .auth(engine::auth::BearerTokenAuth::new(SECRET))
         .limits(engine::limits::Limits::default().rate(0, 0))
         .blobs(blobs)

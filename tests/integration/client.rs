@@ -65,8 +65,7 @@ async fn two_clients_converge_on_lists_notes_membership_and_bodies() {
         .await;
 
     // What the clients show is what the server has.
-    let stored: Vec<u8> =
-        sqlx::query_scalar("SELECT body FROM notes WHERE id = $1").bind(&note_id).fetch_one(&db.pool).await.unwrap();
+    let stored = db.note_body(&note_id).await;
     let server_text = engine::CrdtText::from_state(stored).unwrap().text().unwrap();
     assert_eq!(body_text(&alice, &note_id).await, Some(server_text));
 }

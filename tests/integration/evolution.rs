@@ -12,7 +12,10 @@ use engine::server::Storage;
 use engine::server::storage::{PostgresStorage, ProvisionLocks};
 use sqlx::Row;
 
-use crate::support::{TestDb, TestServer};
+use crate::support::{TestDb, TestServer, postgres_only};
+
+/// Why these tests run on Postgres only.
+const POSTGRES_ONLY: &str = "schema evolution under Postgres' table locks, plan records and drift checks (SQLite's are in engine-runtime's storage::sqlite tests)";
 
 /// The first version of the app: items and tags of their owner.
 mod v1 {
@@ -181,7 +184,7 @@ mod bad {
 }
 
 fn store(db: &TestDb, app: engine::App) -> PostgresStorage {
-    PostgresStorage::new(db.pool.clone(), Arc::new(app))
+    PostgresStorage::new(db.pg().clone(), Arc::new(app))
 }
 
 async fn provisioned(db: &TestDb, app: engine::App) -> PostgresStorage {
@@ -215,21 +218,20 @@ async fn function_bodies(db: &TestDb) -> Vec<String> {
     sqlx::query_scalar(
         "SELECT proname || ':' || prosrc FROM pg_proc WHERE pronamespace = 'public'::regnamespace ORDER BY 1",
     )
-    .fetch_all(&db.pool)
+    .fetch_all(db.pg())
     .await
     .unwrap()
 }
 
 async fn meta(db: &TestDb, key: &str) -> Option<String> {
-    sqlx::query_scalar("SELECT value FROM _engine_meta WHERE key = $1")
-        .bind(key)
-        .fetch_optional(&db.pool)
-        .await
-        .unwrap()
+    sqlx::query_scalar("SELECT value FROM _engine_meta WHERE key = $1").bind(key).fetch_optional(db.pg()).await.unwrap()
 }
 
 #[tokio::test]
 async fn a_second_start_takes_no_table_lock() {
+    if postgres_only(POSTGRES_ONLY) {
+        return;
+    }
     let db = TestDb::new().await;
     provisioned(&db, v1::app()).await;
     let holder = holding(&db, "LOCK TABLE items, tags IN ACCESS EXCLUSIVE MODE").await;
@@ -240,22 +242,28 @@ async fn a_second_start_takes_no_table_lock() {
 
 #[tokio::test]
 async fn a_new_column_locks_only_its_table() {
+    if postgres_only(POSTGRES_ONLY) {
+        return;
+    }
     let db = TestDb::new().await;
     provisioned(&db, v1::app()).await;
     sqlx::query("INSERT INTO items (id, owner_id, title) VALUES ('i1', 'alice', 'kept')")
-        .execute(&db.pool)
+        .execute(db.pg())
         .await
         .unwrap();
     let holder = holding(&db, "LOCK TABLE tags IN ACCESS EXCLUSIVE MODE").await;
     bounded(store(&db, v2::app()).provision()).await.expect("the tags table is not touched");
     release(holder).await;
-    let row = sqlx::query("SELECT title, priority FROM items").fetch_one(&db.pool).await.unwrap();
+    let row = sqlx::query("SELECT title, priority FROM items").fetch_one(db.pg()).await.unwrap();
     assert_eq!(row.get::<String, _>(0), "kept");
     assert_eq!(row.get::<Option<i64>, _>(1), None);
 }
 
 #[tokio::test]
 async fn a_blocked_provisioning_names_the_blocking_query() {
+    if postgres_only(POSTGRES_ONLY) {
+        return;
+    }
     let db = TestDb::new().await;
     provisioned(&db, v1::app()).await;
     let holder = holding(&db, "SELECT count(*) FROM items WHERE title <> 'blocker'").await;
@@ -269,7 +277,7 @@ async fn a_blocked_provisioning_names_the_blocking_query() {
     let has: bool = sqlx::query_scalar(
         "SELECT EXISTS (SELECT 1 FROM information_schema.columns WHERE table_name = 'items' AND column_name = 'priority')",
     )
-    .fetch_one(&db.pool)
+    .fetch_one(db.pg())
     .await
     .unwrap();
     assert!(!has);
@@ -279,6 +287,9 @@ async fn a_blocked_provisioning_names_the_blocking_query() {
 
 #[tokio::test]
 async fn an_older_plan_never_replaces_a_newer_one() {
+    if postgres_only(POSTGRES_ONLY) {
+        return;
+    }
     let db = TestDb::new().await;
     provisioned(&db, v1::app()).await;
     let v1_functions = function_bodies(&db).await;
@@ -303,6 +314,9 @@ async fn an_older_plan_never_replaces_a_newer_one() {
 
 #[tokio::test]
 async fn the_plan_shows_what_would_change_and_nothing_when_current() {
+    if postgres_only(POSTGRES_ONLY) {
+        return;
+    }
     let db = TestDb::new().await;
     let fresh = store(&db, v1::app()).plan_changes().await.unwrap();
     assert!(fresh.starts_with("+ CREATE TABLE IF NOT EXISTS _engine_meta ("), "{fresh}");
@@ -316,7 +330,7 @@ async fn the_plan_shows_what_would_change_and_nothing_when_current() {
     assert!(!diff.contains("tags"), "nothing of the unchanged table: {diff}");
     assert!(!diff.contains("CREATE TABLE"), "{diff}");
     // Indexes on existing tables would be built concurrently.
-    sqlx::query("DROP INDEX _engine_tags_xid").execute(&db.pool).await.unwrap();
+    sqlx::query("DROP INDEX _engine_tags_xid").execute(db.pg()).await.unwrap();
     let diff = store(&db, v1::app()).plan_changes().await.unwrap();
     assert!(diff.starts_with("+ CREATE INDEX CONCURRENTLY IF NOT EXISTS \"_engine_tags_xid\""), "{diff}");
     provisioned(&db, v1::app()).await;
@@ -335,14 +349,17 @@ async fn refused(db: &TestDb, app: fn() -> engine::App) -> Vec<String> {
 
 #[tokio::test]
 async fn drift_is_an_error_naming_table_column_and_definitions() {
+    if postgres_only(POSTGRES_ONLY) {
+        return;
+    }
     let db = TestDb::new().await;
     provisioned(&db, v1::app()).await;
     let fingerprint = meta(&db, "plan_fingerprint").await;
     // Another string type is no drift: the engine carries varchar as text.
-    sqlx::query("ALTER TABLE items ALTER COLUMN title TYPE varchar(20)").execute(&db.pool).await.unwrap();
+    sqlx::query("ALTER TABLE items ALTER COLUMN title TYPE varchar(20)").execute(db.pg()).await.unwrap();
     store(&db, v1::app()).verify().await.expect("varchar(20) carries a String");
     sqlx::query("ALTER TABLE items ALTER COLUMN title TYPE bytea USING convert_to(title, 'UTF8')")
-        .execute(&db.pool)
+        .execute(db.pg())
         .await
         .unwrap();
     let errors = refused(&db, v1::app).await;
@@ -357,10 +374,10 @@ async fn drift_is_an_error_naming_table_column_and_definitions() {
     assert_eq!(meta(&db, "plan_fingerprint").await, fingerprint, "nothing recorded");
 
     sqlx::query("ALTER TABLE items ALTER COLUMN title TYPE text USING convert_from(title, 'UTF8')")
-        .execute(&db.pool)
+        .execute(db.pg())
         .await
         .unwrap();
-    sqlx::query("ALTER TABLE tags ALTER COLUMN label DROP NOT NULL").execute(&db.pool).await.unwrap();
+    sqlx::query("ALTER TABLE tags ALTER COLUMN label DROP NOT NULL").execute(db.pg()).await.unwrap();
     let errors = refused(&db, v1::app).await;
     assert!(
         errors[0].contains("table tags, column label: the app declares text NOT NULL, the database has text NULL"),
@@ -368,9 +385,9 @@ async fn drift_is_an_error_naming_table_column_and_definitions() {
         errors[0]
     );
 
-    sqlx::query("ALTER TABLE tags ALTER COLUMN label SET NOT NULL").execute(&db.pool).await.unwrap();
+    sqlx::query("ALTER TABLE tags ALTER COLUMN label SET NOT NULL").execute(db.pg()).await.unwrap();
     sqlx::raw_sql("ALTER TABLE tags DROP CONSTRAINT tags_pkey; ALTER TABLE tags ADD PRIMARY KEY (id, owner_id)")
-        .execute(&db.pool)
+        .execute(db.pg())
         .await
         .unwrap();
     let errors = refused(&db, v1::app).await;
@@ -384,6 +401,9 @@ async fn drift_is_an_error_naming_table_column_and_definitions() {
 
 #[tokio::test]
 async fn a_type_change_or_removal_in_the_app_is_refused_with_what_to_do() {
+    if postgres_only(POSTGRES_ONLY) {
+        return;
+    }
     let db = TestDb::new().await;
     provisioned(&db, v1::app()).await;
     let errors = refused(&db, bad::retyped::app).await;
@@ -403,9 +423,12 @@ async fn a_type_change_or_removal_in_the_app_is_refused_with_what_to_do() {
 
 #[tokio::test]
 async fn a_required_column_is_added_to_an_empty_table_and_refused_on_one_with_rows() {
+    if postgres_only(POSTGRES_ONLY) {
+        return;
+    }
     let db = TestDb::new().await;
     provisioned(&db, v1::app()).await;
-    sqlx::query("INSERT INTO items (id, owner_id, title) VALUES ('i1', 'alice', 'a')").execute(&db.pool).await.unwrap();
+    sqlx::query("INSERT INTO items (id, owner_id, title) VALUES ('i1', 'alice', 'a')").execute(db.pg()).await.unwrap();
     let err = store(&db, bad::required::app()).provision().await.unwrap_err().to_string();
     assert!(
         err.contains("the app adds column rank to table items, NOT NULL, and the table has rows")
@@ -413,7 +436,7 @@ async fn a_required_column_is_added_to_an_empty_table_and_refused_on_one_with_ro
         "{err}"
     );
     // With the column added by hand, with a default, the app starts.
-    sqlx::query("ALTER TABLE items ADD COLUMN rank bigint NOT NULL DEFAULT 0").execute(&db.pool).await.unwrap();
+    sqlx::query("ALTER TABLE items ADD COLUMN rank bigint NOT NULL DEFAULT 0").execute(db.pg()).await.unwrap();
     provisioned(&db, bad::required::app()).await;
     let empty = TestDb::new().await;
     provisioned(&empty, v1::app()).await;
@@ -430,6 +453,9 @@ fn client_of(server: &TestServer, app: engine::App, store: StoreLocation) -> eng
 
 #[tokio::test]
 async fn an_added_column_reaches_new_clients_while_old_ones_keep_syncing() {
+    if postgres_only(POSTGRES_ONLY) {
+        return;
+    }
     let db = TestDb::new().await;
     let dir = std::env::temp_dir().join(format!("engine-evolution-{}", uuid::Uuid::new_v4().simple()));
     std::fs::create_dir_all(&dir).unwrap();

@@ -129,8 +129,8 @@ async fn an_endless_detail_is_cut_before_it_is_stored() {
 
 /// A server of the notes app whose store has `limits`.
 async fn server_with(db: &TestDb, limits: engine::server::storage::StoreLimits) -> TestServer {
-    let pool = db.pool.clone();
-    TestServer::start(db, move |b| b.storage(engine::storage::postgres("unused").pool(pool).limits(limits))).await
+    let store = db.store(limits);
+    TestServer::start(db, move |b| b.storage(store)).await
 }
 
 #[tokio::test]

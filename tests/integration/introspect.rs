@@ -13,7 +13,10 @@ use engine::wire::PullResponse;
 use serde_json::{Value, json};
 use sqlx::Row;
 
-use crate::support::{TestDb, TestServer};
+use crate::support::{TestDb, TestServer, postgres_only};
+
+/// Why these tests run on Postgres only.
+const POSTGRES_ONLY: &str = "introspection adopts an existing Postgres database";
 
 /// The app `engine introspect` wrote for `brownfield.sql`, exactly as committed.
 #[allow(unreachable_pub, dead_code)]
@@ -56,7 +59,7 @@ async fn engine_cli(args: &[&str]) -> engine_cli::Result<String> {
 /// A fresh database holding the brownfield schema and its rows.
 async fn brownfield() -> TestDb {
     let db = TestDb::new().await;
-    sqlx::raw_sql(SCHEMA).execute(&db.pool).await.expect("the brownfield schema loads");
+    sqlx::raw_sql(SCHEMA).execute(db.pg()).await.expect("the brownfield schema loads");
     db
 }
 
@@ -66,7 +69,7 @@ async fn original_columns(db: &TestDb) -> BTreeMap<String, Vec<String>> {
         "SELECT table_name::text, column_name::text FROM information_schema.columns
          WHERE table_schema = 'public' ORDER BY table_name, ordinal_position",
     )
-    .fetch_all(&db.pool)
+    .fetch_all(db.pg())
     .await
     .unwrap();
     let mut tables: BTreeMap<String, Vec<String>> = BTreeMap::new();
@@ -85,7 +88,7 @@ async fn checksums(db: &TestDb, tables: &BTreeMap<String, Vec<String>>) -> BTree
             "SELECT count(*), coalesce(md5(string_agg(r::text, '|' ORDER BY r::text)), '') FROM (SELECT {} FROM \"{table}\") r",
             columns.join(", ")
         );
-        let row = sqlx::query(sqlx::AssertSqlSafe(sql)).fetch_one(&db.pool).await.unwrap();
+        let row = sqlx::query(sqlx::AssertSqlSafe(sql)).fetch_one(db.pg()).await.unwrap();
         out.insert(table.clone(), (row.get(0), row.get(1)));
     }
     out
@@ -138,13 +141,16 @@ async fn expected_counts(db: &TestDb, org: &str) -> BTreeMap<String, i64> {
     ];
     let mut out = BTreeMap::new();
     for (table, sql) in queries {
-        out.insert(table.to_owned(), sqlx::query_scalar(sql).bind(org).fetch_one(&db.pool).await.unwrap());
+        out.insert(table.to_owned(), sqlx::query_scalar(sql).bind(org).fetch_one(db.pg()).await.unwrap());
     }
     out
 }
 
 #[tokio::test]
 async fn an_existing_database_is_adopted_without_changing_a_row() {
+    if postgres_only(POSTGRES_ONLY) {
+        return;
+    }
     let db = brownfield().await;
     let columns = original_columns(&db).await;
     let before = checksums(&db, &columns).await;
@@ -170,7 +176,7 @@ async fn an_existing_database_is_adopted_without_changing_a_row() {
         ]
     );
     assert!(!app.is_synced("feature_flags"), "no rule scopes feature_flags: the server keeps it");
-    let storage = PostgresStorage::new(db.pool.clone(), Arc::new(app));
+    let storage = PostgresStorage::new(db.pg().clone(), Arc::new(app));
     storage.provision().await.expect("the introspected app provisions its own database");
     assert_eq!(checksums(&db, &columns).await, before, "provisioning changed no row of any table");
     let again = engine_cli(&["introspect", "--database-url", &db.url]).await.unwrap();
@@ -213,6 +219,9 @@ async fn an_existing_database_is_adopted_without_changing_a_row() {
 
 #[tokio::test]
 async fn introspect_writes_a_file_reports_what_it_left_out_and_refuses_nothing_usable() {
+    if postgres_only(POSTGRES_ONLY) {
+        return;
+    }
     let db = brownfield().await;
     let out = std::env::temp_dir().join(format!("engine-model-{}.rs", uuid::Uuid::new_v4().simple()));
     let report = engine_cli(&[
@@ -252,6 +261,9 @@ async fn introspect_writes_a_file_reports_what_it_left_out_and_refuses_nothing_u
 
 #[tokio::test]
 async fn tables_no_rule_can_scope_make_an_app_without_sync_rules() {
+    if postgres_only(POSTGRES_ONLY) {
+        return;
+    }
     let db = brownfield().await;
     let source =
         engine_cli(&["introspect", "--database-url", &db.url, "--tables", "activity,feature_flags"]).await.unwrap();
@@ -263,7 +275,7 @@ async fn tables_no_rule_can_scope_make_an_app_without_sync_rules() {
     assert_eq!(flags.struct_name, "FeatureFlag");
     let columns: Vec<&str> = flags.columns.iter().map(|c| c.name).collect();
     assert_eq!(columns, ["name", "enabled", "crate"], "`crate` is carried by a renamed field");
-    let storage = PostgresStorage::new(db.pool.clone(), Arc::new(app));
+    let storage = PostgresStorage::new(db.pg().clone(), Arc::new(app));
     storage.provision().await.expect("an app without sync rules provisions too");
 }
 
@@ -291,8 +303,11 @@ pub fn injected_by_a_table() {}
 
 #[tokio::test]
 async fn catalog_text_cannot_write_code_into_the_generated_source() {
+    if postgres_only(POSTGRES_ONLY) {
+        return;
+    }
     let db = TestDb::new().await;
-    sqlx::raw_sql(HOSTILE_SCHEMA).execute(&db.pool).await.expect("the hostile schema loads");
+    sqlx::raw_sql(HOSTILE_SCHEMA).execute(db.pg()).await.expect("the hostile schema loads");
     let source = engine_cli(&["introspect", "--database-url", &db.url]).await.unwrap();
     let file = syn::parse_file(&source).unwrap_or_else(|e| panic!("the generated source parses: {e}\n{source}"));
     let items: Vec<String> = file

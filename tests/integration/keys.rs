@@ -9,7 +9,7 @@ use engine::Timestamp;
 use engine::client::{BearerToken, Client, StoreLocation};
 
 use crate::support::client::eventually;
-use crate::support::{TestDb, TestServer};
+use crate::support::{Backend, TestDb, TestServer, backend};
 
 mod app {
     use engine::{MutatorCtx, Outcome, Result, Timestamp};
@@ -99,10 +99,8 @@ use app::{Cell, Chunk, Event, Rows, put};
 #[tokio::test]
 async fn deletes_and_moves_reach_clients_whatever_the_key_type() {
     let db = TestDb::new().await;
-    let pool = db.pool.clone();
-    let server =
-        TestServer::start(&db, move |b| b.app(app::app()).storage(engine::storage::postgres("unused").pool(pool)))
-            .await;
+    let store = db.store(engine::storage::StoreLimits::default());
+    let server = TestServer::start(&db, move |b| b.app(app::app()).storage(store)).await;
     let client = Client::builder(server.url(""))
         .app(app::app())
         .auth(BearerToken::new(TestServer::token("alice")))
@@ -133,16 +131,24 @@ async fn deletes_and_moves_reach_clients_whatever_the_key_type() {
     eventually(Duration::from_secs(10), "the rows reach the server", || async { on_server().await == 9 }).await;
 
     // Deleted by another program, and a cell given to someone else: each leaves alice's bucket.
-    sqlx::raw_sql(
-        "DELETE FROM events WHERE at = to_timestamp(1700000000.000007);
-         DELETE FROM chunks WHERE hash = '\\x01ff000a'::bytea;
-         UPDATE cells SET owner_id = 'bob' WHERE row = 1;",
-    )
-    .execute(&db.pool)
-    .await
-    .unwrap();
-    let keys: Vec<serde_json::Value> =
-        sqlx::query_scalar("SELECT key FROM _engine_tombstones ORDER BY id").fetch_all(&db.pool).await.unwrap();
+    // SQLite keeps timestamps and bytes in their wire form.
+    let (writes, tombstones) = match backend() {
+        Backend::Postgres => (
+            "DELETE FROM events WHERE at = to_timestamp(1700000000.000007);
+             DELETE FROM chunks WHERE hash = '\\x01ff000a'::bytea;
+             UPDATE cells SET owner_id = 'bob' WHERE row = 1;",
+            "SELECT CAST(key AS TEXT) FROM _engine_tombstones ORDER BY id",
+        ),
+        Backend::Sqlite => (
+            "DELETE FROM events WHERE at = '2023-11-14T22:13:20.000007Z';
+             DELETE FROM chunks WHERE hash = 'Af8ACg==';
+             UPDATE cells SET owner_id = 'bob' WHERE row = 1;",
+            "SELECT CAST(key AS TEXT) FROM _engine_tombstones ORDER BY seq",
+        ),
+    };
+    sqlx::raw_sql(writes).execute(&db.pool).await.unwrap();
+    let keys: Vec<String> = sqlx::query_scalar(tombstones).fetch_all(&db.pool).await.unwrap();
+    let keys: Vec<serde_json::Value> = keys.iter().map(|k| serde_json::from_str(k).unwrap()).collect();
     assert_eq!(
         keys,
         vec![

@@ -21,11 +21,14 @@ use crate::support::{TestDb, TestServer};
 
 const PULL: &str = r#"{"clientId":"0192f0e0-0000-7000-8000-000000000001"}"#;
 
-async fn engine(db: &TestDb, configure: impl FnOnce(ServerBuilder) -> ServerBuilder) -> Server {
-    let builder = Server::builder()
-        .app(example_notes::app())
-        .storage(engine::storage::postgres("unused").pool(db.pool.clone()))
-        .auth(BearerTokenAuth::new(SECRET));
+/// A server of the notes app on `store` (a test's servers share one: on SQLite one store holds
+/// the file).
+async fn engine(
+    store: &Arc<dyn engine::server::Storage>,
+    configure: impl FnOnce(ServerBuilder) -> ServerBuilder,
+) -> Server {
+    let builder =
+        Server::builder().app(example_notes::app()).storage_instance(store.clone()).auth(BearerTokenAuth::new(SECRET));
     configure(builder).build().await.expect("the server builds")
 }
 
@@ -63,10 +66,11 @@ impl Subscriber for Spans {
 #[tokio::test]
 async fn the_router_opens_no_span_of_its_own_unless_asked_and_answers_request_ids_either_way() {
     let db = TestDb::new().await;
+    let store = db.notes().await;
     let spans = Spans::default();
     let _subscriber = crate::support::logs::scoped(spans.clone());
     for trace in [false, true] {
-        let engine = engine(&db, |b| b.trace_requests(trace)).await;
+        let engine = engine(&store, |b| b.trace_requests(trace)).await;
         let server = TestServer::serve(Router::new().nest("/sync-api", engine.router())).await;
         let before = spans.named("engine_runtime::http", "request");
 
@@ -97,6 +101,7 @@ async fn served(server: &TestServer, path: &str) -> Value {
 #[tokio::test]
 async fn the_served_contract_names_the_prefix_the_router_is_reached_under() {
     let db = TestDb::new().await;
+    let store = db.notes().await;
     let committed: Value = serde_json::from_str(
         &std::fs::read_to_string(
             std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples/notes/contract.json"),
@@ -106,7 +111,7 @@ async fn the_served_contract_names_the_prefix_the_router_is_reached_under() {
     .unwrap();
     assert!(committed.get("servers").is_none(), "at the root the contract names no prefix");
 
-    let nested = engine(&db, |b| b).await;
+    let nested = engine(&store, |b| b).await;
     let host =
         Router::new().nest("/sync-api", nested.router()).nest("/outer", Router::new().nest("/inner", nested.router()));
     let server = TestServer::serve(host).await;
@@ -117,7 +122,7 @@ async fn the_served_contract_names_the_prefix_the_router_is_reached_under() {
     let contract = served(&server, "/outer/inner/engine/contract").await;
     assert_eq!(contract["servers"], serde_json::json!([{"url": "/outer/inner"}]), "nested twice");
 
-    let behind_a_proxy = engine(&db, |b| b.mount_prefix("/public/sync/")).await;
+    let behind_a_proxy = engine(&store, |b| b.mount_prefix("/public/sync/")).await;
     let server = TestServer::serve(Router::new().nest("/sync-api", behind_a_proxy.router())).await;
     let contract = served(&server, "/sync-api/engine/contract").await;
     assert_eq!(contract["servers"], serde_json::json!([{"url": "/public/sync"}]), "the builder's prefix wins");
@@ -145,7 +150,8 @@ async fn connections_accepted_through_tcp_nodelay_do_not_wait_to_send_small_fram
 #[tokio::test]
 async fn host_routes_authenticate_with_the_engines_auth_and_refuse_as_it_does() {
     let db = TestDb::new().await;
-    let engine = engine(&db, |b| b).await;
+    let store = db.notes().await;
+    let engine = engine(&store, |b| b).await;
     async fn me(Authenticated(actor): Authenticated) -> String {
         format!("{} {}", actor.user_id, actor.owner_id)
     }
@@ -192,7 +198,8 @@ impl EngineAuth for SessionCookies {
 #[tokio::test]
 async fn the_stream_knows_a_socket_by_the_hosts_own_credentials() {
     let db = TestDb::new().await;
-    let engine = engine(&db, |b| b.auth(SessionCookies)).await;
+    let store = db.notes().await;
+    let engine = engine(&store, |b| b.auth(SessionCookies)).await;
     let server = TestServer::serve(Router::new().nest("/sync-api", engine.router())).await;
     let mut socket = Ws::connect_at(server.addr, "/sync-api/sync/stream", Auth::Cookie("session=alice"))
         .await

@@ -14,7 +14,7 @@ use reqwest::StatusCode;
 use serde_json::{Value, json};
 
 use crate::support::server::SECRET;
-use crate::support::{Logs, TestDb, TestServer};
+use crate::support::{Backend, Logs, TestDb, TestServer, ago, backend, postgres_only};
 
 fn now() -> u64 {
     std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_secs()
@@ -28,14 +28,12 @@ fn mutation(id: u64, name: &str, args: Value) -> MutationRequest {
     MutationRequest { mutation_id: id, client_mutation_id: uuid::Uuid::new_v4(), name: name.into(), args, hlc: None }
 }
 
-async fn store(db: &TestDb) -> Arc<PostgresStorage> {
-    let storage = Arc::new(PostgresStorage::new(db.pool.clone(), Arc::new(example_notes::app())));
-    storage.provision().await.unwrap();
-    storage
+async fn store(db: &TestDb) -> Arc<dyn Storage> {
+    db.notes().await
 }
 
 /// Push `mutations` as `user`'s client `n`; every one is answered.
-async fn push(storage: &PostgresStorage, user: &str, n: u128, mutations: Vec<MutationRequest>) -> Vec<MutationStatus> {
+async fn push(storage: &Arc<dyn Storage>, user: &str, n: u128, mutations: Vec<MutationRequest>) -> Vec<MutationStatus> {
     let pushed = storage.push(&Actor::new(user, user), &PushRequest { client_id: client(n), mutations }).await.unwrap();
     assert!(pushed.stopped.is_none(), "{:?}", pushed.stopped);
     pushed.response.results.into_iter().map(|r| r.status).collect()
@@ -129,9 +127,17 @@ async fn collection_goes_in_bounded_steps_and_an_old_replay_is_a_duplicate_witho
     let lists: Vec<MutationRequest> =
         (1..=25).map(|i| mutation(i, "create_list", json!({"id": format!("l{i}"), "title": "t"}))).collect();
     assert!(push(&storage, "alice", 1, lists.clone()).await.iter().all(|s| *s == MutationStatus::Applied));
-    exec(&db, "INSERT INTO _engine_tombstones (table_name, key, buckets) SELECT 'notes', jsonb_build_object('id', i::text), ARRAY['x'] FROM generate_series(1, 35) AS i").await;
-    exec(&db, "UPDATE _engine_tombstones SET created_at = now() - interval '2 days'").await;
-    exec(&db, "UPDATE _engine_mutations SET applied_at = now() - interval '2 days' WHERE mutation_id <= 20").await;
+    let tombstones = match backend() {
+        Backend::Postgres => {
+            "INSERT INTO _engine_tombstones (table_name, key, buckets) SELECT 'notes', jsonb_build_object('id', i::text), ARRAY['x'] FROM generate_series(1, 35) AS i"
+        }
+        Backend::Sqlite => {
+            "WITH RECURSIVE s(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM s WHERE i < 35) INSERT INTO _engine_tombstones (table_name, key, old, created_at) SELECT 'notes', json_object('id', CAST(i AS TEXT)), '{}', 0 FROM s"
+        }
+    };
+    exec(&db, tombstones).await;
+    exec(&db, &format!("UPDATE _engine_tombstones SET created_at = {}", ago("2 days"))).await;
+    exec(&db, &format!("UPDATE _engine_mutations SET applied_at = {} WHERE mutation_id <= 20", ago("2 days"))).await;
 
     let retention = Retention::default().tombstones(DAY).mutations(DAY).batch(10);
     let collected = storage.collect_garbage(&retention).await.unwrap();
@@ -163,8 +169,8 @@ async fn collection_goes_in_bounded_steps_and_an_old_replay_is_a_duplicate_witho
     assert_eq!(push(&storage, "alice", 1, next).await, [MutationStatus::Applied], "the sequence goes on");
 
     // A client idle past the retention with no record left goes; one with records stays.
-    exec(&db, "UPDATE _engine_mutations SET applied_at = now() - interval '2 days'").await;
-    exec(&db, "UPDATE _engine_clients SET updated_at = now() - interval '2 days'").await;
+    exec(&db, &format!("UPDATE _engine_mutations SET applied_at = {}", ago("2 days"))).await;
+    exec(&db, &format!("UPDATE _engine_clients SET updated_at = {}", ago("2 days"))).await;
     push(&storage, "bob", 2, vec![mutation(1, "create_list", json!({"id": "b1", "title": "t"}))]).await;
     let collected = storage.collect_garbage(&retention).await.unwrap();
     assert_eq!((collected.mutations, collected.clients), (6, 1), "{collected:?}");
@@ -173,12 +179,15 @@ async fn collection_goes_in_bounded_steps_and_an_old_replay_is_a_duplicate_witho
 
 #[tokio::test]
 async fn two_instances_never_collect_at_once() {
+    if postgres_only("several instances on one database, and Postgres' advisory lock") {
+        return;
+    }
     let db = TestDb::new().await;
     let storage = store(&db).await;
-    let other = PostgresStorage::new(db.pool.clone(), Arc::new(example_notes::app()));
+    let other = PostgresStorage::new(db.pg().clone(), Arc::new(example_notes::app()));
     exec(&db, "INSERT INTO _engine_tombstones (table_name, key, buckets, created_at) SELECT 'notes', jsonb_build_object('id', i::text), ARRAY['x'], now() - interval '2 days' FROM generate_series(1, 5) AS i").await;
     // Another instance in the middle of its collection holds the lock.
-    let mut collecting = db.pool.acquire().await.unwrap();
+    let mut collecting = db.pg().acquire().await.unwrap();
     let locked: bool = sqlx::query_scalar("SELECT pg_try_advisory_lock(x'656e67696e650001'::bigint)")
         .fetch_one(&mut *collecting)
         .await
@@ -202,6 +211,9 @@ async fn two_instances_never_collect_at_once() {
 
 #[tokio::test]
 async fn dead_jobs_are_kept_longer_and_the_cli_lists_retries_and_discards_them() {
+    if postgres_only("`engine jobs` speaks to Postgres") {
+        return;
+    }
     let db = TestDb::new().await;
     let storage = store(&db).await;
     exec(
@@ -256,6 +268,9 @@ async fn engine_cli(args: &[&str]) -> engine_cli::Result<String> {
 #[tokio::test]
 async fn a_held_back_horizon_is_named_in_a_warning_and_shown_in_stats() {
     use sqlx::Connection;
+    if postgres_only("the transaction-id horizon is Postgres'") {
+        return;
+    }
     let db = TestDb::new().await;
     let (logs, _guard) = Logs::capture();
     let server = TestServer::start(&db, |b| b.horizon_warning(Duration::from_millis(200))).await;
@@ -358,9 +373,13 @@ async fn metrics_count_what_the_server_did_and_are_for_admins() {
     assert_eq!(answer.status(), StatusCode::OK);
     assert!(answer.headers()["content-type"].to_str().unwrap().starts_with("text/plain"));
     let text = answer.text().await.unwrap();
-    // The pool's default size: 4 connections per CPU, 8 at least and 32 at most.
+    // The pool's default size: on Postgres 4 connections per CPU, 8 at least and 32 at most;
+    // SQLite's readers, one per CPU, 2 at least and 8 at most.
     let cpus = std::thread::available_parallelism().unwrap().get();
-    let default_pool = (4 * cpus).clamp(8, 32);
+    let default_pool = match backend() {
+        Backend::Postgres => (4 * cpus).clamp(8, 32),
+        Backend::Sqlite => cpus.clamp(2, 8),
+    };
     let expected = [
         ("engine_mutations_total{status=\"applied\"}", 2.0),
         ("engine_mutations_total{status=\"duplicate\"}", 1.0),

@@ -8,8 +8,9 @@ use engine::storage::postgres::Timeouts;
 use reqwest::StatusCode;
 use serde_json::{Value, json};
 
+use crate::support::db::TestStore;
 use crate::support::partition::Partition;
-use crate::support::{TestDb, TestServer};
+use crate::support::{Backend, TestDb, TestServer, backend, postgres_only};
 
 fn mutations(first: u64, count: u64) -> Vec<Value> {
     (first..first + count)
@@ -27,11 +28,11 @@ fn push_body(client: uuid::Uuid, mutations: Vec<Value>) -> String {
 #[tokio::test]
 async fn one_actor_pushing_at_once_twenty_times_leaves_room_for_the_others() {
     let db = TestDb::new().await;
-    let url = db.url.clone();
-    let server = TestServer::start(&db, |b| {
-        b.storage(engine::storage::postgres(url).max_connections(8)).limits(Limits::default().rate(0, 0))
-    })
-    .await;
+    let store = match backend() {
+        Backend::Postgres => TestStore::Postgres(engine::storage::postgres(db.url.clone()).max_connections(8)),
+        Backend::Sqlite => db.store(engine::storage::StoreLimits::default()),
+    };
+    let server = TestServer::start(&db, |b| b.storage(store).limits(Limits::default().rate(0, 0))).await;
     let base = server.url("");
 
     // Mallory: twenty pushes of a thousand mutations each, all at once, each of its own client.
@@ -97,9 +98,12 @@ async fn one_actor_pushing_at_once_twenty_times_leaves_room_for_the_others() {
 
 #[tokio::test]
 async fn a_write_stuck_behind_a_lock_gives_up_after_the_lock_timeout() {
+    if postgres_only("Postgres' row locks and lock timeout") {
+        return;
+    }
     let db = TestDb::new().await;
     let storage = engine::storage::postgres("unused")
-        .pool(db.pool.clone())
+        .pool(db.pg().clone())
         .timeouts(Timeouts::default().lock(Duration::from_millis(200)))
         .connect(std::sync::Arc::new(example_notes::app()))
         .await
@@ -199,6 +203,9 @@ async fn behind_a_partition(db: &TestDb) -> (Partition, engine::storage::postgre
 /// its place, and after two partitions the pool of two had none left.
 #[tokio::test]
 async fn sessions_the_database_stopped_answering_are_given_up_and_the_server_serves_again() {
+    if postgres_only("a database server behind a network partition") {
+        return;
+    }
     let db = TestDb::new().await;
     let (partition, storage) = behind_a_partition(&db).await;
     let server = TestServer::start(&db, |b| b.storage(storage)).await;
@@ -261,6 +268,9 @@ async fn sessions_the_database_stopped_answering_are_given_up_and_the_server_ser
 /// held the place.
 #[tokio::test]
 async fn a_kept_session_cut_while_idle_is_closed_and_its_place_freed() {
+    if postgres_only("a database server behind a network partition") {
+        return;
+    }
     let db = TestDb::new().await;
     let (partition, storage) = behind_a_partition(&db).await;
     let storage = storage.connect(std::sync::Arc::new(example_notes::app())).await.unwrap();
@@ -287,6 +297,9 @@ async fn a_kept_session_cut_while_idle_is_closed_and_its_place_freed() {
 /// session held the pull until the pool gave up, and it was refused.
 #[tokio::test]
 async fn sessions_cut_while_idle_in_the_pool_are_replaced_within_one_request() {
+    if postgres_only("a database server behind a network partition") {
+        return;
+    }
     let db = TestDb::new().await;
     let (partition, storage) = behind_a_partition(&db).await;
     let storage = storage.connect(std::sync::Arc::new(example_notes::app())).await.unwrap();
@@ -332,6 +345,9 @@ async fn pulls(server: &TestServer, user: &str, count: usize) -> Vec<(StatusCode
 
 #[tokio::test]
 async fn hostile_accounts_filling_the_pool_leave_a_bystander_its_turn() {
+    if postgres_only("a pool of Postgres sessions shared fairly") {
+        return;
+    }
     let db = TestDb::new().await;
     // Four sessions, and a second to wait for one: the pool's own order of arrival would make the
     // bystander wait behind every queued request of the others, past that second.

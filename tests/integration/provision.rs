@@ -6,7 +6,10 @@ use engine::server::Storage;
 use engine::server::storage::PostgresStorage;
 use sqlx::Row;
 
-use crate::support::TestDb;
+use crate::support::{TestDb, postgres_only};
+
+/// Why these tests run on Postgres only.
+const POSTGRES_ONLY: &str = "Postgres' provisioning: its triggers, functions and transaction-id stamps (SQLite's are in engine-runtime's storage::sqlite tests)";
 
 fn snapshot_path() -> std::path::PathBuf {
     std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("integration/snapshots/notes_provision.sql")
@@ -40,7 +43,7 @@ async fn schema_fingerprint(db: &TestDb) -> Vec<String> {
     ];
     let mut out = Vec::new();
     for query in queries {
-        let rows = sqlx::query(query).fetch_all(&db.pool).await.unwrap();
+        let rows = sqlx::query(query).fetch_all(db.pg()).await.unwrap();
         out.extend(rows.iter().map(|r| r.get::<String, _>(0)));
     }
     out
@@ -48,21 +51,23 @@ async fn schema_fingerprint(db: &TestDb) -> Vec<String> {
 
 #[tokio::test]
 async fn a_second_run_changes_nothing() {
+    if postgres_only(POSTGRES_ONLY) {
+        return;
+    }
     let db = TestDb::new().await;
-    let storage = db.notes().await;
+    let storage = db.notes_pg().await;
     sqlx::query("INSERT INTO lists (id, owner_id, title, archived) VALUES ('l1', 'alice', 'groceries', false)")
-        .execute(&db.pool)
+        .execute(db.pg())
         .await
         .unwrap();
     let before = schema_fingerprint(&db).await;
     let xid_before: String =
-        sqlx::query_scalar("SELECT _engine_xid::text FROM lists").fetch_one(&db.pool).await.unwrap();
+        sqlx::query_scalar("SELECT _engine_xid::text FROM lists").fetch_one(db.pg()).await.unwrap();
     storage.provision().await.unwrap();
     // A storage built afresh (a restarted server) provisions too, and changes nothing either.
-    PostgresStorage::new(db.pool.clone(), Arc::new(example_notes::app())).provision().await.unwrap();
+    PostgresStorage::new(db.pg().clone(), Arc::new(example_notes::app())).provision().await.unwrap();
     assert_eq!(schema_fingerprint(&db).await, before);
-    let xid_after: String =
-        sqlx::query_scalar("SELECT _engine_xid::text FROM lists").fetch_one(&db.pool).await.unwrap();
+    let xid_after: String = sqlx::query_scalar("SELECT _engine_xid::text FROM lists").fetch_one(db.pg()).await.unwrap();
     assert_eq!(xid_before, xid_after, "no row was rewritten");
     storage.verify().await.unwrap();
 }
@@ -72,9 +77,12 @@ async fn a_second_run_changes_nothing() {
 /// trigger on an insert that names an old one and on every update.
 #[tokio::test]
 async fn every_write_stamps_its_row_with_its_own_transaction() {
+    if postgres_only(POSTGRES_ONLY) {
+        return;
+    }
     let db = TestDb::new().await;
-    db.notes().await;
-    let mut tx = db.pool.begin().await.unwrap();
+    db.notes_pg().await;
+    let mut tx = db.pg().begin().await.unwrap();
     let own: String = sqlx::query_scalar("SELECT pg_current_xact_id()::text").fetch_one(&mut *tx).await.unwrap();
     sqlx::query("INSERT INTO lists (id, owner_id, title, archived) VALUES ('plain', 'alice', 't', false)")
         .execute(&mut *tx)
@@ -88,14 +96,14 @@ async fn every_write_stamps_its_row_with_its_own_transaction() {
     .unwrap();
     tx.commit().await.unwrap();
     let stamps: Vec<String> =
-        sqlx::query_scalar("SELECT _engine_xid::text FROM lists ORDER BY id").fetch_all(&db.pool).await.unwrap();
+        sqlx::query_scalar("SELECT _engine_xid::text FROM lists ORDER BY id").fetch_all(db.pg()).await.unwrap();
     assert_eq!(stamps, [own.clone(), own.clone()], "a copied row's old stamp is replaced");
-    let mut tx = db.pool.begin().await.unwrap();
+    let mut tx = db.pg().begin().await.unwrap();
     let later: String = sqlx::query_scalar("SELECT pg_current_xact_id()::text").fetch_one(&mut *tx).await.unwrap();
     sqlx::query("UPDATE lists SET title = 'u' WHERE id = 'plain'").execute(&mut *tx).await.unwrap();
     tx.commit().await.unwrap();
     let stamp: String =
-        sqlx::query_scalar("SELECT _engine_xid::text FROM lists WHERE id = 'plain'").fetch_one(&db.pool).await.unwrap();
+        sqlx::query_scalar("SELECT _engine_xid::text FROM lists WHERE id = 'plain'").fetch_one(db.pg()).await.unwrap();
     assert_eq!(stamp, later, "an update stamps its transaction");
     assert_ne!(own, later);
 }
@@ -104,12 +112,15 @@ async fn every_write_stamps_its_row_with_its_own_transaction() {
 /// the plan shows it replaced, and provisioning replaces it.
 #[tokio::test]
 async fn a_stamp_trigger_without_its_condition_is_replaced() {
+    if postgres_only(POSTGRES_ONLY) {
+        return;
+    }
     let db = TestDb::new().await;
-    let storage = db.notes().await;
+    let storage = db.notes_pg().await;
     sqlx::query(
         "CREATE OR REPLACE TRIGGER _engine_stamp BEFORE INSERT OR UPDATE ON lists FOR EACH ROW EXECUTE FUNCTION _engine_track_lists()",
     )
-    .execute(&db.pool)
+    .execute(db.pg())
     .await
     .unwrap();
     let plan = storage.plan_changes().await.unwrap();
@@ -121,7 +132,7 @@ async fn a_stamp_trigger_without_its_condition_is_replaced() {
     let conditional: bool = sqlx::query_scalar(
         "SELECT tgqual IS NOT NULL FROM pg_trigger WHERE tgname = '_engine_stamp' AND tgrelid = 'lists'::regclass",
     )
-    .fetch_one(&db.pool)
+    .fetch_one(db.pg())
     .await
     .unwrap();
     assert!(conditional);
@@ -129,24 +140,27 @@ async fn a_stamp_trigger_without_its_condition_is_replaced() {
 
 #[tokio::test]
 async fn a_pre_existing_table_keeps_its_rows_and_gains_the_engines_columns() {
+    if postgres_only(POSTGRES_ONLY) {
+        return;
+    }
     let db = TestDb::new().await;
     sqlx::raw_sql(
         "CREATE TABLE lists (id text PRIMARY KEY, owner_id text NOT NULL, title text NOT NULL, archived boolean NOT NULL, legacy text);
          INSERT INTO lists VALUES ('old-1', 'alice', 'from before', false, 'kept'), ('old-2', 'bob', 'also', true, NULL);",
     )
-    .execute(&db.pool)
+    .execute(db.pg())
     .await
     .unwrap();
-    db.notes().await;
+    db.notes_pg().await;
     let rows =
-        sqlx::query("SELECT id, legacy, _engine_xid::text FROM lists ORDER BY id").fetch_all(&db.pool).await.unwrap();
+        sqlx::query("SELECT id, legacy, _engine_xid::text FROM lists ORDER BY id").fetch_all(db.pg()).await.unwrap();
     assert_eq!(rows.len(), 2);
     assert_eq!(rows[0].get::<Option<String>, _>(1).as_deref(), Some("kept"));
     assert!(rows.iter().all(|r| r.get::<String, _>(2).parse::<u64>().is_ok()), "existing rows are stamped");
     let triggers: i64 = sqlx::query_scalar(
         "SELECT count(*) FROM pg_trigger WHERE tgrelid = 'lists'::regclass AND tgname LIKE '_engine_%'",
     )
-    .fetch_one(&db.pool)
+    .fetch_one(db.pg())
     .await
     .unwrap();
     assert_eq!(triggers, 2);
@@ -154,9 +168,12 @@ async fn a_pre_existing_table_keeps_its_rows_and_gains_the_engines_columns() {
 
 #[tokio::test]
 async fn a_database_of_a_newer_engine_is_refused() {
+    if postgres_only(POSTGRES_ONLY) {
+        return;
+    }
     let db = TestDb::new().await;
-    let storage = db.notes().await;
-    sqlx::query("UPDATE _engine_meta SET value = '999' WHERE key = 'schema_version'").execute(&db.pool).await.unwrap();
+    let storage = db.notes_pg().await;
+    sqlx::query("UPDATE _engine_meta SET value = '999' WHERE key = 'schema_version'").execute(db.pg()).await.unwrap();
     let err = storage.provision().await.unwrap_err();
     assert!(err.to_string().contains("newer engine (schema version 999)"), "{err}");
     let err = storage.verify().await.unwrap_err();
@@ -165,11 +182,14 @@ async fn a_database_of_a_newer_engine_is_refused() {
 
 #[tokio::test]
 async fn verify_refuses_a_database_provisioned_for_nothing_or_something_else() {
+    if postgres_only(POSTGRES_ONLY) {
+        return;
+    }
     let db = TestDb::new().await;
-    let storage = PostgresStorage::new(db.pool.clone(), Arc::new(example_notes::app()));
+    let storage = PostgresStorage::new(db.pg().clone(), Arc::new(example_notes::app()));
     assert!(storage.verify().await.unwrap_err().to_string().contains("not provisioned"));
     sqlx::raw_sql("CREATE TABLE _engine_meta (key text PRIMARY KEY, value text NOT NULL); INSERT INTO _engine_meta VALUES ('schema_version', '1'), ('plan_fingerprint', 'other')")
-        .execute(&db.pool)
+        .execute(db.pg())
         .await
         .unwrap();
     assert!(storage.verify().await.unwrap_err().to_string().contains("another version of this app"));
@@ -177,14 +197,17 @@ async fn verify_refuses_a_database_provisioned_for_nothing_or_something_else() {
 
 #[tokio::test]
 async fn bucket_keys_in_sql_equal_bucket_keys_in_rust() {
+    if postgres_only(POSTGRES_ONLY) {
+        return;
+    }
     let db = TestDb::new().await;
-    db.notes().await;
+    db.notes_pg().await;
     for params in
         [vec!["alice"], vec!["a/b c%"], vec!["é ü 日本"], vec![""], vec!["x", "y-z.~_"], vec!["'quote\"", "\\"]]
     {
         let sql: String = sqlx::query_scalar("SELECT _engine_bucket_key('rule', $1::text[])")
             .bind(params.iter().map(|p| p.to_string()).collect::<Vec<_>>())
-            .fetch_one(&db.pool)
+            .fetch_one(db.pg())
             .await
             .unwrap();
         assert_eq!(sql, engine::BucketKey::new("rule", &params).as_str(), "{params:?}");

@@ -1,14 +1,15 @@
-//! Pull on a real Postgres (`docs/protocol.md#post-syncpull`, `docs/design.md` §1–3).
+//! Pull on each backend (`docs/protocol.md#post-syncpull`, `docs/design.md` §1–3).
 
 use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
 
 use engine::server::Storage;
-use engine::server::storage::{PostgresStorage, StoreLimits};
+use engine::server::storage::StoreLimits;
 use engine::wire::{PullRequest, PullResponse};
 use engine::{Actor, BucketKey};
 use serde_json::Value;
 
-use crate::support::TestDb;
+use crate::support::{TestDb, ago, postgres_only};
 
 const CLIENT: uuid::Uuid = uuid::Uuid::from_u128(0x0192_f0e0_0000_7000_8000_0000_0000_0001);
 
@@ -20,12 +21,12 @@ fn key(text: &str) -> BucketKey {
     BucketKey::parse(text).unwrap()
 }
 
-async fn pull(storage: &PostgresStorage, who: &str, cursor: Option<&str>) -> PullResponse {
+async fn pull(storage: &Arc<dyn Storage>, who: &str, cursor: Option<&str>) -> PullResponse {
     pull_with(storage, who, cursor, None, None).await
 }
 
 async fn pull_with(
-    storage: &PostgresStorage,
+    storage: &Arc<dyn Storage>,
     who: &str,
     cursor: Option<&str>,
     buckets: Option<Vec<BucketKey>>,
@@ -36,7 +37,7 @@ async fn pull_with(
 }
 
 /// Pull pages until `hasMore` is false; returns every response.
-async fn pull_all(storage: &PostgresStorage, who: &str, cursor: Option<&str>, limit: u32) -> Vec<PullResponse> {
+async fn pull_all(storage: &Arc<dyn Storage>, who: &str, cursor: Option<&str>, limit: u32) -> Vec<PullResponse> {
     let mut pages = Vec::new();
     let mut cursor = cursor.map(str::to_owned);
     loop {
@@ -78,18 +79,18 @@ fn tombstones(page: &PullResponse) -> BTreeMap<String, Vec<String>> {
 
 /// Run `sql`, then wait until pulls can see it (the horizon may trail a commit while unrelated
 /// transactions of the cluster finish).
-async fn exec(db: &TestDb, storage: &PostgresStorage, sql: &str) {
+async fn exec(db: &TestDb, storage: &Arc<dyn Storage>, sql: &str) {
     sqlx::raw_sql(sqlx::AssertSqlSafe(sql.to_owned())).execute(&db.pool).await.unwrap();
-    db.settle(storage).await;
+    db.settle(&**storage).await;
 }
 
 /// alice owns l1; bob owns l2 and shares it with alice; carol owns l3 and shares nothing.
-async fn seed(db: &TestDb, storage: &PostgresStorage) {
+async fn seed(db: &TestDb, storage: &Arc<dyn Storage>) {
     exec(
         db,
         storage,
-        "INSERT INTO lists VALUES ('l1', 'alice', 'alice list', false), ('l2', 'bob', 'bob list', false), ('l3', 'carol', 'carol list', false);
-         INSERT INTO list_members VALUES ('l1', 'alice', 'alice', 'owner'), ('l2', 'bob', 'bob', 'owner'),
+        "INSERT INTO lists (id, owner_id, title, archived) VALUES ('l1', 'alice', 'alice list', false), ('l2', 'bob', 'bob list', false), ('l3', 'carol', 'carol list', false);
+         INSERT INTO list_members (list_id, user_id, owner_id, role) VALUES ('l1', 'alice', 'alice', 'owner'), ('l2', 'bob', 'bob', 'owner'),
                                          ('l2', 'alice', 'bob', 'editor'), ('l3', 'carol', 'carol', 'owner');
          INSERT INTO notes (id, owner_id, list_id, title, done, position) VALUES
            ('n1', 'alice', 'l1', 'alice in l1', false, 1),
@@ -139,7 +140,7 @@ async fn deletes_soft_deletes_and_moves_leave_tombstones_for_the_buckets_left() 
         &db,
         &storage,
         "DELETE FROM notes WHERE id = 'n1';
-         UPDATE notes SET deleted_at = now() WHERE id = 'n2';
+         UPDATE notes SET deleted_at = '2026-01-01T00:00:00Z' WHERE id = 'n2';
          UPDATE notes SET list_id = 'l1' WHERE id = 'n3';
          UPDATE notes SET title = 'renamed' WHERE id = 'n4';",
     )
@@ -167,10 +168,15 @@ async fn pages_cover_many_rows_of_many_tables_written_in_one_transaction_exactly
         &db,
         &storage,
         "BEGIN;
-         INSERT INTO lists SELECT 'l' || i, 'alice', 'list ' || i, false FROM generate_series(1, 400) AS i;
-         INSERT INTO list_members SELECT 'l' || i, 'alice', 'alice', 'owner' FROM generate_series(1, 400) AS i;
+         INSERT INTO lists (id, owner_id, title, archived)
+           WITH RECURSIVE s(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM s WHERE i < 400)
+           SELECT 'l' || i, 'alice', 'list ' || i, false FROM s;
+         INSERT INTO list_members (list_id, user_id, owner_id, role)
+           WITH RECURSIVE s(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM s WHERE i < 400)
+           SELECT 'l' || i, 'alice', 'alice', 'owner' FROM s;
          INSERT INTO notes (id, owner_id, list_id, title, done, position)
-           SELECT 'n' || i, 'alice', 'l' || (i % 400 + 1), 'note ' || i, false, i FROM generate_series(1, 2100) AS i;
+           WITH RECURSIVE s(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM s WHERE i < 2100)
+           SELECT 'n' || i, 'alice', 'l' || (i % 400 + 1), 'note ' || i, false, i FROM s;
          COMMIT;",
     )
     .await;
@@ -201,13 +207,16 @@ async fn pages_cover_many_rows_of_many_tables_written_in_one_transaction_exactly
 
 #[tokio::test]
 async fn a_transaction_that_commits_late_is_delivered_not_skipped() {
+    if postgres_only("commits out of the order of their transaction ids are Postgres'") {
+        return;
+    }
     let db = TestDb::new().await;
     let storage = db.notes().await;
     seed(&db, &storage).await;
     let start = pull(&storage, "alice", None).await;
 
     // The earlier transaction takes its id first, then the later one commits before it.
-    let mut early = db.pool.begin().await.unwrap();
+    let mut early = db.pg().begin().await.unwrap();
     sqlx::query("INSERT INTO notes (id, owner_id, list_id, title, done, position) VALUES ('early', 'alice', 'l1', 'early', false, 10)")
         .execute(&mut *early)
         .await
@@ -224,7 +233,7 @@ async fn a_transaction_that_commits_late_is_delivered_not_skipped() {
         changes(&during)
     );
     early.commit().await.unwrap();
-    db.settle(&storage).await;
+    db.settle(&*storage).await;
     let after = pull(&storage, "alice", Some(&during.cursor)).await;
     let got: Vec<String> = changes(&after).into_keys().collect();
     assert_eq!(got, vec!["notes:early", "notes:late"]);
@@ -233,6 +242,9 @@ async fn a_transaction_that_commits_late_is_delivered_not_skipped() {
 #[tokio::test]
 async fn synced_mutation_id_reports_only_mutations_whose_rows_the_pull_holds() {
     use engine::wire::{MutationRequest, PushRequest};
+    if postgres_only("a horizon held back by a running transaction is Postgres'") {
+        return;
+    }
     let db = TestDb::new().await;
     let storage = db.notes().await;
     let alice = actor("alice");
@@ -252,12 +264,12 @@ async fn synced_mutation_id_reports_only_mutations_whose_rows_the_pull_holds() {
         async move { storage.push(&alice, &request).await.unwrap() }
     };
     push(1, serde_json::json!({"id": "first", "title": "first"})).await;
-    db.settle(&storage).await;
+    db.settle(&*storage).await;
     let start = pull(&storage, "alice", None).await;
     assert_eq!((start.last_mutation_id, start.synced_mutation_id), (1, Some(1)));
 
     // A transaction that took its id earlier holds the horizon below mutation 2's.
-    let mut early = db.pool.begin().await.unwrap();
+    let mut early = db.pg().begin().await.unwrap();
     sqlx::query("SELECT pg_current_xact_id()").execute(&mut *early).await.unwrap();
     let pushed = push(2, serde_json::json!({"id": "second", "title": "second"})).await;
     assert_eq!(pushed.response.last_mutation_id, 2, "the push reports it applied");
@@ -267,7 +279,7 @@ async fn synced_mutation_id_reports_only_mutations_whose_rows_the_pull_holds() {
     assert_eq!(during.synced_mutation_id, Some(1), "a pull without mutation 2's rows does not report it synced");
 
     early.commit().await.unwrap();
-    db.settle(&storage).await;
+    db.settle(&*storage).await;
     let after = pull(&storage, "alice", Some(&during.cursor)).await;
     assert!(changes(&after).contains_key("lists:second"));
     assert_eq!((after.last_mutation_id, after.synced_mutation_id), (2, Some(2)));
@@ -280,7 +292,12 @@ async fn granting_membership_back_fills_the_bucket_and_revoking_it_removes_it() 
     seed(&db, &storage).await;
     let carol = pull(&storage, "carol", None).await;
     assert!(!changes(&carol).contains_key("lists:l1"));
-    exec(&db, &storage, "INSERT INTO list_members VALUES ('l1', 'carol', 'alice', 'viewer')").await;
+    exec(
+        &db,
+        &storage,
+        "INSERT INTO list_members (list_id, user_id, owner_id, role) VALUES ('l1', 'carol', 'alice', 'viewer')",
+    )
+    .await;
     let granted = pull(&storage, "carol", Some(&carol.cursor)).await;
     let got = changes(&granted);
     for row in ["lists:l1", "notes:n1", "list_members:l1/alice", "list_members:l1/carol"] {
@@ -299,7 +316,7 @@ async fn a_repeated_pull_returns_the_same_data() {
     let storage = db.notes().await;
     seed(&db, &storage).await;
     let first = pull(&storage, "alice", None).await;
-    exec(&db, &storage, "UPDATE notes SET title = 'again' WHERE id = 'n1'; INSERT INTO list_members VALUES ('l3', 'alice', 'carol', 'viewer')").await;
+    exec(&db, &storage, "UPDATE notes SET title = 'again' WHERE id = 'n1'; INSERT INTO list_members (list_id, user_id, owner_id, role) VALUES ('l3', 'alice', 'carol', 'viewer')").await;
     let mut a = pull_with(&storage, "alice", Some(&first.cursor), None, Some(3)).await;
     let mut b = pull_with(&storage, "alice", Some(&first.cursor), None, Some(3)).await;
     assert!(b.server_hlc > a.server_hlc, "the server's clock only moves on");
@@ -355,7 +372,7 @@ async fn a_cursor_older_than_tombstone_retention_resets() {
     exec(&db, &storage, "DELETE FROM notes WHERE id = 'n1'").await;
     let current = pull(&storage, "alice", Some(&old.cursor)).await;
     assert_eq!(current.tombstones.len(), 1);
-    exec(&db, &storage, "UPDATE _engine_tombstones SET created_at = now() - interval '30 days'").await;
+    exec(&db, &storage, &format!("UPDATE _engine_tombstones SET created_at = {}", ago("30 days"))).await;
     assert_eq!(storage.collect_garbage(&engine::server::Retention::default()).await.unwrap().tombstones, 1);
     let stale = pull(&storage, "alice", Some(&old.cursor)).await;
     assert!(stale.reset, "the old cursor needed a tombstone that is gone");
@@ -381,6 +398,9 @@ async fn a_subset_of_held_buckets_can_be_pulled_and_others_are_refused() {
 
 #[tokio::test]
 async fn a_transaction_running_in_another_database_does_not_hold_pulls_back() {
+    if postgres_only("transactions of other databases of one Postgres server") {
+        return;
+    }
     let db = TestDb::new().await;
     let other = TestDb::new().await;
     let storage = db.notes().await;
@@ -464,8 +484,8 @@ async fn a_cursor_stays_small_however_many_buckets_and_every_instance_reads_it()
     for i in 0..300 {
         let list = format!("{long}-{i:03}");
         sql.push_str(&format!(
-            "INSERT INTO lists VALUES ('{list}', 'bob', 't', false);
-             INSERT INTO list_members VALUES ('{list}', 'alice', 'bob', 'editor');
+            "INSERT INTO lists (id, owner_id, title, archived) VALUES ('{list}', 'bob', 't', false);
+             INSERT INTO list_members (list_id, user_id, owner_id, role) VALUES ('{list}', 'alice', 'bob', 'editor');
              INSERT INTO notes (id, owner_id, list_id, title, done, position) VALUES ('n{i}', 'bob', '{list}', 't', false, {i});"
         ));
     }
@@ -480,19 +500,22 @@ async fn a_cursor_stays_small_however_many_buckets_and_every_instance_reads_it()
     let (payload, _) = cursor_parts(&last);
     assert!(payload["g"][0]["s"].is_string(), "300 buckets are named by their stored set: {payload}");
 
-    // Another instance on the same database: it knows the key and finds the set.
+    // Another instance on the same database (on SQLite, the next server process on the file):
+    // it knows the key and finds the set.
     exec(&db, &storage, "UPDATE notes SET title = 'changed' WHERE id = 'n7'").await;
-    let other = PostgresStorage::new(db.pool.clone(), std::sync::Arc::new(example_notes::app()));
-    db.settle(&other).await;
+    drop(storage);
+    let other = db.notes().await;
+    db.settle(&*other).await;
     let page = pull(&other, "alice", Some(&last)).await;
     assert!(!page.reset, "another instance opens the cursor");
     assert_eq!(changes(&page).into_keys().collect::<Vec<_>>(), vec!["notes:n7"]);
 
     // A set collected (its cursor unused past the retention) makes the old cursor start afresh.
-    exec(&db, &storage, "UPDATE _engine_bucket_sets SET used_at = now() - interval '30 days'").await;
+    exec(&db, &other, &format!("UPDATE _engine_bucket_sets SET used_at = {}", ago("30 days"))).await;
     other.collect_garbage(&engine::server::Retention::default()).await.unwrap();
-    let fresh = PostgresStorage::new(db.pool.clone(), std::sync::Arc::new(example_notes::app()));
-    db.settle(&fresh).await;
+    drop(other);
+    let fresh = db.notes().await;
+    db.settle(&*fresh).await;
     let page = pull(&fresh, "alice", Some(&last)).await;
     assert!(page.reset, "a cursor naming a collected set starts afresh");
 }
@@ -506,16 +529,16 @@ async fn a_page_ends_early_when_its_rows_fill_the_byte_budget() {
         &db,
         &storage,
         &format!(
-            "INSERT INTO lists VALUES ('l1', 'alice', 'l', false);
-             INSERT INTO list_members VALUES ('l1', 'alice', 'alice', 'owner');
-             INSERT INTO notes (id, owner_id, list_id, title, done, position)
-             SELECT 'n' || lpad(i::text, 3, '0'), 'alice', 'l1', '{big}', false, i FROM generate_series(1, 60) AS i"
+            "INSERT INTO lists (id, owner_id, title, archived) VALUES ('l1', 'alice', 'l', false);
+             INSERT INTO list_members (list_id, user_id, owner_id, role) VALUES ('l1', 'alice', 'alice', 'owner');
+             INSERT INTO notes (id, owner_id, list_id, title, done, position) VALUES {}",
+            (1..=60).map(|i| format!("('n{i:03}', 'alice', 'l1', '{big}', false, {i})")).collect::<Vec<_>>().join(", ")
         ),
     )
     .await;
-    let small = PostgresStorage::new(db.pool.clone(), std::sync::Arc::new(example_notes::app()))
-        .with_limits(StoreLimits::default().page_bytes(10_000));
-    db.settle(&small).await;
+    drop(storage);
+    let small = db.open_with(example_notes::app(), StoreLimits::default().page_bytes(10_000)).await;
+    db.settle(&*small).await;
     let pages = pull_all(&small, "alice", None, 1_000).await;
     let mut seen = BTreeSet::new();
     let notes = |page: &engine::wire::PullResponse| page.changes.iter().filter(|c| c.table == "notes").count();
@@ -530,9 +553,9 @@ async fn a_page_ends_early_when_its_rows_fill_the_byte_budget() {
     }
     assert_eq!(seen.len(), 60, "every note, once, in {} pages", pages.len());
     // A row larger than the budget still goes, alone.
-    let tiny = PostgresStorage::new(db.pool.clone(), std::sync::Arc::new(example_notes::app()))
-        .with_limits(StoreLimits::default().page_bytes(10));
-    db.settle(&tiny).await;
+    drop(small);
+    let tiny = db.open_with(example_notes::app(), StoreLimits::default().page_bytes(10)).await;
+    db.settle(&*tiny).await;
     let page = pull_with(&tiny, "alice", None, None, Some(1_000)).await;
     assert_eq!(page.changes.len(), 1);
     assert!(page.has_more);
@@ -634,13 +657,12 @@ fn apply(replica: &mut BTreeMap<String, BTreeSet<String>>, pages: &[PullResponse
 #[tokio::test]
 async fn a_changed_rule_resyncs_its_buckets_and_leaves_the_others() {
     let db = TestDb::new().await;
-    let v1 = PostgresStorage::new(db.pool.clone(), std::sync::Arc::new(rule_change::v1()));
-    v1.provision().await.unwrap();
+    let v1 = db.open(rule_change::v1()).await;
     exec(
         &db,
         &v1,
-        "INSERT INTO lists VALUES ('l1', 'alice', 'alice list', false), ('l2', 'bob', 'bob list', false);
-         INSERT INTO list_members VALUES ('l2', 'bob', 'bob', 'owner'), ('l2', 'alice', 'bob', 'editor');
+        "INSERT INTO lists (id, owner_id, title, archived) VALUES ('l1', 'alice', 'alice list', false), ('l2', 'bob', 'bob list', false);
+         INSERT INTO list_members (list_id, user_id, owner_id, role) VALUES ('l2', 'bob', 'bob', 'owner'), ('l2', 'alice', 'bob', 'editor');
          INSERT INTO notes (id, owner_id, list_id, title, done, position) VALUES
            ('n1', 'alice', 'l1', 'open', false, 1), ('n2', 'alice', 'l1', 'done', true, 2),
            ('n3', 'bob', 'l2', 'bob''s', false, 3), ('n4', 'alice', 'l2', 'done in l2', true, 4);",
@@ -652,9 +674,9 @@ async fn a_changed_rule_resyncs_its_buckets_and_leaves_the_others() {
     assert!(replica.contains_key("notes:n2"), "v1 syncs alice's done notes");
 
     // The next version of the server, on the same database.
-    let v2 = PostgresStorage::new(db.pool.clone(), std::sync::Arc::new(rule_change::v2()));
-    v2.provision().await.unwrap();
-    db.settle(&v2).await;
+    drop(v1);
+    let v2 = db.open(rule_change::v2()).await;
+    db.settle(&*v2).await;
     let first = pull(&v2, "alice", Some(&before.last().unwrap().cursor)).await;
     assert_eq!(first.removed_buckets, vec![key("own/alice")], "the changed rule's bucket is resynced");
     assert!(first.has_more && first.changes.is_empty(), "and nothing of shared/l2 is sent again");

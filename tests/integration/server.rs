@@ -13,7 +13,7 @@ use reqwest::StatusCode;
 use serde_json::{Value, json};
 
 use crate::support::server::SECRET;
-use crate::support::{TestDb, TestServer};
+use crate::support::{TestDb, TestServer, postgres_only};
 
 const PULL: &str = r#"{"clientId":"0192f0e0-0000-7000-8000-000000000001"}"#;
 
@@ -251,7 +251,7 @@ async fn the_router_nests_in_a_host_app_beside_its_routes() {
     let db = TestDb::new().await;
     let engine = engine::Server::builder()
         .app(example_notes::app())
-        .storage(engine::storage::postgres("unused").pool(db.pool.clone()))
+        .storage(db.store(engine::storage::StoreLimits::default()))
         .auth(BearerTokenAuth::new(SECRET))
         .build()
         .await
@@ -347,6 +347,9 @@ async fn the_readme_session_works() {
 
 #[tokio::test]
 async fn a_database_url_that_asks_for_tls_gets_it() {
+    if postgres_only("TLS to a Postgres server") {
+        return;
+    }
     use crate::support::process::ServerProcess;
     let db = TestDb::new().await;
     let base = db.url.split('?').next().unwrap();
@@ -422,6 +425,9 @@ async fn slow_database(upstream: (String, u16), delay: Duration) -> u16 {
 /// spread over a pull's round trips, so some land while a transaction begins.
 #[tokio::test]
 async fn requests_abandoned_midway_leave_no_session_in_a_transaction() {
+    if postgres_only("sessions of a Postgres pool") {
+        return;
+    }
     use std::str::FromStr;
     let db = TestDb::new().await;
     db.notes().await;

@@ -9,9 +9,8 @@ use crate::support::actors::{applied, count, device, forbidden, has, pulled, pus
 use crate::support::{TestDb, TestServer};
 
 async fn server(db: &TestDb) -> TestServer {
-    let pool = db.pool.clone();
-    TestServer::start(db, move |b| b.app(example_teams::app()).storage(engine::storage::postgres("unused").pool(pool)))
-        .await
+    let store = db.store(engine::storage::StoreLimits::default());
+    TestServer::start(db, move |b| b.app(example_teams::app()).storage(store)).await
 }
 
 /// The ids the board's mutations were given (`serverId`): team `red` owned by alice, with

@@ -1,16 +1,61 @@
-//! A fresh database per test on the machine's Postgres, dropped when the test ends.
+//! A fresh database per test, on the backend of the run, dropped when the test ends.
 //!
-//! The server is `ENGINE_TEST_DATABASE_URL` (any database on it; the default is
-//! `postgres://postgres@127.0.0.1:5432/postgres?sslmode=disable`: loopback needs no TLS, which a
-//! URL without `sslmode` gets whenever the server offers it). Each [`TestDb`] creates `engine_test_<uuid>`
-//! and drops it, connections and all, on drop.
+//! `ENGINE_TEST_BACKEND` picks the backend (`scripts/test` runs the suite once on each):
+//! - `postgres` (the default): the server `ENGINE_TEST_DATABASE_URL` names (any database on it;
+//!   the default is `postgres://postgres@127.0.0.1:5432/postgres?sslmode=disable`: loopback
+//!   needs no TLS, which a URL without `sslmode` gets whenever the server offers it). Each
+//!   [`TestDb`] creates `engine_test_<uuid>` and drops it, connections and all, on drop.
+//! - `sqlite`: a file `engine_test_<uuid>.db` in the temporary directory, removed on drop.
+//!
+//! A test reads and writes the database behind the engine's back through [`TestDb::pool`], an
+//! [`AnyPool`] that speaks to either backend (plain SQL that both accept). A test of a Postgres
+//! mechanism (the xid horizon, LISTEN/NOTIFY, row locks, several servers on one database) asks
+//! for [`TestDb::pg`] and is skipped on SQLite with its reason by [`postgres_only`].
 
-use std::sync::Arc;
+use std::path::PathBuf;
+use std::sync::{Arc, Once};
 
+use engine::App;
 use engine::server::Storage;
-use engine::server::storage::PostgresStorage;
+use engine::server::storage::{OpenStorage, PostgresStorage, StoreLimits};
+use sqlx::any::AnyPoolOptions;
 use sqlx::postgres::PgPoolOptions;
-use sqlx::{Executor, PgPool};
+use sqlx::{AnyPool, Executor, PgPool};
+
+/// The storage backend a run of the suite tests.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Backend {
+    Postgres,
+    Sqlite,
+}
+
+/// The backend of this run, from `ENGINE_TEST_BACKEND`.
+pub(crate) fn backend() -> Backend {
+    match std::env::var("ENGINE_TEST_BACKEND").as_deref() {
+        Err(_) | Ok("" | "postgres") => Backend::Postgres,
+        Ok("sqlite") => Backend::Sqlite,
+        Ok(other) => panic!("ENGINE_TEST_BACKEND is `{other}`: it takes `postgres` or `sqlite`"),
+    }
+}
+
+/// Whether a test of a Postgres mechanism should stop here: on SQLite it says so, with `why`,
+/// and answers true.
+pub(crate) fn postgres_only(why: &str) -> bool {
+    let skip = backend() == Backend::Sqlite;
+    if skip {
+        eprintln!("skipped on SQLite: {why}");
+    }
+    skip
+}
+
+/// An SQL expression of the time `interval` (`2 days`, `90 seconds`) ago, as the backend
+/// stores the engine's times (SQLite: milliseconds since the epoch).
+pub(crate) fn ago(interval: &str) -> String {
+    match backend() {
+        Backend::Postgres => format!("now() - interval '{interval}'"),
+        Backend::Sqlite => format!("CAST(unixepoch('now', '-{interval}', 'subsec') * 1000 AS INTEGER)"),
+    }
+}
 
 /// The Postgres server tests run against.
 pub(crate) fn server_url() -> String {
@@ -32,44 +77,162 @@ pub(crate) fn database_url(name: &str) -> String {
 /// A database that exists for one test.
 pub(crate) struct TestDb {
     pub(crate) name: String,
+    /// What a server's `DATABASE_URL` would be: `postgres://…` or `sqlite://…`.
     pub(crate) url: String,
-    pub(crate) pool: PgPool,
+    /// Plain SQL on the database, on either backend.
+    pub(crate) pool: AnyPool,
+    /// The Postgres pool, on Postgres.
+    pg: Option<PgPool>,
+    /// The file, on SQLite.
+    file: Option<PathBuf>,
 }
 
 impl TestDb {
     /// A new, empty database.
     pub(crate) async fn new() -> TestDb {
         let name = format!("engine_test_{}", uuid::Uuid::new_v4().simple());
-        let mut admin = sqlx::PgConnection::connect_with_url(&server_url()).await;
-        admin.execute(sqlx::AssertSqlSafe(format!("CREATE DATABASE {name}"))).await.expect("create the test database");
-        Self::adopt(&name).await
+        match backend() {
+            Backend::Postgres => {
+                let mut admin = sqlx::PgConnection::connect_with_url(&server_url()).await;
+                admin
+                    .execute(sqlx::AssertSqlSafe(format!("CREATE DATABASE {name}")))
+                    .await
+                    .expect("create the test database");
+                Self::adopt(&name).await
+            }
+            Backend::Sqlite => {
+                super::logs::keep_call_sites_asking();
+                let file = std::env::temp_dir().join(format!("{name}.db"));
+                let url = format!("sqlite://{}", file.display());
+                let pool = any_pool(&format!("{url}?mode=rwc")).await;
+                TestDb { name, url, pool, pg: None, file: Some(file) }
+            }
+        }
     }
 
-    /// The database `name`, created by other means, to be dropped like any test database.
+    /// The Postgres database `name`, created by other means, to be dropped like any test
+    /// database.
     pub(crate) async fn adopt(name: &str) -> TestDb {
         super::logs::keep_call_sites_asking();
         let url = database_url(name);
-        let pool = PgPoolOptions::new().max_connections(20).connect(&url).await.expect("connect to the database");
-        TestDb { name: name.to_owned(), url, pool }
+        let pg = PgPoolOptions::new().max_connections(20).connect(&url).await.expect("connect to the database");
+        let pool = any_pool(&url).await;
+        TestDb { name: name.to_owned(), url, pool, pg: Some(pg), file: None }
     }
 
-    /// Wait until every commit so far is visible to pulls of `storage`.
-    pub(crate) async fn settle(&self, storage: &PostgresStorage) {
-        let target = storage.next_xid().await.unwrap();
-        for _ in 0..1000 {
-            if storage.horizon().await.unwrap() >= target {
-                return;
+    /// The Postgres pool: for a test of a Postgres mechanism, which [`postgres_only`] skips on
+    /// SQLite.
+    pub(crate) fn pg(&self) -> &PgPool {
+        self.pg.as_ref().expect("a test of a Postgres mechanism runs on Postgres only: skip it with `postgres_only`")
+    }
+
+    /// The backend's store of this database for a server builder, with `limits`.
+    pub(crate) fn store(&self, limits: StoreLimits) -> TestStore {
+        match (&self.pg, &self.file) {
+            (Some(pool), _) => {
+                TestStore::Postgres(engine::storage::postgres("unused").pool(pool.clone()).limits(limits))
             }
-            tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+            (None, Some(file)) => TestStore::Sqlite(engine::storage::sqlite(file).limits(limits)),
+            (None, None) => unreachable!("a test database is on one backend"),
         }
-        panic!("the horizon did not pass transaction {target} in 5 s");
+    }
+
+    /// A store of `app` on this database, provisioned. On SQLite one store at a time may hold
+    /// the file: drop it before a server opens it.
+    pub(crate) async fn open(&self, app: App) -> Arc<dyn Storage> {
+        self.open_with(app, StoreLimits::default()).await
+    }
+
+    /// A store of `app` with `limits` on this database, provisioned (one at a time on SQLite).
+    pub(crate) async fn open_with(&self, app: App, limits: StoreLimits) -> Arc<dyn Storage> {
+        let storage = self.connect(app, limits).await;
+        storage.provision().await.expect("provision the app");
+        storage
+    }
+
+    /// A store of `app` with `limits` on this database, as it is (one at a time on SQLite).
+    pub(crate) async fn connect(&self, app: App, limits: StoreLimits) -> Arc<dyn Storage> {
+        Box::new(self.store(limits)).open(Arc::new(app)).await.expect("open the store")
     }
 
     /// The notes app's store on this database, provisioned.
-    pub(crate) async fn notes(&self) -> Arc<PostgresStorage> {
-        let storage = Arc::new(PostgresStorage::new(self.pool.clone(), Arc::new(example_notes::app())));
+    pub(crate) async fn notes(&self) -> Arc<dyn Storage> {
+        self.open(example_notes::app()).await
+    }
+
+    /// The notes app's store on this Postgres database, provisioned: for a test of a Postgres
+    /// mechanism.
+    pub(crate) async fn notes_pg(&self) -> Arc<PostgresStorage> {
+        let storage = Arc::new(PostgresStorage::new(self.pg().clone(), Arc::new(example_notes::app())));
         storage.provision().await.expect("provision the notes app");
         storage
+    }
+
+    /// The stored state of note `id`'s body (SQLite keeps it as base64 text).
+    pub(crate) async fn note_body(&self, id: &str) -> Vec<u8> {
+        use base64::Engine;
+        match backend() {
+            Backend::Postgres => {
+                sqlx::query_scalar("SELECT body FROM notes WHERE id = $1").bind(id).fetch_one(&self.pool).await.unwrap()
+            }
+            Backend::Sqlite => {
+                let text: String = sqlx::query_scalar("SELECT body FROM notes WHERE id = $1")
+                    .bind(id)
+                    .fetch_one(&self.pool)
+                    .await
+                    .unwrap();
+                base64::engine::general_purpose::STANDARD.decode(text).expect("a body in base64")
+            }
+        }
+    }
+
+    /// Wait until every commit so far is visible to pulls of `storage`. On SQLite every
+    /// committed change is (docs/design.md §11): nothing is waited for.
+    pub(crate) async fn settle(&self, storage: &dyn Storage) {
+        if self.pg.is_some() {
+            settle(self.pg(), storage).await;
+        }
+    }
+}
+
+/// Wait until the horizon of `storage` passes the next transaction id of `pool`.
+pub(crate) async fn settle(pool: &PgPool, storage: &dyn Storage) {
+    let target: i64 = sqlx::query_scalar("SELECT pg_snapshot_xmax(pg_current_snapshot())::text::bigint")
+        .fetch_one(pool)
+        .await
+        .expect("read the next transaction id");
+    let target = u64::try_from(target).unwrap_or_default();
+    for _ in 0..1000 {
+        if storage.horizon().await.unwrap() >= target {
+            return;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+    }
+    panic!("the horizon did not pass transaction {target} in 5 s");
+}
+
+/// A pool of plain SQL on `url`.
+async fn any_pool(url: &str) -> AnyPool {
+    static DRIVERS: Once = Once::new();
+    DRIVERS.call_once(sqlx::any::install_default_drivers);
+    AnyPoolOptions::new().max_connections(4).connect(url).await.expect("connect to the test database")
+}
+
+/// The store of a test database, on its backend: what `ServerBuilder::storage` takes.
+pub(crate) enum TestStore {
+    Postgres(engine::storage::Postgres),
+    Sqlite(engine::storage::Sqlite),
+}
+
+impl OpenStorage for TestStore {
+    fn open(
+        self: Box<Self>,
+        app: Arc<App>,
+    ) -> futures_util::future::BoxFuture<'static, engine::server::Result<Arc<dyn Storage>>> {
+        match *self {
+            TestStore::Postgres(store) => Box::new(store).open(app),
+            TestStore::Sqlite(store) => Box::new(store).open(app),
+        }
     }
 }
 
@@ -86,6 +249,14 @@ impl ConnectWithUrl for sqlx::PgConnection {
 
 impl Drop for TestDb {
     fn drop(&mut self) {
+        if let Some(file) = &self.file {
+            for suffix in ["", "-wal", "-shm"] {
+                let mut path = file.clone().into_os_string();
+                path.push(suffix);
+                let _ = std::fs::remove_file(path);
+            }
+            return;
+        }
         let name = self.name.clone();
         // Async work cannot run in `drop`; a short-lived runtime on its own thread can.
         let _ = std::thread::spawn(move || {

@@ -1,4 +1,5 @@
-//! What every integration test shares: a fresh Postgres database per test, and the notes app.
+//! What every integration test shares: a fresh database per test on the run's backend, and the
+//! notes app.
 
 pub(crate) mod actors;
 pub(crate) mod balancer;
@@ -11,6 +12,6 @@ pub(crate) mod proxy;
 pub(crate) mod server;
 pub(crate) mod ws;
 
-pub(crate) use db::TestDb;
+pub(crate) use db::{Backend, TestDb, ago, backend, postgres_only};
 pub(crate) use logs::Logs;
 pub(crate) use server::TestServer;

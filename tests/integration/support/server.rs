@@ -7,6 +7,7 @@ use engine::server::ServerBuilder;
 use engine::{Server, limits::Limits};
 
 use super::TestDb;
+use super::db::{Backend, backend};
 
 /// The signing secret of test servers.
 pub(crate) const SECRET: &str = "test-secret";
@@ -16,8 +17,9 @@ pub(crate) struct TestServer {
     pub(crate) addr: SocketAddr,
     pub(crate) http: reqwest::Client,
     task: tokio::task::JoinHandle<()>,
-    /// A store on the server's database, to wait for its pull horizon (`settle`).
-    horizon: Option<engine::storage::PostgresStorage>,
+    /// The server's Postgres database and a store on it, to wait for its pull horizon
+    /// (`settle`); none on SQLite, where every committed change is visible.
+    horizon: Option<(sqlx::PgPool, engine::storage::PostgresStorage)>,
 }
 
 impl TestServer {
@@ -26,13 +28,16 @@ impl TestServer {
     pub(crate) async fn start(db: &TestDb, configure: impl FnOnce(ServerBuilder) -> ServerBuilder) -> TestServer {
         let builder = Server::builder()
             .app(example_notes::app())
-            .storage(engine::storage::postgres("unused").pool(db.pool.clone()))
+            .storage(db.store(engine::storage::StoreLimits::default()))
             .auth(BearerTokenAuth::new(SECRET))
             .limits(Limits::default().rate(0, 0));
         let server = configure(builder).build().await.expect("the server builds");
         let mut served = Self::serve(server.router()).await;
-        let store = engine::storage::PostgresStorage::new(db.pool.clone(), std::sync::Arc::new(example_notes::app()));
-        served.horizon = Some(store);
+        if backend() == Backend::Postgres {
+            let pool = db.pg().clone();
+            let store = engine::storage::PostgresStorage::new(pool.clone(), std::sync::Arc::new(example_notes::app()));
+            served.horizon = Some((pool, store));
+        }
         served
     }
 
@@ -40,15 +45,9 @@ impl TestServer {
     /// pull right after another actor's push may otherwise not see it yet, as the protocol
     /// allows. A server of `serve` has no store of ours to ask: nothing is waited for.
     pub(crate) async fn settle(&self) {
-        let Some(store) = &self.horizon else { return };
-        let target = store.next_xid().await.unwrap();
-        for _ in 0..1000 {
-            if store.horizon().await.unwrap() >= target {
-                return;
-            }
-            tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+        if let Some((pool, store)) = &self.horizon {
+            super::db::settle(pool, store).await;
         }
-        panic!("the horizon did not pass transaction {target} in 5 s");
     }
 
     /// Serve any router (a host app with the engine nested in it, say).
