@@ -30,3 +30,4 @@ mod server;
 mod sqlite;
 mod stream;
 mod teams;
+mod visibility;

@@ -9,6 +9,7 @@ use engine::wire::{PullRequest, PullResponse};
 use engine::{Actor, BucketKey};
 use serde_json::Value;
 
+use crate::support::pulls::pull_pages;
 use crate::support::{TestDb, ago, postgres_only};
 
 const CLIENT: uuid::Uuid = uuid::Uuid::from_u128(0x0192_f0e0_0000_7000_8000_0000_0000_0001);
@@ -38,18 +39,7 @@ async fn pull_with(
 
 /// Pull pages until `hasMore` is false; returns every response.
 async fn pull_all(storage: &Arc<dyn Storage>, who: &str, cursor: Option<&str>, limit: u32) -> Vec<PullResponse> {
-    let mut pages = Vec::new();
-    let mut cursor = cursor.map(str::to_owned);
-    loop {
-        let page = pull_with(storage, who, cursor.as_deref(), None, Some(limit)).await;
-        cursor = Some(page.cursor.clone());
-        let more = page.has_more;
-        pages.push(page);
-        if !more {
-            return pages;
-        }
-        assert!(pages.len() < 1000, "pagination does not end");
-    }
+    pull_pages(&**storage, &actor(who), CLIENT, cursor.map(str::to_owned), limit).await
 }
 
 /// `table:id` of every change, with its buckets.

@@ -88,10 +88,15 @@ pub(crate) struct TestDb {
 }
 
 impl TestDb {
-    /// A new, empty database.
+    /// A new, empty database on the run's backend.
     pub(crate) async fn new() -> TestDb {
+        Self::new_on(backend()).await
+    }
+
+    /// A new, empty database on `backend`.
+    pub(crate) async fn new_on(backend: Backend) -> TestDb {
         let name = format!("engine_test_{}", uuid::Uuid::new_v4().simple());
-        match backend() {
+        match backend {
             Backend::Postgres => {
                 let mut admin = sqlx::PgConnection::connect_with_url(&server_url()).await;
                 admin

@@ -9,6 +9,7 @@ pub(crate) mod logs;
 pub(crate) mod partition;
 pub(crate) mod process;
 pub(crate) mod proxy;
+pub(crate) mod pulls;
 pub(crate) mod server;
 pub(crate) mod ws;
 
