@@ -57,8 +57,7 @@ pub(crate) async fn pull(
     tx.commit().await?;
     drop(conn);
     let (user, bound) = (&actor.user_id, store.limits.bucket_set_bytes);
-    let mut writer = store.db.writer().await;
-    bucket_sets::sqlite::store(&mut writer, &pulls.bucket_sets, user, &taken.named, taken.new, bound).await?;
+    bucket_sets::sqlite::store(store.db, &pulls.bucket_sets, user, &taken.named, taken.new, bound).await?;
     Ok(taken.pulled)
 }
 

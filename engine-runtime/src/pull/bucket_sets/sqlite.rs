@@ -8,6 +8,8 @@ use engine_kernel::BucketKey;
 use engine_sqlite::Sql;
 use sqlx::SqliteConnection;
 
+use crate::sqlite::Db;
+
 use super::{CursorKey, SetCache, SetDigest, Sets, cached, keep_stored};
 use crate::error::{Error, Result};
 
@@ -39,9 +41,10 @@ pub(crate) async fn load(
 /// Store `new`, `user`'s sets a sealed cursor names that were not stored yet, and mark every
 /// set it names used (a set this process marked within the last hour is left as it is). Once
 /// `user`'s sets hold more than `bound` bytes of keys, the ones marked least recently go,
-/// except those `named` (as on Postgres).
+/// except those `named` (as on Postgres). The writer is taken only when there is something to
+/// write, so that a pull does not queue behind pushes for nothing.
 pub(crate) async fn store(
-    conn: &mut SqliteConnection,
+    db: &Db,
     cache: &Mutex<SetCache>,
     user: &str,
     named: &[SetDigest],
@@ -49,11 +52,15 @@ pub(crate) async fn store(
     bound: usize,
 ) -> Result<()> {
     let lock = || cache.lock().unwrap_or_else(PoisonError::into_inner);
+    let new: Vec<_> = new.into_iter().filter(|(digest, _)| !lock().fresh(digest)).collect();
+    let unmarked: Vec<&SetDigest> = named.iter().filter(|digest| !lock().fresh(digest)).collect();
+    if new.is_empty() && unmarked.is_empty() {
+        return Ok(());
+    }
+    let mut conn = db.writer().await;
+    let conn = &mut *conn;
     let mut stored = false;
     for (digest, buckets) in new {
-        if lock().fresh(&digest) {
-            continue;
-        }
         let keys: Vec<&str> = buckets.iter().map(BucketKey::as_str).collect();
         let bytes: usize = keys.iter().map(|k| k.len()).sum();
         sqlx::query(
@@ -70,14 +77,8 @@ pub(crate) async fn store(
         lock().put(digest, Arc::new(buckets), Some(Instant::now()));
         stored = true;
     }
-    for digest in named {
-        let set = {
-            let cache = lock();
-            if cache.fresh(digest) {
-                continue;
-            }
-            cache.get(digest)
-        };
+    for digest in unmarked {
+        let set = lock().get(digest);
         sqlx::query("UPDATE _engine_bucket_sets SET used_at = ? WHERE digest = ?")
             .bind(crate::sqlite::now_ms())
             .bind(digest.as_str())
