@@ -345,24 +345,34 @@ async fn pulls(server: &TestServer, user: &str, count: usize) -> Vec<(StatusCode
 
 #[tokio::test]
 async fn hostile_accounts_filling_the_pool_leave_a_bystander_its_turn() {
-    if postgres_only("a pool of Postgres sessions shared fairly") {
-        return;
-    }
     let db = TestDb::new().await;
-    // Four sessions, and a second to wait for one: the pool's own order of arrival would make the
-    // bystander wait behind every queued request of the others, past that second.
-    let pool = sqlx::postgres::PgPoolOptions::new()
-        .max_connections(4)
-        .acquire_timeout(Duration::from_secs(1))
-        .connect(&db.url)
-        .await
-        .unwrap();
-    let server = TestServer::start(&db, move |b| b.storage(engine::storage::postgres("unused").pool(pool))).await;
+    // On Postgres four sessions, and a second to wait for one: the pool's own order of arrival
+    // would make the bystander wait behind every queued request of the others, past that second.
+    // On SQLite, the store's readers and its one writer.
+    let store = match backend() {
+        Backend::Postgres => {
+            let pool = sqlx::postgres::PgPoolOptions::new()
+                .max_connections(4)
+                .acquire_timeout(Duration::from_secs(1))
+                .connect(&db.url)
+                .await
+                .unwrap();
+            TestStore::Postgres(engine::storage::postgres("unused").pool(pool))
+        }
+        Backend::Sqlite => db.store(engine::storage::StoreLimits::default()),
+    };
+    let server = TestServer::start(&db, move |b| b.storage(store)).await;
     let server = std::sync::Arc::new(server);
     let alone = pulls(&server, "alice", 30).await;
 
     // Ten accounts, each with as many pushes of 200 mutations in progress as it may (4), again
-    // and again, until the bystander is done: 40 pushes for 4 sessions.
+    // and again, until the bystander is done: 40 pushes for 4 sessions. On SQLite, where every
+    // mutation commits to disk on the one writer, pushes of 20 fill its queue as well and drain
+    // in seconds once the bystander is done.
+    let per_push = match backend() {
+        Backend::Postgres => 200,
+        Backend::Sqlite => 20,
+    };
     let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
     let mut hostile = Vec::new();
     for account in 0..10 {
@@ -371,7 +381,7 @@ async fn hostile_accounts_filling_the_pool_leave_a_bystander_its_turn() {
             hostile.push(tokio::spawn(async move {
                 let mut statuses = Vec::new();
                 while !stop.load(std::sync::atomic::Ordering::Relaxed) {
-                    let body = push_body(uuid::Uuid::new_v4(), mutations(1, 200));
+                    let body = push_body(uuid::Uuid::new_v4(), mutations(1, per_push));
                     let response = server.post("/sync/push", Some(&format!("mallory-{account}")), body).await;
                     statuses.push(response.status());
                 }
