@@ -68,9 +68,12 @@ fn with_items(rules: &Rules, generated: TokenStream) -> TokenStream {
 fn bucket_items(bucket: &Bucket) -> TokenStream {
     let ident = &bucket.ident;
     let name = &bucket.name;
+    // Reported at the field's type, resolved where the method declaring `self` is: rules that
+    // come from a `macro_rules!` give the field another hygiene than the method.
     let texts = bucket.params.iter().map(|p| {
         let field = &p.field;
-        quote_spanned!(p.ty.span()=> __engine::ParamValue::to_param(&self.#field))
+        let span = proc_macro2::Span::call_site().located_at(p.ty.span());
+        quote_spanned!(span=> __engine::ParamValue::to_param(&self.#field))
     });
     let checks = bucket_checks(bucket);
     quote! {
