@@ -17,8 +17,8 @@
 //!   an existing database's tables and write the Rust source of a starter app for them: tables,
 //!   sync rules guessed from owner columns and memberships, the app, example mutators.
 //! - `engine jobs list | retry <ID>… | discard <ID>… --database-url <URL>`: the background jobs
-//!   of a database, newest first (`--state dead` for the failed ones); run dead jobs again, or
-//!   delete jobs that are not running.
+//!   of a database (Postgres or a SQLite file), newest first (`--state dead` for the failed ones);
+//!   run dead jobs again, or delete jobs that are not running.
 //!
 //! `<CONTRACT>` is a file holding the JSON of `GET /engine/contract`, or the URL of a running
 //! server (its `/engine/contract` is fetched) or of the contract itself.
@@ -87,7 +87,7 @@ enum Command {
     },
     /// Look at a database's background jobs; run dead ones again or discard them.
     Jobs {
-        /// The database (`postgres://user@host:port/db`).
+        /// The database (`postgres://user@host:port/db`, or `sqlite://path`).
         #[arg(long, env = "DATABASE_URL", global = true)]
         database_url: Option<String>,
         #[command(subcommand)]

@@ -211,18 +211,18 @@ async fn two_instances_never_collect_at_once() {
 
 #[tokio::test]
 async fn dead_jobs_are_kept_longer_and_the_cli_lists_retries_and_discards_them() {
-    if postgres_only("`engine jobs` speaks to Postgres") {
-        return;
-    }
     let db = TestDb::new().await;
     let storage = store(&db).await;
+    let (past, now) = (ago("2 days"), ago("0 days"));
     exec(
         &db,
-        "INSERT INTO _engine_jobs (name, payload, state, attempts, last_error, finished_at) VALUES
-        ('mail', '{}', 'dead', 5, 'smtp refused', now() - interval '2 days'),
-        ('mail', '{}', 'dead', 5, 'smtp refused again', now() - interval '2 days'),
-        ('mail', '{}', 'done', 1, NULL, now() - interval '2 days'),
-        ('mail', '{}', 'running', 1, NULL, NULL)",
+        &format!(
+            "INSERT INTO _engine_jobs (name, payload, state, attempts, last_error, finished_at, run_at, created_at) VALUES
+            ('mail', '{{}}', 'dead', 5, 'smtp refused', {past}, {now}, {now}),
+            ('mail', '{{}}', 'dead', 5, 'smtp refused again', {past}, {now}, {now}),
+            ('mail', '{{}}', 'done', 1, NULL, {past}, {now}, {now}),
+            ('mail', '{{}}', 'running', 1, NULL, NULL, {now}, {now})"
+        ),
     )
     .await;
     let collected = storage.collect_garbage(&Retention::default().jobs(DAY)).await.unwrap();
@@ -252,7 +252,7 @@ async fn dead_jobs_are_kept_longer_and_the_cli_lists_retries_and_discards_them()
     assert!(err.to_string().contains("zombie"), "{err}");
 
     // Dead jobs past their own retention go too.
-    exec(&db, "UPDATE _engine_jobs SET state = 'dead', finished_at = now() - interval '2 days'").await;
+    exec(&db, &format!("UPDATE _engine_jobs SET state = 'dead', finished_at = {past}")).await;
     let collected = storage.collect_garbage(&Retention::default().dead_jobs(DAY)).await.unwrap();
     assert_eq!(collected.jobs, 2, "{collected:?}");
 }

@@ -179,15 +179,38 @@ pub struct JobRecord {
 }
 
 /// An operator's hands on the job queue of a database (`engine jobs`): list the jobs, run a
-/// dead one again, discard one that is not running.
+/// dead one again, discard one that is not running. On SQLite it works beside a running server:
+/// each change is one statement, which SQLite's locks order with the server's writes.
 #[derive(Debug, Clone)]
 pub struct JobAdmin {
-    pool: sqlx::PgPool,
+    queue: AdminQueue,
 }
 
+/// The database a [`JobAdmin`] reaches.
+#[derive(Debug, Clone)]
+enum AdminQueue {
+    Postgres(sqlx::PgPool),
+    Sqlite(sqlx::SqlitePool),
+}
+
+/// The job states there are.
+const STATES: [&str; 4] = ["queued", "running", "done", "dead"];
+
 impl JobAdmin {
-    /// The queue of the database at `url`.
+    /// The queue of the database at `url`: Postgres, or a SQLite file (`sqlite://path`).
     pub async fn connect(url: &str) -> Result<Self> {
+        if let Some(path) = crate::storage::sqlite_path(url) {
+            if !path.exists() {
+                return Err(Error::config(format!("no SQLite database at {}", path.display())));
+            }
+            let options =
+                sqlx::sqlite::SqliteConnectOptions::new().filename(&path).busy_timeout(Duration::from_secs(10));
+            let pool =
+                sqlx::sqlite::SqlitePoolOptions::new().max_connections(1).connect_with(options).await.map_err(|e| {
+                    Error::config_from(format!("cannot open the SQLite database {}", path.display()), e)
+                })?;
+            return Ok(JobAdmin { queue: AdminQueue::Sqlite(pool) });
+        }
         let options: sqlx::postgres::PgConnectOptions =
             url.parse().map_err(|e| Error::config_from("not a Postgres URL", e))?;
         let pool = sqlx::postgres::PgPoolOptions::new()
@@ -196,19 +219,24 @@ impl JobAdmin {
             .connect_with(options)
             .await
             .map_err(|e| Error::config_from("cannot connect to Postgres", e))?;
-        Ok(JobAdmin { pool })
+        Ok(JobAdmin { queue: AdminQueue::Postgres(pool) })
     }
 
     /// The queue of the database `pool` reaches.
     pub fn new(pool: sqlx::PgPool) -> Self {
-        JobAdmin { pool }
+        JobAdmin { queue: AdminQueue::Postgres(pool) }
     }
 
     /// Up to `limit` jobs, in `state` when given, newest first.
     pub async fn list(&self, state: Option<&str>, limit: usize) -> Result<Vec<JobRecord>> {
-        if let Some(state) = state.filter(|s| !["queued", "running", "done", "dead"].contains(s)) {
+        if let Some(state) = state.filter(|s| !STATES.contains(s)) {
             return Err(Error::config(format!("no job state `{state}`: queued, running, done or dead")));
         }
+        let limit = i64::try_from(limit).unwrap_or(i64::MAX);
+        let pool = match &self.queue {
+            AdminQueue::Postgres(pool) => pool,
+            AdminQueue::Sqlite(pool) => return sqlite::list(pool, state, limit).await,
+        };
         type Row = (
             i64,
             String,
@@ -224,8 +252,8 @@ impl JobAdmin {
              WHERE $1::text IS NULL OR state = $1 ORDER BY id DESC LIMIT $2",
         )
         .bind(state)
-        .bind(i64::try_from(limit).unwrap_or(i64::MAX))
-        .fetch_all(&self.pool)
+        .bind(limit)
+        .fetch_all(pool)
         .await?;
         Ok(rows
             .into_iter()
@@ -245,24 +273,29 @@ impl JobAdmin {
     /// Queue the `dead` job `id` to run again now, with its attempts counted afresh; `false`
     /// when there is no such dead job.
     pub async fn retry(&self, id: i64) -> Result<bool> {
-        let done = sqlx::query(
-            "UPDATE _engine_jobs SET state = 'queued', run_at = now(), attempts = 0, finished_at = NULL
-             WHERE id = $1 AND state = 'dead'",
-        )
-        .bind(id)
-        .execute(&self.pool)
-        .await?;
-        Ok(done.rows_affected() == 1)
+        let done = match &self.queue {
+            AdminQueue::Postgres(pool) => sqlx::query(
+                "UPDATE _engine_jobs SET state = 'queued', run_at = now(), attempts = 0, finished_at = NULL
+                     WHERE id = $1 AND state = 'dead'",
+            )
+            .bind(id)
+            .execute(pool)
+            .await?
+            .rows_affected(),
+            AdminQueue::Sqlite(pool) => sqlite::retry(pool, id).await?,
+        };
+        Ok(done == 1)
     }
 
     /// Delete job `id` unless a worker is running it; `false` when there is no such job or it is
     /// running.
     pub async fn discard(&self, id: i64) -> Result<bool> {
-        let done = sqlx::query("DELETE FROM _engine_jobs WHERE id = $1 AND state <> 'running'")
-            .bind(id)
-            .execute(&self.pool)
-            .await?;
-        Ok(done.rows_affected() == 1)
+        let sql = "DELETE FROM _engine_jobs WHERE id = $1 AND state <> 'running'";
+        let done = match &self.queue {
+            AdminQueue::Postgres(pool) => sqlx::query(sql).bind(id).execute(pool).await?.rows_affected(),
+            AdminQueue::Sqlite(pool) => sqlx::query(sql).bind(id).execute(pool).await?.rows_affected(),
+        };
+        Ok(done == 1)
     }
 }
 

@@ -7,10 +7,10 @@ use std::time::Duration;
 
 use engine_kernel::JobRequest;
 use serde_json::Value;
-use sqlx::SqliteConnection;
+use sqlx::{SqliteConnection, SqlitePool};
 
 use super::super::{ClaimedJob, JobCounts, JobEnd};
-use super::counted;
+use super::{JobRecord, counted};
 use crate::error::Result;
 use crate::sqlite::now_ms;
 
@@ -105,6 +105,46 @@ pub(crate) async fn counts(conn: &mut SqliteConnection) -> Result<JobCounts> {
     let rows: Vec<(String, i64)> =
         sqlx::query_as("SELECT state, count(*) FROM _engine_jobs GROUP BY state").fetch_all(&mut *conn).await?;
     counted(rows)
+}
+
+/// Up to `limit` jobs, in `state` when given, newest first ([`JobAdmin::list`](super::JobAdmin::list)).
+pub(crate) async fn list(pool: &SqlitePool, state: Option<&str>, limit: i64) -> Result<Vec<JobRecord>> {
+    type Row = (i64, String, String, i32, i64, Option<i64>, Option<String>, Option<String>);
+    let rows: Vec<Row> = sqlx::query_as(
+        "SELECT id, name, state, attempts, run_at, finished_at, last_error, user_id FROM _engine_jobs
+         WHERE ?1 IS NULL OR state = ?1 ORDER BY id DESC LIMIT ?2",
+    )
+    .bind(state)
+    .bind(limit)
+    .fetch_all(pool)
+    .await?;
+    let time = |ms: i64| chrono::DateTime::from_timestamp_millis(ms).unwrap_or_default();
+    Ok(rows
+        .into_iter()
+        .map(|(id, name, state, attempts, run_at, finished_at, last_error, user_id)| JobRecord {
+            id,
+            name,
+            state,
+            attempts,
+            run_at: time(run_at),
+            finished_at: finished_at.map(time),
+            last_error,
+            user_id,
+        })
+        .collect())
+}
+
+/// Queue the dead job `id` to run now, its attempts counted afresh: the rows changed.
+pub(crate) async fn retry(pool: &SqlitePool, id: i64) -> Result<u64> {
+    let done = sqlx::query(
+        "UPDATE _engine_jobs SET state = 'queued', run_at = ?2, attempts = 0, finished_at = NULL
+         WHERE id = ?1 AND state = 'dead'",
+    )
+    .bind(id)
+    .bind(now_ms())
+    .execute(pool)
+    .await?;
+    Ok(done.rows_affected())
 }
 
 /// The workers of this process waiting for new jobs: each is signalled when jobs may have been
