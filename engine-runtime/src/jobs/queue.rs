@@ -178,6 +178,27 @@ pub struct JobRecord {
     pub user_id: Option<String>,
 }
 
+/// A row of `_engine_jobs` as an operator reads it (id, name, state, attempts, due, finished,
+/// last error, user), its times of type `T`.
+pub(crate) type JobRow<T> = (i64, String, String, i32, T, Option<T>, Option<String>, Option<String>);
+
+impl JobRecord {
+    /// The record of `row`, its times read by `time`.
+    pub(crate) fn of<T>(row: JobRow<T>, time: impl Fn(T) -> chrono::DateTime<chrono::Utc>) -> Self {
+        let (id, name, state, attempts, run_at, finished_at, last_error, user_id) = row;
+        JobRecord {
+            id,
+            name,
+            state,
+            attempts,
+            run_at: time(run_at),
+            finished_at: finished_at.map(&time),
+            last_error,
+            user_id,
+        }
+    }
+}
+
 /// An operator's hands on the job queue of a database (`engine jobs`): list the jobs, run a
 /// dead one again, discard one that is not running. On SQLite it works beside a running server:
 /// each change is one statement, which SQLite's locks order with the server's writes.
@@ -199,7 +220,7 @@ const STATES: [&str; 4] = ["queued", "running", "done", "dead"];
 impl JobAdmin {
     /// The queue of the database at `url`: Postgres, or a SQLite file (`sqlite://path`).
     pub async fn connect(url: &str) -> Result<Self> {
-        if let Some(path) = crate::storage::sqlite_path(url) {
+        if let Some(path) = crate::sqlite::sqlite_path(url) {
             if !path.exists() {
                 return Err(Error::config(format!("no SQLite database at {}", path.display())));
             }
@@ -237,17 +258,7 @@ impl JobAdmin {
             AdminQueue::Postgres(pool) => pool,
             AdminQueue::Sqlite(pool) => return sqlite::list(pool, state, limit).await,
         };
-        type Row = (
-            i64,
-            String,
-            String,
-            i32,
-            chrono::DateTime<chrono::Utc>,
-            Option<chrono::DateTime<chrono::Utc>>,
-            Option<String>,
-            Option<String>,
-        );
-        let rows: Vec<Row> = sqlx::query_as(
+        let rows: Vec<JobRow<chrono::DateTime<chrono::Utc>>> = sqlx::query_as(
             "SELECT id, name, state, attempts, run_at, finished_at, last_error, user_id FROM _engine_jobs
              WHERE $1::text IS NULL OR state = $1 ORDER BY id DESC LIMIT $2",
         )
@@ -255,19 +266,7 @@ impl JobAdmin {
         .bind(limit)
         .fetch_all(pool)
         .await?;
-        Ok(rows
-            .into_iter()
-            .map(|(id, name, state, attempts, run_at, finished_at, last_error, user_id)| JobRecord {
-                id,
-                name,
-                state,
-                attempts,
-                run_at,
-                finished_at,
-                last_error,
-                user_id,
-            })
-            .collect())
+        Ok(rows.into_iter().map(|row| JobRecord::of(row, |at| at)).collect())
     }
 
     /// Queue the `dead` job `id` to run again now, with its attempts counted afresh; `false`

@@ -15,6 +15,14 @@ pub(crate) use engine_sqlite::ident;
 
 use crate::error::{Error, Result};
 
+/// The path a `sqlite://` URL names (`sqlite://notes.db`, `sqlite:///var/lib/notes.db`,
+/// `sqlite:notes.db`), or `None` when `url` is not one.
+pub fn sqlite_path(url: &str) -> Option<PathBuf> {
+    let rest = url.strip_prefix("sqlite://").or_else(|| url.strip_prefix("sqlite:"))?;
+    let path = rest.split('?').next().unwrap_or_default();
+    (!path.is_empty()).then(|| PathBuf::from(path))
+}
+
 /// When a commit is on disk (`PRAGMA synchronous`), with the write-ahead log.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 #[non_exhaustive]

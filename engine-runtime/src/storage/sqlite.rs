@@ -32,13 +32,7 @@ pub fn sqlite(path: impl Into<PathBuf>) -> Sqlite {
     Sqlite { path: path.into(), durability: Durability::default(), limits: StoreLimits::default() }
 }
 
-/// The path a `sqlite://` URL names (`sqlite://notes.db`, `sqlite:///var/lib/notes.db`,
-/// `sqlite:notes.db`), or `None` when `url` is not one.
-pub fn sqlite_path(url: &str) -> Option<PathBuf> {
-    let rest = url.strip_prefix("sqlite://").or_else(|| url.strip_prefix("sqlite:"))?;
-    let path = rest.split('?').next().unwrap_or_default();
-    (!path.is_empty()).then(|| PathBuf::from(path))
-}
+pub use crate::sqlite::sqlite_path;
 
 /// The SQL statements that provision `app` on a new SQLite file, in order.
 pub fn sqlite_plan(app: &App) -> Vec<String> {

@@ -10,7 +10,7 @@ use serde_json::Value;
 use sqlx::{SqliteConnection, SqlitePool};
 
 use super::super::{ClaimedJob, JobCounts, JobEnd};
-use super::{JobRecord, counted};
+use super::{JobRecord, JobRow, counted};
 use crate::error::Result;
 use crate::sqlite::now_ms;
 
@@ -109,8 +109,7 @@ pub(crate) async fn counts(conn: &mut SqliteConnection) -> Result<JobCounts> {
 
 /// Up to `limit` jobs, in `state` when given, newest first ([`JobAdmin::list`](super::JobAdmin::list)).
 pub(crate) async fn list(pool: &SqlitePool, state: Option<&str>, limit: i64) -> Result<Vec<JobRecord>> {
-    type Row = (i64, String, String, i32, i64, Option<i64>, Option<String>, Option<String>);
-    let rows: Vec<Row> = sqlx::query_as(
+    let rows: Vec<JobRow<i64>> = sqlx::query_as(
         "SELECT id, name, state, attempts, run_at, finished_at, last_error, user_id FROM _engine_jobs
          WHERE ?1 IS NULL OR state = ?1 ORDER BY id DESC LIMIT ?2",
     )
@@ -119,19 +118,7 @@ pub(crate) async fn list(pool: &SqlitePool, state: Option<&str>, limit: i64) -> 
     .fetch_all(pool)
     .await?;
     let time = |ms: i64| chrono::DateTime::from_timestamp_millis(ms).unwrap_or_default();
-    Ok(rows
-        .into_iter()
-        .map(|(id, name, state, attempts, run_at, finished_at, last_error, user_id)| JobRecord {
-            id,
-            name,
-            state,
-            attempts,
-            run_at: time(run_at),
-            finished_at: finished_at.map(time),
-            last_error,
-            user_id,
-        })
-        .collect())
+    Ok(rows.into_iter().map(|row| JobRecord::of(row, time)).collect())
 }
 
 /// Queue the dead job `id` to run now, its attempts counted afresh: the rows changed.
