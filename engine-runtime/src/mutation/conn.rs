@@ -4,8 +4,8 @@
 //! [`Conn::Deferred`] connection: its reads then run on their own (under READ COMMITTED each
 //! statement sees a snapshot of its own either way) and the transaction begins just before its
 //! first write. An authorized insert is not sent at once: it waits for the mutation's next
-//! operation, or goes with the mutation's record in one statement, which saves a round trip on
-//! the commonest mutation (one insert).
+//! operation, or goes with the mutation's record in one statement (on SQLite, one batch of
+//! statements), which saves a round trip on the commonest mutation (one insert).
 
 use engine_kernel::{Error as KernelError, TableMeta};
 use serde_json::Value;
@@ -66,6 +66,11 @@ impl PendingInsert {
     /// Append the insert to `sql` (as a statement, or inside a `WITH`).
     pub(crate) fn push(&self, sql: &mut Sql) -> crate::error::Result<()> {
         statements::push_insert(sql, self.table, &self.values, self.stamps.as_ref())
+    }
+
+    /// Append the insert to `sql` on SQLite, as a statement of a batch.
+    pub(crate) fn push_on_sqlite(&self, sql: &mut engine_sqlite::Sql) -> crate::error::Result<()> {
+        super::sqlite::push_insert(sql, self.table, &self.values, self.stamps.as_ref())
     }
 }
 

@@ -75,11 +75,19 @@ pub(super) async fn insert(
     values: &[Value],
     stamps: Option<&Value>,
 ) -> Result<()> {
+    let mut sql = Sql::new("");
+    push_insert(&mut sql, table, values, stamps)?;
+    sql.build().execute(&mut *conn).await?;
+    Ok(())
+}
+
+/// Append the `INSERT` of [`insert`] to `sql`, as a statement of it.
+pub(super) fn push_insert(sql: &mut Sql, table: &TableMeta, values: &[Value], stamps: Option<&Value>) -> Result<()> {
     let mut names: Vec<String> = table.columns.iter().map(|c| ident(c.name)).collect();
     if stamps.is_some() {
         names.push("_engine_hlc".into());
     }
-    let mut sql = Sql::new(format!("INSERT INTO {} ({}) VALUES (", ident(table.name), names.join(", ")));
+    sql.push(format_args!("INSERT INTO {} ({}) VALUES (", ident(table.name), names.join(", ")));
     for (i, (column, value)) in table.columns.iter().zip(values).enumerate() {
         if i > 0 {
             sql.push(", ");
@@ -90,7 +98,6 @@ pub(super) async fn insert(
         sql.push(", ").push_bind(stamps.to_string());
     }
     sql.push(")");
-    sql.build().execute(&mut *conn).await?;
     Ok(())
 }
 

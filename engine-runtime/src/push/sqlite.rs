@@ -1,12 +1,14 @@
 //! Push on SQLite (`docs/design.md` §11): each mutation in one `BEGIN IMMEDIATE` transaction of
 //! the writer, which writes alone, so the client's sequence needs no lock and a mutation no
 //! next path: the sequence is read and decided by `sequence.rs` as on Postgres' checked path,
-//! the mutator runs on the same authorized transaction ([`ServerTx`] on SQLite), and its record
-//! advances the sequence. A deterministic failure is recorded in a transaction of its own and
-//! advances the sequence; a transient one records nothing and stops the push.
+//! the mutator runs on the same authorized transaction ([`ServerTx`] on SQLite), and its record,
+//! sent in one batch of statements with the mutation's last insert, advances the sequence. A
+//! deterministic failure is recorded in a transaction of its own and advances the sequence; a
+//! transient one records nothing and stops the push.
 
 use engine_kernel::wire::{MutationRequest, PushRequest};
 use engine_kernel::{Actor, Error as KernelError};
+use engine_sqlite::Sql;
 use serde_json::{Value, json};
 use sqlx::{Connection, SqliteConnection};
 
@@ -17,7 +19,7 @@ use super::{
 };
 use crate::core::Shared;
 use crate::error::{Error, Result};
-use crate::mutation::{Conn, to_kernel};
+use crate::mutation::{Conn, PendingInsert, to_kernel};
 use crate::sqlite::{Db, now_ms};
 
 /// Apply the request's mutations in order, each in its own transaction.
@@ -72,7 +74,8 @@ async fn read_sequence(conn: &mut SqliteConnection, user: &str, client: uuid::Uu
 }
 
 /// The client's sequence (created at 0 on its first push), with whether mutation `cmid` was
-/// recorded.
+/// recorded: one statement, whose `DO UPDATE` writes nothing new but makes an existing row
+/// answer `RETURNING` too.
 async fn read_or_start(
     conn: &mut SqliteConnection,
     user: &str,
@@ -80,25 +83,23 @@ async fn read_or_start(
     cmid: uuid::Uuid,
 ) -> Result<Sequence> {
     let now = now_ms();
-    sqlx::query(
-        "INSERT INTO _engine_clients (user_id, client_id, created_at, updated_at) VALUES (?, ?, ?, ?) ON CONFLICT DO NOTHING",
+    let client = client.to_string();
+    let (last, collected, seen): (i64, Option<i64>, bool) = sqlx::query_as(
+        "INSERT INTO _engine_clients (user_id, client_id, created_at, updated_at) VALUES (?, ?, ?, ?)
+         ON CONFLICT (user_id, client_id) DO UPDATE SET user_id = excluded.user_id
+         RETURNING last_mutation_id, collected_to, EXISTS (
+           SELECT 1 FROM _engine_mutations WHERE user_id = ? AND client_id = ? AND client_mutation_id = ?)",
     )
     .bind(user)
-    .bind(client.to_string())
+    .bind(&client)
     .bind(now)
     .bind(now)
-    .execute(&mut *conn)
-    .await?;
-    let (last, collected) = read_sequence(conn, user, client).await?.unwrap_or_default();
-    let seen: bool = sqlx::query_scalar(
-        "SELECT EXISTS (SELECT 1 FROM _engine_mutations WHERE user_id = ? AND client_id = ? AND client_mutation_id = ?)",
-    )
     .bind(user)
-    .bind(client.to_string())
+    .bind(&client)
     .bind(cmid.to_string())
     .fetch_one(&mut *conn)
     .await?;
-    Ok(Sequence { last, seen, collected: CollectedRecords::UpTo(collected) })
+    Ok(Sequence { last: to_u64(last), seen, collected: CollectedRecords::UpTo(collected.map_or(0, to_u64)) })
 }
 
 /// The recorded outcome of this mutation (by sequence number, or by its client id under another
@@ -138,7 +139,9 @@ async fn recorded(
     }))
 }
 
-/// Record a mutation's outcome and advance the client's sequence to it; the counter after it.
+/// Record a mutation's outcome and advance the client's sequence to it, after the mutation's
+/// insert still waiting (`pending`), in one batch of statements: each of them a round trip to
+/// the connection's thread otherwise. The counter after it.
 async fn record(
     conn: &mut SqliteConnection,
     user: &str,
@@ -146,38 +149,33 @@ async fn record(
     mutation: &MutationRequest,
     status: &str,
     result: &Value,
+    pending: Option<&PendingInsert>,
 ) -> Result<u64> {
-    let (id, now) = (to_i64(mutation.mutation_id)?, now_ms());
-    let counter: i64 = sqlx::query_scalar("SELECT seq FROM _engine_seq WHERE id = 1").fetch_one(&mut *conn).await?;
-    // A record is stamped no earlier than its predecessor, so records grow old in id order.
-    let recorded_at: i64 = sqlx::query_scalar(
-        "UPDATE _engine_clients SET last_mutation_id = ?, last_seq = ?, recorded_at = max(?, recorded_at), updated_at = ?
-         WHERE user_id = ? AND client_id = ? RETURNING recorded_at",
-    )
-    .bind(id)
-    .bind(counter)
-    .bind(now)
-    .bind(now)
-    .bind(user)
-    .bind(client.to_string())
-    .fetch_one(&mut *conn)
-    .await?;
-    sqlx::query(
-        "INSERT INTO _engine_mutations (user_id, client_id, mutation_id, client_mutation_id, name, status, result, seq, applied_at)
-         VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
-    )
-    .bind(user)
-    .bind(client.to_string())
-    .bind(id)
-    .bind(mutation.client_mutation_id.to_string())
-    .bind(recorded_name(&mutation.name))
-    .bind(status)
-    .bind(result.to_string())
-    .bind(counter)
-    .bind(recorded_at)
-    .execute(&mut *conn)
-    .await?;
-    Ok(to_u64(counter))
+    let (id, now, client) = (to_i64(mutation.mutation_id)?, now_ms(), client.to_string());
+    let mut sql = Sql::new("");
+    if let Some(pending) = pending {
+        pending.push_on_sqlite(&mut sql)?;
+        sql.push("; ");
+    }
+    // The counter is read after the insert's stamp advanced it. A record is stamped no earlier
+    // than its predecessor, so records grow old in id order.
+    sql.push("UPDATE _engine_clients SET last_mutation_id = ").push_bind(id);
+    sql.push(", last_seq = (SELECT seq FROM _engine_seq WHERE id = 1), recorded_at = max(").push_bind(now);
+    sql.push(", recorded_at), updated_at = ").push_bind(now);
+    sql.push(" WHERE user_id = ").push_bind(user).push(" AND client_id = ").push_bind(client.clone());
+    sql.push(
+        "; INSERT INTO _engine_mutations (user_id, client_id, mutation_id, client_mutation_id, name, status, result, seq, applied_at)
+         SELECT user_id, client_id, last_mutation_id, ",
+    );
+    sql.push_bind(mutation.client_mutation_id.to_string()).push(", ").push_bind(recorded_name(&mutation.name));
+    sql.push(", ").push_bind(status).push(", ").push_bind(result.to_string());
+    sql.push(", last_seq, recorded_at FROM _engine_clients WHERE user_id = ").push_bind(user);
+    sql.push(" AND client_id = ").push_bind(client).push(" RETURNING seq");
+    // Every statement of the batch runs only when every row is asked for (`fetch_one` would
+    // stop the batch at its first row).
+    let rows = sql.build_query_scalar::<i64>().fetch_all(&mut *conn).await?;
+    let counter = rows.last().ok_or_else(|| Error::internal("the mutation's record was not written"))?;
+    Ok(to_u64(*counter))
 }
 
 async fn apply(
@@ -228,7 +226,7 @@ async fn apply(
             let mut tx = conn.begin_with("BEGIN IMMEDIATE").await?;
             // The client's first push made its sequence in the transaction undone.
             read_or_start(&mut tx, user, client, mutation.client_mutation_id).await?;
-            record(&mut tx, user, client, mutation, "rejected", &json!({ "error": result.error })).await?;
+            record(&mut tx, user, client, mutation, "rejected", &json!({ "error": result.error }), None).await?;
             tx.commit().await?;
             log_rejection(user, client, mutation, &err);
             Ok(Settled::Answered { result, sequence: mutation.mutation_id })
@@ -249,14 +247,17 @@ async fn execute(
     mutation: &MutationRequest,
 ) -> std::result::Result<Settled, KernelError> {
     let (mut tx, outcome) = run(core, Conn::Sqlite(&mut *conn), actor, mutation, false).await?;
-    tx.flush().await?;
+    let pending = tx.take_pending();
     let superseded = tx.superseded();
     let affected = std::mem::take(&mut tx.affected);
     let membership_changes = std::mem::take(&mut tx.membership_changes);
     drop(tx);
     let stored =
         json!({ "serverId": outcome.server_id, "reconciliation": outcome.reconciliation, "superseded": superseded });
-    let commit_xid = record(conn, &actor.user_id, client, mutation, "applied", &stored).await.map_err(to_kernel)?;
+    // The mutation's last insert goes with the record: its failure is the mutation's.
+    let commit_xid = record(conn, &actor.user_id, client, mutation, "applied", &stored, pending.as_ref())
+        .await
+        .map_err(to_kernel)?;
     let mut affected = affected;
     affected.extend(outcome.affected_buckets.iter().cloned());
     Ok(Settled::Applied {
