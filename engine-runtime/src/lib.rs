@@ -23,7 +23,8 @@
 //! - `pull`, `push`, `provision`, `housekeeping`: the flows of the Postgres store, each with its
 //!   own state and SQL, composed by `storage::postgres`; `mutation`: the mutator transaction.
 //! - `core`: what every flow reads; `rules`: the sync rules in Rust and in SQL.
-//! - `pg`, `sqlite`: Postgres and SQLite plumbing that knows no flow and no rule.
+//! - `pg`, `sqlite`: Postgres and SQLite plumbing that knows no flow and no rule; `row_json`: a
+//!   row's JSON object written from either's rows.
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
@@ -44,6 +45,7 @@ mod provision;
 mod pull;
 mod push;
 pub mod realtime;
+mod row_json;
 mod rules;
 mod server;
 mod service;

@@ -39,6 +39,7 @@ const RUNTIME_LAYERS: &[&[&str]] = &[
     &["core"],
     &["rules"],
     &["pg", "sqlite"],
+    &["row_json"],
     &["auth", "blob", "contract", "limits"],
     &["error"],
 ];

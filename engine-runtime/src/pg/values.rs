@@ -10,6 +10,7 @@ use sqlx::{Postgres, Row};
 
 use super::sql::Sql;
 use crate::error::{Error, Result};
+use crate::row_json::{write_json as write, write_object};
 
 /// The JSON value of column `column` at `index` of `row`.
 pub(crate) fn decode(row: &PgRow, index: usize, column: &ColumnMeta) -> Result<Value> {
@@ -49,22 +50,13 @@ pub(crate) fn decode_row(table: &TableMeta, row: &PgRow) -> Result<engine_kernel
 /// [`decode_row`] gives, written without making it (text, numbers, booleans and bytes go
 /// straight from Postgres' bytes to JSON; other types through their JSON value).
 pub(crate) fn write_row(table: &TableMeta, row: &PgRow, out: &mut Vec<u8>) -> Result<()> {
-    fn write<T: serde::Serialize + ?Sized>(out: &mut Vec<u8>, value: &T) -> Result<()> {
-        serde_json::to_writer(out, value).map_err(|err| Error::internal(format!("writing a row: {err}")))
-    }
     fn get<'r, T: sqlx::Decode<'r, Postgres> + sqlx::Type<Postgres>>(
         row: &'r PgRow,
         index: usize,
     ) -> Result<Option<T>> {
         row.try_get(index).map_err(Error::Database)
     }
-    out.push(b'{');
-    for (i, column) in table.columns.iter().enumerate() {
-        if i > 0 {
-            out.push(b',');
-        }
-        write(out, column.name)?;
-        out.push(b':');
+    write_object(table, out, |i, column, out| {
         match column.sql_type {
             SqlType::Text => write(out, &get::<&str>(row, i)?)?,
             SqlType::SmallInt => write(out, &get::<i16>(row, i)?)?,
@@ -91,9 +83,8 @@ pub(crate) fn write_row(table: &TableMeta, row: &PgRow, out: &mut Vec<u8>) -> Re
             },
             SqlType::Uuid | SqlType::Timestamp | SqlType::Json => write(out, &decode(row, i, column)?)?,
         }
-    }
-    out.push(b'}');
-    Ok(())
+        Ok(())
+    })
 }
 
 /// The columns `columns` (indexes into `table.columns`) of the row of `table` in the first
@@ -142,44 +133,12 @@ pub(crate) fn push_value(sql: &mut Sql, table: &TableMeta, column: &ColumnMeta, 
 
 #[cfg(test)]
 mod tests {
-    use engine_kernel::{ColumnMeta, MergePolicy, SqlType, TableMeta};
     use proptest::prelude::*;
-    use proptest::test_runner::{Config, TestCaseError, TestRunner};
-    use serde_json::Value;
 
     use super::{decode_row, write_row};
     use crate::pg::test_db::TestDb;
 
-    const fn column(name: &'static str, sql_type: SqlType) -> ColumnMeta {
-        ColumnMeta { name, field: name, sql_type, nullable: true, blob: false, description: "" }
-    }
-
-    /// A column of every type a walk reads, with names JSON must escape.
-    static COLUMNS: [ColumnMeta; 12] = [
-        column("text", SqlType::Text),
-        column("small \"int\"", SqlType::SmallInt),
-        column("integer", SqlType::Integer),
-        column("big\\int", SqlType::BigInt),
-        column("real", SqlType::Real),
-        column("double", SqlType::Double),
-        column("flag", SqlType::Boolean),
-        column("bytes", SqlType::Bytes),
-        column("uuid", SqlType::Uuid),
-        column("at", SqlType::Timestamp),
-        column("doc", SqlType::Json),
-        column("doc\u{e9}", SqlType::CrdtText),
-    ];
-
-    static TABLE: TableMeta = TableMeta {
-        name: "every",
-        struct_name: "Every",
-        description: "",
-        columns: &COLUMNS,
-        primary_key: &["text"],
-        owner: None,
-        soft_delete: None,
-        merge: MergePolicy::Lww,
-    };
+    use crate::row_json::every_type::{TABLE, float, is_decoded, runner, text};
 
     type Case = (
         Option<String>,
@@ -192,17 +151,6 @@ mod tests {
         Option<Vec<u8>>,
         bool,
     );
-
-    /// Text of any characters but NUL (which Postgres text cannot hold), escapes and controls
-    /// among them.
-    fn text() -> impl Strategy<Value = String> {
-        prop_oneof!["[^\u{0}]{0,40}", "[\"\\\\\u{1}-\u{1f}\u{7f}\u{2028}<>/a-z]{0,20}"]
-    }
-
-    /// Floats with the values JSON has no form for.
-    fn float() -> impl Strategy<Value = f64> {
-        prop_oneof![any::<f64>(), Just(f64::NAN), Just(f64::INFINITY), Just(-0.0), Just(f64::MIN_POSITIVE)]
-    }
 
     /// A row's JSON as the walk writes it is the object its decoded values make, for every
     /// column type, null or not.
@@ -247,14 +195,10 @@ mod tests {
                     .unwrap();
                 let mut written = Vec::new();
                 write_row(&TABLE, &row, &mut written).unwrap();
-                let read: Value = serde_json::from_slice(&written)
-                    .map_err(|err| TestCaseError::fail(format!("not JSON: {err}: {}", String::from_utf8_lossy(&written))))?;
-                prop_assert_eq!(read, Value::Object(decode_row(&TABLE, &row).unwrap()));
-                Ok(())
+                is_decoded(&written, decode_row(&TABLE, &row).unwrap())
             })
         };
-        let mut runner = TestRunner::new(Config { cases: 256, failure_persistence: None, ..Config::default() });
-        let result = runner.run(&case, check);
+        let result = runner().run(&case, check);
         runtime.block_on(db.drop());
         result.unwrap();
     }

@@ -14,6 +14,7 @@ use tokio::sync::{Mutex, MutexGuard};
 pub(crate) use engine_sqlite::ident;
 
 use crate::error::{Error, Result};
+use crate::row_json::{write_json, write_object};
 
 /// The path a `sqlite://` URL names (`sqlite://notes.db`, `sqlite:///var/lib/notes.db`,
 /// `sqlite:notes.db`), or `None` when `url` is not one.
@@ -39,6 +40,11 @@ pub enum Durability {
 
 /// How long a statement waits for a lock another connection holds (a checkpoint, say).
 const BUSY_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// The rows a connection's thread hands over to the task reading them before it waits for the
+/// task: a walk step of a page of the default size (1,000 rows) in one go. With sqlx's 50, such
+/// a step stopped the thread twenty times, each a wake-up of the task and another of the thread.
+const ROW_BUFFER: usize = 1_000;
 
 /// An open SQLite database: one connection writes, the pool reads. SQLite lets one transaction
 /// write at a time; the writer's lock queues the store's writes in the process instead of
@@ -67,7 +73,8 @@ impl Db {
                 Durability::Process => SqliteSynchronous::Normal,
             })
             .foreign_keys(false)
-            .busy_timeout(BUSY_TIMEOUT);
+            .busy_timeout(BUSY_TIMEOUT)
+            .row_buffer_size(ROW_BUFFER);
         let opening = |e| Error::config_from(format!("cannot open the SQLite database {}", path.display()), e);
         let writer = options.clone().connect().await.map_err(opening)?;
         let readers = SqlitePoolOptions::new()
@@ -118,6 +125,53 @@ pub(crate) fn now_ms() -> i64 {
     i64::try_from(engine_kernel::hlc::wall_clock_ms()).unwrap_or(i64::MAX)
 }
 
+/// The columns `columns` (indexes into `table.columns`) of the row of `table` in the first
+/// columns of `row`.
+pub(crate) fn decode_columns(
+    table: &engine_kernel::TableMeta,
+    row: &sqlx::sqlite::SqliteRow,
+    columns: &[usize],
+) -> Result<engine_kernel::Row> {
+    let mut out = engine_kernel::Row::new();
+    for &i in columns {
+        let column = &table.columns[i];
+        out.insert(column.name.to_owned(), engine_sqlite::values::decode(row, i, column)?);
+    }
+    Ok(out)
+}
+
+/// Write to `out` the JSON object of the row of `table` in the first columns of `row`, in column
+/// order: the values [`decode_row`] gives, written without making them (the file keeps values
+/// in the form they travel in, so text and numbers go straight to JSON).
+pub(crate) fn write_row(
+    table: &engine_kernel::TableMeta,
+    row: &sqlx::sqlite::SqliteRow,
+    out: &mut Vec<u8>,
+) -> Result<()> {
+    use engine_kernel::SqlType;
+    use sqlx::Row as _;
+    write_object(table, out, |i, column, out| {
+        match column.sql_type {
+            SqlType::Text
+            | SqlType::Uuid
+            | SqlType::Timestamp
+            | SqlType::Bytes
+            | SqlType::CrdtText
+            | SqlType::CrdtMap => write_json(out, &row.try_get::<Option<&str>, _>(i)?)?,
+            SqlType::SmallInt | SqlType::Integer | SqlType::BigInt => {
+                write_json(out, &row.try_get::<Option<i64>, _>(i)?)?;
+            }
+            SqlType::Boolean => write_json(out, &row.try_get::<Option<i64>, _>(i)?.map(|v| v != 0))?,
+            // A number JSON has no form for travels as null, as in the column's JSON value.
+            SqlType::Real | SqlType::Double => {
+                write_json(out, &row.try_get::<Option<f64>, _>(i)?.filter(|f| f.is_finite()))?;
+            }
+            SqlType::Json => write_json(out, &engine_sqlite::values::decode(row, i, column)?)?,
+        }
+        Ok(())
+    })
+}
+
 /// A row of `table` read from the first columns of `row`, in column order.
 pub(crate) fn decode_row(
     table: &engine_kernel::TableMeta,
@@ -129,3 +183,6 @@ pub(crate) fn decode_row(
     }
     Ok(out)
 }
+
+#[cfg(test)]
+mod tests;

@@ -4,20 +4,22 @@
 //! bucket's probe is a statement of its own: in the process, it costs microseconds.
 
 use engine_kernel::rules::buckets::RuleIndex;
-use engine_kernel::{BucketKey, MergePolicy, Row};
+use engine_kernel::{BucketKey, ColumnMeta, MergePolicy, Row, SqlType, TableMeta};
 use engine_sqlite::Sql;
 use serde_json::Value;
+use sqlx::sqlite::SqliteRow;
 use sqlx::{Row as _, SqliteConnection};
 
 use super::super::cursor::{Group, WalkPoint};
 use super::super::page::{Page, identity};
 use super::{enter, walk_selections, went_before};
-use crate::error::{Error, Result};
+use crate::error::Result;
 use crate::rules::selection::sqlite::push_walk_one;
-use crate::sqlite::decode_row;
+use crate::sqlite::{decode_columns, write_row};
 
 /// Walk `group` from where its walk stands until the walk is done (`true`) or the page is full
-/// (`false`).
+/// (`false`). A row costs its JSON text, written from the file's values, and the columns
+/// deciding its buckets; where the walk stands is taken once a step, from its last row.
 pub(crate) async fn walk(
     rules: &RuleIndex,
     conn: &mut SqliteConnection,
@@ -27,10 +29,18 @@ pub(crate) async fn walk(
     let selections = walk_selections(rules, group);
     let from = group.rows;
     let walk = group.walk.as_mut().expect("a walk is under way");
+    let mut json = Vec::with_capacity(512);
     for (position, (_, rule_selection, table)) in selections.iter().enumerate() {
         let Some(earlier) = enter(walk, &selections, position) else { continue };
         let walked_before = |row: &Row| went_before(&earlier, &group.buckets, row);
         let stamps = table.merge == MergePolicy::Field;
+        let deciding = rules.deciding_columns(table);
+        let deciding: Vec<usize> =
+            (0..table.columns.len()).filter(|&i| deciding.contains(&table.columns[i].name)).collect();
+        let text_key = match table.primary_key {
+            [key] => table.columns.iter().position(|c| c.name == *key && c.sql_type == SqlType::Text),
+            _ => None,
+        };
         let buckets: Vec<&BucketKey> = group.buckets.iter().filter(|b| b.rule() == rule_selection.rule.name).collect();
         for bucket in buckets {
             if walk.point.as_ref().is_some_and(|point| bucket < &point.bucket) {
@@ -46,25 +56,36 @@ pub(crate) async fn walk(
                 let mut sql = Sql::new("");
                 push_walk_one(&mut sql, table, rule_selection, &params, (from, walk.to), resume, limit, stamps);
                 let rows = sql.build().fetch_all(&mut *conn).await?;
+                // The last row walked: where the walk stands once the step ends.
+                let (mut last, mut full) = (None, false);
                 for row in &rows {
-                    let decoded = decode_row(table, row)?;
-                    let key: Vec<Value> =
-                        table.primary_key.iter().map(|k| decoded.get(*k).cloned().unwrap_or(Value::Null)).collect();
-                    if !walked_before(&decoded) {
-                        let json = serde_json::to_vec(&decoded)
-                            .map_err(|e| Error::internal(format!("writing a row of `{}`: {e}", table.name)))?;
+                    let decided = decode_columns(table, row, &deciding)?;
+                    if !walked_before(&decided) {
+                        json.clear();
+                        write_row(table, row, &mut json)?;
                         if !page.fits(json.len()) {
-                            return Ok(false);
+                            full = true;
+                            break;
                         }
                         if stamps {
-                            let stamps: String = row.try_get(table.columns.len() + 1)?;
-                            page.observe(&stamps);
+                            let stamps: &str = row.try_get(table.columns.len() + 1)?;
+                            page.observe(stamps);
                         }
-                        let identity = identity(table.primary_key.iter().copied().zip(&key));
-                        page.add_row(table, identity, &decoded, &json);
+                        let identity = match text_key {
+                            Some(index) => row.try_get::<&str, _>(index)?.to_owned(),
+                            None => identity(table.primary_key.iter().copied().zip(&key_of(table, row)?)),
+                        };
+                        page.add_row(table, identity, &decided, &json);
                     }
+                    last = Some(row);
+                }
+                if let Some(row) = last {
                     let seq: i64 = row.try_get(table.columns.len())?;
+                    let key = key_of(table, row)?;
                     walk.point = Some(WalkPoint { bucket: bucket.clone(), xid: u64::try_from(seq).unwrap_or(0), key });
+                }
+                if full {
+                    return Ok(false);
                 }
                 if rows.len() < limit {
                     break; // the bucket is walked
@@ -73,4 +94,13 @@ pub(crate) async fn walk(
         }
     }
     Ok(true)
+}
+
+/// The key of the row of `table` in the first columns of `row`, in key order.
+fn key_of(table: &TableMeta, row: &SqliteRow) -> Result<Vec<Value>> {
+    let index = |key: &ColumnMeta| table.columns.iter().position(|c| std::ptr::eq(c, key)).unwrap_or_default();
+    Ok(table
+        .key_columns()
+        .map(|key| engine_sqlite::values::decode(row, index(key), key))
+        .collect::<sqlx::Result<_>>()?)
 }
