@@ -1,11 +1,22 @@
-//! A fresh database per benchmark, dropped afterwards.
+//! A fresh database per benchmark, dropped afterwards: a Postgres database ([`BenchDb`]) or a
+//! SQLite file ([`BenchFile`]).
 
+use std::path::PathBuf;
 use std::sync::Arc;
 
 use engine::server::Storage;
 use engine::server::storage::PostgresStorage;
 use sqlx::postgres::PgPoolOptions;
 use sqlx::{Connection, Executor, PgPool};
+
+/// The store a benchmark's server runs on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub(crate) enum Backend {
+    /// A database of the Postgres server `ENGINE_BENCH_DATABASE_URL` names.
+    Postgres,
+    /// A SQLite file (WAL, `synchronous = FULL`) under `ENGINE_BENCH_DIR`.
+    Sqlite,
+}
 
 /// The Postgres server benchmarks run on. Over loopback without TLS by default: a URL without
 /// `sslmode` gets TLS whenever the server offers it, and its cost is not the engine's.
@@ -63,13 +74,59 @@ impl BenchDb {
     }
 }
 
+/// A fresh SQLite file in a directory of its own (under `ENGINE_BENCH_DIR`, default the
+/// system's temporary directory), removed afterwards unless `ENGINE_BENCH_KEEP` is set.
+pub(crate) struct BenchFile {
+    dir: PathBuf,
+    pub(crate) path: PathBuf,
+    /// The `sqlite://` URL of the file, as `DATABASE_URL` names it to the server process.
+    pub(crate) url: String,
+}
+
+impl BenchFile {
+    pub(crate) fn new() -> BenchFile {
+        let parent = std::env::var_os("ENGINE_BENCH_DIR").map_or_else(std::env::temp_dir, PathBuf::from);
+        let dir = parent.join(format!("engine_bench_{}", uuid::Uuid::new_v4().simple()));
+        std::fs::create_dir_all(&dir).expect("create the benchmark's directory");
+        let path = dir.join("notes.db");
+        let url = format!("sqlite://{}", path.display());
+        BenchFile { dir, path, url }
+    }
+
+    /// A connection of this process to the file, opened as the server's store opens it: WAL,
+    /// `synchronous = FULL` (the store's default durability), the same wait on a busy lock, and
+    /// rows handed from the connection's thread a page at a time (the store's readers do so).
+    pub(crate) async fn connect(&self) -> sqlx::SqliteConnection {
+        use sqlx::ConnectOptions;
+        use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqliteSynchronous};
+        SqliteConnectOptions::new()
+            .filename(&self.path)
+            .journal_mode(SqliteJournalMode::Wal)
+            .synchronous(SqliteSynchronous::Full)
+            .busy_timeout(std::time::Duration::from_secs(10))
+            .row_buffer_size(1000)
+            .connect()
+            .await
+            .expect("open the SQLite file")
+    }
+
+    /// Remove the file, unless `ENGINE_BENCH_KEEP` is set: then its path is printed.
+    pub(crate) fn remove(self) {
+        if std::env::var_os("ENGINE_BENCH_KEEP").is_some() {
+            eprintln!("(kept the SQLite file {})", self.path.display());
+            return;
+        }
+        std::fs::remove_dir_all(&self.dir).ok();
+    }
+}
+
 /// The signing secret of the benchmarks' servers.
 pub(crate) const SECRET: &str = "bench-secret";
 
 /// A notes server with `storage`, no rate limit, served on an ephemeral port of this machine:
 /// its address and a handle on the task serving it.
 pub(crate) async fn notes_server(
-    storage: engine::storage::Postgres,
+    storage: impl engine::storage::OpenStorage,
 ) -> (std::net::SocketAddr, tokio::task::JoinHandle<()>) {
     let server = engine::Server::builder()
         .app(example_notes::app())

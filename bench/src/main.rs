@@ -2,7 +2,9 @@
 //!
 //! Each benchmark does the same work through the engine and directly against Postgres (the
 //! baseline), on a fresh database of the server `ENGINE_BENCH_DATABASE_URL` names (default
-//! `postgres://postgres@127.0.0.1:5432/postgres?sslmode=disable`), and prints both with their ratio. Wall-clock
+//! `postgres://postgres@127.0.0.1:5432/postgres?sslmode=disable`), and prints both with their ratio.
+//! `push` and `pull` take `--backend sqlite`: the server on a fresh SQLite file, against the same
+//! work done directly on SQLite. Wall-clock
 //! figures: run on an otherwise idle machine, and read them as ratios. With `ENGINE_BENCH_KEEP`
 //! set, the databases stay afterwards for inspection.
 
@@ -17,7 +19,7 @@ mod wire;
 use clap::{Parser, Subcommand};
 
 #[derive(Parser)]
-#[command(name = "engine-bench", about = "Benchmarks of engine against plain Postgres")]
+#[command(name = "engine-bench", about = "Benchmarks of engine against plain Postgres and SQLite")]
 struct Cli {
     #[command(subcommand)]
     command: Command,
@@ -28,6 +30,9 @@ enum Command {
     /// Pull over HTTP: alice's notes grow through the sizes (with other users' beside them);
     /// incremental pulls at each size, bootstraps from 100,000; then an actor with many buckets.
     Pull {
+        /// The store: on `sqlite`, the bootstraps only (beside keyset paging on the same file).
+        #[arg(long, value_enum, default_value = "postgres")]
+        backend: db::Backend,
         /// Alice's notes at each step.
         #[arg(long, value_delimiter = ',', default_value = "10000,100000,1000000")]
         sizes: Vec<usize>,
@@ -38,12 +43,18 @@ enum Command {
     /// Push over HTTP: one `add_note` per request at growing concurrency, and where a push's time
     /// goes.
     Push {
+        /// The store.
+        #[arg(long, value_enum, default_value = "postgres")]
+        backend: db::Backend,
         /// Concurrent clients.
         #[arg(long, value_delimiter = ',', default_value = "1,8,32")]
         clients: Vec<usize>,
         /// Seconds per measurement.
         #[arg(long, default_value_t = 5)]
         seconds: u64,
+        /// Turns of the engine and its baselines at each concurrency; each figure is the median.
+        #[arg(long, default_value_t = 1)]
+        rounds: usize,
     },
     /// Fan-out: commit-to-ping latency with many sockets in one shared list, and memory per idle
     /// socket.
@@ -97,13 +108,13 @@ enum Command {
 #[tokio::main]
 async fn main() {
     match Cli::parse().command {
-        Command::Pull { sizes, lists } => pull::run(&sizes, lists).await,
-        Command::Push { clients, seconds } => push::run(&clients, seconds).await,
+        Command::Pull { backend, sizes, lists } => pull::run(backend, &sizes, lists).await,
+        Command::Push { backend, clients, seconds, rounds } => push::run(backend, &clients, seconds, rounds).await,
         Command::Stream { sockets } => stream::run(&sockets).await,
         Command::Client { rows, mutations } => client::run(rows, mutations).await,
         Command::All => {
-            pull::run(&[10_000, 100_000, 1_000_000], 10_000).await;
-            push::run(&[1, 8, 32], 5).await;
+            pull::run(db::Backend::Postgres, &[10_000, 100_000, 1_000_000], 10_000).await;
+            push::run(db::Backend::Postgres, &[1, 8, 32], 5, 1).await;
             stream::run(&[1000, 10_000]).await;
             client::run(100_000, 1_000).await;
         }

@@ -10,6 +10,11 @@
 //!   client pulls them (median of 30); the baseline selects the same 10 rows by key.
 //! - Many buckets: `carol` is a member of 10,000 lists of 10 notes; her bootstrap and her
 //!   incremental pulls.
+//!
+//! With `--backend sqlite`, the server runs on a SQLite file and the bootstraps alone are
+//! measured, beside the same keyset paging done by a connection of this process on the same
+//! file (on an index of its own, analyzed); each side's CPU per 1,000 rows is reported too (the
+//! baseline's is all this process's: SQLite runs in it).
 
 use std::time::{Duration, Instant};
 
@@ -17,15 +22,41 @@ use engine::ColumnType;
 use serde_json::{Value, json};
 use sqlx::Row;
 
-use crate::db::BenchDb;
-use crate::wire::{ServerProcess, WireClient, ms, percentile, write_notes};
+use crate::db::{Backend, BenchDb, BenchFile};
+use crate::wire::{CpuSpent, ServerProcess, WireClient, ms, percentile, write_notes};
 
 /// Other users writing beside alice: their notes are half as many as hers, in lists of their own.
 const OTHERS: usize = 10;
 
-pub(crate) async fn run(sizes: &[usize], lists: usize) {
-    growing(sizes).await;
-    many_buckets(lists, 10).await;
+pub(crate) async fn run(backend: Backend, sizes: &[usize], lists: usize) {
+    match backend {
+        Backend::Postgres => {
+            growing(sizes).await;
+            many_buckets(lists, 10).await;
+        }
+        Backend::Sqlite => sqlite_bootstraps(sizes).await,
+    }
+}
+
+/// Write `more` notes of alice beside the ones `written` so far, from four devices, and the
+/// other users' notes beside them (half as many), all at once; print how fast.
+async fn seed(server: &ServerProcess, written: usize, more: usize) {
+    let started = Instant::now();
+    let alice = write_notes(server, "alice", "alice-list", more, 4, written == 0);
+    let others = futures_util::future::join_all((0..OTHERS).map(|u| {
+        let user = format!("user-{u}");
+        let list = format!("list-of-user-{u}");
+        async move { write_notes(server, &user, &list, more / (2 * OTHERS), 1, written == 0).await }
+    }));
+    tokio::join!(alice, others);
+    let seconds = started.elapsed().as_secs_f64();
+    let pushed = more + more / 2;
+    println!("(seeded {pushed} notes through pushes in {seconds:.0} s: {:.0} mutations/s)", pushed as f64 / seconds);
+}
+
+/// Whether the bootstrap is measured at `size` of `sizes`: from 100,000 notes, and at the last.
+fn bootstraps_at(size: usize, sizes: &[usize]) -> bool {
+    size >= 100_000 || Some(&size) == sizes.last()
 }
 
 /// Alice's notes grow through `sizes`; at each, the incremental pull, and at 100,000 and more
@@ -33,7 +64,7 @@ pub(crate) async fn run(sizes: &[usize], lists: usize) {
 async fn growing(sizes: &[usize]) {
     let db = BenchDb::new(4).await;
     db.storage(example_notes::app()).await;
-    let server = ServerProcess::start(&db).await;
+    let server = ServerProcess::start(&db.url).await;
     let mut incremental = Vec::new();
     let mut bootstraps = Vec::new();
     let mut written = 0;
@@ -41,49 +72,17 @@ async fn growing(sizes: &[usize]) {
     let mut writer = WireClient::new(&server, "alice");
     let mut cursor = None;
     for &size in sizes {
-        let more = size - written;
-        let started = Instant::now();
-        // Alice's notes from four devices, the others' beside them, all at once.
-        let alice = write_notes(&server, "alice", "alice-list", more, 4, written == 0);
-        let others = futures_util::future::join_all((0..OTHERS).map(|u| {
-            let user = format!("user-{u}");
-            let list = format!("list-of-user-{u}");
-            let server = &server;
-            async move { write_notes(server, &user, &list, more / (2 * OTHERS), 1, written == 0).await }
-        }));
-        tokio::join!(alice, others);
-        let seconds = started.elapsed().as_secs_f64();
-        let pushed = more + more / 2;
-        println!(
-            "(seeded {pushed} notes through pushes in {seconds:.0} s: {:.0} mutations/s)",
-            pushed as f64 / seconds
-        );
+        seed(&server, written, size - written).await;
         written = size;
         cursor = Some(follower.catch_up(cursor).await);
         incremental.push((size, changes(&db, &mut follower, &mut writer, cursor.as_mut().unwrap()).await));
-        if size >= 100_000 || Some(&size) == sizes.last() {
-            bootstraps.push((size, bootstrap(&db, &server, size).await));
+        if bootstraps_at(size, sizes) {
+            bootstraps.push((size, bootstrap(&server, size, async || baseline_bootstrap(&db, size).await).await));
         }
     }
 
     println!("\n## Pull: paged bootstrap over HTTP (`limit` 1,000), alice's notes among others'\n");
-    println!(
-        "| notes of alice (table) | engine rows/s, answers decoded | answers read, rows not built | baseline rows/s | ratio, decoded / read | engine page p50, first / last tenth |"
-    );
-    println!("|---:|---:|---:|---:|---:|---:|");
-    for (size, b) in &bootstraps {
-        println!(
-            "| {size} ({}) | {:.0} | {:.0} | {:.0} | {:.2} / {:.2} | {:.1} / {:.1} ms |",
-            size + size / 2,
-            b.engine,
-            b.engine_read,
-            b.baseline,
-            b.engine / b.baseline,
-            b.engine_read / b.baseline,
-            ms(b.first_pages),
-            ms(b.last_pages)
-        );
-    }
+    print_bootstraps(&bootstraps);
     println!("\n## Pull: 10 recent changes, over HTTP (median of 30)\n");
     println!("| notes of alice (table) | engine pull | baseline (SELECT of the 10 rows) |");
     println!("|---:|---:|---:|");
@@ -93,6 +92,7 @@ async fn growing(sizes: &[usize]) {
     db.drop_database().await;
 }
 
+/// The medians of a size's bootstraps.
 struct Bootstrap {
     engine: f64,
     /// The engine's rows/s with the answers read but their rows not built (`PageRead`).
@@ -100,43 +100,97 @@ struct Bootstrap {
     baseline: f64,
     first_pages: Duration,
     last_pages: Duration,
+    baseline_page: Duration,
+    /// CPU milliseconds per 1,000 rows: the server process's and this process's during the
+    /// engine's decoded walks, and this process's during the baseline's reads.
+    server_cpu: f64,
+    generator_cpu: f64,
+    baseline_cpu: f64,
+}
+
+/// The bootstraps' table: rows/s of each side and their ratio, page medians, and CPU per 1,000
+/// rows (the baseline's is this process's: all of it on SQLite, the client's part on Postgres).
+fn print_bootstraps(bootstraps: &[(usize, Bootstrap)]) {
+    println!(
+        "| notes of alice (table) | engine rows/s, answers decoded | answers read, rows not built | baseline rows/s | ratio, decoded / read | engine page p50, first / last tenth | baseline page p50 | CPU per 1,000 rows: server / load generator / baseline's process |"
+    );
+    println!("|---:|---:|---:|---:|---:|---:|---:|---:|");
+    for (size, b) in bootstraps {
+        println!(
+            "| {size} ({}) | {:.0} | {:.0} | {:.0} | {:.2} / {:.2} | {:.1} / {:.1} ms | {:.1} ms | {:.1} / {:.1} / {:.1} ms |",
+            size + size / 2,
+            b.engine,
+            b.engine_read,
+            b.baseline,
+            b.engine / b.baseline,
+            b.engine_read / b.baseline,
+            ms(b.first_pages),
+            ms(b.last_pages),
+            ms(b.baseline_page),
+            b.server_cpu,
+            b.generator_cpu,
+            b.baseline_cpu,
+        );
+    }
 }
 
 /// Bootstraps of each side, for the median: the machine's noise is of the size of the effects.
 const BOOTSTRAPS: usize = 5;
 
+/// One read by a baseline: how long it took, the median of its pages, and this process's CPU.
+struct Paged {
+    took: Duration,
+    page: Duration,
+    cpu: f64,
+}
+
 /// New clients of alice pull everything, and the baseline reads her notes, turn about (the
 /// machine's speed drifts over tens of seconds; alternating exposes both sides to the same
 /// drift). The medians of each side.
-async fn bootstrap(db: &BenchDb, server: &ServerProcess, size: usize) -> Bootstrap {
+async fn bootstrap(server: &ServerProcess, size: usize, mut baseline: impl AsyncFnMut() -> Paged) -> Bootstrap {
     let mut walks = Vec::new();
     let mut reads = Vec::new();
     let mut baselines = Vec::new();
+    let mut cpus = Vec::new();
     for _ in 0..BOOTSTRAPS {
+        let cpu = CpuSpent::start(server.pid);
         let walk = Walk::pull(&WireClient::new(server, "alice"), Decode::Typed).await;
+        cpus.push(cpu.stop());
         assert_eq!(walk.notes, size, "the bootstrap delivers every note of alice");
         walks.push(walk);
         let read = Walk::pull(&WireClient::new(server, "alice"), Decode::Read).await;
         assert_eq!(read.notes, size, "the bootstrap delivers every note of alice");
         reads.push(read.took);
-        baselines.push(baseline_bootstrap(db, size).await);
+        baselines.push(baseline().await);
     }
     walks.sort_by_key(|w| w.took);
     reads.sort();
-    baselines.sort();
+    baselines.sort_by_key(|b| b.took);
     let walk = &walks[BOOTSTRAPS / 2];
+    let base = &baselines[BOOTSTRAPS / 2];
+    let per_thousand = |seconds: f64| seconds * 1000.0 / (size as f64 / 1000.0);
+    let mut server_cpu: Vec<f64> = cpus.iter().map(|c| per_thousand(c.server)).collect();
+    let mut generator_cpu: Vec<f64> = cpus.iter().map(|c| per_thousand(c.own)).collect();
+    let mut baseline_cpu: Vec<f64> = baselines.iter().map(|b| per_thousand(b.cpu)).collect();
+    for figures in [&mut server_cpu, &mut generator_cpu, &mut baseline_cpu] {
+        figures.sort_by(f64::total_cmp);
+    }
     Bootstrap {
         engine: size as f64 / walk.took.as_secs_f64(),
         engine_read: size as f64 / reads[BOOTSTRAPS / 2].as_secs_f64(),
-        baseline: size as f64 / baselines[BOOTSTRAPS / 2].as_secs_f64(),
+        baseline: size as f64 / base.took.as_secs_f64(),
         first_pages: walk.first_tenth,
         last_pages: walk.last_tenth,
+        baseline_page: base.page,
+        server_cpu: server_cpu[BOOTSTRAPS / 2],
+        generator_cpu: generator_cpu[BOOTSTRAPS / 2],
+        baseline_cpu: baseline_cpu[BOOTSTRAPS / 2],
     }
 }
 
 /// One read of alice's notes by the baseline, on an index of its own made for it and dropped
-/// afterwards (the engine's walks run without it); how long the read took.
-async fn baseline_bootstrap(db: &BenchDb, size: usize) -> Duration {
+/// afterwards (the engine's walks run without it).
+async fn baseline_bootstrap(db: &BenchDb, size: usize) -> Paged {
     sqlx::query("CREATE INDEX bench_notes_by_list ON notes (list_id, id COLLATE \"C\")")
         .execute(&db.pool)
         .await
@@ -145,47 +199,119 @@ async fn baseline_bootstrap(db: &BenchDb, size: usize) -> Duration {
     // bitmap over the rest of the list and a sort instead, and a page costs the rest of the list.
     let mut conn = db.pool.acquire().await.unwrap();
     sqlx::raw_sql("SET enable_bitmapscan = off; SET enable_sort = off").execute(&mut *conn).await.unwrap();
-    let start = Instant::now();
-    let read = baseline_read(&mut conn).await;
-    let took = start.elapsed();
-    assert_eq!(read, size);
+    let page = "SELECT id, owner_id, list_id, title, done, position, body, deleted_at FROM notes
+         WHERE list_id = 'alice-list' AND id COLLATE \"C\" > $1 ORDER BY id COLLATE \"C\" LIMIT 1000";
+    let paged = keyset_read::<sqlx::Postgres>(size, &mut conn, page, |r| {
+        (r.get::<Vec<u8>, _>(6).to_json(), r.get::<Option<engine::Timestamp>, _>(7).to_json())
+    })
+    .await;
     sqlx::raw_sql("RESET ALL").execute(&mut *conn).await.unwrap();
     drop(conn);
     sqlx::query("DROP INDEX bench_notes_by_list").execute(&db.pool).await.unwrap();
-    took
+    paged
 }
 
-/// Alice's notes read in keyset pages of 1,000, each page written as JSON; how many were read.
-async fn baseline_read(conn: &mut sqlx::PgConnection) -> usize {
+/// Alice's `size` notes read on `conn` in keyset pages by the statement `page` (of the key a
+/// page starts after), each row as a JSON object (its `body` and `deleted_at` as `rest` reads
+/// them: their types are the database's) and each page then written as JSON.
+async fn keyset_read<DB>(
+    size: usize,
+    conn: &mut DB::Connection,
+    page: &'static str,
+    rest: fn(&DB::Row) -> (Value, Value),
+) -> Paged
+where
+    DB: sqlx::Database,
+    for<'c> &'c mut DB::Connection: sqlx::Executor<'c, Database = DB>,
+    DB::Arguments: sqlx::IntoArguments<DB>,
+    usize: sqlx::ColumnIndex<DB::Row>,
+    String: for<'r> sqlx::Decode<'r, DB> + for<'q> sqlx::Encode<'q, DB> + sqlx::Type<DB>,
+    bool: for<'r> sqlx::Decode<'r, DB> + sqlx::Type<DB>,
+    i64: for<'r> sqlx::Decode<'r, DB> + sqlx::Type<DB>,
+{
+    let cpu = CpuSpent::start(std::process::id());
+    let start = Instant::now();
+    let mut pages = Vec::new();
     let mut after = String::new();
     let mut read = 0;
     loop {
-        let page = sqlx::query(
-            "SELECT id, owner_id, list_id, title, done, position, body, deleted_at FROM notes
-             WHERE list_id = 'alice-list' AND id COLLATE \"C\" > $1 ORDER BY id COLLATE \"C\" LIMIT 1000",
-        )
-        .bind(&after)
-        .fetch_all(&mut *conn)
-        .await
-        .unwrap();
-        if page.is_empty() {
-            return read;
-        }
-        let json: Vec<Value> = page
+        let page_start = Instant::now();
+        let rows: Vec<Value> = sqlx::query::<DB>(page)
+            .bind(after.clone())
+            .fetch_all(&mut *conn)
+            .await
+            .unwrap()
             .iter()
             .map(|r| {
+                let (body, deleted_at) = rest(r);
                 json!({
                     "id": r.get::<String, _>(0), "owner_id": r.get::<String, _>(1), "list_id": r.get::<String, _>(2),
                     "title": r.get::<String, _>(3), "done": r.get::<bool, _>(4), "position": r.get::<i64, _>(5),
-                    "body": r.get::<Vec<u8>, _>(6).to_json(),
-                    "deleted_at": r.get::<Option<engine::Timestamp>, _>(7).to_json(),
+                    "body": body, "deleted_at": deleted_at,
                 })
             })
             .collect();
-        std::hint::black_box(serde_json::to_vec(&json).unwrap());
-        read += page.len();
-        after = page.last().unwrap().get::<String, _>(0);
+        if rows.is_empty() {
+            break;
+        }
+        std::hint::black_box(serde_json::to_vec(&rows).unwrap());
+        pages.push(page_start.elapsed());
+        read += rows.len();
+        after = rows.last().and_then(|r| r["id"].as_str()).expect("a row's id").to_owned();
     }
+    let took = start.elapsed();
+    assert_eq!(read, size, "the baseline reads every note of alice");
+    pages.sort();
+    Paged { took, page: percentile(&pages, 0.5), cpu: cpu.stop().own }
+}
+
+/// On SQLite: alice's notes grow through `sizes` (written through pushes, as on Postgres), and
+/// at 100,000 and more (and the last) the bootstraps, beside keyset paging on the same file.
+async fn sqlite_bootstraps(sizes: &[usize]) {
+    let file = BenchFile::new();
+    let server = ServerProcess::start(&file.url).await;
+    let mut bootstraps = Vec::new();
+    let mut written = 0;
+    for &size in sizes {
+        seed(&server, written, size - written).await;
+        written = size;
+        if bootstraps_at(size, sizes) {
+            bootstraps.push((size, bootstrap(&server, size, async || sqlite_baseline(&file, size).await).await));
+        }
+    }
+    println!(
+        "\n## Pull on SQLite: paged bootstrap over HTTP (`limit` 1,000), alice's notes among others', beside keyset paging on the same file\n"
+    );
+    print_bootstraps(&bootstraps);
+    drop(server);
+    file.remove();
+}
+
+/// One read of alice's notes on the file, by a connection of this process, on an index of its
+/// own (`(list_id, id)`) made and analyzed for it and dropped afterwards: the plan is the
+/// planner's choice, printed. Only the index is analyzed, and dropping it drops its statistics:
+/// the engine's walks run on the file as the engine keeps it, never analyzed.
+async fn sqlite_baseline(file: &BenchFile, size: usize) -> Paged {
+    const PAGE: &str = "SELECT id, owner_id, list_id, title, done, position, body, deleted_at FROM notes
+         WHERE list_id = 'alice-list' AND id > ? ORDER BY id LIMIT 1000";
+    let mut conn = file.connect().await;
+    sqlx::raw_sql("CREATE INDEX bench_notes_by_list ON notes (list_id, id); ANALYZE bench_notes_by_list")
+        .execute(&mut conn)
+        .await
+        .unwrap();
+    let plan = sqlx::query(sqlx::AssertSqlSafe(format!("EXPLAIN QUERY PLAN {PAGE}")))
+        .bind("")
+        .fetch_all(&mut conn)
+        .await
+        .unwrap();
+    let plan: Vec<String> = plan.iter().map(|step| step.get("detail")).collect();
+    eprintln!("(the baseline's plan: {})", plan.join("; "));
+    let paged = keyset_read::<sqlx::Sqlite>(size, &mut conn, PAGE, |r| {
+        (json!(r.get::<String, _>(6)), json!(r.get::<Option<String>, _>(7)))
+    })
+    .await;
+    sqlx::raw_sql("DROP INDEX bench_notes_by_list").execute(&mut conn).await.unwrap();
+    paged
 }
 
 /// 30 rounds of 10 of alice's notes changed in one push and pulled by the caught-up `follower`:
@@ -240,7 +366,7 @@ async fn changes(
 async fn many_buckets(lists: usize, per_list: usize) {
     let db = BenchDb::new(4).await;
     db.storage(example_notes::app()).await;
-    let server = ServerProcess::start(&db).await;
+    let server = ServerProcess::start(&db.url).await;
     let started = Instant::now();
     let owners = 10;
     let tasks: Vec<_> = (0..owners)

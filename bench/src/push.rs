@@ -4,6 +4,9 @@
 //! same shape without the engine's tracking. Then where one push's time goes: the HTTP round
 //! trip of a route that does nothing, verifying its token, and the storage's push called
 //! directly, beside the whole push over HTTP.
+//!
+//! With `--backend sqlite`, the server runs on a SQLite file and the baselines do the same
+//! transactions on that file (see [`sqlite`]); the cost of each side is its CPU per operation.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -15,10 +18,22 @@ use engine::wire::{MutationRequest, PushRequest};
 use serde_json::json;
 use sqlx::Connection;
 
-use crate::db::{BenchDb, SECRET};
-use crate::wire::{ServerProcess, WireClient, cpu_seconds, ms, percentile, token};
+use crate::db::{Backend, BenchDb, BenchFile, SECRET};
+use crate::wire::{Cpu, CpuSpent, ServerProcess, WireClient, ms, percentile, token};
 
-pub(crate) async fn run(concurrency: &[usize], seconds: u64) {
+pub(crate) async fn run(backend: Backend, concurrency: &[usize], seconds: u64, rounds: usize) {
+    match backend {
+        Backend::Postgres => {
+            postgres(concurrency, seconds, rounds).await;
+            breakdown().await;
+        }
+        Backend::Sqlite => sqlite(concurrency, seconds, rounds).await,
+    }
+}
+
+/// On Postgres: the engine beside `BEGIN; INSERT; COMMIT` through a pool as the engine's and
+/// with a session per client.
+async fn postgres(concurrency: &[usize], seconds: u64, rounds: usize) {
     println!("\n## Push over HTTP: one `add_note` per request, each client its own user ({seconds} s per figure)\n");
     println!(
         "| clients | engine mutations/s | baseline through a pool as the engine's, transactions/s | ratio | baseline with a session per client | ratio | load generator CPU share |"
@@ -33,55 +48,49 @@ pub(crate) async fn run(concurrency: &[usize], seconds: u64) {
         .execute(&db.pool)
         .await
         .unwrap();
-        let server = ServerProcess::start(&db).await;
-        let mut writers = Vec::new();
-        for c in 0..clients {
-            let mut client = WireClient::new(&server, &format!("user-{c}"));
-            client.push(&[("create_list", json!({"id": format!("list-{c}"), "title": "bench"}))]).await;
-            writers.push(Arc::new(tokio::sync::Mutex::new(client)));
-        }
-        let (server_cpu, own_cpu) = (cpu_seconds(server.pid), cpu_seconds(std::process::id()));
-        let engine = measure(clients, seconds, {
-            let writers = writers.clone();
-            move |c, n| {
-                let writer = writers[c].clone();
-                async move {
-                    let args = json!({"list_id": format!("list-{c}"), "title": format!("note {n}")});
-                    writer.lock().await.push(&[("add_note", args)]).await;
+        let server = ServerProcess::start(&db.url).await;
+        let writers = writers(&server, clients).await;
+        let mut turns = Turns::default();
+        for _ in 0..rounds {
+            let engine = engine_pushes(&server, &writers, seconds).await;
+            turns.share.push(engine.cpu.generator_share());
+            turns.engine.push(engine.per_second);
+            // The baselines: the same transaction through a pool configured as the engine's (its
+            // size, no check of a session when it is lent), and with a session of each client's
+            // own.
+            let pool = sqlx::postgres::PgPoolOptions::new()
+                .max_connections(engine_pool_size())
+                .test_before_acquire(false)
+                .connect(&db.url)
+                .await
+                .expect("connect");
+            sqlx::raw_sql("TRUNCATE plain_notes").execute(&db.pool).await.unwrap();
+            let pooled = measure(clients, seconds, {
+                move |c, n| {
+                    let pool = pool.clone();
+                    async move {
+                        insert_transaction::<sqlx::Postgres>(&mut pool.acquire().await.unwrap(), INSERT, c, n).await
+                    }
                 }
+            })
+            .await;
+            turns.first.push(pooled.per_second);
+            sqlx::raw_sql("TRUNCATE plain_notes").execute(&db.pool).await.unwrap();
+            let mut sessions = Vec::new();
+            for _ in 0..clients {
+                let session = sqlx::PgConnection::connect(&db.url).await.expect("connect");
+                sessions.push(Arc::new(tokio::sync::Mutex::new(session)));
             }
-        })
-        .await;
-        let (server_cpu, own_cpu) = (cpu_seconds(server.pid) - server_cpu, cpu_seconds(std::process::id()) - own_cpu);
-        let share = own_cpu / (own_cpu + server_cpu).max(f64::EPSILON);
-        // The baselines: the same transaction through a pool configured as the engine's (its
-        // size, no check of a session when it is lent), and with a session of each client's own.
-        let pool = sqlx::postgres::PgPoolOptions::new()
-            .max_connections(engine_pool_size())
-            .test_before_acquire(false)
-            .connect(&db.url)
-            .await
-            .expect("connect");
-        let pooled = measure(clients, seconds, {
-            move |c, n| {
-                let pool = pool.clone();
-                async move { insert_transaction(&mut pool.acquire().await.unwrap(), c, n).await }
-            }
-        })
-        .await;
-        sqlx::raw_sql("TRUNCATE plain_notes").execute(&db.pool).await.unwrap();
-        let mut sessions = Vec::new();
-        for _ in 0..clients {
-            let session = sqlx::PgConnection::connect(&db.url).await.expect("connect");
-            sessions.push(Arc::new(tokio::sync::Mutex::new(session)));
+            let own = measure(clients, seconds, {
+                move |c, n| {
+                    let session = sessions[c].clone();
+                    async move { insert_transaction::<sqlx::Postgres>(&mut *session.lock().await, INSERT, c, n).await }
+                }
+            })
+            .await;
+            turns.second.push(own.per_second);
         }
-        let own = measure(clients, seconds, {
-            move |c, n| {
-                let session = sessions[c].clone();
-                async move { insert_transaction(&mut *session.lock().await, c, n).await }
-            }
-        })
-        .await;
+        let (engine, pooled, own, share) = turns.medians();
         println!(
             "| {clients} | {engine:.0} | {pooled:.0} | **{:.2}** | {own:.0} | {:.2} | {:.0}% |",
             engine / pooled,
@@ -90,7 +99,136 @@ pub(crate) async fn run(concurrency: &[usize], seconds: u64) {
         );
         db.drop_database().await;
     }
-    breakdown().await;
+}
+
+/// On SQLite: the engine beside `BEGIN; INSERT; COMMIT` on the same file, opened as the store
+/// opens it (WAL, `synchronous = FULL`), by a connection of each client's own and by one
+/// connection the clients queue for. SQLite lets one transaction write at a time: connections
+/// of their own wait for the file's write lock in SQLite's busy handler, which sleeps between
+/// tries; the queue hands the one connection from client to client at once, as the store's
+/// writer does. The ratio is to the faster of the two. The CPU of each side: the server
+/// process's per mutation (SQLite runs in it), and this process's per baseline transaction.
+async fn sqlite(concurrency: &[usize], seconds: u64, rounds: usize) {
+    println!(
+        "\n## Push over HTTP on SQLite: one `add_note` per request, each client its own user ({seconds} s per figure, medians of {rounds})\n"
+    );
+    println!(
+        "| clients | engine mutations/s | baseline, one connection the clients queue for, transactions/s | baseline, a connection per client | ratio to the faster | server CPU per mutation | baseline CPU per transaction | load generator CPU share |"
+    );
+    println!("|---:|---:|---:|---:|---:|---:|---:|---:|");
+    for &clients in concurrency {
+        let file = BenchFile::new();
+        let server = ServerProcess::start(&file.url).await;
+        let mut plain = file.connect().await;
+        sqlx::raw_sql(
+            "CREATE TABLE plain_notes (id TEXT PRIMARY KEY, owner_id TEXT NOT NULL, list_id TEXT NOT NULL, title TEXT NOT NULL, done INTEGER NOT NULL, position INTEGER NOT NULL, body TEXT NOT NULL, deleted_at TEXT)",
+        )
+        .execute(&mut plain)
+        .await
+        .unwrap();
+        let writers = writers(&server, clients).await;
+        let mut turns = Turns::default();
+        let (mut engine_cpu, mut baseline_cpu) = (Vec::new(), Vec::new());
+        for _ in 0..rounds {
+            let engine = engine_pushes(&server, &writers, seconds).await;
+            turns.share.push(engine.cpu.generator_share());
+            turns.engine.push(engine.per_second);
+            engine_cpu.push(engine.cpu.server / engine.operations as f64);
+            sqlx::raw_sql("DELETE FROM plain_notes").execute(&mut plain).await.unwrap();
+            // One connection the clients queue for, then one of each client's own.
+            let queue = Arc::new(tokio::sync::Mutex::new(file.connect().await));
+            let queued = sqlite_baseline(&server, vec![queue; clients], seconds).await;
+            turns.first.push(queued.per_second);
+            sqlx::raw_sql("DELETE FROM plain_notes").execute(&mut plain).await.unwrap();
+            let mut connections = Vec::new();
+            for _ in 0..clients {
+                connections.push(Arc::new(tokio::sync::Mutex::new(file.connect().await)));
+            }
+            let own = sqlite_baseline(&server, connections, seconds).await;
+            turns.second.push(own.per_second);
+            let faster = if queued.per_second >= own.per_second { &queued } else { &own };
+            baseline_cpu.push(faster.cpu.own / faster.operations as f64);
+        }
+        let (engine, queued, own, share) = turns.medians();
+        println!(
+            "| {clients} | {engine:.0} | {queued:.0} | {own:.0} | **{:.2}** | {:.3} ms | {:.3} ms | {:.0}% |",
+            engine / queued.max(own),
+            median(engine_cpu) * 1000.0,
+            median(baseline_cpu) * 1000.0,
+            share * 100.0
+        );
+        drop(server);
+        file.remove();
+    }
+}
+
+/// The SQLite baseline's figure: client `c` runs its transactions on `connections[c]` for
+/// `seconds`.
+async fn sqlite_baseline(
+    server: &ServerProcess,
+    connections: Vec<Arc<tokio::sync::Mutex<sqlx::SqliteConnection>>>,
+    seconds: u64,
+) -> Measured {
+    let cpu = CpuSpent::start(server.pid);
+    let measured = measure(connections.len(), seconds, move |c, n| {
+        let connection = connections[c].clone();
+        async move { insert_transaction::<sqlx::Sqlite>(&mut *connection.lock().await, SQLITE_INSERT, c, n).await }
+    })
+    .await;
+    Measured { cpu: cpu.stop(), ..measured }
+}
+
+/// The figures of each turn of one concurrency: the engine's rate, its two baselines' and the
+/// load generator's share of the CPU while the engine ran.
+#[derive(Default)]
+struct Turns {
+    engine: Vec<f64>,
+    first: Vec<f64>,
+    second: Vec<f64>,
+    share: Vec<f64>,
+}
+
+impl Turns {
+    /// The median of each, in the fields' order.
+    fn medians(self) -> (f64, f64, f64, f64) {
+        (median(self.engine), median(self.first), median(self.second), median(self.share))
+    }
+}
+
+/// The median of `values`.
+fn median(mut values: Vec<f64>) -> f64 {
+    values.sort_by(f64::total_cmp);
+    values[values.len() / 2]
+}
+
+/// `clients` writers of `server`, each its own user with a list of its own (`list-<c>`).
+async fn writers(server: &ServerProcess, clients: usize) -> Vec<Arc<tokio::sync::Mutex<WireClient>>> {
+    let mut writers = Vec::new();
+    for c in 0..clients {
+        let mut client = WireClient::new(server, &format!("user-{c}"));
+        client.push(&[("create_list", json!({"id": format!("list-{c}"), "title": "bench"}))]).await;
+        writers.push(Arc::new(tokio::sync::Mutex::new(client)));
+    }
+    writers
+}
+
+/// The engine's figure: each of `writers` pushes one `add_note` per request for `seconds`.
+async fn engine_pushes(
+    server: &ServerProcess,
+    writers: &[Arc<tokio::sync::Mutex<WireClient>>],
+    seconds: u64,
+) -> Measured {
+    let cpu = CpuSpent::start(server.pid);
+    let writers = writers.to_vec();
+    let measured = measure(writers.len(), seconds, move |c, n| {
+        let writer = writers[c].clone();
+        async move {
+            let args = json!({"list_id": format!("list-{c}"), "title": format!("note {n}")});
+            writer.lock().await.push(&[("add_note", args)]).await;
+        }
+    })
+    .await;
+    Measured { cpu: cpu.stop(), ..measured }
 }
 
 /// The size of the pool the engine's server opens on this machine (4 sessions per CPU, 8 to 32).
@@ -99,10 +237,22 @@ fn engine_pool_size() -> u32 {
     u32::try_from(cpus * 4).unwrap_or(u32::MAX).clamp(8, 32)
 }
 
-/// The baseline's work: `BEGIN; INSERT; COMMIT` of one row of the notes' shape.
-async fn insert_transaction(session: &mut sqlx::PgConnection, client: usize, n: u64) {
-    let mut tx = session.begin().await.unwrap();
-    sqlx::query("INSERT INTO plain_notes VALUES ($1, $2, $3, 'bench', false, 0, '\\x0000', NULL)")
+/// The Postgres baseline's statement: one row of the notes' shape.
+const INSERT: &str = "INSERT INTO plain_notes VALUES ($1, $2, $3, 'bench', false, 0, '\\x0000', NULL)";
+/// The same on SQLite, where the row keeps its values as the engine's file does.
+const SQLITE_INSERT: &str = "INSERT INTO plain_notes VALUES (?, ?, ?, 'bench', 0, 0, '', NULL)";
+
+/// The baseline's work: `BEGIN; INSERT; COMMIT` of one row by `insert` (its database's
+/// statement), prepared once per connection (sqlx keeps it).
+async fn insert_transaction<DB>(connection: &mut DB::Connection, insert: &'static str, client: usize, n: u64)
+where
+    DB: sqlx::Database,
+    for<'c> &'c mut DB::Connection: sqlx::Executor<'c, Database = DB>,
+    String: for<'q> sqlx::Encode<'q, DB> + sqlx::Type<DB>,
+    DB::Arguments: sqlx::IntoArguments<DB>,
+{
+    let mut tx = connection.begin().await.unwrap();
+    sqlx::query::<DB>(insert)
         .bind(format!("n-{client}-{n}"))
         .bind(format!("user-{client}"))
         .bind(format!("list-{client}"))
@@ -125,7 +275,7 @@ async fn breakdown() {
         .await
         .expect("connect");
     let storage = engine::server::storage::PostgresStorage::new(pool, Arc::new(example_notes::app()));
-    let server = ServerProcess::start(&db).await;
+    let server = ServerProcess::start(&db.url).await;
     let http = reqwest::Client::new();
     let bob = token("bob");
 
@@ -209,9 +359,16 @@ async fn breakdown() {
     db.drop_database().await;
 }
 
-/// Operations a second: `clients` tasks each running `op(client, sequence)` in a loop for
-/// `seconds`.
-async fn measure<F, Fut>(clients: usize, seconds: u64, op: F) -> f64
+/// What one figure's run did: operations a second, how many, and the CPU seconds its processes
+/// used (zero where the run did not watch them).
+struct Measured {
+    per_second: f64,
+    operations: u64,
+    cpu: Cpu,
+}
+
+/// `clients` tasks each running `op(client, sequence)` in a loop for `seconds`.
+async fn measure<F, Fut>(clients: usize, seconds: u64, op: F) -> Measured
 where
     F: Fn(usize, u64) -> Fut + Clone + Send + 'static,
     Fut: std::future::Future<Output = ()> + Send,
@@ -238,5 +395,5 @@ where
     for task in tasks {
         task.await.unwrap();
     }
-    count as f64 / elapsed.as_secs_f64()
+    Measured { per_second: count as f64 / elapsed.as_secs_f64(), operations: count.max(1), cpu: Cpu::default() }
 }

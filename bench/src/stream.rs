@@ -20,18 +20,22 @@ use tungstenite::protocol::WebSocketConfig;
 use tungstenite::{Message, WebSocket};
 
 use crate::db::{BenchDb, notes_server};
-use crate::wire::{ServerProcess, WireClient, cpu_seconds, ms, percentile, resident_kib, token};
+use crate::wire::{CpuSpent, ServerProcess, WireClient, ms, percentile, resident_kib, token};
 
 /// Commits a second into the shared list, and for how long.
 const COMMITS_PER_SECOND: u64 = 20;
 const COMMIT_SECONDS: u64 = 10;
 
-/// The server process of the benchmarks (`engine-bench serve`).
+/// The server process of the benchmarks (`engine-bench serve`), on the Postgres database or the
+/// SQLite file (`sqlite://path`) `DATABASE_URL` names.
 pub(crate) async fn serve() {
     let url = std::env::var("DATABASE_URL").expect("DATABASE_URL");
     // The many-bucket actor holds 10,000 shared lists and her own bucket: past the default.
     let limits = engine::storage::StoreLimits::default().buckets_per_actor(20_000);
-    let (addr, task) = notes_server(engine::storage::postgres(url).limits(limits)).await;
+    let (addr, task) = match engine::storage::sqlite_path(&url) {
+        Some(path) => notes_server(engine::storage::sqlite(path).limits(limits)).await,
+        None => notes_server(engine::storage::postgres(url).limits(limits)).await,
+    };
     println!("listening on {addr}");
     task.await.expect("serve");
 }
@@ -71,7 +75,7 @@ struct Broadcast {
 async fn broadcast(count: usize) -> Broadcast {
     let db = BenchDb::new(4).await;
     db.storage(example_notes::app()).await;
-    let server = ServerProcess::start(&db).await;
+    let server = ServerProcess::start(&db.url).await;
     // user-0 owns the list and shares it with everyone else.
     let mut owner = WireClient::new(&server, "user-0");
     owner.push(&[("create_list", json!({"id": "room", "title": "room"}))]).await;
@@ -98,7 +102,7 @@ async fn broadcast(count: usize) -> Broadcast {
 
     // The commits: (sent, answered).
     let mut commits: Vec<(Instant, Instant)> = Vec::new();
-    let (server_cpu, own_cpu) = (cpu_seconds(server.pid), cpu_seconds(std::process::id()));
+    let cpu = CpuSpent::start(server.pid);
     let mut every = tokio::time::interval(Duration::from_millis(1000 / COMMITS_PER_SECOND));
     for n in 0..COMMITS_PER_SECOND * COMMIT_SECONDS {
         every.tick().await;
@@ -107,7 +111,7 @@ async fn broadcast(count: usize) -> Broadcast {
         commits.push((sent, Instant::now()));
     }
     tokio::time::sleep(Duration::from_secs(2)).await;
-    let (server_cpu, own_cpu) = (cpu_seconds(server.pid) - server_cpu, cpu_seconds(std::process::id()) - own_cpu);
+    let cpu = cpu.stop();
     let arrivals = reader.stop().await;
 
     // Each ping stands for the commits answered before it that the socket had not yet had.
@@ -129,7 +133,7 @@ async fn broadcast(count: usize) -> Broadcast {
         p50: percentile(&latencies, 0.5),
         p99: percentile(&latencies, 0.99),
         kib_per_socket: (after.saturating_sub(before) as f64) / (count - warm_up) as f64,
-        generator_share: own_cpu / (own_cpu + server_cpu).max(f64::EPSILON),
+        generator_share: cpu.generator_share(),
     }
 }
 

@@ -11,9 +11,9 @@ use serde_json::{Value, json};
 use tokio::io::{AsyncBufReadExt, BufReader};
 use tokio::process::Child;
 
-use crate::db::{BenchDb, SECRET};
+use crate::db::SECRET;
 
-/// A notes server process on a benchmark's database.
+/// A notes server process on a benchmark's database or file.
 pub(crate) struct ServerProcess {
     pub(crate) addr: SocketAddr,
     pub(crate) pid: u32,
@@ -21,10 +21,11 @@ pub(crate) struct ServerProcess {
 }
 
 impl ServerProcess {
-    pub(crate) async fn start(db: &BenchDb) -> ServerProcess {
+    /// The server on the database `url` names (`postgres://…` or `sqlite://…`).
+    pub(crate) async fn start(url: &str) -> ServerProcess {
         let mut child = tokio::process::Command::new(std::env::current_exe().expect("this binary"))
             .arg("serve")
-            .env("DATABASE_URL", &db.url)
+            .env("DATABASE_URL", url)
             .env("RUST_LOG", "warn")
             .stdout(Stdio::piped())
             .kill_on_drop(true)
@@ -200,8 +201,43 @@ pub(crate) async fn write_notes(
     }
 }
 
-/// CPU seconds (user and system) a process has used.
-pub(crate) fn cpu_seconds(pid: u32) -> f64 {
+/// CPU seconds (user and system) the server process and this process used over a span.
+#[derive(Debug, Clone, Copy, Default)]
+pub(crate) struct Cpu {
+    pub(crate) server: f64,
+    pub(crate) own: f64,
+}
+
+impl Cpu {
+    /// This process's share (the load generator's) of what the two used.
+    pub(crate) fn generator_share(&self) -> f64 {
+        self.own / (self.own + self.server).max(f64::EPSILON)
+    }
+}
+
+/// A span of CPU use being watched, from [`CpuSpent::start`] to [`CpuSpent::stop`].
+pub(crate) struct CpuSpent {
+    server_pid: u32,
+    at: Cpu,
+}
+
+impl CpuSpent {
+    /// Watch the process `server_pid` and this one from now.
+    pub(crate) fn start(server_pid: u32) -> CpuSpent {
+        CpuSpent { server_pid, at: Cpu { server: cpu_seconds(server_pid), own: cpu_seconds(std::process::id()) } }
+    }
+
+    /// What each used since the start.
+    pub(crate) fn stop(self) -> Cpu {
+        Cpu {
+            server: cpu_seconds(self.server_pid) - self.at.server,
+            own: cpu_seconds(std::process::id()) - self.at.own,
+        }
+    }
+}
+
+/// CPU seconds (user and system) a process has used, its threads' together.
+fn cpu_seconds(pid: u32) -> f64 {
     let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
     // The fields after the command's closing parenthesis; utime and stime are the 12th and 13th.
     let fields: Vec<&str> =
