@@ -120,9 +120,13 @@ pub(crate) fn push_walk_one(
     ));
     push_selected(sql, "t", table, selection, params);
     let number = |n: u64| i64::try_from(n).unwrap_or(i64::MAX);
-    sql.push(" AND t._engine_seq >= ").push_bind(number(from)).push(" AND t._engine_seq < ").push_bind(number(to));
+    let resume = resume.filter(|(seq, _)| *seq >= from);
+    // The scan starts at the lower bound on `_engine_seq`, not at the row value after it: a
+    // resumed step bounded by `from` alone read the bucket from its first row at every page.
+    let lower = resume.map_or(from, |(seq, _)| seq);
+    sql.push(" AND t._engine_seq >= ").push_bind(number(lower)).push(" AND t._engine_seq < ").push_bind(number(to));
     let keys: Vec<&ColumnMeta> = table.key_columns().collect();
-    if let Some((seq, values)) = resume.filter(|(seq, _)| *seq >= from) {
+    if let Some((seq, values)) = resume {
         let left: Vec<String> = keys.iter().map(|k| column("t", k.name)).collect();
         sql.push(format_args!(" AND (t._engine_seq, {}) > (", left.join(", "))).push_bind(number(seq));
         for (key, value) in keys.iter().zip(values) {
