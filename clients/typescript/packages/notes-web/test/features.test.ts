@@ -4,9 +4,9 @@
  * (Enter saves, Escape cancels); done notes struck through, filtered and cleared, reordered from
  * the keyboard and by touch on a phone; the selected list in the address (Back works, a link
  * opens the list); the owner changing a member's role and removing them, and a member leaving;
- * an honest status line; the script and style sent
- * gzipped; and signing out, which says how many writes would be lost before deleting the local
- * copy.
+ * an honest status line (offline, reconnecting, synced), with notes not yet on the server marked;
+ * the `l` and `n` shortcuts; the script and style sent gzipped; and signing out, which says how
+ * many writes would be lost before deleting the local copy.
  */
 
 import { describe, expect, test } from "vitest";
@@ -351,5 +351,58 @@ describe("the notes web app's features", () => {
     expect(await page.evaluate(() => localStorage.getItem("engine-notes-token"))).toBeNull();
     expect(await noteTitles(page)).toEqual([]);
     await Promise.all([context.close(), link.close()]);
+  });
+
+  test("the status line says reconnecting while the server is out of reach, and recovers", { timeout: 60_000 }, async () => {
+    const link = await Link.open(notes().port);
+    const { context, page } = await signIn("rex", link.url);
+    const status = page.getByTestId("status");
+    await newList(page, "Errands");
+    await submit(page, "new-note", { title: "Post office" });
+    await expect.poll(() => waiting(page)).toBe("0 waiting");
+    await expect.poll(() => status.textContent()).toMatch(/^Synced at \d/);
+
+    // The network is up (`navigator.onLine`) but the server cannot be reached: not "offline".
+    link.cut();
+    await expect.poll(() => status.textContent(), { timeout: 20_000 }).toBe("Reconnecting…");
+    expect(await status.getAttribute("data-state")).toBe("reconnecting");
+    expect(await page.getByTestId("connection").textContent()).toBe("offline");
+    await screenshots(page, "reconnecting");
+    expect(await axeViolations(page)).toEqual([]);
+
+    // What is written meanwhile waits, and goes out once the server is back.
+    await submit(page, "new-note", { title: "Bank" });
+    await expect.poll(() => waiting(page)).toBe("1 waiting");
+    link.restore();
+    await expect.poll(() => status.textContent(), { timeout: 40_000 }).toMatch(/^Synced at \d/);
+    expect(await waiting(page)).toBe("0 waiting");
+    await expect.poll(() => page.getByTestId("connection").textContent(), { timeout: 20_000 }).toBe("online");
+    await Promise.all([context.close(), link.close()]);
+  });
+
+  test("`l` goes to the new-list field and `n` to the new-note field, but not from a field", async () => {
+    const { context, page } = await signIn("kit");
+    /** The `data-testid` of the form holding the focus. */
+    const focusedForm = () => page.evaluate(() => document.activeElement?.closest("form")?.getAttribute("data-testid") ?? null);
+    await page.evaluate(() => (document.activeElement as HTMLElement | null)?.blur());
+    await page.keyboard.press("l");
+    expect(await focusedForm()).toBe("new-list");
+    // In the field the key is typed, not taken as a shortcut.
+    await page.keyboard.type("Tools");
+    expect(await page.getByTestId("new-list").locator("input").inputValue()).toBe("Tools");
+    await page.keyboard.press("Enter");
+    await page.locator("[data-testid=list].selected", { hasText: "Tools" }).waitFor();
+
+    await page.evaluate(() => (document.activeElement as HTMLElement | null)?.blur());
+    await page.keyboard.press("n");
+    expect(await focusedForm()).toBe("new-note");
+    await page.keyboard.type("Hammer");
+    await page.keyboard.press("Enter");
+    await expect.poll(() => noteTitles(page)).toEqual(["Hammer"]);
+    // `l` from the note field types an `l`.
+    await page.keyboard.type("l");
+    expect(await page.getByTestId("new-note").locator("input").inputValue()).toBe("l");
+    expect(await focusedForm()).toBe("new-note");
+    await context.close();
   });
 });
