@@ -4,9 +4,9 @@
  * (Enter saves, Escape cancels); done notes struck through, filtered and cleared, reordered from
  * the keyboard and by touch on a phone; the selected list in the address (Back works, a link
  * opens the list); the owner changing a member's role and removing them, and a member leaving;
- * an honest status line (offline, reconnecting, synced), with notes not yet on the server marked;
- * the `l` and `n` shortcuts; the script and style sent gzipped; and signing out, which says how
- * many writes would be lost before deleting the local copy.
+ * an honest status line (offline, reconnecting, synced), with notes not yet on the server marked,
+ * a body edit included; the `l` and `n` shortcuts; the script and style sent gzipped; and signing
+ * out, which says how many writes would be lost before deleting the local copy.
  */
 
 import { describe, expect, test } from "vitest";
@@ -377,6 +377,32 @@ describe("the notes web app's features", () => {
     await expect.poll(() => status.textContent(), { timeout: 40_000 }).toMatch(/^Synced at \d/);
     expect(await waiting(page)).toBe("0 waiting");
     await expect.poll(() => page.getByTestId("connection").textContent(), { timeout: 20_000 }).toBe("online");
+    await Promise.all([context.close(), link.close()]);
+  });
+
+  test("a note whose body edit has not reached the server is marked pending", { timeout: 60_000 }, async () => {
+    const link = await Link.open(notes().port);
+    const { context, page } = await signIn("bo", link.url);
+    await newList(page, "Pending");
+    await submit(page, "new-note", { title: "Recipe" });
+    await expect.poll(() => waiting(page)).toBe("0 waiting");
+    const note = page.locator("[data-testid=note]", { hasText: "Recipe" });
+    expect(await note.getAttribute("class")).not.toContain("unsent");
+
+    await context.setOffline(true);
+    link.cut();
+    await page.getByRole("link", { name: "Recipe" }).click();
+    await page.getByTestId("body").fill("Flour, water, salt");
+    await expect.poll(() => waiting(page)).toBe("1 waiting");
+    await expect.poll(() => note.getAttribute("class")).toContain("unsent");
+    await screenshots(page, "body-pending");
+    expect(await axeViolations(page)).toEqual([]);
+
+    link.restore();
+    await context.setOffline(false);
+    await expect.poll(() => waiting(page), { timeout: 20_000 }).toBe("0 waiting");
+    await expect.poll(() => note.getAttribute("class")).not.toContain("unsent");
+    expect(await page.getByTestId("body").inputValue()).toBe("Flour, water, salt");
     await Promise.all([context.close(), link.close()]);
   });
 

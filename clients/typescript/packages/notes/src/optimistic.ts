@@ -2,10 +2,13 @@
  * The notes app's optimistic mutators: what each mutation does to the local view at once,
  * written in TypeScript after the app's Rust mutators (`examples/notes/src/mutators.rs`). The
  * server runs the Rust ones; after every pull these run again on its rows until its result
- * shows. `edit_note_body` has none: a body edit shows once the server has merged it.
+ * shows. `edit_note_body` merges its update into the body as the server does: merging is
+ * idempotent, so running it again after a pull changes nothing the server already merged, and
+ * the note counts as pending (`Client.isPending`) until a pull shows the server ran it.
  */
 
 import type { MutationTx, OptimisticMutators } from "@engine/client";
+import { applyCrdtUpdate, createCrdtText, encodeCrdtUpdate } from "@engine/db-collection";
 
 import type { Mutators, Tables } from "./contract.gen.js";
 
@@ -81,6 +84,13 @@ export const optimistic: OptimisticMutators<Tables, Mutators> = {
     if (args.done != null) changes.done = args.done;
     if (args.position != null) changes.position = args.position;
     found(tx.update("notes", args.id, changes), args.id);
+  },
+  edit_note_body(tx, args) {
+    const note = tx.get("notes", args.id);
+    if (!note) return found(false, args.id);
+    const body = createCrdtText(note.body);
+    applyCrdtUpdate(body, args.update);
+    found(tx.update("notes", args.id, { body: encodeCrdtUpdate(body) }), args.id);
   },
   move_note(tx, args) {
     if (!tx.get("lists", args.list_id)) throw new Error(`no list \`${args.list_id}\``);
