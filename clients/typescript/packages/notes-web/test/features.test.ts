@@ -31,6 +31,21 @@ const notes = useNotesServer();
 const browser = useBrowser();
 const signIn = (user: string, url?: string) => signedIn(browser(), notes(), user, url);
 
+/**
+ * `user` signed in through a link that can be cut, with a new list `list` holding a note `note`,
+ * both on the server; `row` is the note's row.
+ */
+async function throughLink(user: string, list: string, note: string) {
+  const link = await Link.open(notes().port);
+  const { context, page } = await signIn(user, link.url);
+  await newList(page, list);
+  await submit(page, "new-note", { title: note });
+  await expect.poll(() => waiting(page)).toBe("0 waiting");
+  const row = page.locator("[data-testid=note]", { hasText: note });
+  expect(await row.getAttribute("class")).not.toContain("unsent");
+  return { link, context, page, row };
+}
+
 /** The titles of the notes shown, in the order shown. */
 const shown = (page: Awaited<ReturnType<typeof signIn>>["page"]) =>
   page.locator("[data-testid=note]:visible .title").allTextContents();
@@ -302,15 +317,9 @@ describe("the notes web app's features", () => {
   });
 
   test("the status line says offline, waiting, synced; sign-out says what would be lost", { timeout: 90_000 }, async () => {
-    const link = await Link.open(notes().port);
-    const { context, page } = await signIn("sue", link.url);
+    const { link, context, page, row: sent } = await throughLink("sue", "Status", "Posted");
     const status = page.getByTestId("status");
     await expect.poll(() => status.textContent()).toMatch(/^Synced at \d/);
-    await newList(page, "Status");
-    await submit(page, "new-note", { title: "Posted" });
-    await expect.poll(() => waiting(page)).toBe("0 waiting");
-    const sent = page.locator("[data-testid=note]", { hasText: "Posted" });
-    expect(await sent.getAttribute("class")).not.toContain("unsent");
 
     await context.setOffline(true);
     link.cut();
@@ -354,12 +363,8 @@ describe("the notes web app's features", () => {
   });
 
   test("the status line says reconnecting while the server is out of reach, and recovers", { timeout: 60_000 }, async () => {
-    const link = await Link.open(notes().port);
-    const { context, page } = await signIn("rex", link.url);
+    const { link, context, page } = await throughLink("rex", "Errands", "Post office");
     const status = page.getByTestId("status");
-    await newList(page, "Errands");
-    await submit(page, "new-note", { title: "Post office" });
-    await expect.poll(() => waiting(page)).toBe("0 waiting");
     await expect.poll(() => status.textContent()).toMatch(/^Synced at \d/);
 
     // The network is up (`navigator.onLine`) but the server cannot be reached: not "offline".
@@ -381,13 +386,7 @@ describe("the notes web app's features", () => {
   });
 
   test("a note whose body edit has not reached the server is marked pending", { timeout: 60_000 }, async () => {
-    const link = await Link.open(notes().port);
-    const { context, page } = await signIn("bo", link.url);
-    await newList(page, "Pending");
-    await submit(page, "new-note", { title: "Recipe" });
-    await expect.poll(() => waiting(page)).toBe("0 waiting");
-    const note = page.locator("[data-testid=note]", { hasText: "Recipe" });
-    expect(await note.getAttribute("class")).not.toContain("unsent");
+    const { link, context, page, row: note } = await throughLink("bo", "Pending", "Recipe");
 
     await context.setOffline(true);
     link.cut();
