@@ -270,9 +270,24 @@ async fn an_expired_token_or_silence_closes_the_socket() {
     // It heartbeats, so silence is not what closes it.
     let mut expiring = Ws::connect(server.addr, Auth::Header(&short)).await.unwrap();
     assert_eq!(expiring.closed(4 * SECOND).await, (Some("unauthenticated".into()), Some(1008)));
+    // Silent as a client whose network is gone: it reads nothing, so it answers no ping either.
     let token = TestServer::token("alice");
     let mut silent = Ws::connect_silent(server.addr, Auth::Header(&token)).await.unwrap();
-    assert_eq!(silent.closed(3 * SECOND).await, (Some("heartbeat_timeout".into()), Some(1001)));
+    tokio::time::sleep(2 * SECOND).await;
+    assert_eq!(silent.closed(SECOND).await, (Some("heartbeat_timeout".into()), Some(1001)));
+}
+
+/// A client that sends nothing of its own stays as long as its WebSocket answers the pings the
+/// server sends after a third of the allowed silence: a browser's hidden tab, whose timers run
+/// late, keeps its presence.
+#[tokio::test]
+async fn a_socket_that_answers_the_servers_pings_stays_open() {
+    let db = TestDb::new().await;
+    let (server, _) = short_silence_and_token(&db).await;
+    let mut quiet = Ws::connect_silent(server.addr, Auth::Header(&TestServer::token("alice"))).await.unwrap();
+    // Reading answers the pings (tungstenite sends the pong).
+    let open = quiet.closed(Duration::from_millis(2500)).await;
+    assert_eq!(open, (None, None), "open for three times the allowed silence");
 }
 
 /// The socket's timers are moved, not made afresh at every frame: a fresh token moves the

@@ -72,7 +72,9 @@ pub struct Presence {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct PresenceSettings {
-    /// A connection silent for this long leaves every bucket it was present in.
+    /// A connection silent for this long leaves every bucket it was present in. After a third of
+    /// it in silence, the server sends the connection a WebSocket ping, which a live client's
+    /// WebSocket answers: a short timeout asks no faster heartbeat of clients.
     pub heartbeat_timeout: Duration,
 }
 

@@ -1,7 +1,9 @@
 //! One connection of the stream: authenticate (header, `bearer.` subprotocol, or a first `auth`
 //! frame within a deadline), follow the actor's bucket set (or an explicit subscription), pass
 //! pings on coalesced, keep presence, and close the socket (never anything else) on a
-//! malformed, unknown, oversized or too frequent frame, an expired token, or silence.
+//! malformed, unknown, oversized or too frequent frame, an expired token, or silence (a socket
+//! silent for a third of the heartbeat timeout gets a WebSocket ping, which a live client's
+//! WebSocket answers by itself).
 //!
 //! Before it sends anything, a socket settles what it owes (`crate::stream::hub::Owed`): when the
 //! actor's memberships may have changed, or signals were lost (its queue overflowed, the hub
@@ -38,6 +40,11 @@ struct Close {
 impl Close {
     fn policy(code: &'static str, detail: impl Into<String>) -> Close {
         Close { code, detail: detail.into(), close: 1008 }
+    }
+
+    /// The client went away: there is nobody left to tell.
+    fn gone() -> Close {
+        Close { code: "gone", detail: "the socket closed".into(), close: 1001 }
     }
 }
 
@@ -214,12 +221,13 @@ impl Connection {
             .allow_burst(NonZeroU32::new(limits.frame_burst).unwrap_or(NonZeroU32::MIN));
         let rate = DefaultDirectRateLimiter::direct(quota);
         let timeout = self.state.presence.heartbeat_timeout;
+        let ask_after = timeout / 3;
         let mut last_heard = Instant::now();
         let mut draining = self.state.draining.subscribe();
         // The timers live as long as the loop and are moved rather than made afresh at every
         // frame: at thousands of sockets a timer per frame and socket is a measurable share of
         // the fan-out. The silence timer is moved on only when it fires before its time.
-        let silence = tokio::time::sleep_until(last_heard + timeout);
+        let silence = tokio::time::sleep_until(last_heard + ask_after);
         let drain = async { draining.wait_for(|draining| *draining).await.map(drop) };
         tokio::pin!(silence, drain);
         loop {
@@ -260,10 +268,21 @@ impl Connection {
                     return Err(Close { code: "retry_later", detail: "the server is restarting: reconnect now".into(), close: 1012 });
                 }
                 () = &mut silence => {
-                    if last_heard + timeout <= Instant::now() {
-                        return Err(Close { code: "heartbeat_timeout", detail: format!("silent for {} s", timeout.as_secs()), close: 1001 });
+                    let now = Instant::now();
+                    if last_heard + timeout <= now {
+                        return Err(Close { code: "heartbeat_timeout", detail: format!("silent for {} ms", timeout.as_millis()), close: 1001 });
                     }
-                    silence.as_mut().reset(last_heard + timeout);
+                    // Silent for a third of the timeout: a WebSocket ping asks the client's
+                    // WebSocket, not its code, for a sign of life. A client that is there
+                    // answers with a pong at once, whatever its heartbeat interval and however
+                    // a browser throttles a hidden tab's timers. One that is gone answers
+                    // nothing and leaves at the timeout.
+                    if last_heard + ask_after <= now {
+                        self.send_ping().await?;
+                        silence.as_mut().reset(last_heard + timeout);
+                    } else {
+                        silence.as_mut().reset(last_heard + ask_after);
+                    }
                 }
                 event = events.recv() => {
                     let Some(event) = event else { return Ok(()) };
@@ -284,11 +303,11 @@ impl Connection {
     }
 
     async fn send(&mut self, frame: &ServerFrame) -> Result<(), Close> {
-        if send_frame(&mut self.socket, frame).await {
-            Ok(())
-        } else {
-            Err(Close { code: "gone", detail: "the socket closed".into(), close: 1001 })
-        }
+        if send_frame(&mut self.socket, frame).await { Ok(()) } else { Err(Close::gone()) }
+    }
+
+    async fn send_ping(&mut self) -> Result<(), Close> {
+        self.socket.send(Message::Ping(Default::default())).await.map_err(|_| Close::gone())
     }
 
     /// The actor's buckets now (`&mut self`: the socket in it is not `Sync`).

@@ -117,6 +117,17 @@ pub fn store_limits() -> engine::server::storage::StoreLimits {
         .table_row_bytes("notes", 64 * 1024)
 }
 
+/// The presence the notes app serves with: a connection silent for 6 s leaves, not after the
+/// engine's 30 s, so a member whose network is gone leaves the others' "here" list within
+/// seconds. A live client need not heartbeat faster for it: the server pings a socket silent for
+/// 2 s, and a WebSocket answers that by itself (`docs/protocol.md#presence`).
+#[cfg(feature = "server")]
+pub fn presence() -> engine::server::PresenceSettings {
+    let mut presence = engine::server::PresenceSettings::default();
+    presence.heartbeat_timeout = std::time::Duration::from_secs(6);
+    presence
+}
+
 /// The notes app.
 pub fn app() -> engine::App {
     use mutators::*;

@@ -157,6 +157,7 @@ async fn serve() -> Result<(), String> {
     let builder = builder
         .auth(BearerTokenAuth::new(secret))
         .limits(limits)
+        .presence(example_notes::presence())
         .jobs(example_notes::jobs::jobs())
         .trace_requests(true)
         .prometheus(true);

@@ -56,7 +56,8 @@ impl Ws {
         Self::open(addr, path, auth, heartbeat).await
     }
 
-    /// Connect without heartbeating: a socket that falls silent.
+    /// Connect without heartbeating: a socket that falls silent while nothing reads it, and
+    /// answers the server's WebSocket pings while something does.
     pub(crate) async fn connect_silent(addr: SocketAddr, auth: Auth<'_>) -> Result<Ws, u16> {
         Self::open(addr, "/sync/stream", auth, false).await
     }

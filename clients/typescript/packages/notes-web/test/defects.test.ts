@@ -4,8 +4,8 @@
  * chosen and checked, sharing with oneself is explained, a refused token signs out and keeps the
  * outbox, sign-in links work in an open tab and ask before switching users, long words wrap, a
  * phone shows every control at 44 px, a frozen server does not keep the page blank, a viewer sees
- * a read-only list, an offline user sees no stale presence, a note added to a lost list is kept,
- * and a write redraws only its own note.
+ * a read-only list, an offline user sees no stale presence and leaves the others' within seconds,
+ * a note added to a lost list is kept, and a write redraws only its own note.
  */
 
 import { join } from "node:path";
@@ -252,8 +252,9 @@ describe("issue 33's defects", () => {
     await Promise.all([owner.context.close(), viewer.context.close()]);
   });
 
-  test("9: offline, a user sees nobody instead of who was there", { timeout: 60_000 }, async () => {
-    const alice = await signIn("ann");
+  test("9: offline, a user sees nobody instead of who was there, and the others stop seeing them", { timeout: 60_000 }, async () => {
+    const link = await Link.open(notes().port);
+    const alice = await signIn("ann", link.url);
     await newList(alice.page, "Together");
     await submit(alice.page, "share", { user: "ben", role: "editor" });
     await expect.poll(() => waiting(alice.page)).toBe("0 waiting");
@@ -268,13 +269,20 @@ describe("issue 33's defects", () => {
     await expect.poll(() => present(alice.page), { timeout: 10_000 }).toEqual(["ben"]);
     await expect.poll(() => present(bob.page), { timeout: 10_000 }).toEqual(["ann"]);
 
+    // Her network goes away without a word: the page is offline, and her link carries nothing
+    // but stays open, so the server hears no close.
     await alice.context.setOffline(true);
+    link.stall();
     await expect.poll(() => present(alice.page), { timeout: 2_000 }).toEqual([]);
-    // Others see her until the server's presence timeout (`heartbeat_timeout`, 30 s in
-    // docs/protocol.md): with the network gone, nothing she sends arrives.
+    // Nothing she sends arrives, her `untrack` included, and nothing answers the server's pings:
+    // the others see her leave at the notes server's heartbeat timeout (6 s,
+    // `example_notes::presence`), not the engine's 30 s.
+    await expect.poll(() => present(bob.page), { timeout: 10_000 }).toEqual([]);
+    link.restore();
     await alice.context.setOffline(false);
     await expect.poll(() => present(alice.page), { timeout: 20_000 }).toEqual(["ben"]);
-    await Promise.all([alice.context.close(), bob.context.close()]);
+    await expect.poll(() => present(bob.page), { timeout: 20_000 }).toEqual(["ann"]);
+    await Promise.all([alice.context.close(), bob.context.close(), link.close()]);
   });
 
   test("10: a note added offline to a list its writer then loses is kept, and goes to another list", { timeout: 90_000 }, async () => {
