@@ -90,6 +90,16 @@ fn engine_tables() -> Vec<Step> {
             "_engine_bucket_sets_used",
             "CREATE INDEX IF NOT EXISTS _engine_bucket_sets_used ON _engine_bucket_sets (used_at)",
         ),
+        // Whose set each is and the bytes of its keys, which a file provisioned before sets were
+        // bounded per user lacks (its sets belong to no user and go with age).
+        Step::new(
+            "ALTER TABLE _engine_bucket_sets ADD COLUMN user_id TEXT NOT NULL DEFAULT ''",
+            Object::Column { table: "_engine_bucket_sets".into(), column: "user_id".into(), required: false },
+        ),
+        Step::new(
+            "ALTER TABLE _engine_bucket_sets ADD COLUMN bytes INTEGER NOT NULL DEFAULT 0",
+            Object::Column { table: "_engine_bucket_sets".into(), column: "bytes".into(), required: false },
+        ),
         index(
             "_engine_bucket_sets",
             "_engine_bucket_sets_user",

@@ -179,6 +179,49 @@ async fn a_column_that_differs_from_the_app_is_refused() {
     assert!(err.contains("`lists`.`title` is INTEGER in the database, the app declares TEXT NOT NULL"), "{err}");
 }
 
+#[tokio::test]
+async fn a_file_whose_bucket_sets_have_no_owner_gains_the_columns_and_serves_pulls() {
+    let scratch = Scratch::new();
+    let store = notes(&scratch.file()).await;
+    store.provision().await.unwrap();
+    drop(store);
+    // The table as a file provisioned before sets were bounded per user has it.
+    let mut conn = other_program(&scratch.file()).await;
+    sqlx::raw_sql(
+        "DROP INDEX _engine_bucket_sets_user; DROP TABLE _engine_bucket_sets;
+         CREATE TABLE _engine_bucket_sets (digest TEXT PRIMARY KEY, buckets TEXT NOT NULL, used_at INTEGER NOT NULL);
+         INSERT INTO _engine_bucket_sets VALUES ('old', '[]', 0);",
+    )
+    .execute(&mut conn)
+    .await
+    .unwrap();
+    drop(conn);
+    let store = notes(&scratch.file()).await;
+    assert!(store.plan_changes().await.unwrap().contains("ADD COLUMN user_id"), "the plan adds the owner");
+    store.provision().await.unwrap();
+    assert_eq!(store.plan_changes().await.unwrap(), "", "and nothing after");
+    // A cursor of more buckets than it writes out names a stored set: one is stored.
+    let mut conn = other_program(&scratch.file()).await;
+    for i in 0..40 {
+        sqlx::query("INSERT INTO lists (id, owner_id, title, archived) VALUES (?, 'bob', 't', 0)")
+            .bind(format!("a-list-with-a-long-enough-id-{i:03}"))
+            .execute(&mut conn)
+            .await
+            .unwrap();
+        sqlx::query("INSERT INTO list_members (list_id, user_id, owner_id, role) VALUES (?, 'alice', 'bob', 'editor')")
+            .bind(format!("a-list-with-a-long-enough-id-{i:03}"))
+            .execute(&mut conn)
+            .await
+            .unwrap();
+    }
+    pull_all(&store, &alice(), uuid::Uuid::new_v4(), None, 1000).await;
+    let owners: Vec<String> = sqlx::query_scalar("SELECT user_id FROM _engine_bucket_sets ORDER BY user_id")
+        .fetch_all(&mut conn)
+        .await
+        .unwrap();
+    assert_eq!(owners, ["", "alice"], "the old set keeps no owner, the new one is alice's");
+}
+
 #[test]
 fn sqlite_urls_name_files() {
     assert_eq!(sqlite_path("sqlite://notes.db"), Some(PathBuf::from("notes.db")));
