@@ -384,49 +384,40 @@ pub(crate) mod app {
         engine::app! { tables: [OrgMember, Project], mutators: [], sync_rules: undeclared }
     }
 
-    /// The app without organisations, of `table_rules`: what SQLite serves.
-    pub(crate) fn table_app() -> engine::App {
-        engine::app! {
-            tables: [Team, TeamMember, Task, Message, AuditEntry],
-            mutators: [
-                create_team,
-                join_team,
-                add_member,
-                add_task,
-                complete_task,
-                send,
-                remove_member,
-                audit,
-                move_task,
-                squat,
-                delete_team,
-                shrug,
-            ],
-            sync_rules: table_rules,
-        }
+    /// An app of the teams, tasks and messages and of `$rules`, with `$tables` and `$mutators`
+    /// besides theirs.
+    macro_rules! teams_app {
+        ($rules:ident, [$($table:ident),*], [$($mutator:ident),*]) => {
+            engine::app! {
+                tables: [Team, TeamMember, Task, Message, AuditEntry $(, $table)*],
+                mutators: [
+                    create_team,
+                    join_team,
+                    add_member,
+                    add_task,
+                    complete_task,
+                    send,
+                    remove_member,
+                    audit,
+                    move_task,
+                    squat,
+                    delete_team,
+                    shrug
+                    $(, $mutator)*
+                ],
+                sync_rules: $rules,
+            }
+        };
     }
 
+    /// The app without organisations, of `table_rules`: what SQLite serves.
+    pub(crate) fn table_app() -> engine::App {
+        teams_app!(table_rules, [], [])
+    }
+
+    /// The whole app, organisations held through raw SQL included.
     pub(crate) fn app() -> engine::App {
-        engine::app! {
-            tables: [Team, TeamMember, Task, Message, OrgMember, Project, AuditEntry],
-            mutators: [
-                create_team,
-                join_team,
-                add_member,
-                add_task,
-                complete_task,
-                send,
-                join_org,
-                add_project,
-                remove_member,
-                audit,
-                move_task,
-                squat,
-                delete_team,
-                shrug,
-            ],
-            sync_rules: rules,
-        }
+        teams_app!(rules, [OrgMember, Project], [join_org, add_project])
     }
 }
 
