@@ -10,8 +10,9 @@ use reqwest::StatusCode;
 use serde_json::{Value, json};
 
 use crate::support::actors::{applied, count, device, push};
+use crate::support::client::eventually;
 use crate::support::ws::{Auth, Ws};
-use crate::support::{Backend, TestDb, TestServer, backend};
+use crate::support::{Backend, TestDb, TestServer, backend, postgres_only};
 
 /// A server of the notes app whose store has `limits`.
 async fn server_with(db: &TestDb, limits: engine::server::storage::StoreLimits) -> TestServer {
@@ -127,6 +128,44 @@ async fn an_accounts_stored_bucket_sets_are_bounded_and_spare_everyone_elses() {
     assert_eq!(count(&db, &keys("bob")).await, bobs);
     let page = pull(&server, "bob", Some(&bob), None).await;
     assert_eq!(page["reset"], false, "bob's cursor still opens");
+}
+
+/// Rows of `list_members` read so far (by scans of the table or of its indexes) and rows of
+/// `lists` inserted (rolled back or not), as Postgres' statistics tell: a session sends its
+/// counts after its transaction ends, those of one transaction together.
+async fn rows_read_and_lists_inserted(db: &TestDb) -> (i64, i64) {
+    sqlx::query_as(
+        "SELECT (SELECT coalesce(seq_tup_read, 0) FROM pg_stat_user_tables WHERE relname = 'list_members')
+              + (SELECT coalesce(sum(idx_tup_read), 0) FROM pg_stat_user_indexes WHERE relname = 'list_members')::bigint,
+                (SELECT n_tup_ins FROM pg_stat_user_tables WHERE relname = 'lists')",
+    )
+    .fetch_one(db.pg())
+    .await
+    .unwrap()
+}
+
+/// A membership write reads the holdings it can change, not all the actor's: a list created by
+/// an account that holds 2,000 lists reads none of their memberships. Every such write read all
+/// of them before, and 100 `create_list` of a large account took a hundred times as long.
+#[tokio::test]
+async fn a_membership_write_reads_only_the_holdings_it_can_change() {
+    if postgres_only("the rows a mutation reads are counted by Postgres' statistics") {
+        return;
+    }
+    let db = TestDb::new().await;
+    let server = TestServer::start(&db, |b| b).await;
+    shared_lists(&db, 2000).await;
+    let settled = |lists: i64| {
+        let db = &db;
+        move || async move { rows_read_and_lists_inserted(db).await.1 >= lists }
+    };
+    eventually(Duration::from_secs(30), "the statistics count the 2,000 lists", settled(2000)).await;
+    let (before, _) = rows_read_and_lists_inserted(&db).await;
+
+    applied(&push(&server, "alice", 1, "create_list", json!({"title": "one more"})).await);
+    eventually(Duration::from_secs(30), "the statistics count the new list", settled(2001)).await;
+    let (after, _) = rows_read_and_lists_inserted(&db).await;
+    assert!(after - before < 100, "creating a list read {} membership rows", after - before);
 }
 
 /// The pages of `user`'s pull from `cursor` until `hasMore` is false: every tombstone's key and

@@ -2,8 +2,10 @@
 //! where the actor cannot read, and no write grants a bucket its writer could not read. This is
 //! the one place the rule is read.
 //!
-//! [`Holdings`] asks whether the actor held a bucket lazily, until the mutation first writes a
-//! table a membership query reads; then every holding is read and frozen. On the push's next
+//! [`Holdings`] asks whether the actor held a bucket lazily. Before a write to a membership row,
+//! the holdings of the buckets that row grants are read and pinned: a write can change no
+//! other, so every other is still asked lazily. A write to a table a raw membership query reads
+//! could change any: before it every holding is read and frozen. On the push's next
 //! path a permission one bucket decides is assumed ([`Assumed`]) and confirmed by the record
 //! statement, or by a statement of its own before the mutator's next read or write.
 //! A refusal names the table and the rule, never a bucket key: the server log keeps the bucket.
@@ -33,10 +35,18 @@ pub(super) struct Holdings {
     /// Whether the actor could write a table in a bucket through some of the alternatives of the
     /// rule's `write(...)` (a [`Mask`]) when the mutation began, as far as asked or assumed.
     writable_at_start: BTreeMap<(BucketKey, &'static str, Mask), bool>,
-    /// Once frozen: each bucket, table and alternative the actor could write through.
+    /// For pinned buckets (all, once frozen): each bucket, table and alternative the actor
+    /// could write through.
     writable_through: BTreeSet<(BucketKey, &'static str, usize)>,
-    /// Whether every holding has been read (before the first write to a membership table).
+    /// Buckets whose holding and write permissions were read before a write to a membership
+    /// row that grants them: answered from what was read from then on.
+    pinned: BTreeSet<BucketKey>,
+    /// Whether every holding has been read (before the first write to a table a raw membership
+    /// query reads).
     frozen: bool,
+    /// Whether the mutation is writing membership tables: nothing is assumed from then on, as
+    /// the record statement would confirm it against the memberships written.
+    granting: bool,
     /// Buckets of membership rules that had no rows when the mutation began and that it put rows
     /// into or granted: new buckets (a new list, a new team).
     created: BTreeSet<BucketKey>,
@@ -168,7 +178,7 @@ impl ServerTx<'_> {
         if let Some(&held) = self.holdings.held_at_start.get(bucket) {
             return Ok(held);
         }
-        if self.holdings.frozen {
+        if self.is_pinned(bucket) {
             return Ok(false);
         }
         let held = self.holds_now(bucket).await?;
@@ -181,7 +191,7 @@ impl ServerTx<'_> {
     /// frozen, no write to `table` freezes them, and the bucket's memberships are a table's rows.
     /// Returns whether it was assumed.
     fn assume_write(&mut self, bucket: &BucketKey, table: &'static TableMeta) -> bool {
-        if !self.holdings.may_assume || self.holdings.frozen || self.may_grant(table) {
+        if !self.holdings.may_assume || self.holdings.granting || self.may_grant(table) {
             return false;
         }
         let Some(rule) = self.rule(bucket) else { return false };
@@ -221,7 +231,7 @@ impl ServerTx<'_> {
     /// its key alone decides when a selection of its table scopes by key columns only and has
     /// no filter: then every live row with that key is in it.
     pub(super) fn readable_by_key(&mut self, table: &'static TableMeta, key: &Row) -> Option<Option<Assumed>> {
-        if !self.holdings.may_assume || self.holdings.frozen {
+        if !self.holdings.may_assume || self.holdings.granting {
             return None;
         }
         if !self.is_synced(table) {
@@ -322,7 +332,7 @@ impl ServerTx<'_> {
         let asked = (bucket.clone(), table.name, mask);
         // Neither asked yet: whether held and whether writable are one question to Postgres.
         if !every_holder
-            && !self.holdings.frozen
+            && !self.is_pinned(bucket)
             && !self.holdings.held_at_start.contains_key(bucket)
             && !self.holdings.writable_at_start.contains_key(&asked)
             && let Some(query) = self.membership_query(rule).cloned()
@@ -357,18 +367,13 @@ impl ServerTx<'_> {
         if let Some(&may) = self.holdings.writable_at_start.get(&asked) {
             return Ok(may);
         }
-        if self.holdings.frozen {
+        if self.is_pinned(bucket) {
             let through = alternatives_in(write, mask)
                 .any(|(i, _)| self.holdings.writable_through.contains(&(bucket.clone(), table.name, i)));
             return Ok(through);
         }
         let Some(query) = self.membership_query(rule).cloned() else { return Ok(false) };
-        let members = members_in(write, mask);
-        let may = match self.conn.sqlite() {
-            Some(conn) => held::sqlite::holds(conn, &self.core.app, rule, &self.actor, bucket, Some(&members)).await,
-            None => query.holds_through(self.conn.conn()?, &self.actor, bucket, Some(&members)).await,
-        }
-        .map_err(to_kernel)?;
+        let may = self.holds_through(&query, bucket, &members_in(write, mask)).await?;
         self.holdings.writable_at_start.insert(asked, may);
         Ok(may)
     }
@@ -383,14 +388,47 @@ impl ServerTx<'_> {
         })
     }
 
-    /// Read and keep every holding and write permission, before a write to `table` that could
-    /// change one.
-    pub(super) async fn freeze_before_writing(&mut self, table: &TableMeta) -> KernelResult<()> {
+    /// Whether the actor holds `bucket` through a membership matching one of `members`, now.
+    async fn holds_through(
+        &mut self,
+        query: &MembershipQuery,
+        bucket: &BucketKey,
+        members: &[&'static [ConstFilter]],
+    ) -> KernelResult<bool> {
+        match self.conn.sqlite() {
+            Some(conn) => {
+                held::sqlite::holds(conn, &self.core.app, query.rule(), &self.actor, bucket, Some(members)).await
+            }
+            None => query.holds_through(self.conn.conn()?, &self.actor, bucket, Some(members)).await,
+        }
+        .map_err(to_kernel)
+    }
+
+    /// Whether what the actor held of `bucket` when the mutation began is kept, not asked.
+    fn is_pinned(&self, bucket: &BucketKey) -> bool {
+        self.holdings.frozen || self.holdings.pinned.contains(bucket)
+    }
+
+    /// Before a write that turns a row of `table` from or into `images`: read and keep the
+    /// holdings the write could change. A row of a membership table changes only the buckets it
+    /// grants (before and after), so those are pinned; a table a raw membership query reads
+    /// could change any holding, so every one is read and frozen.
+    pub(super) async fn freeze_before_writing(&mut self, table: &TableMeta, images: &[&Row]) -> KernelResult<()> {
         if self.holdings.frozen || !self.may_grant(table) {
             return Ok(());
         }
         // Confirmed before a write that may grant them.
         self.confirm_assumed().await?;
+        self.holdings.granting = true;
+        if self.core.app.sync_rules().raw_reader(table.name).is_none() {
+            let granted: BTreeSet<BucketKey> = (self.core.memberships.iter())
+                .flat_map(|query| images.iter().filter_map(|row| query.granted_by(table, row)))
+                .collect();
+            for bucket in granted {
+                self.pin(bucket).await?;
+            }
+            return Ok(());
+        }
         if self.conn.sqlite().is_some() {
             return self.freeze_on_sqlite().await;
         }
@@ -422,6 +460,40 @@ impl ServerTx<'_> {
             }
         }
         self.freeze(held, through);
+        Ok(())
+    }
+
+    /// Read and keep whether the actor held `bucket` when the mutation began, and the
+    /// alternatives of each `write(...)` of its rule it could write through, asked as
+    /// [`freeze_before_writing`](Self::freeze_before_writing) asks them of every bucket. The
+    /// bucket's membership rows are not written yet, so what holds now held at the start.
+    async fn pin(&mut self, bucket: BucketKey) -> KernelResult<()> {
+        if self.is_pinned(&bucket) {
+            return Ok(());
+        }
+        let held = self.held_at_start(&bucket).await?;
+        let rule = self.rule(&bucket);
+        let query = rule.and_then(|rule| self.membership_query(rule)).cloned();
+        if let (true, Some(rule), Some(query)) = (held, rule, query) {
+            for write in rule.writes {
+                let conditional: Vec<usize> =
+                    alternatives_in(write, Mask::MAX).filter(|(_, a)| !a.member.is_empty()).map(|(i, _)| i).collect();
+                if write.reads_rows() {
+                    for &i in &conditional {
+                        if self.holds_through(&query, &bucket, &[write.any_of[i].member]).await? {
+                            self.holdings.writable_through.insert((bucket.clone(), write.table, i));
+                        }
+                    }
+                } else if !conditional.is_empty() {
+                    let members: Vec<_> = conditional.iter().map(|&i| write.any_of[i].member).collect();
+                    if self.holds_through(&query, &bucket, &members).await? {
+                        let through = conditional.iter().map(|&i| (bucket.clone(), write.table, i));
+                        self.holdings.writable_through.extend(through);
+                    }
+                }
+            }
+        }
+        self.holdings.pinned.insert(bucket);
         Ok(())
     }
 

@@ -212,7 +212,6 @@ impl<'t> ServerTx<'t> {
         table.check_insert(&row)?;
         let buckets = self.core.rules.row_buckets(table, &row);
         self.authorize_entering(table, &buckets, &buckets, &[&row]).await?;
-        self.freeze_before_writing(table).await?;
         let mut values = Vec::with_capacity(table.columns.len());
         for column in table.columns {
             let value = merge::written(column, None, row.get(column.name).unwrap_or(&Value::Null)).await?;
@@ -222,6 +221,7 @@ impl<'t> ServerTx<'t> {
         }
         let inserted: Row = table.columns.iter().map(|c| c.name.to_owned()).zip(values.iter().cloned()).collect();
         self.check_bounds(table, &inserted)?;
+        self.freeze_before_writing(table, &[&inserted]).await?;
         self.authorize_granting(table, &inserted).await?;
         self.authorize_placing(table, &self.write_buckets(table, &inserted))?;
         let stamps = self.by_field(table).then(|| merge::inserted(table, &self.hlc));
@@ -274,7 +274,7 @@ impl<'t> ServerTx<'t> {
         let leaving = before_buckets.difference(&after_buckets);
         self.authorize_leaving(table, leaving, &before_buckets, removes.then_some(&before), &images).await?;
         self.authorize_entering(table, after_buckets.difference(&before_buckets), &after_buckets, &images).await?;
-        self.freeze_before_writing(table).await?;
+        self.freeze_before_writing(table, &images).await?;
         self.authorize_granting(table, &after).await?;
         if table.is_live(&after) {
             self.authorize_placing(table, &self.write_buckets(table, &after))?;
@@ -342,7 +342,7 @@ impl<'t> ServerTx<'t> {
         self.authorize_changing(table, &self.write_buckets(table, &live), Some(&live), &[&live]).await?;
         let live_buckets = self.core.rules.row_buckets(table, &live);
         self.authorize_leaving(table, &live_buckets, &live_buckets, Some(&live), &[&live]).await?;
-        self.freeze_before_writing(table).await?;
+        self.freeze_before_writing(table, &[&before]).await?;
         if let Some(conn) = self.conn.sqlite() {
             let deleted = sqlite::delete(conn, table, &key).await;
             deleted.map_err(|e| self.failed_with(e))?;
