@@ -211,8 +211,10 @@ fn engine_tables() -> Vec<String> {
         // is undone and checked again.
         "CREATE OR REPLACE FUNCTION _engine_unconfirmed() RETURNS text\nLANGUAGE plpgsql AS $$\nBEGIN\n  RAISE EXCEPTION 'a write permission the mutation assumed does not hold' USING ERRCODE = 'EN403';\nEND\n$$".into(),
         // Percent-encoding exactly as `BucketKey::new` does it: bytes outside A-Z a-z 0-9 - . _ ~
-        // become %XX in uppercase hex.
-        "CREATE OR REPLACE FUNCTION _engine_percent_encode(value text) RETURNS text\nLANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE AS $$\n  SELECT CASE WHEN value ~ '^[A-Za-z0-9._~-]*$' THEN value ELSE (\n    SELECT string_agg(CASE WHEN b BETWEEN 48 AND 57 OR b BETWEEN 65 AND 90 OR b BETWEEN 97 AND 122 OR b IN (45, 46, 95, 126)\n      THEN chr(b) ELSE '%' || upper(lpad(to_hex(b), 2, '0')) END, '' ORDER BY i)\n    FROM (SELECT i, get_byte(convert_to(value, 'UTF8'), i) AS b\n          FROM generate_series(0, octet_length(convert_to(value, 'UTF8')) - 1) AS i) AS bytes\n  ) END\n$$".into(),
+        // become %XX in uppercase hex. This and `_engine_bucket_key` are PL/pgSQL, whose plans a
+        // session keeps: the stamp trigger calls them for every row an update or delete writes,
+        // and a SQL function with a subquery is planned again at every call (ten times the cost).
+        "CREATE OR REPLACE FUNCTION _engine_percent_encode(value text) RETURNS text\nLANGUAGE plpgsql IMMUTABLE STRICT PARALLEL SAFE AS $$\nDECLARE\n  bytes bytea;\n  encoded text := '';\n  b integer;\nBEGIN\n  IF value ~ '^[A-Za-z0-9._~-]*$' THEN\n    RETURN value;\n  END IF;\n  bytes := convert_to(value, 'UTF8');\n  FOR i IN 0 .. octet_length(bytes) - 1 LOOP\n    b := get_byte(bytes, i);\n    IF b BETWEEN 48 AND 57 OR b BETWEEN 65 AND 90 OR b BETWEEN 97 AND 122 OR b IN (45, 46, 95, 126) THEN\n      encoded := encoded || chr(b);\n    ELSE\n      encoded := encoded || '%' || upper(lpad(to_hex(b), 2, '0'));\n    END IF;\n  END LOOP;\n  RETURN encoded;\nEND\n$$".into(),
         // Background jobs: enqueued by mutations (in their transaction) or by the app, run by
         // workers that lease them with `FOR UPDATE SKIP LOCKED`. `attempts` is also the lease's
         // fencing token: a worker whose lease ran out cannot finish the job another one took.
@@ -223,7 +225,7 @@ fn engine_tables() -> Vec<String> {
         // Workers listening on `_engine_jobs` hear of new jobs when their transaction commits.
         "CREATE OR REPLACE FUNCTION _engine_jobs_notify() RETURNS trigger\nLANGUAGE plpgsql AS $$\nBEGIN\n  PERFORM pg_notify('_engine_jobs', '');\n  RETURN NULL;\nEND\n$$".into(),
         "CREATE OR REPLACE TRIGGER _engine_jobs_notify AFTER INSERT ON _engine_jobs FOR EACH STATEMENT EXECUTE FUNCTION _engine_jobs_notify()".into(),
-        "CREATE OR REPLACE FUNCTION _engine_bucket_key(rule text, params text[]) RETURNS text\nLANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE AS $$\n  SELECT rule || coalesce((SELECT string_agg('/' || _engine_percent_encode(p), '' ORDER BY i)\n                           FROM unnest(params) WITH ORDINALITY AS u(p, i)), '')\n$$".into(),
+        "CREATE OR REPLACE FUNCTION _engine_bucket_key(rule text, params text[]) RETURNS text\nLANGUAGE plpgsql IMMUTABLE STRICT PARALLEL SAFE AS $$\nDECLARE\n  key text := rule;\n  p text;\nBEGIN\n  FOREACH p IN ARRAY params LOOP\n    IF p IS NOT NULL THEN\n      key := key || '/' || _engine_percent_encode(p);\n    END IF;\n  END LOOP;\n  RETURN key;\nEND\n$$".into(),
     ]
 }
 

@@ -92,13 +92,26 @@ END
 $$;
 
 CREATE OR REPLACE FUNCTION _engine_percent_encode(value text) RETURNS text
-LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE AS $$
-  SELECT CASE WHEN value ~ '^[A-Za-z0-9._~-]*$' THEN value ELSE (
-    SELECT string_agg(CASE WHEN b BETWEEN 48 AND 57 OR b BETWEEN 65 AND 90 OR b BETWEEN 97 AND 122 OR b IN (45, 46, 95, 126)
-      THEN chr(b) ELSE '%' || upper(lpad(to_hex(b), 2, '0')) END, '' ORDER BY i)
-    FROM (SELECT i, get_byte(convert_to(value, 'UTF8'), i) AS b
-          FROM generate_series(0, octet_length(convert_to(value, 'UTF8')) - 1) AS i) AS bytes
-  ) END
+LANGUAGE plpgsql IMMUTABLE STRICT PARALLEL SAFE AS $$
+DECLARE
+  bytes bytea;
+  encoded text := '';
+  b integer;
+BEGIN
+  IF value ~ '^[A-Za-z0-9._~-]*$' THEN
+    RETURN value;
+  END IF;
+  bytes := convert_to(value, 'UTF8');
+  FOR i IN 0 .. octet_length(bytes) - 1 LOOP
+    b := get_byte(bytes, i);
+    IF b BETWEEN 48 AND 57 OR b BETWEEN 65 AND 90 OR b BETWEEN 97 AND 122 OR b IN (45, 46, 95, 126) THEN
+      encoded := encoded || chr(b);
+    ELSE
+      encoded := encoded || '%' || upper(lpad(to_hex(b), 2, '0'));
+    END IF;
+  END LOOP;
+  RETURN encoded;
+END
 $$;
 
 CREATE TABLE IF NOT EXISTS _engine_jobs (
@@ -132,9 +145,18 @@ $$;
 CREATE OR REPLACE TRIGGER _engine_jobs_notify AFTER INSERT ON _engine_jobs FOR EACH STATEMENT EXECUTE FUNCTION _engine_jobs_notify();
 
 CREATE OR REPLACE FUNCTION _engine_bucket_key(rule text, params text[]) RETURNS text
-LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE AS $$
-  SELECT rule || coalesce((SELECT string_agg('/' || _engine_percent_encode(p), '' ORDER BY i)
-                           FROM unnest(params) WITH ORDINALITY AS u(p, i)), '')
+LANGUAGE plpgsql IMMUTABLE STRICT PARALLEL SAFE AS $$
+DECLARE
+  key text := rule;
+  p text;
+BEGIN
+  FOREACH p IN ARRAY params LOOP
+    IF p IS NOT NULL THEN
+      key := key || '/' || _engine_percent_encode(p);
+    END IF;
+  END LOOP;
+  RETURN key;
+END
 $$;
 
 CREATE TABLE IF NOT EXISTS "list_members" (
