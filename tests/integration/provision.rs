@@ -213,3 +213,66 @@ async fn bucket_keys_in_sql_equal_bucket_keys_in_rust() {
         assert_eq!(sql, engine::BucketKey::new("rule", &params).as_str(), "{params:?}");
     }
 }
+
+/// Adopting a table of a million rows rewrites none of them, while another session goes on
+/// inserting into it: the stamp's default, `pg_current_xact_id()`, is stable, so Postgres
+/// stores the provisioning transaction's id as the value of every existing row instead of
+/// writing it into each (a volatile default would rewrite the table under an exclusive lock).
+/// The longest of the other session's inserts is printed, a figure and not a limit.
+#[tokio::test]
+async fn a_large_table_is_adopted_without_a_rewrite_while_it_is_written() {
+    if postgres_only(POSTGRES_ONLY) {
+        return;
+    }
+    const ROWS: i64 = 1_000_000;
+    let db = TestDb::new().await;
+    sqlx::raw_sql(sqlx::AssertSqlSafe(format!(
+        "CREATE TABLE lists (id text PRIMARY KEY, owner_id text NOT NULL, title text NOT NULL, archived boolean NOT NULL);
+         INSERT INTO lists SELECT 'old-' || i, 'alice', 'from before', false FROM generate_series(1, {ROWS}) AS i;"
+    )))
+    .execute(db.pg())
+    .await
+    .unwrap();
+    let file = || async {
+        sqlx::query_scalar::<_, i64>("SELECT pg_relation_filenode('lists')::bigint").fetch_one(db.pg()).await.unwrap()
+    };
+    let before = file().await;
+    let (stop, stopped) = tokio::sync::watch::channel(false);
+    let pool = db.pg().clone();
+    let writer = tokio::spawn(async move {
+        let mut conn = pool.acquire().await.unwrap();
+        let (mut written, mut longest) = (0_i64, std::time::Duration::ZERO);
+        while !*stopped.borrow() {
+            let started = std::time::Instant::now();
+            sqlx::query("INSERT INTO lists (id, owner_id, title, archived) VALUES ($1, 'bob', 'meanwhile', false)")
+                .bind(format!("new-{written}"))
+                .execute(&mut *conn)
+                .await
+                .unwrap();
+            longest = longest.max(started.elapsed());
+            written += 1;
+        }
+        (written, longest)
+    });
+    let started = std::time::Instant::now();
+    let storage = db.notes_pg().await;
+    let took = started.elapsed();
+    stop.send(true).unwrap();
+    let (written, longest) = writer.await.unwrap();
+    eprintln!(
+        "adopting {ROWS} rows took {took:?}; another session inserted {written} rows meanwhile, the longest in {longest:?}"
+    );
+
+    assert_eq!(file().await, before, "the table was not rewritten");
+    let (rows, unstamped, not_null): (i64, i64, bool) = sqlx::query_as(
+        "SELECT (SELECT count(*) FROM lists), (SELECT count(*) FROM lists WHERE _engine_xid IS NULL),
+                (SELECT attnotnull FROM pg_attribute WHERE attrelid = 'lists'::regclass AND attname = '_engine_xid')",
+    )
+    .fetch_one(db.pg())
+    .await
+    .unwrap();
+    assert_eq!(rows, ROWS + written, "every row is kept");
+    assert_eq!(unstamped, 0, "every row is stamped");
+    assert!(not_null, "the stamp is NOT NULL");
+    assert_eq!(storage.plan_changes().await.unwrap(), "", "the adopted database is current");
+}
