@@ -1,6 +1,8 @@
 import { defineConfig } from "vitest/config";
 
 export default defineConfig({
+  // The packages' sources (the `paths` of tsconfig.json), not their built `dist`.
+  resolve: { tsconfigPaths: true },
   test: {
     include: ["packages/*/test/**/*.test.ts"],
     // Builds the notes server once; each test file starts its own processes.

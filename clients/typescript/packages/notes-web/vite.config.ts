@@ -32,6 +32,8 @@ export default defineConfig({
   base: "./",
   logLevel: "warn",
   plugins: [gzipped],
+  // The packages' sources (the `paths` of tsconfig.json), not their built `dist`.
+  resolve: { tsconfigPaths: true },
   // The same bundle whoever builds it: under vitest `NODE_ENV` is `test`, which would keep the
   // libraries' development checks in.
   mode: "production",

@@ -10,8 +10,8 @@
  * rows (the rebase), so what the server decided always shows; a mutation's optimistic effect
  * stays until a pull reports `syncedMutationId` at or above it.
  *
- * Realtime: a `RealtimeSource` (by default `createWebSocketSource` over the global WebSocket)
- * turns pings into pulls and carries presence.
+ * Realtime: a `RealtimeSource` (by default `createWebSocketSource` over the global WebSocket; a
+ * runtime without one must pass a source or `false`) turns pings into pulls and carries presence.
  *
  * `Client` wires the parts in `client/`: the pull and the push (`pull.ts`, `push.ts`), the stream
  * (`stream.ts`) and the status (`status.ts`). It keeps the reads, the writes and the store.
@@ -43,17 +43,35 @@ import type { PresenceMeta, PresenceState, Row } from "./wire.js";
 export async function createEngineClient<T extends TableTypes, M extends MutatorTypes>(
   options: EngineClientOptions<T, M>,
 ): Promise<EngineClient<T, M>> {
+  const realtime = realtimeSource(options.realtime);
   const auth = authProvider(options.auth);
   const actor = options.actor ?? actorOfToken(await auth.token());
   if (!actor) throw new TypeError("no actor: the token is not a JWT with a `sub`; pass `actor`");
   const store = options.store ?? memoryStore();
   const loaded = await store.load();
   const replica = new Replica(options.schema as unknown as AnySchema, actor, loaded && migrateClientStore(loaded));
-  const client = new Client<T, M>(options, auth, store, replica);
+  const client = new Client<T, M>(options, realtime, auth, store, replica);
   await client.persist();
   if (options.optimistic) client.registerOptimistic(options.optimistic);
   client.start();
   return client;
+}
+
+/**
+ * The realtime source `realtime` asks for: by default a WebSocket source over the global
+ * `WebSocket`. Not silently none where there is no such global (Node 20, React Native without
+ * it): a client without realtime only hears of others' writes at its next interval pull.
+ */
+function realtimeSource(realtime: RealtimeSource | false | undefined): RealtimeSource | undefined {
+  if (realtime === false) return undefined;
+  if (realtime) return realtime;
+  if (!(globalThis as { WebSocket?: unknown }).WebSocket) {
+    throw new TypeError(
+      "no global `WebSocket` for realtime: pass `realtime: createWebSocketSource({ webSocket: (url, protocols) => new WebSocket(url, protocols) })` " +
+        "with this runtime's WebSocket class (Node 20 has a global one with `--experimental-websocket`), or `realtime: false` for none",
+    );
+  }
+  return createWebSocketSource();
 }
 
 const DEFAULT_PUSH_ROUNDS = 8;
@@ -71,7 +89,6 @@ class Client<T extends TableTypes, M extends MutatorTypes> implements EngineClie
   private readonly pusher: Pusher;
   private readonly stream: Stream;
   private closed = false;
-  private readonly source: RealtimeSource | undefined;
   private readonly pushLoop: SyncLoop;
   private readonly pullLoop: SyncLoop;
   private readonly online: OnlineSignal | undefined;
@@ -79,6 +96,7 @@ class Client<T extends TableTypes, M extends MutatorTypes> implements EngineClie
 
   constructor(
     options: EngineClientOptions<T, M>,
+    private readonly source: RealtimeSource | undefined,
     private readonly auth: AuthProvider,
     private readonly store: ClientStore,
     private readonly replica: Replica,
@@ -107,9 +125,6 @@ class Client<T extends TableTypes, M extends MutatorTypes> implements EngineClie
       (retry) => this.statusBoard.setRetry("push", retry),
     );
     this.pullLoop = new SyncLoop(() => this.puller.pullOnce(), timing, (retry) => this.statusBoard.setRetry("pull", retry));
-    const realtime =
-      options.realtime ?? ((globalThis as { WebSocket?: unknown }).WebSocket ? createWebSocketSource() : false);
-    this.source = realtime === false ? undefined : realtime;
     this.online = options.online === false ? undefined : (options.online ?? browserOnlineSignal());
     this.statusBoard = new StatusBoard({
       connected: false,

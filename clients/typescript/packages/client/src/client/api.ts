@@ -38,7 +38,10 @@ export interface EngineClientOptions<T extends TableTypes, M extends MutatorType
   optimistic?: OptimisticMutators<T, M>;
   /** The `fetch` to use (the global one by default). */
   fetch?: Fetch;
-  /** Realtime: a source, or `false` for none (default: a WebSocket source when a global WebSocket exists). */
+  /**
+   * Realtime: a source, or `false` for none. By default a WebSocket source over the global
+   * `WebSocket`; where there is none, creating the client fails and says what to pass.
+   */
   realtime?: RealtimeSource | false;
   /** Sync in the background (default); without it only explicit `pull`, `push` and `sync` talk to the server. */
   background?: boolean;

@@ -2,7 +2,8 @@
  * The workspace's module graph, for `imports.test.ts`. `moduleSpecifiers` reads a file's imports
  * with the TypeScript compiler's parser, so a string that only looks like an import is not one.
  * `workspaceGraph` resolves them to files: relative ones as the bundler resolution does, and those
- * naming a workspace package to the file its `package.json` `exports` names (its source entry).
+ * naming a workspace package to the source of the file its `package.json` `exports` names (a
+ * published package's `dist/x.js` was built from `src/x.ts`).
  * Imports of packages outside the workspace are not edges. `findCycle` searches the result.
  */
 
@@ -98,16 +99,23 @@ function packageEntries(packageDirs: readonly string[]): Map<string, string> {
   for (const dir of packageDirs) {
     const manifest = JSON.parse(readFileSync(join(dir, "package.json"), "utf8")) as {
       name: string;
-      exports?: string | Record<string, string>;
+      exports?: string | Record<string, string | { default: string }>;
       main?: string;
     };
     const exports = typeof manifest.exports === "string" ? { ".": manifest.exports } : (manifest.exports ?? {});
     if (manifest.exports === undefined && manifest.main) exports["."] = manifest.main;
     for (const [subpath, target] of Object.entries(exports)) {
-      entries.set(manifest.name + subpath.slice(1), resolve(dir, target));
+      const file = typeof target === "string" ? target : target.default;
+      entries.set(manifest.name + subpath.slice(1), resolve(dir, sourceOf(file)));
     }
   }
   return entries;
+}
+
+/** The source `tsc` built `file` from: `./dist/x.js` from `./src/x.ts`; a source is itself. */
+function sourceOf(file: string): string {
+  const built = /^\.\/dist\/(.*)\.js$/.exec(file);
+  return built ? `./src/${built[1]}.ts` : file;
 }
 
 /** The file a relative specifier names: `./x.js` is `./x.ts` or `./x.tsx` in the sources. */
