@@ -84,6 +84,7 @@ class Client<T extends TableTypes, M extends MutatorTypes> implements EngineClie
   >;
   private readonly statusBoard: StatusBoard;
   private readonly changeListeners = new Set<(changes: RowChange[]) => void>();
+  private readonly bucketListeners = new Set<(buckets: string[]) => void>();
   private writes: Promise<void> = Promise.resolve();
   private readonly puller: Puller;
   private readonly pusher: Pusher;
@@ -137,7 +138,11 @@ class Client<T extends TableTypes, M extends MutatorTypes> implements EngineClie
     });
     const persist = () => this.persist();
     this.stream = new Stream(this.source, replica, this.statusBoard, this.pullLoop, this.pushLoop);
-    const heldChanged = () => this.stream.heldChanged();
+    const heldChanged = () => {
+      if (!this.stream.heldChanged()) return;
+      const held = this.replica.heldBuckets();
+      for (const listener of this.bucketListeners) listener(held);
+    };
     this.puller = new Puller(this.remote, replica, this.settings, this.statusBoard, persist, this.pushLoop, heldChanged);
     this.pusher = new Pusher(this.remote, replica, this.settings, this.statusBoard, persist);
   }
@@ -190,6 +195,11 @@ class Client<T extends TableTypes, M extends MutatorTypes> implements EngineClie
   onChange(listener: (changes: RowChange[]) => void): () => void {
     this.changeListeners.add(listener);
     return () => this.changeListeners.delete(listener);
+  }
+
+  onBuckets(listener: (buckets: string[]) => void): () => void {
+    this.bucketListeners.add(listener);
+    return () => this.bucketListeners.delete(listener);
   }
 
   onPresence(listener: (event: PresenceEvent) => void): () => void {

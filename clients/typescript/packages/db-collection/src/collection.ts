@@ -8,6 +8,11 @@
  * as table writes: the `onInsert`, `onUpdate` and `onDelete` handlers name the mutator each
  * collection operation is, and the collection's optimistic state gives way to the view's as soon
  * as the mutation is queued.
+ *
+ * A collection narrowed to a sync rule holds the rows that buckets of the rule the client still
+ * holds contain. A row's buckets can change without the row (a membership granted or revoked), so
+ * besides the view's row changes the collection follows `onBuckets`: when a pull changes the
+ * buckets held, every row of the table is weighed again.
  */
 
 import type { ChangeMessageOrDeleteKeyMessage, CollectionConfig, UtilsRecord } from "@tanstack/db";
@@ -72,11 +77,18 @@ export function engineCollectionOptions<T extends TableTypes, M extends MutatorT
   }
   const getKey = (row: Item): CollectionKey => collectionKey(table.primaryKey, row as Record<string, unknown>);
 
-  /** Whether the view's `row` belongs in the collection. */
-  const wanted = (row: Item): boolean => {
-    if (syncRule === undefined) return true;
-    const buckets = client.bucketsOf(name, row as Record<string, unknown>);
-    return buckets.length === 0 || buckets.some((bucket) => bucket.startsWith(`${syncRule}/`));
+  /**
+   * Whether a row of the view belongs in the collection, with the buckets held now. A row only
+   * pending writes made is in no bucket yet: it shows. A bucket the actor lost still holds its
+   * rows for the bucket TTL (`bucketsOf` names it), but no longer brings them into the collection.
+   */
+  const wanted = (): ((row: Item) => boolean) => {
+    if (syncRule === undefined) return () => true;
+    const held = new Set(client.buckets());
+    return (row) => {
+      const buckets = client.bucketsOf(name, row as Record<string, unknown>);
+      return buckets.length === 0 || buckets.some((bucket) => bucket.startsWith(`${syncRule}/`) && held.has(bucket));
+    };
   };
 
   return {
@@ -93,26 +105,42 @@ export function engineCollectionOptions<T extends TableTypes, M extends MutatorT
           for (const message of messages) write(message);
           commit();
         };
-        const initial: ChangeMessageOrDeleteKeyMessage<Item, CollectionKey>[] = [];
-        for (const row of client.rows(name) as Item[]) {
-          if (!wanted(row)) continue;
-          shown.add(getKey(row));
-          initial.push({ type: "insert", value: row });
-        }
+        /** The messages that bring the collection to the view's rows of `table` that are wanted. */
+        const reweigh = (): ChangeMessageOrDeleteKeyMessage<Item, CollectionKey>[] => {
+          const messages: ChangeMessageOrDeleteKeyMessage<Item, CollectionKey>[] = [];
+          const keep = wanted();
+          const left = new Set(shown);
+          for (const row of client.rows(name) as Item[]) {
+            const key = getKey(row);
+            left.delete(key);
+            if (keep(row)) {
+              if (!shown.has(key)) messages.push({ type: "insert", value: row });
+              shown.add(key);
+            } else if (shown.delete(key)) {
+              messages.push({ type: "delete", key });
+            }
+          }
+          for (const key of left) {
+            shown.delete(key);
+            messages.push({ type: "delete", key });
+          }
+          return messages;
+        };
         begin();
-        for (const message of initial) write(message);
+        for (const message of reweigh()) write(message);
         commit();
         // The local copy is the snapshot: offline, the collection is ready with what it holds.
         markReady();
 
-        const unsubscribe = client.onChange((changes: RowChange[]) => {
+        const unsubscribeChanges = client.onChange((changes: RowChange[]) => {
           const messages: ChangeMessageOrDeleteKeyMessage<Item, CollectionKey>[] = [];
+          const keep = wanted();
           for (const change of changes) {
             if (change.table !== name) continue;
             const row = change.row as Item | undefined;
             const previous = change.previous as Item | undefined;
             const key = getKey((row ?? previous)!);
-            if (row && wanted(row)) {
+            if (row && keep(row)) {
               messages.push({ type: shown.has(key) ? "update" : "insert", value: row });
               shown.add(key);
             } else if (shown.delete(key)) {
@@ -121,7 +149,11 @@ export function engineCollectionOptions<T extends TableTypes, M extends MutatorT
           }
           apply(messages);
         });
-        return () => unsubscribe();
+        const unsubscribeBuckets = syncRule === undefined ? () => {} : client.onBuckets(() => apply(reweigh()));
+        return () => {
+          unsubscribeChanges();
+          unsubscribeBuckets();
+        };
       },
     },
     onInsert: options.onInsert

@@ -1,14 +1,15 @@
 /**
  * `@engine/db-collection` against a real notes server: TanStack DB collections and live queries
  * over the client's view show a write at once, keep it while it waits, follow what the server
- * decides (a refusal takes the optimistic row away), and hold only a sync rule's rows when asked.
+ * decides (a refusal takes the optimistic row away), and hold only a sync rule's rows when asked,
+ * following the buckets held as memberships come and go.
  */
 
 import { createCollection, createLiveQueryCollection, eq } from "@tanstack/db";
 import { engineCollectionOptions } from "@engine/db-collection";
 import { describe, expect, test } from "vitest";
 
-import { mutators, type Tables } from "../src/contract.gen.js";
+import { buckets, mutators, type Tables } from "../src/contract.gen.js";
 import { notesClient, waitFor, type NotesClient } from "./support/clients.js";
 import { useNotesServer } from "./support/lifecycle.js";
 
@@ -132,5 +133,39 @@ describe("TanStack DB collections", () => {
     expect(titles(shared.toArray)).toEqual(["Carl's", "Dana's"]);
     expect(() => engineCollectionOptions({ name: "notes", client: dana, syncRule: "own" })).toThrow(/selects no rows/);
     await Promise.all([carl.close(), dana.close()]);
+  });
+
+  // Kept for a minute, the list's notes stay in the member's client after the share is gone:
+  // the rows do not change, only their bucket is no longer the member's.
+  test.each([
+    ["dropped at once", 0, "hana", "ivan"],
+    ["kept for the bucket TTL", 60_000, "jude", "kurt"],
+  ])("a collection of a sync rule follows a share revoked and granted again (rows %s)", async (_, bucketTtlMs, ownerId, memberId) => {
+    const owner = await notesClient(notes(), ownerId);
+    const member = await notesClient(notes(), memberId, { bucketTtlMs });
+    const list = `chores-of-${ownerId}`;
+    await mutators(owner).createList({ id: list, title: "Chores" });
+    await mutators(owner).addNote({ id: `${list}-1`, list_id: list, title: "Dishes" });
+    await mutators(owner).addNote({ id: `${list}-2`, list_id: list, title: "Laundry" });
+    await mutators(owner).shareList({ list_id: list, user_id: memberId, role: "editor" });
+    await owner.sync();
+    await member.pull();
+
+    const shared = createCollection(engineCollectionOptions({ name: "notes", client: member, syncRule: "shared" }));
+    await shared.preload();
+    expect(titles(shared.toArray)).toEqual(["Dishes", "Laundry"]);
+
+    await mutators(owner).unshareList({ list_id: list, user_id: memberId });
+    await owner.sync();
+    await member.pull();
+    expect(member.buckets()).not.toContain(buckets.shared({ list_id: list }));
+    expect(member.rows("notes")).toHaveLength(bucketTtlMs > 0 ? 2 : 0);
+    expect(titles(shared.toArray)).toEqual([]);
+
+    await mutators(owner).shareList({ list_id: list, user_id: memberId, role: "viewer" });
+    await owner.sync();
+    await member.pull();
+    expect(titles(shared.toArray)).toEqual(["Dishes", "Laundry"]);
+    await Promise.all([owner.close(), member.close()]);
   });
 });

@@ -107,6 +107,12 @@ export interface EngineClient<T extends TableTypes = TableTypes, M extends Mutat
   onChange(listener: (changes: RowChange[]) => void): () => void;
   /** The buckets the client holds, in key order. */
   buckets(): string[];
+  /**
+   * Call `listener` with the buckets held whenever a pull ends having changed them (a membership
+   * granted or revoked); returns the unsubscribe. A row can leave or enter the actor's buckets
+   * without changing, so `onChange` does not say it.
+   */
+  onBuckets(listener: (buckets: string[]) => void): () => void;
   /** The cursor of the last pull (opaque; `null` before the first). */
   readonly cursor: string | null;
   readonly status: Status;

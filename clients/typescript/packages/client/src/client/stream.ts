@@ -62,8 +62,11 @@ export class Stream {
     return this.presence.get(bucket);
   }
 
-  /** After a pull: buckets lost leave the subscription and the presence, as they left the server's. */
-  heldChanged(): void {
+  /**
+   * After a pull: buckets lost leave the subscription and the presence, as they left the
+   * server's. Whether the buckets held changed.
+   */
+  heldChanged(): boolean {
     const held = new Set(this.replica.heldBuckets());
     const lost = [...this.held].filter((b) => !held.has(b));
     const changed = lost.length > 0 || [...held].some((b) => !this.held.has(b));
@@ -74,6 +77,7 @@ export class Stream {
       this.emitPresence(this.presence.forget((b) => !lost.includes(b)));
     }
     if (changed) this.reconcile();
+    return changed;
   }
 
   /** Tell the server what changed in the subscription and presence. */
