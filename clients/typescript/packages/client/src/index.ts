@@ -4,7 +4,10 @@
  * - `createEngineClient`: a durable local copy of the actor's buckets that takes writes
  *   offline and converges when it reconnects (pull, push, outbox, quarantine, rebase, status).
  * - `createEngineMutators`: the app's optimistic functions and a call per mutator.
+ * - `createEngineStatus`: the sync status and the quarantined mutations, for a UI.
  * - `createWebSocketSource`: realtime over any WHATWG WebSocket, reconnecting.
+ * - `track`, `untrack`, `presenceState`, `onPresence`, `subscribePresence`, `presence`: who is
+ *   present in a bucket, as functions of a client.
  * - Stores: `memoryStore`, `indexedDbStore`, and `migrateClientStore` for their layout versions.
  * - `defineSchema`, `bucketKey` and `Mutate`: what modules written by `engine gen` use.
  * - `authorizeWrite`: the write rules evaluated offline, as `mutate` and `canWrite` use them.
@@ -16,6 +19,8 @@ export type { EngineClient, EngineClientOptions, OptimisticMutators } from "./cl
 export { browserOnlineSignal } from "./client/online.js";
 export type { OnlineSignal } from "./client/online.js";
 export type { Status } from "./client/status.js";
+export { createEngineStatus } from "./client/engine-status.js";
+export type { EngineStatus, StatusClient } from "./client/engine-status.js";
 export { createEngineMutators } from "./mutators.js";
 export type { MutatorCalls } from "./mutators.js";
 export type { RowChange } from "./replica/changes.js";
@@ -37,6 +42,8 @@ export type {
   WebSocketSourceOptions,
 } from "./websocket.js";
 export type { PresenceEvent } from "./presence.js";
+export { onPresence, presence, presenceState, subscribePresence, track, untrack } from "./client/presence.js";
+export type { BucketPresence, PresenceClient } from "./client/presence.js";
 
 export { memoryStore } from "./store/memory.js";
 export { indexedDbStore } from "./store/indexeddb.js";

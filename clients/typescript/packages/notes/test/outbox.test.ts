@@ -1,13 +1,13 @@
 /**
  * The outbox against a real notes server: a rejection is quarantined without blocking what
- * follows, a lost answer is pushed again and applied once, a copied store is renumbered after
+ * follows (and `createEngineStatus` shows it), a lost answer is pushed again and applied once, a copied store is renumbered after
  * `409`, `429` and `503` are retried after `Retry-After`, and optimistic state stays until a
  * pull reports `syncedMutationId` at or above its mutation.
  */
 
 import { describe, expect, test } from "vitest";
 
-import { memoryStore } from "@engine/client";
+import { createEngineStatus, memoryStore } from "@engine/client";
 
 import { mutators } from "../src/contract.gen.js";
 import { notesClient, waitFor } from "./support/clients.js";
@@ -18,6 +18,17 @@ const notes = useNotesServer();
 
 /** The server through `proxy`, with the server's tokens. */
 const through = (proxy: Proxy) => ({ url: proxy.url, token: (user: string) => notes().token(user) });
+
+/** `ownerId`'s list `list`, shared with `viewerId` as a viewer: both clients, the viewer's pulled. */
+async function sharedWithViewer(ownerId: string, viewerId: string, list: string) {
+  const owner = await notesClient(notes(), ownerId);
+  await mutators(owner).createList({ id: list, title: `${ownerId}'s` });
+  await mutators(owner).shareList({ list_id: list, user_id: viewerId, role: "viewer" });
+  await owner.sync();
+  const viewer = await notesClient(notes(), viewerId);
+  await viewer.pull();
+  return { owner, viewer };
+}
 
 describe("quarantine", () => {
   test("a rejected mutation is quarantined, its effect withdrawn, and later mutations still apply", async () => {
@@ -59,14 +70,8 @@ describe("quarantine", () => {
   });
 
   test("a mutation the server forbids is quarantined with `forbidden`", async () => {
-    const owner = await notesClient(notes(), "oscar");
-    await mutators(owner).createList({ id: "oscars", title: "Oscar's" });
-    await mutators(owner).shareList({ list_id: "oscars", user_id: "vera", role: "viewer" });
-    await owner.sync();
-
-    const viewer = await notesClient(notes(), "vera");
-    await viewer.pull();
-    expect(viewer.get("lists", "oscars")?.title).toBe("Oscar's");
+    const { owner, viewer } = await sharedWithViewer("oscar", "vera", "oscars");
+    expect(viewer.get("lists", "oscars")?.title).toBe("oscar's");
     // Only the owner may share: the local run knows it too and refuses at once.
     await expect(mutators(viewer).shareList({ list_id: "oscars", user_id: "eve", role: "editor" })).rejects.toThrow(
       "only the list's owner may share it",
@@ -77,6 +82,36 @@ describe("quarantine", () => {
     await mutators(viewer).shareList({ list_id: "oscars", user_id: "eve", role: "editor" });
     await viewer.sync();
     expect(viewer.status.quarantined.map((q) => q.error.code)).toEqual(["forbidden"]);
+    await Promise.all([owner.close(), viewer.close()]);
+  });
+
+  test("`createEngineStatus` shows the quarantine as it fills, and retries and discards", async () => {
+    const { owner, viewer } = await sharedWithViewer("olive", "walt", "olives");
+    viewer.registerOptimistic({ share_list: () => undefined });
+
+    const status = createEngineStatus(viewer);
+    const seen: number[] = [];
+    const unsubscribe = status.subscribe((now) => seen.push(now.quarantined.length));
+    await mutators(viewer).shareList({ list_id: "olives", user_id: "eve", role: "editor" });
+    expect(status.pending).toBe(1);
+    await viewer.sync();
+    expect(status.pending).toBe(0);
+    expect(status.quarantined.map((q) => [q.name, q.error.code])).toEqual([["share_list", "forbidden"]]);
+    expect(seen.at(0)).toBe(0);
+    expect(seen.at(-1)).toBe(1);
+
+    // Retried, the server refuses it again: a new entry in its place.
+    const first = status.quarantined[0]!.clientMutationId;
+    expect(await status.retry(first)).toBeDefined();
+    await viewer.sync();
+    const again = status.quarantined.map((q) => q.clientMutationId);
+    expect(again).toHaveLength(1);
+    expect(again).not.toContain(first);
+    expect(await status.discard(again[0]!)).toBe(true);
+    expect(await status.discard(again[0]!)).toBe(false);
+    expect(status.current.quarantined).toEqual([]);
+    expect(seen.at(-1)).toBe(0);
+    unsubscribe();
     await Promise.all([owner.close(), viewer.close()]);
   });
 });

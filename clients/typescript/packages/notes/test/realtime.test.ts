@@ -1,12 +1,24 @@
 /**
  * The stream against a real notes server: a write by one client reaches another without a
- * pull of its own asking, presence goes between two clients with joins and leaves, and the
- * stream comes back by itself after the server restarts.
+ * pull of its own asking, presence goes between two clients with joins and leaves (through the
+ * client's methods and the functions of it), and the stream comes back by itself after the
+ * server restarts.
  */
 
 import { describe, expect, test } from "vitest";
 
-import { bucketKey, createWebSocketSource, type PresenceEvent } from "@engine/client";
+import {
+  bucketKey,
+  createWebSocketSource,
+  onPresence,
+  presence,
+  presenceState,
+  subscribePresence,
+  track,
+  untrack,
+  type PresenceEvent,
+  type PresenceState,
+} from "@engine/client";
 
 import { buckets, mutators } from "../src/contract.gen.js";
 import { notesClient, waitFor, type NotesClient } from "./support/clients.js";
@@ -20,6 +32,17 @@ const live = (user: string) =>
     background: true,
     realtime: createWebSocketSource({ backoffBaseMs: 50, backoffMaxMs: 500, connectTimeoutMs: 2_000 }),
   });
+
+/** Live clients of `ownerId` and `viewerId`, once both hold the bucket of `ownerId`'s list `list`. */
+async function sharedRoom(ownerId: string, viewerId: string, list: string) {
+  const owner = await live(ownerId);
+  const viewer = await live(viewerId);
+  await mutators(owner).createList({ id: list, title: list });
+  await mutators(owner).shareList({ list_id: list, user_id: viewerId, role: "viewer" });
+  const room = bucketKey("shared", [list]);
+  await waitFor(`both to hold ${room}`, () => owner.buckets().includes(room) && viewer.buckets().includes(room));
+  return { owner, viewer, room };
+}
 
 describe("realtime", () => {
   test("a write shows on another user's client through the stream", async () => {
@@ -37,13 +60,7 @@ describe("realtime", () => {
   });
 
   test("presence goes between two clients, with joins and leaves", async () => {
-    const cleo = await live("cleo");
-    const dan = await live("dan");
-    await mutators(cleo).createList({ id: "room", title: "Room" });
-    await mutators(cleo).shareList({ list_id: "room", user_id: "dan", role: "viewer" });
-    const room = bucketKey("shared", ["room"]);
-    await waitFor("dan to hold the room", () => dan.buckets().includes(room));
-    await waitFor("cleo to hold the room", () => cleo.buckets().includes(room));
+    const { owner: cleo, viewer: dan, room } = await sharedRoom("cleo", "dan", "room");
 
     const seenByCleo: PresenceEvent[] = [];
     cleo.onPresence((event) => event.bucket === room && seenByCleo.push(event));
@@ -65,6 +82,41 @@ describe("realtime", () => {
     expect(seenByCleo.at(-1)!.leaves.dan).toHaveLength(1);
     expect(present(dan, "cleo")).toBe(true);
     await Promise.all([cleo.close(), dan.close()]);
+  });
+
+  test("presence as functions of a client: `track`, `subscribePresence`, `presence`", async () => {
+    const { owner: fay, viewer: gus, room: den } = await sharedRoom("fay", "gus", "den");
+
+    const seenByFay: PresenceState[] = [];
+    const stop = subscribePresence(fay, den, (state) => seenByFay.push(state));
+    expect(seenByFay).toEqual([{}]);
+    const events: PresenceEvent[] = [];
+    const stopEvents = onPresence(fay, (event) => event.bucket === den && events.push(event));
+    track(fay, den, { at: "list" });
+    const gusHere = presence(gus, den);
+    expect(gusHere.bucket).toBe(den);
+    gusHere.track({ at: "note" });
+    await waitFor("fay to see gus", () => presenceState(fay, den).gus?.[0]?.at === "note");
+    await waitFor("gus to see fay", () => gusHere.state().fay?.[0]?.at === "list");
+    expect(seenByFay.at(-1)?.gus?.[0]?.at).toBe("note");
+    expect(events.some((e) => e.joins.gus !== undefined)).toBe(true);
+
+    const seenByGus: PresenceState[] = [];
+    const stopGus = gusHere.subscribe((state) => seenByGus.push(state));
+    expect(seenByGus.at(0)?.fay).toHaveLength(1);
+    untrack(fay, den);
+    await waitFor("gus to see fay leave", () => seenByGus.at(-1)?.fay === undefined);
+    gusHere.untrack();
+    await waitFor("fay to see gus leave", () => presenceState(fay, den).gus === undefined);
+    expect(seenByFay.at(-1)).toEqual({});
+    stop();
+    stopEvents();
+    stopGus();
+    const count = seenByFay.length;
+    gusHere.track({ at: "again" });
+    await waitFor("gus again", () => fay.presenceState(den).gus !== undefined);
+    expect(seenByFay).toHaveLength(count);
+    await Promise.all([fay.close(), gus.close()]);
   });
 
   test("the stream comes back after the server restarts, and what happened meanwhile arrives", async () => {

@@ -5,7 +5,7 @@
 
 import { readFileSync } from "node:fs";
 
-import { createEngineClient, defineSchema } from "@engine/client";
+import { createEngineClient, createEngineStatus, defineSchema } from "@engine/client";
 import { createCrdtText, engineCollectionOptions } from "@engine/db-collection";
 import { createEngineNativeClient } from "@engine/mobile";
 
@@ -34,7 +34,7 @@ await bob.pull();
 console.log(
   JSON.stringify({
     refused,
-    pending: alice.status.pending,
+    pending: createEngineStatus(alice).pending,
     seenByBob: bob.get("lists", "installed")?.title ?? null,
     loaded: [engineCollectionOptions, createCrdtText, createEngineNativeClient].map((f) => typeof f),
   }),
