@@ -963,8 +963,17 @@ export class NotesApp {
       state = "synced";
       text = `Synced at ${clock(status.lastPullAt)}`;
     }
-    const badge = online && status.connected && !refused ? "online" : "offline";
-    this.connection.className = `badge ${badge}`;
+    // The badge says the same as the line, in a word.
+    const badge = refused
+      ? "signed out"
+      : !online
+        ? "offline"
+        : status.connected
+          ? "online"
+          : state === "reconnecting"
+            ? "reconnecting"
+            : "connecting";
+    this.connection.className = `badge ${badge.replace(" ", "-")}`;
     setText(this.connection, badge);
     this.statusText.dataset.state = state;
     setText(this.statusText, text);

@@ -371,7 +371,7 @@ describe("the notes web app's features", () => {
     link.cut();
     await expect.poll(() => status.textContent(), { timeout: 20_000 }).toBe("Reconnecting…");
     expect(await status.getAttribute("data-state")).toBe("reconnecting");
-    expect(await page.getByTestId("connection").textContent()).toBe("offline");
+    expect(await page.getByTestId("connection").textContent()).toBe("reconnecting");
     await screenshots(page, "reconnecting");
     expect(await axeViolations(page)).toEqual([]);
 
