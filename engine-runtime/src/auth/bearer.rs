@@ -6,8 +6,12 @@
 //! and only when the token's algorithm is that key's. So `alg: none`, a bad signature, an expired
 //! token, a token without a required claim, and a token of one family signed with a key of
 //! another (the HS/RS confusion) are all refused.
+//!
+//! A token verified is kept until it expires ([`Verified`]): a client sends the same token with
+//! every request, and checking an RS256 signature is a public-key operation each time.
 
-use std::sync::{Arc, RwLock};
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, RwLock};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use axum::http::request::Parts;
@@ -15,6 +19,7 @@ use engine_kernel::{Actor, BoxFuture};
 use jsonwebtoken::jwk::{AlgorithmParameters, Jwk, JwkSet, KeyAlgorithm};
 use jsonwebtoken::{Algorithm, DecodingKey, EncodingKey, Header, Validation};
 use serde_json::{Map, Value};
+use sha2::{Digest, Sha256};
 
 use super::{EngineAuth, bearer_token};
 use crate::error::{Error, Result};
@@ -24,6 +29,51 @@ pub const LEEWAY: Duration = Duration::from_secs(30);
 
 /// The default lifetime of an issued token.
 pub const DEFAULT_TOKEN_TTL: Duration = Duration::from_secs(3600);
+
+/// The most tokens kept verified at once.
+const VERIFIED_TOKENS: usize = 10_000;
+
+/// Tokens verified lately, by the SHA-256 of their text, each with its actor, until its `exp`
+/// (and the leeway) passes. Only tokens that verified are kept, so a stranger fills nothing;
+/// at the bound, the expired ones go, and when none has, all of them. Emptied when the keys
+/// change.
+#[derive(Default)]
+struct Verified(Mutex<HashMap<[u8; 32], (Actor, u64)>>);
+
+impl Verified {
+    fn entries(&self) -> std::sync::MutexGuard<'_, HashMap<[u8; 32], (Actor, u64)>> {
+        self.0.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// The actor of the token whose digest is `digest`, if it was verified and has not expired.
+    fn get(&self, digest: &[u8; 32]) -> Option<Actor> {
+        let mut entries = self.entries();
+        match entries.get(digest) {
+            Some((actor, until)) if now_secs() < *until => Some(actor.clone()),
+            Some(_) => {
+                entries.remove(digest);
+                None
+            }
+            None => None,
+        }
+    }
+
+    fn insert(&self, digest: [u8; 32], actor: &Actor, exp: u64) {
+        let mut entries = self.entries();
+        if entries.len() >= VERIFIED_TOKENS {
+            let now = now_secs();
+            entries.retain(|_, (_, until)| now < *until);
+            if entries.len() >= VERIFIED_TOKENS {
+                entries.clear();
+            }
+        }
+        entries.insert(digest, (actor.clone(), exp.saturating_add(LEEWAY.as_secs())));
+    }
+
+    fn clear(&self) {
+        self.entries().clear();
+    }
+}
 
 /// Bearer-token authentication. Build with [`BearerTokenAuth::new`]; add an identity
 /// provider's keys with [`with_jwks`](Self::with_jwks) (and rotate them with
@@ -38,6 +88,7 @@ pub struct BearerTokenAuth {
     issuer: Option<Arc<str>>,
     /// The `aud` every token must carry, when set.
     audience: Option<Arc<str>>,
+    verified: Arc<Verified>,
 }
 
 impl std::fmt::Debug for BearerTokenAuth {
@@ -56,24 +107,34 @@ impl BearerTokenAuth {
             jwks: Arc::default(),
             issuer: None,
             audience: None,
+            verified: Arc::default(),
         }
     }
 
     /// Accept only tokens whose `iss` is `issuer` (the identity provider's).
     pub fn issuer(mut self, issuer: impl Into<String>) -> Self {
         self.issuer = Some(issuer.into().into());
+        // What a clone without the issuer verified is not this one's.
+        self.verified = Arc::default();
         self
     }
 
     /// Accept only tokens whose `aud` is, or includes, `audience` (this app's).
     pub fn audience(mut self, audience: impl Into<String>) -> Self {
         self.audience = Some(audience.into().into());
+        self.verified = Arc::default();
         self
     }
 
     /// Tokens of an identity provider only (no shared secret).
     pub fn jwks_only(jwks: &JwkSet) -> Result<Self> {
-        let auth = BearerTokenAuth { secret: None, jwks: Arc::default(), issuer: None, audience: None };
+        let auth = BearerTokenAuth {
+            secret: None,
+            jwks: Arc::default(),
+            issuer: None,
+            audience: None,
+            verified: Arc::default(),
+        };
         auth.set_jwks(jwks)?;
         Ok(auth)
     }
@@ -96,11 +157,25 @@ impl BearerTokenAuth {
             keys.push((kid, algorithm, key));
         }
         *self.jwks.write().unwrap_or_else(std::sync::PoisonError::into_inner) = keys;
+        self.verified.clear();
         Ok(())
     }
 
     /// The actor of `token`, or why it is refused.
     pub fn verify(&self, token: &str) -> Result<Actor> {
+        let digest: [u8; 32] = Sha256::digest(token.as_bytes()).into();
+        if let Some(actor) = self.verified.get(&digest) {
+            return Ok(actor);
+        }
+        let claims = self.verify_signed(token)?;
+        let exp = claims.get("exp").and_then(Value::as_u64).unwrap_or(0);
+        let actor = actor_of(claims)?;
+        self.verified.insert(digest, &actor, exp);
+        Ok(actor)
+    }
+
+    /// The claims of `token` once its signature and claims are checked.
+    fn verify_signed(&self, token: &str) -> Result<Map<String, Value>> {
         let header = jsonwebtoken::decode_header(token)
             .map_err(|_| unauthenticated("the token is malformed: it is not a JWT (`header.claims.signature`)"))?;
         let claims = match header.alg {
@@ -121,7 +196,7 @@ impl BearerTokenAuth {
                 self.decode(token, key, alg)?
             }
         };
-        actor_of(claims)
+        Ok(claims)
     }
 
     fn decode(&self, token: &str, key: &DecodingKey, alg: Algorithm) -> Result<Map<String, Value>> {
@@ -321,6 +396,34 @@ mod tests {
         // Without an audience named, a token meant for some audience is not this app's.
         assert!(BearerTokenAuth::new(b"k").verify(&token_from(None, Some("chat".into()))).is_err());
         assert!(BearerTokenAuth::new(b"k").verify(&token_from(Some("anyone"), None)).is_ok());
+    }
+
+    /// A token verified once is not checked again while it is valid (here the key that
+    /// verified it is gone and it still opens), and a change of keys forgets it.
+    #[test]
+    fn a_verified_token_is_kept_until_the_keys_change() {
+        let auth = BearerTokenAuth::new(b"k");
+        let token = issue_bearer_token("alice", "acme", b"k", Duration::from_secs(60)).unwrap();
+        assert_eq!(auth.verify(&token).unwrap().user_id, "alice");
+        let keyless = BearerTokenAuth { secret: None, ..auth.clone() };
+        assert_eq!(keyless.verify(&token).unwrap().user_id, "alice", "kept");
+        keyless.set_jwks(&JwkSet { keys: Vec::new() }).unwrap();
+        assert!(keyless.verify(&token).is_err(), "forgotten with the keys");
+        let other = BearerTokenAuth::new(b"k").audience("notes");
+        assert!(other.verify(&token).is_err(), "a token without `aud` is not this audience's");
+    }
+
+    /// A kept token still expires: the entry lives until `exp` and the leeway.
+    #[test]
+    fn a_kept_token_expires_with_its_exp() {
+        let verified = Verified::default();
+        let actor = Actor { user_id: "u".into(), owner_id: "o".into(), claims: Map::new() };
+        let now = now_secs();
+        verified.insert([1; 32], &actor, now + 60);
+        verified.insert([2; 32], &actor, now - LEEWAY.as_secs() - 1);
+        assert!(verified.get(&[1; 32]).is_some());
+        assert!(verified.get(&[2; 32]).is_none(), "past its exp and the leeway");
+        assert_eq!(verified.entries().len(), 1, "the expired entry is gone");
     }
 
     #[test]
