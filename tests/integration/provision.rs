@@ -108,6 +108,72 @@ async fn every_write_stamps_its_row_with_its_own_transaction() {
     assert_ne!(own, later);
 }
 
+/// The engine's own update sets the row's stamp in its statement, so the stamp trigger is not
+/// called for it; the tombstone trigger, which shares the function, is. Counted by Postgres'
+/// function statistics: 2 calls for an updated note before, 1 after.
+#[tokio::test]
+async fn the_engines_update_stamps_its_row_without_the_stamp_trigger() {
+    if postgres_only(POSTGRES_ONLY) {
+        return;
+    }
+    let db = TestDb::new().await;
+    let name: String = sqlx::query_scalar("SELECT current_database()").fetch_one(db.pg()).await.unwrap();
+    sqlx::query(sqlx::AssertSqlSafe(format!("ALTER DATABASE \"{name}\" SET track_functions = 'pl'")))
+        .execute(db.pg())
+        .await
+        .unwrap();
+    // A pool of its own, whose sessions begin after the setting.
+    let pool = sqlx::PgPool::connect(&db.url).await.unwrap();
+    let storage = PostgresStorage::new(pool, Arc::new(example_notes::app()));
+    storage.provision().await.unwrap();
+    let storage: Arc<dyn Storage> = Arc::new(storage);
+    let alice = engine::Actor::new("alice", "alice");
+    let push = |id: u64, name: &str, args: serde_json::Value| {
+        let (storage, alice) = (storage.clone(), alice.clone());
+        let mutation = engine::wire::MutationRequest {
+            mutation_id: id,
+            client_mutation_id: uuid::Uuid::new_v4(),
+            name: name.into(),
+            args,
+            hlc: None,
+        };
+        async move {
+            let request = engine::wire::PushRequest { client_id: uuid::Uuid::from_u128(7), mutations: vec![mutation] };
+            let pushed = storage.push(&alice, &request).await.unwrap();
+            assert_eq!(
+                pushed.response.results[0].status,
+                engine::wire::MutationStatus::Applied,
+                "{:?}",
+                pushed.response
+            );
+        }
+    };
+    push(1, "create_list", serde_json::json!({"id": "l1", "title": "t"})).await;
+    push(2, "add_note", serde_json::json!({"id": "n1", "list_id": "l1", "title": "milk"})).await;
+    push(3, "update_note", serde_json::json!({"id": "n1", "done": true})).await;
+    let calls = || async {
+        sqlx::query_scalar::<_, i64>(
+            "SELECT coalesce(sum(calls), 0)::bigint FROM pg_stat_user_functions WHERE funcname = '_engine_track_notes'",
+        )
+        .fetch_one(db.pg())
+        .await
+        .unwrap()
+    };
+    // A session sends its transaction's counts together, once it is idle.
+    let deadline = tokio::time::Instant::now() + std::time::Duration::from_secs(30);
+    while calls().await == 0 {
+        assert!(tokio::time::Instant::now() < deadline, "the update's trigger calls are never counted");
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+    assert_eq!(calls().await, 1, "the tombstone trigger only");
+    let stamp: bool =
+        sqlx::query_scalar("SELECT _engine_xid > (SELECT _engine_xid FROM lists WHERE id = 'l1') FROM notes")
+            .fetch_one(db.pg())
+            .await
+            .unwrap();
+    assert!(stamp, "the update stamped the note with its own transaction");
+}
+
 /// A database provisioned when the stamp trigger ran on every write gets the conditional one:
 /// the plan shows it replaced, and provisioning replaces it.
 #[tokio::test]

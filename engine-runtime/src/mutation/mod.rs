@@ -284,7 +284,8 @@ impl<'t> ServerTx<'t> {
             let updated = sqlite::update(conn, table, &key, &assigned, &after, stamps).await;
             updated.map_err(|e| self.failed_with(e))?;
         } else {
-            let mut sql = statements::update(table, &key, &assigned, &after, stamps).map_err(to_kernel)?;
+            let mut sql =
+                statements::update(table, &key, &assigned, &after, stamps, self.is_synced(table)).map_err(to_kernel)?;
             if let Err(e) = sql.build().execute(self.writing().await?).await {
                 return Err(self.failed(e));
             }

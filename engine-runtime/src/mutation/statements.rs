@@ -80,19 +80,27 @@ pub(super) fn push_exists(sql: &mut Sql, table: &TableMeta, key: &Row) -> Result
     Ok(())
 }
 
-/// `UPDATE` of the `assigned` columns of the row with key `key` to their values in `after`, and
-/// of its HLC stamps when given. With nothing to assign, the row is touched, so that pulling
-/// clients see it again.
+/// `UPDATE` of the `assigned` columns of the row with key `key` to their values in `after`, of
+/// its HLC stamps when given, and of its transaction stamp when the table is `synced`. With
+/// nothing else to assign, the row is touched, so that pulling clients see it again.
 pub(super) fn update(
     table: &TableMeta,
     key: &Row,
     assigned: &[&ColumnMeta],
     after: &Row,
     stamps: Option<Value>,
+    synced: bool,
 ) -> Result<Sql> {
     let mut sql = Sql::new(format!("UPDATE {} AS t SET ", ident(table.name)));
-    for (i, assigned_column) in assigned.iter().enumerate() {
-        if i > 0 {
+    // The row's stamp, set here: the stamp trigger runs only for a row whose stamp is not the
+    // writing transaction's, so it is not called for the engine's own updates.
+    let mut first = true;
+    if synced {
+        sql.push("_engine_xid = pg_current_xact_id()");
+        first = false;
+    }
+    for assigned_column in assigned {
+        if !std::mem::take(&mut first) {
             sql.push(", ");
         }
         sql.push(format_args!("{} = ", ident(assigned_column.name)));
@@ -100,10 +108,10 @@ pub(super) fn update(
     }
     match stamps {
         Some(stamps) => {
-            sql.push(if assigned.is_empty() { "" } else { ", " });
+            sql.push(if first { "" } else { ", " });
             sql.push("_engine_hlc = ").push_bind(stamps).push("::jsonb");
         }
-        None if assigned.is_empty() => {
+        None if first => {
             let first = ident(table.primary_key[0]);
             sql.push(format_args!("{first} = {first}"));
         }
