@@ -98,6 +98,16 @@ pub enum Error {
         /// How long the server waited.
         waited: Duration,
     },
+    /// The realtime link (a NATS server) did not take a message in time, or failed it. Transient:
+    /// the link reconnects by itself, and every socket resyncs when it is back.
+    #[error("realtime: {what}")]
+    Realtime {
+        /// What failed.
+        what: String,
+        /// Why, when another error says.
+        #[source]
+        source: Option<BoxError>,
+    },
     /// The database was provisioned by a newer engine, or provisioning failed.
     #[error("provisioning: {what}")]
     Provision {
@@ -203,7 +213,7 @@ impl Error {
             }
             Error::TooManyMutations { .. } => ErrorCode::TooManyMutations,
             Error::RateLimited { .. } | Error::Busy { .. } => ErrorCode::RateLimited,
-            Error::RetryLater { .. } | Error::Unanswered { .. } => ErrorCode::RetryLater,
+            Error::RetryLater { .. } | Error::Unanswered { .. } | Error::Realtime { .. } => ErrorCode::RetryLater,
             Error::Kernel(e) => e.code(),
             Error::Provision { .. } | Error::Config { .. } | Error::Database(_) | Error::Internal { .. } => {
                 ErrorCode::Internal
@@ -213,7 +223,7 @@ impl Error {
 
     /// Whether the failure is transient: to be retried.
     pub fn is_transient(&self) -> bool {
-        matches!(self, Error::RetryLater { .. } | Error::Unanswered { .. })
+        matches!(self, Error::RetryLater { .. } | Error::Unanswered { .. } | Error::Realtime { .. })
             || matches!(self, Error::Kernel(e) if e.code() == ErrorCode::RetryLater)
     }
 
@@ -228,7 +238,7 @@ impl Error {
             Error::Kernel(engine_kernel::Error::Internal(_) | engine_kernel::Error::InvalidApp(_)) => {
                 "the server failed; the failure is logged".to_owned()
             }
-            Error::RetryLater { .. } | Error::Kernel(engine_kernel::Error::Transient(_)) => {
+            Error::RetryLater { .. } | Error::Realtime { .. } | Error::Kernel(engine_kernel::Error::Transient(_)) => {
                 "a transient condition; retry after the Retry-After delay (nothing was recorded)".to_owned()
             }
             Error::Unanswered { .. } => "the database did not answer in time; retry after the Retry-After delay (a \

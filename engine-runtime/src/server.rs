@@ -154,7 +154,8 @@ impl ServerBuilder {
     }
 
     /// How signals and presence reach subscribers (default: [`in_process()`]; several
-    /// instances on one Postgres: [`listen_notify`](crate::realtime::listen_notify())).
+    /// instances on one Postgres: [`listen_notify`](crate::realtime::listen_notify()); several
+    /// instances through NATS, with the feature `nats`: `realtime::nats(url)`).
     pub fn realtime(mut self, realtime: impl OpenRealtime) -> Self {
         self.realtime = Some(Box::new(realtime));
         self

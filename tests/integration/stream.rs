@@ -1,5 +1,5 @@
 //! `/sync/stream` over real WebSockets: authentication, pings after commit, bucket-set changes,
-//! limits, presence; and several server processes on one Postgres.
+//! limits, presence; and several server processes on one Postgres, through `LISTEN`/`NOTIFY` or NATS.
 
 use std::time::Duration;
 
@@ -8,6 +8,7 @@ use engine::server::StreamLimits;
 use serde_json::{Value, json};
 use tokio_tungstenite::tungstenite::Message;
 
+use crate::support::nats::NatsServer;
 use crate::support::partition::Partition;
 use crate::support::process::ServerProcess;
 use crate::support::ws::{Auth, Ws};
@@ -356,19 +357,30 @@ async fn presence_state_and_diffs_carry_one_meta_per_connection() {
     assert_eq!(intruder.closed(SECOND).await, (Some("forbidden".into()), Some(1008)));
 }
 
-#[tokio::test]
-async fn three_server_processes_share_pings_and_presence_through_postgres() {
-    if postgres_only("LISTEN/NOTIFY across server processes") {
-        return;
-    }
-    let db = TestDb::new().await;
-    let timeout = Duration::from_millis(1200);
-    let mut a = ServerProcess::start(&db.url, timeout).await;
-    let b = ServerProcess::start(&db.url, timeout).await;
-    let c = ServerProcess::start(&db.url, timeout).await;
-    let url = |p: &ServerProcess| format!("http://{}", p.addr);
+/// What is left of three server processes on one database after [`three_then_one_killed`]: B and
+/// C, and a socket on C of Bob, a member of the list `l1`.
+struct Survivors {
+    b: ServerProcess,
+    c: ServerProcess,
+    on_c: Ws,
+}
+
+/// The heartbeat timeout of the processes of [`three_then_one_killed`].
+const HEARTBEAT: Duration = Duration::from_millis(1200);
+
+fn process_url(process: &ServerProcess) -> String {
+    format!("http://{}", process.addr)
+}
+
+/// Three server processes A, B and C on `db`, started with `env`: a push on A pings a subscriber
+/// on C, presence tracked on A appears on B, on C and for a new socket on C, and once A is killed
+/// its presences leave B and C after the heartbeat timeout.
+async fn three_then_one_killed(db: &TestDb, env: &[(&str, String)]) -> Survivors {
+    let mut a = ServerProcess::start_with(&db.url, HEARTBEAT, 0, env).await;
+    let b = ServerProcess::start_with(&db.url, HEARTBEAT, 0, env).await;
+    let c = ServerProcess::start_with(&db.url, HEARTBEAT, 0, env).await;
     push(
-        &url(&a),
+        &process_url(&a),
         "alice",
         &[
             (1, "create_list", json!({"id": "l1", "title": "t"})),
@@ -383,7 +395,7 @@ async fn three_server_processes_share_pings_and_presence_through_postgres() {
     on_b.drain(Duration::from_millis(100)).await;
 
     // A push on A pings a subscriber on C.
-    push(&url(&a), "alice", &[(3, "add_note", json!({"id": "n1", "list_id": "l1", "title": "x"}))]).await;
+    push(&process_url(&a), "alice", &[(3, "add_note", json!({"id": "n1", "list_id": "l1", "title": "x"}))]).await;
     assert_eq!(on_c.expect("ping", 3 * SECOND).await["bucket"], "shared/l1");
 
     // Presence tracked on A appears on B and C.
@@ -408,6 +420,16 @@ async fn three_server_processes_share_pings_and_presence_through_postgres() {
         let diff = socket.expect("presence_diff", 5 * SECOND).await;
         assert_eq!(diff["leaves"]["alice"][0]["where"], "a", "{diff}");
     }
+    Survivors { b, c, on_c }
+}
+
+#[tokio::test]
+async fn three_server_processes_share_pings_and_presence_through_postgres() {
+    if postgres_only("LISTEN/NOTIFY across server processes") {
+        return;
+    }
+    let db = TestDb::new().await;
+    let Survivors { b, c: _c, mut on_c } = three_then_one_killed(&db, &[]).await;
 
     // The listeners' sessions are cut: a push made meanwhile still reaches C.
     let cut: i64 = sqlx::query_scalar(
@@ -418,9 +440,76 @@ async fn three_server_processes_share_pings_and_presence_through_postgres() {
     .await
     .unwrap();
     assert!(cut >= 2, "the listeners of B and C were cut ({cut})");
-    push(&url(&b), "alice", &[(4, "add_note", json!({"id": "n2", "list_id": "l1", "title": "y"}))]).await;
+    push(&process_url(&b), "alice", &[(4, "add_note", json!({"id": "n2", "list_id": "l1", "title": "y"}))]).await;
     let frames = on_c.drain(5 * SECOND).await;
     assert!(frames.iter().any(|f| f["type"] == "ping" && f["bucket"] == "shared/l1"), "no ping lost: {frames:?}");
+}
+
+/// The first frame of `socket` within `wait` that `wanted` takes, and every frame before it.
+async fn until(socket: &mut Ws, wait: Duration, wanted: impl Fn(&Value) -> bool) -> Vec<Value> {
+    let deadline = tokio::time::Instant::now() + wait;
+    let mut frames = Vec::new();
+    while let Some(frame) = socket.next(deadline.saturating_duration_since(tokio::time::Instant::now())).await {
+        let done = wanted(&frame);
+        frames.push(frame);
+        if done {
+            return frames;
+        }
+    }
+    panic!("no frame wanted within {wait:?}: {frames:?}");
+}
+
+/// The same three processes through a NATS server of the test's own; then NATS is killed, B takes
+/// a push meanwhile and is killed too, with the push's ping still in its client's buffer, and
+/// NATS is started again: C pings its socket once it is back (every socket resyncs), and a new
+/// instance's presence reaches C.
+#[tokio::test]
+async fn three_server_processes_share_pings_and_presence_through_nats() {
+    if postgres_only("several server processes cannot share one SQLite file") {
+        return;
+    }
+    let db = TestDb::new().await;
+    let mut nats = NatsServer::start().await;
+    let env = [("NATS_URL", nats.url())];
+    let Survivors { mut b, c, mut on_c } = three_then_one_killed(&db, &env).await;
+
+    nats.stop().await;
+    let add = [(4, "add_note", json!({"id": "n2", "list_id": "l1", "title": "y"}))];
+    tokio::time::timeout(30 * SECOND, push(&process_url(&b), "alice", &add)).await.expect("the push is answered");
+    b.kill().await;
+    nats.restart().await;
+    until(&mut on_c, 15 * SECOND, |f| f["type"] == "ping" && f["bucket"] == "shared/l1").await;
+
+    let d = ServerProcess::start_with(&db.url, HEARTBEAT, 0, &env).await;
+    let bob = TestServer::token("bob");
+    let mut on_d = Ws::connect(d.addr, Auth::Header(&bob)).await.unwrap();
+    on_d.send(json!({"type": "track", "bucket": "shared/l1", "meta": {"where": "d"}})).await;
+    until(&mut on_c, 10 * SECOND, |f| f["type"] == "presence_diff" && f["joins"]["bob"][0]["where"] == "d").await;
+    drop(c);
+}
+
+/// NATS realtime needs no particular store: one server on either backend pings and shares
+/// presence through it (`listen_notify` is refused on SQLite).
+#[tokio::test]
+async fn nats_realtime_serves_a_server_on_either_store() {
+    let db = TestDb::new().await;
+    let nats = NatsServer::start().await;
+    let url = nats.url();
+    let server = TestServer::start(&db, |b| b.realtime(engine::realtime::nats(url).prefix("either"))).await;
+    let create = [
+        (1, "create_list", json!({"id": "l1", "title": "t"})),
+        (2, "share_list", json!({"list_id": "l1", "user_id": "bob", "role": "editor"})),
+    ];
+    push(&base(&server), "alice", &create).await;
+    let (alice, bob) = (TestServer::token("alice"), TestServer::token("bob"));
+    let mut on_bob = Ws::connect(server.addr, Auth::Header(&bob)).await.unwrap();
+    on_bob.drain(Duration::from_millis(300)).await;
+    push(&base(&server), "alice", &[(3, "add_note", json!({"id": "n1", "list_id": "l1", "title": "x"}))]).await;
+    assert_eq!(on_bob.expect("ping", 3 * SECOND).await["bucket"], "shared/l1");
+    let mut on_alice = Ws::connect(server.addr, Auth::Header(&alice)).await.unwrap();
+    on_alice.send(json!({"type": "track", "bucket": "shared/l1", "meta": {"where": "here"}})).await;
+    let diff = on_bob.expect("presence_diff", 3 * SECOND).await;
+    assert_eq!(diff["joins"]["alice"][0]["where"], "here");
 }
 
 /// A socket of `user` that sends `frames` while reading everything the server sends, until a

@@ -14,11 +14,12 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use engine_kernel::{BoxFuture, BucketKey};
-use serde_json::{Map, Value, json};
+use serde_json::{Value, json};
 use sqlx::postgres::{PgConnectOptions, PgPoolOptions};
 use sqlx::{PgPool, Row};
 use tokio::sync::broadcast;
 
+use super::payload::{decode, encode};
 use super::{OpenRealtime, Presence, PresenceState, Realtime, Signal, add_meta};
 use crate::error::{Error, Result};
 use crate::pg::deadline;
@@ -35,7 +36,7 @@ pub const DEFAULT_REALTIME_LOST_AFTER: Duration = Duration::from_secs(10);
 
 /// The shortest [`ListenNotify::lost_after`]: below it, a busy Postgres would be taken for a lost
 /// one and the listening session replaced over and over.
-const MIN_LOST_AFTER: Duration = Duration::from_secs(1);
+pub(crate) const MIN_LOST_AFTER: Duration = Duration::from_secs(1);
 
 /// Realtime across instances through the Postgres at `database_url`.
 pub fn listen_notify(database_url: impl Into<String>) -> ListenNotify {
@@ -244,34 +245,6 @@ async fn store(pool: &PgPool, lost_after: Duration, instance: uuid::Uuid, presen
     Ok(())
 }
 
-/// A signal as a notification payload: small JSON with one-letter keys (payloads are limited to
-/// 8000 bytes; presence metas are limited well below that by the stream).
-fn encode(signal: &Signal) -> Option<Value> {
-    Some(match signal {
-        Signal::Ping { bucket, xid } => json!({"k": "p", "b": bucket, "x": xid.to_string()}),
-        Signal::Membership(claim) => json!({"k": "m", "c": claim}),
-        Signal::Presence { bucket, joins, leaves } => json!({"k": "d", "b": bucket, "j": joins, "l": leaves}),
-        Signal::Resync => return None,
-    })
-}
-
-fn decode(payload: &str) -> Option<Signal> {
-    let value: Value = serde_json::from_str(payload).ok()?;
-    let bucket = || value.get("b").and_then(Value::as_str).and_then(|b| BucketKey::parse(b).ok());
-    let state = |field: &str| -> PresenceState {
-        value
-            .get(field)
-            .and_then(|v| serde_json::from_value::<BTreeMap<String, Vec<Map<String, Value>>>>(v.clone()).ok())
-            .unwrap_or_default()
-    };
-    match value.get("k")?.as_str()? {
-        "p" => Some(Signal::Ping { bucket: bucket()?, xid: value.get("x")?.as_str()?.parse().ok()? }),
-        "m" => Some(Signal::Membership(value.get("c")?.as_str()?.to_owned())),
-        "d" => Some(Signal::Presence { bucket: bucket()?, joins: state("j"), leaves: state("l") }),
-        _ => None,
-    }
-}
-
 impl Realtime for Shared {
     fn publish(&self, signal: Signal) -> BoxFuture<'_, Result<()>> {
         Box::pin(async move {
@@ -344,26 +317,5 @@ impl Realtime for Shared {
             }
             Ok(states)
         })
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn signals_survive_a_notification() {
-        let mut joins = PresenceState::new();
-        add_meta(&mut joins, "alice", json!({"presenceRef": "r1", "cursor": 3}).as_object().unwrap().clone());
-        for signal in [
-            Signal::Ping { bucket: BucketKey::new("own", &["a b"]), xid: 42 },
-            Signal::Membership("user_id=carol".into()),
-            Signal::Presence { bucket: BucketKey::new("shared", &["l1"]), joins, leaves: PresenceState::new() },
-        ] {
-            let payload = encode(&signal).unwrap().to_string();
-            assert_eq!(decode(&payload), Some(signal));
-        }
-        assert_eq!(decode("not json"), None);
-        assert_eq!(decode(r#"{"k":"p","b":"own/a b","x":"1"}"#), None, "a non-canonical key is dropped");
     }
 }

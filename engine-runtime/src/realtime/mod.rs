@@ -5,9 +5,14 @@
 //! - [`in_process`](mod@in_process): one server process, the default.
 //! - [`listen_notify`](mod@listen_notify): several server processes on one Postgres, through
 //!   `LISTEN`/`NOTIFY`, with presence shared in the database.
+//! - [`nats`](mod@nats) (feature `nats`): several server processes on any store, through a NATS
+//!   server, with presence in a JetStream key-value bucket.
 
 pub mod in_process;
 pub mod listen_notify;
+#[cfg(feature = "nats")]
+pub mod nats;
+mod payload;
 
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -18,6 +23,8 @@ use tokio::sync::broadcast;
 
 pub use in_process::in_process;
 pub use listen_notify::listen_notify;
+#[cfg(feature = "nats")]
+pub use nats::nats;
 
 use crate::error::Result;
 

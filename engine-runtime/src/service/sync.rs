@@ -140,7 +140,7 @@ impl SyncService {
             let ping = Signal::Ping { bucket: bucket.clone(), xid: pushed.commit_xid };
             match self.realtime.publish(ping).await {
                 Ok(()) => {}
-                Err(err @ Error::Unanswered { .. }) => {
+                Err(err @ (Error::Unanswered { .. } | Error::Realtime { .. })) => {
                     tracing::warn!(error = ?crate::error::Chain(&err), "publishing the push's pings stopped");
                     break;
                 }

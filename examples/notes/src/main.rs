@@ -10,8 +10,9 @@
 //! token signing secret; a development default otherwise, which serves loopback addresses only),
 //! `ENGINE_RATE_LIMIT` (requests a second per actor, 0 turns the limit off), `ENGINE_BODY_LIMIT`
 //! (bytes), `ENGINE_REALTIME`
-//! (`in_process`, the default, or `listen_notify` for several instances on one database),
-//! `RUST_LOG`.
+//! (`in_process`, the default; `listen_notify` for several instances on one Postgres database;
+//! or a NATS URL such as `nats://127.0.0.1:4222` for several instances through a NATS server
+//! with JetStream), `RUST_LOG`.
 
 use std::time::Duration;
 
@@ -163,8 +164,13 @@ async fn serve() -> Result<(), String> {
         .prometheus(true);
     let builder = match std::env::var("ENGINE_REALTIME").as_deref() {
         Ok("listen_notify") => builder.realtime(engine::realtime::listen_notify(database_url)),
+        Ok(url) if url.starts_with("nats://") => builder.realtime(engine::realtime::nats(url)),
         Ok("in_process") | Err(_) => builder,
-        Ok(other) => return Err(format!("ENGINE_REALTIME={other}: use `in_process` or `listen_notify`")),
+        Ok(other) => {
+            return Err(format!(
+                "ENGINE_REALTIME={other}: use `in_process`, `listen_notify` or a NATS URL (`nats://127.0.0.1:4222`)"
+            ));
+        }
     };
     let server = builder.build().await.map_err(|e| engine::error::chain(&e))?;
     let listener = tokio::net::TcpListener::bind((host.as_str(), port))

@@ -2,8 +2,9 @@
 //!
 //! Environment: `DATABASE_URL` (required), `ENGINE_SECRET` (required), `HEARTBEAT_TIMEOUT_MS`
 //! (default 30000), `PORT` (default 0: any). Listens on `127.0.0.1:<PORT>` with `listen_notify`
-//! realtime (in-process on a `sqlite://` file), serves its metrics at `/engine/metrics`, and prints `listening on <addr>` once it
-//! serves.
+//! realtime (in-process on a `sqlite://` file; with `NATS_URL`, NATS realtime under the prefix
+//! `NATS_PREFIX`, default `engine`), serves its metrics at `/engine/metrics`, and prints
+//! `listening on <addr>` once it serves.
 //!
 //! With `JOB_RUNS` (a file), it runs the notes app's `list_shared` jobs: each run appends
 //! `start <job> <attempt> <pid>` to the file, sleeps `JOB_SLEEP_MS` (default 0), and appends
@@ -30,9 +31,13 @@ async fn main() {
         .presence(presence)
         .prometheus(true);
     // A SQLite file is served by one process: its realtime is in the process.
-    let server = match engine::storage::sqlite_path(&url) {
-        Some(_) => server,
-        None => server.realtime(engine::realtime::listen_notify(url)),
+    let server = match (std::env::var("NATS_URL"), engine::storage::sqlite_path(&url)) {
+        (Ok(nats), _) => {
+            let prefix = std::env::var("NATS_PREFIX").unwrap_or_else(|_| engine::realtime::nats::DEFAULT_PREFIX.into());
+            server.realtime(engine::realtime::nats(nats).prefix(prefix))
+        }
+        (Err(_), Some(_)) => server,
+        (Err(_), None) => server.realtime(engine::realtime::listen_notify(url)),
     };
     let server = match std::env::var("JOB_RUNS") {
         Ok(file) => server.jobs(recording_jobs(file)),
