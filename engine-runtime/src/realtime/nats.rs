@@ -208,13 +208,21 @@ impl Link {
         self.within("putting a presence", self.store.put(key, entry_value(presence).to_string().into())).await.map(drop)
     }
 
-    /// Put every presence of `local` again, a few at a time.
+    /// Put every presence of `local` again, a few at a time. A presence withdrawn while its put
+    /// was on the way is deleted again: the put may have landed after the withdrawal's delete,
+    /// and would otherwise stand until it expires.
     async fn announce(&self, local: &Local) {
         let presences: Vec<Presence> = lock(local).values().cloned().collect();
         futures_util::stream::iter(presences)
             .for_each_concurrent(32, |presence| async move {
                 if let Err(err) = self.put(&presence).await {
                     tracing::warn!(error = ?crate::error::Chain(&err), "announcing a presence again failed");
+                }
+                let key = entry_key(&presence.presence_ref);
+                if !lock(local).contains_key(&key)
+                    && let Err(err) = self.within("withdrawing a presence", self.store.delete(&key)).await
+                {
+                    tracing::warn!(error = ?crate::error::Chain(&err), "withdrawing a presence again failed");
                 }
             })
             .await;
