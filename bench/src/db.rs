@@ -128,14 +128,20 @@ pub(crate) const SECRET: &str = "bench-secret";
 pub(crate) async fn notes_server(
     storage: impl engine::storage::OpenStorage,
 ) -> (std::net::SocketAddr, tokio::task::JoinHandle<()>) {
-    let server = engine::Server::builder()
+    notes_server_with(storage, |builder| builder).await
+}
+
+/// [`notes_server`], its builder finished by `configure` (a realtime adapter, say).
+pub(crate) async fn notes_server_with(
+    storage: impl engine::storage::OpenStorage,
+    configure: impl FnOnce(engine::server::ServerBuilder) -> engine::server::ServerBuilder,
+) -> (std::net::SocketAddr, tokio::task::JoinHandle<()>) {
+    let builder = engine::Server::builder()
         .app(example_notes::app())
         .storage(storage)
         .auth(engine::auth::BearerTokenAuth::new(SECRET))
-        .limits(engine::limits::Limits::default().rate(0, 0))
-        .build()
-        .await
-        .expect("the server builds");
+        .limits(engine::limits::Limits::default().rate(0, 0));
+    let server = configure(builder).build().await.expect("the server builds");
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
     let addr = listener.local_addr().expect("an address");
     (addr, tokio::spawn(async move { server.serve(listener).await.expect("serve") }))

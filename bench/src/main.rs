@@ -56,6 +56,22 @@ enum Command {
         #[arg(long, default_value_t = 1)]
         rounds: usize,
     },
+    /// Push across server instances on one database, with LISTEN/NOTIFY realtime and then
+    /// through NATS (not part of `all`: it needs a NATS server with JetStream).
+    Instances {
+        /// Concurrent clients, spread over the instances.
+        #[arg(long, default_value_t = 32)]
+        clients: usize,
+        /// Server instances.
+        #[arg(long, default_value_t = 3)]
+        instances: usize,
+        /// Seconds per measurement.
+        #[arg(long, default_value_t = 5)]
+        seconds: u64,
+        /// The NATS server.
+        #[arg(long, default_value = "nats://127.0.0.1:4222")]
+        nats: String,
+    },
     /// Fan-out: commit-to-ping latency with many sockets in one shared list, and memory per idle
     /// socket.
     Stream {
@@ -110,6 +126,9 @@ async fn main() {
     match Cli::parse().command {
         Command::Pull { backend, sizes, lists } => pull::run(backend, &sizes, lists).await,
         Command::Push { backend, clients, seconds, rounds } => push::run(backend, &clients, seconds, rounds).await,
+        Command::Instances { clients, instances, seconds, nats } => {
+            push::across_instances(clients, instances, seconds, &nats).await;
+        }
         Command::Stream { sockets } => stream::run(&sockets).await,
         Command::Client { rows, mutations } => client::run(rows, mutations).await,
         Command::All => {

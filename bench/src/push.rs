@@ -397,3 +397,42 @@ where
     }
     Measured { per_second: count as f64 / elapsed.as_secs_f64(), operations: count.max(1), cpu: Cpu::default() }
 }
+
+/// Push across server instances: `clients` writers, each its own user, spread over `instances`
+/// server processes on one Postgres database, once with LISTEN/NOTIFY realtime and once through
+/// the NATS server at `nats_url` (under a prefix of the run's own): what carrying each push's
+/// pings between the instances costs the push.
+pub(crate) async fn across_instances(clients: usize, instances: usize, seconds: u64, nats_url: &str) {
+    println!(
+        "\n## Push across {instances} server instances on one database: one `add_note` per request, {clients} clients, each its own user ({seconds} s per figure)\n"
+    );
+    println!("| realtime | engine mutations/s |");
+    println!("|---|---:|");
+    let prefix = format!("bench-{}", uuid::Uuid::now_v7().simple());
+    for (adapter, realtime) in [("LISTEN/NOTIFY", "listen_notify".to_owned()), ("NATS", nats_url.to_owned())] {
+        let db = BenchDb::new(u32::try_from(clients).unwrap() + 4).await;
+        db.storage(example_notes::app()).await;
+        let env = [("ENGINE_REALTIME", realtime), ("NATS_PREFIX", prefix.clone())];
+        let mut servers = Vec::new();
+        for _ in 0..instances.max(1) {
+            servers.push(ServerProcess::start_with(&db.url, &env).await);
+        }
+        let mut writers = Vec::new();
+        for c in 0..clients {
+            let mut client = WireClient::new(&servers[c % servers.len()], &format!("user-{c}"));
+            client.push(&[("create_list", json!({"id": format!("list-{c}"), "title": "bench"}))]).await;
+            writers.push(Arc::new(tokio::sync::Mutex::new(client)));
+        }
+        let measured = measure(clients, seconds, move |c, n| {
+            let writer = writers[c].clone();
+            async move {
+                let args = json!({"list_id": format!("list-{c}"), "title": format!("note {n}")});
+                writer.lock().await.push(&[("add_note", args)]).await;
+            }
+        })
+        .await;
+        println!("| {adapter} | {:.0} |", measured.per_second);
+        drop(servers);
+        db.drop_database().await;
+    }
+}

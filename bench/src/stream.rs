@@ -19,7 +19,7 @@ use tungstenite::client::IntoClientRequest;
 use tungstenite::protocol::WebSocketConfig;
 use tungstenite::{Message, WebSocket};
 
-use crate::db::{BenchDb, notes_server};
+use crate::db::{BenchDb, notes_server_with};
 use crate::wire::{CpuSpent, ServerProcess, WireClient, ms, percentile, resident_kib, token};
 
 /// Commits a second into the shared list, and for how long.
@@ -27,14 +27,25 @@ const COMMITS_PER_SECOND: u64 = 20;
 const COMMIT_SECONDS: u64 = 10;
 
 /// The server process of the benchmarks (`engine-bench serve`), on the Postgres database or the
-/// SQLite file (`sqlite://path`) `DATABASE_URL` names.
+/// SQLite file (`sqlite://path`) `DATABASE_URL` names, with the realtime adapter
+/// `ENGINE_REALTIME` names (`listen_notify`, or a NATS URL with the prefix `NATS_PREFIX`;
+/// in-process otherwise).
 pub(crate) async fn serve() {
     let url = std::env::var("DATABASE_URL").expect("DATABASE_URL");
     // The many-bucket actor holds 10,000 shared lists and her own bucket: past the default.
     let limits = engine::storage::StoreLimits::default().buckets_per_actor(20_000);
+    let database_url = url.clone();
+    let realtime = move |builder: engine::server::ServerBuilder| match std::env::var("ENGINE_REALTIME").as_deref() {
+        Ok("listen_notify") => builder.realtime(engine::realtime::listen_notify(database_url)),
+        Ok(nats) if nats.starts_with("nats://") => {
+            let prefix = std::env::var("NATS_PREFIX").unwrap_or_else(|_| engine::realtime::nats::DEFAULT_PREFIX.into());
+            builder.realtime(engine::realtime::nats(nats).prefix(prefix))
+        }
+        _ => builder,
+    };
     let (addr, task) = match engine::storage::sqlite_path(&url) {
-        Some(path) => notes_server(engine::storage::sqlite(path).limits(limits)).await,
-        None => notes_server(engine::storage::postgres(url).limits(limits)).await,
+        Some(path) => notes_server_with(engine::storage::sqlite(path).limits(limits), realtime).await,
+        None => notes_server_with(engine::storage::postgres(url).limits(limits), realtime).await,
     };
     println!("listening on {addr}");
     task.await.expect("serve");

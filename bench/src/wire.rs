@@ -23,8 +23,15 @@ pub(crate) struct ServerProcess {
 impl ServerProcess {
     /// The server on the database `url` names (`postgres://…` or `sqlite://…`).
     pub(crate) async fn start(url: &str) -> ServerProcess {
+        Self::start_with(url, &[]).await
+    }
+
+    /// The server on the database `url` names, with more environment (`ENGINE_REALTIME`, …:
+    /// see `stream::serve`).
+    pub(crate) async fn start_with(url: &str, env: &[(&str, String)]) -> ServerProcess {
         let mut child = tokio::process::Command::new(std::env::current_exe().expect("this binary"))
             .arg("serve")
+            .envs(env.iter().map(|(k, v)| (*k, v.as_str())))
             .env("DATABASE_URL", url)
             .env("RUST_LOG", "warn")
             .stdout(Stdio::piped())
