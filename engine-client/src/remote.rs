@@ -1,10 +1,11 @@
-//! The server, over HTTP: `POST /sync/pull` and `POST /sync/push` with fresh credentials each
-//! time, one refresh and retry on 401, and every answer read as `docs/protocol.md` says.
+//! The server, over HTTP: `POST /sync/pull`, `POST /sync/push` and `GET /sync/poll` with fresh
+//! credentials each time, one refresh and retry on 401, and every answer read as
+//! `docs/protocol.md` says.
 
 use std::sync::Arc;
 use std::time::Duration;
 
-use engine_kernel::wire::{Problem, PullRequest, PullResponse, PushRequest, PushResponse};
+use engine_kernel::wire::{PollAnswer, Problem, PullRequest, PullResponse, PushRequest, PushResponse};
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 
@@ -54,19 +55,37 @@ impl Remote {
         self.post("sync/push", request).await
     }
 
-    async fn post<B: Serialize, R: DeserializeOwned>(&self, path: &str, body: &B) -> Result<R> {
-        let body = serde_json::to_vec(body).expect("requests serialize");
-        match self.send(path, body.clone()).await {
+    /// The frames since `position` (none on the first poll), waiting up to `wait` for them.
+    pub(crate) async fn poll(&self, position: Option<&str>, wait: Duration) -> Result<PollAnswer> {
+        let mut url = self.url("sync/poll");
+        url.query_pairs_mut().append_pair("wait", &wait.as_secs().to_string());
+        if let Some(position) = position {
+            url.query_pairs_mut().append_pair("position", position);
+        }
+        // The wait is the server's; the request is lost only some time after it.
+        let request = || self.http.get(url.clone()).timeout(wait + REQUEST_TIMEOUT);
+        match self.send("sync/poll", request()).await {
             Err(Error::Server { status: 401, .. }) => {
                 self.auth.refresh().await?;
-                self.send(path, body).await
+                self.send("sync/poll", request()).await
             }
             other => other,
         }
     }
 
-    async fn send<R: DeserializeOwned>(&self, path: &str, body: Vec<u8>) -> Result<R> {
-        let mut request = self.http.post(self.url(path)).header("content-type", "application/json").body(body);
+    async fn post<B: Serialize, R: DeserializeOwned>(&self, path: &str, body: &B) -> Result<R> {
+        let body = serde_json::to_vec(body).expect("requests serialize");
+        let request = |body| self.http.post(self.url(path)).header("content-type", "application/json").body(body);
+        match self.send(path, request(body.clone())).await {
+            Err(Error::Server { status: 401, .. }) => {
+                self.auth.refresh().await?;
+                self.send(path, request(body)).await
+            }
+            other => other,
+        }
+    }
+
+    async fn send<R: DeserializeOwned>(&self, path: &str, mut request: reqwest::RequestBuilder) -> Result<R> {
         for (name, value) in self.auth.headers().await? {
             request = request.header(name, value);
         }

@@ -11,6 +11,10 @@ use crate::store::Quarantined;
 pub struct Status {
     /// Whether the realtime stream is connected.
     pub connected: bool,
+    /// Whether realtime comes by long-poll (`GET /sync/poll`), since something between the
+    /// client and the server refuses the WebSocket upgrade: pings still arrive, presence does
+    /// not.
+    pub long_poll: bool,
     /// Whether a pull or a push is running.
     pub syncing: bool,
     /// Mutations made locally that a pull has not yet shown applied.

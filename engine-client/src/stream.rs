@@ -4,6 +4,11 @@
 //! catch-up pull on every connection. Pings and `buckets_changed` trigger pulls; presence frames
 //! keep the presence state. Each connection tells the server the app's subscription and
 //! presence, and then only what changes ([`plan`]), paced below the server's frame limit.
+//!
+//! When the upgrade is refused on the way (a proxy answering `403` or `426`, say) twice in a
+//! row, the client long-polls `GET /sync/poll` instead ([`long_poll`]), which brings the same
+//! pings and `buckets_changed` without presence, and tries the WebSocket again every
+//! [`POLL_BEFORE_RETRY`]. `Status::long_poll` tells the app.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
@@ -44,18 +49,48 @@ enum End {
 /// The most a reconnection waits after the server closed for a restart.
 const RESTART_JITTER: Duration = Duration::from_millis(250);
 
+/// Upgrades refused in a row before the client long-polls instead.
+const REFUSALS_BEFORE_POLLING: u32 = 2;
+
+/// How long the client long-polls before it tries the WebSocket again (once: refused again, it
+/// goes back to polling).
+const POLL_BEFORE_RETRY: Duration = Duration::from_secs(600);
+
+/// How long one poll asks the server to wait.
+const POLL_WAIT: Duration = Duration::from_secs(25);
+
+/// Whether `err` is an upgrade refused by something on the way rather than by the engine, which
+/// answers an upgrade `101`, or `401`, `429` or `503`: whatever HTTP answered, it is not a
+/// WebSocket, and plain HTTP may still pass.
+fn upgrade_refused(err: &Error) -> bool {
+    matches!(err, Error::Server { status, .. } if (200..500).contains(status) && !matches!(status, 401 | 408 | 429))
+}
+
 pub(crate) async fn run(inner: Arc<ClientState>) {
     let reconnect = inner.settings.reconnect.clone();
     let mut backoff = Backoff::new(reconnect.backoff_base, reconnect.backoff_max);
     let mut shutdown = inner.shutdown.subscribe();
+    let mut refusals = 0;
     loop {
         if *shutdown.borrow() {
             return;
         }
+        if refusals >= REFUSALS_BEFORE_POLLING {
+            if long_poll(&inner, &mut shutdown, POLL_BEFORE_RETRY).await == End::Shutdown {
+                return;
+            }
+            refusals = REFUSALS_BEFORE_POLLING - 1;
+            backoff.reset();
+            continue;
+        }
         let started = Instant::now();
         match connect(&inner).await {
             Ok(socket) => {
-                inner.status.send_modify(|status| status.connected = true);
+                refusals = 0;
+                inner.status.send_modify(|status| {
+                    status.connected = true;
+                    status.long_poll = false;
+                });
                 inner.wake_pull.notify_one();
                 let end = session(&inner, socket, &mut shutdown).await;
                 inner.status.send_modify(|status| status.connected = false);
@@ -81,6 +116,11 @@ pub(crate) async fn run(inner: Arc<ClientState>) {
             Err(err) => {
                 let text = engine_kernel::error::chain(&err);
                 tracing::debug!(error = ?text, "the stream could not connect");
+                refusals = if upgrade_refused(&err) { refusals + 1 } else { 0 };
+                if refusals >= REFUSALS_BEFORE_POLLING {
+                    tracing::info!(error = ?text, "the WebSocket upgrade is refused on the way: long-polling instead");
+                    continue;
+                }
                 if let Error::Server { status: 401, .. } = err
                     && let Err(refresh) = inner.remote.auth.refresh().await
                 {
@@ -94,6 +134,55 @@ pub(crate) async fn run(inner: Arc<ClientState>) {
             _ = shutdown.changed() => return,
         }
     }
+}
+
+/// Long-poll `GET /sync/poll` for `period`, or until the client shuts down: each answer with
+/// frames wakes a pull, as the socket's frames do. The first poll names no position and is
+/// answered at once with `buckets_changed`: the catch-up pull of a new connection. A failed
+/// poll is retried with backoff.
+async fn long_poll(inner: &ClientState, shutdown: &mut tokio::sync::watch::Receiver<bool>, period: Duration) -> End {
+    let until = Instant::now() + period;
+    let reconnect = &inner.settings.reconnect;
+    let mut backoff = Backoff::new(reconnect.backoff_base, reconnect.backoff_max);
+    let mut position: Option<String> = None;
+    while Instant::now() < until {
+        let polled = tokio::select! {
+            polled = inner.remote.poll(position.as_deref(), POLL_WAIT) => polled,
+            _ = shutdown.changed() => return End::Shutdown,
+        };
+        let delay = match polled {
+            Ok(answer) => {
+                backoff.reset();
+                inner.status.send_modify(|status| {
+                    status.connected = true;
+                    status.long_poll = true;
+                });
+                if !answer.frames.is_empty() {
+                    inner.wake_pull.notify_one();
+                }
+                position = Some(answer.position);
+                continue;
+            }
+            Err(err) => {
+                let text = engine_kernel::error::chain(&err);
+                tracing::debug!(error = ?text, "a poll failed");
+                inner.status.send_modify(|status| {
+                    status.connected = false;
+                    status.last_error = Some(text);
+                });
+                match err {
+                    Error::Server { retry_after: Some(after), .. } => after.max(backoff.next_delay()),
+                    _ => backoff.next_delay(),
+                }
+            }
+        };
+        tokio::select! {
+            () = tokio::time::sleep(delay) => {}
+            _ = shutdown.changed() => return End::Shutdown,
+        }
+    }
+    inner.status.send_modify(|status| status.connected = false);
+    End::Lost
 }
 
 async fn connect(inner: &ClientState) -> Result<Socket> {
@@ -432,6 +521,24 @@ mod tests {
         );
         assert_eq!(frames(plan(Some(&[b]), &tracked, &held, false, &mut told)), Vec::new(), "nothing changed");
         assert_eq!(plan(None, &tracked, &held, false, &mut told), Resubscribe::Reconnect, "no frame widens again");
+    }
+
+    /// What something on the way answers an upgrade with counts towards long-polling; the
+    /// engine's own refusals (a token, the actor's limits, a restart) and lost connections do not.
+    #[test]
+    fn only_an_upgrade_refused_on_the_way_counts_towards_polling() {
+        let answered = |status| Error::Server {
+            status,
+            problem: engine_kernel::wire::Problem::new(ErrorCode::Unauthenticated, "refused"),
+            retry_after: None,
+        };
+        for status in [200, 400, 403, 404, 405, 426] {
+            assert!(upgrade_refused(&answered(status)), "{status}");
+        }
+        for status in [401, 408, 429, 502, 503] {
+            assert!(!upgrade_refused(&answered(status)), "{status}");
+        }
+        assert!(!upgrade_refused(&Error::network("the stream did not open")));
     }
 
     #[test]

@@ -366,6 +366,17 @@ pub enum ServerFrame {
     },
 }
 
+/// The `GET /sync/poll` answer: the frames of the actor's buckets since `position`, and the
+/// position to pass to the next poll.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct PollAnswer {
+    /// Where the next poll starts: everything before it is in `frames` or in an earlier answer.
+    pub position: String,
+    /// `ping` and `buckets_changed` frames, as the stream sends them; empty when the wait ran out.
+    pub frames: Vec<ServerFrame>,
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

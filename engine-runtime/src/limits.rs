@@ -202,6 +202,9 @@ pub struct StreamLimits {
     /// Presences one bucket may hold on one server instance: a `track` into a full bucket is
     /// not announced (the socket stays open).
     pub presences_per_bucket: usize,
+    /// Polls (`GET /sync/poll`) one actor may have waiting at once on one server instance;
+    /// more are refused `429`.
+    pub polls_per_actor: usize,
 }
 
 /// The longest [`StreamLimits::ping_window`].
@@ -221,6 +224,7 @@ impl Default for StreamLimits {
             unauthenticated_per_address: 32,
             presences_per_actor: 64,
             presences_per_bucket: 128,
+            polls_per_actor: 8,
         }
     }
 }

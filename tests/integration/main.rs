@@ -21,6 +21,7 @@ mod model;
 mod mount;
 mod operations;
 mod overload;
+mod poll;
 mod provision;
 mod pull;
 mod push;

@@ -37,6 +37,7 @@ pub fn contract(app: &App) -> Value {
     let problem = generator.subschema_for::<wire::Problem>().to_value();
     let client_frame = generator.subschema_for::<wire::ClientFrame>().to_value();
     let server_frame = generator.subschema_for::<wire::ServerFrame>().to_value();
+    let poll_answer = generator.subschema_for::<wire::PollAnswer>().to_value();
 
     let mut tables = Map::new();
     for def in app.tables() {
@@ -151,6 +152,23 @@ pub fn contract(app: &App) -> Value {
                     "subprotocol": wire::STREAM_SUBPROTOCOL,
                     "clientFrames": client_frame,
                     "serverFrames": server_frame,
+                },
+            }},
+            "/sync/poll": {"get": {
+                "operationId": "poll",
+                "summary": "The stream's pings and buckets_changed over plain HTTP, waiting for them",
+                "parameters": [
+                    {"name": "position", "in": "query", "required": false, "schema": {"type": "string"},
+                     "description": "the position of the previous answer; none on the first poll, which is answered at once"},
+                    {"name": "wait", "in": "query", "required": false, "schema": {"type": "integer", "minimum": 0},
+                     "description": "seconds to wait for a frame: 25 when absent, at most 30"},
+                ],
+                "responses": {
+                    "200": json_ok("the frames since the position (buckets_changed alone after a reset), empty when the wait ran out, and the next position", &poll_answer),
+                    "400": problem_response("malformed_request: the query is not `position` and `wait` seconds"),
+                    "401": problem_response("unauthenticated: no, bad or expired token"),
+                    "429": problem_response("rate_limited: over the per-actor rate, or the actor's polls waiting at once; see Retry-After"),
+                    "503": problem_response("retry_later: a transient condition; see Retry-After"),
                 },
             }},
             "/engine/contract": {"get": {

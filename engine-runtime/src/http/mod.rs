@@ -28,6 +28,20 @@ use crate::state::{Gate, ServerState};
 #[derive(Clone)]
 pub(crate) struct Authenticated(pub(crate) Actor);
 
+/// Resolves once the client of a request has gone away: `run_to_completion` drops its sender
+/// when the connection drops the request, which no handler notices by itself, since each runs on
+/// a task of its own. A poll (`GET /sync/poll`) waits on it, so that one whose client vanished
+/// gives its place back at once rather than at the end of its wait.
+#[derive(Clone)]
+pub(crate) struct ClientGone(tokio::sync::watch::Receiver<()>);
+
+impl ClientGone {
+    pub(crate) async fn wait(mut self) {
+        // Nothing is ever sent: `changed` ends when the sender is dropped.
+        while self.0.changed().await.is_ok() {}
+    }
+}
+
 /// Request ids: UUID v7, so they sort by time in logs.
 #[derive(Clone, Copy, Default)]
 struct MakeUuid;
@@ -65,7 +79,9 @@ pub(crate) fn router(state: ServerState) -> Router {
 /// halfway, a handler could leave a pooled database session inside a transaction (sqlx does not
 /// roll back a `BEGIN` cancelled before its answer arrived, and every later borrower of that
 /// session fails), and a push cancelled after its commit would ping no one.
-async fn run_to_completion(request: Request<Body>, next: Next) -> Response {
+async fn run_to_completion(mut request: Request<Body>, next: Next) -> Response {
+    let (_here, gone) = tokio::sync::watch::channel(());
+    request.extensions_mut().insert(ClientGone(gone));
     match tokio::spawn(next.run(request).in_current_span()).await {
         Ok(response) => response,
         Err(err) => {

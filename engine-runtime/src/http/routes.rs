@@ -1,28 +1,35 @@
-//! The routes of `docs/protocol.md`: pull, push, the contract and stats; and the blob tickets.
+//! The routes of `docs/protocol.md`: pull, push, poll, the contract and stats; and the blob tickets.
 //! Each handler extracts, calls its service (`crate::service`) and answers.
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use axum::Json;
 use axum::Router;
-use axum::extract::{NestedPath, State};
+use axum::extract::rejection::QueryRejection;
+use axum::extract::{Extension, NestedPath, Query, State};
 use axum::http::header;
 use axum::http::request::Parts;
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
-use engine_kernel::wire::{BlobDownloadRequest, BlobTicket, BlobUploadRequest, PullRequest, PushRequest, PushResponse};
+use engine_kernel::wire::{
+    BlobDownloadRequest, BlobTicket, BlobUploadRequest, PollAnswer, PullRequest, PushRequest, PushResponse,
+};
 
+use super::ClientGone;
 use super::extract::{Caller, JsonBody};
 use crate::contract::ServedContract;
-use crate::error::Result;
+use crate::error::{Error, Result};
 use crate::service::{BlobAccess, Operator, SyncService};
 use crate::state::ServerState;
+use crate::stream::StreamState;
 
 pub(crate) fn routes() -> Router<ServerState> {
     Router::new()
         .route("/sync/pull", post(pull))
         .route("/sync/push", post(push))
         .route("/sync/stream", get(crate::stream::stream))
+        .route("/sync/poll", get(poll))
         .route(crate::CONTRACT_PATH, get(contract))
         .route("/engine/stats", get(stats))
         .route("/engine/metrics", get(metrics))
@@ -46,6 +53,27 @@ async fn push(
     JsonBody(request): JsonBody<PushRequest>,
 ) -> Result<Json<PushResponse>> {
     Ok(Json(sync.push(&actor, &request).await?))
+}
+
+/// The query of `GET /sync/poll`.
+#[derive(serde::Deserialize)]
+struct PollQuery {
+    /// The position the previous answer gave; none on the first poll.
+    position: Option<String>,
+    /// How long to wait for a frame, in seconds.
+    wait: Option<u64>,
+}
+
+async fn poll(
+    State(stream): State<Arc<StreamState>>,
+    Caller(actor, work): Caller,
+    query: Result<Query<PollQuery>, QueryRejection>,
+    Extension(gone): Extension<ClientGone>,
+) -> Result<Json<PollAnswer>> {
+    let Query(query) =
+        query.map_err(|refused| Error::MalformedRequest(format!("the query: {}", refused.body_text())))?;
+    let wait = query.wait.map_or(crate::stream::poll::DEFAULT_POLL_WAIT, Duration::from_secs);
+    Ok(Json(crate::stream::poll::poll(&stream, &actor, query.position.as_deref(), wait, work, gone.wait()).await?))
 }
 
 async fn blob_upload(

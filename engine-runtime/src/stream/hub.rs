@@ -14,6 +14,7 @@ use engine_kernel::wire::ServerFrame;
 use tokio::sync::{broadcast, mpsc};
 use tokio::time::Instant;
 
+use super::poll::{self, Journal};
 use crate::realtime::{Realtime, Signal};
 use crate::storage::Storage;
 
@@ -119,6 +120,8 @@ pub(crate) struct Hub {
     next: AtomicU64,
     /// Sockets upgraded and not yet registered ([`Opening`]).
     opening: AtomicUsize,
+    /// Every signal delivered, for the polls of `GET /sync/poll`.
+    pub(crate) journal: Journal,
 }
 
 /// A socket between its upgrade and its registration with the hub, counted until dropped, so
@@ -139,7 +142,12 @@ impl std::fmt::Debug for Hub {
 
 impl Hub {
     pub(crate) fn new() -> Arc<Hub> {
-        Arc::new(Hub { index: Mutex::default(), next: AtomicU64::new(1), opening: AtomicUsize::new(0) })
+        Arc::new(Hub {
+            index: Mutex::default(),
+            next: AtomicU64::new(1),
+            opening: AtomicUsize::new(0),
+            journal: Journal::new(),
+        })
     }
 
     fn index(&self) -> std::sync::MutexGuard<'_, Index> {
@@ -363,11 +371,13 @@ impl Hub {
         let index = self.index();
         match signal {
             Signal::Ping { bucket, .. } => {
+                self.journal.record(poll::Entry::Ping(bucket.clone()));
                 let ids: Vec<u64> =
                     index.by_bucket.get(&bucket).map(|s| s.iter().copied().collect()).unwrap_or_default();
                 Self::send(&index, ids, &Event::Ping(bucket));
             }
             Signal::Membership(claim) => {
+                self.journal.record(poll::Entry::Membership(claim.clone()));
                 let ids: Vec<u64> = if claim == "*" {
                     index.sockets.keys().copied().collect()
                 } else {
@@ -381,6 +391,7 @@ impl Hub {
                 Self::send(&index, ids, &Event::Frame(Box::new(ServerFrame::PresenceDiff { bucket, joins, leaves })));
             }
             Signal::Resync => {
+                self.journal.record(poll::Entry::Resync);
                 let ids: Vec<u64> = index.sockets.keys().copied().collect();
                 Self::owe(&index, ids, Owed::lost_signals);
             }

@@ -6,8 +6,12 @@
 //!
 //! - [`hub`]: one per process: which socket wants which bucket, and pings held until pulls can
 //!   see their commit. It passes each socket the pings and presence of its buckets.
+//!
+//! - [`poll`]: `GET /sync/poll`, the pings of the hub's journal over plain HTTP, for clients
+//!   whose WebSocket upgrade is refused on the way.
 
 pub(crate) mod hub;
+pub(crate) mod poll;
 mod socket;
 
 use std::net::SocketAddr;
@@ -52,6 +56,17 @@ fn subprotocol_token(headers: &HeaderMap) -> Option<String> {
         .find_map(|p| p.strip_prefix("bearer."))
         .map(str::to_owned)
         .filter(|t| !t.is_empty())
+}
+
+/// The membership claims of an actor, as the push path names them.
+pub(crate) fn claims(actor: &engine_kernel::Actor) -> Vec<String> {
+    let mut claims = vec![format!("user_id={}", actor.user_id), format!("owner_id={}", actor.owner_id)];
+    for (name, value) in &actor.claims {
+        if let Some(text) = engine_kernel::rules::buckets::param_text(value) {
+            claims.push(format!("claims.{name}={text}"));
+        }
+    }
+    claims
 }
 
 /// Upgrade to the stream. A token in the `Authorization` header or the `bearer.` subprotocol is

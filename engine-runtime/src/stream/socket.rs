@@ -24,8 +24,8 @@ use governor::{DefaultDirectRateLimiter, Quota};
 use serde_json::Value;
 use tokio::time::{Instant, Sleep};
 
-use super::StreamState;
 use super::hub::{Admitted, Event, Opening, Owed, SOCKET_QUEUE, Unauthenticated};
+use super::{StreamState, claims};
 use crate::error::Error;
 use crate::limits::StreamLimits;
 use crate::realtime::Presence;
@@ -79,17 +79,6 @@ fn expiry(actor: &Actor) -> Instant {
 
 /// Seconds to a deadline that does not come (30 years; tokio's own "far future").
 const FAR: u64 = 30 * 365 * 24 * 3600;
-
-/// The membership claims of an actor, as the push path names them.
-fn claims(actor: &Actor) -> Vec<String> {
-    let mut claims = vec![format!("user_id={}", actor.user_id), format!("owner_id={}", actor.owner_id)];
-    for (name, value) in &actor.claims {
-        if let Some(text) = engine_kernel::rules::buckets::param_text(value) {
-            claims.push(format!("claims.{name}={text}"));
-        }
-    }
-    claims
-}
 
 async fn send_frame(socket: &mut WebSocket, frame: &ServerFrame) -> bool {
     let text = serde_json::to_string(frame).expect("frames serialize");

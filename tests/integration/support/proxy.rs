@@ -160,9 +160,18 @@ fn dropped() -> Response {
     Response::new(Body::from_stream(failing))
 }
 
-async fn send(state: &State, method: &Method, uri: &Uri, headers: &HeaderMap, body: &Bytes) -> Option<Response> {
-    let url = format!("{}{}", state.upstream, uri.path_and_query().map_or("/", |p| p.as_str()));
-    let mut request = state.http.request(method.clone(), url).body(body.clone());
+/// Send a request to `upstream` with its method, path, query, credentials and body, and give
+/// back the answer; none when it did not come.
+pub(crate) async fn send(
+    http: &reqwest::Client,
+    upstream: &str,
+    method: &Method,
+    uri: &Uri,
+    headers: &HeaderMap,
+    body: &Bytes,
+) -> Option<Response> {
+    let url = format!("{upstream}{}", uri.path_and_query().map_or("/", |p| p.as_str()));
+    let mut request = http.request(method.clone(), url).body(body.clone());
     for name in ["authorization", "content-type"] {
         if let Some(value) = headers.get(name) {
             request = request.header(name, value);
@@ -188,9 +197,9 @@ async fn forward(state: &State, method: Method, uri: Uri, headers: HeaderMap, bo
         Fault::Delay(wait) => tokio::time::sleep(wait).await,
         _ => {}
     }
-    let mut answer = send(state, &method, &uri, &headers, &body).await;
+    let mut answer = send(&state.http, &state.upstream, &method, &uri, &headers, &body).await;
     if fault == Fault::Duplicate {
-        answer = send(state, &method, &uri, &headers, &body).await;
+        answer = send(&state.http, &state.upstream, &method, &uri, &headers, &body).await;
     }
     match fault {
         Fault::FailAfter => unavailable(),
