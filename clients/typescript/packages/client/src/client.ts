@@ -10,8 +10,9 @@
  * rows (the rebase), so what the server decided always shows; a mutation's optimistic effect
  * stays until a pull reports `syncedMutationId` at or above it.
  *
- * Realtime: a `RealtimeSource` (by default `createWebSocketSource` over the global WebSocket; a
- * runtime without one must pass a source or `false`) turns pings into pulls and carries presence.
+ * Realtime: a `RealtimeSource` (by default `createRealtimeSource`: the global WebSocket, and
+ * long-poll when the upgrade is refused on the way; a runtime without a WebSocket must pass a
+ * source or `false`) turns pings into pulls and carries presence.
  *
  * `Client` wires the parts in `client/`: the pull and the push (`pull.ts`, `push.ts`), the stream
  * (`stream.ts`) and the status (`status.ts`). It keeps the reads, the writes and the store.
@@ -27,7 +28,7 @@ import { Stream } from "./client/stream.js";
 import { ClosedError } from "./errors.js";
 import { SyncLoop } from "./loop.js";
 import type { PresenceEvent } from "./presence.js";
-import { Remote } from "./remote.js";
+import { Remote, type Fetch } from "./remote.js";
 import { Replica } from "./replica.js";
 import type { RowChange } from "./replica/changes.js";
 import type { Queued } from "./replica/outbox.js";
@@ -36,14 +37,15 @@ import { memoryStore } from "./store/memory.js";
 import { migrateClientStore } from "./store/migrate.js";
 import { isEmptyWrite, type ClientStore } from "./store/types.js";
 import { sortByKey, type Actor, type OptimisticMutator } from "./view.js";
-import { createWebSocketSource, type RealtimeSource } from "./websocket.js";
+import { createRealtimeSource } from "./fallback.js";
+import type { RealtimeSource } from "./websocket.js";
 import type { PresenceMeta, PresenceState, Row } from "./wire.js";
 
 /** Open the store, and start syncing (in the background unless told otherwise). */
 export async function createEngineClient<T extends TableTypes, M extends MutatorTypes>(
   options: EngineClientOptions<T, M>,
 ): Promise<EngineClient<T, M>> {
-  const realtime = realtimeSource(options.realtime);
+  const realtime = realtimeSource(options.realtime, options.fetch);
   const auth = authProvider(options.auth);
   const actor = options.actor ?? actorOfToken(await auth.token());
   if (!actor) throw new TypeError("no actor: the token is not a JWT with a `sub`; pass `actor`");
@@ -59,10 +61,10 @@ export async function createEngineClient<T extends TableTypes, M extends Mutator
 
 /**
  * The realtime source `realtime` asks for: by default a WebSocket source over the global
- * `WebSocket`. Not silently none where there is no such global (Node 20, React Native without
+ * `WebSocket` that falls back to long-poll (`createRealtimeSource`). Not silently none where there is no such global (Node 20, React Native without
  * it): a client without realtime only hears of others' writes at its next interval pull.
  */
-function realtimeSource(realtime: RealtimeSource | false | undefined): RealtimeSource | undefined {
+function realtimeSource(realtime: RealtimeSource | false | undefined, fetch: Fetch | undefined): RealtimeSource | undefined {
   if (realtime === false) return undefined;
   if (realtime) return realtime;
   if (!(globalThis as { WebSocket?: unknown }).WebSocket) {
@@ -71,7 +73,7 @@ function realtimeSource(realtime: RealtimeSource | false | undefined): RealtimeS
         "with this runtime's WebSocket class (Node 20 has a global one with `--experimental-websocket`), or `realtime: false` for none",
     );
   }
-  return createWebSocketSource();
+  return createRealtimeSource({ longPoll: fetch ? { fetch } : {} });
 }
 
 const DEFAULT_PUSH_ROUNDS = 8;
@@ -129,6 +131,7 @@ class Client<T extends TableTypes, M extends MutatorTypes> implements EngineClie
     this.online = options.online === false ? undefined : (options.online ?? browserOnlineSignal());
     this.statusBoard = new StatusBoard({
       connected: false,
+      longPoll: false,
       syncing: false,
       pending: replica.pendingCount,
       quarantined: [...replica.quarantined],
@@ -169,6 +172,7 @@ class Client<T extends TableTypes, M extends MutatorTypes> implements EngineClie
     this.pushLoop.wake();
     this.source?.start({
       url: this.remote.url("sync/stream").replace(/^http/, "ws"),
+      pollUrl: this.remote.url("sync/poll"),
       token: async () => this.auth.token(),
       refresh: async () => {
         await this.auth.refresh?.();

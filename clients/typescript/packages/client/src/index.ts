@@ -8,6 +8,8 @@
  * - `createWebSocketSource`: realtime over any WHATWG WebSocket, reconnecting.
  * - `track`, `untrack`, `presenceState`, `onPresence`, `subscribePresence`, `presence`: who is
  *   present in a bucket, as functions of a client.
+ * - `createLongPollSource`: realtime over plain HTTP (`GET /sync/poll`), for networks that refuse
+ *   WebSocket upgrades; `createRealtimeSource` (the default) falls back to it by itself.
  * - Stores: `memoryStore`, `indexedDbStore`, and `migrateClientStore` for their layout versions.
  * - `defineSchema`, `bucketKey` and `Mutate`: what modules written by `engine gen` use.
  * - `authorizeWrite`: the write rules evaluated offline, as `mutate` and `canWrite` use them.
@@ -32,6 +34,10 @@ export type { Actor, MutationTx, OptimisticMutator } from "./view.js";
 export { timestampText } from "./view.js";
 
 export { createWebSocketSource } from "./websocket.js";
+export { createLongPollSource } from "./longpoll.js";
+export type { LongPollSourceOptions } from "./longpoll.js";
+export { createRealtimeSource } from "./fallback.js";
+export type { RealtimeSourceOptions } from "./fallback.js";
 export type {
   CloseInfo,
   RealtimeSession,

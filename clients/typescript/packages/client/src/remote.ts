@@ -66,12 +66,7 @@ export class Remote {
     } finally {
       clearTimeout(timer);
     }
-    let json: unknown;
-    try {
-      json = JSON.parse(text);
-    } catch {
-      json = undefined;
-    }
+    const json = readJson(text);
     if (response.ok) {
       if (json === undefined) throw new NetworkError(`the server's answer to ${path} is not JSON`);
       return json as R;
@@ -92,7 +87,17 @@ export function retryAfterMs(header: string | null, now: number = Date.now()): n
   return Number.isNaN(date) ? undefined : Math.max(0, date - now);
 }
 
-function describe(err: unknown): string {
+/** The JSON in `text`, or `undefined` when it is none. */
+export function readJson(text: string): unknown {
+  try {
+    return JSON.parse(text);
+  } catch {
+    return undefined;
+  }
+}
+
+/** What went wrong, with its cause. */
+export function describe(err: unknown): string {
   if (err instanceof Error) {
     const cause = err.cause instanceof Error ? `: ${err.cause.message}` : "";
     return `${err.message}${cause}`;

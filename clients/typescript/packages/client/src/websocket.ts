@@ -54,6 +54,8 @@ export interface CloseInfo {
 export interface RealtimeSession {
   /** The stream's URL (`ws://…/sync/stream`). */
   url: string;
+  /** The long-poll's URL (`http://…/sync/poll`), for a source that polls. */
+  pollUrl: string;
   /** The token to authenticate the next connection with. */
   token(): Promise<string>;
   /** The server refused the token. */
@@ -69,6 +71,8 @@ export interface RealtimeSession {
 
 /** A source of realtime frames that keeps itself connected. */
 export interface RealtimeSource {
+  /** How frames come now: a WebSocket, or long-poll (which carries no presence). */
+  readonly transport?: "websocket" | "long-poll";
   start(session: RealtimeSession): void;
   /** Queue a frame for the connection that is up; `false` when none is. */
   send(frame: ClientFrame): boolean;
@@ -256,11 +260,14 @@ export function createWebSocketSource(options: WebSocketSourceOptions = {}): Rea
       lost({ code: event.code, reason: event.reason, ...(lastError === undefined ? {} : { error: lastError }) });
     };
     current.onerror = () => {
-      // A close event follows.
+      // A close event follows, except that some WebSockets (Node 20's) fire none for an upgrade
+      // that was refused: that attempt has failed now, not at the connect timeout.
+      if (!open) lost({ code: 1006, reason: "the stream did not open" });
     };
   };
 
   return {
+    transport: "websocket",
     start(next: RealtimeSession) {
       session = next;
       stopped = false;

@@ -64,6 +64,7 @@ function harness() {
   });
   source.start({
     url: "ws://engine.test/sync/stream",
+    pollUrl: "http://engine.test/sync/poll",
     token: async () => `token-${++tokens}`,
     refresh: async () => {
       events.push("refresh");
@@ -205,6 +206,7 @@ describe("createWebSocketSource", () => {
     const source = createWebSocketSource({ ...settings, webSocket: () => socket });
     source.start({
       url: "ws://engine.test/sync/stream",
+      pollUrl: "http://engine.test/sync/poll",
       token: async () => jwt(issued++),
       refresh: async () => undefined,
       onOpen: () => undefined,

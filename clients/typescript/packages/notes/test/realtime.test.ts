@@ -23,6 +23,7 @@ import {
 import { buckets, mutators } from "../src/contract.gen.js";
 import { notesClient, waitFor, type NotesClient } from "./support/clients.js";
 import { useNotesServer } from "./support/lifecycle.js";
+import { Proxy } from "./support/proxy.js";
 
 const notes = useNotesServer();
 
@@ -57,6 +58,29 @@ describe("realtime", () => {
     await waitFor("ann to see ben's note", () => ann.get("notes", "from-ben")?.title === "hello");
     expect(ben.buckets()).toContain(buckets.shared({ list_id: "shared-ab" }));
     await Promise.all([ann.close(), ben.close()]);
+  });
+
+  test("behind a proxy that refuses WebSocket upgrades, a write arrives by long-poll", async () => {
+    const proxy = await Proxy.start(notes().url, { refuseUpgrades: true });
+    // The default source; pulls come only when realtime asks for them.
+    const behind = (user: string) =>
+      notesClient({ url: proxy.url, token: (u: string) => notes().token(u) }, user, {
+        background: true,
+        realtime: undefined,
+        pullIntervalMs: 3_600_000,
+      });
+    const fay = await behind("fay");
+    const gus = await behind("gus");
+    await waitFor("both long-poll", () => [fay, gus].every((c) => c.status.longPoll && c.status.connected));
+    expect(proxy.refusedUpgrades).toBeGreaterThanOrEqual(4);
+    const call = mutators(fay);
+    await call.createList({ id: "shared-fg", title: "Polled" });
+    await call.shareList({ list_id: "shared-fg", user_id: "gus", role: "editor" });
+    await waitFor("gus to see the shared list", () => gus.get("lists", "shared-fg")?.title === "Polled");
+    await mutators(gus).addNote({ id: "from-gus", list_id: "shared-fg", title: "polled" });
+    await waitFor("fay to see gus's note", () => fay.get("notes", "from-gus")?.title === "polled");
+    await Promise.all([fay.close(), gus.close()]);
+    await proxy.stop();
   });
 
   test("presence goes between two clients, with joins and leaves", async () => {

@@ -39,8 +39,9 @@ export interface EngineClientOptions<T extends TableTypes, M extends MutatorType
   /** The `fetch` to use (the global one by default). */
   fetch?: Fetch;
   /**
-   * Realtime: a source, or `false` for none. By default a WebSocket source over the global
-   * `WebSocket`; where there is none, creating the client fails and says what to pass.
+   * Realtime: a source, or `false` for none. By default `createRealtimeSource` (a WebSocket
+   * falling back to long-poll) over the global `WebSocket`; where there is none, creating the
+   * client fails and says what to pass.
    */
   realtime?: RealtimeSource | false;
   /** Sync in the background (default); without it only explicit `pull`, `push` and `sync` talk to the server. */

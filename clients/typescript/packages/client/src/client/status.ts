@@ -11,6 +11,11 @@ import type { QuarantinedEntry } from "../store/types.js";
 export interface Status {
   /** Whether the realtime stream is connected. */
   connected: boolean;
+  /**
+   * Whether realtime comes by long-poll (`GET /sync/poll`), since something on the way refuses
+   * the WebSocket upgrade: pings still arrive, presence does not.
+   */
+  longPoll: boolean;
   /** Whether a pull or a push is running. */
   syncing: boolean;
   /** Mutations made locally that a pull has not yet shown applied. */

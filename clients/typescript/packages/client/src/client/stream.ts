@@ -95,7 +95,7 @@ export class Stream {
 
   streamOpened(): void {
     this.told = new Told();
-    this.status.setStatus({ connected: true });
+    this.status.setStatus({ connected: true, longPoll: this.source?.transport === "long-poll" });
     // Nothing is pinged for what happened while away: catch up.
     this.pullLoop.wake(true);
     this.pushLoop.wake(true);

@@ -1,12 +1,14 @@
 /**
  * A small HTTP proxy in front of a real server, for what a server cannot be asked to do on
  * cue: answer `429` or `503` with `Retry-After`, lose a response after the server acted on its
- * request, or report a pull's `syncedMutationId` lagging as a long transaction would make it.
+ * request, or report a pull's `syncedMutationId` lagging as a long transaction would make it;
+ * or refuse every WebSocket upgrade with `403`, as some corporate proxies do (`refuseUpgrades`).
  * Everything it does not intercept reaches the server unchanged.
  */
 
 import { createServer, request as httpRequest, type IncomingMessage, type Server } from "node:http";
 import type { AddressInfo } from "node:net";
+import type { Duplex } from "node:stream";
 
 /** What to do with one request. */
 export type Plan =
@@ -21,8 +23,16 @@ export interface Seen {
   status: number;
 }
 
+/** How a proxy starts. */
+export interface ProxyOptions {
+  /** Answer every WebSocket upgrade `403`; plain HTTP still passes. */
+  refuseUpgrades?: boolean;
+}
+
 export class Proxy {
   readonly seen: Seen[] = [];
+  /** Upgrades refused so far. */
+  refusedUpgrades = 0;
   private planner: (path: string, body: unknown) => Plan = () => ({ forward: true });
 
   private constructor(
@@ -30,9 +40,16 @@ export class Proxy {
     private readonly target: string,
   ) {}
 
-  static async start(target: string): Promise<Proxy> {
+  static async start(target: string, options: ProxyOptions = {}): Promise<Proxy> {
     let proxy: Proxy | undefined;
     const server = createServer((req, res) => void proxy!.handle(req, res));
+    if (options.refuseUpgrades) {
+      server.on("upgrade", (_req, socket: Duplex) => {
+        proxy!.refusedUpgrades += 1;
+        const body = "WebSocket upgrades are not allowed here";
+        socket.end(`HTTP/1.1 403 Forbidden\r\ncontent-type: text/plain\r\ncontent-length: ${body.length}\r\nconnection: close\r\n\r\n${body}`);
+      });
+    }
     await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
     proxy = new Proxy(server, target);
     return proxy;
