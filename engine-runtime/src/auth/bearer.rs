@@ -7,7 +7,7 @@
 //! token, a token without a required claim, and a token of one family signed with a key of
 //! another (the HS/RS confusion) are all refused.
 //!
-//! A token verified is kept until it expires ([`Verified`]): a client sends the same token with
+//! A token verified is kept until it expires: a client sends the same token with
 //! every request, and checking an RS256 signature is a public-key operation each time.
 
 use std::collections::HashMap;
