@@ -205,6 +205,9 @@ pub struct StreamLimits {
     /// Polls (`GET /sync/poll`) one actor may have waiting at once on one server instance;
     /// more are refused `429`.
     pub polls_per_actor: usize,
+    /// The longest a poll waits for a frame, whatever its `wait` asks: shorter than the idle
+    /// timeout of the proxies in front of the server (30 s by default).
+    pub longest_poll: Duration,
 }
 
 /// The longest [`StreamLimits::ping_window`].
@@ -225,6 +228,7 @@ impl Default for StreamLimits {
             presences_per_actor: 64,
             presences_per_bucket: 128,
             polls_per_actor: 8,
+            longest_poll: Duration::from_secs(30),
         }
     }
 }

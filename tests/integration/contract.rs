@@ -93,7 +93,8 @@ fn the_engine_section_describes_tables_rules_and_mutators() {
 /// installs it and names it in `ENGINE_SCHEMATHESIS`; without that the test says so and passes.
 ///
 /// `GET /sync/stream` is left out: its success is a WebSocket upgrade (101), which an HTTP
-/// fuzzer can only count as a failure; the stream tests cover it.
+/// fuzzer can only count as a failure; the stream tests cover it. `GET /sync/poll` waits for a
+/// frame up to the server's longest poll, here a second, well inside schemathesis' 10 s.
 #[tokio::test]
 async fn schemathesis_finds_nothing_against_the_notes_server() {
     let Some(schemathesis) = std::env::var_os("ENGINE_SCHEMATHESIS") else {
@@ -101,7 +102,9 @@ async fn schemathesis_finds_nothing_against_the_notes_server() {
         return;
     };
     let db = crate::support::TestDb::new().await;
-    let server = crate::support::TestServer::start(&db, |b| b).await;
+    let mut limits = engine::limits::StreamLimits::default();
+    limits.longest_poll = std::time::Duration::from_secs(1);
+    let server = crate::support::TestServer::start(&db, move |b| b.stream_limits(limits)).await;
     // Schemathesis keeps a cache of what it found in its working directory: not the repository.
     let scratch = std::env::temp_dir().join(&db.name);
     std::fs::create_dir_all(&scratch).unwrap();

@@ -23,11 +23,9 @@ use super::StreamState;
 use crate::error::Error;
 use crate::limits::{BUSY_RETRY_AFTER, WorkPermit};
 
-/// How long a poll waits when it names no `wait`.
+/// How long a poll waits when it names no `wait` (at most
+/// [`StreamLimits::longest_poll`](crate::limits::StreamLimits::longest_poll)).
 pub(crate) const DEFAULT_POLL_WAIT: Duration = Duration::from_secs(25);
-
-/// The longest a poll waits, whatever its `wait`: below the idle timeout of common proxies.
-pub(crate) const MAX_POLL_WAIT: Duration = Duration::from_secs(30);
 
 /// How many signals the journal keeps: a poll whose position is older is reset.
 pub(crate) const JOURNAL_LEN: usize = 4096;
@@ -172,7 +170,7 @@ impl Journal {
 }
 
 /// One poll of `actor` from `position` (none on a client's first poll: a reset), waiting up to
-/// `wait` (at most [`MAX_POLL_WAIT`]) for a frame, and no longer than until `gone` resolves (the
+/// `wait` (at most [`StreamLimits::longest_poll`](crate::limits::StreamLimits::longest_poll)) for a frame, and no longer than until `gone` resolves (the
 /// client went away) or the server begins to drain. `work` is the request's permit, given back
 /// once the actor's buckets are read.
 pub(crate) async fn poll(
@@ -200,7 +198,7 @@ pub(crate) async fn poll(
     let Some(mut from) = position.and_then(|position| journal.number(position)) else {
         return Ok(reset());
     };
-    let deadline = Instant::now() + wait.min(MAX_POLL_WAIT);
+    let deadline = Instant::now() + wait.min(state.stream_limits.longest_poll);
     let mut draining = state.draining.subscribe();
     let drain = async { draining.wait_for(|draining| *draining).await.map(drop) };
     tokio::pin!(gone, drain);
