@@ -5,7 +5,7 @@
 //! - [`in_process`](mod@in_process): one server process, the default.
 //! - [`listen_notify`](mod@listen_notify): several server processes on one Postgres, through
 //!   `LISTEN`/`NOTIFY`, with presence shared in the database.
-//! - [`nats`](mod@nats) (feature `nats`): several server processes on any store, through a NATS
+//! - `nats` (feature `nats`): several server processes on any store, through a NATS
 //!   server, with presence in a JetStream key-value bucket.
 
 pub mod in_process;
