@@ -113,6 +113,12 @@ fn alternatives_in(
     write.any_of.iter().enumerate().filter(move |(i, _)| *i < Mask::BITS as usize && mask & (1 << i) != 0)
 }
 
+/// The alternatives of `write` that ask something of the membership, by index: in the others,
+/// holding the bucket decides.
+fn conditional(write: &'static WriteRule) -> Vec<usize> {
+    alternatives_in(write, Mask::MAX).filter(|(_, a)| !a.member.is_empty()).map(|(i, _)| i).collect()
+}
+
 /// The membership conditions of the alternatives of `mask`.
 fn members_in(write: &'static WriteRule, mask: Mask) -> Vec<&'static [ConstFilter]> {
     alternatives_in(write, mask).map(|(_, alternative)| alternative.member).collect()
@@ -438,9 +444,7 @@ impl ServerTx<'_> {
         let mut through = BTreeSet::new();
         for query in &self.core.memberships {
             for write in query.rule().writes {
-                // Alternatives with no membership terms: held is what decides.
-                let conditional: Vec<usize> =
-                    alternatives_in(write, Mask::MAX).filter(|(_, a)| !a.member.is_empty()).map(|(i, _)| i).collect();
+                let conditional = conditional(write);
                 if write.reads_rows() {
                     // Which alternatives apply depends on the row: each is asked on its own.
                     for &i in &conditional {
@@ -476,8 +480,7 @@ impl ServerTx<'_> {
         let query = rule.and_then(|rule| self.membership_query(rule)).cloned();
         if let (true, Some(rule), Some(query)) = (held, rule, query) {
             for write in rule.writes {
-                let conditional: Vec<usize> =
-                    alternatives_in(write, Mask::MAX).filter(|(_, a)| !a.member.is_empty()).map(|(i, _)| i).collect();
+                let conditional = conditional(write);
                 if write.reads_rows() {
                     for &i in &conditional {
                         if self.holds_through(&query, &bucket, &[write.any_of[i].member]).await? {
@@ -507,8 +510,7 @@ impl ServerTx<'_> {
         for query in &self.core.memberships {
             let rule = query.rule();
             for write in rule.writes {
-                let conditional: Vec<usize> =
-                    alternatives_in(write, Mask::MAX).filter(|(_, a)| !a.member.is_empty()).map(|(i, _)| i).collect();
+                let conditional = conditional(write);
                 if write.reads_rows() {
                     for &i in &conditional {
                         let member = [write.any_of[i].member];
