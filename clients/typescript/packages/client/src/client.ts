@@ -34,7 +34,7 @@ import type { RowChange } from "./replica/changes.js";
 import type { Queued } from "./replica/outbox.js";
 import { keyRow, keyText, type AnySchema, type EngineSchema, type KeyInput, type MutatorTypes, type TableTypes } from "./schema.js";
 import { memoryStore } from "./store/memory.js";
-import { migrateClientStore } from "./store/migrate.js";
+import { upgradeStoredState } from "./store/migrate.js";
 import { isEmptyWrite, type ClientStore } from "./store/types.js";
 import { sortByKey, type Actor, type OptimisticMutator } from "./view.js";
 import { createRealtimeSource } from "./fallback.js";
@@ -51,7 +51,7 @@ export async function createEngineClient<T extends TableTypes, M extends Mutator
   if (!actor) throw new TypeError("no actor: the token is not a JWT with a `sub`; pass `actor`");
   const store = options.store ?? memoryStore();
   const loaded = await store.load();
-  const replica = new Replica(options.schema as unknown as AnySchema, actor, loaded && migrateClientStore(loaded));
+  const replica = new Replica(options.schema as unknown as AnySchema, actor, loaded && upgradeStoredState(loaded));
   const client = new Client<T, M>(options, realtime, auth, store, replica);
   await client.persist();
   if (options.optimistic) client.registerOptimistic(options.optimistic);

@@ -10,7 +10,10 @@
  *   present in a bucket, as functions of a client.
  * - `createLongPollSource`: realtime over plain HTTP (`GET /sync/poll`), for networks that refuse
  *   WebSocket upgrades; `createRealtimeSource` (the default) falls back to it by itself.
- * - Stores: `memoryStore`, `indexedDbStore`, and `migrateClientStore` for their layout versions.
+ * - Stores: `memoryStore`, `indexedDbStore`, `webSqlitePersistence` (SQLite on the origin-private
+ *   file system, in a worker; IndexedDB where that is missing), `sqliteStore` over any
+ *   `SqlExecutor`, `upgradeStoredState` for their layout versions, and `migrateClientStore` to
+ *   move one store into another.
  * - `defineSchema`, `bucketKey` and `Mutate`: what modules written by `engine gen` use.
  * - `authorizeWrite`: the write rules evaluated offline, as `mutate` and `canWrite` use them.
  * - The wire protocol's messages, its clock and its ids.
@@ -53,7 +56,11 @@ export type { BucketPresence, PresenceClient } from "./client/presence.js";
 
 export { memoryStore } from "./store/memory.js";
 export { indexedDbStore } from "./store/indexeddb.js";
-export { CLIENT_STORE_MIGRATIONS, ClientStoreVersionError, migrateClientStore } from "./store/migrate.js";
+export { sqliteStore } from "./store/sqlite.js";
+export type { SqlExecutor, SqlStatement, SqlValue } from "./store/sqlite.js";
+export { StoreBusyError, webSqlitePersistence } from "./store/web-sqlite.js";
+export type { WebSqliteOptions, WebSqliteStore } from "./store/web-sqlite.js";
+export { CLIENT_STORE_MIGRATIONS, ClientStoreVersionError, migrateClientStore, upgradeStoredState } from "./store/migrate.js";
 export type { ClientStoreMigration } from "./store/migrate.js";
 export { CLIENT_STORE_VERSION } from "./store/types.js";
 export type {

@@ -6,7 +6,7 @@
 
 import { describe, expect, test } from "vitest";
 
-import { ClientStoreVersionError, CLIENT_STORE_VERSION, defineSchema, migrateClientStore, type StoredState } from "../src/index.js";
+import { ClientStoreVersionError, CLIENT_STORE_VERSION, defineSchema, upgradeStoredState, type StoredState } from "../src/index.js";
 import { Replica } from "../src/replica.js";
 import type { PullResponse } from "../src/wire.js";
 
@@ -200,7 +200,7 @@ describe("schema evolution", () => {
       outbox: [],
       quarantine: [],
     };
-    const upgraded = new Replica(v2, actor, migrateClientStore(stored));
+    const upgraded = new Replica(v2, actor, upgradeStoredState(stored));
     expect(upgraded.viewRow("items", '["i"]')).toEqual({ id: "i", title: "before", priority: null });
     // And a row an older server sends without it, too.
     upgraded.applyPage(page([{ id: "j", title: "old server" }]), 0, 0);
@@ -228,8 +228,8 @@ describe("store layout", () => {
   });
 
   test("the current layout passes unchanged; a newer one is refused", () => {
-    expect(migrateClientStore(stored(CLIENT_STORE_VERSION))).toEqual(stored(CLIENT_STORE_VERSION));
-    expect(() => migrateClientStore(stored(CLIENT_STORE_VERSION + 1))).toThrow(ClientStoreVersionError);
+    expect(upgradeStoredState(stored(CLIENT_STORE_VERSION))).toEqual(stored(CLIENT_STORE_VERSION));
+    expect(() => upgradeStoredState(stored(CLIENT_STORE_VERSION + 1))).toThrow(ClientStoreVersionError);
   });
 
   test("older layouts go through each step in order", () => {
@@ -237,8 +237,8 @@ describe("store layout", () => {
       1: (s: StoredState) => ({ ...s, meta: { ...s.meta, cursor: "one" } }),
       2: (s: StoredState) => ({ ...s, meta: { ...s.meta, cursor: `${s.meta.cursor}+two` } }),
     };
-    const migrated = migrateClientStore(stored(1), steps, 3);
+    const migrated = upgradeStoredState(stored(1), steps, 3);
     expect(migrated.meta).toMatchObject({ version: 3, cursor: "one+two" });
-    expect(() => migrateClientStore(stored(0), steps, 3)).toThrow("layout 0 has no migration");
+    expect(() => upgradeStoredState(stored(0), steps, 3)).toThrow("layout 0 has no migration");
   });
 });

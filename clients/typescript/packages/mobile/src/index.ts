@@ -12,6 +12,8 @@
  * - `nativeFetch` / `installNativeFetch`: a fetch that honours abort signals and timeouts even
  *   where the platform's does not.
  * - `mobileOnlineDetector`: connectivity and foreground events as the client's `online` signal.
+ * - `mobileSqlitePersistence`: the client's store in the app's SQLite database (`op-sqlite`,
+ *   `expo-sqlite`, through `SqlExecutor`), so queued writes survive the app being killed.
  * - `createEngineNativeClient`: a client with all of the above.
  */
 
@@ -24,6 +26,9 @@ import {
   type MutatorTypes,
   type OnlineSignal,
   type RealtimeSource,
+  sqliteStore,
+  type ClientStore,
+  type SqlExecutor,
   type TableTypes,
   type WebSocketLike,
   type WebSocketSourceOptions,
@@ -221,6 +226,18 @@ export function mobileOnlineDetector(platform: MobilePlatform): OnlineSignal {
   };
 }
 
+// --- Storage -------------------------------------------------------------------------------
+
+/**
+ * The client's store in the app's SQLite database `db`, reached through `SqlExecutor` (its
+ * documentation shows the few lines for `op-sqlite` and `expo-sqlite`). A mutation is in the
+ * database when `mutate` resolves, so a write queued offline survives the app being killed.
+ * Use one database per user: the client refuses a store that holds another user's data.
+ */
+export function mobileSqlitePersistence(db: SqlExecutor): ClientStore {
+  return sqliteStore(db);
+}
+
 // --- The client ------------------------------------------------------------------------------
 
 /** Options of `createEngineNativeClient`: the client's, and the platform's APIs. */
@@ -230,16 +247,19 @@ export interface EngineNativeClientOptions<T extends TableTypes, M extends Mutat
   WebSocket?: NativeWebSocketClass;
   /** Options of the realtime source. */
   reconnect?: Omit<WebSocketSourceOptions, "webSocket">;
+  /** The app's SQLite database: the store is `mobileSqlitePersistence(database)` (unless `store` is given). */
+  database?: SqlExecutor;
 }
 
 /**
  * A client for a mobile app: realtime over the platform's WebSocket, requests through
- * `nativeFetch`, and retries at once when the network or the app comes back.
+ * `nativeFetch`, retries at once when the network or the app comes back, and its store in
+ * `database` when given (in memory otherwise: queued writes then end with the app).
  */
 export function createEngineNativeClient<T extends TableTypes, M extends MutatorTypes>(
   options: EngineNativeClientOptions<T, M>,
 ): Promise<EngineClient<T, M>> {
-  const { WebSocket, reconnect, netInfo, appState, ...client } = options;
+  const { WebSocket, reconnect, netInfo, appState, database, ...client } = options;
   const socketClass = WebSocket ?? (globalThis as { WebSocket?: NativeWebSocketClass }).WebSocket;
   const fetcher = client.fetch ?? ((input, init) => globalThis.fetch(input, init));
   return createEngineClient({
@@ -247,5 +267,6 @@ export function createEngineNativeClient<T extends TableTypes, M extends Mutator
     fetch: nativeFetch(fetcher),
     realtime: client.realtime ?? (socketClass ? nativeWebSocketSource(socketClass, reconnect) : false),
     online: client.online ?? mobileOnlineDetector({ netInfo, appState }),
+    store: client.store ?? (database ? mobileSqlitePersistence(database) : undefined),
   });
 }

@@ -1,33 +1,49 @@
 /**
  * What the client keeps, against a real notes server: the outbox and the confirmed rows survive
- * a reload in IndexedDB, rows of a bucket the actor lost leave after the bucket TTL, and a pull
- * the server starts over sweeps away rows it does not deliver again.
+ * a reload in IndexedDB and in SQLite (`mobileSqlitePersistence` over `better-sqlite3`, a file a
+ * later client opens again), rows of a bucket the actor lost leave after the bucket TTL, and a
+ * pull the server starts over sweeps away rows it does not deliver again.
  */
 
 import "fake-indexeddb/auto";
 
-import { describe, expect, test } from "vitest";
+import { mkdtempSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
 
-import { indexedDbStore, memoryStore } from "@engine/client";
+import { afterAll, describe, expect, test } from "vitest";
+
+import { indexedDbStore, memoryStore, type ClientStore } from "@engine/client";
+import { mobileSqlitePersistence } from "@engine/mobile";
 
 import { mutators } from "../src/contract.gen.js";
 import { notesClient } from "./support/clients.js";
 import { useNotesServer } from "./support/lifecycle.js";
+import { betterSqlite } from "./support/sqlite.js";
 
 const notes = useNotesServer();
 
+const directory = mkdtempSync(join(tmpdir(), "engine-store-"));
+afterAll(() => rmSync(directory, { recursive: true, force: true }));
+
+/** Each persistent store, opened again by `name` as a reload does, and a user of its own. */
+const stores: [string, (name: string) => ClientStore, string][] = [
+  ["IndexedDB", (name) => indexedDbStore(name), "fay"],
+  ["SQLite", (name) => mobileSqlitePersistence(betterSqlite(join(directory, `${name}.db`))), "fia"],
+];
+
 describe("persistence", () => {
-  test("the outbox and the rows survive a reload in IndexedDB, then sync", async () => {
-    const name = `notes-${notes().database}`;
+  test.each(stores)("the outbox and the rows survive a reload in %s, then sync", async (kind, store, user) => {
+    const name = `notes-${notes().database}-${kind}`;
     // Offline: the server's address answers nothing.
-    const offline = { url: "http://127.0.0.1:9", token: (user: string) => notes().token(user) };
-    const before = await notesClient(offline, "fay", { store: indexedDbStore(name) });
-    await mutators(before).createList({ id: "fays", title: "Fay's" });
-    const { result } = await mutators(before).addNote({ list_id: "fays", title: "written offline" });
+    const offline = { url: "http://127.0.0.1:9", token: (who: string) => notes().token(who) };
+    const before = await notesClient(offline, user, { store: store(name) });
+    await mutators(before).createList({ id: user, title: `${user}'s` });
+    const { result } = await mutators(before).addNote({ list_id: user, title: "written offline" });
     await expect(before.push()).rejects.toThrow();
     await before.close();
 
-    const after = await notesClient(notes(), "fay", { store: indexedDbStore(name) });
+    const after = await notesClient(notes(), user, { store: store(name) });
     expect(after.clientId).toBe(before.clientId);
     expect(after.status.pending).toBe(2);
     expect(after.get("notes", result as string)?.title).toBe("written offline");
@@ -36,7 +52,7 @@ describe("persistence", () => {
     await after.close();
 
     // Reloaded once more: the confirmed rows come from the store, before any pull.
-    const again = await notesClient(notes(), "fay", { store: indexedDbStore(name) });
+    const again = await notesClient(notes(), user, { store: store(name) });
     expect(again.rows("notes").map((n) => n.title)).toEqual(["written offline"]);
     expect(again.cursor).not.toBeNull();
     await again.close();

@@ -77,6 +77,11 @@ export function indexedDbStore(name: string): ClientStore {
       for (const entry of change.putQuarantine) requests.push(quarantine.put(entry));
       await Promise.all([...requests, tx.done]);
     },
+    async clear(): Promise<void> {
+      const db = await open();
+      const tx = db.transaction(ALL, "readwrite");
+      await Promise.all([...ALL.map((store) => tx.objectStore(store).clear()), tx.done]);
+    },
     async close(): Promise<void> {
       if (database) (await database).close();
       database = undefined;

@@ -44,6 +44,9 @@ export function memoryStore(initial?: StoredState): ClientStore {
       next.quarantine = [...quarantine.values()];
       state = next;
     },
+    async clear() {
+      state = undefined;
+    },
     async close() {},
   };
 }

@@ -1,10 +1,11 @@
 /**
- * Stored state of older layouts brought up to the current one. Each step takes the state of
- * one version to the next; a store of a newer layout than this client knows is refused rather
- * than misread.
+ * Stored state of older layouts brought up to the current one, and a store's state moved into
+ * another store. Each step takes the state of one version to the next; a store of a newer
+ * layout than this client knows is refused rather than misread. `migrateClientStore` moves a
+ * whole store (an IndexedDB one into `webSqlitePersistence`'s SQLite), outbox included.
  */
 
-import { CLIENT_STORE_VERSION, type StoredState } from "./types.js";
+import { CLIENT_STORE_VERSION, type ClientStore, type StoredState } from "./types.js";
 
 /** A step from one layout version to the next: it receives the state of version `from`. */
 export type ClientStoreMigration = (state: StoredState) => StoredState;
@@ -34,7 +35,7 @@ export class ClientStoreVersionError extends Error {
  * `state` in layout `target` (this client's, by default), each step of `migrations` applied in
  * order from the state's own version.
  */
-export function migrateClientStore(
+export function upgradeStoredState(
   state: StoredState,
   migrations: Readonly<Record<number, ClientStoreMigration>> = CLIENT_STORE_MIGRATIONS,
   target: number = CLIENT_STORE_VERSION,
@@ -50,4 +51,31 @@ export function migrateClientStore(
     current = { ...current, meta: { ...current.meta, version } };
   }
   return current;
+}
+
+/**
+ * Move what `from` holds into `to`, in this client's layout, as one write: the rows, the buckets,
+ * the cursor, the client id with its mutation sequence, the outbox and the quarantine. Then
+ * `from` is emptied (when it has `clear`), so a store is moved once. Nothing happens when `from`
+ * holds nothing, or when `to` already holds a state: that is the store in use, and a second copy
+ * would replay an outbox under the same client id (both are then left as they are). Resolves
+ * to whether it moved anything. `from` is read first, so an emptied one costs little to check.
+ */
+export async function migrateClientStore(from: ClientStore, to: ClientStore): Promise<boolean> {
+  const loaded = await from.load();
+  if (loaded === undefined || (await to.load()) !== undefined) return false;
+  const state = upgradeStoredState(loaded);
+  await to.write({
+    meta: state.meta,
+    putRows: state.rows,
+    deleteRows: [],
+    putBuckets: state.buckets,
+    deleteBuckets: [],
+    putOutbox: state.outbox,
+    deleteOutbox: [],
+    putQuarantine: state.quarantine,
+    deleteQuarantine: [],
+  });
+  await from.clear?.();
+  return true;
 }

@@ -102,7 +102,10 @@ export interface StoreWrite {
   deleteQuarantine: string[];
 }
 
-/** A place a client keeps its state: memory for tests, IndexedDB in browsers. */
+/**
+ * A place a client keeps its state: memory for tests, SQLite (`sqliteStore`) on the web's
+ * origin-private file system and on phones, IndexedDB in browsers without it.
+ */
 export interface ClientStore {
   /** What the store holds, as it was written (`undefined` when it holds nothing yet). */
   load(): Promise<StoredState | undefined>;
@@ -110,6 +113,8 @@ export interface ClientStore {
   write(change: StoreWrite): Promise<void>;
   /** Let go of the store's resources. */
   close(): Promise<void>;
+  /** Remove everything the store holds (`migrateClientStore` empties the store it moved). */
+  clear?(): Promise<void>;
 }
 
 /** Whether `change` changes nothing. */
