@@ -2,9 +2,11 @@
 // once, revalidated from the network in the background, so that the app opens at once offline
 // and with a server that accepts connections but never answers (asking the network first would
 // leave the page blank until the browser gave up). With nothing cached yet, the network answers.
-// Rows and queued writes live in IndexedDB, not here; the sync routes are never cached.
-const CACHE = "engine-notes-2";
-const ASSETS = ["./", "./app.js", "./app.css"];
+// The store's worker and SQLite's WebAssembly are cached too: a reload offline opens the store.
+// Rows and queued writes live in the store (SQLite on the origin-private file system, or
+// IndexedDB), not here; the sync routes are never cached.
+const CACHE = "engine-notes-3";
+const ASSETS = ["./", "./app.js", "./app.css", "./app-worker.js", "./sqlite3.wasm"];
 
 self.addEventListener("install", (event) => {
   event.waitUntil(

@@ -1,14 +1,25 @@
 /**
  * The notes web app: lists, notes, sharing, who else is looking at a list, a status line and the
- * writes the server refused. The rows live in the browser (IndexedDB, per user), so the app
- * works offline and its queued writes survive a reload; `app.ts` renders them.
+ * writes the server refused. The rows live in the browser (per user: SQLite on the origin-private
+ * file system, or IndexedDB where the browser has none), so the app works offline and its queued
+ * writes survive a reload; `app.ts` renders them. A store an earlier version left in IndexedDB
+ * is moved into SQLite once, with its queued writes.
  *
  * This module signs the user in and out (`session.ts`): a token from a sign-in link
  * (`/#token=…`, also when the page is already open), from the form, or from the development
  * sign-in. A link for another user than the one signed in asks first.
  */
 
-import { actorOfToken, createEngineClient, indexedDbStore } from "@engine/client";
+import {
+  actorOfToken,
+  createEngineClient,
+  indexedDbStore,
+  memoryStore,
+  migrateClientStore,
+  StoreBusyError,
+  webSqlitePersistence,
+  type ClientStore,
+} from "@engine/client";
 import { schema } from "@engine/notes";
 import { optimistic } from "@engine/notes/optimistic";
 
@@ -23,6 +34,36 @@ let running: { client: NotesClient; token: SessionToken } | undefined;
 let opening = false;
 
 const storeName = (userId: string) => `engine-notes-${userId}`;
+
+/** The store of `userId`'s rows: SQLite on OPFS (IndexedDB without it), an old IndexedDB store moved in. */
+async function openStore(userId: string): Promise<ClientStore> {
+  const name = storeName(userId);
+  try {
+    const store = await webSqlitePersistence({ name, fallback: () => indexedDbStore(name) });
+    if (store.opfs) {
+      const old = indexedDbStore(name);
+      await migrateClientStore(old, store);
+      await old.close();
+    }
+    return store;
+  } catch (error) {
+    // Another tab holds the database: this tab keeps its rows and queued writes in memory.
+    if (error instanceof StoreBusyError) return memoryStore();
+    throw error;
+  }
+}
+
+/** Remove `userId`'s stores: the SQLite database and the IndexedDB one. */
+async function removeStores(userId: string): Promise<void> {
+  const name = storeName(userId);
+  const store = await webSqlitePersistence({ name, busyTimeoutMs: 1_000 }).catch(() => undefined);
+  await store?.clear();
+  await store?.close();
+  await new Promise((resolve) => {
+    const request = indexedDB.deleteDatabase(name);
+    request.onsuccess = request.onerror = request.onblocked = resolve;
+  });
+}
 
 /** Sign in with `token`: the same user keeps the page (a fresh token), another reloads it. */
 function signIn(token: string): void {
@@ -44,10 +85,7 @@ async function signOut(): Promise<void> {
   forgetToken();
   if (current) {
     await current.client.close();
-    await new Promise((resolve) => {
-      const request = indexedDB.deleteDatabase(storeName(current.client.actor.userId));
-      request.onsuccess = request.onerror = request.onblocked = resolve;
-    });
+    await removeStores(current.client.actor.userId);
   }
   location.replace(location.pathname);
 }
@@ -89,7 +127,7 @@ async function start(): Promise<void> {
     schema,
     auth: token,
     optimistic,
-    store: indexedDbStore(storeName(actor.userId)),
+    store: await openStore(actor.userId),
     pullIntervalMs: 10_000,
   });
   running = { client, token };
