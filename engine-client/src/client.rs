@@ -36,7 +36,7 @@ use crate::store::{Quarantined, Queued, Store, StoreLocation};
 /// ```
 #[derive(Debug, Clone)]
 pub struct Client {
-    inner: Arc<ClientState>,
+    pub(crate) inner: Arc<ClientState>,
     _lifetime: Arc<Lifetime>,
 }
 

@@ -10,6 +10,8 @@
 //! - `state`: what the handle and the background tasks share.
 //! - `sync`: pushing and pulling, classified by the protocol, and the background loops.
 //! - `stream`: the reconnecting WebSocket that turns pings into pulls and keeps presence.
+//! - `blobs`: files beside the rows — [`Client::put_blob`] offline with a durable upload queue,
+//!   [`Client::blob`] from the store or by a download ticket.
 //! - [`auth`]: credentials ([`AuthProvider`], [`BearerToken`]).
 //! - [`Settings`], [`Status`], [`PresenceEvent`], [`Error`].
 //!
@@ -25,6 +27,7 @@
 pub mod auth;
 mod authorize;
 mod backoff;
+mod blobs;
 mod client;
 mod error;
 mod presence;
@@ -48,7 +51,7 @@ pub use error::{BoxError, Error, Result};
 pub use presence::{PresenceEvent, PresenceState};
 pub use settings::{Reconnect, Settings};
 pub use status::Status;
-pub use store::{Quarantined, Queued, StoreLocation};
+pub use store::{Quarantined, Queued, QueuedBlob, StoreLocation};
 
 /// The WebSocket subprotocol the client asks for.
 pub const STREAM_SUBPROTOCOL: &str = engine_kernel::wire::STREAM_SUBPROTOCOL;

@@ -1,11 +1,14 @@
-//! The server, over HTTP: `POST /sync/pull`, `POST /sync/push` and `GET /sync/poll` with fresh
-//! credentials each time, one refresh and retry on 401, and every answer read as
-//! `docs/protocol.md` says.
+//! The server, over HTTP: `POST /sync/pull`, `POST /sync/push`, `GET /sync/poll` and the blob
+//! tickets with fresh credentials each time, one refresh and retry on 401, and every answer read
+//! as `docs/protocol.md` says; and the transfers of blob bytes to and from the URLs of tickets.
 
 use std::sync::Arc;
 use std::time::Duration;
 
-use engine_kernel::wire::{PollAnswer, Problem, PullRequest, PullResponse, PushRequest, PushResponse};
+use engine_kernel::wire::{
+    BlobDownloadRequest, BlobTicket, BlobUploadRequest, PollAnswer, Problem, PullRequest, PullResponse, PushRequest,
+    PushResponse,
+};
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 
@@ -53,6 +56,49 @@ impl Remote {
 
     pub(crate) async fn push(&self, request: &PushRequest) -> Result<PushResponse> {
         self.post("sync/push", request).await
+    }
+
+    /// A ticket to upload a blob.
+    pub(crate) async fn upload_ticket(&self, request: &BlobUploadRequest) -> Result<BlobTicket> {
+        self.post("blobs/upload", request).await
+    }
+
+    /// A ticket to download a blob.
+    pub(crate) async fn download_ticket(&self, request: &BlobDownloadRequest) -> Result<BlobTicket> {
+        self.post("blobs/download", request).await
+    }
+
+    /// Send the ticket's request, with `body` when it uploads; the bytes answered. Its URL, when
+    /// it starts with `/`, is relative to the server's base URL; no credentials go with it (its
+    /// signature is its credential).
+    pub(crate) async fn transfer(&self, ticket: &BlobTicket, body: Option<Vec<u8>>) -> Result<Vec<u8>> {
+        let url = match ticket.url.strip_prefix('/') {
+            Some(relative) => self.url(relative),
+            None => reqwest::Url::parse(&ticket.url)
+                .map_err(|e| Error::network_from("a blob ticket's URL is not a URL", e))?,
+        };
+        let method = reqwest::Method::from_bytes(ticket.method.as_bytes())
+            .map_err(|e| Error::network_from("a blob ticket's method is not a method", e))?;
+        let mut request = self.http.request(method, url);
+        for (name, value) in &ticket.headers {
+            request = request.header(name, value);
+        }
+        if let Some(body) = body {
+            request = request.body(body);
+        }
+        let what = format!("{} of blob {}", ticket.method, ticket.key);
+        let response =
+            request.send().await.map_err(|e| Error::network_from(format!("the {what} could not be sent"), e))?;
+        let status = response.status();
+        let bytes = response.bytes().await.map_err(|e| Error::network_from(format!("the {what} did not end"), e))?;
+        if status.is_success() {
+            return Ok(bytes.to_vec());
+        }
+        match serde_json::from_slice::<Problem>(&bytes) {
+            Ok(problem) => Err(Error::Server { status: status.as_u16(), problem, retry_after: None }),
+            // An object store answers in its own words (XML).
+            Err(_) => Err(Error::network(format!("the {what} was answered HTTP {status}"))),
+        }
     }
 
     /// The frames since `position` (none on the first poll), waiting up to `wait` for them.

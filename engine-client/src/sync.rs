@@ -219,11 +219,16 @@ async fn work_loop(inner: Arc<ClientState>, work: Work) {
         }
         let done = match work {
             // What a push applied, a pull confirms.
-            Work::Push => inner.push().await.map(|applied| {
-                if applied {
-                    inner.wake_pull.notify_one();
+            // Blobs go up after the rows that name them: a reader sees the row, then the bytes.
+            Work::Push => match inner.push().await {
+                Ok(applied) => {
+                    if applied {
+                        inner.wake_pull.notify_one();
+                    }
+                    inner.upload_blobs().await
                 }
-            }),
+                Err(err) => Err(err),
+            },
             Work::Pull => inner.pull().await,
         };
         match done {

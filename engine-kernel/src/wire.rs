@@ -216,6 +216,10 @@ pub struct BlobUploadRequest {
     pub key: crate::BlobKey,
     /// Its size in bytes.
     pub size: u64,
+    /// Its media type (`image/png`), which a server that allows only some types checks, and an
+    /// object store keeps with the bytes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub content_type: Option<String>,
 }
 
 /// `POST /blobs/download`: where to download the blob `key`.

@@ -309,9 +309,27 @@ impl ServerBuilder {
         let realtime =
             self.realtime.unwrap_or_else(|| Box::new(in_process())).open(self.presence.heartbeat_timeout).await?;
         let hub = Hub::new();
+        let has_blob_columns = app.tables().iter().any(|def| def.meta().columns.iter().any(|c| c.blob));
+        let ledger = match (&self.blobs, has_blob_columns) {
+            (Some(blobs), true) => storage.blob_ledger().map(|mut ledger| {
+                ledger.upload_timeout = blobs.upload_timeout;
+                ledger
+            }),
+            _ => None,
+        };
         let mut background = Background::start(storage.clone(), rate_limit.clone(), self.retention);
         background.add(hub.start(&realtime, storage.clone(), self.stream_limits.ping_window, self.horizon_warning));
         let share = storage.sharing().map(|sharing| (FairShare::new(sharing.sessions, sharing.wait), sharing));
+        let blob_access = Arc::new(BlobAccess {
+            blobs: self.blobs,
+            storage: storage.clone(),
+            ledger,
+            app: app.clone(),
+            share: share.as_ref().map(|(share, _)| share.clone()),
+        });
+        if blob_access.ledger.is_some() {
+            background.add(Background::collect_blobs(blob_access.clone(), self.retention.batch));
+        }
         let state = ServerState {
             sync: Arc::new(SyncService {
                 storage: storage.clone(),
@@ -337,7 +355,7 @@ impl ServerBuilder {
                 body_read_timeout: self.limits.body_read_timeout,
             }),
             operator: Arc::new(Operator { admin: self.admin, storage: storage.clone(), hub, prometheus }),
-            blobs: Arc::new(BlobAccess { blobs: self.blobs, storage, share: share.map(|(share, _)| share) }),
+            blobs: blob_access,
             contract: Arc::new(contract),
             trace_requests: self.trace_requests,
             _lifetime: Arc::new(Lifetime { _background: background, _jobs: jobs }),
@@ -393,6 +411,14 @@ impl Server {
     /// the [`Authenticated`](crate::auth::Authenticated) extractor.
     pub fn auth(&self) -> Arc<dyn EngineAuth> {
         self.state.gate.auth.clone()
+    }
+
+    /// Collect the blobs that no row has named for [`Blobs::unused_grace`], and resolve the
+    /// upload reservations long expired, in batches of `batch` (the server does it every
+    /// [`COLLECTION_INTERVAL`](crate::storage::COLLECTION_INTERVAL) by itself).
+    /// [`Error::NotFound`] on a server that stores no blobs.
+    pub async fn collect_blobs(&self, batch: usize) -> Result<crate::blob::CollectedBlobs> {
+        self.state.blobs.collect(batch).await
     }
 
     /// The store the server serves from.

@@ -110,6 +110,33 @@ impl Background {
     }
 
     /// Stop `task` with the rest.
+    /// Collect the blobs no row names any more every [`COLLECTION_INTERVAL`], `batch` at a time
+    /// (`blob/collect.rs`).
+    pub(crate) fn collect_blobs(blobs: Arc<BlobAccess>, batch: usize) -> tokio::task::AbortHandle {
+        tokio::spawn(async move {
+            // The first an interval after start, not at start: each of many instances started
+            // together would look through every blob at once.
+            let first = tokio::time::Instant::now() + COLLECTION_INTERVAL;
+            let mut every = tokio::time::interval_at(first, COLLECTION_INTERVAL);
+            loop {
+                every.tick().await;
+                match blobs.collect(batch).await {
+                    Ok(c) if c.deleted + c.dropped + c.stored + c.noted == 0 => {}
+                    Ok(c) => tracing::info!(
+                        noted = c.noted,
+                        deleted = c.deleted,
+                        stored = c.stored,
+                        dropped = c.dropped,
+                        steps = c.steps,
+                        "collected blobs no row names"
+                    ),
+                    Err(err) => tracing::warn!(error = ?crate::error::Chain(&err), "blob collection failed"),
+                }
+            }
+        })
+        .abort_handle()
+    }
+
     pub(crate) fn add(&mut self, task: tokio::task::AbortHandle) {
         self.0.push(task);
     }

@@ -1,12 +1,17 @@
-//! Blobs over real TCP: signed upload and download URLs of the local-directory store, bytes
-//! checked against their key, single-use upload URLs, a quota per actor, and downloads only for
-//! actors who can read a row that an uploader of the bytes wrote the key into.
+//! Blobs over real TCP, each behaviour on the local-directory store and on an S3-compatible
+//! server of the test's own (`s3s-fs`, support/s3.rs): signed upload and download URLs, bytes
+//! checked against their key, tickets that reserve the quota and the actor's places in flight,
+//! downloads only for actors who can read a row that an uploader of the bytes wrote the key
+//! into, and collection of blobs no row names.
+
+use std::time::Duration;
 
 use engine::blob::{BlobStore, Blobs, Upload, local_fs};
 use engine::{BlobKey, MutatorCtx, Outcome, Result};
 use reqwest::StatusCode;
 use serde_json::{Value, json};
 
+use crate::support::s3::S3Server;
 use crate::support::server::SECRET;
 use crate::support::{TestDb, TestServer};
 
@@ -83,21 +88,123 @@ mod photos {
 
 const BLOB_SECRET: &str = "blob-secret";
 
-async fn server(db: &TestDb, dir: &std::path::Path) -> TestServer {
-    server_with(db, Blobs::new(local_fs(dir, BLOB_SECRET)).max_size(1 << 20)).await
+/// Which blob store a test runs on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Kind {
+    LocalFs,
+    S3,
 }
 
-async fn server_with(db: &TestDb, blobs: Blobs) -> TestServer {
+/// Each behaviour test, once per store: `<test>::local_fs` and `<test>::s3`.
+macro_rules! on_every_store {
+    ($($name:ident),* $(,)?) => {$(
+        mod $name {
+            #[tokio::test]
+            async fn local_fs() {
+                super::$name(super::Kind::LocalFs).await
+            }
+
+            #[tokio::test]
+            async fn s3() {
+                super::$name(super::Kind::S3).await
+            }
+        }
+    )*};
+}
+
+on_every_store!(
+    uploads_are_checked_and_downloads_go_only_to_readers_of_a_row,
+    blobs_are_as_private_as_rows,
+    quota_and_uploads_in_flight_are_reserved_by_tickets,
+    tickets_asked_for_together_never_pass_the_quota,
+    content_types_are_the_server_s_setting,
+    blobs_no_row_names_are_collected_after_the_grace,
+    a_rust_client_puts_offline_uploads_after_a_restart_and_another_downloads,
+);
+
+/// A blob store of a test's own.
+struct Store {
+    kind: Kind,
+    dir: std::path::PathBuf,
+    s3: Option<S3Server>,
+}
+
+impl Store {
+    async fn start(kind: Kind, db: &TestDb) -> Store {
+        let dir = std::env::temp_dir().join(format!("{}-blobs", db.name));
+        let s3 = match kind {
+            Kind::LocalFs => None,
+            Kind::S3 => Some(S3Server::start().await),
+        };
+        Store { kind, dir, s3 }
+    }
+
+    fn blob_store(&self) -> Box<dyn Fn() -> Blobs> {
+        match &self.s3 {
+            None => {
+                let dir = self.dir.clone();
+                Box::new(move || Blobs::new(local_fs(&dir, BLOB_SECRET)))
+            }
+            Some(s3) => {
+                let store = s3.store();
+                Box::new(move || Blobs::new(store.clone()))
+            }
+        }
+    }
+
+    /// An upload URL of this store for `upload`, expiring at `at`.
+    fn upload_url(&self, upload: &Upload, at: engine::Timestamp) -> Value {
+        let ticket = match &self.s3 {
+            None => local_fs(&self.dir, BLOB_SECRET).upload_url(upload, at).unwrap(),
+            Some(s3) => s3.store().upload_url(upload, at).unwrap(),
+        };
+        serde_json::to_value(ticket).unwrap()
+    }
+
+    /// Whether the store holds bytes of `key`.
+    fn holds(&self, key: &BlobKey) -> bool {
+        match &self.s3 {
+            None => self.dir.join(key.hex()).exists(),
+            Some(s3) => s3.objects().iter().any(|object| object.starts_with(key.hex())),
+        }
+    }
+
+    /// `url`, an upload URL of `from`'s, made to name `to` as the uploader instead.
+    fn as_other_actor(&self, url: &str, from: &str, to: &str) -> String {
+        let (from, to) = match self.kind {
+            Kind::LocalFs => (hex(from.as_bytes()), hex(to.as_bytes())),
+            Kind::S3 => (
+                BlobKey::for_bytes(from.as_bytes()).hex().to_owned(),
+                BlobKey::for_bytes(to.as_bytes()).hex().to_owned(),
+            ),
+        };
+        assert!(url.contains(&from), "{url}");
+        url.replace(&from, &to)
+    }
+}
+
+impl Drop for Store {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// A server of the photos app on `db` with `blobs`; the engine's `Server` too, for collection.
+async fn server_with(db: &TestDb, blobs: Blobs) -> (TestServer, engine::Server) {
     let server = engine::Server::builder()
         .app(photos::app())
         .storage(db.store(engine::storage::StoreLimits::default()))
         .auth(engine::auth::BearerTokenAuth::new(SECRET))
-        .limits(engine::limits::Limits::default().rate(0, 0))
+        .limits(engine::limits::Limits::default().rate(0, 0).concurrent_per_actor(0))
         .blobs(blobs)
         .build()
         .await
         .unwrap();
-    TestServer::serve(server.router()).await
+    (TestServer::serve(server.router()).await, server)
 }
 
 /// Upload `bytes` as `user`: the ticket's status, then the upload's.
@@ -107,8 +214,39 @@ async fn upload(server: &TestServer, user: &str, bytes: &[u8]) -> (StatusCode, O
     if status != StatusCode::OK {
         return (status, None);
     }
-    let url = ticket["url"].as_str().unwrap();
-    (status, Some(send(server, reqwest::Method::PUT, url, bytes.to_vec()).await.0))
+    (status, Some(put(server, &ticket, bytes.to_vec()).await.0))
+}
+
+/// `PUT` `body` to the ticket's URL with the ticket's headers.
+async fn put(server: &TestServer, ticket: &Value, body: impl Into<reqwest::Body>) -> (StatusCode, String) {
+    put_to(server, ticket["url"].as_str().unwrap(), ticket, body).await
+}
+
+async fn put_to(
+    server: &TestServer,
+    url: &str,
+    ticket: &Value,
+    body: impl Into<reqwest::Body>,
+) -> (StatusCode, String) {
+    let mut request = server.http.put(absolute(server, url)).body(body);
+    for (name, value) in ticket["headers"].as_object().into_iter().flatten() {
+        request = request.header(name, value.as_str().unwrap());
+    }
+    let response = request.send().await.unwrap();
+    (response.status(), response.text().await.unwrap())
+}
+
+async fn get(server: &TestServer, url: &str) -> (StatusCode, Vec<u8>) {
+    let response = server.http.get(absolute(server, url)).send().await.unwrap();
+    (response.status(), response.bytes().await.unwrap().to_vec())
+}
+
+/// A URL a ticket names: relative to the server's, or one of the object store's.
+fn absolute(server: &TestServer, url: &str) -> String {
+    match url.starts_with('/') {
+        true => server.url(url),
+        false => url.to_owned(),
+    }
 }
 
 /// Push `add_photo` as `user`, asserting it applied.
@@ -137,16 +275,10 @@ async fn ticket(server: &TestServer, route: &str, user: &str, body: Value) -> (S
     (response.status(), response.json().await.unwrap())
 }
 
-async fn send(server: &TestServer, method: reqwest::Method, url: &str, body: Vec<u8>) -> (StatusCode, Vec<u8>) {
-    let response = server.http.request(method, server.url(url)).body(body).send().await.unwrap();
-    (response.status(), response.bytes().await.unwrap().to_vec())
-}
-
-#[tokio::test]
-async fn blobs_go_up_checked_and_come_down_only_to_readers_of_a_row_that_holds_them() {
+async fn uploads_are_checked_and_downloads_go_only_to_readers_of_a_row(kind: Kind) {
     let db = TestDb::new().await;
-    let dir = std::env::temp_dir().join(format!("{}-blobs", db.name));
-    let server = server(&db, &dir).await;
+    let store = Store::start(kind, &db).await;
+    let (server, _engine) = server_with(&db, store.blob_store()().max_size(1 << 20)).await;
     let bytes: Vec<u8> = b"a photo of a cat ".repeat(1000);
     let key = BlobKey::for_bytes(&bytes);
 
@@ -154,68 +286,74 @@ async fn blobs_go_up_checked_and_come_down_only_to_readers_of_a_row_that_holds_t
     assert_eq!(status, StatusCode::OK, "{up}");
     assert_eq!((up["key"].as_str(), up["method"].as_str()), (Some(key.as_str()), Some("PUT")));
     let url = up["url"].as_str().unwrap().to_owned();
-    assert!(url.starts_with("/blobs/data/"), "{url}");
+    match kind {
+        Kind::LocalFs => assert!(url.starts_with("/blobs/data/"), "{url}"),
+        Kind::S3 => assert!(url.starts_with(&store.s3.as_ref().unwrap().endpoint()), "{url}"),
+    }
 
-    // Other bytes of the same length, a forged signature, a URL for other bytes: refused.
+    // Other bytes of the same length, a forged signature, a URL made to name another
+    // uploader, too few or too many bytes, an expired URL of the same store: each refused.
     let mut other = bytes.clone();
     other[0] ^= 1;
-    assert_eq!(send(&server, reqwest::Method::PUT, &url, other).await.0, StatusCode::UNPROCESSABLE_ENTITY);
+    // (s3s-fs answers a body unlike its signed `x-amz-content-sha256` with a 500, and keeps
+    // nothing of it.)
+    let (status, answer) = put(&server, &up, other).await;
+    assert!(!status.is_success(), "{status} {answer}");
+    assert!(!store.holds(&key));
     let forged = format!("{}0000", &url[..url.len() - 4]);
-    assert_eq!(send(&server, reqwest::Method::PUT, &forged, bytes.clone()).await.0, StatusCode::FORBIDDEN);
-    let short = &bytes[..100];
-    assert_eq!(send(&server, reqwest::Method::PUT, &url, short.to_vec()).await.0, StatusCode::BAD_REQUEST);
-    let long = [bytes.as_slice(), b"!"].concat();
-    assert_eq!(send(&server, reqwest::Method::PUT, &url, long).await.0, StatusCode::PAYLOAD_TOO_LARGE);
-    // An expired URL of the same store.
-    let past = engine::Timestamp::from(std::time::SystemTime::now() - std::time::Duration::from_secs(5));
-    let upload = Upload::new(key.clone(), bytes.len() as u64, "alice", None);
-    let expired = local_fs(&dir, BLOB_SECRET).upload_url(&upload, past).unwrap();
-    assert_eq!(send(&server, reqwest::Method::PUT, &expired.url, bytes.clone()).await.0, StatusCode::FORBIDDEN);
-    assert_eq!(send(&server, reqwest::Method::PUT, &url, bytes.clone()).await.0, StatusCode::NO_CONTENT);
-    // An upload URL serves one upload.
-    let (status, again) = send(&server, reqwest::Method::PUT, &url, bytes.clone()).await;
-    assert_eq!(status, StatusCode::FORBIDDEN, "{}", String::from_utf8_lossy(&again));
+    assert_eq!(put_to(&server, &forged, &up, bytes.clone()).await.0, StatusCode::FORBIDDEN);
+    let as_bob = store.as_other_actor(&url, "alice", "bob");
+    assert_eq!(put_to(&server, &as_bob, &up, bytes.clone()).await.0, StatusCode::FORBIDDEN);
+    let (short, long) = (bytes[..100].to_vec(), [bytes.as_slice(), b"!"].concat());
+    let (short, long) = (put(&server, &up, short).await, put(&server, &up, long).await);
+    assert!(short.0.is_client_error() && long.0.is_client_error(), "{short:?} {long:?}");
+    if kind == Kind::LocalFs {
+        assert_eq!((short.0, long.0), (StatusCode::BAD_REQUEST, StatusCode::PAYLOAD_TOO_LARGE));
+        let mismatch = put(&server, &up, [&[bytes[0] ^ 1], &bytes[1..]].concat()).await;
+        assert_eq!(mismatch.0, StatusCode::UNPROCESSABLE_ENTITY, "{}", mismatch.1);
+    }
+    let past = engine::Timestamp::from(std::time::SystemTime::now() - Duration::from_secs(5));
+    let expired = store.upload_url(&Upload::new(key.clone(), bytes.len() as u64, "alice"), past);
+    assert_eq!(put(&server, &expired, bytes.clone()).await.0, StatusCode::FORBIDDEN);
+    let (status, answer) = put(&server, &up, bytes.clone()).await;
+    assert!(status.is_success(), "{status} {answer}");
+    // The engine's route serves one upload per URL. An object store takes the same bytes again
+    // under it until it expires, into the same object: nothing changes.
+    let again = put(&server, &up, bytes.clone()).await.0;
+    match kind {
+        Kind::LocalFs => assert_eq!(again, StatusCode::FORBIDDEN),
+        Kind::S3 => assert!(again.is_success(), "{again}"),
+    }
 
     // No row holds the key yet: not even the uploader gets it.
-    let ask = json!({"key": key});
-    assert_eq!(ticket(&server, "/blobs/download", "alice", ask.clone()).await.0, StatusCode::NOT_FOUND);
-    sqlx::query("INSERT INTO album_members (album, user_id) VALUES ('holiday', 'alice')")
-        .execute(&db.pool)
-        .await
-        .unwrap();
-    let push = json!({"clientId": uuid::Uuid::new_v4(), "mutations": [{"mutationId": 1, "clientMutationId": uuid::Uuid::new_v4(),
-        "name": "add_photo", "args": {"id": "p1", "album": "holiday", "blob": key}}]});
-    let response = server.post("/sync/push", Some("alice"), push.to_string()).await;
-    let pushed: Value = response.json().await.unwrap();
-    assert_eq!(pushed["results"][0]["status"], "applied", "{pushed}");
-
-    let (status, down) = ticket(&server, "/blobs/download", "alice", ask.clone()).await;
+    assert_eq!(download(&server, "alice", &key).await.0, StatusCode::NOT_FOUND);
+    member(&db, "holiday", "alice", true).await;
+    add_photo(&server, "alice", "p1", "holiday", &key).await;
+    let (status, down) = download(&server, "alice", &key).await;
     assert_eq!(status, StatusCode::OK, "{down}");
     assert_eq!(down["method"], "GET");
-    let got = send(&server, reqwest::Method::GET, down["url"].as_str().unwrap(), Vec::new()).await;
-    assert_eq!(got, (StatusCode::OK, bytes.clone()));
-    // The download URL does not upload, and names only its own blob.
     let down_url = down["url"].as_str().unwrap();
-    assert_eq!(send(&server, reqwest::Method::PUT, down_url, bytes.clone()).await.0, StatusCode::FORBIDDEN);
+    assert_eq!(get(&server, down_url).await, (StatusCode::OK, bytes.clone()));
+    // The download URL does not upload, and names only its own blob.
+    assert_eq!(put_to(&server, down_url, &json!({}), bytes.clone()).await.0, StatusCode::FORBIDDEN);
     let elsewhere = down_url.replacen(key.hex(), BlobKey::for_bytes(b"other").hex(), 1);
-    assert_eq!(send(&server, reqwest::Method::GET, &elsewhere, Vec::new()).await.0, StatusCode::FORBIDDEN);
+    assert_eq!(get(&server, &elsewhere).await.0, StatusCode::FORBIDDEN);
 
     // Bob reads no row that holds it; once a member of the album, he does.
-    let (status, problem) = ticket(&server, "/blobs/download", "bob", ask.clone()).await;
+    let (status, problem) = download(&server, "bob", &key).await;
     assert_eq!((status, problem["code"].as_str()), (StatusCode::NOT_FOUND, Some("not_found")), "{problem}");
-    sqlx::query("INSERT INTO album_members (album, user_id) VALUES ('holiday', 'bob')")
-        .execute(&db.pool)
-        .await
-        .unwrap();
-    assert_eq!(ticket(&server, "/blobs/download", "bob", ask.clone()).await.0, StatusCode::OK);
+    member(&db, "holiday", "bob", true).await;
+    assert_eq!(download(&server, "bob", &key).await.0, StatusCode::OK);
 
     // Bad requests.
     let (status, _) = ticket(&server, "/blobs/upload", "alice", json!({"key": "sha256:nothex", "size": 1})).await;
     assert_eq!(status, StatusCode::BAD_REQUEST);
-    let (status, _) = ticket(&server, "/blobs/upload", "alice", json!({"key": key, "size": 2 << 20})).await;
-    assert_eq!(status, StatusCode::PAYLOAD_TOO_LARGE);
+    let (status, _) = ticket(&server, "/blobs/upload", "alice", json!({"key": key, "size": 1, "other": 1})).await;
+    assert_eq!(status, StatusCode::BAD_REQUEST);
+    let (status, problem) = ticket(&server, "/blobs/upload", "alice", json!({"key": key, "size": 2 << 20})).await;
+    assert_eq!((status, problem["code"].as_str()), (StatusCode::PAYLOAD_TOO_LARGE, Some("payload_too_large")));
+    let ask = json!({"key": key});
     assert_eq!(server.post("/blobs/upload", None, ask.to_string()).await.status(), StatusCode::UNAUTHORIZED);
-    let _ = std::fs::remove_dir_all(&dir);
 }
 
 #[tokio::test]
@@ -231,23 +369,27 @@ async fn a_server_without_blobs_says_so() {
     }
 }
 
-#[tokio::test]
-async fn blobs_are_as_private_as_rows() {
+async fn blobs_are_as_private_as_rows(kind: Kind) {
     let db = TestDb::new().await;
-    let dir = std::env::temp_dir().join(format!("{}-blobs", db.name));
-    let server = server(&db, &dir).await;
+    let store = Store::start(kind, &db).await;
+    let (server, _engine) = server_with(&db, store.blob_store()()).await;
     let private = b"alice's private photo".to_vec();
     let key = BlobKey::for_bytes(&private);
-    assert_eq!(upload(&server, "alice", &private).await, (StatusCode::OK, Some(StatusCode::NO_CONTENT)));
+    let (status, uploaded) = upload(&server, "alice", &private).await;
+    assert!(status == StatusCode::OK && uploaded.is_some_and(|s| s.is_success()), "{status} {uploaded:?}");
     for album in ["a1", "a2"] {
         member(&db, album, "alice", true).await;
         add_photo(&server, "alice", &format!("p-{album}"), album, &key).await;
     }
 
-    // Mallory knows the key and names it in a row of her own: that gives her nothing, and her
-    // refusal is the one for bytes nobody uploaded.
+    // Mallory knows the key, asks to upload it and names it in a row of her own: that gives
+    // her nothing (she never sent the bytes), and her refusal is the one for bytes nobody
+    // uploaded.
     let never = BlobKey::for_bytes(b"never uploaded");
     member(&db, "m-album", "mallory", true).await;
+    let (status, ticket) =
+        ticket(&server, "/blobs/upload", "mallory", json!({"key": key, "size": private.len()})).await;
+    assert_eq!(status, StatusCode::OK, "{ticket}");
     add_photo(&server, "mallory", "m1", "m-album", &key).await;
     add_photo(&server, "mallory", "m2", "m-album", &never).await;
     let (status, refused) = download(&server, "mallory", &key).await;
@@ -255,10 +397,6 @@ async fn blobs_are_as_private_as_rows() {
     assert_eq!((status, never_status), (StatusCode::NOT_FOUND, StatusCode::NOT_FOUND), "{refused}");
     let without_key = |problem: &Value, key: &BlobKey| problem.to_string().replace(key.as_str(), "KEY");
     assert_eq!(without_key(&refused, &key), without_key(&never_refused, &never), "existence is not told");
-    // Asking to upload tells nothing either.
-    let (status, ticket) =
-        ticket(&server, "/blobs/upload", "mallory", json!({"key": key, "size": private.len()})).await;
-    assert_eq!(status, StatusCode::OK, "{ticket}");
 
     // A member of an album of Alice's reads her row there, and gets the bytes.
     member(&db, "a1", "bob", true).await;
@@ -267,8 +405,7 @@ async fn blobs_are_as_private_as_rows() {
     for user in ["bob", "carol"] {
         let (status, down) = download(&server, user, &key).await;
         assert_eq!(status, StatusCode::OK, "{user}: {down}");
-        let got = send(&server, reqwest::Method::GET, down["url"].as_str().unwrap(), Vec::new()).await;
-        assert_eq!(got, (StatusCode::OK, private.clone()));
+        assert_eq!(get(&server, down["url"].as_str().unwrap()).await, (StatusCode::OK, private.clone()));
     }
     // Removed from a1, Carol loses what a1 gave; Bob keeps what a2 gives, until he leaves it too.
     member(&db, "a1", "carol", false).await;
@@ -281,43 +418,287 @@ async fn blobs_are_as_private_as_rows() {
     // Mallory, once a member of a1, reads a row of Alice's naming the key: now she may.
     member(&db, "a1", "mallory", true).await;
     assert_eq!(download(&server, "mallory", &key).await.0, StatusCode::OK);
-    let _ = std::fs::remove_dir_all(&dir);
 }
 
-#[tokio::test]
-async fn an_actor_s_blobs_stay_within_its_quota_and_come_down_as_streams() {
+async fn quota_and_uploads_in_flight_are_reserved_by_tickets(kind: Kind) {
     let db = TestDb::new().await;
-    let dir = std::env::temp_dir().join(format!("{}-blobs", db.name));
-    let blobs = Blobs::new(local_fs(&dir, BLOB_SECRET)).max_size(8 << 20).quota_per_actor(Some(3 << 20));
-    let server = server_with(&db, blobs).await;
+    let store = Store::start(kind, &db).await;
+    let blobs = store.blob_store()().max_size(8 << 20).quota_per_actor(Some(3 << 20)).uploads_in_flight(2);
+    let (server, _engine) = server_with(&db, blobs).await;
+    let ok = |(status, uploaded): (StatusCode, Option<StatusCode>)| {
+        status == StatusCode::OK && uploaded.is_some_and(|s| s.is_success())
+    };
     let big: Vec<u8> = (0..(2 << 20)).map(|i: u32| (i % 251) as u8).collect();
-    assert_eq!(upload(&server, "alice", &big).await, (StatusCode::OK, Some(StatusCode::NO_CONTENT)));
+    assert!(ok(upload(&server, "alice", &big).await));
     // The same bytes again count once.
-    assert_eq!(upload(&server, "alice", &big).await, (StatusCode::OK, Some(StatusCode::NO_CONTENT)));
+    assert!(ok(upload(&server, "alice", &big).await));
     let more: Vec<u8> = vec![7; 1536 << 10];
     let (status, problem) =
         ticket(&server, "/blobs/upload", "alice", json!({"key": BlobKey::for_bytes(&more), "size": more.len()})).await;
     assert_eq!(status, StatusCode::PAYLOAD_TOO_LARGE, "{problem}");
     assert!(problem["detail"].as_str().unwrap().contains("quota"), "{problem}");
-    // Two tickets that fit alone but not together: the second upload is refused.
+    // Two tickets that fit alone but not together: the first reserves its bytes, so the second
+    // is refused before any byte moves.
     let (a, b) = (vec![1u8; 600 << 10], vec![2u8; 600 << 10]);
     let tickets = [&a, &b].map(|bytes| json!({"key": BlobKey::for_bytes(bytes), "size": bytes.len()}));
-    let (_, first) = ticket(&server, "/blobs/upload", "alice", tickets[0].clone()).await;
-    let (_, second) = ticket(&server, "/blobs/upload", "alice", tickets[1].clone()).await;
-    assert_eq!(send(&server, reqwest::Method::PUT, first["url"].as_str().unwrap(), a).await.0, StatusCode::NO_CONTENT);
-    assert_eq!(
-        send(&server, reqwest::Method::PUT, second["url"].as_str().unwrap(), b).await.0,
-        StatusCode::PAYLOAD_TOO_LARGE
-    );
-    // Another actor has a quota of its own.
-    assert_eq!(upload(&server, "bob", &more).await, (StatusCode::OK, Some(StatusCode::NO_CONTENT)));
+    let (status, first) = ticket(&server, "/blobs/upload", "alice", tickets[0].clone()).await;
+    assert_eq!(status, StatusCode::OK, "{first}");
+    let (status, problem) = ticket(&server, "/blobs/upload", "alice", tickets[1].clone()).await;
+    assert_eq!((status, problem["code"].as_str()), (StatusCode::PAYLOAD_TOO_LARGE, Some("payload_too_large")));
+    assert!(put(&server, &first, a).await.0.is_success());
+
+    // Another actor has a quota of its own, and two uploads in flight at most: a third ticket
+    // waits until one of them is done.
+    let small = |n: u8| vec![n; 1000];
+    let mut open = Vec::new();
+    for n in 0..2 {
+        let (status, ticket) =
+            ticket(&server, "/blobs/upload", "bob", json!({"key": BlobKey::for_bytes(&small(n)), "size": 1000})).await;
+        assert_eq!(status, StatusCode::OK, "{ticket}");
+        open.push(ticket);
+    }
+    let third = json!({"key": BlobKey::for_bytes(&small(2)), "size": 1000});
+    let response = server.post("/blobs/upload", Some("bob"), third.to_string()).await;
+    assert_eq!(response.status(), StatusCode::TOO_MANY_REQUESTS);
+    assert!(response.headers().contains_key("retry-after"));
+    let problem: Value = response.json().await.unwrap();
+    assert_eq!(problem["code"], "rate_limited", "{problem}");
+    assert!(problem["detail"].as_str().unwrap().contains("in flight"), "{problem}");
+    assert!(put(&server, &open[0], small(0)).await.0.is_success());
+    let (status, problem) = ticket(&server, "/blobs/upload", "bob", third).await;
+    assert_eq!(status, StatusCode::OK, "{problem}");
 
     let key = BlobKey::for_bytes(&big);
     member(&db, "a1", "alice", true).await;
     add_photo(&server, "alice", "p1", "a1", &key).await;
     let (_, down) = download(&server, "alice", &key).await;
-    let response = server.http.get(server.url(down["url"].as_str().unwrap())).send().await.unwrap();
+    let response = server.http.get(absolute(&server, down["url"].as_str().unwrap())).send().await.unwrap();
     assert_eq!(response.headers()["content-length"], (2u64 << 20).to_string().as_str());
     assert_eq!(response.bytes().await.unwrap().to_vec(), big);
-    let _ = std::fs::remove_dir_all(&dir);
+}
+
+async fn tickets_asked_for_together_never_pass_the_quota(kind: Kind) {
+    let db = TestDb::new().await;
+    let store = Store::start(kind, &db).await;
+    let blobs = store.blob_store()().quota_per_actor(Some(5 << 20)).uploads_in_flight(100);
+    let (server, _engine) = server_with(&db, blobs).await;
+    let files: Vec<Vec<u8>> = (0..12u8).map(|n| vec![n; 1 << 20]).collect();
+    let asked = files.iter().map(|bytes| {
+        let body = json!({"key": BlobKey::for_bytes(bytes), "size": bytes.len()});
+        ticket(&server, "/blobs/upload", "alice", body)
+    });
+    let answers = futures_util::future::join_all(asked).await;
+    let granted: Vec<usize> = (0..files.len()).filter(|i| answers[*i].0 == StatusCode::OK).collect();
+    assert_eq!(granted.len(), 5, "{answers:?}");
+    assert!(answers.iter().all(|(status, _)| [StatusCode::OK, StatusCode::PAYLOAD_TOO_LARGE].contains(status)));
+    // The five go up together, and all fit.
+    let sent = granted.iter().map(|i| put(&server, &answers[*i].1, files[*i].clone()));
+    for (status, answer) in futures_util::future::join_all(sent).await {
+        assert!(status.is_success(), "{status} {answer}");
+    }
+    let more = json!({"key": BlobKey::for_bytes(b"one byte more"), "size": 13});
+    assert_eq!(ticket(&server, "/blobs/upload", "alice", more).await.0, StatusCode::PAYLOAD_TOO_LARGE);
+}
+
+async fn content_types_are_the_server_s_setting(kind: Kind) {
+    let db = TestDb::new().await;
+    let store = Store::start(kind, &db).await;
+    let blobs = store.blob_store()().content_types(Some(["image/png", "image/jpeg"]));
+    let (server, _engine) = server_with(&db, blobs).await;
+    let bytes = b"\x89PNG not really".to_vec();
+    let key = BlobKey::for_bytes(&bytes);
+    for body in
+        [json!({"key": key, "size": bytes.len()}), json!({"key": key, "size": bytes.len(), "contentType": "text/html"})]
+    {
+        let (status, problem) = ticket(&server, "/blobs/upload", "alice", body).await;
+        assert_eq!((status, problem["code"].as_str()), (StatusCode::UNPROCESSABLE_ENTITY, Some("validation_failed")));
+        assert!(problem["detail"].as_str().unwrap().contains("image/png, image/jpeg"), "{problem}");
+    }
+    let body = json!({"key": key, "size": bytes.len(), "contentType": "image/png"});
+    let (status, up) = ticket(&server, "/blobs/upload", "alice", body).await;
+    assert_eq!(status, StatusCode::OK, "{up}");
+    assert!(put(&server, &up, bytes.clone()).await.0.is_success());
+    if kind == Kind::S3 {
+        // The object store keeps the type, signed into the URL, and serves it.
+        assert_eq!(up["headers"]["content-type"], "image/png", "{up}");
+        member(&db, "a1", "alice", true).await;
+        add_photo(&server, "alice", "p1", "a1", &key).await;
+        let (_, down) = download(&server, "alice", &key).await;
+        let response = server.http.get(down["url"].as_str().unwrap()).send().await.unwrap();
+        assert_eq!(response.headers()["content-type"], "image/png");
+    }
+}
+
+async fn blobs_no_row_names_are_collected_after_the_grace(kind: Kind) {
+    let db = TestDb::new().await;
+    let store = Store::start(kind, &db).await;
+    let (server, engine) = server_with(&db, store.blob_store()().unused_grace(Duration::ZERO)).await;
+    let [kept, never_named, unnamed] = [b"kept".to_vec(), b"never named".to_vec(), b"named, then not".to_vec()];
+    for bytes in [&kept, &never_named, &unnamed] {
+        let (status, uploaded) = upload(&server, "alice", bytes).await;
+        assert!(status == StatusCode::OK && uploaded.is_some_and(|s| s.is_success()));
+    }
+    let keys = [&kept, &never_named, &unnamed].map(|bytes| BlobKey::for_bytes(bytes));
+    member(&db, "a1", "alice", true).await;
+    add_photo(&server, "alice", "p1", "a1", &keys[0]).await;
+    add_photo(&server, "alice", "p3", "a1", &keys[2]).await;
+    sqlx::query("DELETE FROM photos WHERE id = 'p3'").execute(&db.pool).await.unwrap();
+
+    // The first pass notes the blobs no row names; one a grace period later deletes them, a
+    // batch of one blob at a time.
+    let first = engine.collect_blobs(1).await.unwrap();
+    assert_eq!((first.noted, first.deleted), (2, 0), "{first:?}");
+    assert!(keys.iter().all(|key| store.holds(key)));
+    let second = engine.collect_blobs(1).await.unwrap();
+    assert_eq!((second.noted, second.deleted), (0, 2), "{second:?}");
+    assert!(second.steps > 3, "{second:?}");
+    assert_eq!(keys.each_ref().map(|key| store.holds(key)), [true, false, false]);
+    assert_eq!(download(&server, "alice", &keys[0]).await.0, StatusCode::OK);
+    // Deleted bytes count no more, and can come again.
+    let (status, uploaded) = upload(&server, "alice", &never_named).await;
+    assert!(status == StatusCode::OK && uploaded.is_some_and(|s| s.is_success()));
+    add_photo(&server, "alice", "p2", "a1", &keys[1]).await;
+    assert_eq!(download(&server, "alice", &keys[1]).await.0, StatusCode::OK);
+    let third = engine.collect_blobs(10).await.unwrap();
+    assert_eq!((third.noted, third.deleted), (0, 0), "{third:?}");
+    assert!(store.holds(&keys[1]));
+}
+
+/// One upload URL of the engine's own route receives one body at a time: a second request on
+/// it while a body arrives is refused before its body is read.
+#[tokio::test]
+async fn one_upload_url_receives_one_body_at_a_time() {
+    let db = TestDb::new().await;
+    let store = Store::start(Kind::LocalFs, &db).await;
+    let (server, _engine) = server_with(&db, store.blob_store()()).await;
+    let bytes = vec![5u8; 64 << 10];
+    let key = BlobKey::for_bytes(&bytes);
+    let (_, up) = ticket(&server, "/blobs/upload", "alice", json!({"key": key, "size": bytes.len()})).await;
+
+    let (send, receive) = tokio::sync::mpsc::channel::<Vec<u8>>(1);
+    let body = futures_util::stream::unfold(receive, |mut receive| async move {
+        receive.recv().await.map(|chunk| (Ok::<_, std::io::Error>(chunk), receive))
+    });
+    let first = {
+        let (url, http) = (absolute(&server, up["url"].as_str().unwrap()), server.http.clone());
+        tokio::spawn(async move { http.put(url).body(reqwest::Body::wrap_stream(body)).send().await.unwrap().status() })
+    };
+    send.send(bytes[..1000].to_vec()).await.unwrap();
+    // The first body holds the ticket once the ledger says so.
+    loop {
+        let receiving: Option<i64> =
+            sqlx::query_scalar("SELECT receiving_until FROM _engine_blobs WHERE blob_key = $1")
+                .bind(key.as_str())
+                .fetch_one(&db.pool)
+                .await
+                .unwrap();
+        if receiving.is_some() {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    let (status, problem) = put(&server, &up, bytes.clone()).await;
+    assert_eq!(status, StatusCode::FORBIDDEN, "{problem}");
+    send.send(bytes[1000..].to_vec()).await.unwrap();
+    drop(send);
+    assert_eq!(first.await.unwrap(), StatusCode::NO_CONTENT);
+    assert_eq!(put(&server, &up, bytes.clone()).await.0, StatusCode::FORBIDDEN);
+}
+
+/// A body that stops arriving is cut at the upload timeout, and its URL works again.
+#[tokio::test]
+async fn a_stalled_upload_times_out_and_leaves_its_url_usable() {
+    let db = TestDb::new().await;
+    let store = Store::start(Kind::LocalFs, &db).await;
+    let (server, _engine) = server_with(&db, store.blob_store()().upload_timeout(Duration::from_millis(300))).await;
+    let bytes = vec![9u8; 10_000];
+    let key = BlobKey::for_bytes(&bytes);
+    let (_, up) = ticket(&server, "/blobs/upload", "alice", json!({"key": key, "size": bytes.len()})).await;
+    let (send, receive) = tokio::sync::mpsc::channel::<Vec<u8>>(1);
+    let body = futures_util::stream::unfold(receive, |mut receive| async move {
+        receive.recv().await.map(|chunk| (Ok::<_, std::io::Error>(chunk), receive))
+    });
+    send.send(bytes[..10].to_vec()).await.unwrap();
+    let response = server.http.put(server.url(up["url"].as_str().unwrap())).body(reqwest::Body::wrap_stream(body));
+    let response = response.send().await.unwrap();
+    assert_eq!(response.status(), StatusCode::SERVICE_UNAVAILABLE);
+    let problem: Value = response.json().await.unwrap();
+    assert_eq!(problem["code"], "retry_later", "{problem}");
+    drop(send);
+    assert_eq!(put(&server, &up, bytes).await.0, StatusCode::NO_CONTENT);
+}
+
+/// An object store that is down: a download whose upload must be looked for there is
+/// `503 retry_later`.
+#[tokio::test]
+async fn an_object_store_that_is_down_is_a_retry_later() {
+    let db = TestDb::new().await;
+    let mut store = Store::start(Kind::S3, &db).await;
+    let (server, _engine) = server_with(&db, store.blob_store()()).await;
+    let bytes = b"a photo taken offline".to_vec();
+    let key = BlobKey::for_bytes(&bytes);
+    let (status, uploaded) = upload(&server, "alice", &bytes).await;
+    assert!(status == StatusCode::OK && uploaded.is_some_and(|s| s.is_success()));
+    member(&db, "a1", "alice", true).await;
+    add_photo(&server, "alice", "p1", "a1", &key).await;
+    store.s3.as_mut().unwrap().stop().await;
+    let response = server.post("/blobs/download", Some("alice"), json!({"key": key}).to_string()).await;
+    assert_eq!(response.status(), StatusCode::SERVICE_UNAVAILABLE);
+    assert!(response.headers().contains_key("retry-after"));
+    let problem: Value = response.json().await.unwrap();
+    assert_eq!(problem["code"], "retry_later", "{problem}");
+}
+
+/// A Rust client of the photos app at `url` for `user`, syncing only when told.
+async fn photos_client(url: &str, user: &str, store: engine::client::StoreLocation) -> engine::client::Client {
+    engine::client::Client::builder(url)
+        .app(photos::app())
+        .auth(engine::client::BearerToken::new(TestServer::token(user)))
+        .store(store)
+        .background(false)
+        .build()
+        .await
+        .unwrap()
+}
+
+async fn a_rust_client_puts_offline_uploads_after_a_restart_and_another_downloads(kind: Kind) {
+    let db = TestDb::new().await;
+    let store = Store::start(kind, &db).await;
+    let (server, _engine) = server_with(&db, store.blob_store()()).await;
+    member(&db, "a1", "alice", true).await;
+    member(&db, "a1", "bob", true).await;
+    let file = std::env::temp_dir().join(format!("{}-alice.db", db.name));
+    let bytes = b"a photo taken on a plane".repeat(500);
+
+    // Offline (no server at that address): the bytes are kept and queued, and the row naming
+    // them is queued too.
+    let offline = format!("http://127.0.0.1:{}", crate::support::process::free_port());
+    let alice = photos_client(&offline, "alice", engine::client::StoreLocation::File(file.clone())).await;
+    let key = alice.put_blob(&bytes, Some("image/jpeg")).await.unwrap();
+    assert_eq!(key, BlobKey::for_bytes(&bytes));
+    let args = photos::AddPhoto { id: "p1".into(), album: "a1".into(), blob: key.clone() };
+    alice.mutate::<photos::add_photo>(args).await.unwrap();
+    assert!(alice.upload_blobs().await.is_err());
+    assert_eq!(alice.blob(&key).await.unwrap(), bytes, "the bytes are on the device");
+    drop(alice);
+
+    // After a restart, online: the queue is still there, and goes up.
+    let alice = photos_client(&server.url(""), "alice", engine::client::StoreLocation::File(file.clone())).await;
+    let queued = alice.queued_blobs().await.unwrap();
+    assert_eq!(queued.iter().map(|q| (&q.key, q.size)).collect::<Vec<_>>(), [(&key, bytes.len() as u64)]);
+    alice.sync().await.unwrap();
+    alice.upload_blobs().await.unwrap();
+    assert!(alice.queued_blobs().await.unwrap().is_empty());
+    assert!(store.holds(&key));
+
+    // Bob syncs the row, and downloads the bytes it names.
+    let bob = photos_client(&server.url(""), "bob", engine::client::StoreLocation::Memory).await;
+    bob.sync().await.unwrap();
+    let photo = bob.get::<photos::Photo>(&"p1".to_owned()).await.unwrap().expect("the row synced");
+    assert_eq!(bob.blob(&photo.blob).await.unwrap(), bytes);
+    // Carol reads no row naming it.
+    let carol = photos_client(&server.url(""), "carol", engine::client::StoreLocation::Memory).await;
+    let refused = carol.blob(&key).await.unwrap_err();
+    assert!(matches!(refused, engine::client::Error::Server { status: 404, .. }), "{refused:?}");
+    let _ = std::fs::remove_file(&file);
 }

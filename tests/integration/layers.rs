@@ -33,14 +33,14 @@ const RUNTIME_LAYERS: &[&[&str]] = &[
     &["service"],
     &["stream", "realtime", "observer", "metrics"],
     &["storage"],
-    &["pull", "push", "provision", "housekeeping"],
+    &["pull", "push", "provision", "housekeeping", "blob"],
     &["mutation"],
     &["jobs"],
     &["core"],
     &["rules"],
     &["pg", "sqlite"],
     &["row_json"],
-    &["auth", "blob", "contract", "limits"],
+    &["auth", "contract", "limits"],
     &["error"],
 ];
 

@@ -2,6 +2,7 @@
 //! base, the outbox and the quarantine. Every operation is one SQLite transaction.
 
 mod apply;
+mod blobs;
 mod holdings;
 mod outbox;
 mod schema;
@@ -22,6 +23,7 @@ use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions, S
 use sqlx::{SqliteConnection, SqlitePool};
 
 pub(crate) use apply::Applied;
+pub use blobs::QueuedBlob;
 pub(crate) use outbox::Entry;
 pub use outbox::Quarantined;
 

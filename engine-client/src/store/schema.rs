@@ -47,6 +47,9 @@ const ENGINE_TABLES: &[&str] = &[
     "CREATE TABLE IF NOT EXISTS _engine_touched (tbl TEXT NOT NULL, key TEXT NOT NULL, PRIMARY KEY (tbl, key)) WITHOUT ROWID",
     // Rows a pull from the beginning has delivered so far (mark and sweep).
     "CREATE TABLE IF NOT EXISTS _engine_seen (tbl TEXT NOT NULL, key TEXT NOT NULL, PRIMARY KEY (tbl, key)) WITHOUT ROWID",
+    // Blobs on this device (put here, or downloaded), and their upload queue: `queued_at` (ms)
+    // until the bytes are on the server; `failed` when the server refused them for good.
+    "CREATE TABLE IF NOT EXISTS _engine_blobs (key TEXT PRIMARY KEY, bytes BLOB NOT NULL, content_type TEXT, queued_at INTEGER, failed TEXT)",
 ];
 
 /// The recorded shape of a table: what a change of needs a migration.

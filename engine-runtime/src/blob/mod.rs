@@ -3,18 +3,26 @@
 //! straight between the client and the store (`docs/design.md` §13, `docs/protocol.md#blobs`).
 //!
 //! - `POST /blobs/upload {key, size}`: a signed `PUT` URL for any authenticated actor within its
-//!   storage quota, good for one upload of exactly `size` bytes. The store checks that the bytes
-//!   hash to the key, so nobody can put other bytes under a key, and records who uploaded them.
+//!   storage quota, good for one upload of exactly `size` bytes that hash to the key. The ticket
+//!   reserves the bytes against the quota before any byte moves.
 //! - `POST /blobs/download {key}`: a signed `GET` URL, only for an actor who can read a row
 //!   whose blob column holds the key and that an uploader of the bytes wrote there (the sync
 //!   rules decide readability, as for rows); 404 otherwise, so a blob's existence does not leak.
 //!   Knowing a key and naming it in a row of one's own gives nothing.
 //!
-//! One trait, [`BlobStore`], with a module per backend:
+//! Who uploaded what, reservations and tickets are kept in the app's database
+//! (`_engine_blobs`, [`Ledger`]), the same for every store. One trait, [`BlobStore`], with a
+//! module per backend:
 //! - [`local_fs`](mod@local_fs): files in a directory, served by the engine's own router under
 //!   `/blobs/data` with HMAC-signed, expiring URLs.
+//! - `s3` (feature `s3`): an S3-compatible object store (S3, R2, MinIO) with presigned URLs:
+//!   `blob::s3(…)`, `blob::r2(…)`.
 
+pub(crate) mod collect;
+mod ledger;
 pub mod local_fs;
+#[cfg(feature = "s3")]
+pub mod s3;
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -24,7 +32,12 @@ use engine_kernel::{BlobKey, BoxFuture, Timestamp};
 
 use crate::error::Result;
 
+pub use collect::CollectedBlobs;
+pub use ledger::Ledger;
+pub(crate) use ledger::{Inner as LedgerInner, Pending, Reserved};
 pub use local_fs::{LocalFs, local_fs};
+#[cfg(feature = "s3")]
+pub use s3::{Credentials, S3, r2, s3};
 
 /// An upload the server grants: what its signed URL allows.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -37,31 +50,52 @@ pub struct Upload {
     /// Who uploads (the actor's user id): the bytes count against its quota, and rows it writes
     /// naming the key let their readers download them.
     pub uploader: String,
-    /// The most bytes the uploader's blobs may take once these are stored, when bounded.
-    pub quota: Option<u64>,
+    /// The upload's one-time ticket, as `_engine_blobs` records it.
+    pub ticket: String,
+    /// The bytes' media type, when the client named one.
+    pub content_type: Option<String>,
 }
 
 impl Upload {
-    /// An upload of the `size` bytes of `key` by `uploader`, whose blobs may take `quota` bytes.
-    pub fn new(key: BlobKey, size: u64, uploader: impl Into<String>, quota: Option<u64>) -> Self {
-        Upload { key, size, uploader: uploader.into(), quota }
+    /// An upload of the `size` bytes of `key` by `uploader`, under a new ticket.
+    pub fn new(key: BlobKey, size: u64, uploader: impl Into<String>) -> Self {
+        Upload {
+            key,
+            size,
+            uploader: uploader.into(),
+            ticket: uuid::Uuid::new_v4().simple().to_string(),
+            content_type: None,
+        }
+    }
+
+    /// This upload with the media type `content_type`.
+    #[must_use]
+    pub fn content_type(mut self, content_type: Option<String>) -> Self {
+        self.content_type = content_type;
+        self
     }
 }
 
-/// Where blobs are stored: signs the URLs clients upload to and download from, and knows who
-/// uploaded what.
+/// Where blobs are stored: signs the URLs clients upload to and download from, says whether an
+/// upload arrived, and deletes what no row names any more. Who uploaded what is not its
+/// business: the server keeps that in the database ([`Ledger`]).
 pub trait BlobStore: Send + Sync + 'static {
-    /// A URL to `PUT` the bytes of `upload` to, once, until `expires_at`.
+    /// A URL to `PUT` the bytes of `upload` to, once, until `expires_at`. The URL (or the
+    /// headers it comes with) binds the size and the bytes' hash, so that no other bytes are
+    /// stored under it.
     fn upload_url(&self, upload: &Upload, expires_at: Timestamp) -> Result<BlobTicket>;
-    /// A URL to `GET` blob `key` from, until `expires_at`.
-    fn download_url(&self, key: &BlobKey, expires_at: Timestamp) -> Result<BlobTicket>;
-    /// The users who uploaded the bytes of `key` (none when they were never uploaded).
-    fn uploaders<'a>(&'a self, key: &'a BlobKey) -> BoxFuture<'a, Result<Vec<String>>>;
-    /// The bytes of the blobs `user` uploaded, each counted once.
-    fn usage<'a>(&'a self, user: &'a str) -> BoxFuture<'a, Result<u64>>;
+    /// A URL to `GET` blob `key` from, until `expires_at`: the bytes `uploader` stored.
+    fn download_url(&self, key: &BlobKey, uploader: &str, expires_at: Timestamp) -> Result<BlobTicket>;
+    /// Whether the bytes of `upload` arrived, checked against its key and size (`None`: the
+    /// store tells the ledger itself when an upload arrives, as one receiving the bytes does).
+    /// Bytes that arrived wrong are deleted, and answer `false`.
+    fn arrived<'a>(&'a self, upload: &'a Upload) -> BoxFuture<'a, Result<Option<bool>>>;
+    /// Delete blob `key`: the bytes each of `uploaders` stored.
+    fn delete<'a>(&'a self, key: &'a BlobKey, uploaders: &'a [String]) -> BoxFuture<'a, Result<()>>;
     /// Routes the store serves itself, nested under `/blobs/data` of the engine's router (a
-    /// store whose URLs point elsewhere has none).
-    fn routes(&self) -> Option<axum::Router> {
+    /// store whose URLs point elsewhere has none), given the ledger of uploads.
+    fn routes(&self, ledger: Ledger) -> Option<axum::Router> {
+        let _ = ledger;
         None
     }
 }
@@ -74,6 +108,10 @@ pub struct Blobs {
     pub(crate) max_size: u64,
     pub(crate) url_lifetime: Duration,
     pub(crate) quota: Option<u64>,
+    pub(crate) in_flight: usize,
+    pub(crate) upload_timeout: Duration,
+    pub(crate) content_types: Option<Vec<String>>,
+    pub(crate) unused_grace: Duration,
 }
 
 impl std::fmt::Debug for Blobs {
@@ -82,24 +120,64 @@ impl std::fmt::Debug for Blobs {
             .field("max_size", &self.max_size)
             .field("url_lifetime", &self.url_lifetime)
             .field("quota", &self.quota)
+            .field("in_flight", &self.in_flight)
+            .field("upload_timeout", &self.upload_timeout)
+            .field("content_types", &self.content_types)
+            .field("unused_grace", &self.unused_grace)
             .finish_non_exhaustive()
     }
 }
 
 impl Blobs {
-    /// Blobs in `store`, of at most 64 MiB, with URLs that work for 15 minutes, and 1 GiB of
-    /// blobs per actor.
+    /// Blobs in `store`, of at most 64 MiB and of any media type, with URLs that work for 15
+    /// minutes, 1 GiB of blobs and 8 uploads in flight per actor, 10 minutes to receive an
+    /// upload, and collected a day after the last row naming them is gone.
     pub fn new(store: impl BlobStore) -> Self {
         Blobs {
             store: Arc::new(store),
             max_size: 64 << 20,
             url_lifetime: Duration::from_secs(15 * 60),
             quota: Some(1 << 30),
+            in_flight: 8,
+            upload_timeout: Duration::from_secs(10 * 60),
+            content_types: None,
+            unused_grace: Duration::from_secs(24 * 3600),
         }
     }
 
-    /// The most bytes the blobs one actor uploaded may take, each blob counted once (`None`: no
-    /// bound). An upload past it is refused `413 payload_too_large`.
+    /// The most uploads one actor may have reserved and not finished (tickets handed out whose
+    /// bytes have not arrived): beyond, `429 rate_limited`. An unused ticket stops counting
+    /// once it has expired and the upload timeout has passed.
+    pub fn uploads_in_flight(mut self, uploads: usize) -> Self {
+        self.in_flight = uploads.max(1);
+        self
+    }
+
+    /// How long an upload may take once its URL is used: the body timeout of a store that
+    /// receives the bytes itself, and how long after its URL expires an upload's reservation
+    /// is kept for bytes still arriving.
+    pub fn upload_timeout(mut self, timeout: Duration) -> Self {
+        self.upload_timeout = timeout;
+        self
+    }
+
+    /// The media types a blob may have (`None`, the default: any). With a list, an upload
+    /// ticket must name one of them as `contentType`, or is refused `422 validation_failed`.
+    pub fn content_types<S: Into<String>>(mut self, types: Option<impl IntoIterator<Item = S>>) -> Self {
+        self.content_types = types.map(|types| types.into_iter().map(Into::into).collect());
+        self
+    }
+
+    /// How long a blob that no row names is kept before collection deletes it (the time a
+    /// client has between uploading the bytes and syncing the row that names them).
+    pub fn unused_grace(mut self, grace: Duration) -> Self {
+        self.unused_grace = grace;
+        self
+    }
+
+    /// The most bytes the blobs one actor uploaded may take, each blob counted once, with the
+    /// uploads it reserved (`None`: no bound). A ticket past it is refused
+    /// `413 payload_too_large`.
     pub fn quota_per_actor(mut self, bytes: Option<u64>) -> Self {
         self.quota = bytes;
         self

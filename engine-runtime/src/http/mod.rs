@@ -58,7 +58,11 @@ pub(crate) fn router(state: ServerState) -> Router {
     let trace_requests = state.trace_requests;
     let mut routes = routes::routes().layer(axum::middleware::from_fn_with_state(gate, read_body_first));
     // Blob bytes are not bound by the body limit: the signed size bounds them.
-    if let Some(data) = state.blobs.blobs.as_ref().and_then(|blobs| blobs.store.routes()) {
+    let data = match (&state.blobs.blobs, &state.blobs.ledger) {
+        (Some(blobs), Some(ledger)) => blobs.store.routes(ledger.clone()),
+        _ => None,
+    };
+    if let Some(data) = data {
         routes = routes.nest_service("/blobs/data", data);
     }
     let router = routes

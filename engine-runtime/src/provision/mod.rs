@@ -229,11 +229,14 @@ fn engine_tables() -> Vec<String> {
     ]
 }
 
-/// Who last wrote the blob key a row's blob column holds, through a mutation.
+/// Who last wrote the blob key a row's blob column holds, through a mutation; and the record of
+/// uploads (`blob/ledger.rs`).
 fn blob_refs() -> Vec<String> {
     vec![
         "CREATE TABLE IF NOT EXISTS _engine_blob_refs (\n  table_name text NOT NULL,\n  row_key jsonb NOT NULL,\n  column_name text NOT NULL,\n  blob_key text NOT NULL,\n  writer text NOT NULL,\n  PRIMARY KEY (table_name, row_key, column_name)\n)".into(),
         "CREATE INDEX IF NOT EXISTS _engine_blob_refs_key ON _engine_blob_refs (blob_key)".into(),
+        "CREATE TABLE IF NOT EXISTS _engine_blobs (\n  blob_key text NOT NULL,\n  uploader text NOT NULL,\n  size bigint NOT NULL,\n  stored boolean NOT NULL DEFAULT false,\n  ticket text,\n  expires_at bigint NOT NULL DEFAULT 0,\n  receiving_until bigint,\n  unused_since bigint,\n  PRIMARY KEY (blob_key, uploader)\n)".into(),
+        "CREATE INDEX IF NOT EXISTS _engine_blobs_uploader ON _engine_blobs (uploader)".into(),
     ]
 }
 

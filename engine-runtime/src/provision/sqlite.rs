@@ -123,6 +123,15 @@ fn engine_tables() -> Vec<Step> {
             "_engine_blob_refs_key",
             "CREATE INDEX IF NOT EXISTS _engine_blob_refs_key ON _engine_blob_refs (blob_key)",
         ),
+        table(
+            "_engine_blobs",
+            "CREATE TABLE IF NOT EXISTS _engine_blobs (blob_key TEXT NOT NULL, uploader TEXT NOT NULL, size INTEGER NOT NULL, stored INTEGER NOT NULL DEFAULT 0, ticket TEXT, expires_at INTEGER NOT NULL DEFAULT 0, receiving_until INTEGER, unused_since INTEGER, PRIMARY KEY (blob_key, uploader))",
+        ),
+        index(
+            "_engine_blobs",
+            "_engine_blobs_uploader",
+            "CREATE INDEX IF NOT EXISTS _engine_blobs_uploader ON _engine_blobs (uploader)",
+        ),
     ]
 }
 

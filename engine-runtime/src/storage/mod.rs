@@ -48,6 +48,11 @@ pub trait Storage: JobQueue + Send + Sync + 'static {
         key: &'a engine_kernel::BlobKey,
         uploaders: &'a [String],
     ) -> BoxFuture<'a, Result<bool>>;
+    /// The record of blob uploads, `_engine_blobs` (`None`, the default, for a store without
+    /// it: a server on it stores no blobs).
+    fn blob_ledger(&self) -> Option<crate::blob::Ledger> {
+        None
+    }
     /// Every bucket the actor holds now.
     fn held_buckets<'a>(&'a self, actor: &'a Actor) -> BoxFuture<'a, Result<BTreeSet<BucketKey>>>;
     /// The safe horizon now: a commit whose transaction id is below it is visible to pulls.

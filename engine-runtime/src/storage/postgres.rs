@@ -211,6 +211,10 @@ impl Storage for PostgresStorage {
         Box::pin(push::push(&self.core, &self.lane, actor, request))
     }
 
+    fn blob_ledger(&self) -> Option<crate::blob::Ledger> {
+        Some(crate::blob::Ledger::new(crate::blob::LedgerInner::Postgres(self.core.pool.clone())))
+    }
+
     fn can_read_blob<'a>(
         &'a self,
         actor: &'a Actor,

@@ -181,6 +181,10 @@ impl Storage for SqliteStorage {
         Box::pin(SqliteStorage::push(self, actor, request))
     }
 
+    fn blob_ledger(&self) -> Option<crate::blob::Ledger> {
+        Some(crate::blob::Ledger::new(crate::blob::LedgerInner::Sqlite(self.db.clone())))
+    }
+
     fn can_read_blob<'a>(
         &'a self,
         actor: &'a Actor,

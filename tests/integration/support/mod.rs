@@ -12,6 +12,7 @@ pub(crate) mod partition;
 pub(crate) mod process;
 pub(crate) mod proxy;
 pub(crate) mod pulls;
+pub(crate) mod s3;
 pub(crate) mod server;
 pub(crate) mod ws;
 

@@ -1,0 +1,80 @@
+//! Blobs on this device (`_engine_blobs`): the bytes put here, with their upload queue, and
+//! the bytes downloaded. Each operation is one SQLite statement.
+
+use engine_kernel::BlobKey;
+
+use super::{Store, now_ms};
+use crate::error::Result;
+
+/// A blob whose upload is queued.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct QueuedBlob {
+    /// The blob's key.
+    pub key: BlobKey,
+    /// Its size in bytes.
+    pub size: u64,
+    /// The media type it was put with.
+    pub content_type: Option<String>,
+}
+
+impl Store {
+    /// Keep `bytes` as blob `key`, its upload queued (unless it is queued or uploaded already).
+    pub(crate) async fn put_blob(&self, key: &BlobKey, bytes: &[u8], content_type: Option<&str>) -> Result<()> {
+        sqlx::query(
+            "INSERT INTO _engine_blobs (key, bytes, content_type, queued_at) VALUES ($1, $2, $3, $4)
+             ON CONFLICT (key) DO UPDATE SET content_type = coalesce(excluded.content_type, content_type),
+               failed = NULL, queued_at = CASE WHEN failed IS NOT NULL THEN excluded.queued_at ELSE queued_at END",
+        )
+        .bind(key.as_str())
+        .bind(bytes)
+        .bind(content_type)
+        .bind(now_ms())
+        .execute(&self.pool)
+        .await?;
+        Ok(())
+    }
+
+    /// Keep the downloaded `bytes` of blob `key`.
+    pub(crate) async fn keep_blob(&self, key: &BlobKey, bytes: &[u8]) -> Result<()> {
+        sqlx::query("INSERT INTO _engine_blobs (key, bytes) VALUES ($1, $2) ON CONFLICT (key) DO NOTHING")
+            .bind(key.as_str())
+            .bind(bytes)
+            .execute(&self.pool)
+            .await?;
+        Ok(())
+    }
+
+    /// The bytes of blob `key` on this device.
+    pub(crate) async fn blob(&self, key: &BlobKey) -> Result<Option<Vec<u8>>> {
+        Ok(sqlx::query_scalar("SELECT bytes FROM _engine_blobs WHERE key = $1")
+            .bind(key.as_str())
+            .fetch_optional(&self.pool)
+            .await?)
+    }
+
+    /// The queued uploads, oldest first.
+    pub(crate) async fn queued_blobs(&self) -> Result<Vec<QueuedBlob>> {
+        let rows: Vec<(String, i64, Option<String>)> = sqlx::query_as(
+            "SELECT key, length(bytes), content_type FROM _engine_blobs WHERE queued_at IS NOT NULL
+             ORDER BY queued_at, key",
+        )
+        .fetch_all(&self.pool)
+        .await?;
+        Ok(rows
+            .into_iter()
+            .filter_map(|(key, size, content_type)| {
+                Some(QueuedBlob { key: key.parse().ok()?, size: u64::try_from(size).ok()?, content_type })
+            })
+            .collect())
+    }
+
+    /// Take blob `key` off the upload queue: uploaded, or refused for good (`failed`, why).
+    pub(crate) async fn dequeue_blob(&self, key: &BlobKey, failed: Option<&str>) -> Result<()> {
+        sqlx::query("UPDATE _engine_blobs SET queued_at = NULL, failed = $2 WHERE key = $1")
+            .bind(key.as_str())
+            .bind(failed)
+            .execute(&self.pool)
+            .await?;
+        Ok(())
+    }
+}

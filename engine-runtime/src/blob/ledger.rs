@@ -1,0 +1,413 @@
+//! The record of uploads, `_engine_blobs`, in the app's database whatever the blob store
+//! (`docs/design.md` §13): one row per blob and uploader, holding the blob's size, whether the
+//! uploader's bytes are stored (`stored`), the upload ticket open for it (`ticket`,
+//! `expires_at`), whether a body is being received under that ticket (`receiving_until`), and
+//! since when no row names the blob (`unused_since`). Times are milliseconds since the epoch.
+//!
+//! A row is written when a ticket is handed out, before any byte moves: the quota and the cap on
+//! uploads in flight count it from then on (a reservation), and the upload marks it `stored`
+//! or it is dropped once its ticket has long expired. The statements are the same on Postgres
+//! and SQLite (`$n` placeholders, which sqlx numbers on both); on Postgres a ticket is handed
+//! out under a transaction lock on its uploader, on SQLite under the store's one writer.
+
+use std::sync::Arc;
+
+use engine_kernel::BlobKey;
+use sqlx::Connection;
+
+use crate::error::Result;
+use crate::sqlite::Db;
+
+/// The record of uploads of a store: what a blob store that receives uploads itself is given
+/// ([`BlobStore::routes`](super::BlobStore::routes)).
+#[derive(Clone)]
+pub struct Ledger {
+    pub(crate) inner: Inner,
+    /// How long a store that receives uploads itself reads one body.
+    pub(crate) upload_timeout: std::time::Duration,
+}
+
+impl std::fmt::Debug for Ledger {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Ledger").field("upload_timeout", &self.upload_timeout).finish_non_exhaustive()
+    }
+}
+
+/// Where `_engine_blobs` is.
+#[derive(Clone)]
+pub(crate) enum Inner {
+    Postgres(sqlx::PgPool),
+    Sqlite(Arc<Db>),
+}
+
+/// Run `$body` in a transaction on `$conn`, a Postgres or a SQLite connection (the same
+/// statements for both); on Postgres, after locking `$lock` for the transaction when given.
+macro_rules! in_tx {
+    ($ledger:expr, $lock:expr, |$conn:ident| $body:expr) => {
+        match &$ledger.inner {
+            Inner::Postgres(pool) => {
+                let mut tx = pool.begin().await?;
+                let lock: Option<&str> = $lock;
+                if let Some(lock) = lock {
+                    sqlx::query("SELECT pg_advisory_xact_lock(hashtextextended($1, 0))")
+                        .bind(format!("_engine_blobs/{lock}"))
+                        .execute(&mut *tx)
+                        .await?;
+                }
+                let $conn = &mut *tx;
+                let out = $body;
+                tx.commit().await?;
+                out
+            }
+            Inner::Sqlite(db) => {
+                let mut writer = db.writer().await;
+                let mut tx = writer.begin().await?;
+                let $conn = &mut *tx;
+                let out = $body;
+                tx.commit().await?;
+                out
+            }
+        }
+    };
+}
+
+/// What [`Ledger::reserve`] decided.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Reserved {
+    /// The ticket is recorded.
+    Done,
+    /// The uploader's blobs and reservations take `used` bytes: these do not fit.
+    OverQuota { used: u64 },
+    /// The uploader has `in_flight` uploads reserved and not stored.
+    TooMany { in_flight: u64 },
+}
+
+/// An upload reserved and not stored.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Pending {
+    pub(crate) key: BlobKey,
+    pub(crate) uploader: String,
+    pub(crate) size: u64,
+}
+
+/// A blob as collection sees it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Candidate {
+    pub(crate) key: String,
+    /// Since when no row names it, once a collection saw that.
+    pub(crate) unused_since: Option<i64>,
+    /// An upload of it is reserved and not stored: it is left alone.
+    pub(crate) pending: bool,
+}
+
+fn to_i64(n: u64) -> i64 {
+    i64::try_from(n).unwrap_or(i64::MAX)
+}
+
+fn to_u64(n: i64) -> u64 {
+    u64::try_from(n).unwrap_or(0)
+}
+
+impl Ledger {
+    pub(crate) fn new(inner: Inner) -> Self {
+        Ledger { inner, upload_timeout: std::time::Duration::from_secs(600) }
+    }
+
+    /// Record `ticket` for the upload of `size` bytes of `key` by `uploader`, until `expires_at`:
+    /// refused when the uploader's blobs and reservations would take more than `quota`, or when
+    /// it has `in_flight` uploads reserved already. Bytes the uploader stored before count once,
+    /// and take no new reservation.
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) async fn reserve(
+        &self,
+        key: &BlobKey,
+        uploader: &str,
+        size: u64,
+        ticket: &str,
+        expires_at: i64,
+        quota: Option<u64>,
+        in_flight: usize,
+    ) -> Result<Reserved> {
+        let key = key.as_str();
+        let reserved = in_tx!(self, Some(uploader), |conn| {
+            let stored: Option<bool> =
+                sqlx::query_scalar("SELECT stored FROM _engine_blobs WHERE blob_key = $1 AND uploader = $2")
+                    .bind(key)
+                    .bind(uploader)
+                    .fetch_optional(&mut *conn)
+                    .await?;
+            if stored == Some(true) {
+                sqlx::query(
+                    "UPDATE _engine_blobs SET ticket = $3, expires_at = $4 WHERE blob_key = $1 AND uploader = $2",
+                )
+                .bind(key)
+                .bind(uploader)
+                .bind(ticket)
+                .bind(expires_at)
+                .execute(&mut *conn)
+                .await?;
+                Reserved::Done
+            } else {
+                let (used, reserved): (i64, i64) = sqlx::query_as(
+                    "SELECT CAST(COALESCE(SUM(size), 0) AS BIGINT),
+                            CAST(COALESCE(SUM(CASE WHEN stored THEN 0 ELSE 1 END), 0) AS BIGINT)
+                     FROM _engine_blobs WHERE uploader = $1 AND blob_key <> $2",
+                )
+                .bind(uploader)
+                .bind(key)
+                .fetch_one(&mut *conn)
+                .await?;
+                let (used, reserved) = (to_u64(used), to_u64(reserved));
+                if reserved >= in_flight as u64 {
+                    Reserved::TooMany { in_flight: reserved }
+                } else if quota.is_some_and(|quota| used.saturating_add(size) > quota) {
+                    Reserved::OverQuota { used }
+                } else {
+                    sqlx::query(
+                        "INSERT INTO _engine_blobs (blob_key, uploader, size, stored, ticket, expires_at)
+                         VALUES ($1, $2, $3, FALSE, $4, $5)
+                         ON CONFLICT (blob_key, uploader) DO UPDATE
+                         SET size = EXCLUDED.size, ticket = EXCLUDED.ticket, expires_at = EXCLUDED.expires_at",
+                    )
+                    .bind(key)
+                    .bind(uploader)
+                    .bind(to_i64(size))
+                    .bind(ticket)
+                    .bind(expires_at)
+                    .execute(&mut *conn)
+                    .await?;
+                    Reserved::Done
+                }
+            }
+        });
+        Ok(reserved)
+    }
+
+    /// Take `ticket` for a body that starts arriving `now`, until `until`: false when the ticket
+    /// is not the open one of its upload (used, replaced, expired or unknown) or another body is
+    /// arriving under it. One ticket receives one body at a time.
+    pub(crate) async fn claim(
+        &self,
+        key: &BlobKey,
+        uploader: &str,
+        ticket: &str,
+        now: i64,
+        until: i64,
+    ) -> Result<bool> {
+        let claimed = in_tx!(self, None, |conn| {
+            sqlx::query(
+                "UPDATE _engine_blobs SET receiving_until = $5
+                 WHERE blob_key = $1 AND uploader = $2 AND ticket = $3 AND expires_at >= $4
+                   AND (receiving_until IS NULL OR receiving_until < $4)",
+            )
+            .bind(key.as_str())
+            .bind(uploader)
+            .bind(ticket)
+            .bind(now)
+            .bind(until)
+            .execute(&mut *conn)
+            .await?
+            .rows_affected()
+        });
+        Ok(claimed == 1)
+    }
+
+    /// Give `ticket` back after a body that did not become the blob: the URL works again.
+    pub(crate) async fn release(&self, key: &BlobKey, uploader: &str, ticket: &str) -> Result<()> {
+        in_tx!(self, None, |conn| {
+            sqlx::query(
+                "UPDATE _engine_blobs SET receiving_until = NULL WHERE blob_key = $1 AND uploader = $2 AND ticket = $3",
+            )
+            .bind(key.as_str())
+            .bind(uploader)
+            .bind(ticket)
+            .execute(&mut *conn)
+            .await?;
+        });
+        Ok(())
+    }
+
+    /// The uploader's bytes of `key` are stored: its reservation becomes usage, and its ticket
+    /// is spent.
+    pub(crate) async fn mark_stored(&self, key: &BlobKey, uploader: &str) -> Result<()> {
+        in_tx!(self, None, |conn| {
+            sqlx::query(
+                "UPDATE _engine_blobs SET stored = TRUE, ticket = NULL, receiving_until = NULL, unused_since = NULL
+                 WHERE blob_key = $1 AND uploader = $2",
+            )
+            .bind(key.as_str())
+            .bind(uploader)
+            .execute(&mut *conn)
+            .await?;
+        });
+        Ok(())
+    }
+
+    /// Drop the uploader's reservation of `key`, whose bytes never arrived.
+    pub(crate) async fn drop_reservation(&self, key: &BlobKey, uploader: &str) -> Result<()> {
+        in_tx!(self, None, |conn| {
+            sqlx::query("DELETE FROM _engine_blobs WHERE blob_key = $1 AND uploader = $2 AND NOT stored")
+                .bind(key.as_str())
+                .bind(uploader)
+                .execute(&mut *conn)
+                .await?;
+        });
+        Ok(())
+    }
+
+    /// The users whose bytes of `key` are stored.
+    pub(crate) async fn uploaders(&self, key: &BlobKey) -> Result<Vec<String>> {
+        let uploaders: Vec<String> = in_tx!(self, None, |conn| {
+            sqlx::query_scalar("SELECT uploader FROM _engine_blobs WHERE blob_key = $1 AND stored ORDER BY uploader")
+                .bind(key.as_str())
+                .fetch_all(&mut *conn)
+                .await?
+        });
+        Ok(uploaders)
+    }
+
+    /// Uploads of `key` reserved and not stored, at most `limit`.
+    pub(crate) async fn pending_of_key(&self, key: &BlobKey, limit: usize) -> Result<Vec<Pending>> {
+        let rows: Vec<(String, String, i64)> = in_tx!(self, None, |conn| {
+            sqlx::query_as(
+                "SELECT blob_key, uploader, size FROM _engine_blobs WHERE blob_key = $1 AND NOT stored
+                 ORDER BY uploader LIMIT $2",
+            )
+            .bind(key.as_str())
+            .bind(to_i64(limit as u64))
+            .fetch_all(&mut *conn)
+            .await?
+        });
+        Ok(pending(rows))
+    }
+
+    /// Uploads of `uploader` reserved and not stored whose tickets expired before `before` and
+    /// that receive no body at `now`, at most `limit`.
+    pub(crate) async fn stale_of_uploader(
+        &self,
+        uploader: &str,
+        before: i64,
+        now: i64,
+        limit: usize,
+    ) -> Result<Vec<Pending>> {
+        let rows: Vec<(String, String, i64)> = in_tx!(self, None, |conn| {
+            sqlx::query_as(
+                "SELECT blob_key, uploader, size FROM _engine_blobs
+                 WHERE uploader = $1 AND NOT stored AND expires_at < $2
+                   AND (receiving_until IS NULL OR receiving_until < $3)
+                 ORDER BY blob_key LIMIT $4",
+            )
+            .bind(uploader)
+            .bind(before)
+            .bind(now)
+            .bind(to_i64(limit as u64))
+            .fetch_all(&mut *conn)
+            .await?
+        });
+        Ok(pending(rows))
+    }
+
+    /// Uploads reserved and not stored after (`key`, `uploader`) in that order, at most
+    /// `limit`; of `uploader` only, when named.
+    pub(crate) async fn pending(&self, of: Option<&str>, after: (&str, &str), limit: usize) -> Result<Vec<Pending>> {
+        let rows: Vec<(String, String, i64)> = in_tx!(self, None, |conn| {
+            sqlx::query_as(
+                "SELECT blob_key, uploader, size FROM _engine_blobs
+                 WHERE NOT stored AND ($1 IS NULL OR uploader = $1) AND (blob_key > $2 OR (blob_key = $2 AND uploader > $3))
+                 ORDER BY blob_key, uploader LIMIT $4",
+            )
+            .bind(of)
+            .bind(after.0)
+            .bind(after.1)
+            .bind(to_i64(limit as u64))
+            .fetch_all(&mut *conn)
+            .await?
+        });
+        Ok(pending(rows))
+    }
+
+    /// Like [`Ledger::stale_of_uploader`], for every uploader.
+    pub(crate) async fn stale(&self, before: i64, now: i64, limit: usize) -> Result<Vec<Pending>> {
+        let rows: Vec<(String, String, i64)> = in_tx!(self, None, |conn| {
+            sqlx::query_as(
+                "SELECT blob_key, uploader, size FROM _engine_blobs
+                 WHERE NOT stored AND expires_at < $1 AND (receiving_until IS NULL OR receiving_until < $2)
+                 ORDER BY blob_key, uploader LIMIT $3",
+            )
+            .bind(before)
+            .bind(now)
+            .bind(to_i64(limit as u64))
+            .fetch_all(&mut *conn)
+            .await?
+        });
+        Ok(pending(rows))
+    }
+
+    /// The blobs after `after` in key order, at most `limit`.
+    pub(crate) async fn candidates(&self, after: &str, limit: usize) -> Result<Vec<Candidate>> {
+        let rows: Vec<(String, Option<i64>, i64)> = in_tx!(self, None, |conn| {
+            sqlx::query_as(
+                "SELECT blob_key, MIN(unused_since), CAST(MAX(CASE WHEN stored THEN 0 ELSE 1 END) AS BIGINT)
+                 FROM _engine_blobs WHERE blob_key > $1 GROUP BY blob_key ORDER BY blob_key LIMIT $2",
+            )
+            .bind(after)
+            .bind(to_i64(limit as u64))
+            .fetch_all(&mut *conn)
+            .await?
+        });
+        Ok(rows
+            .into_iter()
+            .map(|(key, unused_since, pending)| Candidate { key, unused_since, pending: pending > 0 })
+            .collect())
+    }
+
+    /// Whether a row of `table` holds `key` in its blob column `column`.
+    pub(crate) async fn named(&self, table: &str, column: &str, key: &str) -> Result<bool> {
+        let quote = |name: &str| format!("\"{}\"", name.replace('"', "\"\""));
+        let sql = format!("SELECT 1 FROM {} WHERE {} = $1 LIMIT 1", quote(table), quote(column));
+        let found = in_tx!(self, None, |conn| {
+            sqlx::query(sqlx::AssertSqlSafe(sql)).bind(key).fetch_optional(&mut *conn).await?.is_some()
+        });
+        Ok(found)
+    }
+
+    /// Note that no row names `key` since `now` (`None`: a row names it again).
+    pub(crate) async fn mark_unused(&self, key: &str, now: Option<i64>) -> Result<()> {
+        in_tx!(self, None, |conn| {
+            match now {
+                Some(now) => sqlx::query(
+                    "UPDATE _engine_blobs SET unused_since = $2 WHERE blob_key = $1 AND unused_since IS NULL",
+                )
+                .bind(key)
+                .bind(now),
+                None => sqlx::query(
+                    "UPDATE _engine_blobs SET unused_since = NULL WHERE blob_key = $1 AND unused_since IS NOT NULL",
+                )
+                .bind(key),
+            }
+            .execute(&mut *conn)
+            .await?;
+        });
+        Ok(())
+    }
+
+    /// Forget the stored uploads of blob `key`, whose bytes are deleted. A reservation made
+    /// since stays, for bytes on their way. Who wrote the key into rows stays too: each entry
+    /// is overwritten by the next write of its row's column, and a download checks that the row
+    /// still holds the key.
+    pub(crate) async fn forget(&self, key: &str) -> Result<()> {
+        in_tx!(self, None, |conn| {
+            sqlx::query("DELETE FROM _engine_blobs WHERE blob_key = $1 AND stored")
+                .bind(key)
+                .execute(&mut *conn)
+                .await?;
+        });
+        Ok(())
+    }
+}
+
+fn pending(rows: Vec<(String, String, i64)>) -> Vec<Pending> {
+    rows.into_iter()
+        .filter_map(|(key, uploader, size)| Some(Pending { key: key.parse().ok()?, uploader, size: to_u64(size) }))
+        .collect()
+}
