@@ -230,27 +230,25 @@ impl Ledger {
     /// The uploader's bytes of `key` are stored: its reservation becomes usage, and its ticket
     /// is spent.
     pub(crate) async fn mark_stored(&self, key: &BlobKey, uploader: &str) -> Result<()> {
-        in_tx!(self, None, |conn| {
-            sqlx::query(
-                "UPDATE _engine_blobs SET stored = TRUE, ticket = NULL, receiving_until = NULL, unused_since = NULL
-                 WHERE blob_key = $1 AND uploader = $2",
-            )
-            .bind(key.as_str())
-            .bind(uploader)
-            .execute(&mut *conn)
-            .await?;
-        });
-        Ok(())
+        self.on_upload(
+            "UPDATE _engine_blobs SET stored = TRUE, ticket = NULL, receiving_until = NULL, unused_since = NULL
+             WHERE blob_key = $1 AND uploader = $2",
+            key,
+            uploader,
+        )
+        .await
     }
 
     /// Drop the uploader's reservation of `key`, whose bytes never arrived.
     pub(crate) async fn drop_reservation(&self, key: &BlobKey, uploader: &str) -> Result<()> {
+        self.on_upload("DELETE FROM _engine_blobs WHERE blob_key = $1 AND uploader = $2 AND NOT stored", key, uploader)
+            .await
+    }
+
+    /// Run `sql` on the row of `key` (`$1`) and `uploader` (`$2`).
+    async fn on_upload(&self, sql: &'static str, key: &BlobKey, uploader: &str) -> Result<()> {
         in_tx!(self, None, |conn| {
-            sqlx::query("DELETE FROM _engine_blobs WHERE blob_key = $1 AND uploader = $2 AND NOT stored")
-                .bind(key.as_str())
-                .bind(uploader)
-                .execute(&mut *conn)
-                .await?;
+            sqlx::query(sql).bind(key.as_str()).bind(uploader).execute(&mut *conn).await?;
         });
         Ok(())
     }
