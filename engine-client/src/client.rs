@@ -12,7 +12,7 @@ use crate::auth::AuthProvider;
 use crate::error::{Error, Result};
 use crate::presence::{PresenceEvent, PresenceState};
 use crate::remote::Remote;
-use crate::settings::{Reconnect, Settings};
+use crate::settings::{Reconnect, Settings, SyncScope};
 use crate::state::{ClientState, lock};
 use crate::status::Status;
 use crate::store::{Quarantined, Queued, Store, StoreLocation};
@@ -142,6 +142,14 @@ impl ClientBuilder {
     /// Whether to keep a realtime stream (default yes).
     pub fn realtime(mut self, on: bool) -> Self {
         self.settings.realtime = on;
+        self
+    }
+
+    /// Sync only what is open: every held bucket of the rules `always` (say, the rule of a list
+    /// index), and the buckets the app opens with [`Client::sync_bucket`] while they are open.
+    /// By default a client syncs every bucket the actor holds.
+    pub fn sync_open<S: Into<String>>(mut self, always: impl IntoIterator<Item = S>) -> Self {
+        self.settings.scope = SyncScope::Open { always: always.into_iter().map(Into::into).collect() };
         self
     }
 
@@ -299,6 +307,24 @@ impl Client {
         self.inner.stream_wanted.notify_one();
     }
 
+    /// Sync `bucket` while the returned handle lives, on a client that syncs only what is open
+    /// ([`ClientBuilder::sync_open`]): the next pull brings it (from its beginning, when the
+    /// client holds none of its rows), and the stream follows it once its rows are in. Dropping
+    /// the handle (or [`SyncedBucket::release`]) releases it once no other handle holds it: pulls
+    /// leave it out, and its rows go after the bucket TTL, unless it is opened again before.
+    /// A bucket the actor does not hold is left out of the pulls, not refused. On a client that
+    /// syncs every bucket held, the handle changes nothing.
+    pub fn sync_bucket(&self, bucket: BucketKey) -> SyncedBucket {
+        *lock(&self.inner.open).entry(bucket.clone()).or_insert(0) += 1;
+        self.inner.wake_pull.notify_one();
+        SyncedBucket { inner: self.inner.clone(), bucket: Some(bucket) }
+    }
+
+    /// The buckets open through [`sync_bucket`](Self::sync_bucket) handles, in key order.
+    pub fn open_buckets(&self) -> Vec<BucketKey> {
+        lock(&self.inner.open).keys().cloned().collect()
+    }
+
     /// The rows of table `T` in the view.
     pub fn collection<T: Table>(&self) -> Collection<T> {
         Collection { client: self.clone(), _table: PhantomData }
@@ -419,6 +445,39 @@ impl Client {
     /// Stop syncing now (the store stays as it is).
     pub fn close(&self) {
         let _ = self.inner.shutdown.send(true);
+    }
+}
+
+/// A bucket kept open by [`Client::sync_bucket`]; dropping it releases the bucket.
+#[derive(Debug)]
+#[must_use = "the bucket is released when the handle is dropped"]
+pub struct SyncedBucket {
+    inner: Arc<ClientState>,
+    bucket: Option<BucketKey>,
+}
+
+impl SyncedBucket {
+    /// The bucket kept open.
+    pub fn bucket(&self) -> &BucketKey {
+        self.bucket.as_ref().expect("held until dropped")
+    }
+
+    /// Release the bucket now (as dropping the handle does).
+    pub fn release(self) {}
+}
+
+impl Drop for SyncedBucket {
+    fn drop(&mut self) {
+        let Some(bucket) = self.bucket.take() else { return };
+        let mut open = lock(&self.inner.open);
+        if let Some(count) = open.get_mut(&bucket) {
+            *count -= 1;
+            if *count == 0 {
+                open.remove(&bucket);
+                // The pull releases it, and the stream stops following it.
+                self.inner.wake_pull.notify_one();
+            }
+        }
     }
 }
 

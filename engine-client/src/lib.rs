@@ -40,7 +40,7 @@ mod stream;
 mod sync;
 
 pub use auth::{AuthProvider, BearerToken};
-pub use client::{Client, ClientBuilder, Collection, LiveQuery};
+pub use client::{Client, ClientBuilder, Collection, LiveQuery, SyncedBucket};
 /// The boxed future [`AuthProvider`]'s methods return.
 pub use engine_kernel::BoxFuture;
 /// Collaborative columns, to edit before a mutation carries the edit: `CrdtText::insert` and
@@ -49,8 +49,8 @@ pub use engine_kernel::BoxFuture;
 pub use engine_kernel::crdt;
 pub use error::{BoxError, Error, Result};
 pub use presence::{PresenceEvent, PresenceState};
-pub use settings::{Reconnect, Settings};
-pub use status::Status;
+pub use settings::{Reconnect, Settings, SyncScope};
+pub use status::{PullProgress, Status};
 pub use store::{Quarantined, Queued, QueuedBlob, StoreLocation};
 
 /// The WebSocket subprotocol the client asks for.

@@ -25,6 +25,24 @@ pub struct Settings {
     pub realtime: bool,
     /// Whether to sync in the background; without it, only explicit `pull`/`push` calls sync.
     pub background: bool,
+    /// Which buckets the pulls bring and the stream follows.
+    pub scope: SyncScope,
+}
+
+/// Which buckets a client syncs (`docs/design.md` §3, "Sync what is open").
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum SyncScope {
+    /// Every bucket the actor holds, as memberships grant and revoke them (the default).
+    #[default]
+    Held,
+    /// Every held bucket of the rules `always` (an index the app always shows), and the buckets
+    /// the app has open ([`crate::Client::sync_bucket`]). A bucket released goes as a lost one
+    /// does, after the bucket TTL.
+    Open {
+        /// The rules whose buckets are always synced.
+        always: Vec<String>,
+    },
 }
 
 impl Default for Settings {
@@ -38,6 +56,7 @@ impl Default for Settings {
             reconnect: Reconnect::default(),
             realtime: true,
             background: true,
+            scope: SyncScope::Held,
         }
     }
 }

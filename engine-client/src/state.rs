@@ -33,6 +33,8 @@ pub(crate) struct ClientState {
     pub(crate) presence_events: broadcast::Sender<PresenceEvent>,
     /// The buckets followed in realtime, when the app narrowed them ([`crate::Client::subscribe`]).
     pub(crate) subscription: std::sync::Mutex<Option<Vec<BucketKey>>>,
+    /// The buckets open through [`crate::SyncedBucket`] handles, with how many handles hold each.
+    pub(crate) open: std::sync::Mutex<BTreeMap<BucketKey, usize>>,
     /// The app changed its subscription or presence: the stream tells the server.
     pub(crate) stream_wanted: Notify,
     /// The buckets the store holds rows of, as the last pull left them.
@@ -69,6 +71,7 @@ impl ClientState {
             presence: std::sync::Mutex::new(Presence::default()),
             presence_events: broadcast::channel(256).0,
             subscription: std::sync::Mutex::new(None),
+            open: std::sync::Mutex::new(BTreeMap::new()),
             stream_wanted: Notify::new(),
             held: watch::channel(BTreeSet::new()).0,
             strict: std::sync::atomic::AtomicBool::new(false),

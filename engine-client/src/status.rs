@@ -1,9 +1,11 @@
 //! What the client is doing, for a UI: connectivity, syncing, what waits to be confirmed, what
-//! the server rejected, when the last pull finished, the last error.
+//! the server rejected, how far a long pull has got, when the last pull finished, the last
+//! error.
 
 use std::time::SystemTime;
 
 use crate::store::Quarantined;
+pub use engine_kernel::wire::PullProgress;
 
 /// A snapshot of the client's state ([`crate::Client::status`], [`crate::Client::status_stream`]).
 #[derive(Debug, Clone, Default, PartialEq)]
@@ -21,6 +23,9 @@ pub struct Status {
     pub pending: u64,
     /// Mutations the server rejected, with its errors, until retried or discarded.
     pub quarantined: Vec<Quarantined>,
+    /// How far a pull that takes several pages has got (a first sync, a bucket opened), as the
+    /// server estimates it on each page; `None` once the pull ends.
+    pub progress: Option<PullProgress>,
     /// When the last pull finished.
     pub last_pull_at: Option<SystemTime>,
     /// The last failure of a pull, a push or the stream, with its causes (`what failed: why`),

@@ -28,6 +28,7 @@ use tokio_tungstenite::{MaybeTlsStream, WebSocketStream};
 use crate::backoff::Backoff;
 use crate::error::{Error, Result};
 use crate::presence::{Presence, PresenceEvent};
+use crate::settings::SyncScope;
 use crate::state::{ClientState, lock};
 
 type Socket = WebSocketStream<MaybeTlsStream<TcpStream>>;
@@ -265,10 +266,13 @@ async fn session(inner: &ClientState, socket: Socket, shutdown: &mut tokio::sync
     loop {
         if std::mem::take(&mut reconcile) {
             let step = {
-                let wanted = lock(&inner.subscription).clone();
+                let held = held.borrow_and_update().clone();
+                // Syncing only what is open, the stream follows what the pulls bring: the buckets held.
+                let open = matches!(inner.settings.scope, SyncScope::Open { .. });
+                let wanted = lock(&inner.subscription).clone().or_else(|| open.then(|| held.iter().cloned().collect()));
                 let presence = lock(&inner.presence);
                 let strict = inner.strict.load(std::sync::atomic::Ordering::Acquire);
-                plan(wanted.as_deref(), &presence.tracked, &held.borrow_and_update(), strict, &mut told)
+                plan(wanted.as_deref(), &presence.tracked, &held, strict, &mut told)
             };
             let Resubscribe::Frames { frames } = step else {
                 let _ = sink.send(Message::Close(None)).await;

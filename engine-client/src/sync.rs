@@ -12,7 +12,8 @@ use engine_kernel::{BucketKey, ErrorCode};
 
 use crate::backoff::Backoff;
 use crate::error::{Error, Result};
-use crate::state::ClientState;
+use crate::settings::SyncScope;
+use crate::state::{ClientState, lock};
 
 impl ClientState {
     fn record_error(&self, err: &Error) {
@@ -46,6 +47,7 @@ impl ClientState {
         let mut lost = BTreeSet::new();
         // Pages applied before a failure count: what they said was lost is lost.
         let pulled = self.pull_pages(&mut lost).await;
+        self.status.send_if_modified(|status| status.progress.take().is_some());
         let result = pulled.and(self.refresh_held(lost).await);
         self.set_syncing(false);
         match &result {
@@ -59,25 +61,46 @@ impl ClientState {
         result
     }
 
-    async fn pull_pages(&self, lost: &mut BTreeSet<BucketKey>) -> Result<()> {
-        let request = |cursor: Option<String>| PullRequest {
+    /// The first request of a pull: every bucket held, or, syncing only what is open, the
+    /// always-synced rules and the open buckets, those whose rows the store does not hold
+    /// restarted (`docs/design.md` §3, "Sync what is open"). The buckets held that it leaves
+    /// out are released first.
+    async fn first_request(&self) -> Result<PullRequest> {
+        let mut request = PullRequest {
             client_id: self.store.client_id(),
-            cursor,
-            buckets: None,
+            cursor: self.store.cursor().await?,
             limit: Some(self.settings.pull_page),
+            ..PullRequest::default()
         };
-        let mut page = self.remote.pull(&request(self.store.cursor().await?)).await?;
+        if let SyncScope::Open { always } = &self.settings.scope {
+            let open: Vec<BucketKey> = lock(&self.open).keys().cloned().collect();
+            self.store.release(|b| always.iter().any(|rule| rule == b.rule()) || open.contains(b)).await?;
+            let held: BTreeSet<BucketKey> = self.store.buckets().await?.into_iter().collect();
+            request.restart = Some(open.iter().filter(|b| !held.contains(*b)).cloned().collect());
+            request.rules = Some(always.clone());
+            request.open = Some(open);
+        }
+        Ok(request)
+    }
+
+    async fn pull_pages(&self, lost: &mut BTreeSet<BucketKey>) -> Result<()> {
+        let first = self.first_request().await?;
+        // Later pages go on from the cursor: a restart again would start the bucket over.
+        let next_request = |cursor: String| PullRequest { cursor: Some(cursor), restart: None, ..first.clone() };
+        let mut page = self.remote.pull(&first).await?;
         loop {
             // The next page is asked for while this one is applied: a cursor answers the same
             // however often it is sent, so a page fetched in vain costs nothing but the fetch.
             let next = async {
                 match page.has_more {
-                    true => Some(self.remote.pull(&request(Some(page.cursor.clone()))).await),
+                    true => Some(self.remote.pull(&next_request(page.cursor.clone())).await),
                     false => None,
                 }
             };
             let (applied, next) = tokio::join!(self.store.apply_page(&page, self.settings.bucket_ttl), next);
             let applied = applied?;
+            self.status
+                .send_if_modified(|status| std::mem::replace(&mut status.progress, page.progress) != page.progress);
             lost.extend(page.removed_buckets.iter().cloned());
             if applied.requeued > 0 {
                 self.wake_push.notify_one();

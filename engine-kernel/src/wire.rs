@@ -59,7 +59,7 @@ mod integer {
 }
 
 /// `POST /sync/pull` request.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct PullRequest {
     /// The client's id.
@@ -67,9 +67,21 @@ pub struct PullRequest {
     /// The cursor of the previous response; null or absent to start from the beginning.
     #[serde(default)]
     pub cursor: Option<String>,
-    /// A subset of the actor's buckets to sync; absent for all of them.
+    /// A subset of the actor's buckets to sync, each of which the actor must hold; absent (with
+    /// `rules` and `open`) for all of them.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub buckets: Option<Vec<BucketKey>>,
+    /// Sync every bucket of these sync rules the actor holds, besides `buckets` and `open`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rules: Option<Vec<String>>,
+    /// Buckets to sync when the actor holds them, besides `buckets` and `rules`; one it does
+    /// not hold is left out, not refused.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub open: Option<Vec<BucketKey>>,
+    /// Buckets synced by this pull to deliver from their beginning, whatever the cursor says:
+    /// the client dropped its rows of them.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub restart: Option<Vec<BucketKey>>,
     /// The most entries (changes plus tombstones) to return.
     #[serde(default, skip_serializing_if = "Option::is_none", deserialize_with = "integer::optional_bound")]
     #[schemars(range(min = 1))]
@@ -106,6 +118,22 @@ pub struct PullResponse {
     /// send it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub server_hlc: Option<crate::hlc::Hlc>,
+    /// How far the sync this page belongs to has got, with `hasMore`; absent on its last page
+    /// and from servers that do not report it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub progress: Option<PullProgress>,
+}
+
+/// How far a sync that takes several pages has got, in steps (one step: the rows of one table
+/// in one bucket), counted from the pull's cursor: cheap for the server, and an estimate for
+/// the client, since steps differ in size.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct PullProgress {
+    /// The steps of the buckets synced that are delivered.
+    pub done: u64,
+    /// Every step of the buckets synced.
+    pub total: u64,
 }
 
 /// A row written since the cursor.

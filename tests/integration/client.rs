@@ -1165,3 +1165,38 @@ async fn a_viewers_edit_is_refused_offline_in_the_servers_words_and_an_editors_g
     assert_eq!(note(&alice, "n1").await.map(|n| n.title), Some("oat milk".into()));
     assert!(bob.quarantined().await.unwrap().is_empty());
 }
+
+#[tokio::test]
+async fn the_status_tells_how_far_a_first_sync_has_got() {
+    let db = TestDb::new().await;
+    let server = TestServer::start(&db, |b| b).await;
+    let url = server.url("");
+    let alice = notes_client(&url, "alice", StoreLocation::Memory, |b| b.background(false)).await;
+    for list in 0..8 {
+        let id = format!("l{list}");
+        alice.mutate::<create_list>(CreateList { id: Some(id.clone()), title: id.clone() }).await.unwrap();
+        for note in 0..3 {
+            let args = AddNote { id: Some(format!("{id}-{note}")), list_id: id.clone(), title: "n".into() };
+            alice.mutate::<add_note>(args).await.unwrap();
+        }
+    }
+    alice.sync().await.unwrap();
+
+    // A fresh client of the same user, five entries a page: its status says where each page is.
+    let fresh = notes_client(&url, "alice", StoreLocation::Memory, |b| b.background(false).pull_page(5)).await;
+    let mut status = fresh.status_stream();
+    let seen = tokio::spawn(async move {
+        let mut seen = Vec::new();
+        // Until the client is gone.
+        while status.changed().await.is_ok() {
+            seen.push(status.borrow_and_update().progress);
+        }
+        seen
+    });
+    fresh.pull().await.unwrap();
+    assert_eq!(fresh.status().progress, None, "no pull runs");
+    drop(fresh);
+    let seen: Vec<_> = seen.await.unwrap().into_iter().flatten().collect();
+    assert!(seen.iter().any(|p| p.done > 0 && p.done < p.total), "{seen:?}");
+    assert!(seen.windows(2).all(|w| w[0].done <= w[1].done), "{seen:?}");
+}

@@ -19,6 +19,7 @@ mod layers;
 mod migrate;
 mod model;
 mod mount;
+mod open;
 mod operations;
 mod overload;
 mod poll;

@@ -148,7 +148,7 @@ async fn serves_the_notes_app(db: &TestDb) {
     assert_eq!(pushed.response.results[0].status, MutationStatus::Applied);
     db.settle(&*storage).await;
     let pulled = storage
-        .pull(&alice, &PullRequest { client_id, cursor: None, buckets: None, limit: None })
+        .pull(&alice, &PullRequest { client_id, cursor: None, buckets: None, limit: None, ..Default::default() })
         .await
         .unwrap()
         .response()

@@ -33,7 +33,8 @@ async fn pull_with(
     buckets: Option<Vec<BucketKey>>,
     limit: Option<u32>,
 ) -> PullResponse {
-    let request = PullRequest { client_id: CLIENT, cursor: cursor.map(str::to_owned), buckets, limit };
+    let request =
+        PullRequest { client_id: CLIENT, cursor: cursor.map(str::to_owned), buckets, limit, ..Default::default() };
     storage.pull(&actor(who), &request).await.unwrap().response().unwrap()
 }
 
@@ -72,6 +73,22 @@ fn tombstones(page: &PullResponse) -> BTreeMap<String, Vec<String>> {
 async fn exec(db: &TestDb, storage: &Arc<dyn Storage>, sql: &str) {
     sqlx::raw_sql(sqlx::AssertSqlSafe(sql.to_owned())).execute(&db.pool).await.unwrap();
     db.settle(&**storage).await;
+}
+
+/// SQL writing `lists` lists of alice (`l1`, …), her membership of each, and `notes` notes
+/// spread over them (`n1`, …).
+fn alices_lists(lists: u32, notes: u32) -> String {
+    format!(
+        "INSERT INTO lists (id, owner_id, title, archived)
+           WITH RECURSIVE s(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM s WHERE i < {lists})
+           SELECT 'l' || i, 'alice', 'list ' || i, false FROM s;
+         INSERT INTO list_members (list_id, user_id, owner_id, role)
+           WITH RECURSIVE s(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM s WHERE i < {lists})
+           SELECT 'l' || i, 'alice', 'alice', 'owner' FROM s;
+         INSERT INTO notes (id, owner_id, list_id, title, done, position)
+           WITH RECURSIVE s(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM s WHERE i < {notes})
+           SELECT 'n' || i, 'alice', 'l' || (i % {lists} + 1), 'note ' || i, false, i FROM s;"
+    )
 }
 
 /// alice owns l1; bob owns l2 and shares it with alice; carol owns l3 and shares nothing.
@@ -154,22 +171,7 @@ async fn deletes_soft_deletes_and_moves_leave_tombstones_for_the_buckets_left() 
 async fn pages_cover_many_rows_of_many_tables_written_in_one_transaction_exactly_once() {
     let db = TestDb::new().await;
     let storage = db.notes().await;
-    exec(
-        &db,
-        &storage,
-        "BEGIN;
-         INSERT INTO lists (id, owner_id, title, archived)
-           WITH RECURSIVE s(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM s WHERE i < 400)
-           SELECT 'l' || i, 'alice', 'list ' || i, false FROM s;
-         INSERT INTO list_members (list_id, user_id, owner_id, role)
-           WITH RECURSIVE s(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM s WHERE i < 400)
-           SELECT 'l' || i, 'alice', 'alice', 'owner' FROM s;
-         INSERT INTO notes (id, owner_id, list_id, title, done, position)
-           WITH RECURSIVE s(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM s WHERE i < 2100)
-           SELECT 'n' || i, 'alice', 'l' || (i % 400 + 1), 'note ' || i, false, i FROM s;
-         COMMIT;",
-    )
-    .await;
+    exec(&db, &storage, &format!("BEGIN; {} COMMIT;", alices_lists(400, 2100))).await;
     let pages = pull_all(&storage, "alice", None, 250).await;
     let mut seen = BTreeSet::new();
     for page in &pages {
@@ -193,6 +195,23 @@ async fn pages_cover_many_rows_of_many_tables_written_in_one_transaction_exactly
     assert!(!last.has_more);
     // Caught up: nothing more, until something changes.
     assert!(pull(&storage, "alice", Some(&last.cursor)).await.changes.is_empty());
+}
+
+#[tokio::test]
+async fn a_first_sync_tells_how_far_it_has_got_on_every_page_but_its_last() {
+    let db = TestDb::new().await;
+    let storage = db.notes().await;
+    exec(&db, &storage, &alices_lists(40, 200)).await;
+    let pages = pull_all(&storage, "alice", None, 20).await;
+    let (last, rest) = pages.split_last().unwrap();
+    assert!(last.progress.is_none(), "the last page has no more to tell");
+    let progress: Vec<_> = rest.iter().map(|p| p.progress.expect("a page with more tells its progress")).collect();
+    // `own/alice` walks lists and memberships; each `shared/…` lists, memberships and notes.
+    assert!(progress.iter().all(|p| p.total == 2 + 40 * 3), "{progress:?}");
+    assert!(progress.windows(2).all(|w| w[0].done <= w[1].done), "it never goes back: {progress:?}");
+    assert!(progress.iter().any(|p| p.done > 0 && p.done < p.total), "{progress:?}");
+    // Caught up, a pull has nothing to tell.
+    assert!(pull(&storage, "alice", Some(&last.cursor)).await.progress.is_none());
 }
 
 #[tokio::test]
@@ -379,10 +398,16 @@ async fn a_subset_of_held_buckets_can_be_pulled_and_others_are_refused() {
     let page = pull_with(&storage, "alice", None, Some(vec![key("shared/l2")]), None).await;
     assert!(changes(&page).values().all(|b| b == &vec!["shared/l2".to_owned()]));
     assert!(changes(&page).contains_key("notes:n3"));
-    let request = PullRequest { client_id: CLIENT, cursor: None, buckets: Some(vec![key("shared/l3")]), limit: None };
+    let request = PullRequest {
+        client_id: CLIENT,
+        cursor: None,
+        buckets: Some(vec![key("shared/l3")]),
+        limit: None,
+        ..Default::default()
+    };
     let err = storage.pull(&actor("alice"), &request).await.unwrap_err();
     assert_eq!(err.code(), engine::ErrorCode::Forbidden);
-    let request = PullRequest { client_id: CLIENT, cursor: None, buckets: None, limit: Some(0) };
+    let request = PullRequest { client_id: CLIENT, cursor: None, buckets: None, limit: Some(0), ..Default::default() };
     assert_eq!(storage.pull(&actor("alice"), &request).await.unwrap_err().code(), engine::ErrorCode::MalformedRequest);
 }
 

@@ -183,7 +183,7 @@ async fn race(storage: &Arc<dyn Storage>, m: &MutationRequest) -> Vec<Pushed> {
 }
 
 async fn last_mutation_id(storage: &Arc<dyn Storage>, who: &str, client_id: uuid::Uuid) -> u64 {
-    let request = PullRequest { client_id, cursor: None, buckets: None, limit: Some(1) };
+    let request = PullRequest { client_id, cursor: None, buckets: None, limit: Some(1), ..Default::default() };
     storage.pull(&actor(who), &request).await.unwrap().response().unwrap().last_mutation_id
 }
 
@@ -521,7 +521,10 @@ async fn forged_grants_and_injections_are_refused_and_reach_no_one() {
         assert_eq!(code(&result), Some(expected), "{name} {args}: {result:?}");
     }
     let pulled = storage
-        .pull(&actor("carol"), &PullRequest { client_id: client(3), cursor: None, buckets: None, limit: None })
+        .pull(
+            &actor("carol"),
+            &PullRequest { client_id: client(3), cursor: None, buckets: None, limit: None, ..Default::default() },
+        )
         .await
         .unwrap()
         .response()
@@ -570,7 +573,10 @@ async fn field_merge_takes_each_column_from_the_newer_clock() {
             .all(|r| r.status == MutationStatus::Applied)
     );
     let before_b = storage
-        .pull(&actor("bob"), &PullRequest { client_id: client(2), cursor: None, buckets: None, limit: None })
+        .pull(
+            &actor("bob"),
+            &PullRequest { client_id: client(2), cursor: None, buckets: None, limit: None, ..Default::default() },
+        )
         .await
         .unwrap()
         .response()
@@ -584,7 +590,13 @@ async fn field_merge_takes_each_column_from_the_newer_clock() {
     let after_b = storage
         .pull(
             &actor("bob"),
-            &PullRequest { client_id: client(2), cursor: Some(before_b.cursor), buckets: None, limit: None },
+            &PullRequest {
+                client_id: client(2),
+                cursor: Some(before_b.cursor),
+                buckets: None,
+                limit: None,
+                ..Default::default()
+            },
         )
         .await
         .unwrap()
@@ -749,7 +761,10 @@ async fn causality_wins_over_clocks_a_minute_ahead_or_ten_minutes_behind() {
     // A client ten minutes behind, after pulling: its clock observes the pull's reading.
     db.settle(&*storage).await;
     let pulled = storage
-        .pull(&actor("bob"), &PullRequest { client_id: client(22), cursor: None, buckets: None, limit: None })
+        .pull(
+            &actor("bob"),
+            &PullRequest { client_id: client(22), cursor: None, buckets: None, limit: None, ..Default::default() },
+        )
         .await
         .unwrap()
         .response()

@@ -252,6 +252,25 @@ impl Store {
         Ok(keys.iter().filter_map(|k| engine_kernel::BucketKey::parse(k).ok()).collect())
     }
 
+    /// Release the buckets held that `synced` leaves out: they count as left now (their rows go
+    /// after the bucket TTL, as a lost bucket's do), since the pulls no longer bring them.
+    pub(crate) async fn release(&self, synced: impl Fn(&engine_kernel::BucketKey) -> bool) -> Result<()> {
+        let mut tx = self.write().await?;
+        let keys: Vec<String> =
+            sqlx::query_scalar("SELECT bucket FROM _engine_buckets WHERE left_at IS NULL").fetch_all(&mut *tx).await?;
+        for key in keys {
+            if engine_kernel::BucketKey::parse(&key).is_ok_and(|b| !synced(&b)) {
+                sqlx::query("UPDATE _engine_buckets SET left_at = ? WHERE bucket = ?")
+                    .bind(now_ms())
+                    .bind(&key)
+                    .execute(&mut *tx)
+                    .await?;
+            }
+        }
+        tx.commit().await?;
+        Ok(())
+    }
+
     /// The quarantined mutations, oldest first.
     pub(crate) async fn quarantined(&self) -> Result<Vec<Quarantined>> {
         let mut conn = self.pool.acquire().await?;

@@ -31,7 +31,7 @@ mod tests;
 use std::sync::Mutex;
 
 use engine_kernel::rules::buckets::RuleIndex;
-use engine_kernel::wire::PullRequest;
+use engine_kernel::wire::{PullProgress, PullRequest};
 use engine_kernel::{Actor, BucketKey};
 use serde_json::Value;
 use sqlx::{PgConnection, Row as _};
@@ -211,8 +211,12 @@ async fn take_page<S: Snapshot>(
         reset = true;
     }
     let rules = reading.rules;
-    let subset = request.buckets.as_deref();
-    let mut plan = plan::plan(cursor, &start.held, &start.since, subset, |rule| rules.version(rule), horizon)?;
+    let subset = plan::subset(request, &start.held);
+    if let Some(restart) = &request.restart {
+        plan::restart(&mut cursor, restart, subset.as_deref());
+    }
+    let mut plan =
+        plan::plan(cursor, &start.held, &start.since, subset.as_deref(), |rule| rules.version(rule), horizon)?;
 
     let asked = std::mem::take(&mut plan.asked);
     let mut page = Page::new(rules, &asked, limit, reading.limits.page_bytes);
@@ -223,6 +227,11 @@ async fn take_page<S: Snapshot>(
         scan_group(snapshot, group, horizon, &mut page).await?;
     }
     let has_more = plan::has_more(&plan, horizon);
+    let progress = has_more.then(|| {
+        let (done, total) =
+            plan.walked.iter().map(|g| walk::progress(rules, g, horizon)).fold((0, 0), |a, b| (a.0 + b.0, a.1 + b.1));
+        PullProgress { done, total }
+    });
     let removed_buckets = std::mem::take(&mut plan.removed);
     let groups = plan::next_groups(plan);
 
@@ -244,6 +253,7 @@ async fn take_page<S: Snapshot>(
     pulled.last_mutation_id = start.last_mutation_id;
     pulled.synced_mutation_id = Some(start.synced_mutation_id);
     pulled.server_hlc = Some(server_hlc);
+    pulled.progress = progress;
     Ok(Taken { pulled, named: sealed.named, new: sealed.new })
 }
 

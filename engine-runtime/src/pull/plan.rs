@@ -7,6 +7,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use engine_kernel::BucketKey;
+use engine_kernel::wire::PullRequest;
 
 use super::cursor::{Cursor, Group, MAX_GROUPS};
 use crate::error::{Error, Result};
@@ -103,6 +104,35 @@ pub(crate) fn plan<'r>(
     }
     walked.sort_by_key(|g| (g.rows, g.tombstones));
     Ok(Plan { walked, parked, removed, resynced, asked })
+}
+
+/// The subset of buckets `request` asks for, given the buckets the actor holds (`held`): its
+/// `buckets` as they are (the plan refuses one not held), the held ones of `open`, and every held
+/// bucket of its `rules`. `None` when it names none of the three: every bucket held.
+pub(crate) fn subset(request: &PullRequest, held: &BTreeSet<BucketKey>) -> Option<Vec<BucketKey>> {
+    if request.buckets.is_none() && request.rules.is_none() && request.open.is_none() {
+        return None;
+    }
+    let mut asked: BTreeSet<BucketKey> = request.buckets.iter().flatten().cloned().collect();
+    asked.extend(request.open.iter().flatten().filter(|b| held.contains(*b)).cloned());
+    let rules: BTreeSet<&str> = request.rules.iter().flatten().map(String::as_str).collect();
+    asked.extend(held.iter().filter(|b| rules.contains(b.rule())).cloned());
+    Some(asked.into_iter().collect())
+}
+
+/// Take the buckets of `restart` that the pull syncs (`asked`, all held when `None`) out of
+/// `cursor`, so the plan finds them fresh: rows from the beginning, tombstones from the horizon,
+/// as for a bucket the client has never had. A client asks this for a bucket whose rows it
+/// dropped while the cursor kept it parked (`docs/design.md` §3, "Sync what is open").
+pub(crate) fn restart(cursor: &mut Cursor, restart: &[BucketKey], asked: Option<&[BucketKey]>) {
+    // Sets, not the request's lists: each bucket of the cursor is looked up in both.
+    let restart: BTreeSet<&BucketKey> = restart.iter().collect();
+    let asked: Option<BTreeSet<&BucketKey>> = asked.map(|asked| asked.iter().collect());
+    let out = |b: &BucketKey| restart.contains(b) && asked.as_ref().is_none_or(|asked| asked.contains(b));
+    for group in &mut cursor.groups {
+        group.buckets.retain(|b| !out(b));
+    }
+    cursor.groups.retain(|g| !g.buckets.is_empty());
 }
 
 /// Whether `group` can go on in a snapshot of `horizon`: a walk begun by a server that had seen

@@ -5,7 +5,7 @@
 
 use std::ops::Range;
 
-use engine_kernel::wire::{Change, PullResponse, Tombstone};
+use engine_kernel::wire::{Change, PullProgress, PullResponse, Tombstone};
 use engine_kernel::{BucketKey, Hlc, Row};
 use serde::Serialize;
 
@@ -34,6 +34,8 @@ pub struct Pulled {
     pub synced_mutation_id: Option<u64>,
     /// The server's clock reading, at least every clock stamp of the rows delivered.
     pub server_hlc: Option<Hlc>,
+    /// How far the sync has got, while it has more pages.
+    pub progress: Option<PullProgress>,
 }
 
 /// A change of a [`Pulled`]: its row is a range of the answer's text.
@@ -76,6 +78,8 @@ struct Rest<'a> {
     synced_mutation_id: Option<u64>,
     #[serde(skip_serializing_if = "Option::is_none")]
     server_hlc: Option<&'a Hlc>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    progress: Option<PullProgress>,
 }
 
 impl Pulled {
@@ -129,6 +133,7 @@ impl Pulled {
             last_mutation_id: self.last_mutation_id,
             synced_mutation_id: self.synced_mutation_id,
             server_hlc: self.server_hlc.clone(),
+            progress: self.progress,
         })
     }
 
@@ -159,6 +164,7 @@ impl Pulled {
             last_mutation_id: self.last_mutation_id,
             synced_mutation_id: self.synced_mutation_id,
             server_hlc: self.server_hlc.as_ref(),
+            progress: self.progress,
         };
         let at = out.len();
         serde_json::to_writer(&mut out, &rest).map_err(write)?;
@@ -170,7 +176,7 @@ impl Pulled {
 
 #[cfg(test)]
 mod tests {
-    use engine_kernel::wire::{PullResponse, Tombstone};
+    use engine_kernel::wire::{PullProgress, PullResponse, Tombstone};
     use engine_kernel::{BucketKey, Hlc};
     use serde_json::{Value, json};
 
@@ -201,6 +207,7 @@ mod tests {
                     last_mutation_id: 7,
                     synced_mutation_id: optional.then_some(6),
                     server_hlc: optional.then(|| Hlc::new(1_700_000_000_000, 3, "node").unwrap()),
+                    progress: optional.then_some(PullProgress { done: 3, total: 9 }),
                     ..Pulled::default()
                 };
                 for (i, row) in rows[..changes].iter().enumerate() {

@@ -281,8 +281,13 @@ fn an_incremental_pull_of_many_buckets_delivers_what_changed_in_them() {
         let carol = engine_kernel::Actor::new("carol", "carol");
         let client = uuid::Uuid::new_v4();
         let pull = |cursor: Option<String>| {
-            let request =
-                engine_kernel::wire::PullRequest { client_id: client, cursor, buckets: None, limit: Some(1000) };
+            let request = engine_kernel::wire::PullRequest {
+                client_id: client,
+                cursor,
+                buckets: None,
+                limit: Some(1000),
+                ..Default::default()
+            };
             let (storage, carol) = (&storage, &carol);
             async move { storage.pull(carol, &request).await.unwrap().response().unwrap() }
         };

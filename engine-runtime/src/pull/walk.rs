@@ -46,6 +46,28 @@ fn walk_selections<'s>(
     selections
 }
 
+/// How far `group` has got at `horizon`, in steps (`(done, total)`): a step is one walk
+/// selection of one of its buckets. A group caught up has done them all; a walk under way, the
+/// selections before its own and, in its own, the buckets before its point. Read from the
+/// cursor alone, it costs no statement (`docs/protocol.md#pull-response`, `progress`).
+pub(super) fn progress(rules: &RuleIndex, group: &Group, horizon: u64) -> (u64, u64) {
+    let steps = |selection: &WalkSelection| group.buckets.iter().filter(|b| b.rule() == selection.rule).count();
+    let selections = walk_selections(rules, group);
+    let total: usize = selections.iter().map(|(s, _, _)| steps(s)).sum();
+    let done: usize = match &group.walk {
+        _ if group.is_caught_up(horizon) => total,
+        Some(Walk { selection: Some(current), point, .. }) => {
+            let before: usize = selections.iter().filter(|(s, _, _)| s < current).map(|(s, _, _)| steps(s)).sum();
+            let within = point
+                .as_ref()
+                .map_or(0, |p| group.buckets.iter().filter(|b| b.rule() == current.rule && **b < p.bucket).count());
+            before + within
+        }
+        _ => 0,
+    };
+    (done as u64, total as u64)
+}
+
 /// A walk selection and what it walks: the selection of a table's rule, and the table.
 type WalkedSelection<'s> = (WalkSelection, &'s RuleSelection, &'static TableMeta);
 

@@ -16,7 +16,8 @@ pub(crate) async fn pull_pages(
     let mut pages = Vec::new();
     let mut cursor = cursor;
     loop {
-        let request = PullRequest { client_id: client, cursor, buckets: None, limit: Some(limit) };
+        let request =
+            PullRequest { client_id: client, cursor, buckets: None, limit: Some(limit), ..Default::default() };
         let page = storage.pull(actor, &request).await.unwrap().response().unwrap();
         cursor = Some(page.cursor.clone());
         let more = page.has_more;

@@ -214,3 +214,41 @@ fn past_the_most_groups_the_two_closest_merge_at_the_earlier_position() {
     assert_eq!(merged.buckets, vec![own("4"), own("5")], "positions 40 and 41 are the closest");
     assert_eq!((merged.rows, merged.tombstones), (40, TombstonePosition::at(40)), "at the earlier position");
 }
+
+#[test]
+fn rules_and_open_buckets_ask_for_held_buckets_only_and_buckets_stay_strict() {
+    let all = held(&[own("a"), shared("l"), shared("m")]);
+    let request =
+        |buckets: Option<Vec<BucketKey>>, rules: Option<Vec<&str>>, open: Option<Vec<BucketKey>>| PullRequest {
+            buckets,
+            rules: rules.map(|r| r.into_iter().map(str::to_owned).collect()),
+            open,
+            ..PullRequest::default()
+        };
+    assert_eq!(subset(&request(None, None, None), &all), None, "nothing named: every bucket held");
+    // `open` leaves out what is not held; `rules` brings every held bucket of the rule.
+    let asked = subset(&request(None, Some(vec!["own"]), Some(vec![shared("l"), shared("gone")])), &all);
+    assert_eq!(asked, Some(vec![own("a"), shared("l")]));
+    assert_eq!(subset(&request(None, None, Some(vec![])), &all), Some(vec![]), "an empty `open` syncs nothing");
+    // `buckets` stays as it is, so the plan refuses a bucket not held.
+    let asked = subset(&request(Some(vec![shared("gone")]), Some(vec!["own"]), None), &all).unwrap();
+    assert!(plan(cursor(vec![]), &all, &BTreeMap::new(), Some(asked.as_slice()), same_rules, HORIZON).is_err());
+}
+
+#[test]
+fn a_restarted_bucket_the_pull_syncs_starts_afresh_and_others_stay_where_they_were() {
+    let all = held(&[own("a"), shared("l"), shared("m")]);
+    let mut parked = cursor(vec![at(40, &[own("a"), shared("l")]), at(50, &[shared("m")])]);
+    // `shared/m` is not synced by this pull: asked to restart, it stays parked.
+    let asked = [own("a"), shared("l")];
+    restart(&mut parked, &[shared("l"), shared("m")], Some(&asked));
+    assert_eq!(parked.groups, vec![at(40, &[own("a")]), at(50, &[shared("m")])]);
+    let planned = plan(parked, &all, &BTreeMap::new(), Some(&asked), same_rules, HORIZON).unwrap();
+    assert_eq!(planned.walked, vec![Group::fresh(vec![shared("l")], HORIZON), at(40, &[own("a")])]);
+    assert_eq!(planned.parked, vec![at(50, &[shared("m")])]);
+    assert!(planned.removed.is_empty(), "a restarted bucket is not reported removed");
+    // A whole group restarted leaves no empty group behind.
+    let mut whole = cursor(vec![at(50, &[shared("m")])]);
+    restart(&mut whole, &[shared("m")], None);
+    assert!(whole.groups.is_empty());
+}

@@ -271,6 +271,7 @@ async fn pull_all(
             cursor: cursor.clone(),
             buckets: None,
             limit: Some(limit),
+            ..Default::default()
         };
         let page = store.pull(actor, &request).await.unwrap().response().unwrap();
         assert!(page.changes.len() + page.tombstones.len() <= limit as usize, "a page holds at most its limit");
@@ -373,6 +374,7 @@ async fn a_forged_cursor_starts_afresh() {
         cursor: Some("AAAA.forged".into()),
         buckets: None,
         limit: None,
+        ..Default::default()
     };
     let page = store.pull(&alice(), &request).await.unwrap().response().unwrap();
     assert!(page.reset, "a cursor this file did not sign is not read");
@@ -584,8 +586,13 @@ async fn collected_tombstones_reset_the_cursors_that_needed_them() {
     let retention = crate::storage::Retention { tombstones: Duration::ZERO, ..Default::default() };
     let collected = Storage::collect_garbage(&store, &retention).await.unwrap();
     assert_eq!(collected.tombstones, 2, "{collected:?}");
-    let request =
-        engine_kernel::wire::PullRequest { client_id: client, cursor: Some(cursor), buckets: None, limit: None };
+    let request = engine_kernel::wire::PullRequest {
+        client_id: client,
+        cursor: Some(cursor),
+        buckets: None,
+        limit: None,
+        ..Default::default()
+    };
     let page = store.pull(&alice(), &request).await.unwrap().response().unwrap();
     assert!(page.reset, "the cursor needed the collected tombstones");
     assert_eq!(page.changes.len(), 8, "its buckets start afresh");
