@@ -19,7 +19,7 @@
  */
 
 import { authProvider, actorOfToken, type AuthProvider } from "./auth.js";
-import type { EngineClient, EngineClientOptions, OptimisticMutators } from "./client/api.js";
+import type { EngineClient, EngineClientOptions, OptimisticMutators, SyncedBucket } from "./client/api.js";
 import { browserOnlineSignal, type OnlineSignal } from "./client/online.js";
 import { Puller } from "./client/pull.js";
 import { Pusher } from "./client/push.js";
@@ -83,7 +83,9 @@ class Client<T extends TableTypes, M extends MutatorTypes> implements EngineClie
   private readonly remote: Remote;
   private readonly settings: Required<
     Pick<EngineClientOptions<T, M>, "pullIntervalMs" | "pullPage" | "pushBatch" | "bucketTtlMs" | "background">
-  >;
+  > & { syncOpen: readonly string[] | undefined };
+  /** The buckets open through `syncBucket`, with how many handles hold each. */
+  private readonly open = new Map<string, number>();
   private readonly statusBoard: StatusBoard;
   private readonly changeListeners = new Set<(changes: RowChange[]) => void>();
   private readonly bucketListeners = new Set<(buckets: string[]) => void>();
@@ -113,6 +115,7 @@ class Client<T extends TableTypes, M extends MutatorTypes> implements EngineClie
       pushBatch: Math.max(1, options.pushBatch ?? 100),
       bucketTtlMs: options.bucketTtlMs ?? 0,
       background: options.background ?? true,
+      syncOpen: options.syncOpen ? [...options.syncOpen] : undefined,
     };
     const timing = {
       idleMs: this.settings.pullIntervalMs,
@@ -135,18 +138,21 @@ class Client<T extends TableTypes, M extends MutatorTypes> implements EngineClie
       syncing: false,
       pending: replica.pendingCount,
       quarantined: [...replica.quarantined],
+      progress: null,
       lastPullAt: null,
       lastError: null,
       retry: null,
     });
     const persist = () => this.persist();
-    this.stream = new Stream(this.source, replica, this.statusBoard, this.pullLoop, this.pushLoop);
+    const followHeld = this.settings.syncOpen !== undefined;
+    this.stream = new Stream(this.source, replica, this.statusBoard, this.pullLoop, this.pushLoop, followHeld);
     const heldChanged = () => {
       if (!this.stream.heldChanged()) return;
       const held = this.replica.heldBuckets();
       for (const listener of this.bucketListeners) listener(held);
     };
-    this.puller = new Puller(this.remote, replica, this.settings, this.statusBoard, persist, this.pushLoop, heldChanged);
+    const openBuckets = () => this.openBuckets();
+    this.puller = new Puller(this.remote, replica, this.settings, this.statusBoard, persist, this.pushLoop, heldChanged, openBuckets);
     this.pusher = new Pusher(this.remote, replica, this.settings, this.statusBoard, persist);
   }
 
@@ -257,6 +263,31 @@ class Client<T extends TableTypes, M extends MutatorTypes> implements EngineClie
 
   buckets(): string[] {
     return this.replica.heldBuckets();
+  }
+
+  syncBucket(bucket: string): SyncedBucket {
+    this.open.set(bucket, (this.open.get(bucket) ?? 0) + 1);
+    if (this.settings.background && !this.closed) this.pullLoop.wake(true);
+    let released = false;
+    return {
+      bucket,
+      release: () => {
+        if (released) return;
+        released = true;
+        const count = (this.open.get(bucket) ?? 1) - 1;
+        if (count > 0) {
+          this.open.set(bucket, count);
+          return;
+        }
+        this.open.delete(bucket);
+        // The pull releases it, and the stream stops following it.
+        if (this.settings.background && !this.closed) this.pullLoop.wake(true);
+      },
+    };
+  }
+
+  openBuckets(): string[] {
+    return [...this.open.keys()].sort();
   }
 
   // --- Writes ------------------------------------------------------------------------------

@@ -20,7 +20,7 @@
  */
 
 export { createEngineClient } from "./client.js";
-export type { EngineClient, EngineClientOptions, OptimisticMutators } from "./client/api.js";
+export type { EngineClient, EngineClientOptions, OptimisticMutators, SyncedBucket } from "./client/api.js";
 export { browserOnlineSignal } from "./client/online.js";
 export type { OnlineSignal } from "./client/online.js";
 export type { Status } from "./client/status.js";

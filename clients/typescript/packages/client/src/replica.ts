@@ -142,6 +142,11 @@ export class Replica {
     return this.state.heldBuckets();
   }
 
+  /** The buckets held that `synced` leaves out count as left at `now`: their rows go after the TTL. */
+  release(synced: (bucket: string) => boolean, now: number): void {
+    for (const bucket of this.state.heldBuckets()) if (!synced(bucket)) this.state.setBucket(bucket, now);
+  }
+
   /** Apply one pull page. */
   applyPage(page: PullResponse, now: number, bucketTtlMs: number): PageApplied {
     return applyPage(this.state, page, now, bucketTtlMs);

@@ -16,8 +16,26 @@ export type Row = Record<string, unknown>;
 export interface PullRequest {
   clientId: string;
   cursor?: string | null;
+  /** Exactly these buckets, each held; absent (with `rules` and `open`) for every bucket held. */
   buckets?: string[];
+  /** Every held bucket of these sync rules, besides `buckets` and `open`. */
+  rules?: string[];
+  /** These buckets when the actor holds them; one it does not hold is left out. */
+  open?: string[];
+  /** Buckets of this pull to deliver from their beginning, whatever the cursor says. */
+  restart?: string[];
   limit?: number;
+}
+
+/**
+ * How far a sync that takes several pages has got, in steps (one step: the rows of one table in
+ * one bucket): an estimate, since steps differ in size.
+ */
+export interface PullProgress {
+  /** The steps of the buckets synced that are delivered. */
+  done: number;
+  /** Every step of the buckets synced. */
+  total: number;
 }
 
 /** A row written since the cursor. */
@@ -47,6 +65,8 @@ export interface PullResponse {
   syncedMutationId?: number;
   /** Reserved: the server's clock reading, which the client's clock observes when present. */
   serverHlc?: string;
+  /** How far the sync has got, with `hasMore`; absent on its last page and from older servers. */
+  progress?: PullProgress;
 }
 
 /** One queued mutation, as a push carries it. */

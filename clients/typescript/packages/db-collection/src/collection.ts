@@ -9,6 +9,10 @@
  * collection operation is, and the collection's optimistic state gives way to the view's as soon
  * as the mutation is queued.
  *
+ * A collection given `syncBuckets` keeps those buckets open while it is in use, so a client that
+ * syncs only what is open pulls them then, and lets their rows go after the bucket TTL once the
+ * collection is cleaned up.
+ *
  * A collection narrowed to a sync rule holds the rows that buckets of the rule the client still
  * holds contain. A row's buckets can change without the row (a membership granted or revoked), so
  * besides the view's row changes the collection follows `onBuckets`: when a pull changes the
@@ -40,6 +44,13 @@ export interface EngineCollectionOptions<T extends TableTypes, M extends Mutator
    * far). All of the table's rows when absent.
    */
   syncRule?: string;
+  /**
+   * Buckets the collection syncs while it is in use, on a client that syncs only what is open
+   * (`syncOpen`): opened (`syncBucket`) when the collection's sync starts, at its first
+   * subscriber or `preload`, and released when TanStack DB cleans it up (`gcTime` after its last
+   * subscriber, or `cleanup()`). A list's notes: `syncBuckets: [buckets.shared({ list_id })]`.
+   */
+  syncBuckets?: readonly string[];
   /** The collection's id; `engine:<table>` (or `engine:<table>:<rule>`) when absent. */
   id?: string;
   /** Queue the mutator a `collection.insert(row)` is; resolve once it is queued. */
@@ -94,9 +105,11 @@ export function engineCollectionOptions<T extends TableTypes, M extends MutatorT
   return {
     id: options.id ?? (syncRule === undefined ? `engine:${name}` : `engine:${name}:${syncRule}`),
     getKey,
-    startSync: true,
+    // A collection that opens buckets syncs them only while in use.
+    startSync: options.syncBuckets === undefined,
     sync: {
       sync: ({ begin, write, commit, markReady }) => {
+        const opened = (options.syncBuckets ?? []).map((bucket) => client.syncBucket(bucket));
         // The keys the collection's synced state holds now.
         const shown = new Set<CollectionKey>();
         const apply = (messages: ChangeMessageOrDeleteKeyMessage<Item, CollectionKey>[]) => {
@@ -153,6 +166,7 @@ export function engineCollectionOptions<T extends TableTypes, M extends MutatorT
         return () => {
           unsubscribeChanges();
           unsubscribeBuckets();
+          for (const bucket of opened) bucket.release();
         };
       },
     },

@@ -433,6 +433,8 @@ export class NotesApp {
   private readonly connection = el("span", { "data-testid": "connection", class: "badge" });
   private readonly statusText = el("span", { class: "status-text", "data-testid": "status" });
   private readonly pending = el("span", { class: "pending", "data-testid": "pending" });
+  /** How far a first sync has got, as the server estimates it on each page. */
+  private readonly progress = el("progress", { class: "sync-progress", "data-testid": "sync-progress", "aria-label": "Loading your notes" });
   private readonly empty = el("section", { class: "empty" }, el("p", {}, "Choose a list, or add one."));
   // Live regions present from the start, so what is put into them is announced.
   private readonly refusal = el("div", { class: "refusal", role: "alert", "data-testid": "refusal" });
@@ -621,7 +623,7 @@ export class NotesApp {
       "header",
       {},
       el("h1", {}, "Notes"),
-      el("p", { class: "status", role: "status" }, this.connection, this.statusText, this.pending),
+      el("p", { class: "status", role: "status" }, this.connection, this.statusText, this.progress, this.pending),
       el(
         "div",
         { class: "account" },
@@ -977,6 +979,12 @@ export class NotesApp {
     setText(this.connection, badge);
     this.statusText.dataset.state = state;
     setText(this.statusText, text);
+    const progress = state === "loading" ? status.progress : null;
+    this.progress.hidden = !progress;
+    if (progress) {
+      this.progress.max = progress.total;
+      this.progress.value = progress.done;
+    }
     setText(this.pending, `${status.pending} waiting`);
     if (status.pending !== this.lastPending) {
       this.lastPending = status.pending;

@@ -168,4 +168,32 @@ describe("TanStack DB collections", () => {
     expect(titles(shared.toArray)).toEqual(["Dishes", "Laundry"]);
     await Promise.all([owner.close(), member.close()]);
   });
+
+  test("a collection given buckets syncs them only while it is in use", async () => {
+    const owner = await notesClient(notes(), "wes");
+    await mutators(owner).createList({ id: "wes-list", title: "Wes" });
+    await mutators(owner).addNote({ id: "wes-note", list_id: "wes-list", title: "open me" });
+    await mutators(owner).shareList({ list_id: "wes-list", user_id: "xia", role: "viewer" });
+    await owner.sync();
+    const xia = await notesClient(notes(), "xia", { syncOpen: ["own"] });
+    const list = buckets.shared({ list_id: "wes-list" });
+    const listNotes = createCollection(engineCollectionOptions({ name: "notes", client: xia, syncRule: "shared", syncBuckets: [list] }));
+    await xia.pull();
+    expect(xia.openBuckets()).toEqual([]);
+    expect(xia.get("notes", "wes-note")).toBeUndefined();
+
+    // In use: the bucket is open and pulled.
+    const subscription = listNotes.subscribeChanges(() => undefined);
+    expect(xia.openBuckets()).toEqual([list]);
+    await xia.pull();
+    await waitFor("the list's note in the collection", () => listNotes.has("wes-note"));
+
+    // Cleaned up: released, and with the TTL of zero its rows go at the next pull.
+    subscription.unsubscribe();
+    await listNotes.cleanup();
+    expect(xia.openBuckets()).toEqual([]);
+    await xia.pull();
+    expect(xia.get("notes", "wes-note")).toBeUndefined();
+    await Promise.all([owner.close(), xia.close()]);
+  });
 });

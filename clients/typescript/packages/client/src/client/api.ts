@@ -52,7 +52,13 @@ export interface EngineClientOptions<T extends TableTypes, M extends MutatorType
   pullPage?: number;
   /** Mutations per push (100). */
   pushBatch?: number;
-  /** How long rows of buckets the actor lost stay (0: they go at once). */
+  /**
+   * Sync only what is open: every held bucket of these sync rules (say, the rule of a list
+   * index), and the buckets opened with `syncBucket` while they are open. Absent (the default):
+   * every bucket the actor holds.
+   */
+  syncOpen?: readonly string[];
+  /** How long rows of buckets the actor lost, or the app released, stay (0: they go at once). */
   bucketTtlMs?: number;
   /** How long one request may take before it counts as lost (30,000 ms). */
   requestTimeoutMs?: number;
@@ -122,6 +128,16 @@ export interface EngineClient<T extends TableTypes = TableTypes, M extends Mutat
   retryQuarantined(clientMutationId: string): Promise<Queued | undefined>;
   /** Drop a rejected mutation; whether it was quarantined. */
   discardQuarantined(clientMutationId: string): Promise<boolean>;
+  /**
+   * Sync `bucket` until the handle is released, on a client that syncs only what is open
+   * (`syncOpen`): the next pull brings it (from its beginning when the client holds none of its
+   * rows), and the stream follows it once its rows are in. Released by every handle, pulls leave
+   * it out and its rows go after the bucket TTL. A bucket the actor does not hold is left out,
+   * not refused. On a client that syncs every bucket held, the handle changes nothing.
+   */
+  syncBucket(bucket: string): SyncedBucket;
+  /** The buckets open through `syncBucket` handles, in key order. */
+  openBuckets(): string[];
   /** Follow only `buckets` in realtime (`null`: every bucket held, the default). */
   subscribe(buckets: readonly string[] | null): void;
   /** Be present in `bucket` with `meta` (kept across reconnections). */
@@ -133,4 +149,11 @@ export interface EngineClient<T extends TableTypes = TableTypes, M extends Mutat
   onPresence(listener: (event: PresenceEvent) => void): () => void;
   /** Stop syncing and let go of the store. */
   close(): Promise<void>;
+}
+
+/** A bucket kept open by `EngineClient.syncBucket`. */
+export interface SyncedBucket {
+  readonly bucket: string;
+  /** Release the bucket (once no other handle holds it, pulls leave it out). */
+  release(): void;
 }

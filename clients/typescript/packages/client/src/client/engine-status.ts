@@ -1,12 +1,13 @@
 /**
  * `createEngineStatus`: what a status bar or an outbox screen reads of a client, apart from the
- * client. It holds the sync status and the outbox's quarantined entries (mutations the server
+ * client. It holds the sync status (with a long pull's progress) and the outbox's quarantined entries (mutations the server
  * rejected for good, which no longer block the outbox), and retries or discards those.
  */
 
 import type { Queued } from "../replica/outbox.js";
 import type { QuarantinedEntry } from "../store/types.js";
 import type { EngineClient } from "./api.js";
+import type { PullProgress } from "../wire.js";
 import type { Status } from "./status.js";
 
 /** What the status needs of a client: any `EngineClient`, whatever its tables and mutators. */
@@ -18,6 +19,8 @@ export interface EngineStatus {
   readonly current: Status;
   /** Mutations made locally that a pull has not yet shown applied. */
   readonly pending: number;
+  /** How far a pull that takes several pages has got (`null` when none runs): for a progress bar. */
+  readonly progress: PullProgress | null;
   /** Mutations the server rejected, with its errors, oldest first. */
   readonly quarantined: readonly QuarantinedEntry[];
   /** Call `listener` with the status now and after every change; returns the unsubscribe. */
@@ -36,6 +39,9 @@ export function createEngineStatus(client: StatusClient): EngineStatus {
     },
     get pending() {
       return client.status.pending;
+    },
+    get progress() {
+      return client.status.progress;
     },
     get quarantined() {
       return client.status.quarantined;

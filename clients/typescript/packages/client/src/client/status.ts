@@ -6,6 +6,7 @@
 
 import type { Retry } from "../loop.js";
 import type { QuarantinedEntry } from "../store/types.js";
+import type { PullProgress } from "../wire.js";
 
 /** What the client is doing, for a UI. */
 export interface Status {
@@ -22,6 +23,11 @@ export interface Status {
   pending: number;
   /** Mutations the server rejected, with its errors, until retried or discarded. */
   quarantined: readonly QuarantinedEntry[];
+  /**
+   * How far a pull that takes several pages has got (a first sync, a bucket opened), as the
+   * server estimates it on each page; `null` once the pull ends.
+   */
+  progress: PullProgress | null;
   /** When the last pull finished (ms since the Unix epoch). */
   lastPullAt: number | null;
   /** The last failure of a pull, a push or the stream, cleared by the next success. */

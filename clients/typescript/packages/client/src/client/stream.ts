@@ -30,6 +30,8 @@ export class Stream {
     private readonly status: StatusBoard,
     private readonly pullLoop: SyncLoop,
     private readonly pushLoop: SyncLoop,
+    /** Syncing only what is open: the stream follows what the pulls bring, the buckets held. */
+    private readonly followHeld = false,
   ) {
     this.held = new Set(replica.heldBuckets());
   }
@@ -83,7 +85,8 @@ export class Stream {
   /** Tell the server what changed in the subscription and presence. */
   private reconcile(): void {
     if (!this.source?.connected) return;
-    const step = plan(this.subscription, this.tracked, this.held, this.strict, this.told);
+    const wanted = this.subscription ?? (this.followHeld ? [...this.held] : undefined);
+    const step = plan(wanted, this.tracked, this.held, this.strict, this.told);
     if (step === "reconnect") {
       this.source.reconnect();
       return;
