@@ -39,7 +39,7 @@ import { isEmptyWrite, type ClientStore } from "./store/types.js";
 import { sortByKey, type Actor, type OptimisticMutator } from "./view.js";
 import { createRealtimeSource } from "./fallback.js";
 import type { RealtimeSource } from "./websocket.js";
-import type { PresenceMeta, PresenceState, Row } from "./wire.js";
+import type { BlobDownloadRequest, BlobTicket, BlobUploadRequest, PresenceMeta, PresenceState, Row } from "./wire.js";
 
 /** Open the store, and start syncing (in the background unless told otherwise). */
 export async function createEngineClient<T extends TableTypes, M extends MutatorTypes>(
@@ -372,6 +372,22 @@ class Client<T extends TableTypes, M extends MutatorTypes> implements EngineClie
 
   presenceState(bucket: string): PresenceState {
     return this.stream.presenceState(bucket);
+  }
+
+  // --- Blobs -------------------------------------------------------------------------------
+
+  blobTicket(route: "upload", request: BlobUploadRequest): Promise<BlobTicket>;
+  blobTicket(route: "download", request: BlobDownloadRequest): Promise<BlobTicket>;
+  async blobTicket(route: "upload" | "download", request: BlobUploadRequest | BlobDownloadRequest): Promise<BlobTicket> {
+    this.ensureOpen();
+    return route === "upload"
+      ? this.remote.blobTicket(route, request as BlobUploadRequest)
+      : this.remote.blobTicket(route, request);
+  }
+
+  transferBlob(ticket: BlobTicket, body?: Uint8Array): Promise<Uint8Array> {
+    this.ensureOpen();
+    return this.remote.transfer(ticket, body);
   }
 
   async close(): Promise<void> {

@@ -14,6 +14,9 @@
  *   file system, in a worker; IndexedDB where that is missing), `sqliteStore` over any
  *   `SqlExecutor`, `upgradeStoredState` for their layout versions, and `migrateClientStore` to
  *   move one store into another.
+ * - Blobs: `createEngineBlobs` (files put offline, uploaded when online, downloaded as the rows
+ *   allow), `keyForBlob` (a file's key, as the server computes it), and the blob stores
+ *   `memoryBlobStore` and `indexedDbBlobStore` that keep the bytes and the upload queue.
  * - `defineSchema`, `bucketKey` and `Mutate`: what modules written by `engine gen` use.
  * - `authorizeWrite`: the write rules evaluated offline, as `mutate` and `canWrite` use them.
  * - The wire protocol's messages, its clock and its ids.
@@ -73,6 +76,14 @@ export type {
   StoreMeta,
   StoreWrite,
 } from "./store/types.js";
+
+export { BlobError, createEngineBlobs } from "./blobs/engine-blobs.js";
+export type { BlobFailure, BlobsClient, BlobState, BlobStatus, EngineBlobs, EngineBlobsOptions } from "./blobs/engine-blobs.js";
+export { isBlobKey, keyForBlob } from "./blobs/key.js";
+export type { BlobInput } from "./blobs/key.js";
+export { memoryBlobStore } from "./blobs/store.js";
+export type { BlobStore, QueuedUpload, StoredBlob } from "./blobs/store.js";
+export { indexedDbBlobStore } from "./blobs/indexeddb.js";
 
 export { defineSchema, keyRow, keyText } from "./schema.js";
 export type {

@@ -1,12 +1,23 @@
 /**
- * The server over HTTP: `POST /sync/pull` and `POST /sync/push` with a fresh token each time,
- * one refresh and retry after a 401, and every answer read as `docs/protocol.md` says: a body
- * of the protocol, a problem document, or a failure that says nothing about the mutations.
+ * The server over HTTP: `POST /sync/pull`, `POST /sync/push` and the blob tickets with a fresh
+ * token each time, one refresh and retry after a 401, and every answer read as
+ * `docs/protocol.md` says: a body of the protocol, a problem document, or a failure that says
+ * nothing about the mutations. And the requests of blob tickets, to their signed URLs, which
+ * carry no token: the signature is their credential.
  */
 
 import type { AuthProvider } from "./auth.js";
 import { NetworkError, ServerError } from "./errors.js";
-import { isProblem, type PullRequest, type PullResponse, type PushRequest, type PushResponse } from "./wire.js";
+import {
+  isProblem,
+  type BlobDownloadRequest,
+  type BlobTicket,
+  type BlobUploadRequest,
+  type PullRequest,
+  type PullResponse,
+  type PushRequest,
+  type PushResponse,
+} from "./wire.js";
 
 /** A `fetch` as WHATWG defines it (the global one by default). */
 export type Fetch = (input: string, init: RequestInit) => Promise<Response>;
@@ -34,6 +45,45 @@ export class Remote {
 
   push(request: PushRequest): Promise<PushResponse> {
     return this.post("sync/push", request);
+  }
+
+  /** A ticket to upload (`blobs/upload`) or download (`blobs/download`) a blob. */
+  blobTicket(route: "upload", request: BlobUploadRequest): Promise<BlobTicket>;
+  blobTicket(route: "download", request: BlobDownloadRequest): Promise<BlobTicket>;
+  blobTicket(route: "upload" | "download", request: BlobUploadRequest | BlobDownloadRequest): Promise<BlobTicket> {
+    return this.post(`blobs/${route}`, request);
+  }
+
+  /**
+   * Send `ticket`'s request: `PUT` with `body`, or `GET`, whose bytes it returns. Its time
+   * bound grows with the bytes (the request timeout, and a millisecond per KiB sent), since a
+   * large blob on a slow link is no lost request.
+   */
+  async transfer(ticket: BlobTicket, body?: Uint8Array): Promise<Uint8Array> {
+    // Relative to the base URL, prefix included, as `/sync/pull` is.
+    const url = ticket.url.startsWith("/") ? this.url(ticket.url.slice(1)) : ticket.url;
+    const what = `${ticket.method} of blob ${ticket.key}`;
+    const abort = new AbortController();
+    const timer = setTimeout(() => abort.abort(), this.timeoutMs + (body?.byteLength ?? 0) / 1024);
+    let response: Response;
+    let bytes: Uint8Array;
+    try {
+      response = await this.fetcher(url, {
+        method: ticket.method,
+        headers: ticket.headers ?? {},
+        ...(body === undefined ? {} : { body: body as BodyInit }),
+        signal: abort.signal,
+      });
+      bytes = new Uint8Array(await response.arrayBuffer());
+    } catch (err) {
+      throw new NetworkError(`${what}: ${describe(err)}`, { cause: err });
+    } finally {
+      clearTimeout(timer);
+    }
+    if (response.ok) return bytes;
+    const json = readJson(new TextDecoder().decode(bytes));
+    if (!isProblem(json)) throw new NetworkError(`HTTP ${response.status} from the ${what} without a problem document`);
+    throw new ServerError(response.status, json, retryAfterMs(response.headers.get("retry-after")));
   }
 
   private async post<R>(path: string, body: unknown): Promise<R> {

@@ -12,6 +12,8 @@ export interface ColumnSchema {
   /** The contract's type name: `text`, `int8`, `bool`, `timestamptz`, `crdt_text`, … */
   readonly type: string;
   readonly nullable: boolean;
+  /** Whether it holds blob keys (`createEngineBlobs` asks which rows name a blob); absent when not. */
+  readonly blob?: boolean;
 }
 
 /** A table as the contract describes it. */

@@ -135,6 +135,28 @@ export type ServerFrame =
   | { type: "presence_diff"; bucket: string; joins: PresenceState; leaves: PresenceState }
   | { type: "error"; code: string; detail: string };
 
+/** `POST /blobs/upload`: where to upload `size` bytes hashing to `key` (`docs/protocol.md#blobs`). */
+export interface BlobUploadRequest {
+  key: string;
+  size: number;
+}
+
+/** `POST /blobs/download`: where to download blob `key`. */
+export interface BlobDownloadRequest {
+  key: string;
+}
+
+/** The answer to a blob request: a signed URL to `PUT` the bytes to or `GET` them from, until `expiresAt`. */
+export interface BlobTicket {
+  key: string;
+  method: "PUT" | "GET";
+  /** A URL that starts with `/` is relative to the server's base URL. */
+  url: string;
+  /** Headers the request must carry. */
+  headers?: Record<string, string>;
+  expiresAt: string;
+}
+
 /** Whether `value` has the shape of a problem document. */
 export function isProblem(value: unknown): value is Problem {
   if (typeof value !== "object" || value === null) return false;

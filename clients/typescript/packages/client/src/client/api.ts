@@ -13,7 +13,7 @@ import type { EngineSchema, KeyInput, MutatorTypes, TableTypes } from "../schema
 import type { ClientStore } from "../store/types.js";
 import type { Actor, OptimisticMutator } from "../view.js";
 import type { RealtimeSource } from "../websocket.js";
-import type { PresenceMeta, PresenceState } from "../wire.js";
+import type { BlobDownloadRequest, BlobTicket, BlobUploadRequest, PresenceMeta, PresenceState } from "../wire.js";
 import type { OnlineSignal } from "./online.js";
 import type { Status } from "./status.js";
 
@@ -147,6 +147,14 @@ export interface EngineClient<T extends TableTypes = TableTypes, M extends Mutat
   presenceState(bucket: string): PresenceState;
   /** Call `listener` with every presence change; returns the unsubscribe. */
   onPresence(listener: (event: PresenceEvent) => void): () => void;
+  /**
+   * A blob ticket (`docs/protocol.md#blobs`): a signed URL to upload `{key, size}` to, or to
+   * download `{key}` from, asked for as the client's actor. `createEngineBlobs` uses it.
+   */
+  blobTicket(route: "upload", request: BlobUploadRequest): Promise<BlobTicket>;
+  blobTicket(route: "download", request: BlobDownloadRequest): Promise<BlobTicket>;
+  /** Send a blob ticket's request with the client's `fetch`: `PUT` `body`, or `GET` the bytes it returns. */
+  transferBlob(ticket: BlobTicket, body?: Uint8Array): Promise<Uint8Array>;
   /** Stop syncing and let go of the store. */
   close(): Promise<void>;
 }
