@@ -71,13 +71,14 @@ fn the_engine_section_describes_tables_rules_and_mutators() {
     assert_eq!(notes["primaryKey"], serde_json::json!(["id"]));
     assert_eq!(notes["softDelete"], "deleted_at");
     let columns: Vec<&str> = notes["columns"].as_array().unwrap().iter().map(|c| c["name"].as_str().unwrap()).collect();
-    assert_eq!(columns, ["id", "owner_id", "list_id", "title", "done", "position", "body", "deleted_at"]);
+    assert_eq!(columns, ["id", "owner_id", "list_id", "title", "done", "position", "body", "image", "deleted_at"]);
+    assert_eq!(notes["columns"][7]["blob"], true, "the image column holds blob keys");
     assert_eq!(x["tables"]["list_members"]["primaryKey"], serde_json::json!(["list_id", "user_id"]));
     assert_eq!(x["syncRules"]["own"]["parameters"][0]["source"], "actor.owner_id");
     assert_eq!(x["syncRules"]["shared"]["membership"]["table"], "list_members");
     assert_eq!(x["syncRules"]["shared"]["membership"]["filters"][0]["claim"], "actor.user_id");
     let mutators: Vec<&String> = x["mutators"].as_object().unwrap().keys().collect();
-    assert_eq!(mutators.len(), 11);
+    assert_eq!(mutators.len(), 12);
     assert_eq!(x["mutators"]["add_note"]["args"]["$ref"], "#/components/schemas/AddNote");
     for path in ["/sync/pull", "/sync/push", "/sync/stream", "/engine/contract", "/engine/stats", "/engine/metrics"] {
         assert!(contract["paths"][path].is_object(), "{path} is described");

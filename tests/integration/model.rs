@@ -14,6 +14,7 @@ fn note() -> Note {
         done: false,
         position: 3,
         body: CrdtText::from_text("two litres"),
+        image: None,
         deleted_at: None,
     }
 }
@@ -24,7 +25,7 @@ fn a_row_travels_as_its_sql_columns_and_comes_back() {
     let row = serde_json::to_value(&original).unwrap();
     let object = row.as_object().unwrap();
     let keys: Vec<&str> = object.keys().map(String::as_str).collect();
-    let mut expected = vec!["body", "deleted_at", "done", "id", "list_id", "owner_id", "position", "title"];
+    let mut expected = vec!["body", "deleted_at", "done", "id", "image", "list_id", "owner_id", "position", "title"];
     let mut sorted = keys.clone();
     sorted.sort_unstable();
     expected.sort_unstable();
@@ -85,6 +86,7 @@ fn the_app_registers_everything_once() {
             "add_note",
             "update_note",
             "edit_note_body",
+            "set_note_image",
             "move_note",
             "delete_note",
             "purge_note"

@@ -48,6 +48,7 @@ mod raw {
             done: false,
             position: 0,
             body: CrdtText::new(),
+            image: None,
             deleted_at: None,
         };
         ctx.insert(&note).await?;
@@ -121,6 +122,7 @@ mod raw {
             done: false,
             position: 0,
             body: CrdtText::new(),
+            image: None,
             deleted_at: None,
         };
         ctx.insert(&note).await?;

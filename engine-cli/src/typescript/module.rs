@@ -239,7 +239,14 @@ impl Module<'_> {
                 let columns: Vec<Value> = t
                     .columns
                     .iter()
-                    .map(|c| json!({"name": c.name, "type": c.sql_type.name(), "nullable": c.nullable}))
+                    .map(|c| {
+                        let mut column = json!({"name": c.name, "type": c.sql_type.name(), "nullable": c.nullable});
+                        // Only where true, so that an app without blobs reads as before.
+                        if c.blob {
+                            column["blob"] = Value::Bool(true);
+                        }
+                        column
+                    })
                     .collect();
                 let crdt: Vec<&str> = t.crdt_columns().map(|c| c.name).collect();
                 let table = json!({

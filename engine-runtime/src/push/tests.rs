@@ -73,6 +73,7 @@ fn carols_note(id: &str) -> example_notes::Note {
         done: false,
         position: 1,
         body: engine_kernel::CrdtText::new(),
+        image: None,
         deleted_at: None,
     }
 }

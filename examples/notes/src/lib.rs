@@ -1,5 +1,6 @@
 //! The notes app: lists owned by one user and shared with others, and notes with collaborative
-//! bodies. It is the quickstart and the app every test of the engine runs against.
+//! bodies and an image each. It is the quickstart and the app every test of the engine runs
+//! against.
 //!
 //! - Tables: [`List`], [`ListMember`], [`Note`].
 //! - Sync rules ([`rules`]): `own` (the lists the actor owns and their memberships) and
@@ -9,14 +10,16 @@
 //!   owner may change the list or its memberships (share, unshare, archive), a `viewer` reads.
 //!   Any member but the owner may leave a list (`leave`).
 //! - Mutators ([`mutators`]): `create_list`, `rename_list`, `share_list`, `unshare_list`,
-//!   `leave_list`, `add_note`, `update_note`, `edit_note_body`, `move_note`, `delete_note`,
-//!   `purge_note`.
+//!   `leave_list`, `add_note`, `update_note`, `edit_note_body`, `set_note_image`, `move_note`,
+//!   `delete_note`, `purge_note`.
+//! - Blobs ([`blobs`]): a note's image is a blob (`docs/protocol.md#blobs`), which whoever can
+//!   read the note may download; a member removed from the list loses it with the note.
 //! - Background jobs ([`jobs`]): `list_shared`, enqueued by `share_list` for a new member.
 
 pub mod jobs;
 pub mod mutators;
 
-use engine::{CrdtText, Timestamp};
+use engine::{BlobKey, CrdtText, Timestamp};
 
 /// A list of notes, owned by one user.
 #[engine::table]
@@ -61,6 +64,8 @@ pub struct Note {
     /// Sort order within the list, ascending.
     pub position: i64,
     pub body: CrdtText,
+    /// An image attached to the note: the key of its bytes, which are uploaded apart.
+    pub image: Option<BlobKey>,
     #[engine(soft_delete)]
     pub deleted_at: Option<Timestamp>,
 }
@@ -128,6 +133,16 @@ pub fn presence() -> engine::server::PresenceSettings {
     presence
 }
 
+/// The blobs the notes app serves with: files in `dir` behind URLs signed with `secret`, of at
+/// most 10 MiB each (an image attached to a note, not the engine's 64 MiB).
+#[cfg(feature = "server")]
+pub fn blobs(dir: impl Into<std::path::PathBuf>, secret: impl AsRef<[u8]>) -> engine::blob::Blobs {
+    engine::blob::Blobs::new(engine::blob::local_fs(dir, secret)).max_size(BLOB_MAX_SIZE)
+}
+
+/// The largest image the notes app takes, in bytes.
+pub const BLOB_MAX_SIZE: u64 = 10 << 20;
+
 /// The notes app.
 pub fn app() -> engine::App {
     use mutators::*;
@@ -142,6 +157,7 @@ pub fn app() -> engine::App {
             add_note,
             update_note,
             edit_note_body,
+            set_note_image,
             move_note,
             delete_note,
             purge_note,

@@ -12,7 +12,8 @@
 //! (bytes), `ENGINE_REALTIME`
 //! (`in_process`, the default; `listen_notify` for several instances on one Postgres database;
 //! or a NATS URL such as `nats://127.0.0.1:4222` for several instances through a NATS server
-//! with JetStream), `RUST_LOG`.
+//! with JetStream), `ENGINE_BLOB_DIR` (where the images attached to notes are kept, default
+//! `./engine_notes_blobs`), `RUST_LOG`.
 
 use std::time::Duration;
 
@@ -27,6 +28,8 @@ const DEVELOPMENT_SECRET: &str = "engine-notes-development-secret-change-me";
 /// The store when `DATABASE_URL` is not set: a SQLite file, so that the quickstart needs no
 /// database server.
 const DEFAULT_DATABASE_URL: &str = "sqlite://engine_notes.db";
+/// Where blobs are kept when `ENGINE_BLOB_DIR` is not set.
+const DEFAULT_BLOB_DIR: &str = "engine_notes_blobs";
 
 #[derive(Parser)]
 #[command(name = "example-notes", about = "The notes app: an engine quickstart")]
@@ -155,7 +158,11 @@ async fn serve() -> Result<(), String> {
         Some(path) => builder.storage(engine::storage::sqlite(path).limits(example_notes::store_limits())),
         None => builder.storage(engine::storage::postgres(database_url.clone()).limits(example_notes::store_limits())),
     };
+    let blob_dir = std::env::var("ENGINE_BLOB_DIR").unwrap_or_else(|_| DEFAULT_BLOB_DIR.into());
+    // Not the token secret itself: a blob URL's signature and a token's are never the same key.
+    let blobs = example_notes::blobs(blob_dir, format!("blobs:{secret}"));
     let builder = builder
+        .blobs(blobs)
         .auth(BearerTokenAuth::new(secret))
         .limits(limits)
         .presence(example_notes::presence())

@@ -3,7 +3,7 @@
 //! a mutator cannot put a row where its actor cannot read, nor write what the actor's role in the
 //! list does not allow (`write(...)` of the `shared` rule), whatever it tries.
 
-use engine::{CrdtText, CrdtUpdate, Error, MutatorCtx, Outcome, Result};
+use engine::{BlobKey, CrdtText, CrdtUpdate, Error, MutatorCtx, Outcome, Result};
 
 use crate::{List, ListMember, Note};
 
@@ -206,6 +206,7 @@ pub async fn add_note(ctx: &mut MutatorCtx<'_>, args: AddNote) -> Result<Outcome
         done: false,
         position,
         body: CrdtText::new(),
+        image: None,
         deleted_at: None,
     };
     ctx.insert(&note).await?;
@@ -255,6 +256,22 @@ pub struct EditNoteBody {
 #[engine::mutator]
 pub async fn edit_note_body(ctx: &mut MutatorCtx<'_>, args: EditNoteBody) -> Result<Outcome> {
     found(ctx.update::<Note>(&args.id, [Note::body.set(args.update)]).await?, &args.id)
+}
+
+/// Arguments of `set_note_image`.
+#[engine::args]
+#[derive(Debug, Clone)]
+pub struct SetNoteImage {
+    pub id: String,
+    /// The image's blob key (`keyForBlob` of its bytes); `null` takes the image away.
+    pub image: Option<BlobKey>,
+}
+
+/// Attach an image to a note, or take it away. The row may reach the server before the bytes:
+/// readers see the image once its writer's upload is done.
+#[engine::mutator]
+pub async fn set_note_image(ctx: &mut MutatorCtx<'_>, args: SetNoteImage) -> Result<Outcome> {
+    found(ctx.update::<Note>(&args.id, [Note::image.set(args.image)]).await?, &args.id)
 }
 
 /// Arguments of `move_note`.

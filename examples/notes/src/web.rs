@@ -30,10 +30,11 @@ const STORE_WORKER_GZIP: &[u8] = include_bytes!("../web/app-worker.js.gz");
 const SQLITE_GZIP: &[u8] = include_bytes!("../web/sqlite3.wasm.gz");
 
 /// What the page may load: its own script and style, and its own origin's HTTP and WebSocket
-/// (`'self'` covers `ws:` of the same host). No inline script, no plugins, no `<base>`.
+/// (`'self'` covers `ws:` of the same host), and images from `blob:` URLs, which the page makes
+/// of the note images it keeps. No inline script, no plugins, no `<base>`.
 /// `'wasm-unsafe-eval'` lets the store's worker compile SQLite's WebAssembly, and nothing else.
 const CONTENT_SECURITY_POLICY: &str = "default-src 'self'; script-src 'self' 'wasm-unsafe-eval'; style-src 'self'; \
-     img-src 'self' data:; connect-src 'self'; worker-src 'self'; object-src 'none'; \
+     img-src 'self' data: blob:; connect-src 'self'; worker-src 'self'; object-src 'none'; \
      base-uri 'none'; form-action 'none'; frame-ancestors 'none'";
 
 /// The users the development sign-in offers.

@@ -283,6 +283,7 @@ CREATE TABLE IF NOT EXISTS "notes" (
   "done" bool NOT NULL,
   "position" int8 NOT NULL,
   "body" bytea NOT NULL DEFAULT '\x0000'::bytea,
+  "image" text,
   "deleted_at" timestamptz,
   PRIMARY KEY ("id")
 );
@@ -300,6 +301,8 @@ ALTER TABLE "notes" ADD COLUMN IF NOT EXISTS "done" bool NOT NULL;
 ALTER TABLE "notes" ADD COLUMN IF NOT EXISTS "position" int8 NOT NULL;
 
 ALTER TABLE "notes" ADD COLUMN IF NOT EXISTS "body" bytea NOT NULL DEFAULT '\x0000'::bytea;
+
+ALTER TABLE "notes" ADD COLUMN IF NOT EXISTS "image" text;
 
 ALTER TABLE "notes" ADD COLUMN IF NOT EXISTS "deleted_at" timestamptz;
 
@@ -344,6 +347,19 @@ CREATE INDEX IF NOT EXISTS "_engine_notes_xid" ON "notes" (_engine_xid, "id" COL
 CREATE INDEX IF NOT EXISTS "_engine_notes_scope_list_id" ON "notes" ("list_id", _engine_xid, "id" COLLATE "C");
 
 CREATE INDEX IF NOT EXISTS "_engine_list_members_member_user_id" ON "list_members" ("user_id");
+
+CREATE TABLE IF NOT EXISTS _engine_blob_refs (
+  table_name text NOT NULL,
+  row_key jsonb NOT NULL,
+  column_name text NOT NULL,
+  blob_key text NOT NULL,
+  writer text NOT NULL,
+  PRIMARY KEY (table_name, row_key, column_name)
+);
+
+CREATE INDEX IF NOT EXISTS _engine_blob_refs_key ON _engine_blob_refs (blob_key);
+
+CREATE INDEX IF NOT EXISTS "_engine_notes_blob_image" ON "notes" ("image");
 
 INSERT INTO _engine_meta (key, value) VALUES ('schema_version', '1') ON CONFLICT (key) DO UPDATE SET value = EXCLUDED.value WHERE _engine_meta.value IS DISTINCT FROM EXCLUDED.value;
 

@@ -8,6 +8,9 @@
  * notes web app"). The short lists (lists, members, refused writes) are keyed and rebuilt on
  * their own changes only.
  *
+ * A note may carry an image (`images.ts`): attached in its pane (offline too: the bytes are kept
+ * on the device and uploaded when it is online), shown small in its row and large in its pane.
+ *
  * Roles come from the rules the client holds (`client.canWrite`): a viewer sees no editing
  * controls and a "View only" badge; only the owner sees sharing; any other member may leave.
  * A 401 from the server signs the user out without touching the outbox: the status says so,
@@ -16,7 +19,9 @@
 
 import {
   BearerToken,
+  BlobError,
   newUuid,
+  type EngineBlobs,
   type EngineClient,
   type QuarantinedEntry,
   type Queued,
@@ -28,6 +33,7 @@ import { createCollection, type ChangeMessage, type Collection } from "@tanstack
 
 import { NoteBody } from "./body.js";
 import { button, el, Keyed, setAttribute, setText } from "./dom.js";
+import { BlobImages } from "./images.js";
 import { describeFailure, describeRefused, type KnownList, type Names } from "./messages.js";
 import { ask, signInForm } from "./session.js";
 
@@ -122,6 +128,8 @@ interface NoteRow {
   item: HTMLLIElement;
   done: HTMLInputElement;
   title: HTMLAnchorElement;
+  /** The note's image, small; hidden when it has none. */
+  image: HTMLElement;
   rename: HTMLButtonElement;
   remove: HTMLButtonElement;
   up: HTMLButtonElement;
@@ -160,6 +168,7 @@ class NoteList {
     private readonly counted: () => void,
     /** Whether note `id` has writes (its add, or a change) that have not reached the server. */
     private readonly unsent: (id: string) => boolean,
+    private readonly images: BlobImages,
   ) {
     addEventListener("scroll", () => this.schedule(), { passive: true });
     addEventListener("resize", () => this.schedule());
@@ -373,6 +382,7 @@ class NoteList {
     row.item.classList.toggle("read-only", this.readOnly);
     row.item.classList.toggle("unsent", this.unsent(note.id));
     setText(row.title, note.title);
+    this.images.show(row.image, note.image, `Image of ${note.title}`);
     setAttribute(row.done, "aria-label", `Done: ${note.title}`);
     setAttribute(row.rename, "aria-label", `Rename ${note.title}`);
     setAttribute(row.remove, "aria-label", `Delete ${note.title}`);
@@ -408,6 +418,12 @@ class NoteList {
     return low;
   }
 }
+
+/** The largest image the notes server takes (`example_notes::BLOB_MAX_SIZE`). */
+export const IMAGE_MAX_BYTES = 10 * 1024 * 1024;
+
+/** `bytes` in megabytes, for people. */
+const megabytes = (bytes: number) => `${(bytes / 1024 / 1024).toLocaleString("en", { maximumFractionDigits: 1 })} MB`;
 
 /** The height of a note's row before it is drawn and measured (one line), in pixels. */
 const ESTIMATE = 45;
@@ -466,6 +482,7 @@ export class NotesApp {
   private readonly listItems: Keyed<List>;
   private readonly noteList: NoteList;
   private readonly body: NoteBody;
+  private readonly images: BlobImages;
   /** The note the address named before its row arrived: opened when it does. */
   private awaitedNote: string | undefined;
   private readonly memberItems: Keyed<Member>;
@@ -484,8 +501,10 @@ export class NotesApp {
     private readonly client: NotesClient,
     private readonly token: SessionToken,
     private readonly shell: Shell,
+    private readonly blobs: EngineBlobs,
   ) {
     this.call = mutators(client);
+    this.images = new BlobImages(blobs);
     this.firstSync = client.cursor === null;
     const me = client.actor;
     this.knownKey = `engine-notes-lists-${me.userId}`;
@@ -509,6 +528,7 @@ export class NotesApp {
           done: false,
           position: Date.now(),
           body: "AAA=",
+          image: null,
           deleted_at: null,
         }),
       );
@@ -570,10 +590,13 @@ export class NotesApp {
       (note) => this.noteRow(note),
       () => this.renderCounts(),
       (id) => this.client.isPending("notes", id),
+      this.images,
     );
     this.body = new NoteBody(
       (id, update) => this.attempt(this.call.editNoteBody({ id, update })),
       () => this.openNote(undefined),
+      this.images,
+      (id, file) => void this.attachImage(id, file),
     );
     const filterBar = el("div", { class: "filters", role: "group", "aria-label": "Show" });
     this.filters = {} as Record<Filter, HTMLButtonElement>;
@@ -649,6 +672,9 @@ export class NotesApp {
     this.members.subscribeChanges(() => this.renderList());
     this.notes.subscribeChanges((changes) => this.notesChanged(changes));
     client.onStatus(() => this.renderStatus());
+    blobs.onStatus((status) => {
+      if (status.state === "failed") this.refuse(`An image was not uploaded: ${status.error ?? "the server refused it"}.`);
+    });
     client.onPresence(() => this.renderPresence());
     token.onRefused = () => this.renderStatus();
     addEventListener("online", () => this.connectivityChanged());
@@ -681,7 +707,7 @@ export class NotesApp {
       else query.delete("note");
       history.pushState(null, "", `?${query.toString()}`);
     }
-    this.body.show(shown?.id, shown?.title, shown?.body, this.notesReadOnly);
+    this.body.show(shown?.id, shown?.title, shown?.body, this.notesReadOnly, shown?.image ?? null);
     if (shown && remember) this.body.element.querySelector("textarea")!.focus();
   }
 
@@ -705,6 +731,28 @@ export class NotesApp {
   private refuse(message: string): void {
     const dismiss = button("Dismiss", () => this.refusal.replaceChildren());
     this.refusal.replaceChildren(el("p", {}, message), dismiss);
+  }
+
+  /**
+   * Attach `file` to note `id` as its image, or take the image away (`null`). The bytes are kept
+   * on this device and queued for upload first, then the note names them: offline, both wait.
+   */
+  private async attachImage(id: string, file: File | null): Promise<void> {
+    let image: string | null = null;
+    if (file) {
+      try {
+        image = await this.blobs.put(file);
+      } catch (error) {
+        this.refuse(
+          error instanceof BlobError && error.code === "payload_too_large"
+            ? `Not attached: “${file.name}” is ${megabytes(file.size)}; an image can be at most ${megabytes(IMAGE_MAX_BYTES)}.`
+            : describeFailure(error, this.names, this.selected),
+        );
+        return;
+      }
+    }
+    await this.attempt(this.call.setNoteImage({ id, image })).catch(() => undefined);
+    this.announce.textContent = file ? `Attached “${file.name}”.` : "Removed the image.";
   }
 
   private async clearDoneNotes(): Promise<void> {
@@ -833,7 +881,7 @@ export class NotesApp {
       const note = change.type === "delete" ? undefined : change.value;
       if (!note || note.list_id !== this.selected) this.openNote(undefined, false);
       else {
-        this.body.show(note.id, note.title, note.body, this.notesReadOnly);
+        this.body.show(note.id, note.title, note.body, this.notesReadOnly, note.image);
         this.body.merge(note.body);
       }
     }
@@ -879,6 +927,7 @@ export class NotesApp {
       done: false,
       position: 0,
       body: "AAA=",
+      image: null,
       deleted_at: null,
     };
     this.notesReadOnly = this.client.canWrite("notes", probe) === false;
@@ -890,7 +939,7 @@ export class NotesApp {
     this.noteList.setReadOnly(this.notesReadOnly);
     if (this.body.open !== undefined) {
       const note = this.notes.get(this.body.open);
-      this.body.show(note?.id, note?.title, note?.body, this.notesReadOnly);
+      this.body.show(note?.id, note?.title, note?.body, this.notesReadOnly, note?.image ?? null);
     }
     this.listOwned = this.client.canWrite("lists", list) !== false;
     this.renameListButton.hidden = !this.listOwned;
@@ -1035,16 +1084,18 @@ export class NotesApp {
     const rename = button("Rename", () => this.rename(row), { class: "rename" });
     const remove = button("×", () => this.remove(row), { class: "remove" });
     const check = el("label", { class: "check" }, done);
+    const image = el("span", { class: "thumbnail", "data-testid": "thumbnail" });
+    image.hidden = true;
     const up = button("↑", () => this.move(row, -1), { class: "move", "data-testid": "move-up" });
     const down = button("↓", () => this.move(row, 1), { class: "move", "data-testid": "move-down" });
-    const item = el("li", { "data-testid": "note", "data-note": id }, check, title, rename, remove, up, down);
+    const item = el("li", { "data-testid": "note", "data-note": id }, check, title, image, rename, remove, up, down);
     // Alt+Up and Alt+Down move the note with the focus in it.
     item.addEventListener("keydown", (event) => {
       if (!event.altKey || (event.key !== "ArrowUp" && event.key !== "ArrowDown")) return;
       event.preventDefault();
       this.move(row, event.key === "ArrowUp" ? -1 : 1);
     });
-    const row: NoteRow = { item, done, title, rename, remove, up, down, note };
+    const row: NoteRow = { item, done, title, image, rename, remove, up, down, note };
     return row;
   }
 

@@ -4,12 +4,16 @@
  * (what changed since the last one, every `FLUSH_MS`); what others typed arrives as the row's new
  * `body` and merges into the same document, so two people typing in one body converge, each
  * keeping their caret where it was in the text.
+ *
+ * Beside the body, the note's image (`images.ts`): shown large, and for those who may edit the
+ * note, a file field that attaches one (offline too) and a button that takes it away.
  */
 
 import { applyCrdtUpdate, createCrdtText, crdtStateVector, encodeCrdtUpdate, type CrdtText } from "@engine/db-collection";
 import * as Y from "yjs";
 
 import { button, el, setText } from "./dom.js";
+import type { BlobImages } from "./images.js";
 
 /** How long typing gathers before it is queued as one update. */
 const FLUSH_MS = 250;
@@ -18,6 +22,10 @@ export class NoteBody {
   readonly element: HTMLElement;
   private readonly heading = el("h3", { id: "note-heading" });
   private readonly area = el("textarea", { id: "note-body", rows: "6", "data-testid": "body" });
+  private readonly image = el("div", { class: "note-image", "data-testid": "note-image" });
+  private readonly file = el("input", { type: "file", id: "note-image-file", accept: "image/*", "data-testid": "attach-image" });
+  private readonly removeImage: HTMLButtonElement;
+  private readonly imageControls: HTMLElement;
   private noteId: string | undefined;
   private document: CrdtText | undefined;
   /** The document's state vector when the last update was sent. */
@@ -29,7 +37,21 @@ export class NoteBody {
   constructor(
     private readonly send: (noteId: string, update: string) => Promise<unknown>,
     private readonly close: () => void,
+    private readonly images: BlobImages,
+    /** Attach `file` to note `noteId` as its image (`null`: take the image away). */
+    private readonly attach: (noteId: string, file: File | null) => void,
   ) {
+    this.removeImage = button("Remove image", () => this.noteId !== undefined && this.attach(this.noteId, null), {
+      class: "secondary",
+      "data-testid": "remove-image",
+    });
+    this.imageControls = el(
+      "div",
+      { class: "image-controls" },
+      el("label", { for: "note-image-file" }, "Image"),
+      this.file,
+      this.removeImage,
+    );
     this.element = el(
       "section",
       { class: "note-pane", "aria-labelledby": "note-heading", "data-testid": "note-pane" },
@@ -37,8 +59,16 @@ export class NoteBody {
       el("label", { for: "note-body" }, "Body"),
       this.area,
       el("p", { class: "hint-text" }, "Everyone with the list can type here at once; the text merges as you type."),
+      this.image,
+      this.imageControls,
     );
     this.element.hidden = true;
+    this.image.hidden = true;
+    this.file.addEventListener("change", () => {
+      const file = this.file.files?.[0];
+      if (file && this.noteId !== undefined) this.attach(this.noteId, file);
+      this.file.value = "";
+    });
     this.area.addEventListener("input", () => this.typed());
     this.area.addEventListener("blur", () => this.flush());
   }
@@ -47,8 +77,8 @@ export class NoteBody {
     return this.noteId;
   }
 
-  /** Show note `id` (titled `title`, its body `state`), or nothing. */
-  show(id: string | undefined, title = "", state = "", readOnly = false): void {
+  /** Show note `id` (titled `title`, its body `state`, its image `image`), or nothing. */
+  show(id: string | undefined, title = "", state = "", readOnly = false, image: string | null = null): void {
     if (this.noteId !== id) {
       this.flush();
       this.noteId = id;
@@ -60,6 +90,10 @@ export class NoteBody {
     this.element.hidden = id === undefined;
     setText(this.heading, title);
     this.area.readOnly = readOnly;
+    this.images.show(this.image, id === undefined ? null : image, `Image of ${title}`);
+    this.imageControls.hidden = readOnly;
+    this.file.disabled = readOnly;
+    this.removeImage.hidden = image === null;
   }
 
   /** The open note's body as the server now has it: merged, the caret kept in its place in the text. */

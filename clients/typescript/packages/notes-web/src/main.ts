@@ -1,9 +1,10 @@
 /**
- * The notes web app: lists, notes, sharing, who else is looking at a list, a status line and the
- * writes the server refused. The rows live in the browser (per user: SQLite on the origin-private
- * file system, or IndexedDB where the browser has none), so the app works offline and its queued
- * writes survive a reload; `app.ts` renders them. A store an earlier version left in IndexedDB
- * is moved into SQLite once, with its queued writes.
+ * The notes web app: lists, notes with images, sharing, who else is looking at a list, a status
+ * line and the writes the server refused. The rows live in the browser (per user: SQLite on the
+ * origin-private file system, or IndexedDB where the browser has none), and so do the images and
+ * their queued uploads (an IndexedDB database per user), so the app works offline and its queued
+ * writes and uploads survive a reload; `app.ts` renders them. A store an earlier version left in
+ * IndexedDB is moved into SQLite once, with its queued writes.
  *
  * This module signs the user in and out (`session.ts`): a token from a sign-in link
  * (`/#token=…`, also when the page is already open), from the form, or from the development
@@ -12,28 +13,39 @@
 
 import {
   actorOfToken,
+  createEngineBlobs,
   createEngineClient,
+  indexedDbBlobStore,
   indexedDbStore,
   memoryStore,
   migrateClientStore,
   StoreBusyError,
   webSqlitePersistence,
   type ClientStore,
+  type EngineBlobs,
 } from "@engine/client";
 import { schema } from "@engine/notes";
 import { optimistic } from "@engine/notes/optimistic";
 
-import { NotesApp, SessionToken, type NotesClient } from "./app.js";
+import { IMAGE_MAX_BYTES, NotesApp, SessionToken, type NotesClient } from "./app.js";
 import { el } from "./dom.js";
 import { ask, forgetToken, signInPage, storedToken, storeToken, takeLinkToken, tokenProblem } from "./session.js";
 
 const root = document.getElementById("app")!;
-/** The running app's client and token, once signed in. */
-let running: { client: NotesClient; token: SessionToken } | undefined;
+/** The running app's client, blobs and token, once signed in. */
+let running: { client: NotesClient; blobs: EngineBlobs; token: SessionToken } | undefined;
 /** Whether a client is being opened (or is open): `start` opens one at most once. */
 let opening = false;
 
 const storeName = (userId: string) => `engine-notes-${userId}`;
+const blobStoreName = (userId: string) => `engine-notes-blobs-${userId}`;
+
+/** Delete IndexedDB database `name`, whatever happens. */
+const deleteDatabase = (name: string) =>
+  new Promise((resolve) => {
+    const request = indexedDB.deleteDatabase(name);
+    request.onsuccess = request.onerror = request.onblocked = resolve;
+  });
 
 /** The store of `userId`'s rows: SQLite on OPFS (IndexedDB without it), an old IndexedDB store moved in. */
 async function openStore(userId: string): Promise<ClientStore> {
@@ -59,10 +71,7 @@ async function removeStores(userId: string): Promise<void> {
   const store = await webSqlitePersistence({ name, busyTimeoutMs: 1_000 }).catch(() => undefined);
   await store?.clear();
   await store?.close();
-  await new Promise((resolve) => {
-    const request = indexedDB.deleteDatabase(name);
-    request.onsuccess = request.onerror = request.onblocked = resolve;
-  });
+  await deleteDatabase(name);
 }
 
 /** Sign in with `token`: the same user keeps the page (a fresh token), another reloads it. */
@@ -84,8 +93,9 @@ async function signOut(): Promise<void> {
   running = undefined;
   forgetToken();
   if (current) {
-    await current.client.close();
-    await removeStores(current.client.actor.userId);
+    await Promise.all([current.blobs.close(), current.client.close()]);
+    const userId = current.client.actor.userId;
+    await Promise.all([removeStores(userId), deleteDatabase(blobStoreName(userId))]);
   }
   location.replace(location.pathname);
 }
@@ -130,8 +140,14 @@ async function start(): Promise<void> {
     store: await openStore(actor.userId),
     pullIntervalMs: 10_000,
   });
-  running = { client, token };
-  new NotesApp(root, client, token, { signInAgain: signIn, signOut }).start();
+  const blobs = createEngineBlobs(client, {
+    store: indexedDbBlobStore(blobStoreName(actor.userId)),
+    maxSize: IMAGE_MAX_BYTES,
+    // An image another member is still uploading is looked for again at least this often.
+    retry: { backoffBaseMs: 500, backoffMaxMs: 10_000 },
+  });
+  running = { client, blobs, token };
+  new NotesApp(root, client, token, { signInAgain: signIn, signOut }, blobs).start();
 }
 
 async function boot(): Promise<void> {

@@ -81,6 +81,8 @@ function what(name: string, args: Args, names: Names): string {
       return `${note ? quoted(note) : "A note"} was not moved`;
     case "edit_note_body":
       return `Your edit of ${note ? quoted(note) : "a note"} was not saved`;
+    case "set_note_image":
+      return `The image of ${note ? quoted(note) : "a note"} was not saved`;
     case "create_list":
       return `The list ${quoted(title ?? "")} was not created`;
     case "rename_list":

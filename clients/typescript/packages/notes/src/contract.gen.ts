@@ -40,6 +40,11 @@ export interface Note {
   position: number;
   /** Collaborative text: base64 of the document's yrs v1 state (root text `text`). */
   body: string;
+  /**
+   * An image attached to the note: the key of its bytes, which are uploaded apart. A blob key:
+   * `sha256:` and 64 lowercase hex digits.
+   */
+  image: string | null;
   /** A timestamp, RFC 3339 in UTC. */
   deleted_at: string | null;
 }
@@ -58,6 +63,8 @@ export interface AddNote {
   list_id: string;
   title: string;
 }
+
+export type BlobKey = string;
 
 /** Arguments of `create_list`. */
 export interface CreateList {
@@ -94,6 +101,13 @@ export interface NoteId {
 export interface RenameList {
   id: string;
   title: string;
+}
+
+/** Arguments of `set_note_image`. */
+export interface SetNoteImage {
+  id: string;
+  /** The image's blob key (`keyForBlob` of its bytes); `null` takes the image away. */
+  image?: BlobKey | null;
 }
 
 /** Arguments of `share_list`. */
@@ -145,6 +159,9 @@ export type PurgeNoteArgs = NoteId;
 /** The arguments of `rename_list`. */
 export type RenameListArgs = RenameList;
 
+/** The arguments of `set_note_image`. */
+export type SetNoteImageArgs = SetNoteImage;
+
 /** The arguments of `share_list`. */
 export type ShareListArgs = ShareList;
 
@@ -164,6 +181,7 @@ export interface Mutators {
   move_note: MoveNoteArgs;
   purge_note: PurgeNoteArgs;
   rename_list: RenameListArgs;
+  set_note_image: SetNoteImageArgs;
   share_list: ShareListArgs;
   unshare_list: UnshareListArgs;
   update_note: UpdateNoteArgs;
@@ -194,6 +212,11 @@ export function mutators<R>(client: Mutate<Mutators, R>) {
     purgeNote: (args: PurgeNoteArgs): R => client.mutate("purge_note", args),
     /** Rename a list. Only the list's owner may. */
     renameList: (args: RenameListArgs): R => client.mutate("rename_list", args),
+    /**
+     * Attach an image to a note, or take it away. The row may reach the server before the bytes:
+     * readers see the image once its writer's upload is done.
+     */
+    setNoteImage: (args: SetNoteImageArgs): R => client.mutate("set_note_image", args),
     /** Share a list with a user, or change their role. Only the list's owner may. */
     shareList: (args: ShareListArgs): R => client.mutate("share_list", args),
     /** Take a user's membership of a list away. Only the list's owner may. */
@@ -245,6 +268,7 @@ export const schema = defineSchema<Tables, Mutators>({
     "move_note",
     "purge_note",
     "rename_list",
+    "set_note_image",
     "share_list",
     "unshare_list",
     "update_note",
@@ -326,6 +350,7 @@ export const schema = defineSchema<Tables, Mutators>({
         { name: "done", nullable: false, type: "bool" },
         { name: "position", nullable: false, type: "int8" },
         { name: "body", nullable: false, type: "crdt_text" },
+        { blob: true, name: "image", nullable: true, type: "text" },
         { name: "deleted_at", nullable: true, type: "timestamptz" },
       ],
       crdt: ["body"],

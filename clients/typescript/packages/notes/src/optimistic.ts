@@ -74,6 +74,7 @@ export const optimistic: OptimisticMutators<Tables, Mutators> = {
       // Creation time orders new notes after older ones, as on the server.
       position: tx.physicalMs,
       body: "AAA=",
+      image: null,
       deleted_at: null,
     });
     return id;
@@ -91,6 +92,9 @@ export const optimistic: OptimisticMutators<Tables, Mutators> = {
     const body = createCrdtText(note.body);
     applyCrdtUpdate(body, args.update);
     found(tx.update("notes", args.id, { body: encodeCrdtUpdate(body) }), args.id);
+  },
+  set_note_image(tx, args) {
+    found(tx.update("notes", args.id, { image: args.image ?? null }), args.id);
   },
   move_note(tx, args) {
     if (!tx.get("lists", args.list_id)) throw new Error(`no list \`${args.list_id}\``);

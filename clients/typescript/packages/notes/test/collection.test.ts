@@ -56,6 +56,7 @@ describe("TanStack DB collections", () => {
       done: false,
       position: 0,
       body: "AAA=",
+      image: null,
       deleted_at: null,
     });
     await insert.isPersisted.promise;
@@ -108,6 +109,7 @@ describe("TanStack DB collections", () => {
       done: false,
       position: 0,
       body: "AAA=",
+      image: null,
       deleted_at: null,
     }).isPersisted.promise;
     expect(hers.has("v1")).toBe(true);

@@ -40,7 +40,7 @@ describe("quarantine", () => {
       add_note: (tx, args) => {
         tx.insert("notes", {
           id: args.id!, owner_id: tx.actor.ownerId, list_id: args.list_id, title: args.title,
-          done: false, position: 0, body: "AAA=", deleted_at: null,
+          done: false, position: 0, body: "AAA=", image: null, deleted_at: null,
         });
       },
     });

@@ -1,7 +1,8 @@
 /**
  * A real `example-notes` server process for a test: a fresh database, a port of its own, a
- * signing secret of its own, and development tokens from the binary's `token` command. It can
- * be stopped and started again on the same port and database, as a restart would.
+ * signing secret of its own, a blob directory of its own, and development tokens from the
+ * binary's `token` command. It can be stopped and started again on the same port, database and
+ * blobs, as a restart would.
  *
  * `ENGINE_TEST_BACKEND` picks the store of every server of a run (read once, by
  * `global-setup.ts`):
@@ -53,6 +54,8 @@ export class NotesServer {
   private process: ChildProcess | undefined;
   private output = "";
   port = 0;
+  /** Where the server keeps blobs (`ENGINE_BLOB_DIR`), removed by `dispose`. */
+  readonly blobDir = mkdtempSync(join(tmpdir(), "engine-ts-blobs-"));
 
   private constructor(
     private readonly bin: string,
@@ -91,6 +94,7 @@ export class NotesServer {
         DATABASE_URL: this.store.url,
         ENGINE_SECRET: this.secret,
         ENGINE_RATE_LIMIT: "0",
+        ENGINE_BLOB_DIR: this.blobDir,
         RUST_LOG: "info,sqlx=warn",
         NO_COLOR: "1",
         ...this.env,
@@ -155,9 +159,10 @@ export class NotesServer {
     await this.launch();
   }
 
-  /** Stop, and drop the database or remove the file. */
+  /** Stop, and drop the database or remove the file, and remove the blobs. */
   async dispose(): Promise<void> {
     await this.stop();
+    rmSync(this.blobDir, { recursive: true, force: true });
     if (this.store.backend === "sqlite") {
       rmSync(this.store.directory, { recursive: true, force: true });
       return;
