@@ -409,6 +409,29 @@ pub struct PollAnswer {
     pub frames: Vec<ServerFrame>,
 }
 
+/// The `GET /sync/edge-tickets` answer: where the edge relay is, and a ticket for each bucket the
+/// actor holds, which the relay checks without a database (`docs/protocol.md#get-syncedge-tickets`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct EdgeTickets {
+    /// The relay's base URL: `<url>/buckets/<bucket>/socket` and `<url>/poll`.
+    pub url: String,
+    /// When every ticket of the answer stops working.
+    pub expires_at: crate::Timestamp,
+    /// One ticket per bucket the actor holds.
+    pub tickets: Vec<EdgeTicket>,
+}
+
+/// A bucket's ticket for the edge relay.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct EdgeTicket {
+    /// The bucket.
+    pub bucket: BucketKey,
+    /// `<expiry, Unix seconds>.<hex HMAC-SHA256>`, good for this bucket only.
+    pub ticket: String,
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

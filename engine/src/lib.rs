@@ -2,10 +2,11 @@
 //!
 //! Offline-first sync for Rust. Declare an app's tables, mutators and sync rules as annotated
 //! Rust code; the server (feature `server`) provisions Postgres and serves pull, push, realtime
-//! and presence (across instances through NATS with the feature `nats`), and blobs (in an
-//! S3-compatible object store with the feature `s3`); the client (feature
-//! `client`) keeps a durable local copy that takes writes offline and converges when it
-//! reconnects. A sync rule that could leak rows to the wrong user does not compile.
+//! and presence (across instances through NATS with the feature `nats`; pings to the clients of
+//! an edge relay with the feature `edge`), and blobs (in an S3-compatible object store with the
+//! feature `s3`); the client (feature `client`) keeps a durable local copy that takes writes
+//! offline and converges when it reconnects. A sync rule that could leak rows to the wrong user
+//! does not compile.
 //!
 //! - Tables: [`table`] on a struct, one field per column; [`CrdtText`] and [`CrdtMap`] for
 //!   collaborative columns, whose edits travel as [`CrdtUpdate`]s.

@@ -9,6 +9,7 @@ mod blobs;
 mod client;
 mod contract;
 mod crdt;
+mod edge;
 mod evolution;
 mod examples;
 mod hostile;

@@ -38,6 +38,7 @@ pub fn contract(app: &App) -> Value {
     let client_frame = generator.subschema_for::<wire::ClientFrame>().to_value();
     let server_frame = generator.subschema_for::<wire::ServerFrame>().to_value();
     let poll_answer = generator.subschema_for::<wire::PollAnswer>().to_value();
+    let edge_tickets = generator.subschema_for::<wire::EdgeTickets>().to_value();
 
     let mut tables = Map::new();
     for def in app.tables() {
@@ -168,6 +169,18 @@ pub fn contract(app: &App) -> Value {
                     "400": problem_response("malformed_request: the query is not `position` and `wait` seconds"),
                     "401": problem_response("unauthenticated: no, bad or expired token"),
                     "429": problem_response("rate_limited: over the per-actor rate, or the actor's polls waiting at once; see Retry-After"),
+                    "503": problem_response("retry_later: a transient condition; see Retry-After"),
+                },
+            }},
+            "/sync/edge-tickets": {"get": {
+                "operationId": "edgeTickets",
+                "summary": "Tickets for the edge relay, one per bucket the actor holds (on a server that relays to an edge)",
+                "responses": {
+                    "200": json_ok("the relay's URL and the tickets, all expiring together", &edge_tickets),
+                    "401": problem_response("unauthenticated: no, bad or expired token"),
+                    "404": problem_response("not_found: this server relays to no edge"),
+                    "413": problem_response("payload_too_large: the actor holds more buckets than the server syncs for one actor"),
+                    "429": problem_response("rate_limited: over the per-actor rate, or the actor's requests in progress; see Retry-After"),
                     "503": problem_response("retry_later: a transient condition; see Retry-After"),
                 },
             }},

@@ -1,4 +1,5 @@
-//! The routes of `docs/protocol.md`: pull, push, poll, the contract and stats; and the blob tickets.
+//! The routes of `docs/protocol.md`: pull, push, poll, the edge relay's tickets, the contract and
+//! stats; and the blob tickets.
 //! Each handler extracts, calls its service (`crate::service`) and answers.
 
 use std::sync::Arc;
@@ -13,7 +14,7 @@ use axum::http::request::Parts;
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use engine_kernel::wire::{
-    BlobDownloadRequest, BlobTicket, BlobUploadRequest, PollAnswer, PullRequest, PushRequest, PushResponse,
+    BlobDownloadRequest, BlobTicket, BlobUploadRequest, EdgeTickets, PollAnswer, PullRequest, PushRequest, PushResponse,
 };
 
 use super::ClientGone;
@@ -30,6 +31,7 @@ pub(crate) fn routes() -> Router<ServerState> {
         .route("/sync/push", post(push))
         .route("/sync/stream", get(crate::stream::stream))
         .route("/sync/poll", get(poll))
+        .route("/sync/edge-tickets", get(edge_tickets))
         .route(crate::CONTRACT_PATH, get(contract))
         .route("/engine/stats", get(stats))
         .route("/engine/metrics", get(metrics))
@@ -74,6 +76,17 @@ async fn poll(
         query.map_err(|refused| Error::MalformedRequest(format!("the query: {}", refused.body_text())))?;
     let wait = query.wait.map_or(crate::stream::poll::DEFAULT_POLL_WAIT, Duration::from_secs);
     Ok(Json(crate::stream::poll::poll(&stream, &actor, query.position.as_deref(), wait, work, gone.wait()).await?))
+}
+
+/// Tickets for the edge relay: one per bucket the actor holds now, so that a member whose
+/// membership was revoked gets none for the bucket (`docs/protocol.md#get-syncedge-tickets`).
+async fn edge_tickets(
+    State(stream): State<Arc<StreamState>>,
+    Caller(actor, _work): Caller,
+) -> Result<Json<EdgeTickets>> {
+    let relay = stream.realtime.relay().ok_or_else(|| Error::NotFound("this server relays to no edge".into()))?;
+    let held = stream.storage.held_buckets(&actor).await?;
+    Ok(Json(relay.tickets(&held)))
 }
 
 async fn blob_upload(

@@ -7,7 +7,12 @@
 //!   `LISTEN`/`NOTIFY`, with presence shared in the database.
 //! - `nats` (feature `nats`): several server processes on any store, through a NATS
 //!   server, with presence in a JetStream key-value bucket.
+//! - `edge` (feature `edge`): one process as [`in_process`](mod@in_process), and every ping
+//!   also relayed, signed, to an edge relay (`@engine/edge`) that holds clients' sockets
+//!   elsewhere ([`Relay`]).
 
+#[cfg(feature = "edge")]
+pub mod edge;
 pub mod in_process;
 pub mod listen_notify;
 #[cfg(feature = "nats")]
@@ -21,6 +26,8 @@ use engine_kernel::{BoxFuture, BucketKey};
 use serde_json::{Map, Value};
 use tokio::sync::broadcast;
 
+#[cfg(feature = "edge")]
+pub use edge::edge;
 pub use in_process::in_process;
 pub use listen_notify::listen_notify;
 #[cfg(feature = "nats")]
@@ -107,6 +114,20 @@ pub trait Realtime: Send + Sync + 'static {
         &'a self,
         buckets: &'a [BucketKey],
     ) -> BoxFuture<'a, Result<BTreeMap<BucketKey, PresenceState>>>;
+    /// Where pings go beyond this process's sockets, for an adapter that relays them.
+    fn relay(&self) -> Option<&dyn Relay> {
+        None
+    }
+}
+
+/// Passes pings on to clients connected to something other than a server instance (an edge
+/// relay), and vouches for those clients' buckets with tickets the relay checks.
+pub trait Relay: Send + Sync {
+    /// Pings of `buckets`, released by the hub: the pull horizon has passed their transactions.
+    /// Returns at once; a ping that cannot be passed on is lost (pings are hints).
+    fn send(&self, buckets: Vec<BucketKey>);
+    /// Tickets for `buckets`, the buckets an actor holds now.
+    fn tickets(&self, buckets: &std::collections::BTreeSet<BucketKey>) -> engine_kernel::wire::EdgeTickets;
 }
 
 /// Opens a realtime adapter: what `Server::builder().realtime(…)` takes.

@@ -399,7 +399,8 @@ impl Hub {
     }
 
     /// Route every signal of `realtime` to the sockets it concerns, holding pings until the
-    /// horizon of `storage` has passed their transaction. Runs until the hub is dropped.
+    /// horizon of `storage` has passed their transaction, and pass released pings on to its
+    /// [`Relay`](crate::realtime::Relay), if it has one. Runs until the hub is dropped.
     ///
     /// A bucket's pings are gathered for `window` from the first of them, then go out as one
     /// for the transactions the horizon has passed ([`Waiting::release`]): one timer for the
@@ -420,6 +421,10 @@ impl Hub {
     ) -> tokio::task::AbortHandle {
         let hub = Arc::downgrade(self);
         let mut signals = realtime.subscribe();
+        // Pings relayed beyond this process have followers the hub does not see: every ping
+        // counts as followed.
+        let realtime = Arc::clone(realtime);
+        let relaying = realtime.relay().is_some();
         tokio::spawn(async move {
             let mut waiting = Waiting::default();
             let mut horizon: u64 = 0;
@@ -432,7 +437,7 @@ impl Hub {
                         let Some(hub) = hub.upgrade() else { return };
                         match signal {
                             Ok(Signal::Ping { bucket, xid }) => {
-                                let (followed, now) = (hub.follows(&bucket), Instant::now());
+                                let (followed, now) = (relaying || hub.follows(&bucket), Instant::now());
                                 if waiting.is_empty() || (followed && !waiting.is_urgent()) {
                                     delay = if followed { MIN_CHECK } else { MAX_CHECK };
                                     next_check = now + delay.max(window);
@@ -458,7 +463,16 @@ impl Hub {
                             Err(err) => tracing::warn!(error = ?crate::error::Chain(&err), "reading the horizon failed"),
                         }
                         let Some(hub) = hub.upgrade() else { return };
-                        waiting.release(horizon, Instant::now(), window, |signal| hub.deliver(signal));
+                        let mut released = Vec::new();
+                        waiting.release(horizon, Instant::now(), window, |signal| {
+                            if let Signal::Ping { bucket, .. } = &signal && relaying {
+                                released.push(bucket.clone());
+                            }
+                            hub.deliver(signal);
+                        });
+                        if let Some(relay) = realtime.relay() && !released.is_empty() {
+                            relay.send(released);
+                        }
                         delay = if !waiting.is_urgent() {
                             MAX_CHECK
                         } else if horizon > before {

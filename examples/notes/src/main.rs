@@ -11,9 +11,11 @@
 //! `ENGINE_RATE_LIMIT` (requests a second per actor, 0 turns the limit off), `ENGINE_BODY_LIMIT`
 //! (bytes), `ENGINE_REALTIME`
 //! (`in_process`, the default; `listen_notify` for several instances on one Postgres database;
-//! or a NATS URL such as `nats://127.0.0.1:4222` for several instances through a NATS server
-//! with JetStream), `ENGINE_BLOB_DIR` (where the images attached to notes are kept, default
-//! `./engine_notes_blobs`), `RUST_LOG`.
+//! a NATS URL such as `nats://127.0.0.1:4222` for several instances through a NATS server
+//! with JetStream; or `edge`, pings also relayed to the edge relay (`@engine/edge`) at
+//! `ENGINE_EDGE_URL`, signed with `ENGINE_EDGE_SECRET`, its tickets good for
+//! `ENGINE_EDGE_TICKET_SECONDS`, 120 by default), `ENGINE_BLOB_DIR` (where the images attached to
+//! notes are kept, default `./engine_notes_blobs`), `RUST_LOG`.
 
 use std::time::Duration;
 
@@ -73,6 +75,18 @@ fn env_number<T: std::str::FromStr>(name: &str) -> Result<Option<T>, String> {
         Ok(text) => text.trim().parse().map(Some).map_err(|_| format!("{name}={text} is not a number")),
         Err(_) => Ok(None),
     }
+}
+
+/// The edge relay `ENGINE_EDGE_URL`, `ENGINE_EDGE_SECRET` and `ENGINE_EDGE_TICKET_SECONDS` name.
+fn edge_relay() -> Result<engine::realtime::edge::Edge, String> {
+    let url = std::env::var("ENGINE_EDGE_URL").map_err(|_| "ENGINE_REALTIME=edge needs ENGINE_EDGE_URL".to_owned())?;
+    let secret =
+        std::env::var("ENGINE_EDGE_SECRET").map_err(|_| "ENGINE_REALTIME=edge needs ENGINE_EDGE_SECRET".to_owned())?;
+    let relay = engine::realtime::edge(url, secret);
+    Ok(match env_number::<u64>("ENGINE_EDGE_TICKET_SECONDS")? {
+        Some(seconds) => relay.ticket_lifetime(Duration::from_secs(seconds)),
+        None => relay,
+    })
 }
 
 #[tokio::main]
@@ -172,10 +186,12 @@ async fn serve() -> Result<(), String> {
     let builder = match std::env::var("ENGINE_REALTIME").as_deref() {
         Ok("listen_notify") => builder.realtime(engine::realtime::listen_notify(database_url)),
         Ok(url) if url.starts_with("nats://") => builder.realtime(engine::realtime::nats(url)),
+        Ok("edge") => builder.realtime(edge_relay()?),
         Ok("in_process") | Err(_) => builder,
         Ok(other) => {
             return Err(format!(
-                "ENGINE_REALTIME={other}: use `in_process`, `listen_notify` or a NATS URL (`nats://127.0.0.1:4222`)"
+                "ENGINE_REALTIME={other}: use `in_process`, `listen_notify`, a NATS URL (`nats://127.0.0.1:4222`) \
+                 or `edge`"
             ));
         }
     };
