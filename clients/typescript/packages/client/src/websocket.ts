@@ -80,6 +80,8 @@ export interface RealtimeSource {
   reconnect(): void;
   /** Waiting to reconnect: try at once, with the backoff reset (the platform went online). */
   retryNow?(): void;
+  /** A pull found the buckets held changed (a source that connects per bucket follows them). */
+  heldChanged?(buckets: readonly string[]): void;
   stop(): void;
   readonly connected: boolean;
 }

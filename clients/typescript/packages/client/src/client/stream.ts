@@ -78,7 +78,10 @@ export class Stream {
       for (const bucket of lost) this.tracked.delete(bucket);
       this.emitPresence(this.presence.forget((b) => !lost.includes(b)));
     }
-    if (changed) this.reconcile();
+    if (changed) {
+      this.source?.heldChanged?.([...held]);
+      this.reconcile();
+    }
     return changed;
   }
 

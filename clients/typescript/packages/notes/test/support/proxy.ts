@@ -42,10 +42,13 @@ export class Proxy {
 
   static async start(target: string, options: ProxyOptions = {}): Promise<Proxy> {
     let proxy: Proxy | undefined;
-    const server = createServer((req, res) => void proxy!.handle(req, res));
+    // A client that goes away mid-request (an aborted long-poll) ends its exchange, nothing more.
+    const server = createServer((req, res) => void proxy!.handle(req, res).catch(() => res.destroy()));
     if (options.refuseUpgrades) {
       server.on("upgrade", (_req, socket: Duplex) => {
         proxy!.refusedUpgrades += 1;
+        // The client may reset the connection once it has read the refusal.
+        socket.on("error", () => undefined);
         const body = "WebSocket upgrades are not allowed here";
         socket.end(`HTTP/1.1 403 Forbidden\r\ncontent-type: text/plain\r\ncontent-length: ${body.length}\r\nconnection: close\r\n\r\n${body}`);
       });
@@ -104,7 +107,8 @@ function forward(target: string, req: IncomingMessage, body: Buffer): Promise<{ 
   return new Promise((resolve, reject) => {
     const upstream = httpRequest(
       url,
-      { method: req.method, headers: { ...req.headers, host: url.host, "content-length": String(body.length) } },
+      // Bodies are passed on as text: asked for without compression.
+      { method: req.method, headers: { ...req.headers, host: url.host, "content-length": String(body.length), "accept-encoding": "identity" } },
       (response) => {
         const chunks: Buffer[] = [];
         response.on("data", (chunk: Buffer) => chunks.push(chunk));
