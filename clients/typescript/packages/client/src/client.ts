@@ -14,8 +14,12 @@
  * long-poll when the upgrade is refused on the way; a runtime without a WebSocket must pass a
  * source or `false`) turns pings into pulls and carries presence.
  *
+ * Tabs: the tabs of a browser that open one store for one user share one client (`tabs.ts`): one
+ * leads and syncs; the others apply its store writes and send it their mutations.
+ *
  * `Client` wires the parts in `client/`: the pull and the push (`pull.ts`, `push.ts`), the stream
- * (`stream.ts`) and the status (`status.ts`). It keeps the reads, the writes and the store.
+ * (`stream.ts`), the status (`status.ts`) and the tabs (`tabs.ts`). It keeps the reads, the writes
+ * and the store.
  */
 
 import { authProvider, actorOfToken, type AuthProvider } from "./auth.js";
@@ -25,6 +29,7 @@ import { Puller } from "./client/pull.js";
 import { Pusher } from "./client/push.js";
 import { StatusBoard, type Status } from "./client/status.js";
 import { Stream } from "./client/stream.js";
+import { joinTabs, type Tabs, type TabsHost } from "./client/tabs.js";
 import { ClosedError } from "./errors.js";
 import { SyncLoop } from "./loop.js";
 import type { PresenceEvent } from "./presence.js";
@@ -46,16 +51,20 @@ export async function createEngineClient<T extends TableTypes, M extends Mutator
   options: EngineClientOptions<T, M>,
 ): Promise<EngineClient<T, M>> {
   const realtime = realtimeSource(options.realtime, options.fetch);
-  const auth = authProvider(options.auth);
-  const actor = options.actor ?? actorOfToken(await auth.token());
+  const provider = authProvider(options.auth);
+  const actor = options.actor ?? actorOfToken(await provider.token());
   if (!actor) throw new TypeError("no actor: the token is not a JWT with a `sub`; pass `actor`");
   const store = options.store ?? memoryStore();
-  const loaded = await store.load();
-  const replica = new Replica(options.schema as unknown as AnySchema, actor, loaded && upgradeStoredState(loaded));
-  const client = new Client<T, M>(options, realtime, auth, store, replica);
+  const tabs = await joinTabs(options.tabs, store, options.url, actor.userId);
+  // A follower tab gets the state from the leader: only the leader opens the store.
+  const loaded = tabs ? await tabs.load() : await store.load();
+  const stored = loaded && upgradeStoredState(loaded);
+  const replica = new Replica(options.schema as unknown as AnySchema, actor, stored);
+  const client = new Client<T, M>(options, realtime, tabs ? tabs.auth(provider) : provider, store, replica, tabs);
   await client.persist();
   if (options.optimistic) client.registerOptimistic(options.optimistic);
-  client.start();
+  if (tabs) await tabs.attach(client, stored);
+  else client.start();
   return client;
 }
 
@@ -78,7 +87,7 @@ function realtimeSource(realtime: RealtimeSource | false | undefined, fetch: Fet
 
 const DEFAULT_PUSH_ROUNDS = 8;
 
-class Client<T extends TableTypes, M extends MutatorTypes> implements EngineClient<T, M> {
+class Client<T extends TableTypes, M extends MutatorTypes> implements EngineClient<T, M>, TabsHost {
   readonly schema: EngineSchema<T, M>;
   private readonly remote: Remote;
   private readonly settings: Required<
@@ -86,7 +95,7 @@ class Client<T extends TableTypes, M extends MutatorTypes> implements EngineClie
   > & { syncOpen: readonly string[] | undefined };
   /** The buckets open through `syncBucket`, with how many handles hold each. */
   private readonly open = new Map<string, number>();
-  private readonly statusBoard: StatusBoard;
+  readonly statusBoard: StatusBoard;
   private readonly changeListeners = new Set<(changes: RowChange[]) => void>();
   private readonly bucketListeners = new Set<(buckets: string[]) => void>();
   private writes: Promise<void> = Promise.resolve();
@@ -94,6 +103,8 @@ class Client<T extends TableTypes, M extends MutatorTypes> implements EngineClie
   private readonly pusher: Pusher;
   private readonly stream: Stream;
   private closed = false;
+  /** The replica's `rebases` at the last store write. */
+  private rebasesWritten = 0;
   private readonly pushLoop: SyncLoop;
   private readonly pullLoop: SyncLoop;
   private readonly online: OnlineSignal | undefined;
@@ -104,7 +115,8 @@ class Client<T extends TableTypes, M extends MutatorTypes> implements EngineClie
     private readonly source: RealtimeSource | undefined,
     private readonly auth: AuthProvider,
     private readonly store: ClientStore,
-    private readonly replica: Replica,
+    readonly replica: Replica,
+    private readonly tabs?: Tabs,
   ) {
     this.schema = options.schema;
     const fetcher = options.fetch ?? ((input, init) => globalThis.fetch(input, init));
@@ -146,13 +158,8 @@ class Client<T extends TableTypes, M extends MutatorTypes> implements EngineClie
     const persist = () => this.persist();
     const followHeld = this.settings.syncOpen !== undefined;
     this.stream = new Stream(this.source, replica, this.statusBoard, this.pullLoop, this.pushLoop, followHeld);
-    const heldChanged = () => {
-      if (!this.stream.heldChanged()) return;
-      const held = this.replica.heldBuckets();
-      for (const listener of this.bucketListeners) listener(held);
-    };
     const openBuckets = () => this.openBuckets();
-    this.puller = new Puller(this.remote, replica, this.settings, this.statusBoard, persist, this.pushLoop, heldChanged, openBuckets);
+    this.puller = new Puller(this.remote, replica, this.settings, this.statusBoard, persist, this.pushLoop, () => this.heldChanged(), openBuckets);
     this.pusher = new Pusher(this.remote, replica, this.settings, this.statusBoard, persist);
   }
 
@@ -172,8 +179,31 @@ class Client<T extends TableTypes, M extends MutatorTypes> implements EngineClie
     return this.statusBoard.now;
   }
 
+  /** Whether this client syncs: alone, or as the tabs' leader. */
+  private get leading(): boolean {
+    return this.tabs?.leading ?? true;
+  }
+
+  heldChanged(): void {
+    if (!this.stream.heldChanged()) return;
+    const held = this.replica.heldBuckets();
+    for (const listener of this.bucketListeners) listener(held);
+  }
+
+  lead(): void {
+    this.start();
+  }
+
+  wakePush(): void {
+    this.pushLoop.wake();
+  }
+
+  realtime(tracked: Map<string, PresenceMeta>, subscription: string[] | null): void {
+    this.stream.want(tracked, subscription);
+  }
+
   start(): void {
-    if (!this.settings.background) return;
+    if (!this.settings.background || this.closed) return;
     this.pullLoop.wake();
     this.pushLoop.wake();
     this.source?.start({
@@ -213,7 +243,14 @@ class Client<T extends TableTypes, M extends MutatorTypes> implements EngineClie
   }
 
   onPresence(listener: (event: PresenceEvent) => void): () => void {
-    return this.stream.onPresence(listener);
+    const own = this.stream.onPresence((event) => {
+      if (this.leading) listener(event);
+    });
+    const leaders = this.tabs?.onPresence(listener);
+    return () => {
+      own();
+      leaders?.();
+    };
   }
 
   /** Announce the view's changes and refresh the counts, then write what changed. */
@@ -222,9 +259,12 @@ class Client<T extends TableTypes, M extends MutatorTypes> implements EngineClie
     if (changes.length > 0) for (const listener of this.changeListeners) listener(changes);
     this.statusBoard.setStatus({ pending: this.replica.pendingCount, quarantined: [...this.replica.quarantined] });
     const change = this.replica.flush();
-    if (isEmptyWrite(change)) return this.writes;
-    // Writes go to the store in the order they were made.
-    this.writes = this.writes.then(() => this.store.write(change));
+    // A follower's changes reach the store through the leader.
+    if (isEmptyWrite(change) || !this.leading) return this.writes;
+    const rebased = this.replica.rebases !== this.rebasesWritten;
+    this.rebasesWritten = this.replica.rebases;
+    // Writes go to the store in the order they were made, and to the other tabs once there.
+    this.writes = this.writes.then(() => this.store.write(change)).then(() => this.tabs?.published(change, rebased));
     return this.writes;
   }
 
@@ -300,6 +340,10 @@ class Client<T extends TableTypes, M extends MutatorTypes> implements EngineClie
   async mutate<K extends keyof M & string>(name: K, args: M[K]): Promise<Queued> {
     this.ensureOpen();
     const queued = this.replica.mutate(name, args, Date.now());
+    if (!this.leading) {
+      void this.persist();
+      return this.tabs!.forward(queued, name, args);
+    }
     await this.persist();
     this.pushLoop.wake();
     return queued;
@@ -307,6 +351,7 @@ class Client<T extends TableTypes, M extends MutatorTypes> implements EngineClie
 
   async retryQuarantined(clientMutationId: string): Promise<Queued | undefined> {
     this.ensureOpen();
+    if (!this.leading) return (await this.tabs!.ask({ op: "retry", clientMutationId })) as Queued | undefined;
     const entry = this.replica.unquarantine(clientMutationId);
     if (!entry) return undefined;
     let queued: Queued;
@@ -323,6 +368,7 @@ class Client<T extends TableTypes, M extends MutatorTypes> implements EngineClie
   }
 
   async discardQuarantined(clientMutationId: string): Promise<boolean> {
+    if (!this.leading) return (await this.tabs!.ask({ op: "discard", clientMutationId })) as boolean;
     const found = this.replica.unquarantine(clientMutationId) !== undefined;
     await this.persist();
     return found;
@@ -336,16 +382,19 @@ class Client<T extends TableTypes, M extends MutatorTypes> implements EngineClie
 
   async pull(): Promise<void> {
     this.ensureOpen();
+    if (!this.leading) return void (await this.tabs!.ask({ op: "pull" }));
     await this.puller.pullOnce();
   }
 
   async push(): Promise<void> {
     this.ensureOpen();
+    if (!this.leading) return void (await this.tabs!.ask({ op: "push" }));
     if (await this.pusher.pushOnce()) this.pullLoop.wake(true);
   }
 
   async sync(): Promise<void> {
     this.ensureOpen();
+    if (!this.leading) return void (await this.tabs!.ask({ op: "sync" }));
     let wait = 10;
     for (let round = 0; round < DEFAULT_PUSH_ROUNDS; round++) {
       await this.pusher.pushOnce();
@@ -359,19 +408,22 @@ class Client<T extends TableTypes, M extends MutatorTypes> implements EngineClie
   // --- Realtime ----------------------------------------------------------------------------
 
   subscribe(buckets: readonly string[] | null): void {
-    this.stream.subscribe(buckets);
+    if (this.tabs) this.tabs.subscribe(buckets);
+    else this.stream.subscribe(buckets);
   }
 
   track(bucket: string, meta: PresenceMeta = {}): void {
-    this.stream.track(bucket, meta);
+    if (this.tabs) this.tabs.track(bucket, meta);
+    else this.stream.track(bucket, meta);
   }
 
   untrack(bucket: string): void {
-    this.stream.untrack(bucket);
+    if (this.tabs) this.tabs.untrack(bucket);
+    else this.stream.untrack(bucket);
   }
 
   presenceState(bucket: string): PresenceState {
-    return this.stream.presenceState(bucket);
+    return this.leading ? this.stream.presenceState(bucket) : this.tabs!.presenceState(bucket);
   }
 
   // --- Blobs -------------------------------------------------------------------------------
@@ -393,6 +445,7 @@ class Client<T extends TableTypes, M extends MutatorTypes> implements EngineClie
   async close(): Promise<void> {
     if (this.closed) return;
     this.closed = true;
+    this.tabs?.retire();
     this.pushLoop.stop();
     this.pullLoop.stop();
     this.source?.stop();
@@ -400,6 +453,8 @@ class Client<T extends TableTypes, M extends MutatorTypes> implements EngineClie
     this.statusBoard.setStatus({ connected: false });
     await Promise.allSettled([this.puller.idle(), this.pusher.idle()]);
     await this.writes.catch(() => undefined);
-    await this.store.close();
+    // The lock goes to another tab once this one's writes are in the store and the store is
+    // closed (a SQLite database on OPFS opens in one tab at a time).
+    await this.store.close().finally(() => this.tabs?.close());
   }
 }

@@ -58,6 +58,11 @@ export class HlcClock {
     return formatHlc({ physicalMs: Math.min(this.lastMs, MAX_PHYSICAL_MS), counter: this.counter, node: this.node });
   }
 
+  /** The last reading taken, or the last observed when that is further (this node's). */
+  get last(): string {
+    return formatHlc({ physicalMs: Math.min(this.lastMs, MAX_PHYSICAL_MS), counter: this.counter, node: this.node });
+  }
+
   /** Take a reading of another node (or one of this node's before a restart) into account. */
   observe(text: string): void {
     const remote = parseHlc(text);

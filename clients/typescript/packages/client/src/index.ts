@@ -2,7 +2,8 @@
  * `@engine/client`: the engine's TypeScript client, with no framework dependency.
  *
  * - `createEngineClient`: a durable local copy of the actor's buckets that takes writes
- *   offline and converges when it reconnects (pull, push, outbox, quarantine, rebase, status).
+ *   offline and converges when it reconnects (pull, push, outbox, quarantine, rebase, status);
+ *   the tabs of a browser share one (`TabsOptions`).
  * - `createEngineMutators`: the app's optimistic functions and a call per mutator.
  * - `createEngineStatus`: the sync status and the quarantined mutations, for a UI.
  * - `createWebSocketSource`: realtime over any WHATWG WebSocket, reconnecting.
@@ -27,6 +28,7 @@ export type { EngineClient, EngineClientOptions, OptimisticMutators, SyncedBucke
 export { browserOnlineSignal } from "./client/online.js";
 export type { OnlineSignal } from "./client/online.js";
 export type { Status } from "./client/status.js";
+export type { TabChannel, TabLocks, TabsOptions } from "./client/tabs.js";
 export { createEngineStatus } from "./client/engine-status.js";
 export type { EngineStatus, StatusClient } from "./client/engine-status.js";
 export { createEngineMutators } from "./mutators.js";

@@ -11,7 +11,8 @@
 import type { Permission } from "./authorize.js";
 import type { HlcClock } from "./hlc.js";
 import { flush, takeViewChanges, type RowChange } from "./replica/changes.js";
-import { mutate, recordResults, refuse, renewQuarantine, renumber, unpushed, unquarantine, type Queued } from "./replica/outbox.js";
+import { mutate, recordResults, refuse, renewQuarantine, renumber, unpushed, unquarantine, type Made, type Queued } from "./replica/outbox.js";
+import { applyWrite, replaceWith } from "./replica/mirror.js";
 import { canWrite } from "./replica/permissions.js";
 import { applyPage, type PageApplied } from "./replica/pull.js";
 import { rebase, rebuildOverlay, setOptimistic } from "./replica/rebase.js";
@@ -86,9 +87,12 @@ export class Replica {
 
   // --- Mutations ---------------------------------------------------------------------------
 
-  /** Run mutator `name`'s optimistic function (if any) and queue the mutation. */
-  mutate(name: string, input: unknown, now: number): Queued {
-    return mutate(this.state, name, input, now);
+  /**
+   * Run mutator `name`'s optimistic function (if any) and queue the mutation; `made`: another
+   * tab made it, with that id and clock reading.
+   */
+  mutate(name: string, input: unknown, now: number, made?: Made): Queued {
+    return mutate(this.state, name, input, now, made);
   }
 
   /** Whether the actor may update `row` of `table`, as far as the client can tell. */
@@ -150,6 +154,33 @@ export class Replica {
   /** Apply one pull page. */
   applyPage(page: PullResponse, now: number, bucketTtlMs: number): PageApplied {
     return applyPage(this.state, page, now, bucketTtlMs);
+  }
+
+  // --- Tabs ----------------------------------------------------------------------------------
+
+  /** Apply a store write the leading tab made; see `replica/mirror.ts`. */
+  applyWrite(write: StoreWrite, rebased: boolean, local: ReadonlySet<string>): void {
+    applyWrite(this.state, write, rebased, local);
+  }
+
+  /** Hold what `stored` holds, keeping the `local` entries it lacks; see `replica/mirror.ts`. */
+  replaceWith(stored: StoredState, local: ReadonlySet<string>): void {
+    replaceWith(this.state, stored, local);
+  }
+
+  /** Take an entry no leader took out of the outbox. */
+  dropLocal(clientMutationId: string): void {
+    if (this.state.removeOutbox((e) => e.clientMutationId === clientMutationId) > 0) rebase(this.state);
+  }
+
+  /** The outbox entry `clientMutationId`, if queued. */
+  outboxEntry(clientMutationId: string): OutboxEntry | undefined {
+    return this.state.outbox.find((e) => e.clientMutationId === clientMutationId);
+  }
+
+  /** How many rebases the replica has made: the other tabs rebase where the leader did. */
+  get rebases(): number {
+    return this.state.rebases;
   }
 
   // --- Persistence -------------------------------------------------------------------------

@@ -1,12 +1,13 @@
 /**
  * The replica's rules where no server can be asked to exercise them: a `superseded` result,
  * rows pending mutations wrote kept past the bucket TTL, a lost bucket filled again, an
- * optimistic function that throws, and the store layout's migrations.
+ * optimistic function that throws, the store layout's migrations, and a follower tab's replica
+ * following the leader's writes (`replica/mirror.ts`).
  */
 
 import { describe, expect, test } from "vitest";
 
-import { ClientStoreVersionError, CLIENT_STORE_VERSION, defineSchema, upgradeStoredState, type StoredState } from "../src/index.js";
+import { ClientStoreVersionError, CLIENT_STORE_VERSION, defineSchema, formatHlc, upgradeStoredState, type StoredState } from "../src/index.js";
 import { Replica } from "../src/replica.js";
 import type { PullResponse } from "../src/wire.js";
 
@@ -240,5 +241,92 @@ describe("store layout", () => {
     const migrated = upgradeStoredState(stored(1), steps, 3);
     expect(migrated.meta).toMatchObject({ version: 3, cursor: "one+two" });
     expect(() => upgradeStoredState(stored(0), steps, 3)).toThrow("layout 0 has no migration");
+  });
+});
+
+describe("a follower tab's replica", () => {
+  /** A follower of `leader`: a replica built from the leader's writes alone. */
+  function follower(leader: Replica): Replica {
+    const r = new Replica(schema, actor, undefined);
+    r.setOptimistic({
+      rename: ((tx: { update(t: string, k: string, c: object): boolean }, args: { id: string; title: string }) => {
+        tx.update("items", args.id, { title: args.title });
+      }) as never,
+    });
+    r.applyWrite(leader.flush(), true, new Set());
+    r.takeViewChanges();
+    return r;
+  }
+
+  test("applies the leader's writes, its own mutation staying on top until the leader queues it", () => {
+    const leader = replica();
+    const tab = follower(leader);
+    expect(tab.clientId).toBe(leader.clientId);
+    expect(tab.viewRow("items", '["i"]')?.title).toBe("server");
+
+    // The tab's clock ahead of the leader's, as when it observed a later reading.
+    tab.clock.observe(formatHlc({ physicalMs: Date.now() + 60_000, counter: 0, node: "ahead" }));
+    const own = tab.mutate("rename", { id: "i", title: "the tab's" }, 1);
+    const local = new Set([own.clientMutationId]);
+    leader.mutate("rename", { id: "i", title: "the leader's" }, 2);
+    tab.applyWrite(leader.flush(), false, local);
+    expect(tab.viewRow("items", '["i"]')?.title, "made later here: it stays on top").toBe("the tab's");
+    expect(tab.unpushed(10).map((e) => e.mutationId), "numbered past the leader's").toEqual([1, 2]);
+
+    // The leader queues it with its id and reading; the tab holds the leader's numbering.
+    const entry = tab.outboxEntry(own.clientMutationId)!;
+    const queued = leader.mutate("rename", entry.args, entry.createdAt, { clientMutationId: entry.clientMutationId, hlc: entry.hlc });
+    expect(queued.mutationId).toBe(2);
+    expect(leader.outboxEntry(entry.clientMutationId)?.hlc, "the reading past the leader's is kept").toBe(entry.hlc);
+    local.delete(own.clientMutationId);
+    tab.applyWrite(leader.flush(), false, local);
+    expect(tab.unpushed(10).map((e) => [e.mutationId, e.clientMutationId])).toEqual(
+      leader.unpushed(10).map((e) => [e.mutationId, e.clientMutationId]),
+    );
+    expect(tab.viewRow("items", '["i"]')?.title).toBe("the tab's");
+
+    // A pull confirms both: every tab shows the server's row.
+    leader.applyPage(page([{ id: "i", title: "the tab's" }], { lastMutationId: 2, syncedMutationId: 2 }), 3, 0);
+    tab.applyWrite(leader.flush(), true, local);
+    expect(tab.pendingCount).toBe(leader.pendingCount);
+    expect(tab.viewRow("items", '["i"]')?.title).toBe("the tab's");
+  });
+
+  test("a reading not past the leader's clock is stamped again, so readings rise with mutation ids", () => {
+    const leader = replica();
+    const tab = follower(leader);
+    const early = tab.mutate("rename", { id: "i", title: "early" }, 1);
+    const hlc = tab.outboxEntry(early.clientMutationId)!.hlc;
+    leader.mutate("rename", { id: "i", title: "later" }, 2);
+    leader.clock.observe(`9${hlc.slice(1)}`);
+    leader.mutate("rename", { id: "i", title: "early" }, 1, { clientMutationId: early.clientMutationId, hlc });
+    const [first, second] = leader.unpushed(10);
+    expect(second!.clientMutationId).toBe(early.clientMutationId);
+    expect(second!.hlc).not.toBe(hlc);
+    expect(second!.hlc > first!.hlc).toBe(true);
+  });
+
+  test("takes what the store holds, keeping its own mutations the store lacks", () => {
+    const leader = replica();
+    const tab = follower(leader);
+    const own = tab.mutate("rename", { id: "i", title: "the tab's" }, 1);
+    leader.applyPage(page([{ id: "j", title: "new" }]), 2, 0);
+    leader.flush();
+    const stored: StoredState = {
+      meta: leader.meta,
+      rows: [
+        { table: "items", key: '["i"]', row: { id: "i", title: "server" }, buckets: ["own/u"] },
+        { table: "items", key: '["j"]', row: { id: "j", title: "new" }, buckets: ["own/u"] },
+      ],
+      buckets: [{ bucket: "own/u", leftAt: null }],
+      outbox: [],
+      quarantine: [],
+    };
+    tab.replaceWith(stored, new Set([own.clientMutationId]));
+    expect(tab.viewRow("items", '["j"]')?.title).toBe("new");
+    expect(tab.viewRow("items", '["i"]')?.title).toBe("the tab's");
+    tab.replaceWith(stored, new Set());
+    expect(tab.viewRow("items", '["i"]')?.title).toBe("server");
+    expect(tab.pendingCount).toBe(0);
   });
 });

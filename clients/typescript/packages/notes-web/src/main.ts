@@ -5,6 +5,8 @@
  * their queued uploads (an IndexedDB database per user), so the app works offline and its queued
  * writes and uploads survive a reload; `app.ts` renders them. A store an earlier version left in
  * IndexedDB is moved into SQLite once, with its queued writes.
+ * The tabs of one user share one client (`@engine/client`'s `tabs`): one syncs, the others go
+ * through it.
  *
  * This module signs the user in and out (`session.ts`): a token from a sign-in link
  * (`/#token=…`, also when the page is already open), from the form, or from the development
@@ -17,9 +19,7 @@ import {
   createEngineClient,
   indexedDbBlobStore,
   indexedDbStore,
-  memoryStore,
   migrateClientStore,
-  StoreBusyError,
   webSqlitePersistence,
   type ClientStore,
   type EngineBlobs,
@@ -29,7 +29,7 @@ import { optimistic } from "@engine/notes/optimistic";
 
 import { IMAGE_MAX_BYTES, NotesApp, SessionToken, type NotesClient } from "./app.js";
 import { el } from "./dom.js";
-import { ask, forgetToken, signInPage, storedToken, storeToken, takeLinkToken, tokenProblem } from "./session.js";
+import { ask, forgetToken, onTokenStoredElsewhere, signInPage, storedToken, storeToken, takeLinkToken, tokenProblem } from "./session.js";
 
 const root = document.getElementById("app")!;
 /** The running app's client, blobs and token, once signed in. */
@@ -47,22 +47,22 @@ const deleteDatabase = (name: string) =>
     request.onsuccess = request.onerror = request.onblocked = resolve;
   });
 
-/** The store of `userId`'s rows: SQLite on OPFS (IndexedDB without it), an old IndexedDB store moved in. */
+/**
+ * The store of `userId`'s rows: SQLite on OPFS (IndexedDB without it), an old IndexedDB store
+ * moved in by the tab that opens it. The tabs of the user share it through one client: only the
+ * leading tab opens the database.
+ */
 async function openStore(userId: string): Promise<ClientStore> {
   const name = storeName(userId);
-  try {
-    const store = await webSqlitePersistence({ name, fallback: () => indexedDbStore(name) });
-    if (store.opfs) {
+  return webSqlitePersistence({
+    name,
+    fallback: () => indexedDbStore(name),
+    opened: async (store) => {
       const old = indexedDbStore(name);
       await migrateClientStore(old, store);
       await old.close();
-    }
-    return store;
-  } catch (error) {
-    // Another tab holds the database: this tab keeps its rows and queued writes in memory.
-    if (error instanceof StoreBusyError) return memoryStore();
-    throw error;
-  }
+    },
+  });
 }
 
 /** Remove `userId`'s stores: the SQLite database and the IndexedDB one. */
@@ -159,5 +159,10 @@ async function boot(): Promise<void> {
 if ("serviceWorker" in navigator) void navigator.serviceWorker.register("./sw.js").catch(() => undefined);
 // A sign-in link opened in this tab while it is open.
 addEventListener("hashchange", () => void followLink());
+// Another tab signed in again as this user: the tabs share one client, and whichever leads sends
+// every tab's writes with its own token, so each tab takes the fresh one.
+onTokenStoredElsewhere((token) => {
+  if (running && actorOfToken(token)?.userId === running.client.actor.userId) running.token.set(token);
+});
 root.replaceChildren(el("p", { class: "loading", "aria-busy": "true" }, "Opening your notes…"));
 void boot();

@@ -27,6 +27,13 @@ export function forgetToken(): void {
   localStorage.removeItem(TOKEN_KEY);
 }
 
+/** Call `listener` with the token another tab of this origin stores (a sign-in there). */
+export function onTokenStoredElsewhere(listener: (token: string) => void): void {
+  addEventListener("storage", (event) => {
+    if (event.key === TOKEN_KEY && event.newValue) listener(event.newValue);
+  });
+}
+
 /** The token of a sign-in link in the address, taken out of the address (and its history entry). */
 export function takeLinkToken(): string | undefined {
   const token = new URLSearchParams(location.hash.slice(1)).get("token");

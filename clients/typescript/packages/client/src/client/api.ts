@@ -16,6 +16,7 @@ import type { RealtimeSource } from "../websocket.js";
 import type { BlobDownloadRequest, BlobTicket, BlobUploadRequest, PresenceMeta, PresenceState } from "../wire.js";
 import type { OnlineSignal } from "./online.js";
 import type { Status } from "./status.js";
+import type { TabsOptions } from "./tabs.js";
 
 /** Optimistic functions by mutator name, typed by the app's rows and arguments. */
 export type OptimisticMutators<T extends TableTypes, M extends MutatorTypes> = {
@@ -69,6 +70,14 @@ export interface EngineClientOptions<T extends TableTypes, M extends MutatorType
    * reconnection go at once. Browsers' `online` events by default; `false` for none.
    */
   online?: OnlineSignal | false;
+  /**
+   * The tabs of a browser that open the same store (`indexedDbStore`) for the same user share
+   * one client: one tab leads, with the socket, the pulls and the pushes, and the others send it
+   * their mutations (Web Locks and `BroadcastChannel`). On by default where both exist; `false`
+   * makes each tab a client of its own. Elsewhere, and over a store of one tab (memory), each
+   * client is on its own.
+   */
+  tabs?: TabsOptions | false;
 }
 
 /** A client of an engine server. */

@@ -60,6 +60,14 @@ export class Stream {
     this.reconcile();
   }
 
+  /** Be present and follow as the tabs sharing this client together ask (`tabs.ts`). */
+  want(tracked: Map<string, PresenceMeta>, subscription: string[] | null): void {
+    this.tracked.clear();
+    for (const [bucket, meta] of tracked) this.tracked.set(bucket, { ...meta });
+    this.subscription = subscription ?? undefined;
+    this.reconcile();
+  }
+
   presenceState(bucket: string): PresenceState {
     return this.presence.get(bucket);
   }

@@ -23,13 +23,22 @@ export interface Queued {
   result: unknown;
 }
 
-/** Run mutator `name`'s optimistic function (if any) and queue the mutation. */
-export function mutate(state: ReplicaState, name: string, input: unknown, now: number): Queued {
+/** A mutation another tab made, to queue as it was made there (`docs/design.md` §9). */
+export interface Made {
+  clientMutationId: string;
+  hlc: string;
+}
+
+/**
+ * Run mutator `name`'s optimistic function (if any) and queue the mutation; `made`: another
+ * tab made it, with that id and clock reading.
+ */
+export function mutate(state: ReplicaState, name: string, input: unknown, now: number, made?: Made): Queued {
   if (!state.schema.mutators.includes(name)) throw new UnknownMutatorError(name);
   // The outbox keeps the arguments as they were when the mutation was made.
   const args = frozen(structuredClone(input));
-  const hlc = state.clock.now();
-  const clientMutationId = newUuid();
+  const hlc = made ? madeHlc(state, made.hlc) : state.clock.now();
+  const clientMutationId = made?.clientMutationId ?? newUuid();
   const mutator = state.optimistic[name];
   const layer = new Layer(state.overlay);
   // A local run that throws refuses the mutation: nothing is queued. So does a write the
@@ -46,6 +55,18 @@ export function mutate(state: ReplicaState, name: string, input: unknown, now: n
   state.outbox.push(entry);
   state.dirtyOutbox.add(clientMutationId);
   return { mutationId, clientMutationId, result };
+}
+
+/**
+ * The reading a mutation made in another tab goes with: its own when it is past this clock's
+ * last, so the readings of one client's mutations rise with their ids and stay past what pulls
+ * brought, as the server's merges expect; a new one otherwise. The tabs share one clock node,
+ * the client id, and two of them can read the same instant.
+ */
+function madeHlc(state: ReplicaState, hlc: string): string {
+  if (hlc <= state.clock.last) return state.clock.now();
+  state.clock.observe(hlc);
+  return hlc;
 }
 
 /** Up to `limit` entries no push has acknowledged, in order. */

@@ -16,6 +16,7 @@ export function setOptimistic(state: ReplicaState, mutators: Record<string, Opti
 
 /** Run the pending mutations again over the base, in order. */
 export function rebase(state: ReplicaState): void {
+  state.rebases += 1;
   const before = state.overlay;
   rebuildOverlay(state);
   const after = state.overlay;

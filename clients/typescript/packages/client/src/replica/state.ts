@@ -67,6 +67,8 @@ export class ReplicaState implements RowSource {
   refilling = new Set<string>();
   /** Live view rows as they were before the current operation, by `table␀key`. */
   viewBefore = new Map<string, Row | undefined>();
+  /** Rebases made so far (`rebase.ts`). */
+  rebases = 0;
 
   constructor(
     readonly schema: AnySchema,

@@ -43,6 +43,7 @@ export function indexedDbStore(name: string): ClientStore {
     return database;
   };
   return {
+    sharedName: `indexeddb ${name}`,
     async load(): Promise<StoredState | undefined> {
       const db = await open();
       const tx = db.transaction(ALL, "readonly");

@@ -2,8 +2,9 @@
  * The dedicated worker of `webSqlitePersistence`: SQLite in WebAssembly (`@sqlite.org/sqlite-wasm`)
  * on the origin-private file system through the `opfs-sahpool` VFS, which needs no cross-origin
  * isolation headers but only runs in a worker and holds its files exclusively. The page speaks
- * to it by messages (`WorkerRequest`, `WorkerReply` in `web-sqlite.ts`): one `open`, then
- * `execute` and `batch` as `SqlExecutor` has them, each answered by its `id`.
+ * to it by messages (`WorkerRequest`, `WorkerReply` in `web-sqlite.ts`): a `probe` (is there an
+ * OPFS with sync access handles?), one `open` when the store is first used, then `execute` and
+ * `batch` as `SqlExecutor` has them, each answered by its `id`.
  *
  * A database is held by one worker at a time: the worker takes the Web Lock named after the
  * database before it opens the files, and keeps it until it ends. A page that reloads waits
@@ -43,6 +44,10 @@ const prepared = new Map<string, Statement>();
 scope.onmessage = (event) => void handle(event.data);
 
 async function handle(request: WorkerRequest): Promise<void> {
+  if (request.type === "probe") {
+    scope.postMessage(probe());
+    return;
+  }
   if (request.type === "open") {
     scope.postMessage(await open(request.name, request.busyTimeoutMs));
     return;
@@ -82,13 +87,20 @@ function batch(database: Database, statements: SqlStatement[]): void {
   });
 }
 
-/** Open the database `name` in a pool of its own (one directory and VFS per database). */
-async function open(name: string, busyTimeoutMs: number): Promise<WorkerReply> {
+/** Whether this browser has an origin-private file system with sync access handles. */
+function probe(): WorkerReply {
   const storage = (navigator as Navigator & { storage?: { getDirectory?: unknown } }).storage;
   const handles = (globalThis as { FileSystemFileHandle?: { prototype: object } }).FileSystemFileHandle;
   if (typeof storage?.getDirectory !== "function" || !handles || !("createSyncAccessHandle" in handles.prototype)) {
     return { type: "unavailable", reason: "this browser has no origin-private file system with sync access handles" };
   }
+  return { type: "available" };
+}
+
+/** Open the database `name` in a pool of its own (one directory and VFS per database). */
+async function open(name: string, busyTimeoutMs: number): Promise<WorkerReply> {
+  const probed = probe();
+  if (probed.type !== "available") return probed;
   if (!(await holdLock(`engine-sqlite:${name}`, busyTimeoutMs))) return { type: "busy" };
   try {
     const sqlite3 = await sqlite3InitModule();

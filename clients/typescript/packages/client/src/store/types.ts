@@ -107,6 +107,11 @@ export interface StoreWrite {
  * origin-private file system and on phones, IndexedDB in browsers without it.
  */
 export interface ClientStore {
+  /**
+   * The name every tab of the origin opens this store by, where other tabs can open it: the tabs
+   * of one user then share one client (`TabsOptions`). Absent for a store of this tab alone.
+   */
+  readonly sharedName?: string;
   /** What the store holds, as it was written (`undefined` when it holds nothing yet). */
   load(): Promise<StoredState | undefined>;
   /** Apply `change` atomically: all of it or nothing. */

@@ -131,6 +131,18 @@ export class NotesServer {
     return run.stdout.trim();
   }
 
+  /** `/engine/stats` (an admin's token asks): the mutations applied and the sockets open, among others. */
+  async stats(): Promise<{ appliedMutations: number; sockets: number }> {
+    const run = spawnSync(this.bin, ["token", "--user", "operator", "--admin"], {
+      env: { ...process.env, ENGINE_SECRET: this.secret },
+      encoding: "utf8",
+    });
+    if (run.status !== 0) throw new Error(`example-notes token failed: ${run.stderr}`);
+    const response = await fetch(`${this.url}/engine/stats`, { headers: { authorization: `Bearer ${run.stdout.trim()}` } });
+    if (!response.ok) throw new Error(`/engine/stats: HTTP ${response.status}: ${await response.text()}`);
+    return (await response.json()) as { appliedMutations: number; sockets: number };
+  }
+
   /** Freeze the process (`SIGSTOP`): it keeps its connections and accepts new ones, and answers nothing. */
   freeze(): void {
     this.process?.kill("SIGSTOP");
