@@ -5,7 +5,11 @@
 //! - Bootstrap: a new client of `alice` pulls every note of her list in pages of 1,000 over
 //!   HTTP; the baseline reads the same notes with a keyset-paged `SELECT … WHERE list_id = $1
 //!   AND id > $2 ORDER BY id LIMIT 1000` (on an index made for it) and serializes each page
-//!   to JSON objects. Each side five times, turn about; the medians.
+//!   to JSON objects. Each side five times, turn about; the medians. At every size on rows
+//!   never analyzed (the baseline's planner kept to the index's order), then at the last size
+//!   once more on analyzed rows with the planner's own plan, the strongest baseline. Beside
+//!   each side's rows/s, the CPU of the server process, the load generator and the database's
+//!   Postgres backends per 1,000 rows.
 //! - Incremental: a caught-up client of `alice`; 10 of her notes change in one push and the
 //!   client pulls them (median of 30); the baseline selects the same 10 rows by key.
 //! - Many buckets: `carol` is a member of 10,000 lists of 10 notes; her bootstrap and her
@@ -23,7 +27,7 @@ use serde_json::{Value, json};
 use sqlx::Row;
 
 use crate::db::{Backend, BenchDb, BenchFile};
-use crate::wire::{CpuSpent, ServerProcess, WireClient, ms, percentile, write_notes};
+use crate::wire::{BackendsSpent, CpuSpent, ServerProcess, WireClient, ms, percentile, write_notes};
 
 /// Other users writing beside alice: their notes are half as many as hers, in lists of their own.
 const OTHERS: usize = 10;
@@ -77,12 +81,22 @@ async fn growing(sizes: &[usize]) {
         cursor = Some(follower.catch_up(cursor).await);
         incremental.push((size, changes(&db, &mut follower, &mut writer, cursor.as_mut().unwrap()).await));
         if bootstraps_at(size, sizes) {
-            bootstraps.push((size, bootstrap(&server, size, async || baseline_bootstrap(&db, size).await).await));
+            let baseline = async || baseline_bootstrap(&db, size, Statistics::None).await;
+            bootstraps.push((size, bootstrap(&server, size, Some(&db.pool), baseline).await));
         }
     }
+    // The strongest baseline: the rows analyzed, as autovacuum leaves a live table, and the
+    // plan the planner chooses on them. Last, since the statistics stay.
+    let size = written;
+    sqlx::raw_sql("ANALYZE notes").execute(&db.pool).await.unwrap();
+    let baseline = async || baseline_bootstrap(&db, size, Statistics::Analyzed).await;
+    let analyzed = bootstrap(&server, size, Some(&db.pool), baseline).await;
 
     println!("\n## Pull: paged bootstrap over HTTP (`limit` 1,000), alice's notes among others'\n");
+    println!("Never analyzed; the baseline's planner kept to the index's order (bitmap scans and sorts off):\n");
     print_bootstraps(&bootstraps);
+    println!("\nAnalyzed (`ANALYZE notes`), the baseline's plan the planner's own choice:\n");
+    print_bootstraps(&[(size, analyzed)]);
     println!("\n## Pull: 10 recent changes, over HTTP (median of 30)\n");
     println!("| notes of alice (table) | engine pull | baseline (SELECT of the 10 rows) |");
     println!("|---:|---:|---:|");
@@ -106,18 +120,21 @@ struct Bootstrap {
     server_cpu: f64,
     generator_cpu: f64,
     baseline_cpu: f64,
+    /// CPU milliseconds of the database's Postgres backends per 1,000 rows, during the engine's
+    /// decoded walks and during the baseline's reads (none on SQLite).
+    database_cpu: Option<(f64, f64)>,
 }
 
 /// The bootstraps' table: rows/s of each side and their ratio, page medians, and CPU per 1,000
 /// rows (the baseline's is this process's: all of it on SQLite, the client's part on Postgres).
 fn print_bootstraps(bootstraps: &[(usize, Bootstrap)]) {
     println!(
-        "| notes of alice (table) | engine rows/s, answers decoded | answers read, rows not built | baseline rows/s | ratio, decoded / read | engine page p50, first / last tenth | baseline page p50 | CPU per 1,000 rows: server / load generator / baseline's process |"
+        "| notes of alice (table) | engine rows/s, answers decoded | answers read, rows not built | baseline rows/s | ratio, decoded / read | engine page p50, first / last tenth | baseline page p50 | CPU per 1,000 rows: server / load generator / baseline's process | Postgres CPU per 1,000 rows: engine / baseline |"
     );
-    println!("|---:|---:|---:|---:|---:|---:|---:|---:|");
+    println!("|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
     for (size, b) in bootstraps {
         println!(
-            "| {size} ({}) | {:.0} | {:.0} | {:.0} | {:.2} / {:.2} | {:.1} / {:.1} ms | {:.1} ms | {:.1} / {:.1} / {:.1} ms |",
+            "| {size} ({}) | {:.0} | {:.0} | {:.0} | {:.2} / {:.2} | {:.1} / {:.1} ms | {:.1} ms | {:.1} / {:.1} / {:.1} ms | {} |",
             size + size / 2,
             b.engine,
             b.engine_read,
@@ -130,6 +147,8 @@ fn print_bootstraps(bootstraps: &[(usize, Bootstrap)]) {
             b.server_cpu,
             b.generator_cpu,
             b.baseline_cpu,
+            b.database_cpu
+                .map_or_else(|| "–".to_owned(), |(engine, baseline)| format!("{engine:.1} / {baseline:.1} ms")),
         );
     }
 }
@@ -142,20 +161,36 @@ struct Paged {
     took: Duration,
     page: Duration,
     cpu: f64,
+    /// The CPU seconds of the database's backends, where they were watched.
+    database: f64,
 }
 
 /// New clients of alice pull everything, and the baseline reads her notes, turn about (the
 /// machine's speed drifts over tens of seconds; alternating exposes both sides to the same
 /// drift). The medians of each side.
-async fn bootstrap(server: &ServerProcess, size: usize, mut baseline: impl AsyncFnMut() -> Paged) -> Bootstrap {
+/// With `database`, the CPU of its Postgres backends is watched too.
+async fn bootstrap(
+    server: &ServerProcess,
+    size: usize,
+    database: Option<&sqlx::PgPool>,
+    mut baseline: impl AsyncFnMut() -> Paged,
+) -> Bootstrap {
     let mut walks = Vec::new();
     let mut reads = Vec::new();
     let mut baselines = Vec::new();
     let mut cpus = Vec::new();
+    let mut engine_database = Vec::new();
     for _ in 0..BOOTSTRAPS {
+        let backends = match database {
+            Some(pool) => Some(BackendsSpent::start(pool).await),
+            None => None,
+        };
         let cpu = CpuSpent::start(server.pid);
         let walk = Walk::pull(&WireClient::new(server, "alice"), Decode::Typed).await;
         cpus.push(cpu.stop());
+        if let (Some(backends), Some(pool)) = (backends, database) {
+            engine_database.push(backends.stop(pool).await);
+        }
         assert_eq!(walk.notes, size, "the bootstrap delivers every note of alice");
         walks.push(walk);
         let read = Walk::pull(&WireClient::new(server, "alice"), Decode::Read).await;
@@ -172,7 +207,11 @@ async fn bootstrap(server: &ServerProcess, size: usize, mut baseline: impl Async
     let mut server_cpu: Vec<f64> = cpus.iter().map(|c| per_thousand(c.server)).collect();
     let mut generator_cpu: Vec<f64> = cpus.iter().map(|c| per_thousand(c.own)).collect();
     let mut baseline_cpu: Vec<f64> = baselines.iter().map(|b| per_thousand(b.cpu)).collect();
-    for figures in [&mut server_cpu, &mut generator_cpu, &mut baseline_cpu] {
+    let mut engine_database: Vec<f64> = engine_database.into_iter().map(per_thousand).collect();
+    let mut baseline_database: Vec<f64> = baselines.iter().map(|b| per_thousand(b.database)).collect();
+    for figures in
+        [&mut server_cpu, &mut generator_cpu, &mut baseline_cpu, &mut engine_database, &mut baseline_database]
+    {
         figures.sort_by(f64::total_cmp);
     }
     Bootstrap {
@@ -185,26 +224,52 @@ async fn bootstrap(server: &ServerProcess, size: usize, mut baseline: impl Async
         server_cpu: server_cpu[BOOTSTRAPS / 2],
         generator_cpu: generator_cpu[BOOTSTRAPS / 2],
         baseline_cpu: baseline_cpu[BOOTSTRAPS / 2],
+        database_cpu: database.map(|_| (engine_database[BOOTSTRAPS / 2], baseline_database[BOOTSTRAPS / 2])),
     }
+}
+
+/// What the baseline's planner knows of the notes.
+#[derive(Clone, Copy, PartialEq)]
+enum Statistics {
+    /// Nothing (never analyzed): the planner is kept to the index's order.
+    None,
+    /// The table analyzed: the planner's own choice, printed.
+    Analyzed,
 }
 
 /// One read of alice's notes by the baseline, on an index of its own made for it and dropped
 /// afterwards (the engine's walks run without it).
-async fn baseline_bootstrap(db: &BenchDb, size: usize) -> Paged {
+async fn baseline_bootstrap(db: &BenchDb, size: usize, statistics: Statistics) -> Paged {
     sqlx::query("CREATE INDEX bench_notes_by_list ON notes (list_id, id COLLATE \"C\")")
         .execute(&db.pool)
         .await
         .unwrap();
-    // The plan a tuned app gets: the index in its order. On unanalyzed rows Postgres may pick a
-    // bitmap over the rest of the list and a sort instead, and a page costs the rest of the list.
     let mut conn = db.pool.acquire().await.unwrap();
-    sqlx::raw_sql("SET enable_bitmapscan = off; SET enable_sort = off").execute(&mut *conn).await.unwrap();
     let page = "SELECT id, owner_id, list_id, title, done, position, body, deleted_at FROM notes
          WHERE list_id = 'alice-list' AND id COLLATE \"C\" > $1 ORDER BY id COLLATE \"C\" LIMIT 1000";
-    let paged = keyset_read::<sqlx::Postgres>(size, &mut conn, page, |r| {
+    match statistics {
+        // The plan a tuned app gets: the index in its order. On unanalyzed rows Postgres may
+        // pick a bitmap over the rest of the list and a sort instead, and a page costs the rest
+        // of the list.
+        Statistics::None => {
+            sqlx::raw_sql("SET enable_bitmapscan = off; SET enable_sort = off").execute(&mut *conn).await.unwrap();
+        }
+        Statistics::Analyzed => {
+            sqlx::raw_sql("ANALYZE notes").execute(&mut *conn).await.unwrap();
+            let plan: Vec<String> = sqlx::query_scalar(sqlx::AssertSqlSafe(format!("EXPLAIN {page}")))
+                .bind("")
+                .fetch_all(&mut *conn)
+                .await
+                .unwrap();
+            eprintln!("(the baseline's plan on analyzed rows: {})", plan.join(" / "));
+        }
+    }
+    let backends = BackendsSpent::start(&db.pool).await;
+    let mut paged = keyset_read::<sqlx::Postgres>(size, &mut conn, page, |r| {
         (r.get::<Vec<u8>, _>(6).to_json(), r.get::<Option<engine::Timestamp>, _>(7).to_json())
     })
     .await;
+    paged.database = backends.stop(&db.pool).await;
     sqlx::raw_sql("RESET ALL").execute(&mut *conn).await.unwrap();
     drop(conn);
     sqlx::query("DROP INDEX bench_notes_by_list").execute(&db.pool).await.unwrap();
@@ -262,7 +327,7 @@ where
     let took = start.elapsed();
     assert_eq!(read, size, "the baseline reads every note of alice");
     pages.sort();
-    Paged { took, page: percentile(&pages, 0.5), cpu: cpu.stop().own }
+    Paged { took, page: percentile(&pages, 0.5), cpu: cpu.stop().own, database: 0.0 }
 }
 
 /// On SQLite: alice's notes grow through `sizes` (written through pushes, as on Postgres), and
@@ -276,7 +341,7 @@ async fn sqlite_bootstraps(sizes: &[usize]) {
         seed(&server, written, size - written).await;
         written = size;
         if bootstraps_at(size, sizes) {
-            bootstraps.push((size, bootstrap(&server, size, async || sqlite_baseline(&file, size).await).await));
+            bootstraps.push((size, bootstrap(&server, size, None, async || sqlite_baseline(&file, size).await).await));
         }
     }
     println!(

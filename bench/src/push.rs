@@ -1,7 +1,10 @@
 //! Push benchmark, over the wire: concurrent clients, each its own user, push one `add_note` per
 //! request to a notes server process for a while; the baseline runs single-row
 //! `BEGIN; INSERT; COMMIT` transactions over sqlx at the same concurrency, into a table of the
-//! same shape without the engine's tracking. Then where one push's time goes: the HTTP round
+//! same shape without the engine's tracking, and the CPU each side costs the machine per
+//! operation (the server's and the database's backends' against the baseline process's and
+//! its backends'). Then an outbox draining, 100 mutations a push, beside 100 single-row
+//! transactions on one session. Then where one push's time goes: the HTTP round
 //! trip of a route that does nothing, verifying its token, and the storage's push called
 //! directly, beside the whole push over HTTP.
 //!
@@ -19,12 +22,13 @@ use serde_json::json;
 use sqlx::Connection;
 
 use crate::db::{Backend, BenchDb, BenchFile, SECRET};
-use crate::wire::{Cpu, CpuSpent, ServerProcess, WireClient, ms, percentile, token};
+use crate::wire::{BackendsSpent, Cpu, CpuSpent, ServerProcess, WireClient, ms, percentile, token};
 
 pub(crate) async fn run(backend: Backend, concurrency: &[usize], seconds: u64, rounds: usize) {
     match backend {
         Backend::Postgres => {
             postgres(concurrency, seconds, rounds).await;
+            batches(seconds, rounds).await;
             breakdown().await;
         }
         Backend::Sqlite => sqlite(concurrency, seconds, rounds).await,
@@ -32,29 +36,28 @@ pub(crate) async fn run(backend: Backend, concurrency: &[usize], seconds: u64, r
 }
 
 /// On Postgres: the engine beside `BEGIN; INSERT; COMMIT` through a pool as the engine's and
-/// with a session per client.
+/// with a session per client (the strongest: no pool's bookkeeping, the `INSERT` prepared once
+/// per session), and what each costs the machine: the CPU of the server process and of the
+/// database's Postgres backends per mutation, against this process's and the backends' per
+/// transaction of the session baseline.
 async fn postgres(concurrency: &[usize], seconds: u64, rounds: usize) {
     println!("\n## Push over HTTP: one `add_note` per request, each client its own user ({seconds} s per figure)\n");
     println!(
-        "| clients | engine mutations/s | baseline through a pool as the engine's, transactions/s | ratio | baseline with a session per client | ratio | load generator CPU share |"
+        "| clients | engine mutations/s | baseline through a pool as the engine's, transactions/s | ratio | baseline with a session per client, prepared | ratio | CPU per mutation: server + Postgres | CPU per transaction, session baseline: its process + Postgres | CPU ratio | load generator CPU share |"
     );
-    println!("|---:|---:|---:|---:|---:|---:|---:|");
+    println!("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
     for &clients in concurrency {
-        let db = BenchDb::new(u32::try_from(clients).unwrap() + 4).await;
-        db.storage(example_notes::app()).await;
-        sqlx::raw_sql(
-            "CREATE TABLE plain_notes (id text PRIMARY KEY, owner_id text NOT NULL, list_id text NOT NULL, title text NOT NULL, done boolean NOT NULL, position bigint NOT NULL, body bytea NOT NULL, deleted_at timestamptz)",
-        )
-        .execute(&db.pool)
-        .await
-        .unwrap();
+        let db = plain_notes_db(clients).await;
         let server = ServerProcess::start(&db.url).await;
         let writers = writers(&server, clients).await;
         let mut turns = Turns::default();
         for _ in 0..rounds {
+            let backends = BackendsSpent::start(&db.pool).await;
             let engine = engine_pushes(&server, &writers, seconds).await;
+            let database = backends.stop(&db.pool).await;
             turns.share.push(engine.cpu.generator_share());
             turns.engine.push(engine.per_second);
+            turns.engine_cpu.push((engine.cpu.server / engine.operations as f64, database / engine.operations as f64));
             // The baselines: the same transaction through a pool configured as the engine's (its
             // size, no check of a session when it is lent), and with a session of each client's
             // own.
@@ -76,11 +79,11 @@ async fn postgres(concurrency: &[usize], seconds: u64, rounds: usize) {
             .await;
             turns.first.push(pooled.per_second);
             sqlx::raw_sql("TRUNCATE plain_notes").execute(&db.pool).await.unwrap();
-            let mut sessions = Vec::new();
-            for _ in 0..clients {
-                let session = sqlx::PgConnection::connect(&db.url).await.expect("connect");
-                sessions.push(Arc::new(tokio::sync::Mutex::new(session)));
-            }
+            // The sessions outlive the measure: a backend that ends takes its CPU time with it.
+            let kept = sessions(&db, clients).await;
+            let sessions = kept.clone();
+            let backends = BackendsSpent::start(&db.pool).await;
+            let cpu = CpuSpent::start(std::process::id());
             let own = measure(clients, seconds, {
                 move |c, n| {
                     let session = sessions[c].clone();
@@ -88,17 +91,120 @@ async fn postgres(concurrency: &[usize], seconds: u64, rounds: usize) {
                 }
             })
             .await;
+            let (process, database) = (cpu.stop().own, backends.stop(&db.pool).await);
+            drop(kept);
             turns.second.push(own.per_second);
+            turns.baseline_cpu.push((process / own.operations as f64, database / own.operations as f64));
         }
+        let (engine_cpu, baseline_cpu) = (pair_median(&turns.engine_cpu), pair_median(&turns.baseline_cpu));
         let (engine, pooled, own, share) = turns.medians();
         println!(
-            "| {clients} | {engine:.0} | {pooled:.0} | **{:.2}** | {own:.0} | {:.2} | {:.0}% |",
+            "| {clients} | {engine:.0} | {pooled:.0} | {:.2} | {own:.0} | **{:.2}** | {:.3} + {:.3} ms | {:.3} + {:.3} ms | {:.1}× | {:.0}% |",
             engine / pooled,
             engine / own,
+            engine_cpu.0 * 1000.0,
+            engine_cpu.1 * 1000.0,
+            baseline_cpu.0 * 1000.0,
+            baseline_cpu.1 * 1000.0,
+            (engine_cpu.0 + engine_cpu.1) / (baseline_cpu.0 + baseline_cpu.1),
             share * 100.0
         );
         db.drop_database().await;
     }
+}
+
+/// A database provisioned for the notes app, with the baselines' plain table beside it.
+async fn plain_notes_db(clients: usize) -> BenchDb {
+    let db = BenchDb::new(u32::try_from(clients).unwrap() + 4).await;
+    db.storage(example_notes::app()).await;
+    sqlx::raw_sql(
+        "CREATE TABLE plain_notes (id text PRIMARY KEY, owner_id text NOT NULL, list_id text NOT NULL, title text NOT NULL, done boolean NOT NULL, position bigint NOT NULL, body bytea NOT NULL, deleted_at timestamptz)",
+    )
+    .execute(&db.pool)
+    .await
+    .unwrap();
+    db
+}
+
+/// A session of each of `clients` clients' own.
+async fn sessions(db: &BenchDb, clients: usize) -> Vec<Arc<tokio::sync::Mutex<sqlx::PgConnection>>> {
+    let mut sessions = Vec::new();
+    for _ in 0..clients {
+        let session = sqlx::PgConnection::connect(&db.url).await.expect("connect");
+        sessions.push(Arc::new(tokio::sync::Mutex::new(session)));
+    }
+    sessions
+}
+
+/// Mutations in one push of [`batches`]: what a client's outbox sends at once.
+const BATCH: usize = 100;
+
+/// An outbox draining: one client pushes [`BATCH`] `add_note`s per request, beside one session
+/// running [`BATCH`] single-row transactions in a row (each mutation of the push is its own
+/// transaction too); mutations per second and the CPU of each, turn about.
+async fn batches(seconds: u64, rounds: usize) {
+    println!(
+        "\n## Push of {BATCH} mutations per request, one client, beside {BATCH} single-row transactions on one session ({seconds} s per figure)\n"
+    );
+    println!(
+        "| engine mutations/s | baseline transactions/s | ratio | CPU per mutation: server + Postgres | CPU per transaction: baseline's process + Postgres |"
+    );
+    println!("|---:|---:|---:|---:|---:|");
+    let db = plain_notes_db(1).await;
+    let server = ServerProcess::start(&db.url).await;
+    let writers = writers(&server, 1).await;
+    let mut turns = Turns::default();
+    for _ in 0..rounds {
+        let backends = BackendsSpent::start(&db.pool).await;
+        let cpu = CpuSpent::start(server.pid);
+        let writers = writers.clone();
+        let engine = measure(1, seconds, move |c, n| {
+            let writer = writers[c].clone();
+            async move {
+                let args: Vec<(&str, serde_json::Value)> = (0..BATCH)
+                    .map(|i| ("add_note", json!({"list_id": format!("list-{c}"), "title": format!("note {n}.{i}")})))
+                    .collect();
+                let answer = writer.lock().await.push(&args).await;
+                assert_eq!(answer.results.len(), BATCH, "every mutation of the batch is answered");
+            }
+        })
+        .await;
+        let (server_cpu, database) = (cpu.stop().server, backends.stop(&db.pool).await);
+        let mutations = (engine.operations as usize * BATCH) as f64;
+        turns.engine.push(engine.per_second * BATCH as f64);
+        turns.engine_cpu.push((server_cpu / mutations, database / mutations));
+        let kept = sessions(&db, 1).await;
+        let sessions = kept.clone();
+        let backends = BackendsSpent::start(&db.pool).await;
+        let cpu = CpuSpent::start(std::process::id());
+        let baseline = measure(1, seconds, move |c, n| {
+            let session = sessions[c].clone();
+            async move {
+                let mut session = session.lock().await;
+                for i in 0..BATCH as u64 {
+                    insert_transaction::<sqlx::Postgres>(&mut session, INSERT, c, n * BATCH as u64 + i).await;
+                }
+            }
+        })
+        .await;
+        let (process, database) = (cpu.stop().own, backends.stop(&db.pool).await);
+        drop(kept);
+        let transactions = (baseline.operations as usize * BATCH) as f64;
+        turns.second.push(baseline.per_second * BATCH as f64);
+        turns.baseline_cpu.push((process / transactions, database / transactions));
+        sqlx::raw_sql("TRUNCATE plain_notes").execute(&db.pool).await.unwrap();
+    }
+    let (engine_cpu, baseline_cpu) = (pair_median(&turns.engine_cpu), pair_median(&turns.baseline_cpu));
+    let (engine, baseline) = (median(turns.engine), median(turns.second));
+    println!(
+        "| {engine:.0} | {baseline:.0} | **{:.2}** | {:.3} + {:.3} ms | {:.3} + {:.3} ms |",
+        engine / baseline,
+        engine_cpu.0 * 1000.0,
+        engine_cpu.1 * 1000.0,
+        baseline_cpu.0 * 1000.0,
+        baseline_cpu.1 * 1000.0,
+    );
+    db.drop_database().await;
 }
 
 /// On SQLite: the engine beside `BEGIN; INSERT; COMMIT` on the same file, opened as the store
@@ -186,6 +292,10 @@ struct Turns {
     first: Vec<f64>,
     second: Vec<f64>,
     share: Vec<f64>,
+    /// CPU seconds per operation: the engine's server and Postgres; the session baseline's
+    /// process and Postgres.
+    engine_cpu: Vec<(f64, f64)>,
+    baseline_cpu: Vec<(f64, f64)>,
 }
 
 impl Turns {
@@ -193,6 +303,11 @@ impl Turns {
     fn medians(self) -> (f64, f64, f64, f64) {
         (median(self.engine), median(self.first), median(self.second), median(self.share))
     }
+}
+
+/// The median of each side of `pairs`.
+fn pair_median(pairs: &[(f64, f64)]) -> (f64, f64) {
+    (median(pairs.iter().map(|p| p.0).collect()), median(pairs.iter().map(|p| p.1).collect()))
 }
 
 /// The median of `values`.

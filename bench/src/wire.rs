@@ -243,6 +243,36 @@ impl CpuSpent {
     }
 }
 
+/// CPU seconds the Postgres backends of one database used over a span, from `/proc` (the
+/// benchmarks' Postgres runs on this machine): the sessions of the engine's server and of the
+/// baselines alike, and nothing of other databases. A session that ends within the span takes
+/// its time with it; the benchmarks' sessions live as long as their pools.
+pub(crate) struct BackendsSpent {
+    at: std::collections::HashMap<u32, f64>,
+}
+
+impl BackendsSpent {
+    /// Watch the backends of `pool`'s database from now.
+    pub(crate) async fn start(pool: &sqlx::PgPool) -> BackendsSpent {
+        BackendsSpent { at: backends(pool).await.into_iter().map(|pid| (pid, cpu_seconds(pid))).collect() }
+    }
+
+    /// What they used since the start, a backend that began meanwhile all of its time.
+    pub(crate) async fn stop(self, pool: &sqlx::PgPool) -> f64 {
+        let now = backends(pool).await;
+        now.into_iter().map(|pid| cpu_seconds(pid) - self.at.get(&pid).copied().unwrap_or(0.0)).sum()
+    }
+}
+
+/// The process ids of the sessions on `pool`'s database.
+async fn backends(pool: &sqlx::PgPool) -> Vec<u32> {
+    let pids: Vec<i32> = sqlx::query_scalar("SELECT pid FROM pg_stat_activity WHERE datname = current_database()")
+        .fetch_all(pool)
+        .await
+        .expect("the database's sessions");
+    pids.into_iter().filter_map(|pid| u32::try_from(pid).ok()).collect()
+}
+
 /// CPU seconds (user and system) a process has used, its threads' together.
 fn cpu_seconds(pid: u32) -> f64 {
     let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
