@@ -134,6 +134,23 @@ pub struct PullProgress {
     pub done: u64,
     /// Every step of the buckets synced.
     pub total: u64,
+    /// Present when the actor holds more buckets than the server serves one actor
+    /// (`docs/protocol.md#the-bucket-bound`): this pull served a part of them. Absent otherwise.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub bounded: Option<Bounded>,
+}
+
+/// `bounded` of a pull: the actor holds more buckets than the server serves one actor, and the
+/// pull served `served` of its `held` buckets, the most recently granted. A bucket that leaves
+/// the served part is in `removedBuckets`; one that enters it starts afresh. A pull that names
+/// its `buckets` (at most the bound) is served them, and says nothing of the rest.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct Bounded {
+    /// How many buckets the actor holds.
+    pub held: u64,
+    /// How many of them this pull served: the bound.
+    pub served: u64,
 }
 
 /// A row written since the cursor.

@@ -51,11 +51,12 @@ pub enum Error {
         /// The most mutations a push may hold.
         limit: usize,
     },
-    /// The actor holds more buckets than the store syncs for one actor.
-    #[error("too many buckets: the actor holds {held}; at most {limit} are synced for one actor")]
+    /// A pull names more buckets than the store syncs for one actor. (An actor that holds more
+    /// is served the most recently granted: `docs/protocol.md#the-bucket-bound`.)
+    #[error("too many buckets: the pull asks for {asked}; at most {limit} are synced for one actor")]
     TooManyBuckets {
-        /// How many the actor holds.
-        held: usize,
+        /// How many the pull names.
+        asked: usize,
         /// The most the store syncs.
         limit: usize,
     },
@@ -256,8 +257,8 @@ impl Error {
             Error::TooManyMutations { limit } => {
                 format!("the push holds more mutations than the server takes at once ({limit}); push fewer")
             }
-            Error::TooManyBuckets { held, limit } => {
-                format!("the actor holds {held} buckets; this server syncs at most {limit} buckets for one actor")
+            Error::TooManyBuckets { asked, limit } => {
+                format!("the pull asks for {asked} buckets; this server syncs at most {limit} buckets for one actor")
             }
             Error::RateLimited { retry_after } => {
                 format!("over the request rate; retry in {} ms", retry_after.as_millis().max(1))

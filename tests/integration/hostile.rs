@@ -177,26 +177,85 @@ async fn keys_parameters_rows_and_arguments_past_their_bounds_are_rejected_by_na
     }
 }
 
+/// Alice's pull with `extra` fields, once every commit is visible: its answer's JSON.
+async fn pull_with(server: &TestServer, extra: Value) -> (StatusCode, Value) {
+    server.settle().await;
+    let mut body = json!({"clientId": CLIENT});
+    body.as_object_mut().unwrap().extend(extra.as_object().unwrap().clone());
+    let response = server.post("/sync/pull", Some("alice"), body.to_string()).await;
+    (response.status(), response.json().await.unwrap())
+}
+
+/// The ids of the rows of `table` in a pull's answer.
+fn ids(page: &Value, table: &str) -> Vec<String> {
+    let changes = page["changes"].as_array().unwrap().iter().filter(|c| c["table"] == table);
+    changes.map(|c| c["row"]["id"].as_str().unwrap().to_owned()).collect()
+}
+
 #[tokio::test]
-async fn an_actor_past_the_bucket_bound_gets_an_error_that_names_it() {
+async fn an_actor_past_the_bucket_bound_syncs_its_most_recent_buckets() {
+    use crate::support::ws::{Auth, Ws};
+    use std::time::Duration;
     let db = TestDb::new().await;
     let limits = engine::server::storage::StoreLimits::default().buckets_per_actor(3);
     let server = server_with(&db, limits).await;
-    let lists: Vec<Value> = (1..=3).map(|i| mutation(i, "create_list", json!({"title": "t"}))).collect();
-    push(&server, &lists).await;
-    let response = server.post("/sync/pull", Some("alice"), json!({"clientId": CLIENT}).to_string()).await;
-    assert_eq!(response.status(), StatusCode::PAYLOAD_TOO_LARGE);
-    let problem: Value = response.json().await.unwrap();
-    assert_eq!(problem["code"], "payload_too_large");
-    let detail = problem["detail"].as_str().unwrap();
-    assert!(detail.contains("holds 4 buckets") && detail.contains("at most 3"), "{detail}");
-    // The stream says the same, once, rather than a transient condition to reconnect after.
+    // Alice holds her own bucket and three lists' (4); each list has a note.
+    let mut mutations = Vec::new();
+    for i in 1..=3_u64 {
+        mutations.push(mutation(2 * i - 1, "create_list", json!({"id": format!("l{i}"), "title": "t"})));
+        mutations.push(mutation(
+            2 * i,
+            "add_note",
+            json!({"id": format!("n{i}"), "list_id": format!("l{i}"), "title": "n"}),
+        ));
+    }
+    for mutation in mutations {
+        assert_eq!(push(&server, &[mutation]).await[0]["status"], "applied");
+    }
+
+    // A full pull serves her own bucket and the two lists granted last, and says so.
+    let (status, page) = pull_with(&server, json!({})).await;
+    assert_eq!(status, StatusCode::OK, "{page}");
+    assert_eq!(page["bounded"], json!({"held": 4, "served": 3}), "{page}");
+    let mut notes = ids(&page, "notes");
+    notes.sort();
+    assert_eq!(notes, ["n2", "n3"], "the most recently granted lists: {page}");
+
+    // A pull of chosen buckets, at most the bound, is served them whatever else she holds.
+    let (status, chosen) = pull_with(&server, json!({"buckets": ["shared/l1"]})).await;
+    assert_eq!(status, StatusCode::OK, "{chosen}");
+    assert_eq!(ids(&chosen, "notes"), ["n1"]);
+    assert!(chosen.get("bounded").is_none(), "{chosen}");
+    // More than the bound is still too many.
+    let all = json!({"buckets": ["shared/l1", "shared/l2", "shared/l3", "shared/l4"]});
+    let (status, problem) = pull_with(&server, all).await;
+    assert_eq!(status, StatusCode::PAYLOAD_TOO_LARGE, "{problem}");
+    assert!(problem["detail"].as_str().unwrap().contains("asks for 4 buckets"), "{problem}");
+
+    // The stream follows the part served: it stays open and pings it.
     let token = TestServer::token("alice");
-    let mut socket =
-        crate::support::ws::Ws::connect(server.addr, crate::support::ws::Auth::Header(&token)).await.unwrap();
-    let error = socket.expect("error", std::time::Duration::from_secs(5)).await;
-    assert_eq!(error["code"], "payload_too_large", "{error}");
-    assert!(error["detail"].as_str().unwrap().contains("at most 3"), "{error}");
+    let mut socket = Ws::connect(server.addr, Auth::Header(&token)).await.unwrap();
+    while socket.expect("presence_state", Duration::from_secs(5)).await["bucket"] != "shared/l3" {}
+    let note = mutation(7, "add_note", json!({"id": "n3b", "list_id": "l3", "title": "n"}));
+    assert_eq!(push(&server, &[note]).await[0]["status"], "applied");
+    while socket.expect("ping", Duration::from_secs(5)).await["bucket"] != "shared/l3" {}
+
+    // A newer list moves the part served: the list that falls out of it is removed.
+    let list = mutation(8, "create_list", json!({"id": "l4", "title": "t"}));
+    assert_eq!(push(&server, &[list]).await[0]["status"], "applied");
+    let mut cursor = page["cursor"].clone();
+    let mut removed = Vec::new();
+    loop {
+        let (status, next) = pull_with(&server, json!({"cursor": cursor})).await;
+        assert_eq!(status, StatusCode::OK, "{next}");
+        assert_eq!(next["bounded"], json!({"held": 5, "served": 3}), "{next}");
+        removed.extend(next["removedBuckets"].as_array().unwrap().iter().cloned());
+        cursor = next["cursor"].clone();
+        if next["hasMore"] != true {
+            break;
+        }
+    }
+    assert_eq!(removed, [json!("shared/l2")]);
 }
 
 #[tokio::test]

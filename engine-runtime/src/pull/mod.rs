@@ -43,6 +43,7 @@ pub(crate) use start::PullStart;
 use crate::core::{Clock, Core, StoreLimits};
 use crate::error::{Error, Result};
 use crate::pg::sql;
+use crate::rules::held;
 use bucket_sets::Sets;
 use cursor::{Cursor, CursorKey, Group, SetDigest, TombstonePosition, Walk};
 use page::Page;
@@ -194,9 +195,15 @@ async fn take_page<S: Snapshot>(
     start: &PullStart,
 ) -> Result<Taken> {
     let (horizon, gc_horizon) = (start.horizon, start.tombstone_horizon);
-    if start.held.len() > reading.limits.buckets_per_actor {
-        return Err(Error::TooManyBuckets { held: start.held.len(), limit: reading.limits.buckets_per_actor });
+    // Past the bucket bound an actor still syncs (`docs/protocol.md#the-bucket-bound`): a
+    // subset pull of at most the bound is served it, a full pull the part `within_bound` picks.
+    let bound = reading.limits.buckets_per_actor;
+    let subset = plan::subset(request, &start.held);
+    if let Some(subset) = subset.as_ref().filter(|subset| subset.len() > bound) {
+        return Err(Error::TooManyBuckets { asked: subset.len(), limit: bound });
     }
+    let bounded = subset.is_none().then(|| held::within_bound(&start.held, &start.since, bound)).flatten();
+    let held = bounded.as_ref().map_or(&start.held, |(served, _)| served);
     let (mut cursor, mut sets, mut reset) = match request.cursor.as_deref() {
         None => (Cursor::default(), Sets::new(), false),
         Some(text) => match open_cursor(snapshot, reading, &actor.user_id, text).await? {
@@ -211,12 +218,10 @@ async fn take_page<S: Snapshot>(
         reset = true;
     }
     let rules = reading.rules;
-    let subset = plan::subset(request, &start.held);
     if let Some(restart) = &request.restart {
         plan::restart(&mut cursor, restart, subset.as_deref());
     }
-    let mut plan =
-        plan::plan(cursor, &start.held, &start.since, subset.as_deref(), |rule| rules.version(rule), horizon)?;
+    let mut plan = plan::plan(cursor, held, &start.since, subset.as_deref(), |rule| rules.version(rule), horizon)?;
 
     let asked = std::mem::take(&mut plan.asked);
     let mut page = Page::new(rules, &asked, limit, reading.limits.page_bytes);
@@ -254,6 +259,7 @@ async fn take_page<S: Snapshot>(
     pulled.synced_mutation_id = Some(start.synced_mutation_id);
     pulled.server_hlc = Some(server_hlc);
     pulled.progress = progress;
+    pulled.bounded = bounded.map(|(_, bounded)| bounded);
     Ok(Taken { pulled, named: sealed.named, new: sealed.new })
 }
 

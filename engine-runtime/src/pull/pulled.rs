@@ -5,7 +5,7 @@
 
 use std::ops::Range;
 
-use engine_kernel::wire::{Change, PullProgress, PullResponse, Tombstone};
+use engine_kernel::wire::{Bounded, Change, PullProgress, PullResponse, Tombstone};
 use engine_kernel::{BucketKey, Hlc, Row};
 use serde::Serialize;
 
@@ -36,6 +36,8 @@ pub struct Pulled {
     pub server_hlc: Option<Hlc>,
     /// How far the sync has got, while it has more pages.
     pub progress: Option<PullProgress>,
+    /// The part of the actor's buckets served, when it holds more than the bound.
+    pub bounded: Option<Bounded>,
 }
 
 /// A change of a [`Pulled`]: its row is a range of the answer's text.
@@ -80,6 +82,7 @@ struct Rest<'a> {
     server_hlc: Option<&'a Hlc>,
     #[serde(skip_serializing_if = "Option::is_none")]
     progress: Option<PullProgress>,
+    bounded: Option<Bounded>,
 }
 
 impl Pulled {
@@ -134,6 +137,7 @@ impl Pulled {
             synced_mutation_id: self.synced_mutation_id,
             server_hlc: self.server_hlc.clone(),
             progress: self.progress,
+            bounded: self.bounded,
         })
     }
 
@@ -165,6 +169,7 @@ impl Pulled {
             synced_mutation_id: self.synced_mutation_id,
             server_hlc: self.server_hlc.as_ref(),
             progress: self.progress,
+            bounded: self.bounded,
         };
         let at = out.len();
         serde_json::to_writer(&mut out, &rest).map_err(write)?;
@@ -208,6 +213,7 @@ mod tests {
                     synced_mutation_id: optional.then_some(6),
                     server_hlc: optional.then(|| Hlc::new(1_700_000_000_000, 3, "node").unwrap()),
                     progress: optional.then_some(PullProgress { done: 3, total: 9 }),
+                    bounded: optional.then_some(Bounded { held: 5, served: 3 }),
                     ..Pulled::default()
                 };
                 for (i, row) in rows[..changes].iter().enumerate() {

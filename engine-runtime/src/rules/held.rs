@@ -497,3 +497,62 @@ pub(crate) fn held_from_json(
     }
     Ok((held, since))
 }
+
+/// The buckets `actor` is served (`docs/protocol.md#the-bucket-bound`): every bucket it holds,
+/// or the part [`within_bound`] picks when it holds more than `bound`.
+pub(crate) async fn served_buckets(
+    conn: &mut PgConnection,
+    app: &App,
+    queries: &[MembershipQuery],
+    actor: &Actor,
+    bound: usize,
+) -> Result<BTreeSet<BucketKey>> {
+    let mut sql = Sql::new("SELECT ");
+    push_held_json(&mut sql, queries, actor);
+    let json: String = sql.build_query_scalar().fetch_one(&mut *conn).await?;
+    let (held, since) = held_from_json(app, queries, actor, &json)?;
+    Ok(within_bound(&held, &since, bound).map_or(held, |(served, _)| served))
+}
+
+/// The buckets served to an actor holding `held`, when it holds more than `bound`: the claim
+/// buckets and those held through queries that tell no `since` first (the actor's own), then the
+/// most recently granted (`since`, descending), ties by key; with how many of how many. `None`
+/// when every held bucket is served. Deterministic, so consecutive pulls and the stream agree
+/// on the part served until a grant or a revocation changes it (`docs/protocol.md#the-bucket-bound`).
+pub(crate) fn within_bound(
+    held: &BTreeSet<BucketKey>,
+    since: &BTreeMap<BucketKey, u64>,
+    bound: usize,
+) -> Option<(BTreeSet<BucketKey>, engine_kernel::wire::Bounded)> {
+    if held.len() <= bound {
+        return None;
+    }
+    let mut order: Vec<&BucketKey> = held.iter().collect();
+    order.sort_by_key(|bucket| (since.get(*bucket).map(|s| std::cmp::Reverse(*s)), *bucket));
+    let served: BTreeSet<BucketKey> = order.into_iter().take(bound).cloned().collect();
+    let bounded = engine_kernel::wire::Bounded { held: held.len() as u64, served: served.len() as u64 };
+    Some((served, bounded))
+}
+
+#[cfg(test)]
+mod bound_tests {
+    use super::*;
+
+    #[test]
+    fn past_the_bound_the_own_and_the_most_recently_granted_buckets_are_served() {
+        let key = |k: &str| BucketKey::parse(k).unwrap();
+        let held: BTreeSet<BucketKey> =
+            ["own/a", "shared/l1", "shared/l2", "shared/l3", "shared/l4"].into_iter().map(key).collect();
+        let since: BTreeMap<BucketKey, u64> =
+            [("shared/l1", 40), ("shared/l2", 10), ("shared/l3", 30), ("shared/l4", 30)]
+                .into_iter()
+                .map(|(k, s)| (key(k), s))
+                .collect();
+        assert_eq!(within_bound(&held, &since, 5), None, "within the bound, everything");
+        let (served, bounded) = within_bound(&held, &since, 3).unwrap();
+        assert_eq!(served, ["own/a", "shared/l1", "shared/l3"].into_iter().map(key).collect());
+        assert_eq!((bounded.held, bounded.served), (5, 3));
+        let (served, _) = within_bound(&held, &since, 4).unwrap();
+        assert!(served.contains(&key("shared/l4")) && !served.contains(&key("shared/l2")), "ties by key");
+    }
+}

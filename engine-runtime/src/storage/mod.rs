@@ -53,7 +53,8 @@ pub trait Storage: JobQueue + Send + Sync + 'static {
     fn blob_ledger(&self) -> Option<crate::blob::Ledger> {
         None
     }
-    /// Every bucket the actor holds now.
+    /// Every bucket the actor holds now, or past the bucket bound the part a full pull serves
+    /// (`docs/protocol.md#the-bucket-bound`): what its pings and presence follow.
     fn held_buckets<'a>(&'a self, actor: &'a Actor) -> BoxFuture<'a, Result<BTreeSet<BucketKey>>>;
     /// The safe horizon now: a commit whose transaction id is below it is visible to pulls.
     fn horizon(&self) -> BoxFuture<'_, Result<u64>>;

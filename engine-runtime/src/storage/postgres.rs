@@ -21,7 +21,7 @@ pub use crate::pull::{DEFAULT_PULL_LIMIT, MAX_PULL_LIMIT};
 
 use super::{OpenStorage, Storage};
 use crate::core::{Core, StoreLimits};
-use crate::error::{Error, Result};
+use crate::error::Result;
 use crate::housekeeping::{self, Collected, Gauges, HorizonBlocker, Retention, Stats};
 use crate::jobs::{ClaimedJob, JobCounts, JobEnd, JobQueue};
 use crate::pg::connect;
@@ -230,13 +230,9 @@ impl Storage for PostgresStorage {
     fn held_buckets<'a>(&'a self, actor: &'a Actor) -> BoxFuture<'a, Result<BTreeSet<BucketKey>>> {
         let core = &*self.core;
         Box::pin(async move {
-            let held = core
-                .on_session(async |conn| held::held_buckets(conn, &core.app, &core.memberships, actor).await)
-                .await?;
-            if held.len() > core.limits.buckets_per_actor {
-                return Err(Error::TooManyBuckets { held: held.len(), limit: core.limits.buckets_per_actor });
-            }
-            Ok(held)
+            let bound = core.limits.buckets_per_actor;
+            core.on_session(async |conn| held::served_buckets(conn, &core.app, &core.memberships, actor, bound).await)
+                .await
         })
     }
 

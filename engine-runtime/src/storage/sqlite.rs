@@ -200,12 +200,9 @@ impl Storage for SqliteStorage {
     fn held_buckets<'a>(&'a self, actor: &'a Actor) -> BoxFuture<'a, Result<BTreeSet<BucketKey>>> {
         Box::pin(async move {
             let mut conn = self.db.readers.acquire().await?;
-            let held = held::sqlite::held_buckets(&mut conn, &self.shared.app, actor).await?;
-            let limit = self.shared.limits.buckets_per_actor;
-            if held.len() > limit {
-                return Err(Error::TooManyBuckets { held: held.len(), limit });
-            }
-            Ok(held)
+            let (held, since) = held::sqlite::held_since(&mut conn, &self.shared.app, actor).await?;
+            let bound = self.shared.limits.buckets_per_actor;
+            Ok(held::within_bound(&held, &since, bound).map_or(held, |(served, _)| served))
         })
     }
 
