@@ -140,6 +140,10 @@ impl<'a> WriteContext<'a> {
                 if self.may_read(&before_buckets) != Some(true) {
                     return Verdict::Unknown;
                 }
+                // The actor accepting its own invitation: the server asks nothing else of it.
+                if self.index.is_accepting(table, before, after, self.actor) {
+                    return Verdict::Allowed;
+                }
                 // A soft delete removes the row: its member may be leaving.
                 let removed = (table.is_live(before) && !table.is_live(after)).then_some(before);
                 let after_buckets = self.index.row_buckets(table, after);

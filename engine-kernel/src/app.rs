@@ -207,6 +207,22 @@ impl AppBuilder {
             if rule.leave && !matches!(rule.membership, Some(crate::rules::Membership::Table { .. })) {
                 return invalid(format!("sync rule `{}` lets members leave but has no membership table", rule.name));
             }
+            if let Some(column) = rule.invite {
+                let accepted = |f: &crate::rules::MembershipFilter| {
+                    f.column == column
+                        && matches!(f.value, crate::rules::FilterValue::Const(crate::rules::ConstValue::Bool(true)))
+                };
+                let required = match rule.membership {
+                    Some(crate::rules::Membership::Table { filters, .. }) => filters.iter().any(accepted),
+                    _ => false,
+                };
+                if !required {
+                    return invalid(format!(
+                        "sync rule `{}` makes memberships invitations, but its membership query does not require `{column}` to be true",
+                        rule.name
+                    ));
+                }
+            }
             for accepted in rule.accepts {
                 let Some(source) = sync_rules.rule(accepted.rule) else {
                     return invalid(format!(

@@ -237,6 +237,16 @@ impl ConstComparable<i32> for Option<i32> {}
 impl ConstComparable<i64> for i64 {}
 impl ConstComparable<i64> for Option<i64> {}
 
+/// The type of the column a member accepts an invitation through (`invite(Member::accepted)`):
+/// a `bool`, false while the invitation is pending.
+#[diagnostic::on_unimplemented(
+    message = "a member accepts an invitation by setting a `bool` column to true, and this column is a `{Self}`",
+    label = "this column is a `{Self}`",
+    note = "declare the column `bool` (false while the invitation is pending)"
+)]
+pub trait InvitationColumn {}
+impl InvitationColumn for bool {}
+
 /// The type of a bucket parameter taken from `actor.user_id` or `actor.owner_id`: a `String`.
 #[diagnostic::on_unimplemented(
     message = "`actor.user_id` and `actor.owner_id` are `String`s, so this bucket parameter cannot be a `{Self}`",

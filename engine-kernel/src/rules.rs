@@ -77,6 +77,13 @@ pub struct RuleMeta {
     /// Whether a holder may delete its own membership row (leave the bucket) without any other
     /// write permission (`leave`).
     pub leave: bool,
+    /// `invite(Member::accepted)`: a membership row is an invitation until its member accepts
+    /// it. The column is a boolean of the membership table, and the membership query's filters
+    /// include `column == true`, so a row grants nothing before. The member may change that one
+    /// column of its own membership row from false to true, and nothing else
+    /// ([`RuleIndex::is_accepting`](buckets::RuleIndex::is_accepting)); with `leave`, it may
+    /// also delete a pending row (decline).
+    pub invite: Option<&'static str>,
     /// `while(Other)`: the rule's buckets are held through rule `Other`'s membership query, so a
     /// bucket is held exactly while its actor holds the bucket of `Other` with the same
     /// membership parameters, and its rows (accepted from `Other`) leave with that membership.

@@ -414,7 +414,9 @@ pub mod prelude {
 /// What generated code names. Not a public API: it changes without notice.
 #[doc(hidden)]
 pub mod __private {
-    pub use engine_kernel::bucket::{ConstComparable, ParamComparable, TextClaimComparable, TextClaimParam};
+    pub use engine_kernel::bucket::{
+        ConstComparable, InvitationColumn, ParamComparable, TextClaimComparable, TextClaimParam,
+    };
     pub use engine_kernel::column::{KeyColumn, OwnerColumn, SoftDeleteColumn};
     pub use engine_kernel::macro_support::*;
     pub use engine_kernel::rules::{

@@ -14,6 +14,7 @@ mod evolution;
 mod examples;
 mod hostile;
 mod introspect;
+mod invitations;
 mod jobs;
 mod keys;
 mod layers;

@@ -25,6 +25,8 @@ pub struct ListMember {
     #[engine(owner)]
     pub owner_id: String,
     pub role: String,
+    /// Whether the member accepted the membership (an invitation until then).
+    pub accepted: bool,
 }
 
 /// A note in a list.

@@ -123,6 +123,7 @@ const _: fn(&SyncRules, &RuleMeta, &Selection, &WriteRule, &Accept) = |rules, ru
         writes: _,
         accepts: _,
         leave: _,
+        invite: _,
         held_while: _,
         anchor: _,
     } = rule;
@@ -186,6 +187,18 @@ fn compare_rule(old: &RuleMeta, new: &RuleMeta, changes: &mut Changes) {
     match (old.leave, new.leave) {
         (false, true) => changes.at(Some(new.name), members).widens(Access::Write, "`leave` turned on"),
         (true, false) => changes.at(Some(new.name), members).narrows(Access::Write, "`leave` turned off"),
+        _ => {}
+    }
+    match (old.invite, new.invite) {
+        (Some(column), None) => changes
+            .at(Some(new.name), members)
+            .widens(Access::Read, format!("`invite({column})` turned off: pending memberships grant")),
+        (None, Some(column)) => changes
+            .at(Some(new.name), members)
+            .narrows(Access::Read, format!("`invite({column})` turned on: memberships grant once accepted")),
+        (Some(was), Some(now)) if was != now => {
+            changes.at(Some(new.name), members).widens(Access::Write, format!("`invite({was})` became `invite({now})`"))
+        }
         _ => {}
     }
     accepts(old.accepts, new.accepts, &mut changes.at(Some(new.name), None));
@@ -519,6 +532,7 @@ mod tests {
         writes: &[TASKS_BY_MEMBERS],
         accepts: &[],
         leave: false,
+        invite: None,
         held_while: None,
         anchor: None,
     };
@@ -540,6 +554,7 @@ mod tests {
         writes: &[WriteRule { table: "tasks", any_of: &[EVERY] }],
         accepts: &[Accept { rule: "team", open: false }],
         leave: false,
+        invite: None,
         held_while: None,
         anchor: None,
     };

@@ -71,6 +71,7 @@ const fn rule(name: &'static str, parameters: &'static [ParamMeta], data: &'stat
         writes: &[],
         accepts: &[],
         leave: false,
+        invite: None,
         held_while: None,
         anchor: None,
     }
@@ -129,6 +130,7 @@ static RULES: &[RuleMeta] = &[
         membership: Some(Membership::Table { table: "team_members", filters: BY_USER }),
         writes: &[WriteRule { table: "tasks", any_of: EVERYONE }],
         leave: true,
+        invite: None,
         ..rule(
             "team",
             &[param("team_id", ParamSource::Membership { column: "team_id" })],

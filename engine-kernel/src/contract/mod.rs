@@ -231,7 +231,7 @@ pub fn contract(app: &App) -> Value {
 
 /// One sync rule as the contract describes it (`x-engine.syncRules.<name>`): its parameters and
 /// their sources, membership query, selections, write permissions (`{member, row}` per
-/// alternative), `accept`, `leave` and `while`. The client's offline evaluation of the write
+/// alternative), `accept`, `leave`, `while` and, when set, `invite`. The client's offline evaluation of the write
 /// rules reads the same description.
 pub fn rule_json(rule: &RuleMeta) -> Value {
     let parameters: Vec<Value> = rule
@@ -283,7 +283,7 @@ pub fn rule_json(rule: &RuleMeta) -> Value {
             (w.table.to_owned(), Value::Array(any_of))
         })
         .collect();
-    json!({
+    let mut rule_json = json!({
         "description": rule.description,
         "parameters": parameters,
         "membership": membership,
@@ -294,7 +294,13 @@ pub fn rule_json(rule: &RuleMeta) -> Value {
         "leave": rule.leave,
         "while": rule.held_while,
         "anchor": rule.anchor.map(|a| json!({"table": a.table, "scope": scope_json(a.scope)})),
-    })
+    });
+    // Only a rule whose memberships are invitations says so: the others' descriptions stay
+    // as they were.
+    if let Some(column) = rule.invite {
+        rule_json["invite"] = column.into();
+    }
+    rule_json
 }
 
 /// `column == bucket.param` equalities: `[{"column": …, "param": …}]`.

@@ -135,6 +135,8 @@ struct ContractRule {
     accept: Vec<ContractAccept>,
     #[serde(default)]
     leave: bool,
+    #[serde(default)]
+    invite: Option<String>,
     #[serde(default, rename = "while")]
     held_while: Option<String>,
     #[serde(default)]
@@ -453,6 +455,25 @@ fn rule_meta(name: &str, rule: ContractRule, tables: &[&'static TableMeta]) -> R
         }
         writes.push(WriteRule { table: selected.table, any_of: leak_slice(alternatives) });
     }
+    // An invitation column is a column of the membership table, which the membership query
+    // requires to be true.
+    let invite = match (&rule.invite, membership) {
+        (None, _) => None,
+        (Some(column), Some(Membership::Table { table, filters })) => {
+            let column = column_of(tables, table, column, &format!("the invitations of {what}"))?;
+            let accepted = |f: &MembershipFilter| {
+                f.column == column.name && matches!(f.value, FilterValue::Const(ConstValue::Bool(true)))
+            };
+            if !filters.iter().any(accepted) {
+                return Err(invalid(format!(
+                    "{what}: the membership query does not require the invitation column `{}` to be true",
+                    column.name
+                )));
+            }
+            Some(column.name)
+        }
+        (Some(_), _) => return Err(invalid(format!("{what}: invitations need a membership table"))),
+    };
     let accepts: Vec<Accept> = rule.accept.iter().map(|a| Accept { rule: leak(&a.rule), open: a.open }).collect();
     let anchor = match &rule.anchor {
         None => None,
@@ -472,6 +493,7 @@ fn rule_meta(name: &str, rule: ContractRule, tables: &[&'static TableMeta]) -> R
         writes: leak_slice(writes),
         accepts: leak_slice(accepts),
         leave: rule.leave,
+        invite,
         held_while: rule.held_while.as_deref().map(leak),
         anchor,
     })

@@ -167,9 +167,27 @@ impl RuleIndex {
 
     /// Whether the removal of `row` of `table` is `actor` leaving a bucket: a live membership
     /// row of a rule with `leave`, through which the actor itself holds the bucket.
+    /// A pending invitation of a rule with `invite(...)` counts: removing it is declining.
     pub fn is_leaving(&self, table: &TableMeta, row: &Row, actor: &Actor) -> bool {
         self.granting()
-            .any(|rule| rule.leave && rule.granted_by(table, row).is_some() && rule.is_members_own(row, actor))
+            .any(|rule| rule.leave && rule.invited_to(table, row).is_some() && rule.is_members_own(row, actor))
+    }
+
+    /// Whether changing `before` of `table` into `after` is `actor` accepting an invitation: a
+    /// live membership row of a rule with `invite(column)`, the actor's own, whose `column` goes
+    /// from false to true while every other column keeps its value. Nothing else of an
+    /// invitation is the member's to write: not its role, not whose it is.
+    pub fn is_accepting(&self, table: &TableMeta, before: &Row, after: &Row, actor: &Actor) -> bool {
+        self.granting().any(|rule| {
+            let Some(column) = rule.invite else { return false };
+            let flag = |row: &Row| row.get(column).and_then(Value::as_bool);
+            let others_kept = table.columns.iter().all(|c| c.name == column || before.get(c.name) == after.get(c.name));
+            flag(before) == Some(false)
+                && flag(after) == Some(true)
+                && others_kept
+                && rule.invited_to(table, before).is_some()
+                && rule.is_members_own(before, actor)
+        })
     }
 
     /// The columns of `table` whose values decide the buckets a row is in: scope and filter
@@ -283,6 +301,16 @@ impl RuleMeta {
         Some(BucketKey::new(self.name, &params))
     }
 
+    /// The bucket a row of `table` grants or, for a pending invitation of a rule with
+    /// `invite(column)`, would grant once accepted: [`granted_by`](Self::granted_by) without
+    /// the invitation column's filter.
+    pub fn invited_to(&self, table: &TableMeta, row: &Row) -> Option<BucketKey> {
+        let Some(column) = self.invite else { return self.granted_by(table, row) };
+        let mut accepted = row.clone();
+        accepted.insert(column.to_owned(), Value::Bool(true));
+        self.granted_by(table, &accepted)
+    }
+
     /// Whether `row` of the rule's membership table is the membership row of `actor` itself:
     /// every column the membership query compares with a claim holds the actor's claim. Never
     /// for a rule without a membership table.
@@ -324,6 +352,7 @@ mod tests {
         writes: &[],
         accepts: &[],
         leave: false,
+        invite: None,
         held_while: None,
         anchor: None,
     };

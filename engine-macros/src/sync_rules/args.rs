@@ -4,7 +4,7 @@
 //! #[engine::sync_rules( server_only(<Table>, …)? )]
 //! #[bucket( name = "…"?, membership(<conditions> | raw("<sql>", reads(<Table>, …)?))?, data(<selection>, …),
 //!           write(<Table> | <Table>: <membership condition> || …, …)?,
-//!           accept(<Bucket> | open(<Bucket>), …)?, leave?, while(<Bucket>)?,
+//!           accept(<Bucket> | open(<Bucket>), …)?, leave?, invite(<Table::column>)?, while(<Bucket>)?,
 //!           anchor(<Table::column == bucket.param && …>)? )]
 //! #[param( actor.user_id | actor.owner_id | actor.claims.<name> | Table::column | membership.<column> )]
 //! ```
@@ -28,6 +28,8 @@ pub(crate) struct BucketArgs {
     pub(crate) accept: Option<(Ident, Vec<AcceptArg>)>,
     /// `leave`.
     pub(crate) leave: Option<Ident>,
+    /// `invite(Member::accepted)`: memberships are invitations until their member accepts.
+    pub(crate) invite: Option<(Ident, syn::ExprPath)>,
     /// `while(Bucket)`: held through another bucket's membership.
     pub(crate) held_while: Option<(Ident, Ident)>,
     /// `anchor(Table::column == bucket.param && …)`: the row a bucket belongs to.
@@ -193,6 +195,19 @@ impl Parse for BucketArgs {
                         return Err(duplicate());
                     }
                 }
+                "invite" => {
+                    let content;
+                    syn::parenthesized!(content in input);
+                    let column: syn::ExprPath = content.parse()?;
+                    if !content.is_empty() {
+                        return Err(content.error(
+                            "`invite(...)` names one boolean column of the membership table: `invite(Member::accepted)`",
+                        ));
+                    }
+                    if args.invite.replace((key.clone(), column)).is_some() {
+                        return Err(duplicate());
+                    }
+                }
                 "anchor" => {
                     let content;
                     syn::parenthesized!(content in input);
@@ -221,7 +236,7 @@ impl Parse for BucketArgs {
                     return Err(syn::Error::new(
                         key.span(),
                         format!(
-                            "unknown bucket argument `{other}`: a bucket takes `name = \"…\"`, `membership(…)`, `data(…)`, `write(…)`, `accept(…)`, `leave`, `while(…)` and `anchor(…)`"
+                            "unknown bucket argument `{other}`: a bucket takes `name = \"…\"`, `membership(…)`, `data(…)`, `write(…)`, `accept(…)`, `leave`, `invite(…)`, `while(…)` and `anchor(…)`"
                         ),
                     ));
                 }

@@ -170,6 +170,15 @@ fn bucket_checks(bucket: &Bucket) -> Vec<TokenStream> {
             }
         }
     }
+    if let Some((_, column)) = &bucket.invite {
+        check_table(&mut checks, column);
+        let path = &column.path;
+        let bound = quote_spanned!(path.span()=> __engine::InvitationColumn);
+        checks.push(local_check(
+            quote!(accepted_through_a_bool_column<T, V: #bound>(_: __engine::Column<T, V>)),
+            quote_spanned!(path.span()=> accepted_through_a_bool_column(#path);),
+        ));
+    }
     let anchor = bucket.anchor.iter().map(|(_, anchor)| anchor);
     for condition in bucket.selections().iter().chain(anchor).flat_map(|s| &s.conditions) {
         if let Some((column, param)) = condition.as_scope() {
@@ -280,10 +289,18 @@ fn rule_meta(rules: &Rules, bucket: &Bucket) -> TokenStream {
                     quote!(__engine::MembershipFilter { column: #path.name(), value: __engine::FilterValue::Const(#value) })
                 }
             });
+            // An invitation grants nothing until accepted: the query requires its column true.
+            let accepted = bucket.invite.iter().map(|(_, column)| {
+                let path = &column.path;
+                quote!(__engine::MembershipFilter {
+                    column: #path.name(),
+                    value: __engine::FilterValue::Const(__engine::ConstValue::Bool(true)),
+                })
+            });
             quote! {
                 ::core::option::Option::Some(__engine::Membership::Table {
                     table: #table.table(),
-                    filters: &[#(#filters,)*],
+                    filters: &[#(#filters,)* #(#accepted,)*],
                 })
             }
         }
@@ -324,6 +341,13 @@ fn rule_meta(rules: &Rules, bucket: &Bucket) -> TokenStream {
         Some(quote!(__engine::Accept { rule: #rule, open: #open }))
     });
     let leave = bucket.leave.is_some();
+    let invite = match &bucket.invite {
+        Some((_, column)) => {
+            let path = &column.path;
+            quote!(::core::option::Option::Some(#path.name()))
+        }
+        None => quote!(::core::option::Option::None),
+    };
     let held_while =
         match bucket.held_while.as_ref().and_then(|source| rules.buckets.iter().find(|b| b.ident == *source)) {
             Some(source) => {
@@ -344,6 +368,7 @@ fn rule_meta(rules: &Rules, bucket: &Bucket) -> TokenStream {
                 writes: &[#(#writes,)*],
                 accepts: &[#(#accepts,)*],
                 leave: #leave,
+                invite: #invite,
                 held_while: #held_while,
                 anchor: #anchor,
             }

@@ -43,11 +43,15 @@ pub(crate) struct Bucket {
     pub(crate) accepts: Vec<AcceptArg>,
     /// `leave`: a holder may delete its own membership row.
     pub(crate) leave: Option<Ident>,
+    /// `invite(Member::accepted)`: the keyword and the column a member accepts through.
+    pub(crate) invite: Option<(Ident, ColumnRef)>,
     /// `while(Bucket)`: the bucket named, whose membership query this bucket is held through
     /// (copied into `membership` when that bucket has one and this one none).
     pub(crate) held_while: Option<Ident>,
     /// Whether `membership` is the `while(...)` bucket's, copied.
     pub(crate) inherits_membership: bool,
+    /// Whether `invite` is the `while(...)` bucket's, copied with its membership.
+    pub(crate) inherits_invite: bool,
     /// `anchor(...)`: the row a bucket belongs to, as a selection.
     pub(crate) anchor: Option<(Ident, Selection)>,
 }
@@ -219,16 +223,22 @@ impl Rules {
                 .spanned(&item, "write the bucket definitions inside the module: `mod rules { … }`, not `mod rules;`"),
         }
         // A bucket held `while(Other)` is held through `Other`'s membership query.
-        let memberships: Vec<(Ident, Option<Membership>)> =
-            buckets.iter().map(|b| (b.ident.clone(), b.membership.clone())).collect();
+        #[allow(clippy::type_complexity)] // one list of each bucket's membership and invitations
+        let memberships: Vec<(Ident, Option<Membership>, Option<(Ident, ColumnRef)>)> =
+            buckets.iter().map(|b| (b.ident.clone(), b.membership.clone(), b.invite.clone())).collect();
         for bucket in &mut buckets {
             let Some(source) = &bucket.held_while else { continue };
             if bucket.membership.is_none()
-                && let Some((_, membership @ Some(Membership::Conditions { .. }))) =
-                    memberships.iter().find(|(ident, _)| ident == source)
+                && let Some((_, membership @ Some(Membership::Conditions { .. }), invite)) =
+                    memberships.iter().find(|(ident, ..)| ident == source)
             {
                 bucket.membership = membership.clone();
                 bucket.inherits_membership = true;
+                // Held through the other's memberships, it is held through accepted ones only.
+                if bucket.invite.is_none() && invite.is_some() {
+                    bucket.invite = invite.clone();
+                    bucket.inherits_invite = true;
+                }
             }
         }
         Rules { item, buckets, unreadable_buckets, server_only }
@@ -316,8 +326,19 @@ impl Bucket {
             writes,
             accepts,
             leave: args.leave,
+            invite: args.invite.and_then(|(keyword, path)| match Operand::of(&syn::Expr::Path(path.clone())) {
+                Operand::Column(column) => Some((keyword, column)),
+                _ => {
+                    errors.spanned(
+                        &path,
+                        "`invite(...)` names a column of the membership table as `Table::column`: `invite(Member::accepted)`",
+                    );
+                    None
+                }
+            }),
             held_while: args.held_while.map(|(_, source)| source),
             inherits_membership: false,
+            inherits_invite: false,
             anchor: args
                 .anchor
                 .map(|(keyword, expr)| (keyword, Selection { conditions: Condition::flatten(&expr), expr })),

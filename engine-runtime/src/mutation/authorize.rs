@@ -16,6 +16,7 @@ use engine_kernel::rules::buckets::claim_bucket;
 use engine_kernel::rules::refusal::{self, Refusal};
 use engine_kernel::rules::{ConstFilter, Membership, RuleMeta, WriteRule};
 use engine_kernel::{Actor, BucketKey, Error as KernelError, Row, TableMeta};
+use serde_json::Value;
 
 use super::ServerTx;
 use super::errors::{ASK_INSTEAD, to_kernel};
@@ -153,7 +154,11 @@ fn forbidden(table: &str, bucket: &BucketKey, refusal: Refusal) -> KernelError {
 
 /// The refusal of a change to a row lying in `buckets` ([`refusal::forbidden_change`]); the
 /// buckets go to the server log.
-fn forbidden_change(rules: &engine_kernel::SyncRules, table: &str, buckets: &BTreeSet<BucketKey>) -> KernelError {
+pub(super) fn forbidden_change(
+    rules: &engine_kernel::SyncRules,
+    table: &str,
+    buckets: &BTreeSet<BucketKey>,
+) -> KernelError {
     tracing::warn!(table, buckets = ?buckets, "write refused");
     refusal::forbidden_change(rules, table, buckets)
 }
@@ -732,6 +737,22 @@ impl ServerTx<'_> {
     /// ([`RuleIndex::is_leaving`](engine_kernel::rules::buckets::RuleIndex::is_leaving)).
     fn is_leaving(&self, table: &TableMeta, row: &Row) -> bool {
         self.core.rules.is_leaving(table, row, &self.actor)
+    }
+
+    /// Whether `changes` to `before` of `table` are the actor accepting its own invitation
+    /// ([`RuleIndex::is_accepting`](engine_kernel::rules::buckets::RuleIndex::is_accepting)):
+    /// asked of the row the changes make, before the merge, and asked again of the merged row.
+    pub(super) fn is_accepting_change(
+        &self,
+        table: &TableMeta,
+        before: &Row,
+        changes: &[(&'static str, Value)],
+    ) -> bool {
+        let mut after = before.clone();
+        for (column, value) in changes {
+            after.insert((*column).to_owned(), value.clone());
+        }
+        self.core.rules.is_accepting(table, before, &after, &self.actor)
     }
 
     /// May the mutation change or delete a row of `table` that lies in `buckets` (which it can

@@ -40,6 +40,7 @@ pub(crate) use required::Required;
 
 use crate::core::Shared;
 use crate::pg::values::decode_row;
+use authorize::forbidden_change;
 use errors::Failure;
 
 type KernelResult<T> = engine_kernel::Result<T>;
@@ -253,7 +254,11 @@ impl<'t> ServerTx<'t> {
         // A soft delete removes the row: its member may be leaving.
         let removes = changes.iter().any(|(column, value)| Some(*column) == table.soft_delete && !value.is_null());
         let written_in = self.write_buckets(table, &before);
-        self.authorize_changing(table, &written_in, removes.then_some(&before), &[&before]).await?;
+        // The actor's own invitation, accepted: the one change of it that is the member's to make.
+        let accepting = self.is_accepting_change(table, &before, &changes);
+        if !accepting {
+            self.authorize_changing(table, &written_in, removes.then_some(&before), &[&before]).await?;
+        }
         let by_field = self.by_field(table);
         if by_field
             && self.server_stamped
@@ -266,18 +271,26 @@ impl<'t> ServerTx<'t> {
             merge::updated(table, by_field, &before, stamps, &changes, &self.hlc, premerged).await?;
         self.check_bounds(table, &after)?;
         let images = [&before, &after];
-        if self.reads_rows(table, &written_in) {
-            // Its write conditions look at the row after the change as well.
-            self.authorize_changing(table, &written_in, removes.then_some(&before), &images).await?;
-        }
         let after_buckets = self.core.rules.row_buckets(table, &after);
-        let leaving = before_buckets.difference(&after_buckets);
-        self.authorize_leaving(table, leaving, &before_buckets, removes.then_some(&before), &images).await?;
-        self.authorize_entering(table, after_buckets.difference(&before_buckets), &after_buckets, &images).await?;
-        self.freeze_before_writing(table, &images).await?;
-        self.authorize_granting(table, &after).await?;
-        if table.is_live(&after) {
-            self.authorize_placing(table, &self.write_buckets(table, &after))?;
+        if accepting {
+            // The merge may not have made the change asked: only the exact acceptance passes.
+            if !self.core.rules.is_accepting(table, &before, &after, &self.actor) {
+                return Err(forbidden_change(self.core.app.sync_rules(), table.name, &written_in));
+            }
+            self.freeze_before_writing(table, &images).await?;
+        } else {
+            if self.reads_rows(table, &written_in) {
+                // Its write conditions look at the row after the change as well.
+                self.authorize_changing(table, &written_in, removes.then_some(&before), &images).await?;
+            }
+            let leaving = before_buckets.difference(&after_buckets);
+            self.authorize_leaving(table, leaving, &before_buckets, removes.then_some(&before), &images).await?;
+            self.authorize_entering(table, after_buckets.difference(&before_buckets), &after_buckets, &images).await?;
+            self.freeze_before_writing(table, &images).await?;
+            self.authorize_granting(table, &after).await?;
+            if table.is_live(&after) {
+                self.authorize_placing(table, &self.write_buckets(table, &after))?;
+            }
         }
         let stamps = by_field.then_some(Value::Object(stamps));
         if let Some(conn) = self.conn.sqlite() {

@@ -23,7 +23,9 @@ use params::{
     check_bucket_shape, check_membership_supplies_parameters, check_param_has_one_source, check_param_not_optional,
     check_param_sources,
 };
-use write::{check_leave, check_membership_tables_selected, check_server_only_not_written, check_write_rules};
+use write::{
+    check_invite, check_leave, check_membership_tables_selected, check_server_only_not_written, check_write_rules,
+};
 
 pub(crate) fn validate(rules: &Rules, errors: &mut Diagnostics) {
     check_buckets_exist(rules, errors);
@@ -51,6 +53,7 @@ pub(crate) fn validate(rules: &Rules, errors: &mut Diagnostics) {
         check_selection_scopes_every_parameter(bucket, errors);
         check_write_rules(bucket, errors);
         check_leave(bucket, errors);
+        check_invite(bucket, errors);
         check_held_while(rules, bucket, errors);
         check_anchor(bucket, errors);
     }

@@ -113,6 +113,44 @@ pub(super) fn check_leave(bucket: &Bucket, errors: &mut Diagnostics) {
     }
 }
 
+/// `invite(Member::accepted)` makes the bucket's membership rows invitations their member
+/// accepts by setting that column: the bucket has a membership table of its own (not raw SQL,
+/// not another bucket's through `while(...)`), and the column is one of that table.
+pub(super) fn check_invite(bucket: &Bucket, errors: &mut Diagnostics) {
+    let Some((keyword, column)) = &bucket.invite else { return };
+    if bucket.inherits_invite {
+        return; // said of the bucket it is held through
+    }
+    let members = match &bucket.membership {
+        Some(Membership::Conditions { conditions, .. }) if !bucket.inherits_membership => {
+            conditions.iter().flat_map(Condition::columns).next().map(|c| c.table.clone())
+        }
+        _ => None,
+    };
+    let Some(members) = members else {
+        errors.spanned(
+            keyword,
+            format!(
+                "`invite(...)` makes the membership rows of bucket `{}` invitations its members accept, and it has no membership table of its own: add `membership(Member::user_id == actor.user_id)`",
+                bucket.ident
+            ),
+        );
+        return;
+    };
+    if text(&column.table) != text(&members) {
+        errors.spanned(
+            &column.path,
+            format!(
+                "a member accepts an invitation by setting a column of its own membership row, and `{}` is a column of `{}`, not of the membership table `{}`: name a `bool` column of `{}`",
+                text(&column.path),
+                text(&column.table),
+                text(&members),
+                text(&members)
+            ),
+        );
+    }
+}
+
 /// A table declared `server_only(...)`, or read by a raw membership query, is written by server
 /// code only: no `write(...)` lets clients write it.
 pub(super) fn check_server_only_not_written(rules: &Rules, errors: &mut Diagnostics) {

@@ -80,6 +80,8 @@ export function authorizeWrite(ctx: WriteContext, write: Write): Verdict {
   } else if (before !== null && after !== null) {
     // A row in no bucket the actor holds is one the server does not find: not a refusal.
     if (!readable(ctx, table, write.table, before)) return UNKNOWN;
+    // The actor accepting its own invitation: the server asks nothing else of it.
+    if (isAccepting(ctx, write.table, before, after)) return ALLOWED;
     // A soft delete removes the row: its member may be leaving.
     const removes = !isSoftDeleted(table, before) && isSoftDeleted(table, after);
     const beforeBuckets = rowBuckets(ctx.schema, write.table, before);
@@ -405,11 +407,38 @@ function placing(ctx: WriteContext, table: string, row: Row): Verdict {
   return buckets.length === 0 ? forbiddenChange(ctx.schema, table, buckets) : ALLOWED;
 }
 
-/** Whether removing `row` is the actor leaving a bucket of a rule with `leave` (the server's `is_leaving`). */
+/** The bucket `row` grants or, for a pending invitation, would grant once accepted (the server's `invited_to`). */
+function invitedTo(schema: AnySchema, name: string, table: string, row: Row): string | null {
+  const column = schema.syncRules[name]!.invite;
+  return grantOf(schema, name, table, column === undefined ? row : { ...row, [column]: true });
+}
+
+/**
+ * Whether changing `before` into `after` is the actor accepting its own invitation: the rule's
+ * `invite` column goes from false to true and no other column changes (the server's
+ * `is_accepting`).
+ */
+function isAccepting(ctx: WriteContext, table: string, before: Row, after: Row): boolean {
+  const columns = ctx.schema.tables[table]?.columns.map((c) => c.name) ?? [];
+  return Object.entries(ctx.schema.syncRules).some(([name, rule]) => {
+    const column = rule.invite;
+    if (column === undefined || rule.while !== null) return false;
+    const kept = columns.every((c) => c === column || sameValue(before[c], after[c]));
+    return (
+      before[column] === false &&
+      after[column] === true &&
+      kept &&
+      invitedTo(ctx.schema, name, table, before) !== null &&
+      isMembersOwn(rule, before, ctx.actor)
+    );
+  });
+}
+
+/** Whether removing `row` is the actor leaving (or declining) a bucket of a rule with `leave` (the server's `is_leaving`). */
 function isLeaving(ctx: WriteContext, table: string, row: Row): boolean {
   return Object.entries(ctx.schema.syncRules).some(
     ([name, rule]) =>
-      rule.leave && grantOf(ctx.schema, name, table, row) !== null && isMembersOwn(rule, row, ctx.actor),
+      rule.leave && invitedTo(ctx.schema, name, table, row) !== null && isMembersOwn(rule, row, ctx.actor),
   );
 }
 

@@ -77,6 +77,9 @@ export interface SyncRuleSchema {
   readonly accept: readonly { readonly rule: string; readonly open: boolean }[];
   /** Whether a member may delete its own membership row (`leave`). */
   readonly leave: boolean;
+  /** `invite(...)`: the boolean column of the membership table a member sets to accept its
+   * invitation; a membership row grants nothing before. Absent for other rules. */
+  readonly invite?: string;
   /** The rule whose membership holds this rule's buckets (`while`), or `null`. */
   readonly while: string | null;
   /** The row a bucket belongs to (`anchor(...)`), or `null`: the server refuses a membership

@@ -239,6 +239,35 @@ describe("refusals the client is sure of, in the server's words", () => {
     );
   });
 
+  test("a member accepts its own invitation, declines it, and changes nothing else of it", () => {
+    const invited: AnySchema = {
+      ...schema,
+      tables: { ...schema.tables, seats: table(["room", "user_id", "role", "accepted"], ["room", "user_id"]) },
+      syncRules: {
+        mine: rule({
+          parameters: [param("user", "actor.user_id")],
+          data: [scoped("seats", "user_id", "user")],
+          accept: [{ rule: "room", open: true }],
+        }),
+        room: rule({
+          parameters: [param("room", "membership.room")],
+          membership: { table: "seats", filters: [{ column: "user_id", claim: "actor.user_id" }, { column: "accepted", value: true }] },
+          data: [scoped("seats", "room", "room")],
+          write: { seats: members("owner") },
+          leave: true,
+          invite: "accepted",
+        }),
+      },
+    };
+    const ctx = () => ({ ...context(["mine/alice"]), schema: invited });
+    const pending = { room: "r", user_id: "alice", role: "viewer", accepted: false };
+    const write = (after: Row | null) => authorizeWrite(ctx(), { table: "seats", before: pending, after });
+    expect(write({ ...pending, accepted: true }), "accepting").toEqual(allowed);
+    expect(write(null), "declining").toEqual(allowed);
+    expect(write({ ...pending, accepted: true, role: "owner" }).kind, "accepting as the owner").toBe("refused");
+    expect(write({ ...pending, role: "owner" }).kind, "raising its role").toBe("refused");
+  });
+
   test("a row entering a bucket the actor may not write it in is refused", () => {
     // From the list alice edits into the one she views.
     expect(authorizeWrite(aliceHolds(), { table: "notes", before: note("n", "l1"), after: note("n", "l2") })).toEqual(
