@@ -122,6 +122,10 @@ pub struct PullResponse {
     /// and from servers that do not report it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub progress: Option<PullProgress>,
+    /// Present when the actor holds more buckets than the server serves one actor
+    /// (`docs/protocol.md#the-bucket-bound`): this pull served a part of them. Absent otherwise.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub bounded: Option<Bounded>,
 }
 
 /// How far a sync that takes several pages has got, in steps (one step: the rows of one table
@@ -134,10 +138,6 @@ pub struct PullProgress {
     pub done: u64,
     /// Every step of the buckets synced.
     pub total: u64,
-    /// Present when the actor holds more buckets than the server serves one actor
-    /// (`docs/protocol.md#the-bucket-bound`): this pull served a part of them. Absent otherwise.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub bounded: Option<Bounded>,
 }
 
 /// `bounded` of a pull: the actor holds more buckets than the server serves one actor, and the

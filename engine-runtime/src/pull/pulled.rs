@@ -82,6 +82,7 @@ struct Rest<'a> {
     server_hlc: Option<&'a Hlc>,
     #[serde(skip_serializing_if = "Option::is_none")]
     progress: Option<PullProgress>,
+    #[serde(skip_serializing_if = "Option::is_none")]
     bounded: Option<Bounded>,
 }
 
@@ -213,7 +214,7 @@ mod tests {
                     synced_mutation_id: optional.then_some(6),
                     server_hlc: optional.then(|| Hlc::new(1_700_000_000_000, 3, "node").unwrap()),
                     progress: optional.then_some(PullProgress { done: 3, total: 9 }),
-                    bounded: optional.then_some(Bounded { held: 5, served: 3 }),
+                    bounded: optional.then_some(engine_kernel::wire::Bounded { held: 5, served: 3 }),
                     ..Pulled::default()
                 };
                 for (i, row) in rows[..changes].iter().enumerate() {
