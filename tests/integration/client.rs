@@ -834,7 +834,7 @@ async fn a_list_shared_again_drops_the_notes_deleted_while_it_was_not() {
 /// The notes app as a later version might have it: `notes` gains a column (v2), then changes a
 /// column's type (v3).
 mod later {
-    use engine::{CrdtText, Timestamp};
+    use engine::{BlobKey, CrdtText, Timestamp};
     use example_notes::{List, ListMember};
 
     /// Notes with a colour.
@@ -850,6 +850,7 @@ mod later {
         pub(crate) done: bool,
         pub(crate) position: i64,
         pub(crate) body: CrdtText,
+        pub(crate) image: Option<BlobKey>,
         #[engine(soft_delete)]
         pub(crate) deleted_at: Option<Timestamp>,
         pub(crate) color: Option<String>,
@@ -868,6 +869,7 @@ mod later {
         pub(crate) done: bool,
         pub(crate) position: String,
         pub(crate) body: CrdtText,
+        pub(crate) image: Option<BlobKey>,
         #[engine(soft_delete)]
         pub(crate) deleted_at: Option<Timestamp>,
     }

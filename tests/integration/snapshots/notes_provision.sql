@@ -359,6 +359,20 @@ CREATE TABLE IF NOT EXISTS _engine_blob_refs (
 
 CREATE INDEX IF NOT EXISTS _engine_blob_refs_key ON _engine_blob_refs (blob_key);
 
+CREATE TABLE IF NOT EXISTS _engine_blobs (
+  blob_key text NOT NULL,
+  uploader text NOT NULL,
+  size bigint NOT NULL,
+  stored boolean NOT NULL DEFAULT false,
+  ticket text,
+  expires_at bigint NOT NULL DEFAULT 0,
+  receiving_until bigint,
+  unused_since bigint,
+  PRIMARY KEY (blob_key, uploader)
+);
+
+CREATE INDEX IF NOT EXISTS _engine_blobs_uploader ON _engine_blobs (uploader);
+
 CREATE INDEX IF NOT EXISTS "_engine_notes_blob_image" ON "notes" ("image");
 
 INSERT INTO _engine_meta (key, value) VALUES ('schema_version', '1') ON CONFLICT (key) DO UPDATE SET value = EXCLUDED.value WHERE _engine_meta.value IS DISTINCT FROM EXCLUDED.value;
