@@ -110,7 +110,7 @@ describe("issue 33's defects", () => {
     await prompt.getByRole("button", { name: "Sign in", exact: true }).click();
     await expect.poll(() => waiting(page), { timeout: 20_000 }).toBe("0 waiting");
     await expect.poll(() => page.getByTestId("status").textContent(), { timeout: 20_000 }).toMatch(/^Synced at /);
-    expect(await prompt.isVisible()).toBe(false);
+    await expect.poll(() => prompt.isVisible(), { timeout: 10_000 }).toBe(false);
     expect(await page.locator("[data-testid=list]", { hasText: "Kept" }).count()).toBe(1);
     await context.close();
   });
