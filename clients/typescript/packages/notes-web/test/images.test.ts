@@ -125,7 +125,8 @@ describe("images of notes", () => {
     await expect.poll(() => thumbnail(alice.page, "Passport").getAttribute("data-state")).toBe("uploading");
     await expect.poll(() => thumbnail(alice.page, "Passport").locator("img").count()).toBe(1);
     await expect.poll(() => alice.page.getByTestId("note-image").locator("img").count()).toBe(1);
-    expect(await alice.page.getByTestId("announce").textContent()).toBe("Attached “sunset.png”.");
+    // Announced once the write is queued, which may be after the optimistic thumbnail shows.
+    await expect.poll(() => alice.page.getByTestId("announce").textContent()).toBe("Attached “sunset.png”.");
     await alice.page.reload();
     await openList(alice.page, "Trip");
     await expect.poll(() => thumbnail(alice.page, "Passport").getAttribute("data-state")).toBe("uploading");
