@@ -109,7 +109,6 @@ impl Background {
         Background(tasks)
     }
 
-    /// Stop `task` with the rest.
     /// Collect the blobs no row names any more every [`COLLECTION_INTERVAL`], `batch` at a time
     /// (`blob/collect.rs`).
     pub(crate) fn collect_blobs(blobs: Arc<BlobAccess>, batch: usize) -> tokio::task::AbortHandle {
@@ -137,6 +136,7 @@ impl Background {
         .abort_handle()
     }
 
+    /// Stop `task` with the rest.
     pub(crate) fn add(&mut self, task: tokio::task::AbortHandle) {
         self.0.push(task);
     }

@@ -83,7 +83,7 @@ pub(crate) async fn collect(ledger: &Ledger, blobs: &Blobs, app: &App, batch: us
     let batch = batch.max(1);
     let mut done = CollectedBlobs::default();
     loop {
-        let stale = ledger.stale(stale_before(blobs), now_ms(), batch).await?;
+        let stale = ledger.stale(None, stale_before(blobs), now_ms(), batch).await?;
         let more = stale.len() == batch;
         resolve(ledger, &*blobs.store, stale, &mut done).await?;
         done.steps += 1;

@@ -279,32 +279,6 @@ impl Ledger {
         Ok(pending(rows))
     }
 
-    /// Uploads of `uploader` reserved and not stored whose tickets expired before `before` and
-    /// that receive no body at `now`, at most `limit`.
-    pub(crate) async fn stale_of_uploader(
-        &self,
-        uploader: &str,
-        before: i64,
-        now: i64,
-        limit: usize,
-    ) -> Result<Vec<Pending>> {
-        let rows: Vec<(String, String, i64)> = in_tx!(self, None, |conn| {
-            sqlx::query_as(
-                "SELECT blob_key, uploader, size FROM _engine_blobs
-                 WHERE uploader = $1 AND NOT stored AND expires_at < $2
-                   AND (receiving_until IS NULL OR receiving_until < $3)
-                 ORDER BY blob_key LIMIT $4",
-            )
-            .bind(uploader)
-            .bind(before)
-            .bind(now)
-            .bind(to_i64(limit as u64))
-            .fetch_all(&mut *conn)
-            .await?
-        });
-        Ok(pending(rows))
-    }
-
     /// Uploads reserved and not stored after (`key`, `uploader`) in that order, at most
     /// `limit`; of `uploader` only, when named.
     pub(crate) async fn pending(&self, of: Option<&str>, after: (&str, &str), limit: usize) -> Result<Vec<Pending>> {
@@ -324,14 +298,17 @@ impl Ledger {
         Ok(pending(rows))
     }
 
-    /// Like [`Ledger::stale_of_uploader`], for every uploader.
-    pub(crate) async fn stale(&self, before: i64, now: i64, limit: usize) -> Result<Vec<Pending>> {
+    /// Uploads reserved and not stored whose tickets expired before `before` and that receive no
+    /// body at `now`, at most `limit`; of `uploader` only, when named.
+    pub(crate) async fn stale(&self, of: Option<&str>, before: i64, now: i64, limit: usize) -> Result<Vec<Pending>> {
         let rows: Vec<(String, String, i64)> = in_tx!(self, None, |conn| {
             sqlx::query_as(
                 "SELECT blob_key, uploader, size FROM _engine_blobs
-                 WHERE NOT stored AND expires_at < $1 AND (receiving_until IS NULL OR receiving_until < $2)
-                 ORDER BY blob_key, uploader LIMIT $3",
+                 WHERE NOT stored AND ($1 IS NULL OR uploader = $1) AND expires_at < $2
+                   AND (receiving_until IS NULL OR receiving_until < $3)
+                 ORDER BY blob_key, uploader LIMIT $4",
             )
+            .bind(of)
             .bind(before)
             .bind(now)
             .bind(to_i64(limit as u64))

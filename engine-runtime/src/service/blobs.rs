@@ -56,7 +56,7 @@ impl BlobAccess {
         }
         // The actor's reservations whose tickets expired long ago are recorded stored or dropped first,
         // so they hold neither its quota nor its places in flight.
-        let stale = ledger.stale_of_uploader(&actor.user_id, stale_before(blobs), now_ms(), blobs.in_flight).await?;
+        let stale = ledger.stale(Some(&actor.user_id), stale_before(blobs), now_ms(), blobs.in_flight).await?;
         collect::resolve(ledger, &*blobs.store, stale, &mut CollectedBlobs::default()).await?;
         let upload = Upload::new(request.key, request.size, actor.user_id).content_type(request.content_type);
         let expires_at = blobs.expiry();
