@@ -10,6 +10,7 @@
 
 mod client;
 mod db;
+mod hostile;
 mod pull;
 mod push;
 mod soak;
@@ -111,6 +112,27 @@ enum Command {
         #[arg(long, default_value_t = 1)]
         seed: u64,
     },
+    /// Hostile accounts beside an honest user: its pull, bootstrap and push p50/p99 unattacked,
+    /// under each attack alone (bucket floods, CRDT bombs, pool hogs, slow bodies) and under all
+    /// at once, on a server with the notes app's own settings (not part of `all`).
+    Hostile {
+        /// The store.
+        #[arg(long, value_enum, default_value = "postgres")]
+        backend: db::Backend,
+        /// Seconds the honest user is measured in each phase.
+        #[arg(long, default_value_t = 30)]
+        seconds: u64,
+        /// The honest user's notes, which each of her bootstraps pulls.
+        #[arg(long, default_value_t = 300)]
+        notes: usize,
+        /// Connections of the slow-bodies attack.
+        #[arg(long, default_value_t = 600)]
+        slow: usize,
+        /// The attacked phases to run, by name (`bucket floods`, `CRDT bombs`, `pool hogs`,
+        /// `slow bodies`, `all at once`); all of them when not given.
+        #[arg(long, value_delimiter = ',')]
+        phases: Vec<String>,
+    },
     /// Everything, with the defaults.
     All,
     /// Serve the notes app for the stream benchmark (its server process).
@@ -131,6 +153,9 @@ async fn main() {
         }
         Command::Stream { sockets } => stream::run(&sockets).await,
         Command::Client { rows, mutations } => client::run(rows, mutations).await,
+        Command::Hostile { backend, seconds, notes, slow, phases } => {
+            hostile::run(hostile::Settings { backend, seconds, notes, slow, phases }).await;
+        }
         Command::All => {
             pull::run(db::Backend::Postgres, &[10_000, 100_000, 1_000_000], 10_000).await;
             push::run(db::Backend::Postgres, &[1, 8, 32], 5, 1).await;

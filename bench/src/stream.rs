@@ -29,19 +29,36 @@ const COMMIT_SECONDS: u64 = 10;
 /// The server process of the benchmarks (`engine-bench serve`), on the Postgres database or the
 /// SQLite file (`sqlite://path`) `DATABASE_URL` names, with the realtime adapter
 /// `ENGINE_REALTIME` names (`listen_notify`, or a NATS URL with the prefix `NATS_PREFIX`;
-/// in-process otherwise).
+/// in-process otherwise). With `ENGINE_BENCH_SETTINGS=notes`, the notes app's own settings (as
+/// its binary serves): its store bounds, the default request limits, its presence and jobs.
 pub(crate) async fn serve() {
     let url = std::env::var("DATABASE_URL").expect("DATABASE_URL");
-    // The many-bucket actor holds 10,000 shared lists and her own bucket: past the default.
-    let limits = engine::storage::StoreLimits::default().buckets_per_actor(20_000);
+    let notes = std::env::var("ENGINE_BENCH_SETTINGS").as_deref() == Ok("notes");
+    let limits = if notes {
+        example_notes::store_limits()
+    } else {
+        // The many-bucket actor holds 10,000 shared lists and her own bucket: past the default.
+        engine::storage::StoreLimits::default().buckets_per_actor(20_000)
+    };
     let database_url = url.clone();
-    let realtime = move |builder: engine::server::ServerBuilder| match std::env::var("ENGINE_REALTIME").as_deref() {
-        Ok("listen_notify") => builder.realtime(engine::realtime::listen_notify(database_url)),
-        Ok(nats) if nats.starts_with("nats://") => {
-            let prefix = std::env::var("NATS_PREFIX").unwrap_or_else(|_| engine::realtime::nats::DEFAULT_PREFIX.into());
-            builder.realtime(engine::realtime::nats(nats).prefix(prefix))
+    let realtime = move |builder: engine::server::ServerBuilder| {
+        let builder = if notes {
+            builder
+                .limits(engine::limits::Limits::default())
+                .presence(example_notes::presence())
+                .jobs(example_notes::jobs::jobs())
+        } else {
+            builder
+        };
+        match std::env::var("ENGINE_REALTIME").as_deref() {
+            Ok("listen_notify") => builder.realtime(engine::realtime::listen_notify(database_url)),
+            Ok(nats) if nats.starts_with("nats://") => {
+                let prefix =
+                    std::env::var("NATS_PREFIX").unwrap_or_else(|_| engine::realtime::nats::DEFAULT_PREFIX.into());
+                builder.realtime(engine::realtime::nats(nats).prefix(prefix))
+            }
+            _ => builder,
         }
-        _ => builder,
     };
     let (addr, task) = match engine::storage::sqlite_path(&url) {
         Some(path) => notes_server_with(engine::storage::sqlite(path).limits(limits), realtime).await,

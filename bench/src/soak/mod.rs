@@ -6,7 +6,7 @@
 
 mod instances;
 mod proxy;
-mod rng;
+pub(crate) mod rng;
 
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
