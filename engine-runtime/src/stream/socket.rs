@@ -301,13 +301,10 @@ impl Connection {
 
     /// The actor's buckets now (`&mut self`: the socket in it is not `Sync`).
     async fn held(&mut self) -> Result<BTreeSet<BucketKey>, Close> {
-        self.state.storage.held_buckets(&self.actor).await.map_err(|err| match err {
-            // Not transient: reconnecting changes nothing until the actor holds fewer.
-            crate::error::Error::TooManyBuckets { .. } => Close::policy("payload_too_large", err.to_string()),
-            err => {
-                tracing::warn!(error = ?crate::error::Chain(&err), "reading a socket's buckets failed");
-                Close { code: "retry_later", detail: "a transient condition; reconnect".into(), close: 1011 }
-            }
+        // Past the bucket bound the store answers the part a full pull serves, never too many.
+        self.state.storage.held_buckets(&self.actor).await.map_err(|err| {
+            tracing::warn!(error = ?crate::error::Chain(&err), "reading a socket's buckets failed");
+            Close { code: "retry_later", detail: "a transient condition; reconnect".into(), close: 1011 }
         })
     }
 
