@@ -2,17 +2,6 @@
 pub mod rules {
     use ui_tests::{List, ListMember};
 
-    /// Accepted through a text column.
-    #[bucket(
-        membership(ListMember::user_id == actor.user_id),
-        data(List::id == bucket.list_id, ListMember::list_id == bucket.list_id),
-        invite(ListMember::role),
-    )]
-    pub struct Shared {
-        #[param(ListMember::list_id)]
-        pub list_id: String,
-    }
-
     /// Accepted through a column of another table.
     #[bucket(
         membership(ListMember::owner_id == actor.owner_id),
