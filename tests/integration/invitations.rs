@@ -311,3 +311,29 @@ async fn invitations_from_strangers_past_the_bound_leave_the_invitees_sync_as_it
     assert_eq!(rows.iter().filter(|(_, row)| row["accepted"] == false).count(), 6, "six invitations to answer");
     assert!(!has(&rows, "boards", "spam0"), "{rows:?}");
 }
+
+#[tokio::test]
+async fn invitations_past_the_cap_are_refused_until_the_invitee_answers_some() {
+    let db = TestDb::new().await;
+    let limits = engine::storage::StoreLimits::default().pending_invitations(2);
+    let store = db.store(limits);
+    let server = TestServer::start(&db, move |b| b.app(app::app()).storage(store)).await;
+    let invite = |board: &str| json!({"board_id": board, "user_id": "bob", "role": "editor"});
+    for (i, stranger) in ["s0", "s1", "s2"].into_iter().enumerate() {
+        applied(&push(&server, stranger, 1, "create_board", json!({"id": stranger})).await);
+        let result = push(&server, stranger, 2, "invite", invite(stranger)).await;
+        if i < 2 {
+            applied(&result);
+        } else {
+            let detail = forbidden(&result, &[]);
+            assert!(detail.contains("2 pending invitations of `boards`"), "{detail}");
+        }
+    }
+    // Declining one makes room; an accepted membership is no longer pending.
+    applied(&push(&server, "bob", 1, "leave", json!({"board_id": "s0"})).await);
+    applied(&push(&server, "s2", 3, "invite", invite("s2")).await);
+    applied(&push(&server, "bob", 2, "accept", json!({"board_id": "s1"})).await);
+    applied(&push(&server, "s0", 3, "invite", invite("s0")).await);
+    applied(&push(&server, "s0", 4, "create_board", json!({"id": "s0b"})).await);
+    forbidden(&push(&server, "s0", 5, "invite", invite("s0b")).await, &[]);
+}

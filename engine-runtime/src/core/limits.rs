@@ -30,6 +30,10 @@ pub struct StoreLimits {
     /// it, the sets its cursors named least recently are deleted, and a cursor naming one of
     /// them starts afresh (`reset`).
     pub bucket_set_bytes: usize,
+    /// The most pending invitations (`invite(...)`, `docs/design.md` §4) one member has of one
+    /// rule (default 100): past it, a write that invites the member once more is rejected
+    /// `forbidden`, which says so, until it accepts or declines some.
+    pub pending_invitations: usize,
 }
 
 impl Default for StoreLimits {
@@ -43,6 +47,7 @@ impl Default for StoreLimits {
             page_bytes: 4 * 1024 * 1024,
             table_row_bytes: Vec::new(),
             bucket_set_bytes: 16 * 1024 * 1024,
+            pending_invitations: 100,
         }
     }
 }
@@ -103,6 +108,13 @@ impl StoreLimits {
     #[must_use]
     pub fn bucket_set_bytes(mut self, bytes: usize) -> Self {
         self.bucket_set_bytes = bytes.max(1);
+        self
+    }
+
+    /// These limits with at most `n` pending invitations per member of one rule.
+    #[must_use]
+    pub fn pending_invitations(mut self, n: usize) -> Self {
+        self.pending_invitations = n.max(1);
         self
     }
 

@@ -3,7 +3,11 @@
 //! stays within its table's bound; no text holds a NUL character, which Postgres stores in no
 //! text or JSON and which SQLite would keep, so that a row is the same on either backend. A write
 //! past one is rejected `validation_failed`, naming the bound, before it reaches the database.
+//! A member has at most `StoreLimits::pending_invitations` pending invitations of one rule: an
+//! invitation past it is rejected `forbidden`, so strangers cannot grow another's invitations
+//! without bound.
 
+use engine_kernel::rules::{FilterValue, Membership};
 use engine_kernel::{Error as KernelError, Row, TableMeta};
 use serde_json::Value;
 
@@ -50,6 +54,51 @@ impl ServerTx<'_> {
                 "a row of `{}` of {row_bytes} bytes; at most {bound} are taken",
                 table.name
             )));
+        }
+        Ok(())
+    }
+}
+
+impl ServerTx<'_> {
+    /// Refuse `after` of `table` when it is a pending invitation of a rule with `invite(...)`
+    /// (`before` none, or not the same member's pending invitation of it) whose member already
+    /// has `StoreLimits::pending_invitations` pending ones of that rule. The count reads every
+    /// row, not only those the actor sees: the inviter sees none of another's invitations.
+    pub(super) async fn check_pending_invitations(
+        &mut self,
+        table: &'static TableMeta,
+        before: Option<&Row>,
+        after: &Row,
+    ) -> KernelResult<()> {
+        let bound = self.core.limits.pending_invitations;
+        let rules: Vec<_> = self.core.rules.granting().filter(|rule| rule.invite.is_some()).collect();
+        for rule in rules {
+            let (Some(column), Some(Membership::Table { filters, .. })) = (rule.invite, rule.membership) else {
+                continue;
+            };
+            let pending = |row: &Row| rule.invited_to(table, row).is_some() && rule.granted_by(table, row).is_none();
+            if !pending(after) {
+                continue;
+            }
+            // The member: the columns the membership query compares with the actor's claims.
+            let member: Vec<&'static str> =
+                filters.iter().filter(|f| matches!(f.value, FilterValue::Claim(_))).map(|f| f.column).collect();
+            if before.is_some_and(|b| pending(b) && member.iter().all(|c| b.get(*c) == after.get(*c))) {
+                continue;
+            }
+            let mut equalities = vec![(table.filter_column(column)?, serde_json::Value::Bool(false))];
+            for name in &member {
+                equalities.push((table.filter_column(name)?, after.get(*name).cloned().unwrap_or_default()));
+            }
+            let held = self.rows_where(table, &equalities).await?.into_iter().filter(|row| pending(row)).count();
+            if held >= bound {
+                let who = member.iter().filter_map(|c| after.get(*c)).map(Value::to_string).collect::<Vec<_>>();
+                return Err(KernelError::forbidden(format!(
+                    "{} has {bound} pending invitations of `{}`, the most kept: it accepts or declines some before it is invited again",
+                    who.join(", "),
+                    rule.name
+                )));
+            }
         }
         Ok(())
     }

@@ -222,6 +222,7 @@ impl<'t> ServerTx<'t> {
         }
         let inserted: Row = table.columns.iter().map(|c| c.name.to_owned()).zip(values.iter().cloned()).collect();
         self.check_bounds(table, &inserted)?;
+        self.check_pending_invitations(table, None, &inserted).await?;
         self.freeze_before_writing(table, &[&inserted]).await?;
         self.authorize_granting(table, &inserted).await?;
         self.authorize_placing(table, &self.write_buckets(table, &inserted))?;
@@ -286,6 +287,7 @@ impl<'t> ServerTx<'t> {
             let leaving = before_buckets.difference(&after_buckets);
             self.authorize_leaving(table, leaving, &before_buckets, removes.then_some(&before), &images).await?;
             self.authorize_entering(table, after_buckets.difference(&before_buckets), &after_buckets, &images).await?;
+            self.check_pending_invitations(table, Some(&before), &after).await?;
             self.freeze_before_writing(table, &images).await?;
             self.authorize_granting(table, &after).await?;
             if table.is_live(&after) {
@@ -396,20 +398,7 @@ impl<'t> ServerTx<'t> {
         for (name, value) in key.into_iter().flatten().chain(filter.into_iter().map(|(c, v)| (c.to_owned(), v))) {
             equalities.push((table.filter_column(&name)?, value));
         }
-        let rows = if let Some(conn) = self.conn.sqlite() {
-            let rows = sqlite::select(conn, table, &equalities).await;
-            rows.map_err(|e| self.failed_with(e))?
-        } else {
-            let mut sql = statements::select(table, &equalities).map_err(to_kernel)?;
-            let rows = match sql.build().fetch_all(self.conn()?).await {
-                Ok(rows) => rows,
-                Err(e) => return Err(self.failed(e)),
-            };
-            rows.iter()
-                .map(|row| decode_row(table, row))
-                .collect::<crate::error::Result<Vec<Row>>>()
-                .map_err(to_kernel)?
-        };
+        let rows = self.rows_where(table, &equalities).await?;
         let synced = self.is_synced(table);
         let mut out = Vec::new();
         for decoded in rows {
@@ -422,6 +411,25 @@ impl<'t> ServerTx<'t> {
             }
         }
         Ok(out)
+    }
+
+    /// The live rows of `table` whose columns equal the given values, whoever may read them:
+    /// for the mutation's own checks, never for the mutator.
+    async fn rows_where(
+        &mut self,
+        table: &'static TableMeta,
+        equalities: &[(&'static engine_kernel::ColumnMeta, Value)],
+    ) -> KernelResult<Vec<Row>> {
+        if let Some(conn) = self.conn.sqlite() {
+            let rows = sqlite::select(conn, table, equalities).await;
+            return rows.map_err(|e| self.failed_with(e));
+        }
+        let mut sql = statements::select(table, equalities).map_err(to_kernel)?;
+        let rows = match sql.build().fetch_all(self.conn()?).await {
+            Ok(rows) => rows,
+            Err(e) => return Err(self.failed(e)),
+        };
+        rows.iter().map(|row| decode_row(table, row)).collect::<crate::error::Result<Vec<Row>>>().map_err(to_kernel)
     }
 
     async fn enqueue_job(&mut self, job: engine_kernel::JobRequest) -> KernelResult<()> {
