@@ -29,7 +29,7 @@ async fn serve(db: &BenchDb) -> (String, tokio::task::JoinHandle<()>) {
 async fn seed(db: &BenchDb, rows: usize) {
     sqlx::raw_sql(sqlx::AssertSqlSafe(format!(
         "INSERT INTO lists VALUES ('l1', 'alice', 'bench', false);
-         INSERT INTO list_members VALUES ('l1', 'alice', 'alice', 'owner');
+         INSERT INTO list_members VALUES ('l1', 'alice', 'alice', 'owner', true, 'alice', 'l1');
          INSERT INTO notes (id, owner_id, list_id, title, done, position)
            SELECT 'note-' || lpad(i::text, 8, '0'), 'alice', 'l1', 'note number ' || i, i % 3 = 0, i
            FROM generate_series(1, {rows}) AS i;"

@@ -62,7 +62,8 @@ async fn the_module_carries_what_the_client_evaluates_writes_with() {
     let module = generated().await;
     for declaration in [
         "  serverOnly: [],",
-        "      membership: { filters: [{ claim: \"actor.user_id\", column: \"user_id\" }], table: \"list_members\" },",
+        "        filters: [{ claim: \"actor.user_id\", column: \"user_id\" }, { column: \"accepted\", value: true }],",
+        "      invite: \"accepted\",",
         "        { filters: [], scope: [{ column: \"list_id\", param: \"list_id\" }], table: \"notes\" },",
         "          { member: [{ column: \"role\", value: \"editor\" }], row: [] },",
         "      write: { lists: [{ member: [], row: [] }] },",

@@ -11,6 +11,7 @@ use serde_json::{Value, json};
 
 use crate::support::actors::{applied, count, device, push};
 use crate::support::client::eventually;
+use crate::support::notes::accept;
 use crate::support::ws::{Auth, Ws};
 use crate::support::{Backend, TestDb, TestServer, backend, postgres_only};
 
@@ -54,8 +55,8 @@ async fn shared_lists(db: &TestDb, lists: usize) -> Vec<String> {
     for id in &ids {
         sql.push_str(&format!(
             "INSERT INTO lists (id, owner_id, title, archived) VALUES ('{id}', 'bob', 't', false);
-             INSERT INTO list_members (list_id, user_id, owner_id, role) VALUES ('{id}', 'bob', 'bob', 'owner');
-             INSERT INTO list_members (list_id, user_id, owner_id, role) VALUES ('{id}', 'alice', 'bob', 'editor');"
+             INSERT INTO list_members (list_id, user_id, owner_id, role, accepted, invited_by, title) VALUES ('{id}', 'bob', 'bob', 'owner', true, 'x', 't');
+             INSERT INTO list_members (list_id, user_id, owner_id, role, accepted, invited_by, title) VALUES ('{id}', 'alice', 'bob', 'editor', true, 'x', 't');"
         ));
     }
     sqlx::raw_sql(sqlx::AssertSqlSafe(sql)).execute(&db.pool).await.unwrap();
@@ -195,6 +196,7 @@ async fn an_old_cursor_of_a_bucket_granted_again_tells_nothing_deleted_meanwhile
         sqlx::query_scalar("SELECT id FROM lists WHERE title = 'trip'").fetch_one(&db.pool).await.unwrap();
     let share = json!({"list_id": list, "user_id": "alice", "role": "editor"});
     applied(&push(&server, "bob", 2, "share_list", share.clone()).await);
+    accept(&server.url(""), "alice", &list).await;
     applied(&push(&server, "bob", 3, "add_note", json!({"list_id": list, "title": "seen"})).await);
     server.settle().await;
     let old = pull_all(&server, "alice").await;
@@ -206,6 +208,7 @@ async fn an_old_cursor_of_a_bucket_granted_again_tells_nothing_deleted_meanwhile
         sqlx::query_scalar("SELECT id FROM notes WHERE title = 'secret'").fetch_one(&db.pool).await.unwrap();
     applied(&push(&server, "bob", 6, "delete_note", json!({"id": secret})).await);
     applied(&push(&server, "bob", 7, "share_list", share).await);
+    accept(&server.url(""), "alice", &list).await;
     server.settle().await;
 
     // Her cursor from before she was out: the list starts afresh, and no tombstone names the
@@ -228,6 +231,7 @@ async fn the_notes_app_bounds_what_one_member_puts_into_every_members_sync() {
     applied(
         &push(&server, "bob", 2, "share_list", json!({"list_id": list, "user_id": "alice", "role": "editor"})).await,
     );
+    accept(&server.url(""), "alice", &list).await;
     applied(&push(&server, "bob", 3, "add_note", json!({"list_id": list, "title": "a note"})).await);
 
     // A title of 100 kB, in a new note and in one that exists, and a list's title of 10 kB.
@@ -277,7 +281,7 @@ async fn presence_is_bounded_per_actor_and_per_bucket() {
             "INSERT INTO lists (id, owner_id, title, archived) VALUES ('m{i}', 'mallory', 't', false);"
         ));
         for user in ["mallory", "alice", "m1", "m2", "m3"] {
-            sql.push_str(&format!("INSERT INTO list_members (list_id, user_id, owner_id, role) VALUES ('m{i}', '{user}', 'mallory', 'editor');"));
+            sql.push_str(&format!("INSERT INTO list_members (list_id, user_id, owner_id, role, accepted, invited_by, title) VALUES ('m{i}', '{user}', 'mallory', 'editor', true, 'x', 't');"));
         }
     }
     sqlx::raw_sql(sqlx::AssertSqlSafe(sql)).execute(&db.pool).await.unwrap();

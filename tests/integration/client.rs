@@ -11,6 +11,7 @@ use example_notes::mutators::{
 use example_notes::{List, Note};
 
 use crate::support::client::{eventually, notes_client};
+use crate::support::notes::accept;
 use crate::support::process::{ServerProcess, free_port};
 use crate::support::{TestDb, TestServer};
 
@@ -39,6 +40,7 @@ async fn two_clients_converge_on_lists_notes_membership_and_bodies() {
     let note_id = queued.outcome.server_id.clone().expect("the local run names the note");
     assert_eq!(note(&alice, &note_id).await.map(|n| n.title), Some("milk".into()));
     share(&alice, "l1", "bob").await;
+    accept(&url, "bob", "l1").await;
 
     // Bob gets the shared list and the note, with the id alice's client chose.
     eventually(SOON, "bob sees the shared note", || async { note(&bob, &note_id).await.is_some() }).await;
@@ -162,6 +164,7 @@ async fn shared_list(url: &str) -> (Client, Client) {
     alice.mutate::<create_list>(CreateList { id: Some("l1".into()), title: "shared".into() }).await.unwrap();
     share(&alice, "l1", "bob").await;
     alice.sync().await.unwrap();
+    accept(url, "bob", "l1").await;
     bob.pull().await.unwrap();
     assert!(bob.get::<List>(&"l1".to_owned()).await.unwrap().is_some());
     (alice, bob)
@@ -208,6 +211,7 @@ async fn a_poison_mutation_is_quarantined_while_later_ones_apply() {
     // With the list shared again, the retry goes through.
     share(&alice, "l1", "bob").await;
     alice.sync().await.unwrap();
+    accept(&server.url(""), "bob", "l1").await;
     bob.pull().await.unwrap();
     let retried = bob.retry_quarantined(poison.client_mutation_id).await.unwrap().expect("it was quarantined");
     assert_ne!(retried.client_mutation_id, poison.client_mutation_id, "a new mutation");
@@ -292,6 +296,7 @@ async fn clients_behind_a_faulty_network_converge_and_apply_everything_once() {
     for guest in ["bob", "carol"] {
         let share = ShareList { list_id: "l-alice".into(), user_id: guest.into(), role: ShareRole::Editor };
         clients[0].mutate::<share_list>(share).await.unwrap();
+        accept(&server.url(""), guest, "l-alice").await;
     }
     for client in &clients[1..] {
         eventually(SOON, "the shared list arrives", || async {
@@ -355,12 +360,12 @@ async fn clients_behind_a_faulty_network_converge_and_apply_everything_once() {
     let injected = proxy.injected();
     assert!(injected.iter().any(|f| matches!(f, Fault::FailAfter | Fault::DropAfter)), "{injected:?}");
     assert!(injected.contains(&Fault::Duplicate), "{injected:?}");
-    // Every mutation applied exactly once: 3 lists, 2 shares, and what the users did.
+    // Every mutation applied exactly once: 3 lists, 2 shares, 2 acceptances, and what the users did.
     let applied: i64 = sqlx::query_scalar("SELECT count(*) FROM _engine_mutations WHERE status = 'applied'")
         .fetch_one(&db.pool)
         .await
         .unwrap();
-    assert_eq!(applied, 3 + 2 + queued);
+    assert_eq!(applied, 3 + 2 + 2 + queued, "with the two acceptances of the shares");
     let notes: i64 = sqlx::query_scalar("SELECT count(*) FROM notes").fetch_one(&db.pool).await.unwrap();
     assert_eq!(notes, added);
     // Each client comes to show exactly what a fresh client of the same user pulls.
@@ -404,6 +409,7 @@ async fn pings_drive_pulls_and_the_stream_comes_back_after_the_server_does() {
         .mutate::<share_list>(ShareList { list_id: "l1".into(), user_id: "bob".into(), role: ShareRole::Viewer })
         .await
         .unwrap();
+    accept(&url, "bob", "l1").await;
     eventually(SOON, "a ping brings bob the list", || async {
         bob.get::<List>(&"l1".to_owned()).await.unwrap().is_some()
     })
@@ -743,6 +749,7 @@ async fn rows_of_a_bucket_left_stay_for_its_ttl_and_rows_with_pending_writes_sta
     }
     share(&alice, "l1", "bob").await;
     alice.sync().await.unwrap();
+    accept(&url, "bob", "l1").await;
     bob.pull().await.unwrap();
     assert!(note(&bob, "n1").await.is_some());
 
@@ -795,6 +802,9 @@ async fn a_list_shared_again_drops_the_notes_deleted_while_it_was_not() {
     share(&alice, "l1", "bob").await;
     share(&alice, "l1", "carol").await;
     alice.sync().await.unwrap();
+    for user in ["bob", "carol"] {
+        accept(&url, user, "l1").await;
+    }
     for member in [&bob, &carol] {
         member.pull().await.unwrap();
         assert!(note(member, "n1").await.is_some());
@@ -818,6 +828,9 @@ async fn a_list_shared_again_drops_the_notes_deleted_while_it_was_not() {
     share(&alice, "l1", "bob").await;
     share(&alice, "l1", "carol").await;
     alice.sync().await.unwrap();
+    for user in ["bob", "carol"] {
+        accept(&url, user, "l1").await;
+    }
 
     carol.push().await.unwrap();
     for (member, user) in [(&bob, "bob"), (&carol, "carol")] {
@@ -1106,7 +1119,7 @@ mod quietly {
         use example_notes::mutators::*;
         engine::app! {
             tables: [example_notes::List, example_notes::ListMember, Note],
-            mutators: [create_list, share_list, unshare_list, add_note, update_note, edit_note_body, move_note, delete_note, purge_note, retitle_quietly],
+            mutators: [create_list, share_list, accept_list, unshare_list, add_note, update_note, edit_note_body, move_note, delete_note, purge_note, retitle_quietly],
             sync_rules: example_notes::rules,
         }
     }
@@ -1128,6 +1141,9 @@ async fn a_viewers_edit_is_refused_offline_in_the_servers_words_and_an_editors_g
     let viewer = ShareList { list_id: "l1".into(), user_id: "carol".into(), role: ShareRole::Viewer };
     alice.mutate::<share_list>(viewer).await.unwrap();
     alice.sync().await.unwrap();
+    for user in ["bob", "carol"] {
+        accept(&url, user, "l1").await;
+    }
     let bob = notes_client(&url, "bob", StoreLocation::Memory, |b| b.background(false)).await;
     let carol = notes_client(&url, "carol", StoreLocation::Memory, |b| b.background(false).app(quietly::app())).await;
     bob.pull().await.unwrap();

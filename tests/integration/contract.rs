@@ -77,8 +77,9 @@ fn the_engine_section_describes_tables_rules_and_mutators() {
     assert_eq!(x["syncRules"]["own"]["parameters"][0]["source"], "actor.owner_id");
     assert_eq!(x["syncRules"]["shared"]["membership"]["table"], "list_members");
     assert_eq!(x["syncRules"]["shared"]["membership"]["filters"][0]["claim"], "actor.user_id");
+    assert_eq!(x["syncRules"]["shared"]["invite"], "accepted", "shares are invitations");
     let mutators: Vec<&String> = x["mutators"].as_object().unwrap().keys().collect();
-    assert_eq!(mutators.len(), 12);
+    assert_eq!(mutators.len(), 13);
     assert_eq!(x["mutators"]["add_note"]["args"]["$ref"], "#/components/schemas/AddNote");
     for path in ["/sync/pull", "/sync/push", "/sync/stream", "/engine/contract", "/engine/stats", "/engine/metrics"] {
         assert!(contract["paths"][path].is_object(), "{path} is described");

@@ -90,6 +90,7 @@ async fn released_pings_are_published_signed_and_tickets_follow_memberships() {
     assert_eq!(answer["url"], relay);
     assert!(!bob.contains(&"shared/l1".to_owned()), "{answer}");
     push(&server, "alice", 2, "share_list", json!({"list_id": "l1", "user_id": "bob", "role": "viewer"})).await;
+    crate::support::notes::accept(&server.url(""), "bob", "l1").await;
     let (answer, bob) = tickets(&server, "bob").await;
     assert!(bob.contains(&"shared/l1".to_owned()), "{answer}");
     let expires_at = chrono::DateTime::parse_from_rfc3339(answer["expiresAt"].as_str().unwrap()).unwrap().timestamp();

@@ -197,9 +197,10 @@ async fn an_actor_past_the_bucket_bound_syncs_its_most_recent_buckets() {
     use crate::support::ws::{Auth, Ws};
     use std::time::Duration;
     let db = TestDb::new().await;
-    let limits = engine::server::storage::StoreLimits::default().buckets_per_actor(3);
+    let limits = engine::server::storage::StoreLimits::default().buckets_per_actor(4);
     let server = server_with(&db, limits).await;
-    // Alice holds her own bucket and three lists' (4); each list has a note.
+    // Alice holds her own two buckets (`invitations`, `own`) and three lists' (5); each list has
+    // a note.
     let mut mutations = Vec::new();
     for i in 1..=3_u64 {
         mutations.push(mutation(2 * i - 1, "create_list", json!({"id": format!("l{i}"), "title": "t"})));
@@ -213,10 +214,10 @@ async fn an_actor_past_the_bucket_bound_syncs_its_most_recent_buckets() {
         assert_eq!(push(&server, &[mutation]).await[0]["status"], "applied");
     }
 
-    // A full pull serves her own bucket and the two lists granted last, and says so.
+    // A full pull serves her own buckets and the two lists granted last, and says so.
     let (status, page) = pull_with(&server, json!({})).await;
     assert_eq!(status, StatusCode::OK, "{page}");
-    assert_eq!(page["bounded"], json!({"held": 4, "served": 3}), "{page}");
+    assert_eq!(page["bounded"], json!({"held": 5, "served": 4}), "{page}");
     let mut notes = ids(&page, "notes");
     notes.sort();
     assert_eq!(notes, ["n2", "n3"], "the most recently granted lists: {page}");
@@ -227,10 +228,10 @@ async fn an_actor_past_the_bucket_bound_syncs_its_most_recent_buckets() {
     assert_eq!(ids(&chosen, "notes"), ["n1"]);
     assert!(chosen.get("bounded").is_none(), "{chosen}");
     // More than the bound is still too many.
-    let all = json!({"buckets": ["shared/l1", "shared/l2", "shared/l3", "shared/l4"]});
+    let all = json!({"buckets": ["shared/l1", "shared/l2", "shared/l3", "shared/l4", "shared/l5"]});
     let (status, problem) = pull_with(&server, all).await;
     assert_eq!(status, StatusCode::PAYLOAD_TOO_LARGE, "{problem}");
-    assert!(problem["detail"].as_str().unwrap().contains("asks for 4 buckets"), "{problem}");
+    assert!(problem["detail"].as_str().unwrap().contains("asks for 5 buckets"), "{problem}");
 
     // The stream follows the part served: it stays open and pings it.
     let token = TestServer::token("alice");
@@ -248,7 +249,7 @@ async fn an_actor_past_the_bucket_bound_syncs_its_most_recent_buckets() {
     loop {
         let (status, next) = pull_with(&server, json!({"cursor": cursor})).await;
         assert_eq!(status, StatusCode::OK, "{next}");
-        assert_eq!(next["bounded"], json!({"held": 5, "served": 3}), "{next}");
+        assert_eq!(next["bounded"], json!({"held": 6, "served": 4}), "{next}");
         removed.extend(next["removedBuckets"].as_array().unwrap().iter().cloned());
         cursor = next["cursor"].clone();
         if next["hasMore"] != true {
@@ -256,6 +257,65 @@ async fn an_actor_past_the_bucket_bound_syncs_its_most_recent_buckets() {
         }
     }
     assert_eq!(removed, [json!("shared/l2")]);
+}
+
+/// What `user` syncs of its lists and notes from scratch, and whether its pull is bounded.
+async fn lists_and_notes(server: &TestServer, user: &str) -> (Vec<String>, bool) {
+    use crate::support::actors::{device, pulled};
+    let mut ids: Vec<String> = pulled(server, user)
+        .await
+        .into_iter()
+        .filter(|(table, _)| table == "lists" || table == "notes")
+        .map(|(table, row)| format!("{table}:{}", row["id"].as_str().unwrap()))
+        .collect();
+    ids.sort();
+    let response = server.post("/sync/pull", Some(user), json!({"clientId": device(user).1}).to_string()).await;
+    let page: Value = response.json().await.unwrap();
+    (ids, page.get("bounded").is_some())
+}
+
+#[tokio::test]
+async fn a_flood_of_shares_from_strangers_changes_nothing_the_victim_syncs() {
+    use crate::support::actors::{applied, forbidden, pulled, push};
+    use example_notes::PENDING_INVITATIONS;
+    let db = TestDb::new().await;
+    // The notes app's limits, with room for the victim's own two buckets and two lists.
+    let server = server_with(&db, example_notes::store_limits().buckets_per_actor(4)).await;
+    applied(&push(&server, "victim", 1, "create_list", json!({"id": "mine", "title": "mine"})).await);
+    applied(&push(&server, "victim", 2, "add_note", json!({"id": "n-mine", "list_id": "mine", "title": "n"})).await);
+    applied(&push(&server, "friend", 1, "create_list", json!({"id": "theirs", "title": "theirs"})).await);
+    applied(
+        &push(&server, "friend", 2, "add_note", json!({"id": "n-theirs", "list_id": "theirs", "title": "n"})).await,
+    );
+    let share = json!({"list_id": "theirs", "user_id": "victim", "role": "editor"});
+    applied(&push(&server, "friend", 3, "share_list", share).await);
+    applied(&push(&server, "victim", 3, "accept_list", json!({"list_id": "theirs"})).await);
+    let before = lists_and_notes(&server, "victim").await;
+    assert_eq!(before.0, ["lists:mine", "lists:theirs", "notes:n-mine", "notes:n-theirs"]);
+    assert!(!before.1, "within the bound");
+
+    // Strangers share a list each with the victim, as many as it may have pending.
+    for i in 0..=PENDING_INVITATIONS {
+        let stranger = format!("stranger{i}");
+        applied(&push(&server, &stranger, 1, "create_list", json!({"id": format!("spam{i}"), "title": "spam"})).await);
+        let note = json!({"id": format!("n-spam{i}"), "list_id": format!("spam{i}"), "title": "spam"});
+        applied(&push(&server, &stranger, 2, "add_note", note).await);
+        let share = json!({"list_id": format!("spam{i}"), "user_id": "victim", "role": "editor"});
+        let shared = push(&server, &stranger, 3, "share_list", share).await;
+        if i < PENDING_INVITATIONS {
+            applied(&shared);
+        } else {
+            // One more is refused, in words that say why.
+            let detail = forbidden(&shared, &[]);
+            assert!(detail.contains("pending invitations"), "{detail}");
+        }
+    }
+
+    // The victim syncs what it did, and sees the invitations to answer.
+    assert_eq!(lists_and_notes(&server, "victim").await, before);
+    let pending = pulled(&server, "victim").await;
+    let pending = pending.iter().filter(|(t, row)| t == "list_members" && row["accepted"] == false).count();
+    assert_eq!(pending, PENDING_INVITATIONS);
 }
 
 #[tokio::test]
@@ -273,6 +333,7 @@ async fn a_clock_far_ahead_moves_no_other_clock() {
     ];
     let results = push_as(&server, "alice", ALICE, &shared).await;
     assert!(results.iter().all(|r| r["status"] == "applied"), "{results:?}");
+    crate::support::notes::accept(&server.url(""), "bob", "shared").await;
 
     // Mallory writes a note of her own with the largest reading the wire form can carry.
     let mut far = mutation(2, "add_note", json!({"id": "m", "list_id": "mallory", "title": "from the future"}));

@@ -55,8 +55,15 @@ fn a_bad_row_is_refused_with_the_column_named() {
 
 #[test]
 fn composite_keys_are_tuples_in_field_order() {
-    let member =
-        ListMember { list_id: "l1".into(), user_id: "bob".into(), owner_id: "alice".into(), role: "editor".into() };
+    let member = ListMember {
+        list_id: "l1".into(),
+        user_id: "bob".into(),
+        owner_id: "alice".into(),
+        role: "editor".into(),
+        accepted: false,
+        invited_by: "alice".into(),
+        title: "t".into(),
+    };
     assert_eq!(member.key(), ("l1".to_owned(), "bob".to_owned()));
     assert_eq!(
         serde_json::Value::Object(ListMember::key_row(&member.key())),
@@ -81,6 +88,7 @@ fn the_app_registers_everything_once() {
             "create_list",
             "rename_list",
             "share_list",
+            "accept_list",
             "unshare_list",
             "leave_list",
             "add_note",
@@ -93,7 +101,7 @@ fn the_app_registers_everything_once() {
         ]
     );
     assert!(["lists", "list_members", "notes"].iter().all(|t| app.is_synced(t)));
-    assert_eq!(app.sync_rules().rules.len(), 2);
+    assert_eq!(app.sync_rules().rules.len(), 3);
 }
 
 #[test]

@@ -13,6 +13,7 @@ use example_notes::rules::Shared;
 use example_notes::{List, Note};
 
 use crate::support::client::notes_client;
+use crate::support::notes::accept;
 use crate::support::{TestDb, TestServer};
 
 async fn note(client: &Client, id: &str) -> Option<Note> {
@@ -35,6 +36,9 @@ async fn two_shared_lists(url: &str) {
         alice.mutate::<share_list>(args).await.unwrap();
     }
     alice.sync().await.unwrap();
+    for list in ["l1", "l2"] {
+        accept(url, "bob", list).await;
+    }
     let bob = notes_client(url, "bob", StoreLocation::Memory, |b| b.background(false)).await;
     bob.mutate::<create_list>(CreateList { id: Some("b1".into()), title: "mine".into() }).await.unwrap();
     let args = AddNote { id: Some("nb".into()), list_id: "b1".into(), title: "nb".into() };

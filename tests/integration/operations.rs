@@ -92,6 +92,8 @@ async fn rejected_and_forbidden_mutations_are_logged_with_actor_mutator_and_code
     ];
     let statuses = push(&storage, "alice", 1, setup).await;
     assert_eq!(statuses, [MutationStatus::Applied, MutationStatus::Applied, MutationStatus::Rejected]);
+    let accepted = vec![mutation(1, "accept_list", json!({"list_id": "l1"}))];
+    assert_eq!(push(&storage, "bob", 3, accepted).await, [MutationStatus::Applied]);
     let sneaky = vec![mutation(1, "share_list", json!({"list_id": "l1", "user_id": "mallory", "role": "editor"}))];
     assert_eq!(push(&storage, "bob", 2, sneaky).await, [MutationStatus::Rejected]);
 

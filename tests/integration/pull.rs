@@ -82,9 +82,9 @@ fn alices_lists(lists: u32, notes: u32) -> String {
         "INSERT INTO lists (id, owner_id, title, archived)
            WITH RECURSIVE s(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM s WHERE i < {lists})
            SELECT 'l' || i, 'alice', 'list ' || i, false FROM s;
-         INSERT INTO list_members (list_id, user_id, owner_id, role)
+         INSERT INTO list_members (list_id, user_id, owner_id, role, accepted, invited_by, title)
            WITH RECURSIVE s(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM s WHERE i < {lists})
-           SELECT 'l' || i, 'alice', 'alice', 'owner' FROM s;
+           SELECT 'l' || i, 'alice', 'alice', 'owner', true, 'alice', 't' FROM s;
          INSERT INTO notes (id, owner_id, list_id, title, done, position)
            WITH RECURSIVE s(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM s WHERE i < {notes})
            SELECT 'n' || i, 'alice', 'l' || (i % {lists} + 1), 'note ' || i, false, i FROM s;"
@@ -97,8 +97,8 @@ async fn seed(db: &TestDb, storage: &Arc<dyn Storage>) {
         db,
         storage,
         "INSERT INTO lists (id, owner_id, title, archived) VALUES ('l1', 'alice', 'alice list', false), ('l2', 'bob', 'bob list', false), ('l3', 'carol', 'carol list', false);
-         INSERT INTO list_members (list_id, user_id, owner_id, role) VALUES ('l1', 'alice', 'alice', 'owner'), ('l2', 'bob', 'bob', 'owner'),
-                                         ('l2', 'alice', 'bob', 'editor'), ('l3', 'carol', 'carol', 'owner');
+         INSERT INTO list_members (list_id, user_id, owner_id, role, accepted, invited_by, title) VALUES ('l1', 'alice', 'alice', 'owner', true, 'x', 't'), ('l2', 'bob', 'bob', 'owner', true, 'x', 't'),
+                                         ('l2', 'alice', 'bob', 'editor', true, 'x', 't'), ('l3', 'carol', 'carol', 'owner', true, 'x', 't');
          INSERT INTO notes (id, owner_id, list_id, title, done, position) VALUES
            ('n1', 'alice', 'l1', 'alice in l1', false, 1),
            ('n2', 'bob', 'l2', 'bob in l2', false, 2),
@@ -206,8 +206,9 @@ async fn a_first_sync_tells_how_far_it_has_got_on_every_page_but_its_last() {
     let (last, rest) = pages.split_last().unwrap();
     assert!(last.progress.is_none(), "the last page has no more to tell");
     let progress: Vec<_> = rest.iter().map(|p| p.progress.expect("a page with more tells its progress")).collect();
-    // `own/alice` walks lists and memberships; each `shared/…` lists, memberships and notes.
-    assert!(progress.iter().all(|p| p.total == 2 + 40 * 3), "{progress:?}");
+    // `invitations/alice` walks memberships, `own/alice` lists and memberships, each `shared/…`
+    // lists, memberships and notes.
+    assert!(progress.iter().all(|p| p.total == 1 + 2 + 40 * 3), "{progress:?}");
     assert!(progress.windows(2).all(|w| w[0].done <= w[1].done), "it never goes back: {progress:?}");
     assert!(progress.iter().any(|p| p.done > 0 && p.done < p.total), "{progress:?}");
     // Caught up, a pull has nothing to tell.
@@ -304,7 +305,7 @@ async fn granting_membership_back_fills_the_bucket_and_revoking_it_removes_it() 
     exec(
         &db,
         &storage,
-        "INSERT INTO list_members (list_id, user_id, owner_id, role) VALUES ('l1', 'carol', 'alice', 'viewer')",
+        "INSERT INTO list_members (list_id, user_id, owner_id, role, accepted, invited_by, title) VALUES ('l1', 'carol', 'alice', 'viewer', true, 'x', 't')",
     )
     .await;
     let granted = pull(&storage, "carol", Some(&carol.cursor)).await;
@@ -325,7 +326,7 @@ async fn a_repeated_pull_returns_the_same_data() {
     let storage = db.notes().await;
     seed(&db, &storage).await;
     let first = pull(&storage, "alice", None).await;
-    exec(&db, &storage, "UPDATE notes SET title = 'again' WHERE id = 'n1'; INSERT INTO list_members (list_id, user_id, owner_id, role) VALUES ('l3', 'alice', 'carol', 'viewer')").await;
+    exec(&db, &storage, "UPDATE notes SET title = 'again' WHERE id = 'n1'; INSERT INTO list_members (list_id, user_id, owner_id, role, accepted, invited_by, title) VALUES ('l3', 'alice', 'carol', 'viewer', true, 'x', 't')").await;
     let mut a = pull_with(&storage, "alice", Some(&first.cursor), None, Some(3)).await;
     let mut b = pull_with(&storage, "alice", Some(&first.cursor), None, Some(3)).await;
     assert!(b.server_hlc > a.server_hlc, "the server's clock only moves on");
@@ -500,7 +501,7 @@ async fn a_cursor_stays_small_however_many_buckets_and_every_instance_reads_it()
         let list = format!("{long}-{i:03}");
         sql.push_str(&format!(
             "INSERT INTO lists (id, owner_id, title, archived) VALUES ('{list}', 'bob', 't', false);
-             INSERT INTO list_members (list_id, user_id, owner_id, role) VALUES ('{list}', 'alice', 'bob', 'editor');
+             INSERT INTO list_members (list_id, user_id, owner_id, role, accepted, invited_by, title) VALUES ('{list}', 'alice', 'bob', 'editor', true, 'x', 't');
              INSERT INTO notes (id, owner_id, list_id, title, done, position) VALUES ('n{i}', 'bob', '{list}', 't', false, {i});"
         ));
     }
@@ -545,7 +546,7 @@ async fn a_page_ends_early_when_its_rows_fill_the_byte_budget() {
         &storage,
         &format!(
             "INSERT INTO lists (id, owner_id, title, archived) VALUES ('l1', 'alice', 'l', false);
-             INSERT INTO list_members (list_id, user_id, owner_id, role) VALUES ('l1', 'alice', 'alice', 'owner');
+             INSERT INTO list_members (list_id, user_id, owner_id, role, accepted, invited_by, title) VALUES ('l1', 'alice', 'alice', 'owner', true, 'x', 't');
              INSERT INTO notes (id, owner_id, list_id, title, done, position) VALUES {}",
             (1..=60).map(|i| format!("('n{i:03}', 'alice', 'l1', '{big}', false, {i})")).collect::<Vec<_>>().join(", ")
         ),
@@ -677,7 +678,7 @@ async fn a_changed_rule_resyncs_its_buckets_and_leaves_the_others() {
         &db,
         &v1,
         "INSERT INTO lists (id, owner_id, title, archived) VALUES ('l1', 'alice', 'alice list', false), ('l2', 'bob', 'bob list', false);
-         INSERT INTO list_members (list_id, user_id, owner_id, role) VALUES ('l2', 'bob', 'bob', 'owner'), ('l2', 'alice', 'bob', 'editor');
+         INSERT INTO list_members (list_id, user_id, owner_id, role, accepted, invited_by, title) VALUES ('l2', 'bob', 'bob', 'owner', true, 'x', 't'), ('l2', 'alice', 'bob', 'editor', true, 'x', 't');
          INSERT INTO notes (id, owner_id, list_id, title, done, position) VALUES
            ('n1', 'alice', 'l1', 'open', false, 1), ('n2', 'alice', 'l1', 'done', true, 2),
            ('n3', 'bob', 'l2', 'bob''s', false, 3), ('n4', 'alice', 'l2', 'done in l2', true, 4);",

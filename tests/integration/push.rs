@@ -30,8 +30,16 @@ mod raw {
     pub(super) async fn join_list(ctx: &mut MutatorCtx<'_>, args: Target) -> Result<Outcome> {
         let user = ctx.actor().user_id.clone();
         let owner = args.owner_id.unwrap_or_else(|| ctx.actor().owner_id.clone());
-        ctx.insert(&ListMember { list_id: args.list_id, user_id: user, owner_id: owner, role: "editor".into() })
-            .await?;
+        let member = ListMember {
+            list_id: args.list_id,
+            user_id: user.clone(),
+            owner_id: owner,
+            role: "editor".into(),
+            accepted: true,
+            invited_by: user,
+            title: String::new(),
+        };
+        ctx.insert(&member).await?;
         Ok(Outcome::new())
     }
 
@@ -109,9 +117,12 @@ mod raw {
             .await?;
         ctx.insert(&ListMember {
             list_id: "three-list".into(),
-            user_id: user,
+            user_id: user.clone(),
             owner_id: me.clone(),
             role: "owner".into(),
+            accepted: true,
+            invited_by: user,
+            title: "three".into(),
         })
         .await?;
         let note = Note {
@@ -133,7 +144,7 @@ mod raw {
         use example_notes::mutators::*;
         engine::app! {
             tables: [List, ListMember, Note],
-            mutators: [create_list, share_list, unshare_list, leave_list, add_note, update_note, edit_note_body, move_note,
+            mutators: [create_list, share_list, accept_list, unshare_list, leave_list, add_note, update_note, edit_note_body, move_note,
                        delete_note, purge_note, join_list, inject_note, force_move, three_writes, force_rename, promote_self,
                        drop_member],
             sync_rules: example_notes::rules,
@@ -213,6 +224,7 @@ async fn seed(storage: &Arc<dyn Storage>) {
     let shared =
         one(storage, "alice", "share_list", json!({"list_id": "a1", "user_id": "bob", "role": "editor"})).await;
     assert_eq!(shared.status, MutationStatus::Applied, "{shared:?}");
+    assert_eq!(one(storage, "bob", "accept_list", json!({"list_id": "a1"})).await.status, MutationStatus::Applied);
     assert_eq!(
         one(storage, "alice", "add_note", json!({"id": "an1", "list_id": "a1", "title": "milk"})).await.status,
         MutationStatus::Applied
@@ -432,6 +444,7 @@ async fn a_viewer_reads_but_writes_nothing_and_only_the_owner_changes_the_list()
     let shared =
         one(&storage, "alice", "share_list", json!({"list_id": "a1", "user_id": "vic", "role": "viewer"})).await;
     assert_eq!(shared.status, MutationStatus::Applied, "{shared:?}");
+    assert_eq!(one(&storage, "vic", "accept_list", json!({"list_id": "a1"})).await.status, MutationStatus::Applied);
     let update = engine::crdt::update_to_base64(CrdtText::new().insert(0, "x").unwrap().as_bytes());
     let attempts = [
         ("add_note", json!({"list_id": "a1", "title": "sneaky"})),
@@ -475,6 +488,7 @@ async fn a_member_leaves_a_list_but_removes_no_one_else_nor_raises_its_role() {
     for (i, (user, role)) in [("bob", "editor"), ("vic", "viewer")].into_iter().enumerate() {
         let share = json!({"list_id": "a1", "user_id": user, "role": role});
         applied(&push(&server, "alice", 2 + i as u64, "share_list", share).await);
+        crate::support::notes::accept(&server.url(""), user, "a1").await;
     }
     forbidden(&push(&server, "vic", 1, "drop_member", json!({"list_id": "a1", "user_id": "bob"})).await, &[]);
     forbidden(&push(&server, "vic", 2, "drop_member", json!({"list_id": "a1", "user_id": "alice"})).await, &[]);

@@ -11,6 +11,7 @@ use tokio::sync::watch;
 
 use crate::support::balancer::Balancer;
 use crate::support::client::{eventually, notes_client};
+use crate::support::notes::accept;
 use crate::support::process::{ServerProcess, free_port};
 use crate::support::ws::{Auth, Ws};
 use crate::support::{TestDb, TestServer, postgres_only};
@@ -80,6 +81,7 @@ async fn a_rolling_restart_loses_nothing_applies_nothing_twice_and_every_client_
     alice.mutate::<create_list>(CreateList { id: Some("shared".into()), title: "shared".into() }).await.unwrap();
     let share = ShareList { list_id: "shared".into(), user_id: "bob".into(), role: ShareRole::Editor };
     alice.mutate::<share_list>(share).await.unwrap();
+    accept(&url, "bob", "shared").await;
     carol.mutate::<create_list>(CreateList { id: Some("own".into()), title: "carol's".into() }).await.unwrap();
     eventually(CONVERGE, "bob holds the shared list", || async {
         bob.get::<List>(&"shared".to_owned()).await.unwrap().is_some()
@@ -191,6 +193,7 @@ async fn a_client_follows_a_restart_to_another_instance_at_once() {
     alice.mutate::<create_list>(CreateList { id: Some("shared".into()), title: "shared".into() }).await.unwrap();
     let share = ShareList { list_id: "shared".into(), user_id: "bob".into(), role: ShareRole::Editor };
     alice.mutate::<share_list>(share).await.unwrap();
+    accept(&url, "bob", "shared").await;
     eventually(CONVERGE, "alice's outbox drains", || async { alice.status().pending == 0 }).await;
     eventually(CONVERGE, "alice's stream is up", || async { alice.status().connected }).await;
 

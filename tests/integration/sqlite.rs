@@ -221,6 +221,7 @@ async fn raw_membership_sql_is_refused_on_sqlite() {
         json!({"sql": "SELECT list_id FROM list_members WHERE user_id = $user_id", "reads": ["list_members"]});
     shared["write"] = json!({});
     shared["leave"] = json!(false);
+    shared["invite"] = json!(null);
     let app = engine::contract::app_from_contract(&doc).unwrap();
     let path = engine::storage::sqlite_path(&scratch.url()).unwrap();
     let err = engine::storage::sqlite(path).connect(std::sync::Arc::new(app)).await.unwrap_err().to_string();

@@ -9,6 +9,7 @@ use serde_json::{Value, json};
 use tokio_tungstenite::tungstenite::Message;
 
 use crate::support::nats::NatsServer;
+use crate::support::notes::accept;
 use crate::support::partition::Partition;
 use crate::support::process::ServerProcess;
 use crate::support::ws::{Auth, Ws};
@@ -77,12 +78,16 @@ async fn a_socket_authenticates_by_header_subprotocol_or_first_frame() {
     by_frame.send(json!({"type": "auth", "token": token})).await;
     for socket in [&mut by_header, &mut by_protocol, &mut by_frame] {
         let mut buckets: Vec<String> = Vec::new();
-        for _ in 0..2 {
+        for _ in 0..3 {
             let state = socket.expect("presence_state", SECOND).await;
             buckets.push(state["bucket"].as_str().unwrap().to_owned());
         }
         buckets.sort();
-        assert_eq!(buckets, ["own/alice", "shared/l1"], "presence_state of every bucket after connecting");
+        assert_eq!(
+            buckets,
+            ["invitations/alice", "own/alice", "shared/l1"],
+            "presence_state of every bucket after connecting"
+        );
     }
     assert_eq!(Ws::connect(server.addr, Auth::Header("bad")).await.err(), Some(401));
     assert_eq!(Ws::connect(server.addr, Auth::Subprotocol("bad")).await.err(), Some(401));
@@ -134,12 +139,13 @@ async fn membership_granted_and_revoked_while_connected_moves_the_bucket_set() {
     carol.drain(Duration::from_millis(300)).await;
     push(&base(&server), "alice", &[(2, "share_list", json!({"list_id": "l1", "user_id": "carol", "role": "viewer"}))])
         .await;
+    accept(&base(&server), "carol", "l1").await;
     carol.expect("buckets_changed", 2 * SECOND).await;
     let state = carol.expect("presence_state", SECOND).await;
     assert_eq!(state["bucket"], "shared/l1", "the new bucket's presence");
     push(&base(&server), "alice", &[(3, "add_note", json!({"id": "n1", "list_id": "l1", "title": "for carol"}))]).await;
-    let ping = carol.expect("ping", 2 * SECOND).await;
-    assert_eq!(ping["bucket"], "shared/l1");
+    // Past the pings of `invitations/carol`, which the share and its acceptance changed.
+    while carol.expect("ping", 2 * SECOND).await["bucket"] != "shared/l1" {}
     push(&base(&server), "alice", &[(4, "unshare_list", json!({"list_id": "l1", "user_id": "carol"}))]).await;
     carol.expect("buckets_changed", 2 * SECOND).await;
     push(&base(&server), "alice", &[(5, "add_note", json!({"id": "n2", "list_id": "l1", "title": "not for carol"}))])
@@ -184,6 +190,7 @@ async fn a_new_member_gets_the_rows_of_the_share_without_a_later_write() {
     sqlx::query("SELECT pg_current_xact_id()").execute(&mut *blocker).await.unwrap();
     push(&base(&server), "alice", &[(2, "share_list", json!({"list_id": "l1", "user_id": "carol", "role": "viewer"}))])
         .await;
+    accept(&base(&server), "carol", "l1").await;
     carol.expect("buckets_changed", 2 * SECOND).await;
     let (lists, cursor) = pull_rows(&base(&server), "carol", None, "lists").await;
     assert_eq!(lists.len(), 1, "the list, written before the horizon, is back-filled: {lists:?}");
@@ -193,9 +200,9 @@ async fn a_new_member_gets_the_rows_of_the_share_without_a_later_write() {
         "the share's own row is above the horizon while the other transaction runs: {members:?}"
     );
     blocker.commit().await.unwrap();
-    // No later write: the ping held for the share's transaction reaches the new member.
-    let ping = carol.expect("ping", 5 * SECOND).await;
-    assert_eq!(ping["bucket"], "shared/l1");
+    // No later write: the ping held for the acceptance's transaction reaches the new member
+    // (past those of `invitations/carol`, which the share and the acceptance changed).
+    while carol.expect("ping", 5 * SECOND).await["bucket"] != "shared/l1" {}
     let (members, _) = pull_rows(&base(&server), "carol", Some(&cursor), "list_members").await;
     assert!(members.iter().any(|m| m["user_id"] == "carol"), "the share's own row arrives: {members:?}");
 }
@@ -321,6 +328,7 @@ async fn presence_state_and_diffs_carry_one_meta_per_connection() {
         ],
     )
     .await;
+    accept(&base(&server), "bob", "l1").await;
     let (alice_token, bob_token) = (TestServer::token("alice"), TestServer::token("bob"));
     let mut alice_a = Ws::connect(server.addr, Auth::Header(&alice_token)).await.unwrap();
     let mut alice_b = Ws::connect(server.addr, Auth::Header(&alice_token)).await.unwrap();
@@ -388,6 +396,7 @@ async fn three_then_one_killed(db: &TestDb, env: &[(&str, String)]) -> Survivors
         ],
     )
     .await;
+    accept(&process_url(&a), "bob", "l1").await;
     let (alice, bob) = (TestServer::token("alice"), TestServer::token("bob"));
     let mut on_c = Ws::connect(c.addr, Auth::Header(&bob)).await.unwrap();
     let mut on_b = Ws::connect(b.addr, Auth::Header(&bob)).await.unwrap();
@@ -501,6 +510,7 @@ async fn nats_realtime_serves_a_server_on_either_store() {
         (2, "share_list", json!({"list_id": "l1", "user_id": "bob", "role": "editor"})),
     ];
     push(&base(&server), "alice", &create).await;
+    accept(&base(&server), "bob", "l1").await;
     let (alice, bob) = (TestServer::token("alice"), TestServer::token("bob"));
     let mut on_bob = Ws::connect(server.addr, Auth::Header(&bob)).await.unwrap();
     on_bob.drain(Duration::from_millis(300)).await;
@@ -584,6 +594,7 @@ async fn share_with_carol(server: &TestServer) {
         (2, "share_list", json!({"list_id": "l1", "user_id": "carol", "role": "viewer"})),
     ];
     push(&base(server), "alice", &mutations).await;
+    accept(&base(server), "carol", "l1").await;
 }
 
 fn flood_limits() -> StreamLimits {
@@ -701,7 +712,8 @@ async fn a_fresh_token_with_other_claims_moves_the_subscription() {
     let server = TestServer::start(&db, |b| b).await;
     let token = TestServer::token("alice");
     let mut socket = Ws::connect(server.addr, Auth::Header(&token)).await.unwrap();
-    assert_eq!(socket.expect("presence_state", SECOND).await["bucket"], "own/alice");
+    // Past `invitations/alice`, a bucket of the same user id.
+    while socket.expect("presence_state", SECOND).await["bucket"] != "own/alice" {}
     let other_owner =
         engine::auth::issue_bearer_token("alice", "acme", crate::support::server::SECRET, Duration::from_secs(600))
             .unwrap();
@@ -770,7 +782,7 @@ async fn a_token_expiring_in_a_distant_future_serves_a_socket() {
     let server = TestServer::start(&db, |b| b).await;
     let distant = token_for("alice", 1 << 63);
     let mut socket = Ws::connect(server.addr, Auth::Header(&distant)).await.unwrap();
-    assert_eq!(socket.expect("presence_state", 2 * SECOND).await["bucket"], "own/alice");
+    while socket.expect("presence_state", 2 * SECOND).await["bucket"] != "own/alice" {}
     push(&base(&server), "alice", &[(1, "create_list", json!({"id": "l1", "title": "t"}))]).await;
     assert_eq!(socket.expect("ping", 2 * SECOND).await["bucket"], "own/alice");
 }

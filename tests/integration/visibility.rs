@@ -52,6 +52,11 @@ fn op() -> impl Strategy<Value = Op> {
         }),
         (user.clone(), list.clone()).prop_map(|(user, list)| Op {
             user,
+            name: "accept_list",
+            args: json!({"list_id": list})
+        }),
+        (user.clone(), list.clone()).prop_map(|(user, list)| Op {
+            user,
             name: "leave_list",
             args: json!({"list_id": list})
         }),

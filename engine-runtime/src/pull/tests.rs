@@ -268,7 +268,7 @@ fn an_incremental_pull_of_many_buckets_delivers_what_changed_in_them() {
         for l in 0..80 {
             seed.push_str(&format!(
                 "INSERT INTO lists (id, owner_id, title, archived) VALUES ('l{l}', 'o', 't', false);
-                 INSERT INTO list_members (list_id, user_id, owner_id, role) VALUES ('l{l}', 'carol', 'o', 'viewer');"
+                 INSERT INTO list_members (list_id, user_id, owner_id, role, accepted, invited_by, title) VALUES ('l{l}', 'carol', 'o', 'viewer', true, 'x', 't');"
             ));
             for n in 0..3 {
                 seed.push_str(&format!(

@@ -536,6 +536,9 @@ fn a_required_row_is_confirmed_before_the_mutation_writes() {
             user_id: "erin".into(),
             owner_id: "alice".into(),
             role: "viewer".into(),
+            accepted: true,
+            invited_by: "alice".into(),
+            title: "l".into(),
         };
         ctx.insert(&member).await.unwrap();
         match ctx

@@ -1,5 +1,5 @@
-//! The app's background jobs: `share_list` enqueues `list_shared` when it adds a member, to run
-//! once the share commits. A real app would send a mail or a push notification here; the
+//! The app's background jobs: `share_list` enqueues `list_shared` when it invites a member, to
+//! run once the share commits. A real app would send a mail or a push notification here; the
 //! quickstart logs it.
 
 /// The name of the job that tells a user a list was shared with them.
@@ -12,7 +12,7 @@ pub const LIST_SHARED: &str = "list_shared";
 pub struct ListShared {
     /// The list shared.
     pub list_id: String,
-    /// The new member.
+    /// The member invited.
     pub user_id: String,
     /// Who shared it.
     pub shared_by: String,

@@ -3,14 +3,16 @@
 //! against.
 //!
 //! - Tables: [`List`], [`ListMember`], [`Note`].
-//! - Sync rules ([`rules`]): `own` (the lists the actor owns and their memberships) and
-//!   `shared` (every list the actor is a member of, with its notes and members). Notes lie only
+//! - Sync rules ([`rules`]): `invitations` (the actor's memberships it has not accepted yet),
+//!   `own` (the lists the actor owns and their memberships) and `shared` (every list the actor
+//!   is an accepted member of, with its notes and members). A share is an invitation: the list
+//!   reaches its member once the member accepts it (`accept_list`). Notes lie only
 //!   in their list's bucket, so a member removed from a list stops receiving its notes. The
 //!   roles are the engine's to enforce: `owner` and `editor` members may write notes, only the
 //!   owner may change the list or its memberships (share, unshare, archive), a `viewer` reads.
 //!   Any member but the owner may leave a list (`leave`).
-//! - Mutators ([`mutators`]): `create_list`, `rename_list`, `share_list`, `unshare_list`,
-//!   `leave_list`, `add_note`, `update_note`, `edit_note_body`, `set_note_image`, `move_note`,
+//! - Mutators ([`mutators`]): `create_list`, `rename_list`, `share_list`, `accept_list`,
+//!   `unshare_list`, `leave_list`, `add_note`, `update_note`, `edit_note_body`, `set_note_image`, `move_note`,
 //!   `delete_note`, `purge_note`.
 //! - Blobs ([`blobs`]): a note's image is a blob (`docs/protocol.md#blobs`), which whoever can
 //!   read the note may download; a member removed from the list loses it with the note.
@@ -47,6 +49,14 @@ pub struct ListMember {
     pub owner_id: String,
     /// `owner`, `editor` or `viewer`.
     pub role: String,
+    /// Whether the member accepted the share: a share is an invitation, which grants the list
+    /// once its member accepts it (`accept_list`). The owner's own membership is accepted.
+    pub accepted: bool,
+    /// The user id of who shared the list (the owner's own, for the owner's membership).
+    pub invited_by: String,
+    /// The list's title when it was shared: what an invitee reads of the list before it
+    /// accepts (it reads the list itself once it has).
+    pub title: String,
 }
 
 /// A note in a list; its body is collaborative text.
@@ -75,6 +85,20 @@ pub struct Note {
 pub mod rules {
     use super::{List, ListMember, Note};
 
+    /// The actor's pending invitations: its memberships not yet accepted, with the list's title
+    /// and who shared it. The owner of a list puts an invitation here through `Shared`'s owner
+    /// role; accepting moves it to the list's `Shared` bucket. Accepted memberships are not
+    /// here, so writes to the actor's lists do not ping it.
+    #[bucket(
+        data(ListMember::user_id == bucket.user_id && ListMember::accepted == false),
+        accept(open(Shared)),
+    )]
+    #[derive(Debug, Clone, PartialEq, Eq, Hash)]
+    pub struct Invitations {
+        #[param(actor.user_id)]
+        pub user_id: String,
+    }
+
     /// The lists the actor owns and the memberships of its lists. The owner writes its lists
     /// here; memberships only through `Shared`'s owner role.
     #[bucket(data(List::owner_id == bucket.owner_id, ListMember::owner_id == bucket.owner_id), write(List))]
@@ -87,7 +111,10 @@ pub mod rules {
     /// Every list the actor is a member of: the list, its notes and its members. Owners and
     /// editors write notes; only the owner changes the list and its memberships. A member may
     /// delete its own membership and nothing else of it (`leave`): it cannot raise its own role.
-    /// A list is its `lists` row: nobody is shared a list that has none.
+    /// A share is an invitation (`invite`): it grants nothing (no rows, pings or writes, no part
+    /// of the bucket bound) until its member accepts it, the one change of its membership the
+    /// member may make; deleting it declines. A list is its `lists` row: nobody is shared a list
+    /// that has none.
     #[bucket(
         membership(ListMember::user_id == actor.user_id),
         data(
@@ -101,6 +128,7 @@ pub mod rules {
             ListMember: ListMember::role == "owner",
         ),
         leave,
+        invite(ListMember::accepted),
         anchor(List::id == bucket.list_id),
     )]
     #[derive(Debug, Clone, PartialEq, Eq, Hash)]
@@ -120,7 +148,12 @@ pub fn store_limits() -> engine::server::storage::StoreLimits {
         .table_row_bytes("lists", 4 * 1024)
         .table_row_bytes("list_members", 2 * 1024)
         .table_row_bytes("notes", 64 * 1024)
+        .pending_invitations(PENDING_INVITATIONS)
 }
+
+/// The most shares one user has not yet accepted or declined: past it, sharing another list with
+/// them is refused, so strangers cannot fill a user's invitations without bound.
+pub const PENDING_INVITATIONS: usize = 50;
 
 /// The presence the notes app serves with: a connection silent for 6 s leaves, not after the
 /// engine's 30 s, so a member whose network is gone leaves the others' "here" list within
@@ -152,6 +185,7 @@ pub fn app() -> engine::App {
             create_list,
             rename_list,
             share_list,
+            accept_list,
             unshare_list,
             leave_list,
             add_note,

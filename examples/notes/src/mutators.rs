@@ -58,8 +58,18 @@ pub async fn create_list(ctx: &mut MutatorCtx<'_>, args: CreateList) -> Result<O
     let (id, outcome) = resolve_id(ctx, args.id);
     let owner_id = ctx.actor().owner_id.clone();
     let user_id = ctx.actor().user_id.clone();
-    ctx.insert(&List { id: id.clone(), owner_id: owner_id.clone(), title: args.title, archived: false }).await?;
-    ctx.insert(&ListMember { list_id: id, user_id, owner_id, role: OWNER_ROLE.to_owned() }).await?;
+    let list = List { id: id.clone(), owner_id: owner_id.clone(), title: args.title.clone(), archived: false };
+    ctx.insert(&list).await?;
+    let member = ListMember {
+        list_id: id,
+        user_id: user_id.clone(),
+        owner_id,
+        role: OWNER_ROLE.to_owned(),
+        accepted: true,
+        invited_by: user_id,
+        title: args.title,
+    };
+    ctx.insert(&member).await?;
     Ok(outcome)
 }
 
@@ -98,7 +108,8 @@ pub struct ShareList {
     pub role: ShareRole,
 }
 
-/// Share a list with a user, or change their role. Only the list's owner may.
+/// Share a list with a user, or change their role. Only the list's owner may. A new share is
+/// an invitation: the list reaches the user once they accept it (`accept_list`).
 #[engine::mutator]
 pub async fn share_list(ctx: &mut MutatorCtx<'_>, args: ShareList) -> Result<Outcome> {
     let list = owned_list(ctx, &args.list_id, "share").await?;
@@ -121,11 +132,37 @@ pub async fn share_list(ctx: &mut MutatorCtx<'_>, args: ShareList) -> Result<Out
                 user_id: args.user_id,
                 owner_id: list.owner_id,
                 role: args.role.as_str().to_owned(),
+                accepted: false,
+                invited_by: ctx.actor().user_id.clone(),
+                title: list.title,
             };
             ctx.insert(&member).await?;
             // The new member hears of it once the share commits (a background job).
             ctx.enqueue(crate::jobs::LIST_SHARED, &shared).await?;
         }
+    }
+    Ok(Outcome::new().server_id(args.list_id))
+}
+
+/// Arguments of `accept_list`.
+#[engine::args]
+#[derive(Debug, Clone)]
+pub struct AcceptList {
+    pub list_id: String,
+}
+
+/// Accept the actor's invitation to a list: the list, its notes and its members reach the actor
+/// from then on. Declining is `leave_list`.
+#[engine::mutator]
+pub async fn accept_list(ctx: &mut MutatorCtx<'_>, args: AcceptList) -> Result<Outcome> {
+    let key = (args.list_id.clone(), ctx.actor().user_id.clone());
+    match ctx.get::<ListMember>(&key).await? {
+        // Accepting twice (a retry from another device) changes nothing.
+        Some(member) if member.accepted => {}
+        Some(_) => {
+            ctx.update::<ListMember>(&key, [ListMember::accepted.set(true)]).await?;
+        }
+        None => return Err(Error::mutator_failed("you are not invited to the list")),
     }
     Ok(Outcome::new().server_id(args.list_id))
 }
@@ -162,8 +199,9 @@ pub struct LeaveList {
     pub list_id: String,
 }
 
-/// Take the actor's own membership of a list away. The owner may not: a list always has its
-/// owner's membership (the rules' `leave` would let the owner delete it, this mutator does not).
+/// Take the actor's own membership of a list away: leaving it or, before accepting, declining
+/// the invitation. The owner may not: a list always has its owner's membership (the rules'
+/// `leave` would let the owner delete it, this mutator does not).
 #[engine::mutator]
 pub async fn leave_list(ctx: &mut MutatorCtx<'_>, args: LeaveList) -> Result<Outcome> {
     let key = (args.list_id.clone(), ctx.actor().user_id.clone());

@@ -164,6 +164,9 @@ CREATE TABLE IF NOT EXISTS "list_members" (
   "user_id" text NOT NULL,
   "owner_id" text NOT NULL,
   "role" text NOT NULL,
+  "accepted" bool NOT NULL,
+  "invited_by" text NOT NULL,
+  "title" text NOT NULL,
   PRIMARY KEY ("list_id", "user_id")
 );
 
@@ -174,6 +177,12 @@ ALTER TABLE "list_members" ADD COLUMN IF NOT EXISTS "user_id" text NOT NULL;
 ALTER TABLE "list_members" ADD COLUMN IF NOT EXISTS "owner_id" text NOT NULL;
 
 ALTER TABLE "list_members" ADD COLUMN IF NOT EXISTS "role" text NOT NULL;
+
+ALTER TABLE "list_members" ADD COLUMN IF NOT EXISTS "accepted" bool NOT NULL;
+
+ALTER TABLE "list_members" ADD COLUMN IF NOT EXISTS "invited_by" text NOT NULL;
+
+ALTER TABLE "list_members" ADD COLUMN IF NOT EXISTS "title" text NOT NULL;
 
 ALTER TABLE "list_members" ADD COLUMN IF NOT EXISTS _engine_xid xid8 NOT NULL DEFAULT pg_current_xact_id();
 
@@ -189,12 +198,14 @@ BEGIN
   END IF;
   IF true THEN
     old_keys := array_remove(ARRAY[
+      CASE WHEN OLD."user_id" IS NOT NULL AND OLD."accepted" = false THEN _engine_bucket_key('invitations', ARRAY[OLD."user_id"::text]) END,
       CASE WHEN OLD."owner_id" IS NOT NULL THEN _engine_bucket_key('own', ARRAY[OLD."owner_id"::text]) END,
       CASE WHEN OLD."list_id" IS NOT NULL THEN _engine_bucket_key('shared', ARRAY[OLD."list_id"::text]) END
     ]::text[], NULL);
   END IF;
   IF TG_OP = 'UPDATE' AND true AND OLD."list_id" IS NOT DISTINCT FROM NEW."list_id" AND OLD."user_id" IS NOT DISTINCT FROM NEW."user_id" THEN
     new_keys := array_remove(ARRAY[
+      CASE WHEN NEW."user_id" IS NOT NULL AND NEW."accepted" = false THEN _engine_bucket_key('invitations', ARRAY[NEW."user_id"::text]) END,
       CASE WHEN NEW."owner_id" IS NOT NULL THEN _engine_bucket_key('own', ARRAY[NEW."owner_id"::text]) END,
       CASE WHEN NEW."list_id" IS NOT NULL THEN _engine_bucket_key('shared', ARRAY[NEW."list_id"::text]) END
     ]::text[], NULL);
@@ -212,6 +223,8 @@ CREATE OR REPLACE TRIGGER _engine_stamp BEFORE INSERT OR UPDATE ON "list_members
 CREATE OR REPLACE TRIGGER _engine_tombstone AFTER UPDATE OR DELETE ON "list_members" FOR EACH ROW EXECUTE FUNCTION "_engine_track_list_members"();
 
 CREATE INDEX IF NOT EXISTS "_engine_list_members_xid" ON "list_members" (_engine_xid, "list_id" COLLATE "C", "user_id" COLLATE "C");
+
+CREATE INDEX IF NOT EXISTS "_engine_list_members_scope_user_id" ON "list_members" ("user_id", _engine_xid, "list_id" COLLATE "C", "user_id" COLLATE "C");
 
 CREATE INDEX IF NOT EXISTS "_engine_list_members_scope_owner_id" ON "list_members" ("owner_id", _engine_xid, "list_id" COLLATE "C", "user_id" COLLATE "C");
 
@@ -346,7 +359,7 @@ CREATE INDEX IF NOT EXISTS "_engine_notes_xid" ON "notes" (_engine_xid, "id" COL
 
 CREATE INDEX IF NOT EXISTS "_engine_notes_scope_list_id" ON "notes" ("list_id", _engine_xid, "id" COLLATE "C");
 
-CREATE INDEX IF NOT EXISTS "_engine_list_members_member_user_id" ON "list_members" ("user_id");
+CREATE INDEX IF NOT EXISTS "_engine_list_members_member_user_id_accepted" ON "list_members" ("user_id", "accepted");
 
 CREATE TABLE IF NOT EXISTS _engine_blob_refs (
   table_name text NOT NULL,

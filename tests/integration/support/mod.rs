@@ -8,6 +8,7 @@ pub(crate) mod db;
 pub(crate) mod logs;
 pub(crate) mod nats;
 pub(crate) mod no_upgrade;
+pub(crate) mod notes;
 pub(crate) mod partition;
 pub(crate) mod process;
 pub(crate) mod proxy;

@@ -208,7 +208,7 @@ async fn a_file_whose_bucket_sets_have_no_owner_gains_the_columns_and_serves_pul
             .execute(&mut conn)
             .await
             .unwrap();
-        sqlx::query("INSERT INTO list_members (list_id, user_id, owner_id, role) VALUES (?, 'alice', 'bob', 'editor')")
+        sqlx::query("INSERT INTO list_members (list_id, user_id, owner_id, role, accepted, invited_by, title) VALUES (?, 'alice', 'bob', 'editor', true, 'bob', 't')")
             .bind(format!("a-list-with-a-long-enough-id-{i:03}"))
             .execute(&mut conn)
             .await
@@ -239,7 +239,7 @@ async fn two_users(path: &std::path::Path) -> (SqliteStorage, SqliteConnection) 
     let mut conn = other_program(path).await;
     sqlx::raw_sql(
         "INSERT INTO lists (id, owner_id, title, archived) VALUES ('l1', 'alice', 'Groceries', 0), ('l2', 'bob', 'Trip', 0), ('l3', 'bob', 'Secret', 0);
-         INSERT INTO list_members (list_id, user_id, owner_id, role) VALUES ('l1', 'alice', 'alice', 'owner'), ('l2', 'bob', 'bob', 'owner'), ('l2', 'alice', 'bob', 'viewer'), ('l3', 'bob', 'bob', 'owner');
+         INSERT INTO list_members (list_id, user_id, owner_id, role, accepted, invited_by, title) VALUES ('l1', 'alice', 'alice', 'owner', true, 'x', 't'), ('l2', 'bob', 'bob', 'owner', true, 'x', 't'), ('l2', 'alice', 'bob', 'viewer', true, 'x', 't'), ('l3', 'bob', 'bob', 'owner', true, 'x', 't');
          INSERT INTO notes (id, owner_id, list_id, title, done, position) VALUES
            ('a1', 'alice', 'l1', 'Milk', 0, 1), ('a2', 'alice', 'l1', 'Eggs', 1, 2),
            ('b1', 'bob', 'l2', 'Tent', 0, 1), ('b2', 'bob', 'l2', 'Map', 0, 2), ('b3', 'bob', 'l2', 'Stove', 0, 3),
@@ -344,7 +344,7 @@ async fn a_pull_from_a_cursor_brings_what_changed_and_what_left() {
         "the rows that left her bucket, and the bucket they left"
     );
     sqlx::raw_sql(
-        "INSERT INTO list_members (list_id, user_id, owner_id, role) VALUES ('l3', 'alice', 'bob', 'viewer')",
+        "INSERT INTO list_members (list_id, user_id, owner_id, role, accepted, invited_by, title) VALUES ('l3', 'alice', 'bob', 'viewer', true, 'x', 't')",
     )
     .execute(&mut conn)
     .await

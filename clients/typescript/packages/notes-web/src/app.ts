@@ -480,6 +480,9 @@ export class NotesApp {
   private readonly listPane: HTMLElement;
   private readonly refusedPane: HTMLElement;
   private readonly listItems: Keyed<List>;
+  /** The user's own pending memberships: lists shared with them, to accept or decline. */
+  private readonly invitationItems: Keyed<Member>;
+  private readonly invitations: HTMLElement;
   private readonly noteList: NoteList;
   private readonly body: NoteBody;
   private readonly images: BlobImages;
@@ -568,6 +571,14 @@ export class NotesApp {
     );
 
     const lists = el("ul", { class: "lists" });
+    const invited = el("ul", { class: "invitation-list" });
+    this.invitationItems = new Keyed(invited, (member) => this.invitationItem(member));
+    this.invitations = el(
+      "section",
+      { class: "invitations", "aria-labelledby": "invitations-heading", "data-testid": "invitations" },
+      el("h2", { id: "invitations-heading" }, "Invitations"),
+      invited,
+    );
     this.listItems = new Keyed(
       lists,
       (list) => {
@@ -662,14 +673,17 @@ export class NotesApp {
         "main",
         {},
         this.refusal,
-        el("nav", { "aria-label": "Lists" }, el("h2", { class: "visually-hidden" }, "Lists"), lists, this.newList),
+        el("nav", { "aria-label": "Lists" }, this.invitations, el("h2", { class: "visually-hidden" }, "Lists"), lists, this.newList),
         el("div", { class: "panes" }, this.empty, this.listPane, this.refusedPane),
       ),
       this.announce,
     );
 
     this.lists.subscribeChanges(() => this.renderLists());
-    this.members.subscribeChanges(() => this.renderList());
+    this.members.subscribeChanges(() => {
+      this.renderInvitations();
+      this.renderList();
+    });
     this.notes.subscribeChanges((changes) => this.notesChanged(changes));
     client.onStatus(() => this.renderStatus());
     blobs.onStatus((status) => {
@@ -890,6 +904,36 @@ export class NotesApp {
         const note = change.type === "delete" ? undefined : change.value;
         return [String(change.key), note && note.list_id === this.selected ? note : undefined];
       }),
+    );
+  }
+
+  /** The user's pending invitations: a shared list reaches them once they accept it. */
+  private renderInvitations(): void {
+    const me = this.client.actor.userId;
+    const pending = [...this.members.values()]
+      .filter((member) => member.user_id === me && !member.accepted)
+      .sort((a, b) => a.title.localeCompare(b.title) || a.list_id.localeCompare(b.list_id));
+    this.invitations.hidden = pending.length === 0;
+    this.invitationItems.show(pending.map((member) => [member.list_id, member]));
+  }
+
+  private invitationItem(member: Member): HTMLElement {
+    const title = member.title || member.list_id;
+    const accept = button("Accept", () => {
+      void this.attempt(this.call.acceptList({ list_id: member.list_id }))
+        .then(() => {
+          this.announce.textContent = `You joined “${title}”.`;
+        })
+        .catch(() => undefined);
+    }, { "aria-label": `Accept “${title}”`, "data-testid": "accept-invitation" });
+    const decline = button("Decline", () => {
+      void this.attempt(this.call.leaveList({ list_id: member.list_id })).catch(() => undefined);
+    }, { class: "secondary", "aria-label": `Decline “${title}”`, "data-testid": "decline-invitation" });
+    return el(
+      "li",
+      { "data-testid": "invitation" },
+      el("p", {}, el("strong", {}, title), ` from ${member.invited_by}`),
+      el("div", { class: "actions" }, accept, decline),
     );
   }
 
@@ -1188,7 +1232,9 @@ export class NotesApp {
     const controls = item.querySelector<HTMLElement>(".member-controls")!;
     controls.hidden = !this.listOwned || member.role === "owner";
     // The role once: in the menu where there is one, in words where there is not.
-    setText(item.querySelector(".member")!, controls.hidden ? `${member.user_id} (${member.role})` : member.user_id);
+    // A pending share says so: the member has not accepted it yet.
+    const shown = controls.hidden ? `${member.user_id} (${member.role}${member.accepted ? "" : ", invited"})` : member.user_id;
+    setText(item.querySelector(".member")!, member.accepted || !controls.hidden ? shown : `${shown} (invited)`);
     const role = controls.querySelector("select")!;
     if (document.activeElement !== role && role.value !== member.role) role.value = member.role;
   }

@@ -27,6 +27,7 @@ import {
   submit,
   useBrowser,
   waiting,
+  shareAccepted,
 } from "./support/browser.js";
 
 const notes = useNotesServer();
@@ -53,7 +54,7 @@ describe("the notes web app", () => {
     await controlled(alice.page);
     await submit(alice.page, "new-list", { title: "Trip" });
     await alice.page.locator("[data-testid=list].selected", { hasText: "Trip" }).waitFor();
-    await submit(alice.page, "share", { user: "bob", role: "editor" });
+    await shareAccepted(notes(), alice.page, "bob", "editor");
     await expect.poll(() => waiting(alice.page)).toBe("0 waiting");
 
     const bob = await signedIn("bob");
@@ -102,7 +103,7 @@ describe("the notes web app", () => {
     const owner = await signedIn("olga");
     await submit(owner.page, "new-list", { title: "Rules" });
     await owner.page.locator("[data-testid=list].selected", { hasText: "Rules" }).waitFor();
-    await submit(owner.page, "share", { user: "vera", role: "editor" });
+    await shareAccepted(notes(), owner.page, "vera", "editor");
     await expect.poll(() => waiting(owner.page)).toBe("0 waiting");
 
     const link = await Link.open(notes().port);
@@ -132,8 +133,8 @@ describe("the notes web app", () => {
     await submit(owner.page, "new-list", { title: "Picnic" });
     await owner.page.locator("[data-testid=list].selected", { hasText: "Picnic" }).waitFor();
     await submit(owner.page, "new-note", { title: "Blanket" });
-    await submit(owner.page, "share", { user: "vic", role: "viewer" });
-    await submit(owner.page, "share", { user: "ed", role: "editor" });
+    await shareAccepted(notes(), owner.page, "vic", "viewer");
+    await shareAccepted(notes(), owner.page, "ed", "editor");
     await expect.poll(() => waiting(owner.page)).toBe("0 waiting");
     expect(await noteControls(owner.page)).toEqual(ENABLED);
     expect(await owner.page.getByTestId("share").locator("button").isDisabled()).toBe(false);

@@ -30,6 +30,7 @@ import {
   submit,
   useBrowser,
   waiting,
+  shareAccepted,
 } from "./support/browser.js";
 
 const notes = useNotesServer();
@@ -44,7 +45,7 @@ describe("issue 33's defects", () => {
       all.map((option) => (option as HTMLOptionElement).value),
     );
     expect(options).toEqual(["editor", "viewer"]);
-    await submit(owner.page, "share", { user: "vince", role: "viewer" });
+    await shareAccepted(notes(), owner.page, "vince", "viewer");
     await expect.poll(() => owner.page.getByTestId("member").allTextContents()).toContain("vince");
     expect(await owner.page.getByRole("combobox", { name: "Role of vince" }).inputValue()).toBe("viewer");
     await expect.poll(() => waiting(owner.page)).toBe("0 waiting");
@@ -177,7 +178,7 @@ describe("issue 33's defects", () => {
     const owner = await signIn("xena", undefined, PHONE);
     await newList(owner.page, "Phone");
     await submit(owner.page, "new-note", { title: "Charger" });
-    await submit(owner.page, "share", { user: "yan", role: "editor" });
+    await shareAccepted(notes(), owner.page, "yan", "editor");
     await expect.poll(() => owner.page.getByTestId("member").allTextContents()).toContain("yan");
     await owner.page.getByTestId("note").getByRole("checkbox").check();
     const small = () =>
@@ -224,7 +225,7 @@ describe("issue 33's defects", () => {
     const owner = await signIn("zoe");
     await newList(owner.page, "Picnic");
     await submit(owner.page, "new-note", { title: "Blanket" });
-    await submit(owner.page, "share", { user: "vic", role: "viewer" });
+    await shareAccepted(notes(), owner.page, "vic", "viewer");
     await expect.poll(() => waiting(owner.page)).toBe("0 waiting");
 
     const viewer = await signIn("vic");
@@ -256,7 +257,7 @@ describe("issue 33's defects", () => {
     const link = await Link.open(notes().port);
     const alice = await signIn("ann", link.url);
     await newList(alice.page, "Together");
-    await submit(alice.page, "share", { user: "ben", role: "editor" });
+    await shareAccepted(notes(), alice.page, "ben", "editor");
     await expect.poll(() => waiting(alice.page)).toBe("0 waiting");
     const bob = await signIn("ben");
     await openList(bob.page, "Together");
@@ -288,7 +289,7 @@ describe("issue 33's defects", () => {
   test("10: a note added offline to a list its writer then loses is kept, and goes to another list", { timeout: 90_000 }, async () => {
     const alice = await signIn("amy");
     await newList(alice.page, "Groceries");
-    await submit(alice.page, "share", { user: "bo", role: "editor" });
+    await shareAccepted(notes(), alice.page, "bo", "editor");
     await expect.poll(() => waiting(alice.page)).toBe("0 waiting");
 
     const link = await Link.open(notes().port);

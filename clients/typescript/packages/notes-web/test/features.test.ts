@@ -25,6 +25,7 @@ import {
   submit,
   useBrowser,
   waiting,
+  shareAccepted,
 } from "./support/browser.js";
 
 const notes = useNotesServer();
@@ -118,7 +119,7 @@ describe("the notes web app's features", () => {
     const alice = await signIn("ava");
     await newList(alice.page, "Plans");
     await submit(alice.page, "new-note", { title: "Trip" });
-    await submit(alice.page, "share", { user: "bea", role: "editor" });
+    await shareAccepted(notes(), alice.page, "bea", "editor");
     await expect.poll(() => waiting(alice.page)).toBe("0 waiting");
     await alice.page.getByRole("link", { name: "Trip" }).click();
     const mine = alice.page.getByTestId("body");
@@ -153,7 +154,7 @@ describe("the notes web app's features", () => {
   test("the owner renames a list in place, members see the new name, and no one else may", async () => {
     const owner = await signIn("lena");
     await newList(owner.page, "Garden");
-    await submit(owner.page, "share", { user: "max", role: "editor" });
+    await shareAccepted(notes(), owner.page, "max", "editor");
     await expect.poll(() => waiting(owner.page)).toBe("0 waiting");
     const member = await signIn("max");
     await openList(member.page, "Garden");
@@ -213,7 +214,7 @@ describe("the notes web app's features", () => {
     const owner = await signIn("olive");
     await newList(owner.page, "Garden");
     await submit(owner.page, "new-note", { title: "Seeds" });
-    await submit(owner.page, "share", { user: "paul", role: "editor" });
+    await shareAccepted(notes(), owner.page, "paul", "editor");
     await expect.poll(() => waiting(owner.page)).toBe("0 waiting");
     const member = await signIn("paul");
     await openList(member.page, "Garden");
@@ -241,11 +242,48 @@ describe("the notes web app's features", () => {
     await Promise.all([owner.context.close(), member.context.close()]);
   });
 
+  test("a shared list is an invitation: the invitee accepts one and declines another", async () => {
+    const owner = await signIn("uma");
+    await newList(owner.page, "Hiking");
+    await submit(owner.page, "new-note", { title: "Boots" });
+    await submit(owner.page, "share", { user: "vik", role: "editor" });
+    await newList(owner.page, "Chores");
+    await submit(owner.page, "share", { user: "vik", role: "viewer" });
+    await expect.poll(() => waiting(owner.page)).toBe("0 waiting");
+    // The owner sees who has not accepted yet.
+    await expect.poll(() => owner.page.getByTestId("member").allTextContents()).toContain("vik (invited)");
+
+    // The invitee sees both invitations, and neither list, until it answers.
+    const member = await signIn("vik");
+    const invitations = member.page.getByTestId("invitation");
+    await expect.poll(() => invitations.allTextContents(), { timeout: 20_000 }).toEqual(["Chores from umaAcceptDecline", "Hiking from umaAcceptDecline"]);
+    expect(await member.page.locator("[data-testid=list]").count()).toBe(0);
+    await screenshots(member.page, "invitations");
+    expect(await axeViolations(member.page)).toEqual([]);
+
+    await member.page.getByRole("button", { name: "Accept “Hiking”" }).click();
+    await openList(member.page, "Hiking");
+    await expect.poll(() => noteTitles(member.page), { timeout: 20_000 }).toEqual(["Boots"]);
+    expect(await member.page.getByTestId("announce").textContent()).toBe("You joined “Hiking”.");
+    await member.page.getByRole("button", { name: "Decline “Chores”" }).click();
+    await expect.poll(() => member.page.getByTestId("invitations").isVisible(), { timeout: 20_000 }).toBe(false);
+    expect(await member.page.locator("[data-testid=list]", { hasText: "Chores" }).count()).toBe(0);
+    await expect.poll(() => waiting(member.page)).toBe("0 waiting");
+    expect(await axeViolations(member.page)).toEqual([]);
+
+    // The owner's member lists follow: an editor of one list, gone from the other.
+    await openList(owner.page, "Hiking");
+    await expect.poll(() => owner.page.getByTestId("member").allTextContents(), { timeout: 20_000 }).toContain("vik");
+    await openList(owner.page, "Chores");
+    await expect.poll(() => owner.page.getByTestId("member").allTextContents(), { timeout: 20_000 }).toEqual(["uma (owner)"]);
+    await Promise.all([owner.context.close(), member.context.close()]);
+  });
+
   test("a member leaves a list: it leaves their page, and the owner's member list", async () => {
     const owner = await signIn("quinn");
     await newList(owner.page, "Book club");
     await submit(owner.page, "new-note", { title: "Chapter 3" });
-    await submit(owner.page, "share", { user: "rosa", role: "viewer" });
+    await shareAccepted(notes(), owner.page, "rosa", "viewer");
     await expect.poll(() => waiting(owner.page)).toBe("0 waiting");
     expect(await owner.page.getByTestId("leave-list").isVisible(), "the owner cannot leave their own list").toBe(false);
     const member = await signIn("rosa");

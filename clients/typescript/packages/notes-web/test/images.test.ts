@@ -23,6 +23,7 @@ import {
   submit,
   useBrowser,
   waiting,
+  shareAccepted,
 } from "./support/browser.js";
 
 const notes = useNotesServer();
@@ -107,7 +108,7 @@ describe("images of notes", () => {
     const alice = await signIn("alice", link.url);
     await controlled(alice.page);
     await newList(alice.page, "Trip");
-    await submit(alice.page, "share", { user: "bob", role: "viewer" });
+    await shareAccepted(notes(), alice.page, "bob", "viewer");
     await submit(alice.page, "new-note", { title: "Passport" });
     await expect.poll(() => waiting(alice.page)).toBe("0 waiting");
     const bob = await signIn("bob");

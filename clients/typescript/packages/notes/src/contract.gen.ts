@@ -17,6 +17,18 @@ export interface ListMember {
   owner_id: string;
   /** `owner`, `editor` or `viewer`. */
   role: string;
+  /**
+   * Whether the member accepted the share: a share is an invitation, which grants the list
+   * once its member accepts it (`accept_list`). The owner's own membership is accepted.
+   */
+  accepted: boolean;
+  /** The user id of who shared the list (the owner's own, for the owner's membership). */
+  invited_by: string;
+  /**
+   * The list's title when it was shared: what an invitee reads of the list before it
+   * accepts (it reads the list itself once it has).
+   */
+  title: string;
 }
 
 /** A list of notes, owned by one user. Table `lists`. */
@@ -54,6 +66,11 @@ export interface Tables {
   list_members: ListMember;
   lists: List;
   notes: Note;
+}
+
+/** Arguments of `accept_list`. */
+export interface AcceptList {
+  list_id: string;
 }
 
 /** Arguments of `add_note`. */
@@ -135,6 +152,9 @@ export interface UpdateNote {
   title?: string | null;
 }
 
+/** The arguments of `accept_list`. */
+export type AcceptListArgs = AcceptList;
+
 /** The arguments of `add_note`. */
 export type AddNoteArgs = AddNote;
 
@@ -173,6 +193,7 @@ export type UpdateNoteArgs = UpdateNote;
 
 /** Every mutator's argument type, by the mutator's name. */
 export interface Mutators {
+  accept_list: AcceptListArgs;
   add_note: AddNoteArgs;
   create_list: CreateListArgs;
   delete_note: DeleteNoteArgs;
@@ -193,6 +214,11 @@ export interface Mutators {
  */
 export function mutators<R>(client: Mutate<Mutators, R>) {
   return {
+    /**
+     * Accept the actor's invitation to a list: the list, its notes and its members reach the actor
+     * from then on. Declining is `leave_list`.
+     */
+    acceptList: (args: AcceptListArgs): R => client.mutate("accept_list", args),
     /** Add a note at the end of a list the actor can see. */
     addNote: (args: AddNoteArgs): R => client.mutate("add_note", args),
     /** Create a list owned by the actor, with the owner's membership. */
@@ -202,8 +228,9 @@ export function mutators<R>(client: Mutate<Mutators, R>) {
     /** Merge an edit into a note's collaborative body. */
     editNoteBody: (args: EditNoteBodyArgs): R => client.mutate("edit_note_body", args),
     /**
-     * Take the actor's own membership of a list away. The owner may not: a list always has its
-     * owner's membership (the rules' `leave` would let the owner delete it, this mutator does not).
+     * Take the actor's own membership of a list away: leaving it or, before accepting, declining
+     * the invitation. The owner may not: a list always has its owner's membership (the rules'
+     * `leave` would let the owner delete it, this mutator does not).
      */
     leaveList: (args: LeaveListArgs): R => client.mutate("leave_list", args),
     /** Move a note to another list the actor can see. */
@@ -217,7 +244,10 @@ export function mutators<R>(client: Mutate<Mutators, R>) {
      * readers see the image once its writer's upload is done.
      */
     setNoteImage: (args: SetNoteImageArgs): R => client.mutate("set_note_image", args),
-    /** Share a list with a user, or change their role. Only the list's owner may. */
+    /**
+     * Share a list with a user, or change their role. Only the list's owner may. A new share is
+     * an invitation: the list reaches the user once they accept it (`accept_list`).
+     */
     shareList: (args: ShareListArgs): R => client.mutate("share_list", args),
     /** Take a user's membership of a list away. Only the list's owner may. */
     unshareList: (args: UnshareListArgs): R => client.mutate("unshare_list", args),
@@ -228,6 +258,7 @@ export function mutators<R>(client: Mutate<Mutators, R>) {
 
 /** The parameters of each sync rule's buckets, by the rule's name. */
 export interface BucketParams {
+  invitations: { user_id: string };
   own: { owner_id: string };
   shared: { list_id: string };
 }
@@ -238,6 +269,14 @@ export interface BucketParams {
  */
 export const buckets = {
   /**
+   * The actor's pending invitations: its memberships not yet accepted, with the list's title
+   * and who shared it. The owner of a list puts an invitation here through `Shared`'s owner
+   * role; accepting moves it to the list's `Shared` bucket. Accepted memberships are not
+   * here, so writes to the actor's lists do not ping it. Parameters: `user_id` from
+   * `actor.user_id`.
+   */
+  invitations: (params: BucketParams["invitations"]): string => bucketKey("invitations", [params.user_id]),
+  /**
    * The lists the actor owns and the memberships of its lists. The owner writes its lists
    * here; memberships only through `Shared`'s owner role. Parameters: `owner_id` from
    * `actor.owner_id`.
@@ -247,8 +286,10 @@ export const buckets = {
    * Every list the actor is a member of: the list, its notes and its members. Owners and
    * editors write notes; only the owner changes the list and its memberships. A member may
    * delete its own membership and nothing else of it (`leave`): it cannot raise its own role.
-   * A list is its `lists` row: nobody is shared a list that has none. Parameters: `list_id` from
-   * `membership.list_id`.
+   * A share is an invitation (`invite`): it grants nothing (no rows, pings or writes, no part
+   * of the bucket bound) until its member accepts it, the one change of its membership the
+   * member may make; deleting it declines. A list is its `lists` row: nobody is shared a list
+   * that has none. Parameters: `list_id` from `membership.list_id`.
    */
   shared: (params: BucketParams["shared"]): string => bucketKey("shared", [params.list_id]),
 };
@@ -260,6 +301,7 @@ export const buckets = {
  */
 export const schema = defineSchema<Tables, Mutators>({
   mutators: [
+    "accept_list",
     "add_note",
     "create_list",
     "delete_note",
@@ -275,6 +317,23 @@ export const schema = defineSchema<Tables, Mutators>({
   ],
   serverOnly: [],
   syncRules: {
+    invitations: {
+      accept: [{ open: true, rule: "shared" }],
+      anchor: null,
+      data: [
+        {
+          filters: [{ column: "accepted", value: false }],
+          scope: [{ column: "user_id", param: "user_id" }],
+          table: "list_members",
+        },
+      ],
+      leave: false,
+      membership: null,
+      parameters: [{ name: "user_id", source: "actor.user_id", type: "text" }],
+      tables: ["list_members"],
+      while: null,
+      write: {},
+    },
     own: {
       accept: [],
       anchor: null,
@@ -297,8 +356,12 @@ export const schema = defineSchema<Tables, Mutators>({
         { filters: [], scope: [{ column: "list_id", param: "list_id" }], table: "notes" },
         { filters: [], scope: [{ column: "list_id", param: "list_id" }], table: "list_members" },
       ],
+      invite: "accepted",
       leave: true,
-      membership: { filters: [{ claim: "actor.user_id", column: "user_id" }], table: "list_members" },
+      membership: {
+        filters: [{ claim: "actor.user_id", column: "user_id" }, { column: "accepted", value: true }],
+        table: "list_members",
+      },
       parameters: [{ name: "list_id", source: "membership.list_id", type: "text" }],
       tables: ["lists", "notes", "list_members"],
       while: null,
@@ -319,6 +382,9 @@ export const schema = defineSchema<Tables, Mutators>({
         { name: "user_id", nullable: false, type: "text" },
         { name: "owner_id", nullable: false, type: "text" },
         { name: "role", nullable: false, type: "text" },
+        { name: "accepted", nullable: false, type: "bool" },
+        { name: "invited_by", nullable: false, type: "text" },
+        { name: "title", nullable: false, type: "text" },
       ],
       crdt: [],
       merge: "lww",

@@ -32,7 +32,15 @@ export const optimistic: OptimisticMutators<Tables, Mutators> = {
   create_list(tx, args) {
     const id = resolveId(tx, args.id);
     tx.insert("lists", { id, owner_id: tx.actor.ownerId, title: args.title, archived: false });
-    tx.insert("list_members", { list_id: id, user_id: tx.actor.userId, owner_id: tx.actor.ownerId, role: "owner" });
+    tx.insert("list_members", {
+      list_id: id,
+      user_id: tx.actor.userId,
+      owner_id: tx.actor.ownerId,
+      role: "owner",
+      accepted: true,
+      invited_by: tx.actor.userId,
+      title: args.title,
+    });
     return id;
   },
   rename_list(tx, args) {
@@ -45,7 +53,16 @@ export const optimistic: OptimisticMutators<Tables, Mutators> = {
     const member = tx.get("list_members", key);
     if (member?.role === "owner") throw new Error("the owner's membership cannot change");
     if (member) tx.update("list_members", key, { role: args.role });
-    else tx.insert("list_members", { ...key, owner_id: list.owner_id, role: args.role });
+    else {
+      const invitation = { accepted: false, invited_by: tx.actor.userId, title: list.title };
+      tx.insert("list_members", { ...key, owner_id: list.owner_id, role: args.role, ...invitation });
+    }
+  },
+  accept_list(tx, args) {
+    const key = { list_id: args.list_id, user_id: tx.actor.userId };
+    const member = tx.get("list_members", key);
+    if (!member) throw new Error("you are not invited to the list");
+    if (!member.accepted) tx.update("list_members", key, { accepted: true });
   },
   unshare_list(tx, args) {
     ownedList(tx, args.list_id, "unshare");

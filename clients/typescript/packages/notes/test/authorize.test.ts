@@ -9,7 +9,7 @@ import { describe, expect, test } from "vitest";
 import { ForbiddenError, newUuid } from "@engine/client";
 
 import { mutators } from "../src/contract.gen.js";
-import { notesClient } from "./support/clients.js";
+import { accept, notesClient } from "./support/clients.js";
 import { useNotesServer } from "./support/lifecycle.js";
 
 const notes = useNotesServer();
@@ -33,6 +33,7 @@ describe("offline authorization", () => {
     await mutators(owner).shareList({ list_id: "olives", user_id: "vic", role: "viewer" });
     await mutators(owner).shareList({ list_id: "olives", user_id: "ed", role: "editor" });
     await owner.sync();
+    await Promise.all([accept(notes(), "vic", "olives"), accept(notes(), "ed", "olives")]);
     const viewer = await notesClient(notes(), "vic");
     const editor = await notesClient(notes(), "ed");
     await Promise.all([viewer.pull(), editor.pull()]);

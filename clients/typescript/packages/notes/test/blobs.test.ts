@@ -22,7 +22,7 @@ import {
 } from "@engine/client";
 
 import { mutators } from "../src/contract.gen.js";
-import { notesClient } from "./support/clients.js";
+import { accept, notesClient } from "./support/clients.js";
 import { useNotesServer } from "./support/lifecycle.js";
 
 const notes = useNotesServer();
@@ -63,6 +63,7 @@ async function sharedList(owner: string, viewer: string, list: string, options: 
   await mutators(client).createList({ id: list, title: list });
   await mutators(client).shareList({ list_id: list, user_id: viewer, role: "viewer" });
   await client.sync();
+  await accept(notes(), viewer, list);
   return client;
 }
 

@@ -10,7 +10,7 @@ import { engineCollectionOptions } from "@engine/db-collection";
 import { describe, expect, test } from "vitest";
 
 import { buckets, mutators, type Tables } from "../src/contract.gen.js";
-import { notesClient, waitFor, type NotesClient } from "./support/clients.js";
+import { accept, notesClient, waitFor, type NotesClient } from "./support/clients.js";
 import { useNotesServer } from "./support/lifecycle.js";
 
 const notes = useNotesServer();
@@ -72,6 +72,7 @@ describe("TanStack DB collections", () => {
     expect(titles(trip.toArray)).toEqual(["Passport", "Train tickets"]);
 
     await alice.sync();
+    await accept(notes(), "bob", "trip");
     expect(alice.status.pending).toBe(0);
     expect(titles(trip.toArray)).toEqual(["Passport", "Train tickets"]);
 
@@ -94,6 +95,7 @@ describe("TanStack DB collections", () => {
     await mutators(owner).createList({ id: "ro", title: "Read only" });
     await mutators(owner).shareList({ list_id: "ro", user_id: "vera", role: "editor" });
     await owner.sync();
+    await accept(notes(), "vera", "ro");
     await viewer.pull();
     // Made a viewer after her last pull: her client still lets her write, the server will not.
     await mutators(owner).shareList({ list_id: "ro", user_id: "vera", role: "viewer" });
@@ -126,6 +128,7 @@ describe("TanStack DB collections", () => {
     await mutators(carl).shareList({ list_id: "carls", user_id: "dana", role: "editor" });
     await mutators(dana).createList({ id: "danas", title: "Dana's" });
     await Promise.all([carl.sync(), dana.sync()]);
+    await accept(notes(), "dana", "carls");
     await dana.pull();
 
     const own = createCollection(engineCollectionOptions({ name: "lists", client: dana, syncRule: "own" }));
@@ -151,6 +154,7 @@ describe("TanStack DB collections", () => {
     await mutators(owner).addNote({ id: `${list}-2`, list_id: list, title: "Laundry" });
     await mutators(owner).shareList({ list_id: list, user_id: memberId, role: "editor" });
     await owner.sync();
+    await accept(notes(), memberId, list);
     await member.pull();
 
     const shared = createCollection(engineCollectionOptions({ name: "notes", client: member, syncRule: "shared" }));
@@ -166,6 +170,7 @@ describe("TanStack DB collections", () => {
 
     await mutators(owner).shareList({ list_id: list, user_id: memberId, role: "viewer" });
     await owner.sync();
+    await accept(notes(), memberId, list);
     await member.pull();
     expect(titles(shared.toArray)).toEqual(["Dishes", "Laundry"]);
     await Promise.all([owner.close(), member.close()]);
@@ -177,6 +182,7 @@ describe("TanStack DB collections", () => {
     await mutators(owner).addNote({ id: "wes-note", list_id: "wes-list", title: "open me" });
     await mutators(owner).shareList({ list_id: "wes-list", user_id: "xia", role: "viewer" });
     await owner.sync();
+    await accept(notes(), "xia", "wes-list");
     const xia = await notesClient(notes(), "xia", { syncOpen: ["own"] });
     const list = buckets.shared({ list_id: "wes-list" });
     const listNotes = createCollection(engineCollectionOptions({ name: "notes", client: xia, syncRule: "shared", syncBuckets: [list] }));

@@ -19,7 +19,7 @@ import { bucketKey, createWebSocketSource } from "@engine/client";
 import { createEdgeSubscribeSource, sign, signTicket, SIGNATURE_HEADER, type EdgeTickets } from "@engine/edge";
 
 import { mutators } from "../src/contract.gen.js";
-import { notesClient, waitFor } from "./support/clients.js";
+import { accept, notesClient, waitFor } from "./support/clients.js";
 import { useNotesServer } from "./support/lifecycle.js";
 import { Proxy } from "./support/proxy.js";
 
@@ -128,6 +128,7 @@ describe("edge relay", () => {
     await mutators(ann).createList({ id: "edge-ab", title: "Edge" });
     await mutators(ann).shareList({ list_id: "edge-ab", user_id: "ben", role: "editor" });
     await mutators(ann).shareList({ list_id: "edge-ab", user_id: "cyd", role: "viewer" });
+    await Promise.all([accept(notes(), "ben", "edge-ab"), accept(notes(), "cyd", "edge-ab")]);
     // Ben learns of the grant when his tickets are refreshed (half their 10 s lifetime).
     await waitFor("ben to see the shared list", () => ben.get("lists", "edge-ab")?.title === "Edge");
     const room = bucketKey("shared", ["edge-ab"]);
@@ -149,6 +150,7 @@ describe("edge relay", () => {
     await mutators(owner).createList({ id: "edge-rev", title: "Revoked" });
     await mutators(owner).shareList({ list_id: "edge-rev", user_id: "pim", role: "viewer" });
     await owner.sync();
+    await accept(notes(), "pim", "edge-rev");
     const room = bucketKey("shared", ["edge-rev"]);
     const before = await ticketsOf("pim");
     const held = before.tickets.find((t) => t.bucket === room);
@@ -205,6 +207,7 @@ describe("edge relay", () => {
     const gus = await viaEdge("gus", proxy.url);
     await mutators(fay).createList({ id: "edge-fg", title: "Polled" });
     await mutators(fay).shareList({ list_id: "edge-fg", user_id: "gus", role: "editor" });
+    await accept(notes(), "gus", "edge-fg");
     await waitFor("gus to see the shared list", () => gus.get("lists", "edge-fg")?.title === "Polled");
     await waitFor("both long-poll the relay", () => [fay, gus].every((c) => c.status.longPoll && c.status.connected));
     expect(proxy.refusedUpgrades).toBeGreaterThanOrEqual(2);

@@ -9,7 +9,7 @@ import { describe, expect, test } from "vitest";
 import { createWebSocketSource, type ServerFrame, type WebSocketLike } from "@engine/client";
 
 import { buckets, mutators } from "../src/contract.gen.js";
-import { notesClient, waitFor } from "./support/clients.js";
+import { accept, notesClient, waitFor } from "./support/clients.js";
 import { useNotesServer } from "./support/lifecycle.js";
 
 const notes = useNotesServer();
@@ -23,6 +23,7 @@ async function sharedLists(owner: string, member: string, lists: string[]) {
     await mutators(client).shareList({ list_id: list, user_id: member, role: "editor" });
   }
   await client.sync();
+  for (const list of lists) await accept(notes(), member, list);
   const own = await notesClient(notes(), member);
   await mutators(own).createList({ id: `${member}-own`, title: "mine" });
   await own.sync();

@@ -10,7 +10,7 @@ import { describe, expect, test } from "vitest";
 import { createEngineStatus, memoryStore } from "@engine/client";
 
 import { mutators } from "../src/contract.gen.js";
-import { notesClient, waitFor } from "./support/clients.js";
+import { accept, notesClient, waitFor } from "./support/clients.js";
 import { problem, Proxy } from "./support/proxy.js";
 import { useNotesServer } from "./support/lifecycle.js";
 
@@ -25,6 +25,7 @@ async function sharedWithViewer(ownerId: string, viewerId: string, list: string)
   await mutators(owner).createList({ id: list, title: `${ownerId}'s` });
   await mutators(owner).shareList({ list_id: list, user_id: viewerId, role: "viewer" });
   await owner.sync();
+  await accept(notes(), viewerId, list);
   const viewer = await notesClient(notes(), viewerId);
   await viewer.pull();
   return { owner, viewer };

@@ -21,7 +21,7 @@ import {
 } from "@engine/client";
 
 import { buckets, mutators } from "../src/contract.gen.js";
-import { notesClient, waitFor, type NotesClient } from "./support/clients.js";
+import { accept, notesClient, waitFor, type NotesClient } from "./support/clients.js";
 import { useNotesServer } from "./support/lifecycle.js";
 import { Proxy } from "./support/proxy.js";
 
@@ -40,6 +40,7 @@ async function sharedRoom(ownerId: string, viewerId: string, list: string) {
   const viewer = await live(viewerId);
   await mutators(owner).createList({ id: list, title: list });
   await mutators(owner).shareList({ list_id: list, user_id: viewerId, role: "viewer" });
+  await accept(notes(), viewerId, list);
   const room = bucketKey("shared", [list]);
   await waitFor(`both to hold ${room}`, () => owner.buckets().includes(room) && viewer.buckets().includes(room));
   return { owner, viewer, room };
@@ -53,6 +54,7 @@ describe("realtime", () => {
     const call = mutators(ann);
     await call.createList({ id: "shared-ab", title: "Ours" });
     await call.shareList({ list_id: "shared-ab", user_id: "ben", role: "editor" });
+    await accept(notes(), "ben", "shared-ab");
     await waitFor("ben to see the shared list", () => ben.get("lists", "shared-ab")?.title === "Ours");
     await mutators(ben).addNote({ id: "from-ben", list_id: "shared-ab", title: "hello" });
     await waitFor("ann to see ben's note", () => ann.get("notes", "from-ben")?.title === "hello");
@@ -76,6 +78,7 @@ describe("realtime", () => {
     const call = mutators(fay);
     await call.createList({ id: "shared-fg", title: "Polled" });
     await call.shareList({ list_id: "shared-fg", user_id: "gus", role: "editor" });
+    await accept(notes(), "gus", "shared-fg");
     await waitFor("gus to see the shared list", () => gus.get("lists", "shared-fg")?.title === "Polled");
     await mutators(gus).addNote({ id: "from-gus", list_id: "shared-fg", title: "polled" });
     await waitFor("fay to see gus's note", () => fay.get("notes", "from-gus")?.title === "polled");

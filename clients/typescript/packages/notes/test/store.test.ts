@@ -17,7 +17,7 @@ import { indexedDbStore, memoryStore, type ClientStore } from "@engine/client";
 import { mobileSqlitePersistence } from "@engine/mobile";
 
 import { mutators } from "../src/contract.gen.js";
-import { notesClient } from "./support/clients.js";
+import { accept, notesClient } from "./support/clients.js";
 import { useNotesServer } from "./support/lifecycle.js";
 import { betterSqlite } from "./support/sqlite.js";
 
@@ -73,6 +73,7 @@ describe("buckets lost and pulls started over", () => {
     await mutators(owner).shareList({ list_id: "ttl", user_id: "jon", role: "viewer" });
     await mutators(owner).shareList({ list_id: "ttl", user_id: "kim", role: "viewer" });
     await owner.sync();
+    await Promise.all([accept(notes(), "jon", "ttl"), accept(notes(), "kim", "ttl")]);
 
     const jon = await notesClient(notes(), "jon");
     const kim = await notesClient(notes(), "kim", { bucketTtlMs: 3_600_000 });

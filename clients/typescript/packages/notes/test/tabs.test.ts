@@ -16,7 +16,7 @@ import { describe, expect, test } from "vitest";
 import { bucketKey, createWebSocketSource, indexedDbStore, memoryStore, type ClientStore, type Queued, type TabLocks } from "@engine/client";
 
 import { mutators } from "../src/contract.gen.js";
-import { notesClient, waitFor, type NotesClient } from "./support/clients.js";
+import { accept, notesClient, waitFor, type NotesClient } from "./support/clients.js";
 import { useNotesServer } from "./support/lifecycle.js";
 import { webLocks } from "./support/locks.js";
 
@@ -181,6 +181,7 @@ describe("tabs", () => {
     const other = await notesClient(notes(), "yan", live());
     await mutators(leader).createList({ id: "xia", title: "Xia's" });
     await mutators(leader).shareList({ list_id: "xia", user_id: "yan", role: "viewer" });
+    await accept(notes(), "yan", "xia");
     const room = bucketKey("shared", ["xia"]);
     await waitFor("both users hold the room", () => follower.buckets().includes(room) && other.buckets().includes(room));
     await waitFor("connected, the follower through the leader", () => [leader, follower, other].every((c) => c.status.connected));

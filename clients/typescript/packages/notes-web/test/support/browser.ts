@@ -12,6 +12,7 @@ import { join } from "node:path";
 import { chromium, type Browser, type BrowserContext, type Page } from "playwright-core";
 import { afterAll, beforeAll, expect } from "vitest";
 
+import { accept } from "../../../notes/test/support/clients.js";
 import { repositoryRoot } from "../../../notes/test/support/global-setup.js";
 import type { NotesServer } from "../../../notes/test/support/server.js";
 
@@ -123,6 +124,19 @@ export async function axeViolations(page: Page): Promise<string[]> {
   return violations
     .filter((v) => v.impact === "serious" || v.impact === "critical")
     .map((v) => `${v.id}: ${v.nodes.map((node) => JSON.stringify(node.target)).join(", ")}`);
+}
+
+/**
+ * Share the list open on `page` with `user` as `role` through the page's share form, and have
+ * `user` accept it over HTTP once the share is on the server: a share is an invitation, and a test
+ * whose member is meant to hold the list, as every share did before invitations, shares this way.
+ */
+export async function shareAccepted(server: NotesServer, page: Page, user: string, role: string): Promise<void> {
+  await submit(page, "share", { user, role });
+  await expect.poll(() => waiting(page)).toBe("0 waiting");
+  const listId = new URL(page.url()).searchParams.get("list");
+  if (!listId) throw new Error("no list is open to share");
+  await accept(server, user, listId);
 }
 
 /** A fresh client id for pushes made over HTTP. */

@@ -36,3 +36,34 @@ export async function waitFor(what: string, condition: () => boolean, timeoutMs 
     await new Promise((resolve) => setTimeout(resolve, 10));
   }
 }
+
+/**
+ * `user` accepts its invitation to list `listId`: a share is an invitation
+ * (`invite(ListMember::accepted)`), and a test whose share means the member to hold the list, as
+ * every share did before invitations, follows it with this. `accept_list` goes from a device of its
+ * own that pushes nothing else; a share a client pushes in the background may not be there yet, so
+ * a refusal is tried again, from another fresh device, for up to 20 s.
+ */
+export async function accept(
+  server: NotesServer | { url: string; token(user: string): string },
+  user: string,
+  listId: string,
+): Promise<void> {
+  const deadline = Date.now() + 20_000;
+  for (;;) {
+    const body = {
+      clientId: crypto.randomUUID(),
+      mutations: [{ mutationId: 1, clientMutationId: crypto.randomUUID(), name: "accept_list", args: { list_id: listId } }],
+    };
+    const response = await fetch(`${server.url.replace(/\/$/, "")}/sync/push`, {
+      method: "POST",
+      headers: { authorization: `Bearer ${server.token(user)}`, "content-type": "application/json" },
+      body: JSON.stringify(body),
+    });
+    if (!response.ok) throw new Error(`accept_list answered ${response.status}`);
+    const result = ((await response.json()) as { results: { status: string }[] }).results[0];
+    if (result?.status === "applied") return;
+    if (Date.now() > deadline) throw new Error(`${user} could not accept list ${listId}: ${JSON.stringify(result)}`);
+    await new Promise((resolve) => setTimeout(resolve, 25));
+  }
+}
