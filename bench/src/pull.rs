@@ -465,7 +465,13 @@ async fn many_buckets(lists: usize, per_list: usize) {
         started.elapsed().as_secs_f64()
     );
 
-    let carol = WireClient::new(&server, "carol");
+    // A share is an invitation: carol accepts each list before her first sync.
+    let mut carol = WireClient::new(&server, "carol");
+    let accepts: Vec<(&str, Value)> =
+        (0..lists).map(|l| ("accept_list", json!({"list_id": format!("shared-{l:05}")}))).collect();
+    for chunk in accepts.chunks(250) {
+        carol.push(chunk).await;
+    }
     let walk = Walk::pull(&carol, Decode::Typed).await;
     let bootstrap = walk.took;
     assert_eq!(walk.notes, notes, "carol gets every note of her lists");

@@ -115,6 +115,10 @@ async fn broadcast(count: usize) -> Broadcast {
             .collect();
         owner.push(&shares).await;
     }
+    // A share is an invitation: each member accepts it.
+    for u in &members {
+        WireClient::new(&server, &format!("user-{u}")).push(&[("accept_list", json!({"list_id": "room"}))]).await;
+    }
 
     let addr = server.addr;
     let warm_up = (count / 10).max(1);

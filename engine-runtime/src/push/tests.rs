@@ -36,6 +36,13 @@ async fn shared_list() -> (TestDb, PostgresStorage) {
         storage.push(&Actor::new("alice", "alice"), &PushRequest { client_id: uuid::Uuid::new_v4(), mutations }).await;
     let pushed = pushed.unwrap();
     assert!(pushed.response.results.iter().all(|r| r.status == MutationStatus::Applied), "{:?}", pushed.response);
+    // A share is an invitation: each member accepts it, from a device of its own.
+    for member in ["bob", "carol"] {
+        let mutations = vec![mutation(1, "accept_list", json!({"list_id": "l"}))];
+        let request = PushRequest { client_id: uuid::Uuid::new_v4(), mutations };
+        let accepted = storage.push(&Actor::new(member, member), &request).await.unwrap();
+        assert_eq!(accepted.response.results[0].status, MutationStatus::Applied, "{:?}", accepted.response);
+    }
     (db, storage)
 }
 
@@ -126,7 +133,8 @@ fn the_record_confirms_a_write_permission_the_next_path_assumed() {
             other => panic!("the record refuses the viewer's note: {:?}", other.map(|_| ())),
         }
         assert_eq!(notes(&db).await, 1, "nothing of the refused mutation stays");
-        let last: i64 = sqlx::query_scalar("SELECT last_mutation_id FROM _engine_clients WHERE user_id = 'bob'")
+        let last: i64 = sqlx::query_scalar("SELECT last_mutation_id FROM _engine_clients WHERE client_id = $1")
+            .bind(client)
             .fetch_one(&db.pool)
             .await
             .unwrap();

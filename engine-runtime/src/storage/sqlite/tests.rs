@@ -547,7 +547,10 @@ async fn pushes_apply_once_through_the_rules_and_pulls_see_them() {
         gap.stopped
     );
 
-    // Bob reads the list, and may not write it: the refusal is recorded and moves his sequence on.
+    // Bob accepts the share (from a device of his own), reads the list, and may not write it:
+    // the refusal is recorded and moves his sequence on.
+    let accept = mutation(1, "accept_list", json!({"list_id": "l1"}));
+    assert_eq!(statuses(&push(&store, &bob, uuid::Uuid::new_v4(), vec![accept]).await), ["Applied"]);
     let (changes, _, _) = pull_all(&store, &bob, laptop, None, 1000).await;
     let mut ids: Vec<String> = changes.iter().map(|(table, id)| format!("{table}:{id}")).collect();
     ids.sort();
@@ -565,7 +568,7 @@ async fn pushes_apply_once_through_the_rules_and_pulls_see_them() {
     let notes: i64 = sqlx::query_scalar("SELECT count(*) FROM notes").fetch_one(&mut conn).await.unwrap();
     assert_eq!(notes, 1, "the refused note was not written");
     let records: Vec<(i64, String)> =
-        sqlx::query_as("SELECT mutation_id, status FROM _engine_mutations WHERE user_id = 'bob' ORDER BY mutation_id")
+        sqlx::query_as("SELECT mutation_id, status FROM _engine_mutations WHERE user_id = 'bob' AND name <> 'accept_list' ORDER BY mutation_id")
             .fetch_all(&mut conn)
             .await
             .unwrap();

@@ -1233,8 +1233,11 @@ export class NotesApp {
     controls.hidden = !this.listOwned || member.role === "owner";
     // The role once: in the menu where there is one, in words where there is not.
     // A pending share says so: the member has not accepted it yet.
-    const shown = controls.hidden ? `${member.user_id} (${member.role}${member.accepted ? "" : ", invited"})` : member.user_id;
-    setText(item.querySelector(".member")!, member.accepted || !controls.hidden ? shown : `${shown} (invited)`);
+    const invited = !member.accepted;
+    const shown = controls.hidden
+      ? `${member.user_id} (${member.role}${invited ? ", invited" : ""})`
+      : `${member.user_id}${invited ? " (invited)" : ""}`;
+    setText(item.querySelector(".member")!, shown);
     const role = controls.querySelector("select")!;
     if (document.activeElement !== role && role.value !== member.role) role.value = member.role;
   }
