@@ -131,7 +131,7 @@ impl<'a> WriteContext<'a> {
             (None, Some(after)) => {
                 let buckets = self.index.row_buckets(table, after);
                 step!(self.entering(table, &buckets, &buckets, &images));
-                step!(self.granting(table, after));
+                step!(self.granting(table, None, after));
                 step!(self.placing(table, after));
             }
             (Some(before), Some(after)) => {
@@ -153,7 +153,7 @@ impl<'a> WriteContext<'a> {
                 step!(self.changing(table, &written_in, removed, &images));
                 step!(self.leaving(table, &left, &before_buckets, removed, &images));
                 step!(self.entering(table, &entered, &after_buckets, &images));
-                step!(self.granting(table, after));
+                step!(self.granting(table, Some(before), after));
                 if table.is_live(after) {
                     step!(self.placing(table, after));
                 }
@@ -491,12 +491,16 @@ impl<'a> WriteContext<'a> {
         None
     }
 
-    /// Before a row of `table` becomes `row`: the buckets and write permissions it grants its
-    /// member are ones the actor has, or new (the server's `authorize_granting`). Whether a
-    /// bucket the actor does not hold had rows the client cannot tell: unknown, and noted as
-    /// created. A permission is asked of every alternative of the rule's `write(...)`, which
-    /// the server narrows to those as wide as the one granted: a refusal here is one there.
-    fn granting(&mut self, table: &TableMeta, row: &Row) -> Verdict {
+    /// Before a row of `table` becomes `row` (from `before`, none for an insert): it accepts no
+    /// other member's invitation, and the buckets and write permissions it grants its member
+    /// are ones the actor has, or new (the server's `authorize_granting`). Whether a bucket the
+    /// actor does not hold had rows the client cannot tell: unknown, and noted as created. A
+    /// permission is asked of every alternative of the rule's `write(...)`, which the server
+    /// narrows to those as wide as the one granted: a refusal here is one there.
+    fn granting(&mut self, table: &TableMeta, before: Option<&Row>, row: &Row) -> Verdict {
+        if let Some(bucket) = self.index.accepted_for_another(table, before, row, self.actor) {
+            return Verdict::Refused(refusal::forbidden(table.name, bucket.rule(), Refusal::Accepts));
+        }
         let mut unknown = false;
         for rule in self.index.granting() {
             let Some(bucket) = rule.granted_by(table, row) else { continue };

@@ -93,12 +93,16 @@ pub(crate) mod app {
         pub board_id: String,
         pub user_id: String,
         pub role: String,
+        /// Whether to write the membership accepted already: as naive as a mutator can be.
+        #[serde(default)]
+        pub accepted: bool,
     }
 
     /// Invite a user onto a board.
     #[engine::mutator]
     pub(crate) async fn invite(ctx: &mut MutatorCtx<'_>, args: Invite) -> Result<Outcome> {
-        let member = BoardMember { board_id: args.board_id, user_id: args.user_id, role: args.role, accepted: false };
+        let member =
+            BoardMember { board_id: args.board_id, user_id: args.user_id, role: args.role, accepted: args.accepted };
         ctx.insert(&member).await?;
         Ok(Outcome::new())
     }
@@ -240,6 +244,30 @@ async fn an_invitee_changes_nothing_of_its_membership_but_the_acceptance() {
     let rows = pulled(&server, "alice").await;
     let bob = rows.iter().find(|(t, row)| t == "board_members" && row["user_id"] == "bob").unwrap();
     assert_eq!((bob.1["role"].as_str(), bob.1["accepted"].as_bool()), (Some("viewer"), Some(true)));
+}
+
+#[tokio::test]
+async fn only_its_member_accepts_an_invitation() {
+    let db = TestDb::new().await;
+    let server = server(&db, 10_000).await;
+    invited(&server, "viewer").await;
+    let accepts = "accepts another member's invitation to a bucket of rule `boards`";
+    // The owner, who may write every membership of the board, accepts for no one: not Bob's
+    // invitation, not a membership written accepted from the start.
+    let set = json!({"board_id": "b", "user_id": "bob", "accepted": true});
+    assert!(forbidden(&push(&server, "alice", 4, "set_member", set).await, &[]).contains(accepts));
+    let carol = json!({"board_id": "b", "user_id": "carol", "role": "editor", "accepted": true});
+    assert!(forbidden(&push(&server, "alice", 5, "invite", carol).await, &[]).contains(accepts));
+    assert_eq!(membership(&pulled(&server, "bob").await, "b", "bob"), Some(false), "still pending");
+    assert_eq!(membership(&pulled(&server, "carol").await, "b", "carol"), None);
+    assert!(!has(&pulled(&server, "carol").await, "boards", "b"), "carol holds nothing of the board");
+
+    // Once Bob has accepted, the owner changes his role and the acceptance stays.
+    applied(&push(&server, "bob", 1, "accept", json!({"board_id": "b"})).await);
+    applied(
+        &push(&server, "alice", 6, "set_member", json!({"board_id": "b", "user_id": "bob", "role": "editor"})).await,
+    );
+    assert_eq!(membership(&pulled(&server, "bob").await, "b", "bob"), Some(true));
 }
 
 #[tokio::test]

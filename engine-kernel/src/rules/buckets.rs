@@ -190,6 +190,31 @@ impl RuleIndex {
         })
     }
 
+    /// The bucket whose invitation writing `after` (over `before`, none for an insert) accepts
+    /// for a member other than `actor`: a membership row of a rule with `invite(column)` whose
+    /// `column` is true where the same member's row was not accepted. Only the invited member
+    /// accepts an invitation; a row written accepted by its own member (an owner's membership
+    /// of what it creates) is not refused here.
+    pub fn accepted_for_another(
+        &self,
+        table: &TableMeta,
+        before: Option<&Row>,
+        after: &Row,
+        actor: &Actor,
+    ) -> Option<BucketKey> {
+        self.granting().find_map(|rule| {
+            let column = rule.invite?;
+            let bucket = rule.granted_by(table, after)?;
+            let accepted = |row: &Row| row.get(column).and_then(Value::as_bool) == Some(true);
+            let was_accepted = before.is_some_and(|before| {
+                accepted(before)
+                    && rule.granted_by(table, before).as_ref() == Some(&bucket)
+                    && rule.is_same_member(before, after)
+            });
+            (!was_accepted && !rule.is_members_own(after, actor)).then_some(bucket)
+        })
+    }
+
     /// The columns of `table` whose values decide the buckets a row is in: scope and filter
     /// columns of its selections, and its soft-delete column.
     pub fn deciding_columns(&self, table: &TableMeta) -> Vec<&'static str> {
@@ -318,6 +343,16 @@ impl RuleMeta {
         let Some(Membership::Table { filters, .. }) = self.membership else { return false };
         filters.iter().all(|filter| match filter.value {
             FilterValue::Claim(claim) => row.get(filter.column).and_then(param_text) == claim_text(claim, actor),
+            FilterValue::Const(_) => true,
+        })
+    }
+
+    /// Whether two rows of the rule's membership table are memberships of the same member:
+    /// every column the membership query compares with a claim holds the same value.
+    pub fn is_same_member(&self, one: &Row, other: &Row) -> bool {
+        let Some(Membership::Table { filters, .. }) = self.membership else { return false };
+        filters.iter().all(|filter| match filter.value {
+            FilterValue::Claim(_) => one.get(filter.column) == other.get(filter.column),
             FilterValue::Const(_) => true,
         })
     }

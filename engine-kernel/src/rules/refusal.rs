@@ -15,6 +15,8 @@ pub enum Refusal {
     Puts,
     /// It grants a bucket, or a permission in one, the actor may not grant.
     Grants,
+    /// It accepts an invitation of another member.
+    Accepts,
 }
 
 /// The refusal of a write to `table` that puts a row into, or grants, a bucket of rule `rule`.
@@ -25,6 +27,9 @@ pub fn forbidden(table: &str, rule: &str, refusal: Refusal) -> Error {
         ),
         Refusal::Grants => format!(
             "the mutation's write to `{table}` grants a bucket of rule `{rule}` (or a permission in it) that the actor may not grant"
+        ),
+        Refusal::Accepts => format!(
+            "the mutation's write to `{table}` accepts another member's invitation to a bucket of rule `{rule}`: an invitation is accepted by its member only (`invite(...)`)"
         ),
     })
 }

@@ -836,9 +836,19 @@ impl ServerTx<'_> {
         Ok(())
     }
 
-    /// Before a row of `table` becomes `row`: the buckets and write permissions it grants its
-    /// member are ones the actor has, or new.
-    pub(super) async fn authorize_granting(&mut self, table: &'static TableMeta, row: &Row) -> KernelResult<()> {
+    /// Before a row of `table` becomes `row` (from `before`, none for an insert): it accepts no
+    /// other member's invitation
+    /// ([`RuleIndex::accepted_for_another`](engine_kernel::rules::buckets::RuleIndex::accepted_for_another)),
+    /// and the buckets and write permissions it grants its member are ones the actor has, or new.
+    pub(super) async fn authorize_granting(
+        &mut self,
+        table: &'static TableMeta,
+        before: Option<&Row>,
+        row: &Row,
+    ) -> KernelResult<()> {
+        if let Some(bucket) = self.core.rules.accepted_for_another(table, before, row, &self.actor) {
+            return Err(forbidden(table.name, &bucket, Refusal::Accepts));
+        }
         let queries: Vec<MembershipQuery> = self.granting().cloned().collect();
         for query in queries {
             let Some(bucket) = query.granted_by(table, row) else { continue };

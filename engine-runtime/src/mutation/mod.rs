@@ -224,7 +224,7 @@ impl<'t> ServerTx<'t> {
         self.check_bounds(table, &inserted)?;
         self.check_pending_invitations(table, None, &inserted).await?;
         self.freeze_before_writing(table, &[&inserted]).await?;
-        self.authorize_granting(table, &inserted).await?;
+        self.authorize_granting(table, None, &inserted).await?;
         self.authorize_placing(table, &self.write_buckets(table, &inserted))?;
         let stamps = self.by_field(table).then(|| merge::inserted(table, &self.hlc));
         self.pending = Some(PendingInsert { table, values, stamps });
@@ -289,7 +289,7 @@ impl<'t> ServerTx<'t> {
             self.authorize_entering(table, after_buckets.difference(&before_buckets), &after_buckets, &images).await?;
             self.check_pending_invitations(table, Some(&before), &after).await?;
             self.freeze_before_writing(table, &images).await?;
-            self.authorize_granting(table, &after).await?;
+            self.authorize_granting(table, Some(&before), &after).await?;
             if table.is_live(&after) {
                 self.authorize_placing(table, &self.write_buckets(table, &after))?;
             }

@@ -74,7 +74,7 @@ export function authorizeWrite(ctx: WriteContext, write: Write): Verdict {
     const buckets = rowBuckets(ctx.schema, write.table, after);
     steps.push(
       () => entering(ctx, write.table, buckets, buckets, images),
-      () => granting(ctx, write.table, after),
+      () => granting(ctx, write.table, null, after),
       () => placing(ctx, write.table, after),
     );
   } else if (before !== null && after !== null) {
@@ -94,7 +94,7 @@ export function authorizeWrite(ctx: WriteContext, write: Write): Verdict {
       () => changing(ctx, write.table, beforeWriteBuckets, removed, images),
       () => leaving(ctx, write.table, left, beforeWriteBuckets, removed, images),
       () => entering(ctx, write.table, entered, afterBuckets, images),
-      () => granting(ctx, write.table, after),
+      () => granting(ctx, write.table, before, after),
       () => (isSoftDeleted(table, after) ? ALLOWED : placing(ctx, write.table, after)),
     );
   } else if (before !== null) {
@@ -238,6 +238,12 @@ function isMembersOwn(rule: SyncRuleSchema, row: Row, actor: Actor): boolean {
   );
 }
 
+/** Whether two membership rows of `rule` are the same member's: equal in every column compared with a claim. */
+function isSameMember(rule: SyncRuleSchema, one: Row, other: Row): boolean {
+  const filters = membershipTable(rule)?.filters ?? [];
+  return filters.every((filter) => !("claim" in filter) || sameValue(one[filter.column], other[filter.column]));
+}
+
 // --- What the actor holds and may write ------------------------------------------------------
 
 /** The actor's own live membership rows granting `bucket`, as far as the client has them. */
@@ -357,16 +363,17 @@ function and(a: Permission, b: Permission): Permission {
 // --- The checks, in the server's words -------------------------------------------------------
 
 /** Why a write is refused (the server's `Refusal`). */
-type Refusal = "puts" | "grants";
+type Refusal = "puts" | "grants" | "accepts";
 
 /** The server's `forbidden`: the table and the rule, never the bucket key. */
 function forbidden(table: string, bucket: string, refusal: Refusal): Verdict {
   const rule = bucketRule(bucket);
-  return refused(
-    refusal === "puts"
-      ? `the mutation puts a row of \`${table}\` into a bucket of rule \`${rule}\` that the actor may not write \`${table}\` in, and no \`accept(...)\` of rule \`${rule}\` admits it`
-      : `the mutation's write to \`${table}\` grants a bucket of rule \`${rule}\` (or a permission in it) that the actor may not grant`,
-  );
+  const said: Record<Refusal, string> = {
+    puts: `the mutation puts a row of \`${table}\` into a bucket of rule \`${rule}\` that the actor may not write \`${table}\` in, and no \`accept(...)\` of rule \`${rule}\` admits it`,
+    grants: `the mutation's write to \`${table}\` grants a bucket of rule \`${rule}\` (or a permission in it) that the actor may not grant`,
+    accepts: `the mutation's write to \`${table}\` accepts another member's invitation to a bucket of rule \`${rule}\`: an invitation is accepted by its member only (\`invite(...)\`)`,
+  };
+  return refused(said[refusal]);
 }
 
 /** The server's `forbidden_change`: each rule of `buckets` and what it says of `table`. */
@@ -605,11 +612,35 @@ function receiverHolds(ctx: WriteContext, bucket: string, source: string): Permi
 }
 
 /**
- * Before a row of `table` becomes `row`: the buckets and write permissions it grants its member
- * are ones the actor has, or new (the server's `authorize_granting`). Whether a bucket the actor
- * does not hold had rows the client cannot tell: unknown, and noted as created.
+ * The bucket whose invitation writing `after` (over `before`, null for an insert) accepts for a
+ * member other than the actor: a membership row of a rule with `invite` whose column is true
+ * where the same member's row was not accepted (the server's `accepted_for_another`).
  */
-function granting(ctx: WriteContext, table: string, row: Row): Verdict {
+function acceptedForAnother(ctx: WriteContext, table: string, before: Row | null, after: Row): string | null {
+  for (const [name, rule] of Object.entries(ctx.schema.syncRules)) {
+    const column = rule.invite;
+    if (column === undefined || rule.while !== null) continue;
+    const bucket = grantOf(ctx.schema, name, table, after);
+    if (bucket === null) continue;
+    const wasAccepted =
+      before !== null &&
+      before[column] === true &&
+      grantOf(ctx.schema, name, table, before) === bucket &&
+      isSameMember(rule, before, after);
+    if (!wasAccepted && !isMembersOwn(rule, after, ctx.actor)) return bucket;
+  }
+  return null;
+}
+
+/**
+ * Before a row of `table` becomes `row` (from `before`, null for an insert): it accepts no other
+ * member's invitation, and the buckets and write permissions it grants its member are ones the
+ * actor has, or new (the server's `authorize_granting`). Whether a bucket the actor does not hold
+ * had rows the client cannot tell: unknown, and noted as created.
+ */
+function granting(ctx: WriteContext, table: string, before: Row | null, row: Row): Verdict {
+  const accepted = acceptedForAnother(ctx, table, before, row);
+  if (accepted !== null) return forbidden(table, accepted, "accepts");
   let unknown = false;
   for (const [name, rule] of Object.entries(ctx.schema.syncRules)) {
     if (rule.while !== null) continue;

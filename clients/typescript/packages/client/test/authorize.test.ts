@@ -266,6 +266,19 @@ describe("refusals the client is sure of, in the server's words", () => {
     expect(write(null), "declining").toEqual(allowed);
     expect(write({ ...pending, accepted: true, role: "owner" }).kind, "accepting as the owner").toBe("refused");
     expect(write({ ...pending, role: "owner" }).kind, "raising its role").toBe("refused");
+
+    // Nobody accepts for another, not even who may write every seat of the room.
+    const owner = { room: "r", user_id: "alice", role: "owner", accepted: true };
+    const owners = () => ({ ...context(["mine/alice", "room/r"], { seats: [owner] }), schema: invited });
+    const bobs = { room: "r", user_id: "bob", role: "viewer", accepted: false };
+    const accepting = refused(
+      "the mutation's write to `seats` accepts another member's invitation to a bucket of rule `room`: an invitation is accepted by its member only (`invite(...)`)",
+    );
+    const seat = (before: Row | null, after: Row) => authorizeWrite(owners(), { table: "seats", before, after });
+    expect(seat(null, { ...bobs, accepted: true }), "seating another accepted").toEqual(accepting);
+    expect(seat(bobs, { ...bobs, accepted: true }), "accepting for another").toEqual(accepting);
+    expect(seat(null, bobs).kind, "inviting").not.toBe("refused");
+    expect(seat({ ...bobs, accepted: true }, { ...bobs, accepted: true, role: "editor" }).kind, "changing an accepted seat").not.toBe("refused");
   });
 
   test("a row entering a bucket the actor may not write it in is refused", () => {
