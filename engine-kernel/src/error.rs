@@ -9,8 +9,8 @@ pub type Result<T, E = Error> = std::result::Result<T, E>;
 /// Everything that can go wrong while defining an app or running a mutator.
 ///
 /// The variants are the failure classes of `docs/design.md` §6: deterministic failures
-/// ([`Validation`], [`UnknownMutator`], [`Forbidden`], [`MutatorFailed`], [`Conflict`]) are
-/// recorded and never retried; [`Transient`] is retried and records nothing; [`Internal`] and
+/// ([`Validation`], [`UnknownMutator`], [`Forbidden`], [`MutatorFailed`], [`Conflict`],
+/// [`Refused`]) are recorded and never retried; [`Transient`] is retried and records nothing; [`Internal`] and
 /// [`InvalidApp`] are server faults, logged, neither shown nor recorded.
 ///
 /// [`Validation`]: Error::Validation
@@ -18,6 +18,7 @@ pub type Result<T, E = Error> = std::result::Result<T, E>;
 /// [`Forbidden`]: Error::Forbidden
 /// [`MutatorFailed`]: Error::MutatorFailed
 /// [`Conflict`]: Error::Conflict
+/// [`Refused`]: Error::Refused
 /// [`Transient`]: Error::Transient
 /// [`Internal`]: Error::Internal
 /// [`InvalidApp`]: Error::InvalidApp
@@ -39,6 +40,20 @@ pub enum Error {
     /// A uniqueness, foreign-key or check constraint refused the write.
     #[error("conflict: {0}")]
     Conflict(String),
+    /// The store refused a write (a constraint, a value that does not fit its column): answered
+    /// as `code` (`conflict` or `validation_failed`) with `message`, in words of the domain, and
+    /// shown as a [`Conflict`](Error::Conflict) or a [`Validation`](Error::Validation) is.
+    /// `cause` is the store's own error, for the operator's log only: its text may echo values.
+    #[error("{}", refused_text(*.code, .message))]
+    Refused {
+        /// `conflict` or `validation_failed`.
+        code: ErrorCode,
+        /// What the client is told.
+        message: String,
+        /// The store's error.
+        #[source]
+        cause: Box<dyn std::error::Error + Send + Sync>,
+    },
     /// A passing condition of the store (serialization failure, deadlock, lost connection).
     #[error("transient failure: {0}")]
     Transient(String),
@@ -89,6 +104,7 @@ impl Error {
             Error::Forbidden(_) => ErrorCode::Forbidden,
             Error::MutatorFailed(_) => ErrorCode::MutatorFailed,
             Error::Conflict(_) => ErrorCode::Conflict,
+            Error::Refused { code, .. } => *code,
             Error::Transient(_) => ErrorCode::RetryLater,
             Error::InvalidApp(_) | Error::Internal(_) => ErrorCode::Internal,
         }
@@ -104,7 +120,16 @@ impl Error {
                 | Error::Forbidden(_)
                 | Error::MutatorFailed(_)
                 | Error::Conflict(_)
+                | Error::Refused { .. }
         )
+    }
+}
+
+/// How [`Error::Refused`] shows: as the error of its code would.
+fn refused_text(code: ErrorCode, message: &str) -> String {
+    match code {
+        ErrorCode::ValidationFailed => Error::Validation(message.to_owned()).to_string(),
+        _ => Error::Conflict(message.to_owned()).to_string(),
     }
 }
 

@@ -482,3 +482,30 @@ async fn a_body_is_read_only_after_authentication_and_within_its_timeout() {
     assert!(slow.starts_with("HTTP/1.1 503"), "{slow}");
     assert!(slow.contains("retry_later") && slow.contains("connection: close"), "{slow}");
 }
+
+/// Issue 37: a refusal of the database was logged twice, once where it was classified (without
+/// the mutation) and once with the rejection (without the database's fields). It is logged once,
+/// with the rejection, the SQLSTATE, table and constraint as quoted fields, and its cause.
+#[tokio::test]
+async fn a_refusal_of_the_database_is_logged_once_with_its_fields() {
+    let (logs, _guard) = Logs::capture();
+    let db = TestDb::new().await;
+    let server = TestServer::start(&db, |b| b).await;
+    let twice = [
+        mutation(1, "create_list", json!({"id": "twice", "title": "first"})),
+        mutation(2, "create_list", json!({"id": "twice", "title": "second"})),
+    ];
+    let results = push(&server, &twice).await;
+    assert_eq!(results[1]["status"], "rejected", "{results:?}");
+    assert_eq!(results[1]["error"]["code"], "conflict", "{results:?}");
+    assert_eq!(results[1]["error"]["detail"], "conflict: a row with this key already exists", "{results:?}");
+    let text = logs.text();
+    let told = logs.lines_with(&["23505"]);
+    assert_eq!(told.len(), 1, "the refusal is logged once:\n{text}");
+    let line = &told[0];
+    assert!(line.contains("mutation rejected") && line.contains(r#"mutator="create_list""#), "{line}");
+    assert!(line.contains(r#"sqlstate="23505""#) && line.contains("cause="), "{line}");
+    if crate::support::backend() == crate::support::Backend::Postgres {
+        assert!(line.contains(r#"table="lists""#) && line.contains(r#"constraint="lists_pkey""#), "{line}");
+    }
+}

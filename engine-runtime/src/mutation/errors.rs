@@ -25,42 +25,68 @@ pub(crate) const UNCONFIRMED: &str = "a write permission the mutation assumed, o
 /// is never told this.
 pub(crate) const ASK_INSTEAD: &str = "a write permission the mutation assumed does not hold: ask instead";
 
+/// A constraint or a limit of the database that refused a mutation's write: the cause of its
+/// rejection, kept whole for the operator's log (`push::log_rejection`), which names its
+/// fields ([`DatabaseRefusal::sqlstate`], `table`, `constraint`).
+#[derive(Debug, Clone, thiserror::Error)]
+#[error("the database refused a write of the mutation")]
+pub(crate) struct DatabaseRefusal(#[source] Arc<sqlx::Error>);
+
+impl DatabaseRefusal {
+    fn database(&self) -> Option<&dyn sqlx::error::DatabaseError> {
+        match self.0.as_ref() {
+            sqlx::Error::Database(db) => Some(db.as_ref()),
+            _ => None,
+        }
+    }
+
+    /// The SQLSTATE of the refusal (for SQLite, of the condition its result code names).
+    pub(crate) fn sqlstate(&self) -> String {
+        self.database().map(|db| crate::error::sqlstate(db).into_owned()).unwrap_or_default()
+    }
+
+    /// The table the database names, if it names one (Postgres does, SQLite does not).
+    pub(crate) fn table(&self) -> Option<&str> {
+        self.database().and_then(|db| db.table())
+    }
+
+    /// The constraint the database names, if it names one.
+    pub(crate) fn constraint(&self) -> Option<&str> {
+        self.database().and_then(|db| db.constraint())
+    }
+}
+
 /// A database error as the mutation's failure, classified by SQLSTATE ([`classify`]): a
 /// deterministic one in words of the domain, never the database's text, which may echo values.
+/// The database's error stays the cause of a refusal ([`DatabaseRefusal`]): it is logged once,
+/// with the rejection, not here, where the request's mutation is not known.
 pub(crate) fn map_sql_error(err: sqlx::Error) -> KernelError {
     match classify(&err) {
         FailureClass::Transient => KernelError::Transient(err.to_string()),
         FailureClass::Fault => KernelError::Internal(Box::new(DatabaseFault(Arc::new(err)))),
         FailureClass::Deterministic => {
             let code = match &err {
-                sqlx::Error::Database(db) => {
-                    // What the client is not told (the database's text may echo values), for the
-                    // operator: logged in the request's span, which names the actor.
-                    tracing::info!(
-                        sqlstate = db.code().as_deref().unwrap_or(""),
-                        table = db.table().unwrap_or(""),
-                        constraint = db.constraint().unwrap_or(""),
-                        message = db.message(),
-                        "the database refused a mutation's write"
-                    );
-                    crate::error::sqlstate(db.as_ref()).into_owned()
-                }
+                sqlx::Error::Database(db) => crate::error::sqlstate(db.as_ref()).into_owned(),
                 _ => String::new(),
             };
-            match code.as_str() {
+            let (code, message) = match code.as_str() {
                 // Raised by a record statement (`_engine_unconfirmed`) on the push's next path.
-                "EN403" => KernelError::forbidden(UNCONFIRMED),
-                "23505" => KernelError::conflict("a row with this key already exists"),
-                "23503" => KernelError::conflict("a referenced row is missing"),
-                "23502" => KernelError::conflict("a required column is null"),
-                "23514" => KernelError::conflict("a check constraint refused the values"),
-                class if class.starts_with("23") => KernelError::conflict("a constraint refused the write"),
-                class if class.starts_with("22") => KernelError::validation("a value does not fit its column"),
-                class if class.starts_with("54") => {
-                    KernelError::validation("a value is over a limit of the database (too long for a key or an index)")
+                "EN403" => return KernelError::forbidden(UNCONFIRMED),
+                "23505" => (ErrorCode::Conflict, "a row with this key already exists".to_owned()),
+                "23503" => (ErrorCode::Conflict, "a referenced row is missing".to_owned()),
+                "23502" => (ErrorCode::Conflict, "a required column is null".to_owned()),
+                "23514" => (ErrorCode::Conflict, "a check constraint refused the values".to_owned()),
+                class if class.starts_with("23") => (ErrorCode::Conflict, "a constraint refused the write".to_owned()),
+                class if class.starts_with("22") => {
+                    (ErrorCode::ValidationFailed, "a value does not fit its column".to_owned())
                 }
-                _ => KernelError::conflict(format!("the database refused the write (SQLSTATE {code})")),
-            }
+                class if class.starts_with("54") => (
+                    ErrorCode::ValidationFailed,
+                    "a value is over a limit of the database (too long for a key or an index)".to_owned(),
+                ),
+                _ => (ErrorCode::Conflict, format!("the database refused the write (SQLSTATE {code})")),
+            };
+            KernelError::Refused { code, message, cause: Box::new(DatabaseRefusal(Arc::new(err))) }
         }
     }
 }
@@ -81,8 +107,8 @@ pub(crate) fn to_kernel(err: Error) -> KernelError {
 pub(crate) struct Failure {
     code: ErrorCode,
     message: String,
-    /// The database's error, when the failure was a fault of it.
-    fault: Option<DatabaseFault>,
+    /// The database's error, when the failure was a fault of it or its refusal.
+    database: Option<Arc<sqlx::Error>>,
 }
 
 impl Failure {
@@ -92,27 +118,32 @@ impl Failure {
             | KernelError::Forbidden(m)
             | KernelError::MutatorFailed(m)
             | KernelError::Conflict(m)
-            | KernelError::Transient(m) => m.clone(),
+            | KernelError::Transient(m)
+            | KernelError::Refused { message: m, .. } => m.clone(),
             other => other.to_string(),
         };
-        let fault = match err {
-            KernelError::Internal(cause) => cause.downcast_ref::<DatabaseFault>().cloned(),
+        let database = match err {
+            KernelError::Internal(cause) => cause.downcast_ref::<DatabaseFault>().map(|f| f.0.clone()),
+            KernelError::Refused { cause, .. } => cause.downcast_ref::<DatabaseRefusal>().map(|r| r.0.clone()),
             _ => None,
         };
-        Failure { code: err.code(), message, fault }
+        Failure { code: err.code(), message, database }
     }
 
     /// The failure again, in its class.
     pub(crate) fn error(&self) -> KernelError {
-        match self.code {
-            ErrorCode::RetryLater => KernelError::Transient(self.message.clone()),
-            ErrorCode::Conflict => KernelError::conflict(&self.message),
-            ErrorCode::ValidationFailed => KernelError::validation(&self.message),
-            ErrorCode::Forbidden => KernelError::forbidden(&self.message),
-            _ => match &self.fault {
-                Some(fault) => KernelError::Internal(Box::new(fault.clone())),
-                None => KernelError::Internal(self.message.clone().into()),
+        match (self.code, &self.database) {
+            (ErrorCode::RetryLater, _) => KernelError::Transient(self.message.clone()),
+            (code @ (ErrorCode::Conflict | ErrorCode::ValidationFailed), Some(database)) => KernelError::Refused {
+                code,
+                message: self.message.clone(),
+                cause: Box::new(DatabaseRefusal(database.clone())),
             },
+            (ErrorCode::Conflict, None) => KernelError::conflict(&self.message),
+            (ErrorCode::ValidationFailed, None) => KernelError::validation(&self.message),
+            (ErrorCode::Forbidden, _) => KernelError::forbidden(&self.message),
+            (_, Some(database)) => KernelError::Internal(Box::new(DatabaseFault(database.clone()))),
+            (_, None) => KernelError::Internal(self.message.clone().into()),
         }
     }
 }

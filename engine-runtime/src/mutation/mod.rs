@@ -35,7 +35,7 @@ pub(crate) use bounds::depth;
 pub(crate) use conn::{Conn, PendingInsert};
 #[cfg(test)]
 pub(crate) use errors::UNCONFIRMED;
-pub(crate) use errors::{ASK_INSTEAD, to_kernel};
+pub(crate) use errors::{ASK_INSTEAD, DatabaseRefusal, to_kernel};
 pub(crate) use required::Required;
 
 use crate::core::Shared;

@@ -578,20 +578,38 @@ fn recorded_name(name: &str) -> String {
 }
 
 /// Tell the operator of a rejected mutation: who, which mutator, the code, and what the client
-/// was not told (the cause of an internal failure). Never the arguments. What the client sent
-/// (its user id, the mutator's name, a detail that echoes an argument) goes in fields, quoted,
-/// so a newline in it cannot start a log line of its own.
+/// was not told (the cause of an internal failure; of a refusal of the database, its SQLSTATE,
+/// table and constraint, and its cause). Never the arguments. What the client sent (its user id,
+/// the mutator's name, a detail that echoes an argument) and what the database said go in
+/// fields, quoted, so a newline in it cannot start a log line of its own.
 fn log_rejection(user: &str, client: uuid::Uuid, mutation: &MutationRequest, err: &KernelError) {
     let code = err.code();
     let (mutator, id, detail) = (mutation.name.as_str(), mutation.mutation_id, err.to_string());
-    match code {
-        ErrorCode::Internal => {
+    let refusal = match err {
+        KernelError::Refused { cause, .. } => cause.downcast_ref::<crate::mutation::DatabaseRefusal>(),
+        _ => None,
+    };
+    match (code, refusal) {
+        (ErrorCode::Internal, _) => {
             let cause = std::error::Error::source(err).map(ToString::to_string).unwrap_or_else(|| format!("{err:?}"));
             tracing::error!(?user, %client, ?mutator, mutation_id = id, %code, ?detail, ?cause, "mutation failed");
         }
-        ErrorCode::Forbidden => {
+        (ErrorCode::Forbidden, _) => {
             tracing::warn!(?user, %client, ?mutator, mutation_id = id, %code, ?detail, "mutation forbidden");
         }
+        (_, Some(refusal)) => tracing::info!(
+            ?user,
+            %client,
+            ?mutator,
+            mutation_id = id,
+            %code,
+            ?detail,
+            sqlstate = ?refusal.sqlstate(),
+            table = ?refusal.table().unwrap_or_default(),
+            constraint = ?refusal.constraint().unwrap_or_default(),
+            cause = ?crate::error::Chain(refusal),
+            "mutation rejected"
+        ),
         _ => tracing::info!(?user, %client, ?mutator, mutation_id = id, %code, ?detail, "mutation rejected"),
     }
 }
