@@ -58,6 +58,7 @@ pub use auth::{Authenticated, BearerTokenAuth, EngineAuth, issue_bearer_token};
 /// The boxed future [`EngineAuth`]'s methods return.
 pub use engine_kernel::BoxFuture;
 pub use error::{Error, Result};
+pub use http::{Connection, Connections, Peer};
 pub use jobs::{JobCtx, JobError, JobQueue, Jobs};
 pub use limits::{Limits, StreamLimits};
 pub use realtime::PresenceSettings;

@@ -1,8 +1,10 @@
 //! Limits a user can rely on (`docs/design.md` §14), each configurable: the request body size, a
 //! per-actor request rate (governor's token bucket, keyed by user id), a per-actor limit on
-//! requests in progress at once, and the limits of stream connections ([`StreamLimits`]).
+//! requests in progress at once, the connections from one address that have yet to
+//! authenticate, and the limits of stream connections ([`StreamLimits`]).
 
 use std::collections::HashMap;
+use std::net::IpAddr;
 use std::num::NonZeroU32;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -22,6 +24,9 @@ pub const DEFAULT_BURST: u32 = 200;
 pub const DEFAULT_CONCURRENT_PER_ACTOR: usize = 4;
 /// The default time a request body has to arrive whole once its headers are read: 30 s.
 pub const DEFAULT_BODY_READ_TIMEOUT: Duration = Duration::from_secs(30);
+/// The default number of connections from one address that may be open without having
+/// authenticated a request: 64.
+pub const DEFAULT_UNAUTHENTICATED_PER_ADDRESS: usize = 64;
 
 /// Request limits.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -41,6 +46,16 @@ pub struct Limits {
     /// slowly holds the actor's request permit and its bytes, and is given up after this with
     /// `503 retry_later`.
     pub body_read_timeout: Duration,
+    /// Connections from one address that may be open at once without having authenticated a
+    /// request (their headers still arriving, or answered 401 and kept open): beyond it a new
+    /// connection from the address is answered `503 retry_later` with `Connection: close`
+    /// before anything of it is read. Counted by the listener of [`Server::serve`] and
+    /// [`Server::connections`]; 0 turns the limit off. Behind a reverse proxy every connection
+    /// comes from the proxy's address: turn it off there, and let the proxy bound each client.
+    ///
+    /// [`Server::serve`]: crate::Server::serve
+    /// [`Server::connections`]: crate::Server::connections
+    pub unauthenticated_per_address: usize,
 }
 
 impl Default for Limits {
@@ -51,6 +66,7 @@ impl Default for Limits {
             burst: DEFAULT_BURST,
             concurrent_per_actor: DEFAULT_CONCURRENT_PER_ACTOR,
             body_read_timeout: DEFAULT_BODY_READ_TIMEOUT,
+            unauthenticated_per_address: DEFAULT_UNAUTHENTICATED_PER_ADDRESS,
         }
     }
 }
@@ -85,6 +101,79 @@ impl Limits {
     pub fn body_read_timeout(mut self, timeout: Duration) -> Self {
         self.body_read_timeout = timeout;
         self
+    }
+
+    /// These limits with at most `n` connections from one address open without having
+    /// authenticated a request (0: off).
+    #[must_use]
+    pub fn unauthenticated_per_address(mut self, n: usize) -> Self {
+        self.unauthenticated_per_address = n;
+        self
+    }
+}
+
+/// Connections or sockets that have yet to authenticate, counted by the address they came from:
+/// one address cannot hold more than a limit of them, whatever they send and however slowly.
+#[derive(Clone, Default)]
+pub(crate) struct ByAddress(Arc<Mutex<HashMap<IpAddr, usize>>>);
+
+impl ByAddress {
+    /// Count one more from `address` until the permit is dropped; refused when the address
+    /// already has `limit`.
+    pub(crate) fn admit(&self, address: IpAddr, limit: usize) -> Option<AddressPermit> {
+        let mut counts = self.0.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        let count = counts.entry(address).or_default();
+        if *count >= limit {
+            if *count == 0 {
+                counts.remove(&address);
+            }
+            return None;
+        }
+        *count += 1;
+        Some(AddressPermit { counts: self.clone(), address })
+    }
+}
+
+/// A connection's count against its address while none of its requests has authenticated: the
+/// listener (`http::Connections`) puts it on each request of the connection, and the first to
+/// authenticate ends it ([`end`](Self::end)); so does the connection's end. Empty when the
+/// address is not counted.
+#[derive(Clone, Default)]
+pub(crate) struct UnauthenticatedConnection(Arc<Mutex<Option<AddressPermit>>>);
+
+impl UnauthenticatedConnection {
+    pub(crate) fn new(permit: AddressPermit) -> Self {
+        UnauthenticatedConnection(Arc::new(Mutex::new(Some(permit))))
+    }
+
+    /// The connection no longer counts against its address.
+    pub(crate) fn end(&self) {
+        self.0.lock().unwrap_or_else(std::sync::PoisonError::into_inner).take();
+    }
+
+    /// The request of `parts` authenticated: its connection no longer counts.
+    pub(crate) fn authenticated(parts: &axum::http::request::Parts) {
+        if let Some(unauthenticated) = parts.extensions.get::<UnauthenticatedConnection>() {
+            unauthenticated.end();
+        }
+    }
+}
+
+/// One of [`ByAddress`], counted until dropped.
+pub(crate) struct AddressPermit {
+    counts: ByAddress,
+    address: IpAddr,
+}
+
+impl Drop for AddressPermit {
+    fn drop(&mut self) {
+        let mut counts = self.counts.0.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        if let Some(count) = counts.get_mut(&self.address) {
+            *count -= 1;
+            if *count == 0 {
+                counts.remove(&self.address);
+            }
+        }
     }
 }
 

@@ -64,10 +64,13 @@ enum StorageSource {
 /// - Serve the host app with `TCP_NODELAY` on accepted connections ([`tcp_nodelay`]), as
 ///   [`Server::serve`] does: otherwise the second of two small WebSocket frames in a row waits
 ///   for the client's delayed acknowledgement, about 40 ms.
-/// - Serve it with the peer's address (`into_make_service_with_connect_info::<SocketAddr>()`),
-///   as [`Server::serve`] does, so that stream sockets still waiting to authenticate are
-///   counted per address ([`StreamLimits::unauthenticated_per_address`]); without it they are
-///   not counted.
+/// - Serve it on [`Server::connections`] with [`Peer`](crate::Peer) as the connect info
+///   (`into_make_service_with_connect_info::<Peer>()`), as [`Server::serve`] does, so that
+///   connections that have yet to authenticate a request are counted per address
+///   ([`Limits::unauthenticated_per_address`]), and so are stream sockets still waiting to
+///   authenticate ([`StreamLimits::unauthenticated_per_address`]). Served with
+///   `into_make_service_with_connect_info::<SocketAddr>()` on a plain listener, only the
+///   sockets are counted; without connect info, neither is.
 /// - The host's own routes authenticate with the engine's auth through the
 ///   [`Authenticated`](crate::auth::Authenticated) extractor, given [`Server::auth`] as state.
 ///
@@ -77,9 +80,9 @@ enum StorageSource {
 /// use axum::routing::get;
 ///
 /// let host = Router::new().route("/health", get(|| async { "ok" })).nest("/sync-api", engine.router());
-/// let listener = tokio::net::TcpListener::bind("127.0.0.1:8080").await?;
-/// let host = host.into_make_service_with_connect_info::<std::net::SocketAddr>();
-/// axum::serve(engine_runtime::tcp_nodelay(listener), host).await
+/// let listener = engine.connections(tokio::net::TcpListener::bind("127.0.0.1:8080").await?);
+/// let host = host.into_make_service_with_connect_info::<engine_runtime::Peer>();
+/// axum::serve(listener, host).await
 /// # }
 /// ```
 #[must_use]
@@ -353,6 +356,7 @@ impl ServerBuilder {
                 work_limit: WorkLimit::new(&self.limits),
                 body_limit: self.limits.body_bytes,
                 body_read_timeout: self.limits.body_read_timeout,
+                unauthenticated_per_address: self.limits.unauthenticated_per_address,
             }),
             operator: Arc::new(Operator { admin: self.admin, storage: storage.clone(), hub, prometheus }),
             blobs: blob_access,
@@ -452,13 +456,33 @@ impl Server {
             // Sockets are detached from their HTTP connections: they close themselves.
             state.stream.draining.send_replace(true);
         };
-        let router = routes.merge(self.router());
-        axum::serve(tcp_nodelay(listener), router.into_make_service_with_connect_info::<SocketAddr>())
+        // The host's routes have the peer's address as `ConnectInfo<SocketAddr>` too.
+        let router = routes.merge(self.router()).layer(axum::middleware::from_fn(http::peer_address));
+        let listener = self.connections(listener);
+        axum::serve(listener, router.into_make_service_with_connect_info::<http::Peer>())
             .with_graceful_shutdown(stop)
             .await
             .map_err(|e| Error::internal_from("the server stopped", e))?;
         self.drain().await;
         Ok(())
+    }
+
+    /// `listener` with `TCP_NODELAY` set on every connection it accepts, and each connection
+    /// counted against its address until one of its requests authenticates: an address with
+    /// [`Limits::unauthenticated_per_address`] such connections open has a new one answered
+    /// `503 retry_later` at once. A host app that serves the [`router`](Self::router) itself
+    /// serves it on this, with [`Peer`](http::Peer) as the connect info:
+    ///
+    /// ```no_run
+    /// # async fn run(engine: engine_runtime::Server) -> std::io::Result<()> {
+    /// let host = axum::Router::new().nest("/sync-api", engine.router());
+    /// let listener = engine.connections(tokio::net::TcpListener::bind("127.0.0.1:8080").await?);
+    /// let host = host.into_make_service_with_connect_info::<engine_runtime::Peer>();
+    /// axum::serve(listener, host).await
+    /// # }
+    /// ```
+    pub fn connections(&self, listener: TcpListener) -> http::Connections {
+        http::Connections::new(listener, self.state.gate.unauthenticated_per_address)
     }
 
     /// Shut the realtime side down for a restart: every socket is sent `retry_later` and closed
@@ -488,13 +512,7 @@ pub(crate) const DRAIN_DEADLINE: Duration = Duration::from_secs(5);
 /// waits for the client's delayed acknowledgement (about 40 ms). A host app that mounts the
 /// engine's router serves it through this (or sets the option itself).
 pub fn tcp_nodelay(listener: TcpListener) -> TapIo<TcpListener, fn(&mut TcpStream)> {
-    listener.tap_io(set_nodelay)
-}
-
-fn set_nodelay(tcp: &mut TcpStream) {
-    if let Err(err) = tcp.set_nodelay(true) {
-        tracing::warn!(error = ?crate::error::Chain(&err), "cannot set TCP_NODELAY");
-    }
+    listener.tap_io(http::set_nodelay)
 }
 
 /// Ctrl-C, or SIGTERM on Unix.

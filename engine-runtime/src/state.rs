@@ -41,6 +41,8 @@ pub(crate) struct Gate {
     pub(crate) body_limit: usize,
     /// How long a body may take to arrive.
     pub(crate) body_read_timeout: std::time::Duration,
+    /// Connections from one address that may be open without having authenticated a request.
+    pub(crate) unauthenticated_per_address: usize,
 }
 
 /// Background work (tombstone collection, limiter housekeeping, the hub) and the job worker,

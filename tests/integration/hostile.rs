@@ -509,3 +509,71 @@ async fn a_refusal_of_the_database_is_logged_once_with_its_fields() {
         assert!(line.contains(r#"table="lists""#) && line.contains(r#"constraint="lists_pkey""#), "{line}");
     }
 }
+
+/// Issue 37, finding 6: one address held hundreds of connections that never authenticated
+/// (headers sent slowly, or answered 401 and kept open). Each connection counts against its
+/// address until a request on it authenticates; past the limit a new one is answered
+/// `503 retry_later` with `Connection: close` before anything of it is read.
+#[tokio::test]
+async fn an_address_holds_only_so_many_unauthenticated_connections() {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    use tokio::net::TcpStream;
+
+    let db = TestDb::new().await;
+    let limits = engine::limits::Limits::default().rate(0, 0).unauthenticated_per_address(3);
+    let server = TestServer::start(&db, move |b| b.limits(limits)).await;
+    let connect = || TcpStream::connect(server.addr);
+    // The answer on `socket` to `request`, read to the first response's end or the close.
+    let answer = |mut socket: TcpStream, request: String| async move {
+        socket.write_all(request.as_bytes()).await.unwrap();
+        let (mut response, mut chunk) = (Vec::new(), vec![0; 16 * 1024]);
+        let wait = std::time::Duration::from_secs(20);
+        loop {
+            let n = tokio::time::timeout(wait, socket.read(&mut chunk)).await.expect("an answer").unwrap();
+            response.extend_from_slice(&chunk[..n]);
+            let text = String::from_utf8_lossy(&response).into_owned();
+            if n == 0 || text.contains("\r\n\r\n{") && text.ends_with('}') {
+                return (socket, text);
+            }
+        }
+    };
+    let contract = "GET /engine/contract HTTP/1.1\r\nhost: localhost\r\n\r\n".to_owned();
+
+    // Three connections whose headers are still arriving hold the address's places.
+    let mut slow = Vec::new();
+    for _ in 0..3 {
+        let mut socket = connect().await.unwrap();
+        socket.write_all(b"POST /sync/pull HTTP/1.1\r\nhost: localhost\r\n").await.unwrap();
+        slow.push(socket);
+    }
+    let (_, refused) = answer(connect().await.unwrap(), contract.clone()).await;
+    assert!(refused.starts_with("HTTP/1.1 503"), "{refused}");
+    assert!(refused.contains("retry_later") && refused.contains("connection: close"), "{refused}");
+
+    // One of them authenticates its request: its place is free, and its connection goes on.
+    let body = json!({"clientId": CLIENT}).to_string();
+    let rest = format!(
+        "authorization: Bearer {}\r\ncontent-type: application/json\r\ncontent-length: {}\r\n\r\n{body}",
+        TestServer::token("alice"),
+        body.len()
+    );
+    let (_kept, pulled) = answer(slow.pop().unwrap(), rest).await;
+    assert!(pulled.starts_with("HTTP/1.1 200"), "{pulled}");
+    // A request that needs no token is answered, and its connection, kept open, holds a place.
+    let (_open, answered) = answer(connect().await.unwrap(), contract.clone()).await;
+    assert!(answered.starts_with("HTTP/1.1 200"), "{answered}");
+    let (_, refused) = answer(connect().await.unwrap(), contract.clone()).await;
+    assert!(refused.starts_with("HTTP/1.1 503"), "{refused}");
+
+    // A connection that closes gives its place back.
+    drop(slow.pop());
+    let mut admitted = String::new();
+    for _ in 0..100 {
+        (_, admitted) = answer(connect().await.unwrap(), contract.clone()).await;
+        if admitted.starts_with("HTTP/1.1 200") {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+    assert!(admitted.starts_with("HTTP/1.1 200"), "{admitted}");
+}

@@ -90,8 +90,12 @@ where
 }
 
 /// The actor `request` acts for, or the engine's 401 (logged at debug level with its reason).
+/// Once a request authenticates, its connection no longer counts against its address
+/// (`Limits::unauthenticated_per_address`).
 pub(crate) async fn authenticate(auth: &dyn EngineAuth, request: &Parts) -> Result<Actor, Error> {
-    auth.check(request).await.inspect_err(|refused| {
+    let actor = auth.check(request).await.inspect_err(|refused| {
         tracing::debug!(path = ?request.uri.path(), reason = ?refused.to_string(), "a request was refused: not authenticated");
-    })
+    })?;
+    crate::limits::UnauthenticatedConnection::authenticated(request);
+    Ok(actor)
 }

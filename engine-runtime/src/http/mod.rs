@@ -3,12 +3,16 @@
 //! whole within its limit and timeout before anything answers, problem documents for every
 //! error).
 
+mod connections;
 mod extract;
 mod routes;
 
+pub(crate) use connections::set_nodelay;
+pub use connections::{Connection, Connections, Peer};
+
 use axum::Router;
 use axum::body::Body;
-use axum::extract::State;
+use axum::extract::{ConnectInfo, State};
 use axum::http::{HeaderValue, Method, Request, header};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
@@ -70,6 +74,7 @@ pub(crate) fn router(state: ServerState) -> Router {
         .method_not_allowed_fallback(|| async { Error::MethodNotAllowed })
         .with_state(state)
         .layer(axum::middleware::from_fn(run_to_completion))
+        .layer(axum::middleware::from_fn(peer_address))
         .layer(PropagateRequestIdLayer::x_request_id());
     // A host app that mounts the router traces requests itself, so the span is asked for.
     let router = match trace_requests {
@@ -77,6 +82,18 @@ pub(crate) fn router(state: ServerState) -> Router {
         false => router,
     };
     router.layer(SetRequestIdLayer::x_request_id(MakeUuid))
+}
+
+/// Give a request served by [`Connections`] its peer's address as `ConnectInfo<SocketAddr>`, as
+/// a request served with `into_make_service_with_connect_info::<SocketAddr>()` has it, and its
+/// connection's count against the address, for the request to end once it authenticates.
+pub(crate) async fn peer_address(mut request: Request<Body>, next: Next) -> Response {
+    if let Some(ConnectInfo(peer)) = request.extensions().get::<ConnectInfo<Peer>>() {
+        let (address, unauthenticated) = (peer.address(), peer.unauthenticated());
+        request.extensions_mut().insert(ConnectInfo(address));
+        request.extensions_mut().insert(unauthenticated);
+    }
+    next.run(request).await
 }
 
 /// Run the request on a task of its own, to its end even when its client goes away. Dropped

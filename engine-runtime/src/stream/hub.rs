@@ -82,27 +82,10 @@ struct Index {
     /// Presences of this process, by user and by bucket.
     presences_of_user: HashMap<String, usize>,
     presences_in_bucket: HashMap<BucketKey, usize>,
-    /// Sockets still waiting for their `auth` frame, by the address they came from.
-    unauthenticated: HashMap<IpAddr, usize>,
 }
 
 /// A socket from an address that has yet to authenticate, counted until dropped.
-pub(crate) struct Unauthenticated {
-    hub: Arc<Hub>,
-    address: IpAddr,
-}
-
-impl Drop for Unauthenticated {
-    fn drop(&mut self) {
-        let mut index = self.hub.index();
-        if let Some(count) = index.unauthenticated.get_mut(&self.address) {
-            *count -= 1;
-            if *count == 0 {
-                index.unauthenticated.remove(&self.address);
-            }
-        }
-    }
-}
+pub(crate) type Unauthenticated = crate::limits::AddressPermit;
 
 /// Whether a socket may be present in a bucket ([`Hub::be_present`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -122,6 +105,8 @@ pub(crate) struct Hub {
     opening: AtomicUsize,
     /// Every signal delivered, for the polls of `GET /sync/poll`.
     pub(crate) journal: Journal,
+    /// Sockets still waiting for their `auth` frame, by the address they came from.
+    unauthenticated: crate::limits::ByAddress,
 }
 
 /// A socket between its upgrade and its registration with the hub, counted until dropped, so
@@ -147,6 +132,7 @@ impl Hub {
             next: AtomicU64::new(1),
             opening: AtomicUsize::new(0),
             journal: Journal::new(),
+            unauthenticated: crate::limits::ByAddress::default(),
         })
     }
 
@@ -232,14 +218,8 @@ impl Hub {
 
     /// Count a socket from `address` that has yet to authenticate, until the returned guard is
     /// dropped; refused when that address already has `limit` such sockets.
-    pub(crate) fn admit_unauthenticated(self: &Arc<Self>, address: IpAddr, limit: usize) -> Option<Unauthenticated> {
-        let mut index = self.index();
-        let count = index.unauthenticated.entry(address).or_default();
-        if *count >= limit {
-            return None;
-        }
-        *count += 1;
-        Some(Unauthenticated { hub: Arc::clone(self), address })
+    pub(crate) fn admit_unauthenticated(&self, address: IpAddr, limit: usize) -> Option<Unauthenticated> {
+        self.unauthenticated.admit(address, limit)
     }
 
     /// Socket `id` now acts with these membership claims (a fresh token with other claims).

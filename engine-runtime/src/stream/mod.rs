@@ -132,6 +132,8 @@ pub(crate) async fn stream(
             }
         }
     }
+    // Counted from now on as an actor's socket, or as a socket waiting for its `auth` frame.
+    crate::limits::UnauthenticatedConnection::authenticated(&parts);
     // The WebSocket layer's own cap is a backstop well above the protocol's frame limit: a frame
     // over the limit is read and refused by the socket (1009), which keeps the socket able to
     // say why; past the backstop the connection is dropped. A socket that has yet to say who it

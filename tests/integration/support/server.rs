@@ -32,7 +32,13 @@ impl TestServer {
             .auth(BearerTokenAuth::new(SECRET))
             .limits(Limits::default().rate(0, 0));
         let server = configure(builder).build().await.expect("the server builds");
-        let mut served = Self::serve(server.router()).await;
+        // Served as `Server::serve` serves it: connections counted by address until they
+        // authenticate a request.
+        let listener = server.connections(tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap());
+        let addr = axum::serve::Listener::local_addr(&listener).unwrap();
+        let router = server.router().into_make_service_with_connect_info::<engine::server::Peer>();
+        let task = tokio::spawn(async move { axum::serve(listener, router).await.unwrap() });
+        let mut served = TestServer { addr, http: reqwest::Client::new(), task, horizon: None };
         if backend() == Backend::Postgres {
             let pool = db.pg().clone();
             let store = engine::storage::PostgresStorage::new(pool.clone(), std::sync::Arc::new(example_notes::app()));
