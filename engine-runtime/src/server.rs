@@ -333,12 +333,15 @@ impl ServerBuilder {
         if blob_access.ledger.is_some() {
             background.add(Background::collect_blobs(blob_access.clone(), self.retention.batch));
         }
+        let (unsent, publishing) = crate::service::publish_unsent(realtime.clone());
+        background.add(publishing);
         let state = ServerState {
             sync: Arc::new(SyncService {
                 storage: storage.clone(),
                 realtime: realtime.clone(),
                 observer: self.observer,
                 share: share.clone(),
+                unsent,
             }),
             stream: Arc::new(StreamState {
                 storage: storage.clone(),

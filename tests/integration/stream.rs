@@ -454,6 +454,44 @@ async fn three_server_processes_share_pings_and_presence_through_postgres() {
     assert!(frames.iter().any(|f| f["type"] == "ping" && f["bucket"] == "shared/l1"), "no ping lost: {frames:?}");
 }
 
+/// Issue 37: a membership signal that went unanswered (the pushing process's realtime sessions
+/// cut, and no new one answering for a while) made that process's sockets recompute, but another
+/// process's sockets kept the revoked bucket's presence diffs until their next signal. The
+/// signal is published again in the background until it goes through.
+#[tokio::test]
+async fn a_membership_signal_that_went_unanswered_reaches_the_other_processes() {
+    if postgres_only("LISTEN/NOTIFY across server processes") {
+        return;
+    }
+    let db = TestDb::new().await;
+    let partition = Partition::start(&db.url).await;
+    let realtime = engine::realtime::listen_notify(partition.url()).lost_after(SECOND);
+    let a = TestServer::start(&db, |b| b.realtime(realtime)).await;
+    let b = ServerProcess::start(&db.url, 30 * SECOND).await;
+    share_with_carol(&a).await;
+    let (alice, carol) = (TestServer::token("alice"), TestServer::token("carol"));
+    let mut carol_on_b = Ws::connect(b.addr, Auth::Header(&carol)).await.unwrap();
+    let mut alice_on_b = Ws::connect(b.addr, Auth::Header(&alice)).await.unwrap();
+    let frames = carol_on_b.drain(Duration::from_millis(300)).await;
+    assert!(frames.iter().any(|f| f["bucket"] == "shared/l1"), "Carol follows the list: {frames:?}");
+    alice_on_b.drain(Duration::from_millis(100)).await;
+
+    // A's realtime sessions are cut, and new ones too for a while: its notification of the
+    // revocation goes unanswered.
+    partition.hold();
+    let revoke = [(3, "unshare_list", json!({"list_id": "l1", "user_id": "carol"}))];
+    tokio::time::timeout(30 * SECOND, push(&base(&a), "alice", &revoke)).await.expect("the push is answered");
+    let frames = carol_on_b.drain(2 * SECOND).await;
+    assert!(!frames.iter().any(|f| f["type"] == "buckets_changed"), "the signal went unanswered: {frames:?}");
+    partition.release();
+    // Carol's socket on B is told once the signal goes through, and hears no more of the list.
+    until(&mut carol_on_b, 20 * SECOND, |f| f["type"] == "buckets_changed").await;
+    alice_on_b.send(json!({"type": "track", "bucket": "shared/l1", "meta": {"where": "b"}})).await;
+    assert_eq!(alice_on_b.expect("presence_diff", 3 * SECOND).await["bucket"], "shared/l1");
+    let frames = carol_on_b.drain(SECOND).await;
+    assert!(!frames.iter().any(|f| f["bucket"] == "shared/l1"), "{frames:?}");
+}
+
 /// The first frame of `socket` within `wait` that `wanted` takes, and every frame before it.
 async fn until(socket: &mut Ws, wait: Duration, wanted: impl Fn(&Value) -> bool) -> Vec<Value> {
     let deadline = tokio::time::Instant::now() + wait;

@@ -13,4 +13,4 @@ mod sync;
 
 pub(crate) use blobs::BlobAccess;
 pub(crate) use operator::{AdminCriterion, Operator};
-pub(crate) use sync::SyncService;
+pub(crate) use sync::{SyncService, publish_unsent};

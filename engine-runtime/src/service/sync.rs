@@ -4,7 +4,7 @@
 
 use std::collections::BTreeSet;
 use std::sync::Arc;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use engine_kernel::wire::{PullRequest, PushRequest, PushResponse};
 use engine_kernel::{Actor, ErrorCode};
@@ -16,11 +16,11 @@ use crate::observer::Observer;
 use crate::realtime::{Realtime, Signal};
 use crate::storage::{Pulled, Pushed, Sharing, Storage};
 
-/// The pull and push of one server.
 /// The mutations of a push applied on one place of the store's sessions: between two runs, other
 /// actors' requests take their turn.
 const TURN: usize = 8;
 
+/// The pull and push of one server.
 pub(crate) struct SyncService {
     pub(crate) storage: Arc<dyn Storage>,
     pub(crate) realtime: Arc<dyn Realtime>,
@@ -28,6 +28,8 @@ pub(crate) struct SyncService {
     /// The store's sessions, shared fairly between actors, and the store's bounds on sharing
     /// (none for a store without a bound).
     pub(crate) share: Option<(Arc<FairShare>, Sharing)>,
+    /// Membership changes whose signal could not be published, for [`publish_unsent`].
+    pub(crate) unsent: tokio::sync::mpsc::UnboundedSender<String>,
 }
 
 impl SyncService {
@@ -124,16 +126,22 @@ impl SyncService {
     }
 
     /// Everything in `pushed` has committed: signal it, even when the push stopped. Membership
-    /// changes go first and each is tried: one that cannot be sent has this process's sockets
-    /// recompute their buckets all the same (other processes' sockets do when their link's
-    /// listening session is replaced, or at their next membership signal). Pings are hints: once
-    /// the realtime link does not answer, the rest are not sent, so the push is answered without
-    /// waiting on each, and sockets learn of the rows from their next pull.
+    /// changes go first. Once one cannot be sent, this process's sockets recompute their
+    /// buckets at once, and it and the rest are published in the background until they go
+    /// through ([`publish_unsent`]): other processes' sockets learn of a change from its signal
+    /// only, and would otherwise keep a revoked bucket's pings and presence until their next
+    /// one. Pings are hints: once the realtime link does not answer, the rest are not sent, so
+    /// the push is answered without waiting on each, and sockets learn of the rows from their
+    /// next pull.
     async fn signal(&self, pushed: &Pushed) {
-        for change in &pushed.membership_changes {
+        let mut changes = pushed.membership_changes.iter();
+        while let Some(change) = changes.next() {
             if let Err(err) = self.realtime.publish(Signal::Membership(change.clone())).await {
-                tracing::warn!(error = ?crate::error::Chain(&err), "publishing a membership change failed; this process's sockets resync");
+                tracing::warn!(error = ?crate::error::Chain(&err), "publishing a membership change failed; this process's sockets resync, and it is published again in the background");
                 let _ = self.realtime.publish(Signal::Resync).await;
+                for unsent in std::iter::once(change).chain(changes.by_ref()) {
+                    let _ = self.unsent.send(unsent.clone());
+                }
             }
         }
         for bucket in &pushed.affected {
@@ -155,4 +163,47 @@ impl SyncService {
         metrics::request_failed(route, err.code());
         err
     }
+}
+
+/// The first wait before a membership change whose signal failed is published again; it doubles
+/// at each failure up to [`UNSENT_LONGEST_WAIT`].
+const UNSENT_FIRST_WAIT: Duration = Duration::from_millis(100);
+/// The longest wait between two tries of [`publish_unsent`].
+const UNSENT_LONGEST_WAIT: Duration = Duration::from_secs(5);
+
+/// Publish the membership changes `unsent` receives until each has gone through, oldest first,
+/// for as long as the server runs. A change is published once however often it arrives
+/// meanwhile (a signal says only that the claim's memberships changed).
+pub(crate) fn publish_unsent(
+    realtime: Arc<dyn Realtime>,
+) -> (tokio::sync::mpsc::UnboundedSender<String>, tokio::task::AbortHandle) {
+    let (sender, mut unsent) = tokio::sync::mpsc::unbounded_channel::<String>();
+    let task = tokio::spawn(async move {
+        let mut pending: Vec<String> = Vec::new();
+        while let Some(first) = unsent.recv().await {
+            pending.push(first);
+            let mut wait = UNSENT_FIRST_WAIT;
+            while !pending.is_empty() {
+                tokio::time::sleep(wait).await;
+                while let Ok(more) = unsent.try_recv() {
+                    if !pending.contains(&more) {
+                        pending.push(more);
+                    }
+                }
+                while let Some(change) = pending.first() {
+                    match realtime.publish(Signal::Membership(change.clone())).await {
+                        Ok(()) => {
+                            pending.remove(0);
+                        }
+                        Err(err) => {
+                            tracing::warn!(error = ?crate::error::Chain(&err), left = pending.len(), "publishing a membership change failed again");
+                            break;
+                        }
+                    }
+                }
+                wait = (wait * 2).min(UNSENT_LONGEST_WAIT);
+            }
+        }
+    });
+    (sender, task.abort_handle())
 }

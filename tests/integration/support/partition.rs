@@ -2,9 +2,12 @@
 //! them: after [`Partition::cut`], what either side of a connection open at that moment sends is
 //! taken (so the kernel acknowledges it) and never passed on, and neither side hears of a close,
 //! as when a network partition or a vanished host leaves a connection open at both ends.
-//! Connections made after the cut pass.
+//! Connections made after the cut pass; while the proxy [holds](Partition::hold), they are cut
+//! as they are made, as when the host stays unreachable.
 
 use std::net::SocketAddr;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
@@ -17,6 +20,8 @@ pub(crate) struct Partition {
     database_url: String,
     /// How many cuts were made: a connection made before the latest one is cut.
     cuts: watch::Sender<u64>,
+    /// Whether connections are cut as they are made.
+    holding: Arc<AtomicBool>,
     task: tokio::task::JoinHandle<()>,
 }
 
@@ -28,6 +33,8 @@ impl Partition {
         let addr = listener.local_addr().unwrap();
         let (cuts, _) = watch::channel(0);
         let watching = cuts.clone();
+        let holding = Arc::new(AtomicBool::new(false));
+        let held = holding.clone();
         let upstream = authority.to_owned();
         let task = tokio::spawn(async move {
             // Dropped with the accepting task: every connection ends with the proxy.
@@ -40,9 +47,12 @@ impl Partition {
                 let (server_reads, server_writes) = server.into_split();
                 connections.spawn(pass(client_reads, server_writes, watching.subscribe(), made_after));
                 connections.spawn(pass(server_reads, client_writes, watching.subscribe(), made_after));
+                if held.load(Ordering::SeqCst) {
+                    watching.send_modify(|cuts| *cuts += 1);
+                }
             }
         });
-        Partition { addr, database_url: database_url.to_owned(), cuts, task }
+        Partition { addr, database_url: database_url.to_owned(), cuts, holding, task }
     }
 
     /// The URL of the database through the proxy.
@@ -53,6 +63,17 @@ impl Partition {
     /// Cut every connection open now, for good.
     pub(crate) fn cut(&self) {
         self.cuts.send_modify(|cuts| *cuts += 1);
+    }
+
+    /// Cut every connection open now, and every one made until [`release`](Self::release).
+    pub(crate) fn hold(&self) {
+        self.holding.store(true, Ordering::SeqCst);
+        self.cut();
+    }
+
+    /// Let connections made from now on pass.
+    pub(crate) fn release(&self) {
+        self.holding.store(false, Ordering::SeqCst);
     }
 }
 
