@@ -19,6 +19,9 @@ pub const PROTOCOL_VERSION: &str = "1";
 pub const STREAM_SUBPROTOCOL: &str = "engine.v1";
 /// The `error` frame code of a `track` whose meta is over the server's size limit.
 pub const META_TOO_LARGE: &str = "meta_too_large";
+/// The `error` frame code of a `track` that would make the actor present more often than the
+/// server allows.
+pub const TOO_MANY_PRESENCES: &str = "too_many_presences";
 
 /// Integers in requests as JSON Schema counts them: `37`, and `37.0` too (a number whose
 /// fractional part is zero).

@@ -492,6 +492,42 @@ async fn a_membership_signal_that_went_unanswered_reaches_the_other_processes() 
     assert!(!frames.iter().any(|f| f["bucket"] == "shared/l1"), "{frames:?}");
 }
 
+/// Issue 37, finding 7: a client that syncs only some of its buckets was sent the presence of
+/// every bucket its actor held on each connection before its `subscribe` narrowed it (300 lists
+/// shared by another account: 5.1 MB). Connected with `follow=subscription`, a socket follows
+/// nothing, and is sent no presence, until its `subscribe`; then the state of what it follows.
+#[tokio::test]
+async fn a_socket_that_follows_its_subscription_gets_presence_only_of_what_it_subscribes() {
+    let db = TestDb::new().await;
+    let server = TestServer::start(&db, |b| b).await;
+    let lists = [
+        (1, "create_list", json!({"id": "l1", "title": "t"})),
+        (2, "create_list", json!({"id": "l2", "title": "t"})),
+        (3, "create_list", json!({"id": "l3", "title": "t"})),
+    ];
+    push(&base(&server), "alice", &lists).await;
+    let token = TestServer::token("alice");
+    let mut plain = Ws::connect(server.addr, Auth::Header(&token)).await.unwrap();
+    let told = plain.drain(Duration::from_millis(300)).await;
+    let states = told.iter().filter(|f| f["type"] == "presence_state").count();
+    assert!(states >= 4, "every bucket held: {told:?}");
+
+    let mut narrow =
+        Ws::connect_at(server.addr, "/sync/stream?follow=subscription", Auth::Header(&token)).await.unwrap();
+    let told = narrow.drain(Duration::from_millis(300)).await;
+    assert!(told.is_empty(), "nothing before the subscription: {told:?}");
+    // Nothing is followed yet: a change of a list pings no one here.
+    push(&base(&server), "alice", &[(4, "add_note", json!({"id": "n1", "list_id": "l1", "title": "x"}))]).await;
+    let told = narrow.drain(Duration::from_millis(300)).await;
+    assert!(told.is_empty(), "{told:?}");
+    narrow.send(json!({"type": "subscribe", "buckets": ["shared/l1"]})).await;
+    let told = narrow.drain(Duration::from_millis(300)).await;
+    let states: Vec<&Value> = told.iter().filter(|f| f["type"] == "presence_state").map(|f| &f["bucket"]).collect();
+    assert_eq!(states, ["shared/l1"], "{told:?}");
+    push(&base(&server), "alice", &[(5, "add_note", json!({"id": "n2", "list_id": "l1", "title": "y"}))]).await;
+    assert_eq!(narrow.expect("ping", 2 * SECOND).await["bucket"], "shared/l1");
+}
+
 /// The first frame of `socket` within `wait` that `wanted` takes, and every frame before it.
 async fn until(socket: &mut Ws, wait: Duration, wanted: impl Fn(&Value) -> bool) -> Vec<Value> {
     let deadline = tokio::time::Instant::now() + wait;

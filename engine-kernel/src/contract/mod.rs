@@ -143,9 +143,13 @@ pub fn contract(app: &App) -> Value {
                 "summary": "WebSocket (subprotocol engine.v1): pings and presence",
                 // The token may also come as the `bearer.` subprotocol or in the first frame.
                 "security": [{"bearer": []}, {}],
+                "parameters": [
+                    {"name": "follow", "in": "query", "required": false, "schema": {"const": "subscription"},
+                     "description": "`subscription`: follow nothing, and get no presence, until the first `subscribe`; absent: every bucket held"},
+                ],
                 "responses": {
                     "101": {"description": "switching to the WebSocket protocol"},
-                    "400": problem_response("malformed_request: not a WebSocket upgrade"),
+                    "400": problem_response("malformed_request: not a WebSocket upgrade, or a `follow` other than `subscription`"),
                     "401": problem_response("unauthenticated: a bad or expired token"),
                     "429": problem_response("rate_limited: over the per-actor rate, the actor's sockets, or the sockets waiting to authenticate from one address; see Retry-After"),
                 },

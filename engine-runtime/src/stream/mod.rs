@@ -19,7 +19,7 @@ use std::sync::Arc;
 
 use axum::extract::ws::WebSocketUpgrade;
 use axum::extract::ws::rejection::WebSocketUpgradeRejection;
-use axum::extract::{ConnectInfo, State};
+use axum::extract::{ConnectInfo, Query, State};
 use axum::http::HeaderMap;
 use axum::http::request::Parts;
 use axum::response::{IntoResponse, Response};
@@ -96,6 +96,10 @@ pub(crate) async fn stream(
     } else {
         state.auth.resolve(&parts).await
     };
+    let waits_for_subscribe = match follow(&parts) {
+        Ok(waits) => waits,
+        Err(refused) => return refused.into_response(),
+    };
     let upgrade = match upgrade {
         Ok(upgrade) => upgrade,
         Err(refused) => {
@@ -151,7 +155,26 @@ pub(crate) async fn stream(
         .read_buffer_size(1024)
         .write_buffer_size(0)
         .max_write_buffer_size(limits.max_frame_bytes * 4)
-        .on_upgrade(move |socket| socket::run(socket, state, actor, unauthenticated, opening))
+        .on_upgrade(move |socket| socket::run(socket, state, actor, unauthenticated, opening, waits_for_subscribe))
+}
+
+/// The query of `GET /sync/stream`.
+#[derive(serde::Deserialize)]
+struct StreamQuery {
+    /// `subscription`: follow only what the socket subscribes to; absent: every bucket held.
+    follow: Option<String>,
+}
+
+/// Whether the upgrade asks to follow only what the socket subscribes to (`follow=subscription`)
+/// rather than every bucket held (no `follow`).
+fn follow(parts: &Parts) -> Result<bool, Error> {
+    let Query(query) = Query::<StreamQuery>::try_from_uri(&parts.uri)
+        .map_err(|refused| Error::MalformedRequest(format!("the query: {}", refused.body_text())))?;
+    match query.follow.as_deref() {
+        None => Ok(false),
+        Some("subscription") => Ok(true),
+        Some(_) => Err(Error::MalformedRequest("`follow` is `subscription`, or absent".into())),
+    }
 }
 
 /// A new socket of `user`: within the actor's request rate and socket limit, or the refusal.

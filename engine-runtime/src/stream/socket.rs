@@ -119,13 +119,15 @@ fn parse(text: &str) -> Result<ClientFrame, Close> {
 }
 
 /// Run one connection to its end. `unauthenticated` counts a socket that has yet to send its
-/// `auth` frame against its address until it has.
+/// `auth` frame against its address until it has. A socket that `waits_for_subscribe` follows
+/// nothing, and is sent no presence, until its first `subscribe`.
 pub(crate) async fn run(
     socket: WebSocket,
     state: Arc<StreamState>,
     actor: Option<Actor>,
     unauthenticated: Option<Unauthenticated>,
     opening: Opening,
+    waits_for_subscribe: bool,
 ) {
     let limits = state.stream_limits;
     let mut socket = socket;
@@ -160,7 +162,7 @@ pub(crate) async fn run(
         id,
         owed,
         subscribed: BTreeSet::new(),
-        explicit: false,
+        explicit: waits_for_subscribe,
         presences: BTreeMap::new(),
         pending: BTreeSet::new(),
         expiry,
@@ -204,8 +206,12 @@ impl Connection {
         events: &mut tokio::sync::mpsc::Receiver<Event>,
         limits: StreamLimits,
     ) -> Result<(), Close> {
-        let held = self.held().await?;
-        self.set_subscribed(held).await?;
+        // A socket that follows its subscription is sent nothing of a bucket before it asks:
+        // the presence of every bucket held could be megabytes that another account made.
+        if !self.explicit {
+            let held = self.held().await?;
+            self.set_subscribed(held).await?;
+        }
         let quota = Quota::per_second(NonZeroU32::new(limits.frames_per_second).unwrap_or(NonZeroU32::MIN))
             .allow_burst(NonZeroU32::new(limits.frame_burst).unwrap_or(NonZeroU32::MIN));
         let rate = DefaultDirectRateLimiter::direct(quota);
@@ -393,7 +399,7 @@ impl Connection {
                     // The actor's own doing: its socket closes, as for any other bound.
                     Admitted::ActorFull => {
                         return Err(Close::policy(
-                            "too_many_presences",
+                            engine_kernel::wire::TOO_MANY_PRESENCES,
                             format!("an actor is present at most {} times on one server", limits.presences_per_actor),
                         ));
                     }
