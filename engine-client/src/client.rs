@@ -396,14 +396,31 @@ impl Client {
     /// Announce presence in `bucket` with `meta` (kept across reconnections). It is announced
     /// while the stream follows `bucket` (see [`subscribe`](Self::subscribe)), and withdrawn
     /// for good when the actor loses the bucket.
+    ///
+    /// After the server refused presence as too many ([`Status::presence_refused`]), nothing is
+    /// announced until the app tracks something new or untracks: the same meta tracked again
+    /// (a view drawn again) changes nothing.
     pub fn track(&self, bucket: BucketKey, meta: Map<String, Value>) {
-        lock(&self.inner.presence).tracked.insert(bucket, meta);
-        self.inner.stream_wanted.notify_one();
+        let changed = {
+            let mut presence = lock(&self.inner.presence);
+            presence.tracked.insert(bucket, meta.clone()).as_ref() != Some(&meta)
+        };
+        self.presence_changed(changed);
     }
 
     /// Withdraw presence from `bucket`.
     pub fn untrack(&self, bucket: &BucketKey) {
-        lock(&self.inner.presence).tracked.remove(bucket);
+        let changed = lock(&self.inner.presence).tracked.remove(bucket).is_some();
+        self.presence_changed(changed);
+    }
+
+    /// Tell the stream of the app's presence; when it `changed`, announce it even after a
+    /// refusal.
+    fn presence_changed(&self, changed: bool) {
+        if changed {
+            lock(&self.inner.presence).refused = false;
+            self.inner.status.send_if_modified(|status| std::mem::replace(&mut status.presence_refused, false));
+        }
         self.inner.stream_wanted.notify_one();
     }
 

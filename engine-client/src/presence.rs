@@ -23,6 +23,10 @@ pub struct PresenceEvent {
 pub(crate) struct Presence {
     /// What this client tracks, by bucket.
     pub(crate) tracked: BTreeMap<BucketKey, Map<String, Value>>,
+    /// The server refused a presence as too many (`too_many_presences`): none of `tracked` is
+    /// announced until the app changes it, since the same presences announced again would have
+    /// every connection closed in turn.
+    pub(crate) refused: bool,
     /// Who is present, by bucket.
     pub(crate) states: BTreeMap<BucketKey, PresenceState>,
 }

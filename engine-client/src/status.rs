@@ -28,6 +28,10 @@ pub struct Status {
     pub progress: Option<PullProgress>,
     /// When the last pull finished.
     pub last_pull_at: Option<SystemTime>,
+    /// Whether the server refused this client's presence as too many (`too_many_presences`:
+    /// the actor is present too often on one server, over all its connections): none is
+    /// announced until the app tracks or untracks again.
+    pub presence_refused: bool,
     /// The last failure of a pull, a push or the stream, with its causes (`what failed: why`),
     /// cleared by the next success.
     pub last_error: Option<String>,

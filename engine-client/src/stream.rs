@@ -14,7 +14,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 use std::time::Duration;
 
-use engine_kernel::wire::{ClientFrame, META_TOO_LARGE, STREAM_SUBPROTOCOL, ServerFrame};
+use engine_kernel::wire::{ClientFrame, META_TOO_LARGE, STREAM_SUBPROTOCOL, ServerFrame, TOO_MANY_PRESENCES};
 use engine_kernel::{BucketKey, ErrorCode};
 use futures_util::{SinkExt, StreamExt};
 use serde_json::{Map, Value};
@@ -85,7 +85,8 @@ pub(crate) async fn run(inner: Arc<ClientState>) {
             continue;
         }
         let started = Instant::now();
-        match connect(&inner).await {
+        let narrowed = narrowed(&inner);
+        match connect(&inner, narrowed).await {
             Ok(socket) => {
                 refusals = 0;
                 inner.status.send_modify(|status| {
@@ -93,7 +94,7 @@ pub(crate) async fn run(inner: Arc<ClientState>) {
                     status.long_poll = false;
                 });
                 inner.wake_pull.notify_one();
-                let end = session(&inner, socket, &mut shutdown).await;
+                let end = session(&inner, socket, &mut shutdown, narrowed).await;
                 inner.status.send_modify(|status| status.connected = false);
                 // Who is present comes afresh with the next connection.
                 inner.change_presence(Presence::forget_all);
@@ -186,8 +187,19 @@ async fn long_poll(inner: &ClientState, shutdown: &mut tokio::sync::watch::Recei
     End::Lost
 }
 
-async fn connect(inner: &ClientState) -> Result<Socket> {
+/// Whether the stream follows a narrowed list of buckets (the app's subscription, or what the
+/// pulls bring when syncing only what is open), rather than every bucket held.
+fn narrowed(inner: &ClientState) -> bool {
+    matches!(inner.settings.scope, SyncScope::Open { .. }) || lock(&inner.subscription).is_some()
+}
+
+/// Open the stream. A `narrowed` connection follows nothing until its `subscribe`
+/// (`follow=subscription`), so the server does not send the presence of every bucket held first.
+async fn connect(inner: &ClientState, narrowed: bool) -> Result<Socket> {
     let mut url = inner.remote.url("sync/stream");
+    if narrowed {
+        url.query_pairs_mut().append_pair("follow", "subscription");
+    }
     let scheme = if url.scheme() == "https" { "wss" } else { "ws" };
     url.set_scheme(scheme).map_err(|()| Error::config(format!("no WebSocket URL for {url}")))?;
     let mut request =
@@ -251,10 +263,16 @@ impl Pace {
     }
 }
 
-async fn session(inner: &ClientState, socket: Socket, shutdown: &mut tokio::sync::watch::Receiver<bool>) -> End {
+async fn session(
+    inner: &ClientState,
+    socket: Socket,
+    shutdown: &mut tokio::sync::watch::Receiver<bool>,
+    narrowed: bool,
+) -> End {
     let (mut sink, mut stream) = socket.split();
     let mut held = inner.held.subscribe();
-    let mut told = Told::default();
+    // A narrowed connection starts following nothing.
+    let mut told = Told { subscription: narrowed.then(BTreeSet::new), ..Told::default() };
     let mut pace = Pace::new();
     let start = Instant::now();
     let heartbeat_every = inner.settings.presence_heartbeat;
@@ -272,7 +290,9 @@ async fn session(inner: &ClientState, socket: Socket, shutdown: &mut tokio::sync
                 let wanted = lock(&inner.subscription).clone().or_else(|| open.then(|| held.iter().cloned().collect()));
                 let presence = lock(&inner.presence);
                 let strict = inner.strict.load(std::sync::atomic::Ordering::Acquire);
-                plan(wanted.as_deref(), &presence.tracked, &held, strict, &mut told)
+                let none = BTreeMap::new();
+                let tracked = if presence.refused { &none } else { &presence.tracked };
+                plan(wanted.as_deref(), tracked, &held, strict, &mut told)
             };
             let Resubscribe::Frames { frames } = step else {
                 let _ = sink.send(Message::Close(None)).await;
@@ -432,6 +452,11 @@ fn handle(inner: &ClientState, told: &Told, text: &str) {
                 if let Some((bucket, _)) = largest {
                     lock(&inner.presence).tracked.remove(bucket);
                 }
+            } else if code == TOO_MANY_PRESENCES {
+                // The actor is present too often on the server: hold presence back until the app
+                // changes it, rather than have every connection closed as this one is.
+                lock(&inner.presence).refused = true;
+                inner.status.send_modify(|status| status.presence_refused = true);
             }
             inner.status.send_modify(|status| status.last_error = Some(format!("stream: {code}: {detail}")));
         }

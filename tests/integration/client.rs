@@ -1218,3 +1218,36 @@ async fn the_status_tells_how_far_a_first_sync_has_got() {
     assert!(seen.iter().any(|p| p.done > 0 && p.done < p.total), "{seen:?}");
     assert!(seen.windows(2).all(|w| w[0].done <= w[1].done), "{seen:?}");
 }
+
+/// Issue 37: a client whose presence the server refused as too many (`too_many_presences`)
+/// announced the same presences on every connection, and had each closed in turn. It holds them
+/// back, says so in its status, and stays connected; a change of presence is announced again.
+#[tokio::test]
+async fn presence_refused_as_too_many_is_held_back_and_the_stream_stays_up() {
+    let db = TestDb::new().await;
+    let mut limits = engine::server::StreamLimits::default();
+    limits.presences_per_actor = 1;
+    let server = TestServer::start(&db, move |b| b.stream_limits(limits)).await;
+    let url = server.url("");
+    drop(shared_list(&url).await);
+    let alice = notes_client(&url, "alice", StoreLocation::Memory, |b| b).await;
+    let (own, shared) = (engine::BucketKey::new("own", &["alice"]), engine::BucketKey::new("shared", &["l1"]));
+    eventually(SOON, "alice connects and holds the list", || async {
+        alice.status().connected && alice.buckets().await.unwrap().contains(&shared)
+    })
+    .await;
+    let mut status = alice.status_stream();
+    let meta = serde_json::json!({"at": "list"}).as_object().unwrap().clone();
+    alice.track(own.clone(), meta.clone());
+    alice.track(shared.clone(), meta.clone());
+    let refused = tokio::time::timeout(SOON, status.wait_for(|s| s.presence_refused)).await.is_ok();
+    assert!(refused, "the server refuses the second presence: {:?}", alice.status());
+    eventually(SOON, "alice reconnects", || async { alice.status().connected }).await;
+    stays_connected(&alice).await;
+    // The same meta tracked again changes nothing; an untrack announces what is left.
+    alice.track(shared.clone(), meta.clone());
+    assert!(alice.status().presence_refused);
+    alice.untrack(&own);
+    assert!(!alice.status().presence_refused);
+    stays_connected(&alice).await;
+}

@@ -152,6 +152,7 @@ class Client<T extends TableTypes, M extends MutatorTypes> implements EngineClie
       quarantined: [...replica.quarantined],
       progress: null,
       lastPullAt: null,
+      presenceRefused: false,
       lastError: null,
       retry: null,
     });
@@ -206,8 +207,12 @@ class Client<T extends TableTypes, M extends MutatorTypes> implements EngineClie
     if (!this.settings.background || this.closed) return;
     this.pullLoop.wake();
     this.pushLoop.wake();
+    const stream = this.stream;
+    const streamBase = this.remote.url("sync/stream").replace(/^http/, "ws");
     this.source?.start({
-      url: this.remote.url("sync/stream").replace(/^http/, "ws"),
+      get url() {
+        return stream.streamUrl(streamBase);
+      },
       pollUrl: this.remote.url("sync/poll"),
       token: async () => this.auth.token(),
       refresh: async () => {

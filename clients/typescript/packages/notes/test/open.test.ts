@@ -95,10 +95,12 @@ describe("sync what is open", () => {
     vic.syncBucket(one);
     await waitFor("una-1 to arrive", () => vic.get("notes", "una-1-note") !== undefined);
     await waitFor("the stream to follow the buckets held", () => vic.status.connected && vic.buckets().includes(one));
-    // The server sends a bucket's presence on connecting and again when a subscription adds
-    // it: twice, once the subscription naming it is in place.
+    // The client connects with `follow=subscription`: the server sends a bucket's presence once
+    // the subscription naming it is in place, and never the presence of a bucket not synced.
     const presences = () => frames.filter((f) => f.type === "presence_state" && f.bucket === one).length;
-    await waitFor("the subscription to be answered", () => presences() >= 2);
+    await waitFor("the subscription to be answered", () => presences() >= 1);
+    const two = buckets.shared({ list_id: "una-2" });
+    expect(frames.some((f) => f.type === "presence_state" && f.bucket === two)).toBe(false);
     const before = frames.length;
     await mutators(owner).addNote({ id: "una-2-quiet", list_id: "una-2", title: "not open" });
     await owner.push();

@@ -146,6 +146,39 @@ describe("realtime", () => {
     await Promise.all([fay.close(), gus.close()]);
   });
 
+  test("presence refused as too many (`too_many_presences`) is held back, not announced on every connection", async () => {
+    const hal = await live("hal");
+    await waitFor("the stream up", () => hal.status.connected);
+    // One more list than the server lets an actor be present in (64 on one server).
+    const lists = Array.from({ length: 65 }, (_, i) => `many-${i}`);
+    for (const id of lists) await mutators(hal).createList({ id, title: id });
+    const rooms = lists.map((id) => bucketKey("shared", [id]));
+    await waitFor("hal to hold every list", () => rooms.every((room) => hal.buckets().includes(room)));
+    let drops = 0;
+    let refusal = "";
+    let connected = hal.status.connected;
+    hal.onStatus((status) => {
+      if (connected && !status.connected) drops += 1;
+      connected = status.connected;
+      if (status.lastError?.includes("too_many_presences")) refusal = status.lastError;
+    });
+    for (const room of rooms) hal.track(room, { at: "list" });
+    await waitFor("the server to refuse", () => hal.status.presenceRefused);
+    expect(refusal).toContain("too_many_presences");
+    await waitFor("the refused connection to close", () => drops >= 1);
+    await waitFor("the stream back", () => hal.status.connected);
+    const dropsNow = drops;
+    // The same presences announced again would close the new connection too (65 tracks take
+    // about 4 s at the client's pace).
+    await new Promise((resolve) => setTimeout(resolve, 6_000));
+    expect(drops).toBe(dropsNow);
+    expect(hal.status.connected && hal.status.presenceRefused).toBe(true);
+    // A change of presence is announced again.
+    hal.untrack(rooms[64]!);
+    expect(hal.status.presenceRefused).toBe(false);
+    await hal.close();
+  }, 30_000);
+
   test("the stream comes back after the server restarts, and what happened meanwhile arrives", async () => {
     const eli = await live("eli");
     await mutators(eli).createList({ id: "eli", title: "Eli" });

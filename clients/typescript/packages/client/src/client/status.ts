@@ -30,6 +30,12 @@ export interface Status {
   progress: PullProgress | null;
   /** When the last pull finished (ms since the Unix epoch). */
   lastPullAt: number | null;
+  /**
+   * Whether the server refused this client's presence as too many (`too_many_presences`: the
+   * actor is present too often on one server, over all its connections): none is announced
+   * until the app tracks or untracks again.
+   */
+  presenceRefused: boolean;
   /** The last failure of a pull, a push or the stream, cleared by the next success. */
   lastError: string | null;
   /** The wait before a failed push or pull is tried again, while one is under way. */

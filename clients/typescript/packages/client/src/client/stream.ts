@@ -3,8 +3,11 @@
  * each frame from the server means. A `ping` or `buckets_changed` wakes the pull. A presence
  * frame updates `PresenceStates` and reaches the app's listeners. An `error` frame narrows what is
  * asked for, so the server does not refuse it again: after `forbidden` only buckets held are
- * asked for (`strict`), and after `meta_too_large` the largest presence meta goes. `reconcile`
- * tells the server what changed since the connection opened, through `plan` in `realtime.ts`.
+ * asked for (`strict`), after `meta_too_large` the largest presence meta goes, and after
+ * `too_many_presences` no presence is announced (`presenceRefused`) until the app tracks or
+ * untracks again: re-announcing the same presences on every connection would only have each
+ * connection closed in turn. `reconcile` tells the server what changed since the connection
+ * opened, through `plan` in `realtime.ts`.
  */
 
 import type { SyncLoop } from "../loop.js";
@@ -22,6 +25,10 @@ export class Stream {
   private subscription: string[] | undefined;
   private strict = false;
   private told = new Told();
+  /** No presence is announced: the server refused one as too many (`too_many_presences`). */
+  private presenceRefused = false;
+  /** Whether the connection being opened follows nothing until its `subscribe`. */
+  private opensNarrowed = false;
   private held: Set<string>;
 
   constructor(
@@ -51,21 +58,35 @@ export class Stream {
   }
 
   track(bucket: string, meta: PresenceMeta = {}): void {
+    const changed = JSON.stringify(this.tracked.get(bucket)) !== JSON.stringify(meta);
     this.tracked.set(bucket, { ...meta });
-    this.reconcile();
+    this.presenceChanged(changed);
   }
 
   untrack(bucket: string): void {
-    this.tracked.delete(bucket);
+    this.presenceChanged(this.tracked.delete(bucket));
+  }
+
+  /**
+   * Tell the server of the app's presence; when it `changed` (not the same meta tracked again,
+   * as a view rendered again does), announce it even after a refusal.
+   */
+  private presenceChanged(changed: boolean): void {
+    if (changed) {
+      this.presenceRefused = false;
+      this.status.setStatus({ presenceRefused: false });
+    }
     this.reconcile();
   }
 
   /** Be present and follow as the tabs sharing this client together ask (`tabs.ts`). */
   want(tracked: Map<string, PresenceMeta>, subscription: string[] | null): void {
+    const before = JSON.stringify([...this.tracked]);
     this.tracked.clear();
     for (const [bucket, meta] of tracked) this.tracked.set(bucket, { ...meta });
     this.subscription = subscription ?? undefined;
-    this.reconcile();
+    // Wishes sent again unchanged (a tab joining) do not count as a change of presence.
+    this.presenceChanged(JSON.stringify([...this.tracked]) !== before);
   }
 
   presenceState(bucket: string): PresenceState {
@@ -97,7 +118,8 @@ export class Stream {
   private reconcile(): void {
     if (!this.source?.connected) return;
     const wanted = this.subscription ?? (this.followHeld ? [...this.held] : undefined);
-    const step = plan(wanted, this.tracked, this.held, this.strict, this.told);
+    const tracked = this.presenceRefused ? new Map<string, PresenceMeta>() : this.tracked;
+    const step = plan(wanted, tracked, this.held, this.strict, this.told);
     if (step === "reconnect") {
       this.source.reconnect();
       return;
@@ -107,8 +129,20 @@ export class Stream {
     if (subscription) this.emitPresence(this.presence.forget((b) => subscription.has(b)));
   }
 
+  /**
+   * The stream's URL for the next connection, from its `base`: a stream that follows a narrowed
+   * list (the app's subscription, or the buckets held when syncing what is open) asks to follow
+   * nothing until its `subscribe` (`follow=subscription`), so the server does not send the
+   * presence of every bucket held first.
+   */
+  streamUrl(base: string): string {
+    this.opensNarrowed = this.subscription !== undefined || this.followHeld;
+    return this.opensNarrowed ? `${base}?follow=subscription` : base;
+  }
+
   streamOpened(): void {
     this.told = new Told();
+    if (this.opensNarrowed) this.told.subscription = new Set();
     this.status.setStatus({ connected: true, longPoll: this.source?.transport === "long-poll" });
     // Nothing is pinged for what happened while away: catch up.
     this.pullLoop.wake(true);
@@ -147,6 +181,11 @@ export class Stream {
           // The largest meta announced goes; the app hears of it in the status.
           const largest = [...this.told.tracks].sort((a, b) => JSON.stringify(b[1]).length - JSON.stringify(a[1]).length)[0];
           if (largest) this.tracked.delete(largest[0]);
+        } else if (frame.code === "too_many_presences") {
+          // The actor is present too often on the server: hold presence back until the app
+          // changes it, rather than have every connection closed as this one is.
+          this.presenceRefused = true;
+          this.status.setStatus({ presenceRefused: true });
         }
         this.status.setStatus({ lastError: `stream: ${frame.code}: ${frame.detail}` });
         return;
