@@ -14,6 +14,11 @@
  *
  * Long-polls hold a position, `<epoch>.<pings seen>`: a poll whose position is behind, or of
  * another epoch (the object left memory meanwhile), is answered at once as pinged.
+ *
+ * The nonces of the publishes seen are kept in the object's storage until their publish expires,
+ * not only in its memory: an object evicted and started again would otherwise take a captured
+ * publish replayed before its expiry. They are read once when the object starts, and pruned as
+ * pings come and by an alarm when none do.
  */
 
 import { checkTicket } from "./signing.js";
@@ -29,12 +34,17 @@ interface Attachment {
 /** The heartbeat frame, which the runtime answers with itself. */
 const HEARTBEAT = JSON.stringify({ type: "heartbeat" });
 
+/** The storage key of a seen nonce is this followed by the nonce; its value the publish's expiry (ms). */
+const NONCE = "nonce:";
+/** The most keys one storage `delete` takes. */
+const DELETE_AT_ONCE = 128;
+
 export class BucketRelay {
   /** Set when the object comes into memory: positions of an earlier life are reset. */
   private readonly epoch = crypto.randomUUID().replace(/-/g, "").slice(0, 16);
   private pings = 0;
   private readonly waiters = new Set<() => void>();
-  /** Nonces of publishes seen, until their expiry (ms). */
+  /** Nonces of publishes seen, until their expiry (ms): what the storage holds under `NONCE`. */
   private readonly nonces = new Map<string, number>();
 
   constructor(
@@ -42,6 +52,11 @@ export class BucketRelay {
     private readonly env: Env,
   ) {
     state.setWebSocketAutoResponse(new runtime.WebSocketRequestResponsePair(HEARTBEAT, HEARTBEAT));
+    void state.blockConcurrencyWhile(async () => {
+      for (const [key, expires] of await state.storage.list<number>({ prefix: NONCE })) {
+        this.nonces.set(key.slice(NONCE.length), expires);
+      }
+    });
   }
 
   async fetch(request: Request): Promise<Response> {
@@ -69,9 +84,13 @@ export class BucketRelay {
 
   private ping({ bucket, nonce, expires }: { bucket: string; nonce: string; expires: number }): Response {
     const now = Date.now();
-    for (const [seen, until] of this.nonces) if (until <= now) this.nonces.delete(seen);
+    this.prune(now);
     if (this.nonces.has(nonce)) return new Response(null, { status: 409 });
+    // The first nonce kept arms the alarm that prunes them; until the map is empty again, each
+    // alarm arms the next. (The answer leaves once the write is stored: the runtime's output gate.)
+    if (this.nonces.size === 0) void this.state.storage.setAlarm(expires);
     this.nonces.set(nonce, expires);
+    void this.state.storage.put(NONCE + nonce, expires);
     this.pings += 1;
     const frame = JSON.stringify({ type: "ping", bucket });
     for (const socket of this.state.getWebSockets()) {
@@ -81,6 +100,27 @@ export class BucketRelay {
     }
     for (const wake of this.waiters) wake();
     return new Response(null, { status: 204 });
+  }
+
+  /** Forget the nonces whose publish has expired by `now`, in memory and in storage. */
+  private prune(now: number): void {
+    const expired: string[] = [];
+    for (const [seen, until] of this.nonces) {
+      if (until > now) continue;
+      this.nonces.delete(seen);
+      expired.push(NONCE + seen);
+    }
+    for (let at = 0; at < expired.length; at += DELETE_AT_ONCE) {
+      void this.state.storage.delete(expired.slice(at, at + DELETE_AT_ONCE));
+    }
+  }
+
+  /** Prune the nonces of a bucket that is pinged no more; again at the latest expiry while some remain. */
+  async alarm(): Promise<void> {
+    this.prune(Date.now());
+    let latest = 0;
+    for (const until of this.nonces.values()) latest = Math.max(latest, until);
+    if (latest > 0) await this.state.storage.setAlarm(latest);
   }
 
   private position(): string {

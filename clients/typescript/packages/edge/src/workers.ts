@@ -4,12 +4,23 @@
  * type-checks against.
  */
 
-/** A Durable Object's handle on its own state: its hibernatable sockets. */
+/** A Durable Object's handle on its own state: its hibernatable sockets and its storage. */
 export interface DurableObjectState {
   acceptWebSocket(socket: WebSocket, tags?: string[]): void;
   getWebSockets(tag?: string): WorkerWebSocket[];
   setWebSocketAutoResponse(pair?: unknown): void;
-  storage: { setAlarm(at: number): Promise<void> };
+  /** Runs `work` before any event reaches the object. */
+  blockConcurrencyWhile<T>(work: () => Promise<T>): Promise<T>;
+  storage: DurableObjectStorage;
+}
+
+/** The object's own key-value storage, which outlives its time in memory. */
+export interface DurableObjectStorage {
+  list<T = unknown>(options?: { prefix?: string }): Promise<Map<string, T>>;
+  put(key: string, value: unknown): Promise<void>;
+  /** At most 128 keys at once. */
+  delete(keys: string[]): Promise<number>;
+  setAlarm(at: number): Promise<void>;
 }
 
 /** A server-side socket of the Workers runtime, with what survives hibernation. */

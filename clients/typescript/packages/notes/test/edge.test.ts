@@ -3,7 +3,8 @@
  * npm), fed by a real notes server that publishes to it (`ENGINE_REALTIME=edge`): two clients
  * hear each other's writes through the relay's sockets, and through its long-poll behind a proxy
  * that refuses upgrades; a revoked member gets no ticket, and tickets that expired, forged ones
- * and unsigned, expired or replayed publishes are refused.
+ * and unsigned, expired or replayed publishes are refused, a replay also after the relay's
+ * runtime restarted.
  */
 
 import { randomBytes } from "node:crypto";
@@ -28,6 +29,7 @@ const SECRET = randomBytes(24).toString("hex");
 const WORKER_FILES = ["worker", "relay", "signing", "workers"];
 
 let relay: Miniflare | undefined;
+let relayOptions: ConstructorParameters<typeof Miniflare>[0] = {};
 let relayUrl = "";
 const env: Record<string, string> = { ENGINE_REALTIME: "edge", ENGINE_EDGE_SECRET: SECRET, ENGINE_EDGE_TICKET_SECONDS: "10" };
 
@@ -49,7 +51,7 @@ beforeAll(async () => {
     return { type: "ESModule" as const, path: `/relay/${name}.js`, contents: outputText };
   });
   const port = await freePort();
-  relay = new Miniflare({
+  relayOptions = {
     modules,
     modulesRoot: "/relay",
     compatibilityDate: "2026-04-01",
@@ -57,7 +59,8 @@ beforeAll(async () => {
     bindings: { EDGE_SECRET: SECRET },
     host: "127.0.0.1",
     port,
-  });
+  };
+  relay = new Miniflare(relayOptions);
   relayUrl = (await relay.ready).toString().replace(/\/$/, "");
   env.ENGINE_EDGE_URL = relayUrl;
 });
@@ -199,6 +202,12 @@ describe("edge relay", () => {
     const nonce = randomBytes(8).toString("hex");
     expect((await publish([bucket], { nonce })).status).toBe(204);
     expect((await publish([bucket], { nonce })).status).toBe(409);
+    // The runtime started afresh (the same options restart workerd; storage stays): the bucket's
+    // object comes back without its memory and still knows the nonce.
+    await relay?.setOptions(relayOptions);
+    await relay?.ready;
+    expect((await publish([bucket], { nonce })).status).toBe(409);
+    expect((await publish([bucket])).status).toBe(204);
   });
 
   test("behind a proxy that refuses upgrades, writes arrive by the relay's long-poll", async () => {
