@@ -11,6 +11,7 @@
 mod client;
 mod db;
 mod hostile;
+mod plain;
 mod pull;
 mod push;
 mod soak;
@@ -74,7 +75,7 @@ enum Command {
         nats: String,
     },
     /// Fan-out: commit-to-ping latency with many sockets in one shared list, and memory per idle
-    /// socket.
+    /// socket, beside a plain tokio-tungstenite broadcaster measured the same way.
     Stream {
         /// Connected sockets.
         #[arg(long, value_delimiter = ',', default_value = "1000,10000")]
@@ -141,6 +142,9 @@ enum Command {
     /// One instance of the soak (its server process).
     #[command(hide = true)]
     SoakServe,
+    /// The plain broadcaster of the stream benchmark (its server process).
+    #[command(hide = true)]
+    PlainServe,
 }
 
 #[tokio::main]
@@ -164,6 +168,7 @@ async fn main() {
         }
         Command::Serve => stream::serve().await,
         Command::SoakServe => soak::serve().await,
+        Command::PlainServe => plain::serve().await,
         Command::Soak { minutes, users, devices, instances, fault_rate, seed } => {
             soak::run(soak::Settings { minutes, users, devices, instances, fault_rate, seed }).await;
         }

@@ -5,6 +5,10 @@
 //! before it, so this errs long, never short); and the server's memory per idle socket: the
 //! growth of its resident memory while the last 90% of the sockets connect, per socket (the
 //! first 10% warm up what does not grow with sockets: the pool, caches, the allocator's arenas).
+//!
+//! Then the same for the plain broadcaster (`crate::plain`), the machine's limit: the same
+//! sockets, schedule and load generator, each push replaced by a `POST` that makes it write one
+//! frame to every socket. Its frames name their broadcast, so its latencies are exact.
 
 use std::net::{SocketAddr, TcpStream};
 use std::os::fd::AsRawFd;
@@ -71,36 +75,69 @@ pub(crate) async fn serve() {
 pub(crate) async fn run(counts: &[usize]) {
     let mut rows = Vec::new();
     for &count in counts {
-        rows.push((count, broadcast(count).await));
+        rows.push((count, "engine", engine(count).await));
+        rows.push((count, "plain broadcaster", plain(count).await));
     }
     println!(
         "\n## Fan-out: N sockets of different users in one shared list, {COMMITS_PER_SECOND} commits/s for {COMMIT_SECONDS} s\n"
     );
     println!(
-        "| sockets | pings | p50 push → ping | p99 push → ping | memory per idle socket | load generator CPU share |"
+        "| sockets | server | pings | pings/s | p50 push → ping | p99 push → ping | memory per idle socket | load generator CPU share |"
     );
-    println!("|---:|---:|---:|---:|---:|---:|");
-    for (count, r) in rows {
+    println!("|---:|---|---:|---:|---:|---:|---:|---:|");
+    for (count, server, r) in &rows {
         println!(
-            "| {count} | {} | {:.1} ms | {:.1} ms | {:.1} KiB | {:.0}% |",
+            "| {count} | {server} | {} | {:.0} | {:.1} ms | {:.1} ms | {:.1} KiB | {:.0}% |",
             r.pings,
+            r.pings_per_second,
             ms(r.p50),
             ms(r.p99),
             r.kib_per_socket,
             r.generator_share * 100.0
         );
     }
+    println!("\n| sockets | engine ÷ plain: p99 | engine ÷ plain: pings/s |");
+    println!("|---:|---:|---:|");
+    for pair in rows.chunks(2) {
+        let [(count, _, engine), (_, _, plain)] = pair else { continue };
+        println!(
+            "| {count} | {:.2} | {:.2} |",
+            engine.p99.as_secs_f64() / plain.p99.as_secs_f64(),
+            engine.pings_per_second / plain.pings_per_second
+        );
+    }
 }
 
 struct Broadcast {
     pings: usize,
+    pings_per_second: f64,
     p50: Duration,
     p99: Duration,
     kib_per_socket: f64,
     generator_share: f64,
 }
 
-async fn broadcast(count: usize) -> Broadcast {
+/// What starts a broadcast: a push into the shared list, or the plain broadcaster's `POST`.
+enum Trigger {
+    Push(WireClient),
+    Post(reqwest::Client, String),
+}
+
+impl Trigger {
+    async fn fire(&mut self, n: u64) {
+        match self {
+            Trigger::Push(owner) => {
+                owner.push(&[("add_note", json!({"list_id": "room", "title": format!("note {n}")}))]).await;
+            }
+            Trigger::Post(http, base) => {
+                let answer = http.post(format!("{base}/broadcast/{n}")).send().await.expect("a broadcast is answered");
+                assert!(answer.status().is_success(), "broadcast: {}", answer.status());
+            }
+        }
+    }
+}
+
+async fn engine(count: usize) -> Broadcast {
     let db = BenchDb::new(4).await;
     db.storage(example_notes::app()).await;
     let server = ServerProcess::start(&db.url).await;
@@ -119,8 +156,18 @@ async fn broadcast(count: usize) -> Broadcast {
     for u in &members {
         WireClient::new(&server, &format!("user-{u}")).push(&[("accept_list", json!({"list_id": "room"}))]).await;
     }
+    let measured = broadcast(&server, count, Trigger::Push(owner)).await;
+    db.drop_database().await;
+    measured
+}
 
-    let addr = server.addr;
+async fn plain(count: usize) -> Broadcast {
+    let server = ServerProcess::spawn("plain-serve", &[]).await;
+    broadcast(&server, count, Trigger::Post(reqwest::Client::new(), server.url(""))).await
+}
+
+async fn broadcast(server: &ServerProcess, count: usize, mut trigger: Trigger) -> Broadcast {
+    let addr = server.sockets;
     let warm_up = (count / 10).max(1);
     let connecting = Instant::now();
     let mut sockets = connect(addr, 0..warm_up).await;
@@ -139,19 +186,20 @@ async fn broadcast(count: usize) -> Broadcast {
     for n in 0..COMMITS_PER_SECOND * COMMIT_SECONDS {
         every.tick().await;
         let sent = Instant::now();
-        owner.push(&[("add_note", json!({"list_id": "room", "title": format!("note {n}")}))]).await;
+        trigger.fire(n).await;
         commits.push((sent, Instant::now()));
     }
     tokio::time::sleep(Duration::from_secs(2)).await;
     let cpu = cpu.stop();
     let arrivals = reader.stop().await;
 
-    // Each ping stands for the commits answered before it that the socket had not yet had.
+    // An engine's ping stands for the commits answered before it that the socket had not yet
+    // had; a plain broadcaster's names the last broadcast it covers.
     let mut next_unseen = vec![0usize; count];
     let mut latencies = Vec::with_capacity(commits.len() * count);
-    for (user, at) in &arrivals {
+    for (user, at, covers) in &arrivals {
         let next = &mut next_unseen[*user];
-        while *next < commits.len() && commits[*next].1 <= *at {
+        while *next < commits.len() && covers.map_or(commits[*next].1 <= *at, |last| *next <= last) {
             latencies.push(*at - commits[*next].0);
             *next += 1;
         }
@@ -159,9 +207,10 @@ async fn broadcast(count: usize) -> Broadcast {
     let missed: usize = next_unseen.iter().map(|n| commits.len() - n).sum();
     assert_eq!(missed, 0, "every socket was pinged after every commit");
     latencies.sort();
-    db.drop_database().await;
+    let last = arrivals.iter().map(|(_, at, _)| *at).max().unwrap_or(commits[0].0);
     Broadcast {
         pings: arrivals.len(),
+        pings_per_second: arrivals.len() as f64 / (last - commits[0].0).as_secs_f64(),
         p50: percentile(&latencies, 0.5),
         p99: percentile(&latencies, 0.99),
         kib_per_socket: (after.saturating_sub(before) as f64) / (count - warm_up) as f64,
@@ -213,7 +262,7 @@ fn open(addr: SocketAddr, user: usize) -> WebSocket<TcpStream> {
 /// figures are to the server's own.
 struct Reader {
     stop: Arc<AtomicBool>,
-    thread: std::thread::JoinHandle<Vec<(usize, Instant)>>,
+    thread: std::thread::JoinHandle<Vec<(usize, Instant, Option<usize>)>>,
 }
 
 impl Reader {
@@ -237,8 +286,8 @@ impl Reader {
                     loop {
                         match socket.read() {
                             Ok(Message::Text(text)) => {
-                                if text.contains(r#""ping""#) && text.contains("shared/room") {
-                                    arrivals.push((*user, Instant::now()));
+                                if let Some(covers) = ping(&text) {
+                                    arrivals.push((*user, Instant::now(), covers));
                                 }
                             }
                             Ok(_) => {}
@@ -263,9 +312,20 @@ impl Reader {
         Reader { stop, thread }
     }
 
-    /// Stop reading; the pings received, by user, with when they came.
-    async fn stop(self) -> Vec<(usize, Instant)> {
+    /// Stop reading; the pings received, by user, with when they came and the broadcast they
+    /// cover.
+    async fn stop(self) -> Vec<(usize, Instant, Option<usize>)> {
         self.stop.store(true, Ordering::Relaxed);
         tokio::task::spawn_blocking(move || self.thread.join().expect("the reading thread")).await.expect("joined")
+    }
+}
+
+/// Whether `text` is a ping of the shared list: `Some(None)` for the engine's, `Some(Some(n))`
+/// for broadcast `n` of the plain broadcaster.
+fn ping(text: &str) -> Option<Option<usize>> {
+    let bucket = text.strip_prefix(r#"{"type":"ping","bucket":"shared/"#)?.strip_suffix(r#""}"#)?;
+    match bucket {
+        "room" => Some(None),
+        n => n.parse().ok().map(Some),
     }
 }

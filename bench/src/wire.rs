@@ -16,6 +16,9 @@ use crate::db::SECRET;
 /// A notes server process on a benchmark's database or file.
 pub(crate) struct ServerProcess {
     pub(crate) addr: SocketAddr,
+    /// Where its WebSockets are: `addr`, but for the plain broadcaster's (`listening on <addr>
+    /// sockets on <sockets>`).
+    pub(crate) sockets: SocketAddr,
     pub(crate) pid: u32,
     _child: Child,
 }
@@ -29,10 +32,17 @@ impl ServerProcess {
     /// The server on the database `url` names, with more environment (`ENGINE_REALTIME`, …:
     /// see `stream::serve`).
     pub(crate) async fn start_with(url: &str, env: &[(&str, String)]) -> ServerProcess {
+        let mut env = env.to_vec();
+        env.push(("DATABASE_URL", url.to_owned()));
+        Self::spawn("serve", &env).await
+    }
+
+    /// This binary's hidden subcommand `command` (`serve`, `plain-serve`), which prints where it
+    /// listens once it does.
+    pub(crate) async fn spawn(command: &str, env: &[(&str, String)]) -> ServerProcess {
         let mut child = tokio::process::Command::new(std::env::current_exe().expect("this binary"))
-            .arg("serve")
+            .arg(command)
             .envs(env.iter().map(|(k, v)| (*k, v.as_str())))
-            .env("DATABASE_URL", url)
             .env("RUST_LOG", "warn")
             .stdout(Stdio::piped())
             .kill_on_drop(true)
@@ -41,9 +51,11 @@ impl ServerProcess {
         let pid = child.id().expect("a pid");
         let mut lines = BufReader::new(child.stdout.take().expect("its output")).lines();
         let line = lines.next_line().await.expect("its output").expect("the server prints its address");
-        let addr = line.strip_prefix("listening on ").expect("`listening on <addr>`").parse().expect("an address");
+        let rest = line.strip_prefix("listening on ").expect("`listening on <addr>`");
+        let (addr, sockets) = rest.split_once(" sockets on ").unwrap_or((rest, rest));
+        let (addr, sockets) = (addr.parse().expect("an address"), sockets.parse().expect("an address"));
         tokio::spawn(async move { while let Ok(Some(_)) = lines.next_line().await {} });
-        ServerProcess { addr, pid, _child: child }
+        ServerProcess { addr, sockets, pid, _child: child }
     }
 
     pub(crate) fn url(&self, path: &str) -> String {
