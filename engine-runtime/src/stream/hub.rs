@@ -9,6 +9,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use axum::extract::ws::Utf8Bytes;
 use engine_kernel::BucketKey;
 use engine_kernel::wire::ServerFrame;
 use tokio::sync::{broadcast, mpsc};
@@ -21,13 +22,36 @@ use crate::storage::Storage;
 /// What the hub sends a socket.
 #[derive(Debug, Clone)]
 pub(crate) enum Event {
-    /// Something in a subscribed bucket changed.
-    Ping(BucketKey),
-    /// A presence frame for a subscribed bucket (boxed: every socket's queue is sized by the
-    /// largest event).
-    Frame(Box<ServerFrame>),
+    /// Something in a subscribed bucket changed: its `ping` frame.
+    Ping(Arc<BucketFrame>),
+    /// A presence frame for a subscribed bucket.
+    Frame(Arc<BucketFrame>),
     /// Look at the socket's [`Owed`] flags: what it owes came without an event of its own.
     Wake,
+}
+
+/// A frame about one bucket, serialized once for every socket it goes to: a ping to 10,000
+/// sockets is one string shared by their queues, not 10,000 copies of its bucket key and
+/// 10,000 serializations.
+#[derive(Debug)]
+pub(crate) struct BucketFrame {
+    pub(crate) bucket: BucketKey,
+    /// The frame's JSON text.
+    pub(crate) text: Utf8Bytes,
+}
+
+impl BucketFrame {
+    /// `frame`, about `bucket`.
+    pub(crate) fn new(bucket: BucketKey, frame: &ServerFrame) -> Arc<BucketFrame> {
+        let text = serde_json::to_string(frame).expect("frames serialize");
+        Arc::new(BucketFrame { bucket, text: text.into() })
+    }
+
+    /// The ping of `bucket`.
+    pub(crate) fn ping(bucket: BucketKey) -> Arc<BucketFrame> {
+        let frame = ServerFrame::Ping { bucket: bucket.clone() };
+        BucketFrame::new(bucket, &frame)
+    }
 }
 
 /// How many events a socket may have waiting; past that, events are dropped and a resync is
@@ -354,7 +378,7 @@ impl Hub {
                 self.journal.record(poll::Entry::Ping(bucket.clone()));
                 let ids: Vec<u64> =
                     index.by_bucket.get(&bucket).map(|s| s.iter().copied().collect()).unwrap_or_default();
-                Self::send(&index, ids, &Event::Ping(bucket));
+                Self::send(&index, ids, &Event::Ping(BucketFrame::ping(bucket)));
             }
             Signal::Membership(claim) => {
                 self.journal.record(poll::Entry::Membership(claim.clone()));
@@ -368,7 +392,8 @@ impl Hub {
             Signal::Presence { bucket, joins, leaves } => {
                 let ids: Vec<u64> =
                     index.by_bucket.get(&bucket).map(|s| s.iter().copied().collect()).unwrap_or_default();
-                Self::send(&index, ids, &Event::Frame(Box::new(ServerFrame::PresenceDiff { bucket, joins, leaves })));
+                let frame = ServerFrame::PresenceDiff { bucket: bucket.clone(), joins, leaves };
+                Self::send(&index, ids, &Event::Frame(BucketFrame::new(bucket, &frame)));
             }
             Signal::Resync => {
                 self.journal.record(poll::Entry::Resync);

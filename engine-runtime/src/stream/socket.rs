@@ -16,7 +16,7 @@ use std::pin::Pin;
 use std::sync::Arc;
 use std::time::Duration;
 
-use axum::extract::ws::{CloseFrame, Message, WebSocket};
+use axum::extract::ws::{CloseFrame, Message, Utf8Bytes, WebSocket};
 use engine_kernel::wire::{ClientFrame, ServerFrame};
 use engine_kernel::{Actor, BucketKey};
 use futures_util::StreamExt;
@@ -24,7 +24,7 @@ use governor::{DefaultDirectRateLimiter, Quota};
 use serde_json::Value;
 use tokio::time::{Instant, Sleep};
 
-use super::hub::{Admitted, Event, Opening, Owed, SOCKET_QUEUE, Unauthenticated};
+use super::hub::{Admitted, BucketFrame, Event, Opening, Owed, SOCKET_QUEUE, Unauthenticated};
 use super::{StreamState, claims};
 use crate::error::Error;
 use crate::limits::StreamLimits;
@@ -61,8 +61,9 @@ struct Connection {
     explicit: bool,
     /// This connection's presence ref in each bucket it is present in.
     presences: BTreeMap<BucketKey, String>,
-    /// Pings to send once the events queued so far are read.
-    pending: BTreeSet<BucketKey>,
+    /// Pings to send once the events queued so far are read, a bucket's once (a few: they are
+    /// sent after at most a queue's worth of events).
+    pending: Vec<Arc<BucketFrame>>,
     /// When the token expires (far off for a token without expiry), moved by a fresh token.
     expiry: Pin<Box<Sleep>>,
 }
@@ -164,7 +165,7 @@ pub(crate) async fn run(
         subscribed: BTreeSet::new(),
         explicit: waits_for_subscribe,
         presences: BTreeMap::new(),
-        pending: BTreeSet::new(),
+        pending: Vec::new(),
         expiry,
     };
     let outcome = connection.serve(&mut events, limits).await;
@@ -301,6 +302,11 @@ impl Connection {
         if send_frame(&mut self.socket, frame).await { Ok(()) } else { Err(Close::gone()) }
     }
 
+    /// Send a frame serialized already.
+    async fn send_text(&mut self, text: Utf8Bytes) -> Result<(), Close> {
+        self.socket.send(Message::Text(text)).await.map_err(|_| Close::gone())
+    }
+
     async fn send_ping(&mut self) -> Result<(), Close> {
         self.socket.send(Message::Ping(Default::default())).await.map_err(|_| Close::gone())
     }
@@ -329,7 +335,7 @@ impl Connection {
         for bucket in &left {
             self.withdraw(bucket).await;
         }
-        self.pending.retain(|b| buckets.contains(b));
+        self.pending.retain(|ping| buckets.contains(&ping.bucket));
         self.subscribed = buckets;
         self.state.hub.subscribe(self.id, &self.subscribed);
         added
@@ -436,17 +442,15 @@ impl Connection {
 
     async fn on_event(&mut self, event: Event) -> Result<(), Close> {
         match event {
-            Event::Ping(bucket) => {
-                if self.subscribed.contains(&bucket) {
-                    self.pending.insert(bucket);
+            Event::Ping(ping) => {
+                if self.subscribed.contains(&ping.bucket) && !self.pending.iter().any(|p| p.bucket == ping.bucket) {
+                    self.pending.push(ping);
                 }
                 Ok(())
             }
-            Event::Frame(frame) => match &*frame {
-                // Queued before the bucket left the followed set: no longer this socket's.
-                ServerFrame::PresenceDiff { bucket, .. } if !self.subscribed.contains(bucket) => Ok(()),
-                _ => self.send(&frame).await,
-            },
+            // Queued before the bucket left the followed set: no longer this socket's.
+            Event::Frame(frame) if !self.subscribed.contains(&frame.bucket) => Ok(()),
+            Event::Frame(frame) => self.send_text(frame.text.clone()).await,
             Event::Wake => Ok(()),
         }
     }
@@ -459,7 +463,8 @@ impl Connection {
             self.recompute().await?;
         }
         if self.owed.take_resync() {
-            self.pending.extend(self.subscribed.iter().cloned());
+            // Every followed bucket: the pending ones among them.
+            self.pending = self.subscribed.iter().map(|bucket| BucketFrame::ping(bucket.clone())).collect();
             self.flush().await?;
             let all: Vec<BucketKey> = self.subscribed.iter().cloned().collect();
             self.send_presence(&all).await?;
@@ -486,11 +491,15 @@ impl Connection {
         Ok(())
     }
 
-    /// Send the gathered pings, one per bucket.
+    /// Send the gathered pings, one per bucket, in the order of their buckets.
     async fn flush(&mut self) -> Result<(), Close> {
-        for bucket in std::mem::take(&mut self.pending) {
-            self.send(&ServerFrame::Ping { bucket }).await?;
-            crate::metrics::pings_sent(1);
+        let mut pending = std::mem::take(&mut self.pending);
+        pending.sort_by(|a, b| a.bucket.cmp(&b.bucket));
+        for ping in &pending {
+            self.send_text(ping.text.clone()).await?;
+        }
+        if !pending.is_empty() {
+            crate::metrics::pings_sent(pending.len() as u64);
         }
         Ok(())
     }
