@@ -275,9 +275,9 @@ pub struct StreamLimits {
     pub auth_deadline: Duration,
     /// The largest presence meta, serialized.
     pub max_meta_bytes: usize,
-    /// How long a bucket's pings are gathered from the first before they go out, as one ping
-    /// to each socket following the bucket; at most [`MAX_PING_WINDOW`] (the server refuses to
-    /// build with more).
+    /// How long after a bucket's ping its next pings are gathered before they go out, as one
+    /// ping to each socket following the bucket (a ping with none in the window before it goes
+    /// out at once); at most [`MAX_PING_WINDOW`] (the server refuses to build with more).
     pub ping_window: Duration,
     /// The largest frame the WebSocket layer reads on a socket that brought no credentials to
     /// its upgrade (it authenticates by its first frame): beyond it the connection is dropped.

@@ -407,16 +407,18 @@ impl Hub {
     /// horizon of `storage` has passed their transaction, and pass released pings on to its
     /// [`Relay`](crate::realtime::Relay), if it has one. Runs until the hub is dropped.
     ///
-    /// A bucket's pings are gathered for `window` from the first of them, then go out as one
-    /// for the transactions the horizon has passed ([`Waiting::release`]): one timer for the
-    /// process, however many sockets follow the bucket. Waiting pings are kept one gathering per
-    /// bucket, at most [`WAITING_BUCKETS`] of them; past that they become one resync of every
-    /// socket, sent once the horizon has passed them all. While a ping of a bucket a socket
-    /// follows waits, the horizon is read when the first gathering ends, then every 2 ms while
-    /// it moves, less often (up to every [`MAX_CHECK`]) while it stands still; pings no socket followed when they came (a server taking pushes with no
-    /// one listening) wait for a reading every [`MAX_CHECK`], so they cost no query per commit
-    /// and still reach a socket that subscribes meanwhile. When a ping has waited longer than
-    /// `warn_after`, the transaction holding the horizon back is named in a warning.
+    /// A bucket's ping goes out as soon as the horizon has passed its transaction; the pings that
+    /// come within `window` after it are gathered, then go out as one for the transactions the
+    /// horizon has passed ([`Waiting::release`]): at most one ping of a bucket a window, one timer
+    /// for the process, however many sockets follow the bucket. Waiting pings are kept one
+    /// gathering per bucket, at most [`WAITING_BUCKETS`] of them; past that they become one resync
+    /// of every socket, sent once the horizon has passed them all. While a ping of a bucket a
+    /// socket follows waits, the horizon is read when the first gathering is due, then every 2 ms
+    /// while it moves, less often (up to every [`MAX_CHECK`]) while it stands still; pings no
+    /// socket followed when they came (a server taking pushes with no one listening) wait for a
+    /// reading every [`MAX_CHECK`], so they cost no query per commit and still reach a socket that
+    /// subscribes meanwhile. When a ping has waited longer than `warn_after`, the transaction
+    /// holding the horizon back is named in a warning.
     pub(crate) fn start(
         self: &Arc<Self>,
         realtime: &Arc<dyn Realtime>,
@@ -443,15 +445,18 @@ impl Hub {
                         match signal {
                             Ok(Signal::Ping { bucket, xid }) => {
                                 let (followed, now) = (relaying || hub.follows(&bucket), Instant::now());
-                                if waiting.is_empty() || (followed && !waiting.is_urgent()) {
+                                let (was_empty, was_urgent) = (waiting.is_empty(), waiting.is_urgent());
+                                let due = waiting.add(bucket, xid, followed, now, window);
+                                if was_empty || (followed && !was_urgent) {
+                                    // The horizon is read when the bucket's gathering is due: at
+                                    // once, unless the bucket was pinged within the window.
                                     delay = if followed { MIN_CHECK } else { MAX_CHECK };
-                                    next_check = now + delay.max(window);
+                                    next_check = if followed { due } else { now + MAX_CHECK.max(window) };
                                 } else if followed && xid < horizon {
-                                    // Passed already: it goes when its gathering ends, however
+                                    // Passed already: it goes when its gathering is due, however
                                     // long others wait for the horizon.
-                                    next_check = next_check.min(now + window);
+                                    next_check = next_check.min(due);
                                 }
-                                waiting.add(bucket, xid, followed, now);
                             }
                             Ok(signal) => hub.deliver(signal),
                             Err(broadcast::error::RecvError::Lagged(missed)) => {
@@ -486,7 +491,7 @@ impl Hub {
                             (delay * 2).min(MAX_CHECK)
                         };
                         let now = Instant::now();
-                        next_check = waiting.gathered(window).map_or(now + delay, |end| end.max(now + delay));
+                        next_check = waiting.gathered().map_or(now + delay, |due| due.max(now + delay));
                         let held = waiting.oldest().map(|since| since.elapsed());
                         if held.is_some_and(|held| held > warn_after) && warned.is_none_or(|at| at.elapsed() > warn_after.max(WARN_EVERY)) {
                             warned = Some(Instant::now());
@@ -517,6 +522,8 @@ const WARN_EVERY: Duration = Duration::from_secs(60);
 #[derive(Default)]
 struct Waiting {
     buckets: HashMap<BucketKey, Gathering>,
+    /// When each bucket's last ping went out, while that was less than a window ago.
+    sent: HashMap<BucketKey, Instant>,
     /// How many of `buckets` a socket followed.
     followed: usize,
     /// Every socket is owed a resync once the horizon has passed this transaction, waiting since.
@@ -529,8 +536,11 @@ struct Gathering {
     first: u64,
     /// The latest transaction.
     last: u64,
-    /// When the first of these pings came: the gathering ends a window later.
+    /// When the first of these pings came.
     since: Instant,
+    /// When the gathering may go out: when its first ping came, or a window after the bucket's
+    /// last ping went out if that was less than a window before.
+    due: Instant,
     /// Whether a socket followed the bucket when a ping came.
     followed: bool,
 }
@@ -550,10 +560,11 @@ impl Waiting {
         self.buckets.len() + usize::from(self.overflow.is_some())
     }
 
-    fn add(&mut self, bucket: BucketKey, xid: u64, followed: bool, now: Instant) {
+    /// Add a ping of `bucket`; when its gathering is due.
+    fn add(&mut self, bucket: BucketKey, xid: u64, followed: bool, now: Instant, window: Duration) -> Instant {
         if let Some((top, _)) = &mut self.overflow {
             *top = (*top).max(xid);
-            return;
+            return now;
         }
         if self.buckets.len() >= WAITING_BUCKETS && !self.buckets.contains_key(&bucket) {
             let since = self.buckets.values().map(|g| g.since).min().unwrap_or(now);
@@ -561,35 +572,40 @@ impl Waiting {
             self.followed = 0;
             tracing::warn!(buckets = WAITING_BUCKETS, "too many pings wait for the horizon; every socket will resync");
             self.overflow = Some((top, since));
-            return;
+            return now;
         }
+        let due = self.sent.get(&bucket).map_or(now, |sent| now.max(*sent + window));
         let entry =
-            self.buckets.entry(bucket).or_insert(Gathering { first: xid, last: xid, since: now, followed: false });
+            self.buckets.entry(bucket).or_insert(Gathering { first: xid, last: xid, since: now, due, followed: false });
         entry.first = entry.first.min(xid);
         entry.last = entry.last.max(xid);
         if followed && !entry.followed {
             entry.followed = true;
             self.followed += 1;
         }
+        entry.due
     }
 
-    /// Deliver a ping for each bucket whose gathering has ended by `now` and some of whose
+    /// Deliver a ping for each bucket whose gathering is due by `now` and some of whose
     /// transactions the horizon has passed. A bucket with transactions the horizon has yet to
-    /// pass keeps waiting for them, in a gathering that starts now: under a steady stream of
-    /// commits the horizon may never pass the latest, and its followers still hear of the rest.
+    /// pass keeps waiting for them, in a gathering due a window from now: under a steady stream
+    /// of commits the horizon may never pass the latest, and its followers still hear of the rest.
     fn release(&mut self, horizon: u64, now: Instant, window: Duration, mut deliver: impl FnMut(Signal)) {
-        let followed = &mut self.followed;
+        let (followed, sent) = (&mut self.followed, &mut self.sent);
+        sent.retain(|_, at| *at + window > now);
         self.buckets.retain(|bucket, gathering| {
-            if gathering.first >= horizon || gathering.since + window > now {
+            if gathering.first >= horizon || gathering.due > now {
                 return true;
             }
             deliver(Signal::Ping { bucket: bucket.clone(), xid: gathering.last.min(horizon - 1) });
+            sent.insert(bucket.clone(), now);
             if gathering.last < horizon {
                 *followed -= usize::from(gathering.followed);
                 return false;
             }
             gathering.first = horizon;
             gathering.since = now;
+            gathering.due = now + window;
             true
         });
         if self.overflow.is_some_and(|(top, _)| top < horizon) {
@@ -598,9 +614,9 @@ impl Waiting {
         }
     }
 
-    /// When the first bucket's gathering of its pings ends.
-    fn gathered(&self, window: Duration) -> Option<Instant> {
-        self.buckets.values().map(|g| g.since + window).min()
+    /// When the first bucket's gathering is due.
+    fn gathered(&self) -> Option<Instant> {
+        self.buckets.values().map(|g| g.due).min()
     }
 
     /// Since when the longest-waiting ping waits.
@@ -657,12 +673,12 @@ mod tests {
     fn only_a_followed_bucket_or_an_owed_resync_makes_waiting_urgent() {
         let (now, none) = (Instant::now(), Duration::ZERO);
         let mut waiting = Waiting::default();
-        waiting.add(bucket(1), 10, false, now);
-        waiting.add(bucket(1), 12, false, now);
+        waiting.add(bucket(1), 10, false, now, none);
+        waiting.add(bucket(1), 12, false, now, none);
         assert!(!waiting.is_urgent());
-        waiting.add(bucket(2), 11, true, now);
-        waiting.add(bucket(2), 13, true, now);
-        waiting.add(bucket(1), 14, true, now);
+        waiting.add(bucket(2), 11, true, now, none);
+        waiting.add(bucket(2), 13, true, now, none);
+        waiting.add(bucket(1), 14, true, now, none);
         assert!(waiting.is_urgent());
 
         let mut delivered = Vec::new();
@@ -677,7 +693,7 @@ mod tests {
         assert!(waiting.is_empty() && !waiting.is_urgent());
 
         for n in 0..=WAITING_BUCKETS {
-            waiting.add(bucket(n), 20, false, now);
+            waiting.add(bucket(n), 20, false, now, none);
         }
         assert!(waiting.is_urgent(), "past the bound, every socket is owed a resync");
         waiting.release(21, now, none, |signal| delivered.push(signal));
@@ -685,49 +701,55 @@ mod tests {
         assert!(waiting.is_empty() && !waiting.is_urgent());
     }
 
-    /// A bucket's pings are gathered for the window from the first of them and go out as one,
-    /// even when the horizon passed them at once; the next ping after that starts a gathering of
-    /// its own.
+    /// A bucket's first ping goes out as soon as the horizon has passed it; the pings that come
+    /// within the window after it are gathered and go out as one when the window ends, even when
+    /// the horizon passed them at once; a ping a window or more after the last goes out at once.
     #[test]
     fn a_buckets_pings_go_out_once_a_window() {
         let (at, window, mut waiting) = (clock(), Duration::from_millis(10), Waiting::default());
-        waiting.add(bucket(1), 10, true, at(0));
-        waiting.add(bucket(1), 11, true, at(4));
-        waiting.add(bucket(2), 12, true, at(6));
-        assert_eq!(waiting.gathered(window), Some(at(10)), "the first gathering ends 10 ms after its first ping");
-
+        assert_eq!(waiting.add(bucket(1), 10, true, at(0), window), at(0), "due at once");
         let mut delivered = Vec::new();
+        waiting.release(100, at(0), window, |signal| delivered.push(signal));
+        assert!(matches!(&delivered[..], [Signal::Ping { xid: 10, .. }]), "{delivered:?}");
+
+        assert_eq!(waiting.add(bucket(1), 11, true, at(4), window), at(10), "a window after the last ping");
+        waiting.add(bucket(1), 12, true, at(6), window);
+        assert_eq!(waiting.add(bucket(2), 13, true, at(6), window), at(6), "another bucket's, at once");
+        assert_eq!(waiting.gathered(), Some(at(6)));
+        waiting.release(100, at(6), window, |signal| delivered.push(signal));
+        assert!(matches!(&delivered[1..], [Signal::Ping { xid: 13, .. }]), "{delivered:?}");
         waiting.release(100, at(9), window, |signal| delivered.push(signal));
-        assert!(delivered.is_empty(), "nothing goes out within the window: {delivered:?}");
+        assert_eq!(delivered.len(), 2, "nothing more within the window: {delivered:?}");
         waiting.release(100, at(10), window, |signal| delivered.push(signal));
-        assert!(matches!(&delivered[..], [Signal::Ping { xid: 11, .. }]), "bucket 1's two pings as one: {delivered:?}");
-        assert_eq!(waiting.gathered(window), Some(at(16)));
-        waiting.add(bucket(1), 13, true, at(11));
-        waiting.release(100, at(16), window, |signal| delivered.push(signal));
-        assert!(matches!(&delivered[1..], [Signal::Ping { xid: 12, .. }]), "{delivered:?}");
-        waiting.release(100, at(21), window, |signal| delivered.push(signal));
-        assert!(matches!(&delivered[2..], [Signal::Ping { xid: 13, .. }]), "{delivered:?}");
+        assert!(
+            matches!(&delivered[2..], [Signal::Ping { xid: 12, .. }]),
+            "bucket 1's two pings as one: {delivered:?}"
+        );
+
+        assert_eq!(waiting.add(bucket(1), 14, true, at(20), window), at(20), "a window after the last ping");
+        waiting.release(100, at(20), window, |signal| delivered.push(signal));
+        assert!(matches!(&delivered[3..], [Signal::Ping { xid: 14, .. }]), "{delivered:?}");
         assert!(waiting.is_empty());
     }
 
     /// Under a steady stream of commits the horizon may never pass a bucket's latest
     /// transaction: its followers still get a ping for what it has passed, and another once it
-    /// passes the rest.
+    /// passes the rest, a window later.
     #[test]
     fn a_bucket_whose_latest_transaction_is_not_yet_passed_is_pinged_for_the_earlier_ones() {
         let (at, window, mut waiting) = (clock(), Duration::from_millis(10), Waiting::default());
-        waiting.add(bucket(1), 10, true, at(0));
-        waiting.add(bucket(1), 20, true, at(1));
+        waiting.add(bucket(1), 10, true, at(0), window);
+        waiting.add(bucket(1), 20, true, at(1), window);
         let mut delivered = Vec::new();
-        waiting.release(10, at(10), window, |signal| delivered.push(signal));
+        waiting.release(10, at(1), window, |signal| delivered.push(signal));
         assert!(delivered.is_empty(), "the horizon passed none: {delivered:?}");
-        waiting.release(15, at(10), window, |signal| delivered.push(signal));
+        waiting.release(15, at(2), window, |signal| delivered.push(signal));
         assert!(matches!(&delivered[..], [Signal::Ping { xid: 14, .. }]), "{delivered:?}");
         assert!(waiting.is_urgent(), "transaction 20 still waits, followed");
-        waiting.add(bucket(1), 30, true, at(12));
-        waiting.release(31, at(19), window, |signal| delivered.push(signal));
-        assert_eq!(delivered.len(), 1, "a new gathering began at 10 ms: {delivered:?}");
-        waiting.release(31, at(20), window, |signal| delivered.push(signal));
+        waiting.add(bucket(1), 30, true, at(5), window);
+        waiting.release(31, at(11), window, |signal| delivered.push(signal));
+        assert_eq!(delivered.len(), 1, "the rest is due at 12 ms: {delivered:?}");
+        waiting.release(31, at(12), window, |signal| delivered.push(signal));
         assert!(matches!(&delivered[1..], [Signal::Ping { xid: 30, .. }]), "{delivered:?}");
         assert!(waiting.is_empty() && !waiting.is_urgent());
     }
