@@ -346,9 +346,9 @@ async fn pulls(server: &TestServer, user: &str, count: usize) -> Vec<(StatusCode
 #[tokio::test]
 async fn hostile_accounts_filling_the_pool_leave_a_bystander_its_turn() {
     let db = TestDb::new().await;
-    // On Postgres four sessions, and a second to wait for one: the pool's own order of arrival
+    // Four sessions on Postgres, and a second to wait for one: the pool's own order of arrival
     // would make the bystander wait behind every queued request of the others, past that second.
-    // On SQLite, the store's readers and its one writer.
+    // On SQLite, one reader and the one writer, each waited for at most a second as well.
     let store = match backend() {
         Backend::Postgres => {
             let pool = sqlx::postgres::PgPoolOptions::new()
@@ -359,30 +359,53 @@ async fn hostile_accounts_filling_the_pool_leave_a_bystander_its_turn() {
                 .unwrap();
             TestStore::Postgres(engine::storage::postgres("unused").pool(pool))
         }
-        Backend::Sqlite => db.store(engine::storage::StoreLimits::default()),
+        Backend::Sqlite => match db.store(engine::storage::StoreLimits::default()) {
+            TestStore::Sqlite(store) => TestStore::Sqlite(store.readers(1).acquire_timeout(Duration::from_secs(1))),
+            TestStore::Postgres(_) => unreachable!("a SQLite run's store is SQLite"),
+        },
     };
     let server = TestServer::start(&db, move |b| b.storage(store)).await;
     let server = std::sync::Arc::new(server);
     let alone = pulls(&server, "alice", 30).await;
 
-    // Ten accounts, each with as many pushes of 200 mutations in progress as it may (4), again
-    // and again, until the bystander is done: 40 pushes for 4 sessions. On SQLite, where every
-    // mutation commits to disk on the one writer, pushes of 20 fill its queue as well and drain
-    // in seconds once the bystander is done.
+    // Ten accounts, each with as many requests in progress as it may (4), again and again, until
+    // the bystander is done. On Postgres pushes of 200 mutations: 40 pushes for 4 sessions. On
+    // SQLite, where a push reads nothing and every mutation commits to disk on the one writer, a
+    // push of 20 (which fills the writer's queue as well and drains in seconds once the bystander
+    // is done) and three pulls of a page of the account's 1,000 lists: 30 pulls for one reader.
     let per_push = match backend() {
         Backend::Postgres => 200,
         Backend::Sqlite => 20,
     };
+    let pulling = |task: usize| backend() == Backend::Sqlite && task > 0;
+    if backend() == Backend::Sqlite {
+        for account in 0..10 {
+            sqlx::query(
+                "WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < 1000)
+                 INSERT INTO lists (id, owner_id, title, archived) SELECT $1 || '-' || i, $1, 'seeded', 0 FROM n",
+            )
+            .bind(format!("mallory-{account}"))
+            .execute(&db.pool)
+            .await
+            .unwrap();
+        }
+    }
     let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
     let mut hostile = Vec::new();
     for account in 0..10 {
-        for _ in 0..4 {
+        for task in 0..4 {
             let (server, stop) = (server.clone(), stop.clone());
             hostile.push(tokio::spawn(async move {
                 let mut statuses = Vec::new();
+                let user = format!("mallory-{account}");
                 while !stop.load(std::sync::atomic::Ordering::Relaxed) {
-                    let body = push_body(uuid::Uuid::new_v4(), mutations(1, per_push));
-                    let response = server.post("/sync/push", Some(&format!("mallory-{account}")), body).await;
+                    let response = if pulling(task) {
+                        let body = json!({"clientId": uuid::Uuid::new_v4()}).to_string();
+                        server.post("/sync/pull", Some(&user), body).await
+                    } else {
+                        let body = push_body(uuid::Uuid::new_v4(), mutations(1, per_push));
+                        server.post("/sync/push", Some(&user), body).await
+                    };
                     statuses.push(response.status());
                 }
                 statuses
@@ -413,7 +436,7 @@ async fn hostile_accounts_filling_the_pool_leave_a_bystander_its_turn() {
     let mut pushed: Vec<Duration> = pushed.iter().map(|p| p.1).collect();
     eprintln!(
         "bystander pull p50/p99: {}/{} ms alone, {}/{} ms beside 10 hostile accounts \
-         ({} of their {} pushes answered, the rest refused as retryable); \
+         ({} of their {} requests answered, the rest refused as retryable); \
          bystander push of one mutation: p50/max {}/{} ms, {pushes_refused} of 5 refused as retryable",
         quantile(&mut alone, 0.5),
         quantile(&mut alone, 0.99),

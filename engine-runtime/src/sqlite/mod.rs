@@ -41,6 +41,14 @@ pub enum Durability {
 /// How long a statement waits for a lock another connection holds (a checkpoint, say).
 const BUSY_TIMEOUT: Duration = Duration::from_secs(10);
 
+/// How long a request waits for its turn at the store by default, as for a Postgres session.
+pub(crate) const DEFAULT_WAIT: Duration = Duration::from_secs(10);
+
+/// The readers a store opens by default: one per CPU, between 2 and 8.
+pub(crate) fn default_readers() -> u32 {
+    u32::try_from(std::thread::available_parallelism().map_or(2, std::num::NonZeroUsize::get)).unwrap_or(2).clamp(2, 8)
+}
+
 /// The rows a connection's thread hands over to the task reading them before it waits for the
 /// task: a walk step of a page of the default size (1,000 rows) in one go. With sqlx's 50, such
 /// a step stopped the thread twenty times, each a wake-up of the task and another of the thread.
@@ -60,8 +68,8 @@ pub(crate) struct Db {
 
 impl Db {
     /// Open (and create when missing) the database at `path`, refusing it when another process
-    /// serves it.
-    pub(crate) async fn open(path: &Path, durability: Durability, readers: u32) -> Result<Db> {
+    /// serves it, with `readers` reading connections, each waited for at most `wait`.
+    pub(crate) async fn open(path: &Path, durability: Durability, readers: u32, wait: Duration) -> Result<Db> {
         let lock = lock_file(path)?;
         let options = SqliteConnectOptions::from_str("sqlite:")
             .map_err(|e| Error::config_from("SQLite options", e))?
@@ -79,6 +87,7 @@ impl Db {
         let writer = options.clone().connect().await.map_err(opening)?;
         let readers = SqlitePoolOptions::new()
             .max_connections(readers.max(1))
+            .acquire_timeout(wait)
             .connect_with(options.read_only(true))
             .await
             .map_err(opening)?;

@@ -29,7 +29,13 @@ use crate::{mutation, provision};
 /// The SQLite database at `path`, created when missing: the storage of a server with no
 /// database server.
 pub fn sqlite(path: impl Into<PathBuf>) -> Sqlite {
-    Sqlite { path: path.into(), durability: Durability::default(), limits: StoreLimits::default() }
+    Sqlite {
+        path: path.into(),
+        durability: Durability::default(),
+        limits: StoreLimits::default(),
+        readers: crate::sqlite::default_readers(),
+        wait: crate::sqlite::DEFAULT_WAIT,
+    }
 }
 
 pub use crate::sqlite::sqlite_path;
@@ -46,6 +52,8 @@ pub struct Sqlite {
     path: PathBuf,
     durability: Durability,
     limits: StoreLimits,
+    readers: u32,
+    wait: Duration,
 }
 
 impl Sqlite {
@@ -62,6 +70,20 @@ impl Sqlite {
         self
     }
 
+    /// The most reading connections the store opens (default one per CPU, between 2 and 8).
+    /// With the one writer they are the store's places (`docs/design.md` §6).
+    pub fn readers(mut self, n: u32) -> Self {
+        self.readers = n.max(1);
+        self
+    }
+
+    /// How long a request waits for its turn at the store before it is refused as retryable
+    /// (default 10 s, as a Postgres pool's acquire timeout).
+    pub fn acquire_timeout(mut self, wait: Duration) -> Self {
+        self.wait = wait;
+        self
+    }
+
     /// Open the file for `app`. Refused when another process has it open as a store, and for
     /// an app with a raw membership rule (raw SQL is Postgres').
     pub async fn connect(self, app: Arc<App>) -> Result<SqliteStorage> {
@@ -72,10 +94,7 @@ impl Sqlite {
                 rule.name
             )));
         }
-        let readers = u32::try_from(std::thread::available_parallelism().map_or(2, std::num::NonZeroUsize::get))
-            .unwrap_or(2)
-            .clamp(2, 8);
-        let db = Db::open(&self.path, self.durability, readers).await?;
+        let db = Db::open(&self.path, self.durability, self.readers, self.wait).await?;
         // Said at start-up, so that an operator (and a test run meant for SQLite) can see which
         // file a server is on.
         tracing::info!(path = %db.path.display(), "opened the SQLite store");
@@ -165,6 +184,16 @@ impl OpenStorage for Sqlite {
 }
 
 impl Storage for SqliteStorage {
+    /// The places are the readers and the one writer. A pull reads on a reader and a push's run
+    /// writes on the writer, so the runs queued on the writer are no more than the places pushes
+    /// may hold (three quarters), and the actor whose turn it is waits behind those alone, not
+    /// behind every mutation queued in arrival order.
+    fn sharing(&self) -> Option<super::Sharing> {
+        let options = self.db.readers.options();
+        let places = options.get_max_connections() as usize + 1;
+        Some(super::Sharing::new(places, options.get_acquire_timeout(), self.shared.limits.mutations_per_push))
+    }
+
     fn provision(&self) -> BoxFuture<'_, Result<()>> {
         Box::pin(SqliteStorage::provision(self))
     }
