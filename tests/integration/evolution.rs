@@ -9,10 +9,11 @@ use std::time::Duration;
 
 use engine::client::{BearerToken, Client, StoreLocation};
 use engine::server::Storage;
-use engine::server::storage::{PostgresStorage, ProvisionLocks};
+use engine::server::storage::{PostgresStorage, ProvisionLocks, SqliteStorage, StoreLimits};
 use sqlx::Row;
 
-use crate::support::{TestDb, TestServer, postgres_only};
+use crate::support::db::TestStore;
+use crate::support::{Backend, TestDb, TestServer, backend, postgres_only};
 
 /// Why these tests run on Postgres only.
 const POSTGRES_ONLY: &str = "schema evolution under Postgres' table locks, plan records and drift checks (SQLite's are in engine-runtime's storage::sqlite tests)";
@@ -187,6 +188,42 @@ fn store(db: &TestDb, app: engine::App) -> PostgresStorage {
     PostgresStorage::new(db.pg().clone(), Arc::new(app))
 }
 
+/// A store of the app on either backend, with what `engine migrate --plan` reads.
+enum AnyStore {
+    Postgres(PostgresStorage),
+    Sqlite(SqliteStorage),
+}
+
+impl AnyStore {
+    async fn of(db: &TestDb, app: engine::App) -> AnyStore {
+        match db.store(StoreLimits::default()) {
+            TestStore::Postgres(_) => AnyStore::Postgres(store(db, app)),
+            TestStore::Sqlite(sqlite) => AnyStore::Sqlite(sqlite.connect(Arc::new(app)).await.unwrap()),
+        }
+    }
+
+    async fn provision(&self) -> engine::server::Result<()> {
+        match self {
+            AnyStore::Postgres(store) => store.provision().await,
+            AnyStore::Sqlite(store) => store.provision().await,
+        }
+    }
+
+    async fn verify(&self) -> engine::server::Result<()> {
+        match self {
+            AnyStore::Postgres(store) => store.verify().await,
+            AnyStore::Sqlite(store) => store.verify().await,
+        }
+    }
+
+    async fn plan_changes(&self) -> engine::server::Result<String> {
+        match self {
+            AnyStore::Postgres(store) => store.plan_changes().await,
+            AnyStore::Sqlite(store) => store.plan_changes().await,
+        }
+    }
+}
+
 async fn provisioned(db: &TestDb, app: engine::App) -> PostgresStorage {
     let storage = store(db, app);
     storage.provision().await.expect("provisioned");
@@ -338,11 +375,11 @@ async fn the_plan_shows_what_would_change_and_nothing_when_current() {
 }
 
 async fn refused(db: &TestDb, app: fn() -> engine::App) -> Vec<String> {
-    let mut errors = vec![
-        store(db, app()).provision().await.unwrap_err().to_string(),
-        store(db, app()).verify().await.unwrap_err().to_string(),
-        store(db, app()).plan_changes().await.unwrap_err().to_string(),
-    ];
+    // One at a time: a SQLite file is one store's.
+    let provision = AnyStore::of(db, app()).await.provision().await.unwrap_err().to_string();
+    let verify = AnyStore::of(db, app()).await.verify().await.unwrap_err().to_string();
+    let plan = AnyStore::of(db, app()).await.plan_changes().await.unwrap_err().to_string();
+    let mut errors = vec![provision, verify, plan];
     errors.dedup();
     errors
 }
@@ -399,48 +436,99 @@ async fn drift_is_an_error_naming_table_column_and_definitions() {
     );
 }
 
+/// The app provisioned on `db`, on either backend (the store closed after, for SQLite's one).
+async fn provisioned_on(db: &TestDb, app: engine::App) {
+    AnyStore::of(db, app).await.provision().await.expect("provisioned");
+}
+
 #[tokio::test]
 async fn a_type_change_or_removal_in_the_app_is_refused_with_what_to_do() {
-    if postgres_only(POSTGRES_ONLY) {
-        return;
-    }
     let db = TestDb::new().await;
-    provisioned(&db, v1::app()).await;
+    provisioned_on(&db, v1::app()).await;
+    let (retyped, removed) = match backend() {
+        Backend::Postgres => (
+            "table items, column title: the app declares bigint NOT NULL, the database has text NOT NULL; the engine does not change a column's type",
+            "table items, column title: the app does not declare it, and the database has it text NOT NULL without a default",
+        ),
+        Backend::Sqlite => (
+            "table items, column title: the app declares INTEGER NOT NULL, the database has TEXT NOT NULL; the engine does not change a column's type: convert it yourself (SQLite changes a column or a key only by rebuilding the table: https://www.sqlite.org/lang_altertable.html#otheralter)",
+            "table items, column title: the app does not declare it, and the database has it TEXT NOT NULL without a default",
+        ),
+    };
     let errors = refused(&db, bad::retyped::app).await;
-    assert!(
-        errors[0].contains("table items, column title: the app declares bigint NOT NULL, the database has text NOT NULL; the engine does not change a column's type"),
-        "{}",
-        errors[0]
-    );
+    assert_eq!(errors.len(), 1, "start-up, verify and the plan say the same: {errors:?}");
+    assert!(errors[0].contains(retyped), "{}", errors[0]);
     let errors = refused(&db, bad::removed::app).await;
-    assert!(
-        errors[0].contains("table items, column title: the app does not declare it, and the database has it text NOT NULL without a default")
-            && errors[0].contains("ALTER TABLE items DROP COLUMN title"),
-        "{}",
-        errors[0]
-    );
+    assert!(errors[0].contains(removed) && errors[0].contains("ALTER TABLE items DROP COLUMN title"), "{}", errors[0]);
+    // What the error says to run lets the app start.
+    sqlx::query("ALTER TABLE items DROP COLUMN title").execute(&db.pool).await.unwrap();
+    provisioned_on(&db, bad::removed::app()).await;
 }
 
 #[tokio::test]
 async fn a_required_column_is_added_to_an_empty_table_and_refused_on_one_with_rows() {
-    if postgres_only(POSTGRES_ONLY) {
-        return;
-    }
     let db = TestDb::new().await;
-    provisioned(&db, v1::app()).await;
-    sqlx::query("INSERT INTO items (id, owner_id, title) VALUES ('i1', 'alice', 'a')").execute(db.pg()).await.unwrap();
-    let err = store(&db, bad::required::app()).provision().await.unwrap_err().to_string();
+    provisioned_on(&db, v1::app()).await;
+    sqlx::query("INSERT INTO items (id, owner_id, title) VALUES ('i1', 'alice', 'a')").execute(&db.pool).await.unwrap();
+    let err = AnyStore::of(&db, bad::required::app()).await.provision().await.unwrap_err().to_string();
     assert!(
         err.contains("the app adds column rank to table items, NOT NULL, and the table has rows")
             && err.contains("declare the field `Option<…>`"),
         "{err}"
     );
     // With the column added by hand, with a default, the app starts.
-    sqlx::query("ALTER TABLE items ADD COLUMN rank bigint NOT NULL DEFAULT 0").execute(db.pg()).await.unwrap();
-    provisioned(&db, bad::required::app()).await;
+    let integer = match backend() {
+        Backend::Postgres => "bigint",
+        Backend::Sqlite => "INTEGER",
+    };
+    sqlx::query(sqlx::AssertSqlSafe(format!("ALTER TABLE items ADD COLUMN rank {integer} NOT NULL DEFAULT 0")))
+        .execute(&db.pool)
+        .await
+        .unwrap();
+    provisioned_on(&db, bad::required::app()).await;
+
+    // On an empty table the column is added, NOT NULL without a default (on SQLite by rebuilding
+    // the table, which keeps its stamps, the engine's triggers and indexes, and the table's own).
     let empty = TestDb::new().await;
-    provisioned(&empty, v1::app()).await;
-    provisioned(&empty, bad::required::app()).await;
+    provisioned_on(&empty, v1::app()).await;
+    if backend() == Backend::Sqlite {
+        sqlx::raw_sql("CREATE INDEX items_by_title ON items (title)").execute(&empty.pool).await.unwrap();
+        let plan = AnyStore::of(&empty, bad::required::app()).await.plan_changes().await.unwrap();
+        assert!(plan.starts_with("~ table items (rebuilt: it is empty"), "{plan}");
+        assert!(plan.contains("\n+ DROP TABLE \"items\"\n"), "{plan}");
+    }
+    provisioned_on(&empty, bad::required::app()).await;
+    let rank_required: i64 = match backend() {
+        Backend::Postgres => sqlx::query_scalar(
+            "SELECT count(*) FROM information_schema.columns WHERE table_name = 'items' AND column_name = 'rank' AND is_nullable = 'NO' AND column_default IS NULL",
+        ),
+        Backend::Sqlite => sqlx::query_scalar(
+            "SELECT count(*) FROM pragma_table_info('items') WHERE name = 'rank' AND \"notnull\" = 1 AND dflt_value IS NULL",
+        ),
+    }
+    .fetch_one(&empty.pool)
+    .await
+    .unwrap();
+    assert_eq!(rank_required, 1, "rank is NOT NULL without a default");
+    assert_eq!(AnyStore::of(&empty, bad::required::app()).await.plan_changes().await.unwrap(), "", "and nothing after");
+    if backend() == Backend::Sqlite {
+        let own: i64 = sqlx::query_scalar("SELECT count(*) FROM sqlite_schema WHERE name = 'items_by_title'")
+            .fetch_one(&empty.pool)
+            .await
+            .unwrap();
+        assert_eq!(own, 1, "the table's own index is made again");
+    }
+    // The rebuilt table is tracked: a row written to it is stamped.
+    sqlx::query("INSERT INTO items (id, owner_id, title, rank) VALUES ('i1', 'alice', 'a', 3)")
+        .execute(&empty.pool)
+        .await
+        .unwrap();
+    let stamp = match backend() {
+        Backend::Postgres => "SELECT count(*) FROM items WHERE _engine_xid::text <> '0'",
+        Backend::Sqlite => "SELECT count(*) FROM items WHERE _engine_seq > 0",
+    };
+    let stamped: i64 = sqlx::query_scalar(stamp).fetch_one(&empty.pool).await.unwrap();
+    assert_eq!(stamped, 1, "the row is stamped");
 }
 
 fn client_of(server: &TestServer, app: engine::App, store: StoreLocation) -> engine::client::ClientBuilder {

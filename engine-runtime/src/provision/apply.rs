@@ -83,7 +83,7 @@ fn pending(steps: &[Step], catalog: &Catalog) -> Vec<Change> {
                     Some(_) => None,
                 }
             }
-            Object::Meta => None,
+            Object::Meta | Object::Rebuild { .. } => None,
         };
         out.extend(change);
     }
@@ -158,13 +158,7 @@ fn refuse_newer(version: i64) -> Result<()> {
 
 fn refuse_drift(catalog: &Catalog, app: &App) -> Result<()> {
     let drift = catalog.drift(app);
-    if drift.is_empty() {
-        return Ok(());
-    }
-    Err(Error::provision(format!(
-        "the database differs from the app (schema drift), and the engine changes no existing column:\n  {}",
-        drift.join("\n  ")
-    )))
+    if drift.is_empty() { Ok(()) } else { Err(super::catalog::drift_error(&drift)) }
 }
 
 /// What the database lacks that an older plan needs (it cannot serve that app).
@@ -351,9 +345,7 @@ async fn refuse_required_on_rows(conn: &mut PgConnection, steps: &[Step], change
                 .fetch_one(&mut *conn)
                 .await?;
         if has_rows {
-            return Err(Error::provision(format!(
-                "the app adds column {column} to table {table}, NOT NULL, and the table has rows, which would have no value for it: declare the field `Option<…>`, or add the column yourself with a default (`ALTER TABLE {table} ADD COLUMN {column} … NOT NULL DEFAULT …`) before the app starts"
-            )));
+            return Err(super::catalog::required_on_rows(table, column));
         }
     }
     Ok(())

@@ -4,9 +4,9 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use engine_kernel::App;
+use engine_kernel::{App, ColumnMeta};
 
-use crate::error::Result;
+use crate::error::{Error, Result};
 
 /// A column as the database has it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -124,68 +124,154 @@ impl Catalog {
     /// How the tables of `app` that exist differ from what it declares, one line each (empty
     /// when they do not). Columns the database lacks are not drift: provisioning adds them.
     pub(crate) fn drift(&self, app: &App) -> Vec<String> {
-        let mut out = Vec::new();
-        let mut tables: Vec<_> = app.tables().iter().map(|t| t.meta()).collect();
-        tables.sort_by_key(|t| t.name);
-        for table in tables {
-            let Some(found) = self.tables.get(table.name) else { continue };
-            for column in table.columns {
-                let Some(has) = found.columns.get(column.name) else { continue };
-                let postgres = column.sql_type.postgres();
-                let type_name = self.type_names.get(postgres).map_or(postgres, String::as_str);
-                let expected =
-                    ColumnInfo { type_name: type_name.into(), not_null: !column.nullable, has_default: false };
-                let same_type =
-                    has.type_name == expected.type_name || carries_text(&expected.type_name, &has.type_name);
-                if !same_type || has.not_null != expected.not_null {
-                    let what = if same_type {
-                        if expected.not_null {
-                            format!(
-                                "make it NOT NULL (`ALTER TABLE {0} ALTER COLUMN {1} SET NOT NULL`, after filling its nulls) or declare the field `Option<…>`",
-                                table.name, column.name
-                            )
-                        } else {
-                            format!(
-                                "drop NOT NULL (`ALTER TABLE {0} ALTER COLUMN {1} DROP NOT NULL`) or declare the field without `Option`",
-                                table.name, column.name
-                            )
-                        }
-                    } else {
-                        format!(
-                            "the engine does not change a column's type: convert it yourself (`ALTER TABLE {0} ALTER COLUMN {1} TYPE {2} USING …`) or declare the field with the type the database has",
-                            table.name, column.name, expected.type_name
-                        )
-                    };
-                    out.push(format!(
-                        "table {}, column {}: the app declares {}, the database has {}; {what}",
-                        table.name,
-                        column.name,
-                        expected.describe(),
-                        has.describe()
-                    ));
-                }
+        drift(&self.tables, app, &Postgres { type_names: &self.type_names })
+    }
+}
+
+/// A difference between a table and the app, which the engine does not reconcile itself: the
+/// backend says how the operator does ([`Dialect::how`]).
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum Reconcile<'a> {
+    /// Make `column` NOT NULL.
+    SetNotNull { table: &'a str, column: &'a str },
+    /// Let `column` hold null.
+    DropNotNull { table: &'a str, column: &'a str },
+    /// Give `column` the type `to`.
+    Retype { table: &'a str, column: &'a str, to: &'a str },
+    /// Give the table another primary key.
+    Rekey,
+    /// Drop `column`.
+    Drop { table: &'a str, column: &'a str },
+}
+
+/// What drift reads of a backend: how it names a column's type, and how an operator makes a
+/// change the engine does not make. One module per backend implements it (`Postgres` here,
+/// `provision/sqlite.rs`), so both refuse the same drift in the same words.
+pub(crate) trait Dialect {
+    /// The type the database gives `column` as the app declares it.
+    fn type_of(&self, column: &ColumnMeta) -> String;
+    /// Whether a column the database has as `found` carries a field declared `expected`.
+    fn carries(&self, expected: &str, found: &str) -> bool {
+        expected == found
+    }
+    /// How to make `change` (a statement in backticks, or how to go about it), or `None` when
+    /// there is nothing to name but doing it.
+    fn how(&self, change: Reconcile<'_>) -> Option<String>;
+}
+
+/// The Postgres [`Dialect`]: `ALTER TABLE` changes a column in place.
+struct Postgres<'a> {
+    /// Each type name the app uses → how Postgres names it.
+    type_names: &'a BTreeMap<String, String>,
+}
+
+impl Dialect for Postgres<'_> {
+    fn type_of(&self, column: &ColumnMeta) -> String {
+        let postgres = column.sql_type.postgres();
+        self.type_names.get(postgres).map_or(postgres, String::as_str).to_owned()
+    }
+
+    fn carries(&self, expected: &str, found: &str) -> bool {
+        expected == found || carries_text(expected, found)
+    }
+
+    fn how(&self, change: Reconcile<'_>) -> Option<String> {
+        Some(match change {
+            Reconcile::SetNotNull { table, column } => {
+                format!("`ALTER TABLE {table} ALTER COLUMN {column} SET NOT NULL`, after filling its nulls")
             }
-            if !found.key.is_empty() && found.key.iter().map(String::as_str).ne(table.primary_key.iter().copied()) {
+            Reconcile::DropNotNull { table, column } => {
+                format!("`ALTER TABLE {table} ALTER COLUMN {column} DROP NOT NULL`")
+            }
+            Reconcile::Retype { table, column, to } => {
+                format!("`ALTER TABLE {table} ALTER COLUMN {column} TYPE {to} USING …`")
+            }
+            Reconcile::Rekey => return None,
+            Reconcile::Drop { table, column } => format!("`ALTER TABLE {table} DROP COLUMN {column}`"),
+        })
+    }
+}
+
+/// How the tables of `app` among `tables` differ from what it declares, one line each, in the
+/// words of `dialect` (empty when they do not). Columns a table lacks are not drift:
+/// provisioning adds them.
+pub(crate) fn drift(tables: &BTreeMap<String, TableInfo>, app: &App, dialect: &dyn Dialect) -> Vec<String> {
+    let how = |change: Reconcile<'_>| dialect.how(change).map(|how| format!(" ({how})")).unwrap_or_default();
+    let mut out = Vec::new();
+    let mut declared: Vec<_> = app.tables().iter().map(|t| t.meta()).collect();
+    declared.sort_by_key(|t| t.name);
+    for table in declared {
+        let Some(found) = tables.get(table.name) else { continue };
+        for column in table.columns {
+            let Some(has) = found.columns.get(column.name) else { continue };
+            let expected =
+                ColumnInfo { type_name: dialect.type_of(column), not_null: !column.nullable, has_default: false };
+            let same_type = dialect.carries(&expected.type_name, &has.type_name);
+            if same_type && has.not_null == expected.not_null {
+                continue;
+            }
+            let (t, c) = (table.name, column.name);
+            let what = if !same_type {
+                format!(
+                    "the engine does not change a column's type: convert it yourself{} or declare the field with the type the database has",
+                    how(Reconcile::Retype { table: t, column: c, to: &expected.type_name })
+                )
+            } else if expected.not_null {
+                format!(
+                    "make it NOT NULL{} or declare the field `Option<…>`",
+                    how(Reconcile::SetNotNull { table: t, column: c })
+                )
+            } else {
+                format!(
+                    "drop NOT NULL{} or declare the field without `Option`",
+                    how(Reconcile::DropNotNull { table: t, column: c })
+                )
+            };
+            out.push(format!(
+                "table {t}, column {c}: the app declares {}, the database has {}; {what}",
+                expected.describe(),
+                has.describe()
+            ));
+        }
+        if !found.key.is_empty() && found.key.iter().map(String::as_str).ne(table.primary_key.iter().copied()) {
+            out.push(format!(
+                "table {}: the app declares primary key ({}), the database has primary key ({}); change the table's key yourself{} or declare the key it has",
+                table.name,
+                table.primary_key.join(", "),
+                found.key.join(", "),
+                how(Reconcile::Rekey)
+            ));
+        }
+        for (name, has) in &found.columns {
+            let declared = table.columns.iter().any(|c| c.name == name.as_str());
+            if !declared && !name.starts_with("_engine_") && has.not_null && !has.has_default {
                 out.push(format!(
-                    "table {}: the app declares primary key ({}), the database has primary key ({}); change the table's key yourself or declare the key it has",
+                    "table {}, column {name}: the app does not declare it, and the database has it {} without a default, so the app's inserts would fail; drop it{}, make it nullable{} or give it a default",
                     table.name,
-                    table.primary_key.join(", "),
-                    found.key.join(", ")
+                    has.describe(),
+                    how(Reconcile::Drop { table: table.name, column: name }),
+                    how(Reconcile::DropNotNull { table: table.name, column: name }),
                 ));
             }
-            for (name, has) in &found.columns {
-                let declared = table.columns.iter().any(|c| c.name == name.as_str());
-                if !declared && !name.starts_with("_engine_") && has.not_null && !has.has_default {
-                    out.push(format!(
-                        "table {}, column {name}: the app does not declare it, and the database has it {} without a default, so the app's inserts would fail; drop it (`ALTER TABLE {0} DROP COLUMN {name}`), make it nullable (`ALTER TABLE {0} ALTER COLUMN {name} DROP NOT NULL`) or give it a default",
-                        table.name,
-                        has.describe()
-                    ));
-                }
-            }
         }
-        out
     }
+    out
+}
+
+/// The error of a database whose tables drifted from the app (`drift`'s lines).
+pub(crate) fn drift_error(drift: &[String]) -> Error {
+    Error::provision(format!(
+        "the database differs from the app (schema drift), and the engine changes no existing column:\n  {}",
+        drift.join("\n  ")
+    ))
+}
+
+/// The error of a `NOT NULL` column without a default that the app adds to a table with rows,
+/// which would have no value for it.
+pub(crate) fn required_on_rows(table: &str, column: &str) -> Error {
+    Error::provision(format!(
+        "the app adds column {column} to table {table}, NOT NULL, and the table has rows, which would have no value for it: declare the field `Option<…>`, or add the column yourself with a default (`ALTER TABLE {table} ADD COLUMN {column} … NOT NULL DEFAULT …`) before the app starts"
+    ))
 }
 
 /// Whether a column the app declares `text` may be one of the database's other string types

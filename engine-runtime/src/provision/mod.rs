@@ -60,6 +60,9 @@ pub(crate) enum Object {
     Trigger { table: String, name: String },
     /// The engine's metadata rows: written every time (no table lock).
     Meta,
+    /// A statement of a table's rebuild, on SQLite (`sqlite::rebuilt`): Postgres changes its
+    /// tables in place.
+    Rebuild { table: String },
 }
 
 /// One statement of the plan and what it creates.
@@ -112,7 +115,8 @@ impl Step {
             Object::Table { table, .. }
             | Object::Column { table, .. }
             | Object::Index { table, .. }
-            | Object::Trigger { table, .. } => Some(table),
+            | Object::Trigger { table, .. }
+            | Object::Rebuild { table } => Some(table),
             Object::Function { .. } => None,
             Object::Meta => Some("_engine_meta"),
         }

@@ -22,6 +22,7 @@ use engine_kernel::{App, ColumnMeta, MergePolicy, TableMeta};
 use engine_sqlite::values::sqlite_type;
 use sqlx::{Connection, Row as _, SqliteConnection};
 
+use super::catalog::{self, Reconcile, TableInfo};
 use super::{Object, SCHEMA_VERSION, Step};
 use crate::error::{Error, Result};
 use crate::pg::sql::{index_name, literal};
@@ -326,44 +327,67 @@ fn steps(app: &App) -> Vec<Step> {
 struct ColumnInfo {
     type_name: String,
     not_null: bool,
-    has_default: bool,
+    /// Its default's SQL, if it has one.
+    default: Option<String>,
     /// Its place in the primary key (0: not in it).
     key: i64,
+    /// Its place in the table.
+    order: i64,
+}
+
+impl ColumnInfo {
+    /// The column's definition, as a `CREATE TABLE` would give it.
+    fn definition(&self, name: &str) -> String {
+        let mut def = format!("{} {}", ident(name), self.type_name);
+        if self.not_null {
+            def.push_str(" NOT NULL");
+        }
+        if let Some(default) = &self.default {
+            def.push_str(&format!(" DEFAULT {default}"));
+        }
+        def
+    }
 }
 
 /// What the file has: each table's columns, and the names of its indexes and triggers.
-#[derive(Debug, Default)]
+#[derive(Debug, Default, Clone)]
 struct Catalog {
     tables: BTreeMap<String, BTreeMap<String, ColumnInfo>>,
-    objects: BTreeSet<String>,
+    /// Every index and trigger, with its table.
+    objects: BTreeMap<String, String>,
     /// The engine's triggers, with their tables.
     triggers: BTreeMap<String, String>,
+    /// Each table's indexes and triggers that are not the engine's, as their SQL.
+    own: BTreeMap<String, Vec<String>>,
 }
 
 impl Catalog {
     async fn read(conn: &mut SqliteConnection) -> Result<Catalog> {
         let mut catalog = Catalog::default();
-        let rows = sqlx::query("SELECT type, name, tbl_name FROM sqlite_schema").fetch_all(&mut *conn).await?;
+        let rows = sqlx::query("SELECT type, name, tbl_name, sql FROM sqlite_schema").fetch_all(&mut *conn).await?;
         let mut tables = Vec::new();
         for row in rows {
             let (kind, name, table): (String, String, String) = (row.try_get(0)?, row.try_get(1)?, row.try_get(2)?);
+            let sql: Option<String> = row.try_get(3)?;
             match kind.as_str() {
                 "table" => tables.push(name),
-                "trigger" if name.starts_with("_engine_") => {
-                    catalog.objects.insert(name.clone());
-                    catalog.triggers.insert(name, table);
-                }
                 _ => {
-                    catalog.objects.insert(name);
+                    if name.starts_with("_engine_") && kind == "trigger" {
+                        catalog.triggers.insert(name.clone(), table.clone());
+                    }
+                    // An index SQLite made for a constraint has no SQL: the table's makes it.
+                    if let Some(sql) = sql.filter(|_| !name.starts_with("_engine_") && kind != "view") {
+                        catalog.own.entry(table.clone()).or_default().push(sql);
+                    }
+                    catalog.objects.insert(name, table);
                 }
             }
         }
         for table in tables {
-            let rows =
-                sqlx::query("SELECT name, type, \"notnull\", dflt_value IS NOT NULL, pk FROM pragma_table_info(?)")
-                    .bind(&table)
-                    .fetch_all(&mut *conn)
-                    .await?;
+            let rows = sqlx::query("SELECT name, type, \"notnull\", dflt_value, pk, cid FROM pragma_table_info(?)")
+                .bind(&table)
+                .fetch_all(&mut *conn)
+                .await?;
             let mut columns = BTreeMap::new();
             for row in rows {
                 columns.insert(
@@ -371,8 +395,9 @@ impl Catalog {
                     ColumnInfo {
                         type_name: row.try_get::<String, _>(1)?.to_uppercase(),
                         not_null: row.try_get::<bool, _>(2)?,
-                        has_default: row.try_get::<bool, _>(3)?,
+                        default: row.try_get(3)?,
                         key: row.try_get(4)?,
+                        order: row.try_get(5)?,
                     },
                 );
             }
@@ -388,46 +413,61 @@ impl Catalog {
             Object::Column { table, column, .. } => {
                 self.tables.get(table).is_some_and(|columns| !columns.contains_key(column))
             }
-            Object::Index { name, .. } | Object::Trigger { name, .. } => !self.objects.contains(name),
+            Object::Index { name, .. } | Object::Trigger { name, .. } => !self.objects.contains_key(name),
             Object::Function { .. } => false,
-            Object::Meta => true,
+            Object::Meta | Object::Rebuild { .. } => true,
         }
     }
 
-    /// Drift: a column of the app's tables whose type, nullability or key differs from what
-    /// the app declares, or one the app does not declare that its inserts would fail on.
+    /// Drift, as on Postgres (`catalog::drift`), in SQLite's words.
     fn drift(&self, app: &App) -> Vec<String> {
-        let mut out = Vec::new();
-        for table in app.tables().iter().map(|def| def.meta()) {
-            let Some(columns) = self.tables.get(table.name) else { continue };
-            for column in table.columns {
-                let Some(has) = columns.get(column.name) else { continue };
-                let key = table.primary_key.iter().position(|k| *k == column.name).map_or(0, |i| i as i64 + 1);
-                let wants = sqlite_type(column.sql_type);
-                if has.type_name != wants || has.not_null == column.nullable || has.key != key {
-                    out.push(format!(
-                        "column `{}`.`{}` is {}{}{} in the database, the app declares {wants}{}{}",
-                        table.name,
-                        column.name,
-                        has.type_name,
-                        if has.not_null { " NOT NULL" } else { "" },
-                        if has.key > 0 { " (key)" } else { "" },
-                        if column.nullable { "" } else { " NOT NULL" },
-                        if key > 0 { " (key)" } else { "" },
-                    ));
-                }
-            }
-            for (name, has) in columns {
-                let declared = table.columns.iter().any(|c| c.name == name);
-                if !declared && !name.starts_with("_engine_") && has.not_null && !has.has_default {
-                    out.push(format!(
-                        "column `{}`.`{name}` is NOT NULL without a default and the app does not declare it: its inserts would fail",
-                        table.name
-                    ));
-                }
-            }
-        }
-        out
+        let tables = self
+            .tables
+            .iter()
+            .map(|(name, columns)| {
+                let mut key: Vec<(&i64, &String)> =
+                    columns.iter().filter(|(_, c)| c.key > 0).map(|(n, c)| (&c.key, n)).collect();
+                key.sort();
+                let info = TableInfo {
+                    columns: columns
+                        .iter()
+                        .map(|(n, c)| {
+                            let info = catalog::ColumnInfo {
+                                type_name: c.type_name.clone(),
+                                not_null: c.not_null,
+                                has_default: c.default.is_some(),
+                            };
+                            (n.clone(), info)
+                        })
+                        .collect(),
+                    key: key.into_iter().map(|(_, n)| n.clone()).collect(),
+                    triggers: BTreeMap::new(),
+                };
+                (name.clone(), info)
+            })
+            .collect();
+        catalog::drift(&tables, app, &Sqlite)
+    }
+}
+
+/// How to make on SQLite what the engine does not (`catalog::Dialect`): its `ALTER TABLE`
+/// adds, renames and drops a column, and changes nothing else in place.
+struct Sqlite;
+
+/// The way SQLite changes a column's type, nullability or a table's key.
+const REBUILD: &str = "SQLite changes a column or a key only by rebuilding the table: https://www.sqlite.org/lang_altertable.html#otheralter";
+
+impl catalog::Dialect for Sqlite {
+    fn type_of(&self, column: &ColumnMeta) -> String {
+        sqlite_type(column.sql_type).to_owned()
+    }
+
+    fn how(&self, change: Reconcile<'_>) -> Option<String> {
+        Some(match change {
+            Reconcile::SetNotNull { .. } => format!("after filling its nulls; {REBUILD}"),
+            Reconcile::DropNotNull { .. } | Reconcile::Retype { .. } | Reconcile::Rekey => REBUILD.to_owned(),
+            Reconcile::Drop { table, column } => format!("`ALTER TABLE {table} DROP COLUMN {column}`"),
+        })
     }
 }
 
@@ -475,7 +515,9 @@ pub(crate) fn plan(app: &App) -> Vec<String> {
 }
 
 /// What the file holds against `app`: the steps it lacks, refusing drift and a file of a newer
-/// engine.
+/// engine. A `NOT NULL` column without a default is refused on a table with rows, as on
+/// Postgres; on an empty table, which SQLite's `ADD COLUMN` cannot give one, the table is rebuilt
+/// ([`rebuilt`]).
 async fn pending(conn: &mut SqliteConnection, app: &App) -> Result<Vec<Step>> {
     let catalog = Catalog::read(conn).await?;
     if catalog.tables.contains_key("_engine_meta") {
@@ -492,22 +534,80 @@ async fn pending(conn: &mut SqliteConnection, app: &App) -> Result<Vec<Step>> {
     }
     let drift = catalog.drift(app);
     if !drift.is_empty() {
-        return Err(Error::provision(format!("the database differs from the app: {}", drift.join("; "))));
+        return Err(catalog::drift_error(&drift));
     }
     let lacking = lacking(&catalog, app);
-    if let Some(Object::Column { table, column, .. }) =
-        lacking.iter().map(|s| &s.object).find(|o| matches!(o, Object::Column { required: true, .. }))
-    {
-        let rows: i64 = sqlx::query_scalar(sqlx::AssertSqlSafe(format!("SELECT count(*) FROM {}", ident(table))))
-            .fetch_one(&mut *conn)
-            .await?;
-        if rows > 0 {
-            return Err(Error::provision(format!(
-                "column `{table}`.`{column}` is NOT NULL without a default: it cannot be added to a table that has rows"
-            )));
+    let mut rebuild = BTreeSet::new();
+    for step in &lacking {
+        let Object::Column { table, column, required: true } = &step.object else { continue };
+        if !catalog.tables.contains_key(table) {
+            continue;
         }
+        let rows: bool =
+            sqlx::query_scalar(sqlx::AssertSqlSafe(format!("SELECT EXISTS (SELECT 1 FROM {})", ident(table))))
+                .fetch_one(&mut *conn)
+                .await?;
+        if rows {
+            return Err(catalog::required_on_rows(table, column));
+        }
+        rebuild.insert(table.as_str());
     }
-    Ok(lacking)
+    if rebuild.is_empty() {
+        return Ok(lacking);
+    }
+    Ok(rebuilt(&catalog, app, &rebuild))
+}
+
+/// The steps of `app`'s plan on a file with `catalog`, whose tables `rebuild` are rebuilt first
+/// by SQLite's procedure for a change `ALTER TABLE` cannot make (`lang_altertable.html`, "other
+/// kinds of table schema changes"), in the one transaction of provisioning: a new table with
+/// the app's columns and every other column the old one has, the rows copied, the old table
+/// dropped and the new one renamed to its name, then its own indexes and triggers made again
+/// from their SQL. The engine's indexes and triggers, gone with the old table, are in the plan.
+fn rebuilt(catalog: &Catalog, app: &App, rebuild: &BTreeSet<&str>) -> Vec<Step> {
+    let mut after = catalog.clone();
+    let mut steps = Vec::new();
+    for table in app.tables().iter().map(|def| def.meta()).filter(|t| rebuild.contains(t.name)) {
+        let old = &catalog.tables[table.name];
+        let (name, new) = (ident(table.name), ident(&format!("_engine_new_{}", table.name)));
+        let mut kept: Vec<(&String, &ColumnInfo)> =
+            old.iter().filter(|(c, _)| !table.columns.iter().any(|d| d.name == c.as_str())).collect();
+        kept.sort_by_key(|(_, c)| c.order);
+        let mut columns: Vec<String> = table.columns.iter().map(column_definition).collect();
+        columns.extend(kept.iter().map(|(c, info)| info.definition(c)));
+        columns.push(format!(
+            "PRIMARY KEY ({})",
+            table.primary_key.iter().map(|k| ident(k)).collect::<Vec<_>>().join(", ")
+        ));
+        let mut copied: Vec<(&String, &ColumnInfo)> = old.iter().collect();
+        copied.sort_by_key(|(_, c)| c.order);
+        let copied = copied.iter().map(|(c, _)| ident(c)).collect::<Vec<_>>().join(", ");
+        let step = |sql: String| Step::new(sql, Object::Rebuild { table: table.name.into() });
+        steps.push(step(format!("CREATE TABLE {new} ({})", columns.join(", "))));
+        steps.push(step(format!("INSERT INTO {new} ({copied}) SELECT {copied} FROM {name}")));
+        steps.push(step(format!("DROP TABLE {name}")));
+        // The legacy rename touches no view or trigger that names the table: they name it again
+        // once it is renamed, where the current one would refuse a view naming the dropped table.
+        steps.push(step("PRAGMA legacy_alter_table = ON".into()));
+        steps.push(step(format!("ALTER TABLE {new} RENAME TO {name}")));
+        steps.push(step("PRAGMA legacy_alter_table = OFF".into()));
+        steps.extend(catalog.own.get(table.name).into_iter().flatten().map(|sql| step(sql.clone())));
+        // What the file has once it is rebuilt: the columns, none of the engine's objects.
+        let columns = after.tables.get_mut(table.name).expect("a rebuilt table is in the file");
+        for column in table.columns {
+            columns.entry(column.name.into()).or_insert(ColumnInfo {
+                type_name: sqlite_type(column.sql_type).into(),
+                not_null: !column.nullable,
+                default: None,
+                key: 0,
+                order: i64::MAX,
+            });
+        }
+        after.objects.retain(|object, on| on != table.name || !object.starts_with("_engine_"));
+        after.triggers.retain(|_, on| on != table.name);
+    }
+    steps.extend(lacking(&after, app));
+    steps
 }
 
 /// Make the file serve `app`: run what it lacks, in one transaction.
@@ -543,14 +643,22 @@ pub(crate) async fn verify(conn: &mut SqliteConnection, app: &App) -> Result<()>
     }
 }
 
-/// What provisioning would change, as `+` lines; empty when the file is current.
+/// What provisioning would change, as `+` lines, each rebuilt table announced by a `~` line;
+/// empty when the file is current.
 pub(crate) async fn changes(conn: &mut SqliteConnection, app: &App) -> Result<String> {
-    Ok(pending(conn, app)
-        .await?
-        .iter()
-        .filter(|s| s.object != Object::Meta)
-        .map(|s| format!("+ {}\n", s.sql))
-        .collect())
+    let mut out = String::new();
+    let mut announced = BTreeSet::new();
+    for step in pending(conn, app).await?.iter().filter(|s| s.object != Object::Meta) {
+        if let Object::Rebuild { table } = &step.object
+            && announced.insert(table.clone())
+        {
+            out.push_str(&format!(
+                "~ table {table} (rebuilt: it is empty, and SQLite adds a NOT NULL column without a default only to a new table)\n"
+            ));
+        }
+        out.push_str(&format!("+ {}\n", step.sql));
+    }
+    Ok(out)
 }
 
 fn first_line(sql: &str) -> &str {

@@ -176,7 +176,10 @@ async fn a_column_that_differs_from_the_app_is_refused() {
     .unwrap();
     let store = notes(&scratch.file()).await;
     let err = store.provision().await.unwrap_err().to_string();
-    assert!(err.contains("`lists`.`title` is INTEGER in the database, the app declares TEXT NOT NULL"), "{err}");
+    assert!(
+        err.contains("table lists, column title: the app declares TEXT NOT NULL, the database has INTEGER NULL"),
+        "{err}"
+    );
 }
 
 #[tokio::test]
