@@ -13,7 +13,7 @@ use serde_json::{Value, json};
 
 use crate::support::s3::S3Server;
 use crate::support::server::SECRET;
-use crate::support::{TestDb, TestServer};
+use crate::support::{Backend, TestDb, TestServer, backend};
 
 mod photos {
     use super::*;
@@ -119,6 +119,7 @@ on_every_store!(
     tickets_asked_for_together_never_pass_the_quota,
     content_types_are_the_server_s_setting,
     blobs_no_row_names_are_collected_after_the_grace,
+    bytes_that_land_after_their_reservation_was_dropped_are_collected,
     a_rust_client_puts_offline_uploads_after_a_restart_and_another_downloads,
 );
 
@@ -564,6 +565,153 @@ async fn blobs_no_row_names_are_collected_after_the_grace(kind: Kind) {
     assert!(store.holds(&keys[1]));
 }
 
+async fn bytes_that_land_after_their_reservation_was_dropped_are_collected(kind: Kind) {
+    let db = TestDb::new().await;
+    let store = Store::start(kind, &db).await;
+    let (server, engine) = server_with(&db, store.blob_store()()).await;
+    let kept = b"a photo in an album".to_vec();
+    let (status, uploaded) = upload(&server, "alice", &kept).await;
+    assert!(status == StatusCode::OK && uploaded.is_some_and(|s| s.is_success()));
+    member(&db, "a1", "alice", true).await;
+    add_photo(&server, "alice", "p1", "a1", &BlobKey::for_bytes(&kept)).await;
+
+    let late = b"bytes that came too late".to_vec();
+    let key = BlobKey::for_bytes(&late);
+    let (status, up) = ticket(&server, "/blobs/upload", "alice", json!({"key": key, "size": late.len()})).await;
+    assert_eq!(status, StatusCode::OK, "{up}");
+    // As the ledger sees it the ticket expired long ago, and nothing arrived: collection drops
+    // the reservation.
+    sqlx::query("UPDATE _engine_blobs SET expires_at = 0 WHERE blob_key = $1")
+        .bind(key.as_str())
+        .execute(&db.pool)
+        .await
+        .unwrap();
+    let first = engine.collect_blobs(10).await.unwrap();
+    assert_eq!((first.dropped, first.orphans), (1, 0), "{first:?}");
+    // Then the bytes land: an object store takes them under the URL, good by its signature
+    // still; the directory gets them from a body received as the reservation was dropped.
+    match kind {
+        Kind::S3 => assert!(put(&server, &up, late.clone()).await.0.is_success()),
+        Kind::LocalFs => std::fs::write(store.dir.join(key.hex()), &late).unwrap(),
+    }
+    assert!(store.holds(&key));
+
+    // No upload in the ledger accounts for them: the next collection deletes them, a batch of
+    // one object at a time, and keeps the blob a row names.
+    let second = engine.collect_blobs(1).await.unwrap();
+    assert_eq!((second.orphans, second.deleted), (1, 0), "{second:?}");
+    assert!(!store.holds(&key));
+    assert!(store.holds(&BlobKey::for_bytes(&kept)));
+    assert_eq!(download(&server, "alice", &BlobKey::for_bytes(&kept)).await.0, StatusCode::OK);
+    let third = engine.collect_blobs(1).await.unwrap();
+    assert_eq!(third.orphans, 0, "{third:?}");
+}
+
+/// Whether a session of the test's database waits for an advisory lock (Postgres).
+async fn waits_for_a_blob_lock(db: &TestDb) -> bool {
+    let waiting: i64 = sqlx::query_scalar(
+        "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND NOT granted
+           AND database = (SELECT oid FROM pg_database WHERE datname = current_database())",
+    )
+    .fetch_one(db.pg())
+    .await
+    .unwrap();
+    waiting > 0
+}
+
+/// Wait until a session of the test's database waits for an advisory lock.
+async fn until_a_blob_lock_is_awaited(db: &TestDb) {
+    for _ in 0..1000 {
+        if waits_for_a_blob_lock(db).await {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    panic!("nothing waits for a blob's lock");
+}
+
+/// A write naming a blob and collection deleting it take turns on the blob's lock: the write
+/// clears the blob's note of disuse, and collection decides with the rows committed before it.
+#[tokio::test]
+async fn a_write_naming_a_blob_and_its_collection_take_turns() {
+    let db = TestDb::new().await;
+    let store = Store::start(Kind::LocalFs, &db).await;
+    let (server, engine) = server_with(&db, store.blob_store()().unused_grace(Duration::ZERO)).await;
+    let engine = std::sync::Arc::new(engine);
+    let (first, second) = (b"a photo noted unused".to_vec(), b"another photo noted unused".to_vec());
+    for bytes in [&first, &second] {
+        let (status, uploaded) = upload(&server, "alice", bytes).await;
+        assert!(status == StatusCode::OK && uploaded.is_some_and(|s| s.is_success()));
+    }
+    let keys = [&first, &second].map(|bytes| BlobKey::for_bytes(bytes));
+    member(&db, "a1", "alice", true).await;
+    let noted = engine.collect_blobs(10).await.unwrap();
+    assert_eq!(noted.noted, 2, "{noted:?}");
+    let unused_since = |key: &BlobKey| {
+        sqlx::query_scalar::<_, Option<i64>>("SELECT unused_since FROM _engine_blobs WHERE blob_key = $1")
+            .bind(key.as_str().to_owned())
+            .fetch_one(&db.pool)
+    };
+
+    if backend() == Backend::Postgres {
+        // A collection deciding about the first blob holds its lock: a push naming it waits.
+        let mut deciding = db.pg().begin().await.unwrap();
+        sqlx::query("SELECT pg_advisory_xact_lock(hashtextextended($1, 0))")
+            .bind(format!("_engine_blobs/key:{}", keys[0]))
+            .execute(&mut *deciding)
+            .await
+            .unwrap();
+        let push = json!({"clientId": uuid::Uuid::new_v4(), "mutations": [{"mutationId": 1,
+            "clientMutationId": uuid::Uuid::new_v4(), "name": "add_photo",
+            "args": {"id": "p1", "album": "a1", "blob": keys[0]}}]});
+        let request = server
+            .http
+            .post(server.url("/sync/push"))
+            .bearer_auth(TestServer::token("alice"))
+            .header("content-type", "application/json")
+            .body(push.to_string());
+        let pushed = tokio::spawn(request.send());
+        until_a_blob_lock_is_awaited(&db).await;
+        deciding.commit().await.unwrap();
+        let pushed: Value = pushed.await.unwrap().unwrap().json().await.unwrap();
+        assert_eq!(pushed["results"][0]["status"], "applied", "{pushed}");
+    } else {
+        add_photo(&server, "alice", "p1", "a1", &keys[0]).await;
+    }
+    // The write cleared the note in its transaction.
+    assert_eq!(unused_since(&keys[0]).await.unwrap(), None);
+
+    if backend() == Backend::Postgres {
+        // A write naming the second blob, as a mutation makes it (the row, then the blob's lock),
+        // not committed yet: the collection waits for it, then sees its row, and keeps the blob.
+        let mut writing = db.pg().begin().await.unwrap();
+        sqlx::query("INSERT INTO photos (id, owner_id, album, blob) VALUES ('p2', 'alice', 'a1', $1)")
+            .bind(keys[1].as_str())
+            .execute(&mut *writing)
+            .await
+            .unwrap();
+        sqlx::query("SELECT pg_advisory_xact_lock_shared(hashtextextended($1, 0))")
+            .bind(format!("_engine_blobs/key:{}", keys[1]))
+            .execute(&mut *writing)
+            .await
+            .unwrap();
+        let collecting = tokio::spawn({
+            let engine = engine.clone();
+            async move { engine.collect_blobs(10).await }
+        });
+        until_a_blob_lock_is_awaited(&db).await;
+        writing.commit().await.unwrap();
+        let collected = collecting.await.unwrap().unwrap();
+        assert_eq!(collected.deleted, 0, "{collected:?}");
+    } else {
+        add_photo(&server, "alice", "p2", "a1", &keys[1]).await;
+    }
+    assert!(keys.iter().all(|key| store.holds(key)));
+    assert_eq!(download(&server, "alice", &keys[0]).await.0, StatusCode::OK);
+    let again = engine.collect_blobs(10).await.unwrap();
+    assert_eq!((again.noted, again.deleted), (0, 0), "{again:?}");
+}
+
 /// One upload URL of the engine's own route receives one body at a time: a second request on
 /// it while a body arrives is refused before its body is read.
 #[tokio::test]
@@ -701,4 +849,61 @@ async fn a_rust_client_puts_offline_uploads_after_a_restart_and_another_download
     let refused = carol.blob(&key).await.unwrap_err();
     assert!(matches!(refused, engine::client::Error::Server { status: 404, .. }), "{refused:?}");
     let _ = std::fs::remove_file(&file);
+}
+
+/// A Rust client tells where each blob stands, and a watcher sees it change: queued, then
+/// cached once uploaded; for a reader, uploading while a row it holds names bytes the server
+/// does not give yet, missing when no row names them; cached once downloaded. A member removed
+/// from the album loses the rows, and with them the bytes it kept.
+#[tokio::test]
+async fn a_rust_client_watches_its_blobs_and_prunes_those_no_row_names() {
+    use engine::client::{BlobState, StoreLocation};
+    let db = TestDb::new().await;
+    let store = Store::start(Kind::LocalFs, &db).await;
+    let (server, _engine) = server_with(&db, store.blob_store()()).await;
+    member(&db, "a1", "alice", true).await;
+    member(&db, "a1", "bob", true).await;
+    let bytes = b"a photo of the harbour".repeat(100);
+
+    let alice = photos_client(&server.url(""), "alice", StoreLocation::Memory).await;
+    let key = alice.put_blob(&bytes, None).await.unwrap();
+    let mut uploaded = alice.watch_blob(&key).await.unwrap();
+    assert_eq!(*uploaded.borrow_and_update(), BlobState::Queued);
+    let args = photos::AddPhoto { id: "p1".into(), album: "a1".into(), blob: key.clone() };
+    alice.mutate::<photos::add_photo>(args).await.unwrap();
+    alice.sync().await.unwrap();
+
+    // The row is on the server, the bytes not yet: Bob, who reads the row, sees them uploading;
+    // Carol, who reads no row naming them, missing.
+    let bob = photos_client(&server.url(""), "bob", StoreLocation::Memory).await;
+    bob.sync().await.unwrap();
+    assert_eq!(bob.blob_state(&key).await.unwrap(), BlobState::Unknown);
+    let mut downloaded = bob.watch_blob(&key).await.unwrap();
+    assert!(bob.blob(&key).await.is_err());
+    downloaded.changed().await.unwrap();
+    assert_eq!(*downloaded.borrow_and_update(), BlobState::Uploading);
+    let carol = photos_client(&server.url(""), "carol", StoreLocation::Memory).await;
+    assert!(carol.blob(&key).await.is_err());
+    assert_eq!(carol.blob_state(&key).await.unwrap(), BlobState::Missing);
+
+    alice.upload_blobs().await.unwrap();
+    uploaded.changed().await.unwrap();
+    assert_eq!(*uploaded.borrow_and_update(), BlobState::Cached);
+    assert_eq!(bob.blob(&key).await.unwrap(), bytes);
+    downloaded.changed().await.unwrap();
+    assert_eq!(*downloaded.borrow_and_update(), BlobState::Cached);
+
+    // Bob leaves the album: the pull takes its rows away, and the bytes no row names go too.
+    member(&db, "a1", "bob", false).await;
+    bob.sync().await.unwrap();
+    assert!(bob.get::<photos::Photo>(&"p1".to_owned()).await.unwrap().is_none());
+    downloaded.changed().await.unwrap();
+    assert_eq!(*downloaded.borrow_and_update(), BlobState::Unknown);
+    assert_eq!(bob.blob_state(&key).await.unwrap(), BlobState::Unknown);
+    assert!(bob.blob(&key).await.is_err(), "the bytes are gone from Bob's device, and the server refuses them");
+    assert_eq!(bob.blob_state(&key).await.unwrap(), BlobState::Missing);
+    // Alice's own rows still name them: hers stay.
+    alice.sync().await.unwrap();
+    assert_eq!(alice.blob_state(&key).await.unwrap(), BlobState::Cached);
+    assert_eq!(alice.blob(&key).await.unwrap(), bytes);
 }

@@ -3,7 +3,9 @@
 //! tickets expired long ago are recorded stored or dropped. It walks `_engine_blobs` in key order, a
 //! batch at a time, so each step is short whatever the number of blobs. A first pass that
 //! finds no row naming a blob notes when (`unused_since`); a pass after the grace period that
-//! still finds none deletes it. A row naming the blob meanwhile clears the note.
+//! still finds none deletes it, deciding under the blob's lock (`ledger::key_lock`) that a write
+//! naming the blob also takes. A row naming the blob meanwhile clears the note. Last, the
+//! store's objects are listed, and those no upload in the ledger accounts for are deleted.
 
 use std::time::Duration;
 
@@ -24,6 +26,9 @@ pub struct CollectedBlobs {
     pub stored: u64,
     /// Reservations dropped, their bytes never having arrived.
     pub dropped: u64,
+    /// Objects deleted from the store that no upload in the ledger accounted for (bytes that
+    /// arrived after their reservation was dropped).
+    pub orphans: u64,
     /// The batches it took.
     pub steps: u64,
 }
@@ -141,12 +146,36 @@ pub(crate) async fn collect(ledger: &Ledger, blobs: &Blobs, app: &App, batch: us
                 }
                 (false, Some(since)) if now.saturating_sub(since) >= ms(blobs.unused_grace) => {
                     let Ok(key) = candidate.key.parse() else { continue };
-                    let uploaders = ledger.uploaders(&key).await?;
-                    blobs.store.delete(&key, &uploaders).await?;
-                    ledger.forget(&candidate.key).await?;
-                    done.deleted += 1;
+                    // Checked again under the blob's lock, with the deletion: a row may have
+                    // come to name it since.
+                    let unused_before = now.saturating_sub(ms(blobs.unused_grace));
+                    if ledger.delete_unused(&key, &columns, unused_before, &*blobs.store).await? {
+                        done.deleted += 1;
+                    }
                 }
                 (false, Some(_)) => {}
+            }
+        }
+        if !full {
+            break;
+        }
+    }
+    // Objects that no upload in the ledger accounts for: bytes that arrived after their
+    // reservation was dropped, or under an upload URL still good after its blob was deleted.
+    let mut after = String::new();
+    loop {
+        let objects = blobs.store.objects(&after, batch).await?;
+        done.steps += 1;
+        let Some(last) = objects.last() else { break };
+        after = last.name.clone();
+        let full = objects.len() == batch;
+        for object in objects {
+            let uploads = ledger.uploads(&object.key).await?;
+            if uploads.iter().any(|uploader| blobs.store.holds(&object, uploader)) {
+                continue;
+            }
+            if ledger.delete_orphan(&object, &*blobs.store).await? {
+                done.orphans += 1;
             }
         }
         if !full {

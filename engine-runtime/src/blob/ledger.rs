@@ -71,6 +71,36 @@ macro_rules! in_tx {
     };
 }
 
+/// The name of the transaction lock on blob `key` (Postgres): a ticket for it and a write
+/// naming it take it shared, and collection deleting it takes it alone, so that none of them
+/// happens between collection finding no row naming the blob and its bytes being deleted.
+pub(crate) fn key_lock(key: &str) -> String {
+    format!("_engine_blobs/key:{key}")
+}
+
+/// Taking a transaction lock, on either backend: on SQLite the one writer holds every lock.
+pub(crate) trait Locks {
+    /// Wait for the lock `name` until the transaction ends, `shared` or alone.
+    async fn lock(&mut self, name: &str, shared: bool) -> Result<()>;
+}
+
+impl Locks for sqlx::PgConnection {
+    async fn lock(&mut self, name: &str, shared: bool) -> Result<()> {
+        let sql = match shared {
+            true => "SELECT pg_advisory_xact_lock_shared(hashtextextended($1, 0))",
+            false => "SELECT pg_advisory_xact_lock(hashtextextended($1, 0))",
+        };
+        sqlx::query(sql).bind(name).execute(self).await?;
+        Ok(())
+    }
+}
+
+impl Locks for sqlx::SqliteConnection {
+    async fn lock(&mut self, _name: &str, _shared: bool) -> Result<()> {
+        Ok(())
+    }
+}
+
 /// What [`Ledger::reserve`] decided.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Reserved {
@@ -130,6 +160,7 @@ impl Ledger {
     ) -> Result<Reserved> {
         let key = key.as_str();
         let reserved = in_tx!(self, Some(uploader), |conn| {
+            conn.lock(&key_lock(key), true).await?;
             let stored: Option<bool> =
                 sqlx::query_scalar("SELECT stored FROM _engine_blobs WHERE blob_key = $1 AND uploader = $2")
                     .bind(key)
@@ -264,6 +295,17 @@ impl Ledger {
         Ok(uploaders)
     }
 
+    /// The users with an upload of `key` in the ledger, stored or reserved.
+    pub(crate) async fn uploads(&self, key: &BlobKey) -> Result<Vec<String>> {
+        let uploaders: Vec<String> = in_tx!(self, None, |conn| {
+            sqlx::query_scalar("SELECT uploader FROM _engine_blobs WHERE blob_key = $1")
+                .bind(key.as_str())
+                .fetch_all(&mut *conn)
+                .await?
+        });
+        Ok(uploaders)
+    }
+
     /// Uploads of `key` reserved and not stored, at most `limit`.
     pub(crate) async fn pending_of_key(&self, key: &BlobKey, limit: usize) -> Result<Vec<Pending>> {
         let rows: Vec<(String, String, i64)> = in_tx!(self, None, |conn| {
@@ -338,10 +380,8 @@ impl Ledger {
 
     /// Whether a row of `table` holds `key` in its blob column `column`.
     pub(crate) async fn named(&self, table: &str, column: &str, key: &str) -> Result<bool> {
-        let quote = |name: &str| format!("\"{}\"", name.replace('"', "\"\""));
-        let sql = format!("SELECT 1 FROM {} WHERE {} = $1 LIMIT 1", quote(table), quote(column));
         let found = in_tx!(self, None, |conn| {
-            sqlx::query(sqlx::AssertSqlSafe(sql)).bind(key).fetch_optional(&mut *conn).await?.is_some()
+            sqlx::query(named_sql(table, column)).bind(key).fetch_optional(&mut *conn).await?.is_some()
         });
         Ok(found)
     }
@@ -366,18 +406,73 @@ impl Ledger {
         Ok(())
     }
 
-    /// Forget the stored uploads of blob `key`, whose bytes are deleted. A reservation made
-    /// since stays, for bytes on their way. Who wrote the key into rows stays too: each entry
-    /// is overwritten by the next write of its row's column, and a download checks that the row
-    /// still holds the key.
-    pub(crate) async fn forget(&self, key: &str) -> Result<()> {
-        in_tx!(self, None, |conn| {
-            sqlx::query("DELETE FROM _engine_blobs WHERE blob_key = $1 AND stored")
-                .bind(key)
-                .execute(&mut *conn)
-                .await?;
+    /// Delete blob `key` from `store` and forget its stored uploads, if no row names it still
+    /// in any of `columns` (table, column), none has named it since `unused_before` (a write
+    /// naming it clears the note) and no upload of it is reserved: whether it did. All of this is decided and done under
+    /// the blob's lock ([`key_lock`]), so a write naming the blob or a ticket for it comes
+    /// before (and keeps it) or after (and finds it gone, as bytes never uploaded).
+    pub(crate) async fn delete_unused(
+        &self,
+        key: &BlobKey,
+        columns: &[(&str, &str)],
+        unused_before: i64,
+        store: &dyn super::BlobStore,
+    ) -> Result<bool> {
+        let deleted = in_tx!(self, None, |conn| {
+            conn.lock(&key_lock(key.as_str()), false).await?;
+            'decide: {
+                let uploads: Vec<(String, bool, Option<i64>)> =
+                    sqlx::query_as("SELECT uploader, stored, unused_since FROM _engine_blobs WHERE blob_key = $1")
+                        .bind(key.as_str())
+                        .fetch_all(&mut *conn)
+                        .await?;
+                let since = uploads.iter().filter_map(|(_, _, since)| *since).min();
+                let all_stored = uploads.iter().all(|(_, stored, _)| *stored);
+                if !all_stored || since.is_none_or(|since| since > unused_before) {
+                    break 'decide false;
+                }
+                for (table, column) in columns {
+                    let named = sqlx::query(named_sql(table, column)).bind(key.as_str()).fetch_optional(&mut *conn);
+                    if named.await?.is_some() {
+                        break 'decide false;
+                    }
+                }
+                sqlx::query("DELETE FROM _engine_blobs WHERE blob_key = $1")
+                    .bind(key.as_str())
+                    .execute(&mut *conn)
+                    .await?;
+                let uploaders: Vec<String> = uploads.into_iter().map(|(uploader, _, _)| uploader).collect();
+                // Deleted before the ledger forgets it: a store that fails leaves both as they were.
+                store.delete(key, &uploaders).await?;
+                true
+            }
         });
-        Ok(())
+        Ok(deleted)
+    }
+
+    /// Delete `object` from `store` if no upload in the ledger, stored or reserved, accounts
+    /// for it: whether it did. Decided under the blob's lock, so no ticket for the object is
+    /// handed out meanwhile.
+    pub(crate) async fn delete_orphan(
+        &self,
+        object: &super::StoredObject,
+        store: &dyn super::BlobStore,
+    ) -> Result<bool> {
+        let deleted = in_tx!(self, None, |conn| {
+            conn.lock(&key_lock(object.key.as_str()), false).await?;
+            let uploaders: Vec<String> = sqlx::query_scalar("SELECT uploader FROM _engine_blobs WHERE blob_key = $1")
+                .bind(object.key.as_str())
+                .fetch_all(&mut *conn)
+                .await?;
+            match uploaders.iter().any(|uploader| store.holds(object, uploader)) {
+                true => false,
+                false => {
+                    store.delete_object(object).await?;
+                    true
+                }
+            }
+        });
+        Ok(deleted)
     }
 }
 
@@ -385,4 +480,10 @@ fn pending(rows: Vec<(String, String, i64)>) -> Vec<Pending> {
     rows.into_iter()
         .filter_map(|(key, uploader, size)| Some(Pending { key: key.parse().ok()?, uploader, size: to_u64(size) }))
         .collect()
+}
+
+/// The query whether a row of `table` holds a key (`$1`) in its blob column `column`.
+fn named_sql(table: &str, column: &str) -> sqlx::AssertSqlSafe<String> {
+    let quote = |name: &str| format!("\"{}\"", name.replace('"', "\"\""));
+    sqlx::AssertSqlSafe(format!("SELECT 1 FROM {} WHERE {} = $1 LIMIT 1", quote(table), quote(column)))
 }

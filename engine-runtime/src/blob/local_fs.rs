@@ -24,7 +24,7 @@ use sha2::{Digest, Sha256};
 use tokio::io::AsyncWriteExt;
 
 use super::collect::now_ms;
-use super::{BlobStore, Ledger, Upload};
+use super::{BlobStore, Ledger, StoredObject, Upload};
 use crate::error::{Error, Result};
 
 /// Blobs in `dir` (created when missing), behind URLs signed with `secret`.
@@ -255,6 +255,37 @@ impl BlobStore for LocalFs {
                 Err(e) => Err(Error::internal_from("the blob directory", e)),
             }
         })
+    }
+
+    fn objects<'a>(&'a self, after: &'a str, limit: usize) -> BoxFuture<'a, Result<Vec<StoredObject>>> {
+        Box::pin(async move {
+            let io = |e: std::io::Error| Error::internal_from("the blob directory", e);
+            let mut entries = match tokio::fs::read_dir(&self.dir).await {
+                Ok(entries) => entries,
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
+                Err(e) => return Err(io(e)),
+            };
+            // The directory is read whole for each page: it has no order of its own. A
+            // temporary file of an upload (`.upload-…`) is no blob.
+            let mut names = std::collections::BTreeSet::new();
+            while let Some(entry) = entries.next_entry().await.map_err(io)? {
+                let Ok(name) = entry.file_name().into_string() else { continue };
+                if name.as_str() > after && format!("sha256:{name}").parse::<BlobKey>().is_ok() {
+                    names.insert(name);
+                    if names.len() > limit {
+                        names.pop_last();
+                    }
+                }
+            }
+            Ok(names
+                .into_iter()
+                .filter_map(|name| Some(StoredObject::new(name.clone(), format!("sha256:{name}").parse().ok()?)))
+                .collect())
+        })
+    }
+
+    fn delete_object<'a>(&'a self, object: &'a StoredObject) -> BoxFuture<'a, Result<()>> {
+        self.delete(&object.key, &[])
     }
 
     fn routes(&self, ledger: Ledger) -> Option<Router> {

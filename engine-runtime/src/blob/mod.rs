@@ -34,7 +34,7 @@ use crate::error::Result;
 
 pub use collect::CollectedBlobs;
 pub use ledger::Ledger;
-pub(crate) use ledger::{Inner as LedgerInner, Pending, Reserved};
+pub(crate) use ledger::{Inner as LedgerInner, Pending, Reserved, key_lock};
 pub use local_fs::{LocalFs, local_fs};
 #[cfg(feature = "s3")]
 pub use s3::{Credentials, S3, r2, s3};
@@ -76,6 +76,23 @@ impl Upload {
     }
 }
 
+/// An object a store holds: the bytes of a blob, of one uploader or of all.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct StoredObject {
+    /// Its name in the store, which orders the listing.
+    pub name: String,
+    /// The blob it holds the bytes of.
+    pub key: BlobKey,
+}
+
+impl StoredObject {
+    /// The object `name`, holding bytes of `key`.
+    pub fn new(name: impl Into<String>, key: BlobKey) -> Self {
+        StoredObject { name: name.into(), key }
+    }
+}
+
 /// Where blobs are stored: signs the URLs clients upload to and download from, says whether an
 /// upload arrived, and deletes what no row names any more. Who uploaded what is not its
 /// business: the server keeps that in the database ([`Ledger`]).
@@ -92,6 +109,25 @@ pub trait BlobStore: Send + Sync + 'static {
     fn arrived<'a>(&'a self, upload: &'a Upload) -> BoxFuture<'a, Result<Option<bool>>>;
     /// Delete blob `key`: the bytes each of `uploaders` stored.
     fn delete<'a>(&'a self, key: &'a BlobKey, uploaders: &'a [String]) -> BoxFuture<'a, Result<()>>;
+    /// The objects the store holds whose names come after `after`, in name order, at most
+    /// `limit`: what collection compares with the ledger to find bytes that no upload in it
+    /// accounts for (an upload that arrived after its reservation was dropped, say). A store
+    /// that cannot list its objects lists none.
+    fn objects<'a>(&'a self, after: &'a str, limit: usize) -> BoxFuture<'a, Result<Vec<StoredObject>>> {
+        let _ = (after, limit);
+        Box::pin(async { Ok(Vec::new()) })
+    }
+    /// Whether `object` holds the bytes `uploader` uploads of its key (a store that keeps one
+    /// copy of a blob for every uploader: always).
+    fn holds(&self, object: &StoredObject, uploader: &str) -> bool {
+        let _ = (object, uploader);
+        true
+    }
+    /// Delete `object`, one that [`objects`](Self::objects) listed.
+    fn delete_object<'a>(&'a self, object: &'a StoredObject) -> BoxFuture<'a, Result<()>> {
+        let _ = object;
+        Box::pin(async { Ok(()) })
+    }
     /// Routes the store serves itself, nested under `/blobs/data` of the engine's router (a
     /// store whose URLs point elsewhere has none), given the ledger of uploads.
     fn routes(&self, ledger: Ledger) -> Option<axum::Router> {

@@ -22,7 +22,7 @@ use futures_util::StreamExt;
 use rusty_s3::{Bucket, S3Action, UrlStyle};
 use sha2::{Digest, Sha256};
 
-use super::{BlobStore, Upload};
+use super::{BlobStore, StoredObject, Upload};
 use crate::error::{Error, Result};
 
 /// An access key and its secret.
@@ -139,7 +139,7 @@ impl S3 {
             (true, None) => self.hash_of(&object).await? == Some(upload.key.clone()),
         };
         if !good {
-            self.delete_object(&object).await?;
+            self.remove(&object).await?;
         }
         Ok(good)
     }
@@ -163,7 +163,43 @@ impl S3 {
         Ok(Some(BlobKey::from_digest(hash.finalize().into())))
     }
 
-    async fn delete_object(&self, object: &str) -> Result<()> {
+    /// The objects after `after` in name order, at most `limit` (a page of `ListObjectsV2`).
+    /// Objects not named `<hex digest>/…` are not the engine's, and left out.
+    async fn list(&self, after: &str, limit: usize) -> Result<Vec<StoredObject>> {
+        // Signed here: `rusty-s3` has the action only with its XML parser, and the one field
+        // read (`Key`) needs none.
+        let max_keys = limit.clamp(1, 1000).to_string();
+        let mut query = vec![("list-type", "2"), ("max-keys", max_keys.as_str())];
+        if !after.is_empty() {
+            query.push(("start-after", after));
+        }
+        let url = rusty_s3::signing::sign(
+            &jiff::Timestamp::now(),
+            rusty_s3::Method::Get,
+            self.bucket.base_url().clone(),
+            self.credentials.key(),
+            self.credentials.secret(),
+            self.credentials.token(),
+            self.bucket.region(),
+            60,
+            query.iter().copied(),
+            std::iter::empty(),
+        );
+        let response = self.http.get(url.to_string()).send().await.map_err(unreachable_store)?;
+        if !response.status().is_success() {
+            return Err(unreachable_store(format!("the listing of objects answered {}", response.status())));
+        }
+        let text = response.text().await.map_err(unreachable_store)?;
+        Ok(listed_keys(&text)
+            .filter_map(|name| {
+                let (hex, _) = name.split_once('/')?;
+                let key = format!("sha256:{hex}").parse().ok()?;
+                Some(StoredObject::new(name, key))
+            })
+            .collect())
+    }
+
+    async fn remove(&self, object: &str) -> Result<()> {
         let delete = self.bucket.delete_object(Some(&self.credentials), object);
         let response = self.http.delete(Self::sign(&delete, own_expiry())).send().await;
         let status = response.map_err(unreachable_store)?.status();
@@ -172,6 +208,12 @@ impl S3 {
             false => Err(unreachable_store(format!("DELETE of an object answered {status}"))),
         }
     }
+}
+
+/// The object names (`<Key>`) of a `ListObjectsV2` answer, in its order. The engine's names
+/// hold only hex digits and `/`, which XML does not escape.
+fn listed_keys(xml: &str) -> impl Iterator<Item = &str> {
+    xml.split("<Key>").skip(1).filter_map(|rest| rest.split_once("</Key>").map(|(name, _)| name))
 }
 
 /// The `x-amz-checksum-sha256` of the bytes of `key`: their digest in base64.
@@ -227,9 +269,21 @@ impl BlobStore for S3 {
     fn delete<'a>(&'a self, key: &'a BlobKey, uploaders: &'a [String]) -> BoxFuture<'a, Result<()>> {
         Box::pin(async move {
             for uploader in uploaders {
-                self.delete_object(&Self::object(key, uploader)).await?;
+                self.remove(&Self::object(key, uploader)).await?;
             }
             Ok(())
         })
+    }
+
+    fn objects<'a>(&'a self, after: &'a str, limit: usize) -> BoxFuture<'a, Result<Vec<StoredObject>>> {
+        Box::pin(async move { self.list(after, limit).await })
+    }
+
+    fn holds(&self, object: &StoredObject, uploader: &str) -> bool {
+        object.name == Self::object(&object.key, uploader)
+    }
+
+    fn delete_object<'a>(&'a self, object: &'a StoredObject) -> BoxFuture<'a, Result<()>> {
+        Box::pin(async move { self.remove(&object.name).await })
     }
 }

@@ -39,9 +39,37 @@ impl ServerTx<'_> {
             return Ok(());
         }
         let (key, writer) = (row_key(table, row), self.actor.user_id.clone());
+        // The blobs named are in use again: each one's note of disuse is cleared, under its lock
+        // (`blob/ledger.rs`), so collection either deletes it before this write (which then
+        // names bytes to be uploaded, as an offline client's row does) or sees this row and
+        // keeps it.
+        let mut keys: Vec<String> = written.iter().map(|(_, key)| key.clone()).collect();
+        keys.sort();
+        keys.dedup();
         if let Some(conn) = self.conn.sqlite() {
-            let noted = super::sqlite::note_blob_refs(conn, table, &key, written, &writer).await;
+            let mut noted = super::sqlite::note_blob_refs(conn, table, &key, written, &writer).await;
+            if noted.is_ok() {
+                noted = super::sqlite::clear_unused(conn, &keys).await;
+            }
             return noted.map_err(|e| self.failed_with(e));
+        }
+        for blob in &keys {
+            let lock = sqlx::query("SELECT pg_advisory_xact_lock_shared(hashtextextended($1, 0))")
+                .bind(crate::blob::key_lock(blob))
+                .execute(self.writing().await?)
+                .await;
+            if let Err(e) = lock {
+                return Err(self.failed(e));
+            }
+        }
+        let cleared = sqlx::query(
+            "UPDATE _engine_blobs SET unused_since = NULL WHERE blob_key = ANY($1) AND unused_since IS NOT NULL",
+        )
+        .bind(&keys)
+        .execute(self.writing().await?)
+        .await;
+        if let Err(e) = cleared {
+            return Err(self.failed(e));
         }
         let mut sql = Sql::new("INSERT INTO _engine_blob_refs (table_name, row_key, column_name, blob_key, writer) ");
         sql.push_values(written, |mut values, (column, blob)| {

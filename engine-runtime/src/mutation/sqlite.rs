@@ -205,3 +205,15 @@ pub(super) async fn note_blob_refs(
     sql.build().execute(&mut *conn).await.map_err(Error::from)?;
     Ok(())
 }
+
+/// Clear the note of disuse of the blobs `keys` (`_engine_blobs.unused_since`): a row names them.
+pub(super) async fn clear_unused(conn: &mut SqliteConnection, keys: &[String]) -> Result<()> {
+    for key in keys {
+        sqlx::query("UPDATE _engine_blobs SET unused_since = NULL WHERE blob_key = $1 AND unused_since IS NOT NULL")
+            .bind(key)
+            .execute(&mut *conn)
+            .await
+            .map_err(Error::from)?;
+    }
+    Ok(())
+}
