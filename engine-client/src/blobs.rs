@@ -12,16 +12,82 @@
 //!   └──── refused for good (400, 404, 413 over the size limit or the quota, 422 bytes not
 //!         hashing to the key or a media type refused): dequeued, `failed` kept with it
 //! ```
+//!
+//! Each blob has a [`BlobState`] ([`Client::blob_state`], watched with
+//! [`Client::watch_blob`]). The server answers a download `404` both before the upload ends and
+//! to an actor who may not read the blob; the client tells them apart by its rows, as the
+//! TypeScript client does: a key a row here names is [`BlobState::Uploading`], any other
+//! [`BlobState::Missing`]. After a pull that changed rows, the bytes that no row here names and
+//! that wait for no upload leave the store, so a member removed from a bucket keeps no copy of
+//! its blobs.
 
 use engine_kernel::BlobKey;
 use engine_kernel::wire::{BlobDownloadRequest, BlobUploadRequest};
+use tokio::sync::watch;
 
 use crate::client::Client;
 use crate::error::{Error, Result};
 use crate::state::ClientState;
 use crate::store::QueuedBlob;
 
+/// Where a blob stands, as this client knows it.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum BlobState {
+    /// Not on this device, and not asked of the server since (or since its bytes were pruned).
+    #[default]
+    Unknown,
+    /// On this device, its upload queued: not on the server yet.
+    Queued,
+    /// On this device, and on the server (uploaded from here, or downloaded).
+    Cached,
+    /// Its upload was refused for good; the bytes stay on this device.
+    Failed,
+    /// Not on this device, and the server does not give it yet, while a row here names it: its
+    /// writer's upload is under way.
+    Uploading,
+    /// Not on this device, and the server does not give it to this actor: no row here names it
+    /// (or it was never uploaded).
+    Missing,
+}
+
 impl ClientState {
+    /// Blob `key` is now in `state`: watchers see it, and a server's answer is remembered.
+    pub(crate) fn blob_became(&self, key: &BlobKey, state: BlobState) {
+        let mut blobs = crate::state::lock(&self.blobs);
+        match blobs.get(key) {
+            Some(sender) => {
+                sender.send_if_modified(|before| std::mem::replace(before, state) != state);
+            }
+            None if matches!(state, BlobState::Uploading | BlobState::Missing) => {
+                blobs.insert(key.clone(), watch::channel(state).0);
+            }
+            None => {}
+        }
+    }
+
+    /// Where blob `key` stands: the store's word when the bytes are here, else the server's
+    /// last answer.
+    pub(crate) async fn blob_state(&self, key: &BlobKey) -> Result<BlobState> {
+        if let Some(state) = self.store.blob_state(key).await? {
+            return Ok(state);
+        }
+        let remembered = crate::state::lock(&self.blobs).get(key).map(|sender| *sender.borrow());
+        Ok(match remembered {
+            Some(state @ (BlobState::Uploading | BlobState::Missing)) => state,
+            _ => BlobState::Unknown,
+        })
+    }
+
+    /// Delete the bytes no row names and no upload waits for, after a pull that changed rows.
+    pub(crate) async fn prune_blobs(&self) -> Result<Vec<BlobKey>> {
+        let pruned = self.store.prune_blobs().await?;
+        for key in &pruned {
+            self.blob_became(key, BlobState::Unknown);
+        }
+        Ok(pruned)
+    }
+
     /// Upload the queue until it is empty, or a failure that may pass stops it.
     pub(crate) async fn upload_blobs(&self) -> Result<()> {
         for queued in self.store.queued_blobs().await? {
@@ -33,10 +99,14 @@ impl ClientState {
                 Err(err) => Err(err),
             };
             match sent {
-                Ok(()) => self.store.dequeue_blob(&queued.key, None).await?,
+                Ok(()) => {
+                    self.store.dequeue_blob(&queued.key, None).await?;
+                    self.blob_became(&queued.key, BlobState::Cached);
+                }
                 Err(Error::Server { status, problem, .. }) if refused_for_good(status) => {
                     tracing::warn!(key = %queued.key, code = %problem.code.as_str(), "a blob upload was refused");
                     self.store.dequeue_blob(&queued.key, Some(&problem.detail)).await?;
+                    self.blob_became(&queued.key, BlobState::Failed);
                 }
                 Err(err) => return Err(err),
             }
@@ -60,6 +130,9 @@ impl Client {
     pub async fn put_blob(&self, bytes: &[u8], content_type: Option<&str>) -> Result<BlobKey> {
         let key = BlobKey::for_bytes(bytes);
         self.inner.store.put_blob(&key, bytes, content_type).await?;
+        if let Some(state) = self.inner.store.blob_state(&key).await? {
+            self.inner.blob_became(&key, state);
+        }
         self.inner.wake_push.notify_one();
         Ok(key)
     }
@@ -74,13 +147,51 @@ impl Client {
         if let Some(bytes) = self.inner.store.blob(key).await? {
             return Ok(bytes);
         }
-        let ticket = self.inner.remote.download_ticket(&BlobDownloadRequest { key: key.clone() }).await?;
+        let ticket = match self.inner.remote.download_ticket(&BlobDownloadRequest { key: key.clone() }).await {
+            Ok(ticket) => ticket,
+            Err(err @ Error::Server { status: 404, .. }) => {
+                // Not 403, and the same before the upload as for a blob the actor may not read:
+                // the rows here tell which.
+                let state = match self.inner.store.blob_named(key).await? {
+                    true => BlobState::Uploading,
+                    false => BlobState::Missing,
+                };
+                self.inner.blob_became(key, state);
+                return Err(err);
+            }
+            Err(err) => return Err(err),
+        };
         let bytes = self.inner.remote.transfer(&ticket, None).await?;
         if BlobKey::for_bytes(&bytes) != *key {
             return Err(Error::network(format!("the bytes downloaded for blob {key} do not hash to it")));
         }
         self.inner.store.keep_blob(key, &bytes).await?;
+        self.inner.blob_became(key, BlobState::Cached);
         Ok(bytes)
+    }
+
+    /// Where blob `key` stands: [`BlobState::Queued`], [`Cached`](BlobState::Cached) or
+    /// [`Failed`](BlobState::Failed) when its bytes are on this device, else the server's last
+    /// answer to [`blob`](Self::blob) ([`Uploading`](BlobState::Uploading) or
+    /// [`Missing`](BlobState::Missing)), or [`Unknown`](BlobState::Unknown).
+    ///
+    /// # Errors
+    /// [`Error::Store`] when the store fails.
+    pub async fn blob_state(&self, key: &BlobKey) -> Result<BlobState> {
+        self.inner.blob_state(key).await
+    }
+
+    /// Watch where blob `key` stands: the receiver holds its [`BlobState`] now, and changes as
+    /// the client puts, uploads, downloads or prunes it (await
+    /// [`watch::Receiver::changed`], then read it).
+    ///
+    /// # Errors
+    /// [`Error::Store`] when the store fails.
+    pub async fn watch_blob(&self, key: &BlobKey) -> Result<watch::Receiver<BlobState>> {
+        let now = self.inner.blob_state(key).await?;
+        let mut blobs = crate::state::lock(&self.inner.blobs);
+        let sender = blobs.entry(key.clone()).or_insert_with(|| watch::channel(now).0);
+        Ok(sender.subscribe())
     }
 
     /// The queued uploads, oldest first.

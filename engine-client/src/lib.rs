@@ -11,7 +11,8 @@
 //! - `sync`: pushing and pulling, classified by the protocol, and the background loops.
 //! - `stream`: the reconnecting WebSocket that turns pings into pulls and keeps presence.
 //! - `blobs`: files beside the rows — [`Client::put_blob`] offline with a durable upload queue,
-//!   [`Client::blob`] from the store or by a download ticket.
+//!   [`Client::blob`] from the store or by a download ticket, a [`BlobState`] per key to
+//!   watch, and the bytes no row names any more pruned after a pull.
 //! - [`auth`]: credentials ([`AuthProvider`], [`BearerToken`]).
 //! - [`Settings`], [`Status`], [`PresenceEvent`], [`Error`].
 //!
@@ -40,6 +41,7 @@ mod stream;
 mod sync;
 
 pub use auth::{AuthProvider, BearerToken};
+pub use blobs::BlobState;
 pub use client::{Client, ClientBuilder, Collection, LiveQuery, SyncedBucket};
 /// The boxed future [`AuthProvider`]'s methods return.
 pub use engine_kernel::BoxFuture;

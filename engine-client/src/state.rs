@@ -5,9 +5,10 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use engine_kernel::BucketKey;
+use engine_kernel::{BlobKey, BucketKey};
 use tokio::sync::{Mutex as AsyncMutex, Notify, broadcast, watch};
 
+use crate::blobs::BlobState;
 use crate::error::Result;
 use crate::presence::{Presence, PresenceEvent, PresenceState};
 use crate::remote::Remote;
@@ -50,6 +51,9 @@ pub(crate) struct ClientState {
     pub(crate) pull_lock: AsyncMutex<()>,
     /// How many pulls and pushes run now.
     pub(crate) running: std::sync::atomic::AtomicUsize,
+    /// The state of each blob watched ([`crate::Client::watch_blob`]) or that the server
+    /// answered for with `404` (whose state the store cannot tell), as last known.
+    pub(crate) blobs: std::sync::Mutex<BTreeMap<BlobKey, watch::Sender<BlobState>>>,
 }
 
 impl std::fmt::Debug for ClientState {
@@ -81,6 +85,7 @@ impl ClientState {
             push_lock: AsyncMutex::new(()),
             pull_lock: AsyncMutex::new(()),
             running: std::sync::atomic::AtomicUsize::new(0),
+            blobs: std::sync::Mutex::new(BTreeMap::new()),
         }
     }
 

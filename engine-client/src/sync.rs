@@ -44,11 +44,15 @@ impl ClientState {
     pub(crate) async fn pull(&self) -> Result<()> {
         let _running = self.pull_lock.lock().await;
         self.set_syncing(true);
-        let mut lost = BTreeSet::new();
+        let (mut lost, mut changed) = (BTreeSet::new(), false);
         // Pages applied before a failure count: what they said was lost is lost.
-        let pulled = self.pull_pages(&mut lost).await;
+        let pulled = self.pull_pages(&mut lost, &mut changed).await;
         self.status.send_if_modified(|status| status.progress.take().is_some());
-        let result = pulled.and(self.refresh_held(lost).await);
+        let mut result = pulled.and(self.refresh_held(lost).await);
+        // Rows gone (a bucket lost, say) may have been the last to name some blob kept here.
+        if changed {
+            result = result.and(self.prune_blobs().await.map(drop));
+        }
         self.set_syncing(false);
         match &result {
             Ok(()) => {
@@ -83,7 +87,7 @@ impl ClientState {
         Ok(request)
     }
 
-    async fn pull_pages(&self, lost: &mut BTreeSet<BucketKey>) -> Result<()> {
+    async fn pull_pages(&self, lost: &mut BTreeSet<BucketKey>, changed: &mut bool) -> Result<()> {
         let first = self.first_request().await?;
         // Later pages go on from the cursor: a restart again would start the bucket over.
         let next_request = |cursor: String| PullRequest { cursor: Some(cursor), restart: None, ..first.clone() };
@@ -102,6 +106,7 @@ impl ClientState {
             self.status
                 .send_if_modified(|status| std::mem::replace(&mut status.progress, page.progress) != page.progress);
             lost.extend(page.removed_buckets.iter().cloned());
+            *changed |= !applied.tables.is_empty();
             if applied.requeued > 0 {
                 self.wake_push.notify_one();
             }

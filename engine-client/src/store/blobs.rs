@@ -3,7 +3,9 @@
 
 use engine_kernel::BlobKey;
 
+use super::sql::{Sql, ident};
 use super::{Store, now_ms};
+use crate::blobs::BlobState;
 use crate::error::Result;
 
 /// A blob whose upload is queued.
@@ -76,5 +78,62 @@ impl Store {
             .execute(&self.pool)
             .await?;
         Ok(())
+    }
+
+    /// Where blob `key` stands on this device: queued for upload, refused for good, or kept;
+    /// `None` when its bytes are not here.
+    pub(crate) async fn blob_state(&self, key: &BlobKey) -> Result<Option<BlobState>> {
+        let row: Option<(bool, bool)> =
+            sqlx::query_as("SELECT queued_at IS NOT NULL, failed IS NOT NULL FROM _engine_blobs WHERE key = $1")
+                .bind(key.as_str())
+                .fetch_optional(&self.pool)
+                .await?;
+        Ok(row.map(|(queued, failed)| match (queued, failed) {
+            (true, _) => BlobState::Queued,
+            (false, true) => BlobState::Failed,
+            (false, false) => BlobState::Cached,
+        }))
+    }
+
+    /// The blob columns of the synced tables, as (table, column).
+    fn blob_columns(&self) -> Vec<(&'static str, &'static str)> {
+        super::schema::local_tables(self.app())
+            .into_iter()
+            .flat_map(|table| table.columns.iter().filter(|c| c.blob).map(move |c| (table.name, c.name)))
+            .collect()
+    }
+
+    /// Whether a row of the view names blob `key`.
+    pub(crate) async fn blob_named(&self, key: &BlobKey) -> Result<bool> {
+        for (table, column) in self.blob_columns() {
+            let mut sql = Sql::new("SELECT 1 FROM ");
+            sql.push(ident(table)).push(" WHERE ").push(ident(column)).push(" = ").push_bind(key.as_str());
+            sql.push(" LIMIT 1");
+            if sql.build().fetch_optional(&self.pool).await?.is_some() {
+                return Ok(true);
+            }
+        }
+        Ok(false)
+    }
+
+    /// Delete the bytes of the blobs that no row of the view names and that are not queued for
+    /// upload: the keys deleted.
+    pub(crate) async fn prune_blobs(&self) -> Result<Vec<BlobKey>> {
+        let columns = self.blob_columns();
+        if columns.is_empty() {
+            return Ok(Vec::new());
+        }
+        let mut sql = Sql::new("DELETE FROM _engine_blobs WHERE queued_at IS NULL AND key NOT IN (");
+        let mut named = sql.separated(" UNION ALL ");
+        for (table, column) in columns {
+            named.push(format_args!(
+                "SELECT {column} FROM {table} WHERE {column} IS NOT NULL",
+                column = ident(column),
+                table = ident(table)
+            ));
+        }
+        sql.push(") RETURNING key");
+        let keys: Vec<(String,)> = sql.build_query_as().fetch_all(&self.pool).await?;
+        Ok(keys.into_iter().filter_map(|(key,)| key.parse().ok()).collect())
     }
 }
