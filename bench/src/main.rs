@@ -8,6 +8,7 @@
 //! figures: run on an otherwise idle machine, and read them as ratios. With `ENGINE_BENCH_KEEP`
 //! set, the databases stay afterwards for inspection.
 
+mod blobs;
 mod client;
 mod db;
 mod hostile;
@@ -134,6 +135,16 @@ enum Command {
         #[arg(long, value_delimiter = ',')]
         phases: Vec<String>,
     },
+    /// Blobs through presigned URLs against direct transfers to the same S3 server (`s3s-fs`,
+    /// `ENGINE_S3S_FS` or on the `PATH`).
+    Blobs {
+        /// Blob sizes, in MiB.
+        #[arg(long, value_delimiter = ',', default_values_t = [1, 100])]
+        sizes: Vec<usize>,
+        /// Rounds per size (after a warm-up round).
+        #[arg(long, default_value_t = 7)]
+        rounds: usize,
+    },
     /// Everything, with the defaults.
     All,
     /// Serve the notes app for the stream benchmark (its server process).
@@ -160,6 +171,7 @@ async fn main() {
         Command::Hostile { backend, seconds, notes, slow, phases } => {
             hostile::run(hostile::Settings { backend, seconds, notes, slow, phases }).await;
         }
+        Command::Blobs { sizes, rounds } => blobs::run(&sizes, rounds).await,
         Command::All => {
             pull::run(db::Backend::Postgres, &[10_000, 100_000, 1_000_000], 10_000).await;
             push::run(db::Backend::Postgres, &[1, 8, 32], 5, 1).await;
