@@ -18,6 +18,7 @@ import {
   newList,
   noteTitles,
   openList,
+  PHONE,
   screenshots,
   signedIn,
   submit,
@@ -57,6 +58,17 @@ async function picture(page: Page): Promise<Buffer> {
 /** The image in the row of note `title`. */
 const thumbnail = (page: Page, title: string) =>
   page.locator("[data-testid=note]", { hasText: title }).getByTestId("thumbnail");
+
+/** The share of its row's width that the title of note `title` takes, at a phone's width. */
+async function titleShareOnAPhone(page: Page, title: string): Promise<number> {
+  const before = page.viewportSize();
+  await page.setViewportSize(PHONE);
+  const share = await page
+    .locator("[data-testid=note]", { hasText: title })
+    .evaluate((row) => row.querySelector(".title")!.getBoundingClientRect().width / row.getBoundingClientRect().width);
+  if (before) await page.setViewportSize(before);
+  return share;
+}
 
 /**
  * The bytes of the image in the row of note `title`, as `user`'s page keeps them (the image is
@@ -135,6 +147,8 @@ describe("images of notes", () => {
     expect((await shownBytes(alice.page, "alice", "Passport")).equals(png)).toBe(true);
     expect(await waiting(alice.page)).toBe("1 waiting");
     await screenshots(alice.page, "image-offline");
+    // On a phone the image and its state go under the title, which keeps its column (before: a letter wide).
+    expect(await titleShareOnAPhone(alice.page, "Passport")).toBeGreaterThan(0.25);
 
     // Online, with the upload held up on the way: the note reaches bob before the bytes.
     await alice.context.route("**/blobs/upload", (route) => route.abort("internetdisconnected"));
@@ -148,6 +162,7 @@ describe("images of notes", () => {
     expect(await thumbnail(bob.page, "Passport").textContent()).toBe("Uploading…");
     expect(await thumbnail(alice.page, "Passport").getAttribute("data-state")).toBe("uploading");
     await screenshots(bob.page, "image-uploading");
+    expect(await titleShareOnAPhone(bob.page, "Passport")).toBeGreaterThan(0.25);
     expect(await axeViolations(bob.page), "axe-core with the placeholder").toEqual([]);
 
     // The upload goes through (coming online again wakes it at once), and bob sees the image.
