@@ -10,7 +10,10 @@
 //!   (the first ticket after an upload also confirms it: the server's `HEAD` of the object, whose
 //!   size and checksum it checks), then the `GET` of its presigned URL;
 //! - direct: a `PUT` and a `GET` of an object of the same size, presigned by the benchmark itself
-//!   with the same credentials (no checksum headers), straight to the same server.
+//!   with the same credentials (no checksum headers), straight to the same server;
+//! - direct, checked: the same `PUT` signing the headers the engine's ticket names (length and
+//!   SHA-256, which the store checks as the bytes arrive): what an app that wants the store to
+//!   check its bytes pays without the engine.
 //!
 //! The key (the bytes' SHA-256) is computed before the clock starts, as a client does when it
 //! keeps the bytes. Engine and direct rounds alternate; medians of the rounds.
@@ -148,12 +151,30 @@ impl Bench {
     }
 
     /// A direct `PUT` of `bytes` to object `name`, then its `GET`, presigned here: in ms each.
-    async fn direct(&self, name: &str, bytes: Vec<u8>) -> (f64, f64) {
+    /// `key` given, the `PUT` signs the length and SHA-256 as the engine's ticket does.
+    async fn direct(&self, name: &str, bytes: Vec<u8>, key: Option<&BlobKey>) -> (f64, f64) {
+        use base64::Engine;
         use rusty_s3::S3Action;
         let size = bytes.len();
         let started = Instant::now();
-        let url = self.bucket.put_object(Some(&self.credentials), name).sign(Duration::from_secs(900));
-        self.put(url.as_str(), &Default::default(), bytes).await;
+        let mut headers = serde_json::Map::new();
+        if let Some(key) = key {
+            let digest: Vec<u8> =
+                (0..key.hex().len()).step_by(2).map(|i| u8::from_str_radix(&key.hex()[i..i + 2], 16).unwrap()).collect();
+            let checksum = base64::engine::general_purpose::STANDARD.encode(digest);
+            headers.insert("x-amz-checksum-sha256".into(), checksum.into());
+            headers.insert("x-amz-content-sha256".into(), key.hex().into());
+        }
+        let mut action = self.bucket.put_object(Some(&self.credentials), name);
+        let length = size.to_string();
+        if key.is_some() {
+            action.headers_mut().insert("content-length", length.as_str());
+        }
+        for (name, value) in &headers {
+            action.headers_mut().insert(name.as_str(), value.as_str().unwrap());
+        }
+        let url = action.sign(Duration::from_secs(900));
+        self.put(url.as_str(), &headers, bytes).await;
         let put = ms(started.elapsed());
         let started = Instant::now();
         let url = self.bucket.get_object(Some(&self.credentials), name).sign(Duration::from_secs(900));
@@ -173,7 +194,7 @@ pub(crate) async fn run(sizes_mib: &[usize], rounds: usize) {
     let (addr, _task) = notes_server_with(storage, |builder| builder.blobs(blobs)).await;
     sqlx::raw_sql(
         "INSERT INTO lists VALUES ('l1', 'alice', 'bench', false);
-         INSERT INTO list_members VALUES ('l1', 'alice', 'alice', 'owner');
+         INSERT INTO list_members VALUES ('l1', 'alice', 'alice', 'owner', true, 'alice', 'bench');
          INSERT INTO notes (id, owner_id, list_id, title, done, position) VALUES ('n1', 'alice', 'l1', 'photo', false, 1);",
     )
     .execute(&db.pool)
@@ -193,10 +214,13 @@ pub(crate) async fn run(sizes_mib: &[usize], rounds: usize) {
 
     println!("\n## Blobs: presigned URLs against direct transfers to the same S3 server (s3s-fs, loopback)\n");
     println!("Median of {rounds} rounds, in ms; ratio = direct / engine (1.0: the engine adds nothing).\n");
-    println!("| size | engine upload | direct PUT | ratio | engine download | direct GET | ratio |");
-    println!("|---:|---:|---:|---:|---:|---:|---:|");
+    println!(
+        "| size | engine upload | direct PUT | ratio | direct PUT, checked | ratio | engine download | direct GET | ratio |"
+    );
+    println!("|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
     for &mib in sizes_mib {
         let (mut up, mut down, mut put, mut get) = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
+        let mut checked = Vec::new();
         // A warm-up round, not counted.
         for round in 0..=rounds {
             let mut bytes = vec![0u8; mib << 20];
@@ -208,16 +232,23 @@ pub(crate) async fn run(sizes_mib: &[usize], rounds: usize) {
             let engine_up = bench.engine_upload(&key, bytes.clone()).await;
             bench.name_in_note(&key).await;
             let engine_down = bench.engine_download(&key, bytes.len()).await;
-            let (direct_put, direct_get) = bench.direct(&format!("direct/{mib}-{round}"), bytes).await;
+            let (direct_checked, _) = bench.direct(&format!("checked/{mib}-{round}"), bytes.clone(), Some(&key)).await;
+            let (direct_put, direct_get) = bench.direct(&format!("direct/{mib}-{round}"), bytes, None).await;
             if round > 0 {
+                checked.push(direct_checked);
                 up.push(engine_up);
                 down.push(engine_down);
                 put.push(direct_put);
                 get.push(direct_get);
             }
         }
-        let (up, down, put, get) = (median(up), median(down), median(put), median(get));
-        println!("| {mib} MiB | {up:.1} | {put:.1} | {:.2} | {down:.1} | {get:.1} | {:.2} |", put / up, get / down);
+        let (up, down, put, get, checked) = (median(up), median(down), median(put), median(get), median(checked));
+        println!(
+            "| {mib} MiB | {up:.1} | {put:.1} | {:.2} | {checked:.1} | {:.2} | {down:.1} | {get:.1} | {:.2} |",
+            put / up,
+            checked / up,
+            get / down
+        );
     }
     drop(db);
 }
