@@ -138,6 +138,34 @@ impl Assumed {
         Ok(())
     }
 
+    /// Append the condition that every permission of `all` holds on SQLite, `(1 AND EXISTS (…)
+    /// …)`.
+    pub(crate) fn push_all_on_sqlite(
+        all: &[Assumed],
+        sql: &mut engine_sqlite::Sql,
+        app: &engine_kernel::App,
+        actor: &Actor,
+    ) -> crate::error::Result<()> {
+        sql.push("(1");
+        for assumed in all {
+            sql.push(" AND ");
+            assumed.push_on_sqlite(sql, app, actor)?;
+        }
+        sql.push(")");
+        Ok(())
+    }
+
+    /// Append the condition that this permission holds, on SQLite.
+    pub(crate) fn push_on_sqlite(
+        &self,
+        sql: &mut engine_sqlite::Sql,
+        app: &engine_kernel::App,
+        actor: &Actor,
+    ) -> crate::error::Result<()> {
+        held::sqlite::push_holds(sql, app, self.query.rule(), actor, &self.bucket, self.write.as_deref())
+            .ok_or_else(|| crate::error::Error::internal("an assumed permission cannot be asked"))
+    }
+
     /// Append the condition that this permission holds.
     pub(crate) fn push(&self, sql: &mut Sql, actor: &Actor) -> crate::error::Result<()> {
         self.query
@@ -220,7 +248,7 @@ impl ServerTx<'_> {
             None => held.is_some(),
             Some(_) => held == Some(false) || self.holdings.writable_at_start.contains_key(&asked),
         };
-        if known || !query.can_ask_within(&self.actor, bucket, write.as_deref()) {
+        if known || !self.can_ask_within(query, bucket, write.as_deref()) {
             return false;
         }
         let conditional = write.is_some();
@@ -266,7 +294,7 @@ impl ServerTx<'_> {
             match self.membership_query(rule) {
                 None if claim_bucket(rule, &self.actor).as_ref() == Some(&bucket) => return Some(None),
                 None => {}
-                Some(query) if unknown.is_none() && query.can_ask_within(&self.actor, &bucket, None) => {
+                Some(query) if unknown.is_none() && self.can_ask_within(query, &bucket, None) => {
                     unknown = Some(Assumed { query: query.clone(), bucket, write: None });
                 }
                 Some(_) => {}
@@ -275,12 +303,35 @@ impl ServerTx<'_> {
         unknown.map(Some)
     }
 
+    /// Whether a statement can ask whether the actor holds `bucket` through `query` (a row
+    /// matching one of `write`, when given), as a condition of itself.
+    fn can_ask_within(&self, query: &MembershipQuery, bucket: &BucketKey, write: Option<&[&[ConstFilter]]>) -> bool {
+        if self.conn.is_sqlite() {
+            let mut sql = engine_sqlite::Sql::new("");
+            return held::sqlite::push_holds(&mut sql, &self.core.app, query.rule(), &self.actor, bucket, write)
+                .is_some();
+        }
+        query.can_ask_within(&self.actor, bucket, write)
+    }
+
     /// Confirm the write permissions assumed so far, in one statement, before the mutation
     /// reads or writes rows again: a mutator learns nothing past a write it may not make.
     /// The mutation's writes so far touched no membership table, so the statement sees the
     /// memberships as they were.
     pub(super) async fn confirm_assumed(&mut self) -> KernelResult<()> {
         if self.holdings.assumed.is_empty() {
+            return Ok(());
+        }
+        if self.conn.is_sqlite() {
+            let mut sql = engine_sqlite::Sql::new("SELECT ");
+            Assumed::push_all_on_sqlite(&self.holdings.assumed, &mut sql, &self.core.app, &self.actor)
+                .map_err(to_kernel)?;
+            let Some(conn) = self.conn.sqlite() else { return Ok(()) };
+            let confirmed = sql.build_query_scalar::<bool>().fetch_one(&mut *conn).await;
+            if !confirmed.map_err(|e| self.failed_with(e.into()))? {
+                return Err(KernelError::forbidden(ASK_INSTEAD));
+            }
+            self.holdings.assumed.clear();
             return Ok(());
         }
         let mut sql = Sql::new("SELECT ");

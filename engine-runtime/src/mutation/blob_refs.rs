@@ -39,6 +39,9 @@ impl ServerTx<'_> {
             return Ok(());
         }
         let (key, writer) = (row_key(table, row), self.actor.user_id.clone());
+        if self.conn.is_sqlite() {
+            self.confirm_required().await?;
+        }
         // The blobs named are in use again: each one's note of disuse is cleared, under its lock
         // (`blob/ledger.rs`), so collection either deletes it before this write (which then
         // names bytes to be uploaded, as an offline client's row does) or sees this row and

@@ -43,6 +43,11 @@ impl Conn<'_> {
         }
     }
 
+    /// Whether the mutation runs on SQLite.
+    pub(super) fn is_sqlite(&self) -> bool {
+        matches!(self, Conn::Sqlite(_))
+    }
+
     /// The SQLite connection, when the mutation runs on SQLite.
     pub(super) fn sqlite(&mut self) -> Option<&mut SqliteConnection> {
         match self {
@@ -68,9 +73,14 @@ impl PendingInsert {
         statements::push_insert(sql, self.table, &self.values, self.stamps.as_ref())
     }
 
-    /// Append the insert to `sql` on SQLite, as a statement of a batch.
-    pub(crate) fn push_on_sqlite(&self, sql: &mut engine_sqlite::Sql) -> crate::error::Result<()> {
-        super::sqlite::push_insert(sql, self.table, &self.values, self.stamps.as_ref())
+    /// Append the insert to `sql` on SQLite, as a statement of a batch; with `condition`, the
+    /// row is inserted only where that holds.
+    pub(crate) fn push_on_sqlite(
+        &self,
+        sql: &mut engine_sqlite::Sql,
+        condition: Option<super::sqlite::Condition<'_>>,
+    ) -> crate::error::Result<()> {
+        super::sqlite::push_insert(sql, self.table, &self.values, self.stamps.as_ref(), condition)
     }
 }
 
@@ -106,6 +116,9 @@ impl<'t> ServerTx<'t> {
     /// Send the insert waiting to be sent, if any.
     pub(crate) async fn flush(&mut self) -> KernelResult<()> {
         let Some(pending) = self.pending.take() else { return Ok(()) };
+        if self.conn.is_sqlite() {
+            self.confirm_required().await?;
+        }
         if let Some(conn) = self.conn.sqlite() {
             let inserted = super::sqlite::insert(conn, pending.table, &pending.values, pending.stamps.as_ref()).await;
             return inserted.map_err(|e| self.failed_with(e));

@@ -295,6 +295,10 @@ impl<'t> ServerTx<'t> {
             }
         }
         let stamps = by_field.then_some(Value::Object(stamps));
+        if self.conn.is_sqlite() {
+            // The rows required so far are confirmed before a write could be among what confirms them.
+            self.confirm_required().await?;
+        }
         if let Some(conn) = self.conn.sqlite() {
             let updated = sqlite::update(conn, table, &key, &assigned, &after, stamps).await;
             updated.map_err(|e| self.failed_with(e))?;
@@ -359,6 +363,9 @@ impl<'t> ServerTx<'t> {
         let live_buckets = self.core.rules.row_buckets(table, &live);
         self.authorize_leaving(table, &live_buckets, &live_buckets, Some(&live), &[&live]).await?;
         self.freeze_before_writing(table, &[&before]).await?;
+        if self.conn.is_sqlite() {
+            self.confirm_required().await?;
+        }
         if let Some(conn) = self.conn.sqlite() {
             let deleted = sqlite::delete(conn, table, &key).await;
             deleted.map_err(|e| self.failed_with(e))?;
@@ -435,6 +442,9 @@ impl<'t> ServerTx<'t> {
     async fn enqueue_job(&mut self, job: engine_kernel::JobRequest) -> KernelResult<()> {
         self.check_usable()?;
         let user = self.actor.user_id.clone();
+        if self.conn.is_sqlite() {
+            self.confirm_required().await?;
+        }
         if let Some(conn) = self.conn.sqlite() {
             let enqueued = sqlite::enqueue(conn, &job, Some(&user)).await;
             return enqueued.map_err(|e| self.failed_with(e));

@@ -43,6 +43,29 @@ impl Required {
     }
 }
 
+impl Required {
+    /// Append the condition that every row of `all` is there as required on SQLite, `(1 AND
+    /// EXISTS (…) …)`.
+    pub(crate) fn push_all_on_sqlite(
+        all: &[Required],
+        sql: &mut engine_sqlite::Sql,
+        app: &engine_kernel::App,
+        actor: &Actor,
+    ) -> crate::error::Result<()> {
+        sql.push("(1");
+        for required in all {
+            sql.push(" AND ");
+            super::sqlite::push_exists(sql, required.table, &required.key)?;
+            if let Some(held) = &required.held {
+                sql.push(" AND ");
+                held.push_on_sqlite(sql, app, actor)?;
+            }
+        }
+        sql.push(")");
+        Ok(())
+    }
+}
+
 impl ServerTx<'_> {
     /// Whether the row of `table` with key `key` exists and the actor can read it: assumed, for
     /// the record statement to confirm, where that can be; else read.
@@ -61,6 +84,17 @@ impl ServerTx<'_> {
     /// Confirm the rows required so far, in one statement, before the mutation sends a write.
     pub(super) async fn confirm_required(&mut self) -> KernelResult<()> {
         if self.required.is_empty() {
+            return Ok(());
+        }
+        if self.conn.is_sqlite() {
+            let mut sql = engine_sqlite::Sql::new("SELECT ");
+            Required::push_all_on_sqlite(&self.required, &mut sql, &self.core.app, &self.actor).map_err(to_kernel)?;
+            let Some(conn) = self.conn.sqlite() else { return Ok(()) };
+            let confirmed = sql.build_query_scalar::<bool>().fetch_one(&mut *conn).await;
+            if !confirmed.map_err(|e| self.failed_with(e.into()))? {
+                return Err(KernelError::forbidden(ASK_INSTEAD));
+            }
+            self.required.clear();
             return Ok(());
         }
         let mut sql = Sql::new("SELECT ");

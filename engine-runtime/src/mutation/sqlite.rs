@@ -67,6 +67,17 @@ pub(super) async fn fetch(
     Ok(Some((decoded, stamps)))
 }
 
+/// `EXISTS (…)`: a live row of `table` has key `key`.
+pub(super) fn push_exists(sql: &mut Sql, table: &TableMeta, key: &Row) -> Result<()> {
+    sql.push(format_args!("EXISTS (SELECT 1 FROM {} AS t WHERE ", ident(table.name)));
+    push_key(sql, table, key)?;
+    if let Some(live) = live(table) {
+        sql.push(" AND ").push(live);
+    }
+    sql.push(")");
+    Ok(())
+}
+
 /// `INSERT` of a value per column of `table` (in column order), and of the row's stamps when it
 /// keeps them.
 pub(super) async fn insert(
@@ -76,18 +87,29 @@ pub(super) async fn insert(
     stamps: Option<&Value>,
 ) -> Result<()> {
     let mut sql = Sql::new("");
-    push_insert(&mut sql, table, values, stamps)?;
+    push_insert(&mut sql, table, values, stamps, None)?;
     sql.build().execute(&mut *conn).await?;
     Ok(())
 }
 
-/// Append the `INSERT` of [`insert`] to `sql`, as a statement of it.
-pub(super) fn push_insert(sql: &mut Sql, table: &TableMeta, values: &[Value], stamps: Option<&Value>) -> Result<()> {
+/// A condition appended to a statement (`EXISTS (…) AND …`).
+pub(crate) type Condition<'a> = &'a dyn Fn(&mut Sql) -> Result<()>;
+
+/// Append the `INSERT` of [`insert`] to `sql`, as a statement of it; with `condition`, the row
+/// is inserted only where that holds.
+pub(super) fn push_insert(
+    sql: &mut Sql,
+    table: &TableMeta,
+    values: &[Value],
+    stamps: Option<&Value>,
+    condition: Option<Condition<'_>>,
+) -> Result<()> {
     let mut names: Vec<String> = table.columns.iter().map(|c| ident(c.name)).collect();
     if stamps.is_some() {
         names.push("_engine_hlc".into());
     }
-    sql.push(format_args!("INSERT INTO {} ({}) VALUES (", ident(table.name), names.join(", ")));
+    let values_or_select = if condition.is_some() { "SELECT " } else { "VALUES (" };
+    sql.push(format_args!("INSERT INTO {} ({}) {values_or_select}", ident(table.name), names.join(", ")));
     for (i, (column, value)) in table.columns.iter().zip(values).enumerate() {
         if i > 0 {
             sql.push(", ");
@@ -97,7 +119,15 @@ pub(super) fn push_insert(sql: &mut Sql, table: &TableMeta, values: &[Value], st
     if let Some(stamps) = stamps {
         sql.push(", ").push_bind(stamps.to_string());
     }
-    sql.push(")");
+    match condition {
+        Some(condition) => {
+            sql.push(" WHERE ");
+            condition(sql)?;
+        }
+        None => {
+            sql.push(")");
+        }
+    }
     Ok(())
 }
 

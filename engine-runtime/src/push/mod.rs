@@ -9,7 +9,8 @@
 //!
 //! - `sequence.rs`: the checked path's decision (pure, with its table).
 //! - `lane.rs`: sessions a push hands on to the next push.
-//! - `sqlite.rs`: the push on SQLite: the checked path only, in the writer's transaction.
+//! - `sqlite.rs`: the push on SQLite: the checked path only, the waiting pushes committed as a
+//!   group by the writer.
 
 mod lane;
 mod sequence;

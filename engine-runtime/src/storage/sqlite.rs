@@ -102,6 +102,7 @@ impl Sqlite {
             db: Arc::new(db),
             shared: Arc::new(Shared { limits: self.limits, ..Shared::new(app) }),
             pulls: Arc::default(),
+            pushes: Arc::default(),
             wakeups: Arc::default(),
         })
     }
@@ -115,6 +116,8 @@ pub struct SqliteStorage {
     shared: Arc<Shared>,
     /// The cursor key and the bucket sets cursors name.
     pulls: Arc<PullState>,
+    /// The pushes waiting for the writer, applied a group at a time.
+    pushes: Arc<push::sqlite::Queue>,
     /// The job workers of this process, woken when jobs are enqueued.
     wakeups: Arc<Wakeups>,
 }
@@ -153,9 +156,10 @@ impl SqliteStorage {
         pull::sqlite::pull(&store, &self.pulls, actor, request).await
     }
 
-    /// Apply the request's mutations in order, each in its own transaction.
+    /// Apply the request's mutations in order, each undone alone when it fails, and answer once
+    /// they are on disk (with the pushes that waited beside it, in one transaction).
     pub async fn push(&self, actor: &Actor, request: &PushRequest) -> Result<Pushed> {
-        let pushed = push::sqlite::push(&self.db, &self.shared, actor, request).await?;
+        let pushed = push::sqlite::push(&self.db, &self.shared, &self.pushes, actor, request).await?;
         if !pushed.response.results.is_empty() {
             // A mutation may have enqueued jobs: the workers look.
             self.wakeups.wake();

@@ -181,3 +181,72 @@ async fn members(
 /// The membership-sourced parameters of one row (or group of rows) of a membership table, as
 /// text in order, and the number of the write of the oldest when asked.
 type Members = (Vec<Option<String>>, Option<u64>);
+
+/// `EXISTS (…)`: [`holds`] as a condition of another statement, evaluated where that statement
+/// runs; `None` where it cannot be asked so: the bucket is not one of `rule` the actor can hold
+/// (a claim parameter is not the actor's, the actor lacks a claim the rule needs), or a
+/// membership parameter's text is not the one its stored value gives back (`01` of an integer
+/// column, which a row holding 1 does not grant, though it equals 1 in SQL).
+pub(crate) fn push_holds(
+    sql: &mut Sql,
+    app: &App,
+    rule: &'static RuleMeta,
+    actor: &Actor,
+    bucket: &BucketKey,
+    write: Option<&[&[ConstFilter]]>,
+) -> Option<()> {
+    let Some(Membership::Table { table, filters }) = rule.membership else { return None };
+    let table: &TableMeta = app.table(table)?;
+    let params = bucket.params();
+    if params.len() != rule.parameters.len() {
+        return None;
+    }
+    let mut equal = Vec::new();
+    for filter in filters {
+        let column = table.column(filter.column)?;
+        let value = match filter.value {
+            FilterValue::Claim(claim) => param_value(column, &claim_text(claim, actor)?),
+            FilterValue::Const(value) => value.to_json(),
+        };
+        equal.push((column, value));
+    }
+    for (param, text) in rule.parameters.iter().zip(params) {
+        match param.source {
+            ParamSource::Claim(claim) => {
+                if claim_text(claim, actor).as_deref() != Some(text.as_str()) {
+                    return None;
+                }
+            }
+            ParamSource::Membership { column } => {
+                let column = table.column(column)?;
+                let value = param_value(column, &text);
+                if param_text(&value).as_deref() != Some(text.as_str()) {
+                    return None;
+                }
+                equal.push((column, value));
+            }
+        }
+    }
+    sql.push(format_args!("EXISTS (SELECT 1 FROM {} AS m WHERE 1", ident(table.name)));
+    for (column, value) in &equal {
+        sql.push(format_args!(" AND m.{} = ", ident(column.name))).push_bind(stored(column, value));
+    }
+    if let Some(deleted) = table.soft_delete {
+        sql.push(format_args!(" AND m.{} IS NULL", ident(deleted)));
+    }
+    if let Some(any_of) = write {
+        sql.push(" AND (0");
+        for all in any_of {
+            sql.push(" OR (1");
+            for filter in *all {
+                let column = table.column(filter.column)?;
+                sql.push(format_args!(" AND m.{} = ", ident(filter.column)))
+                    .push_bind(stored(column, &filter.value.to_json()));
+            }
+            sql.push(")");
+        }
+        sql.push(")");
+    }
+    sql.push(")");
+    Some(())
+}

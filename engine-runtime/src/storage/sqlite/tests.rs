@@ -604,3 +604,60 @@ async fn collected_tombstones_reset_the_cursors_that_needed_them() {
     assert_eq!(page.changes.len(), 8, "its buckets start afresh");
     assert_eq!(Storage::stats(&store).await.unwrap().tombstones, 0);
 }
+
+/// Pushes that wait for the writer together are applied in one transaction, committed once, and
+/// a mutation that fails among them is undone alone: its sequence's start and its first insert
+/// go, its rejection is recorded, and the other pushes of the group apply.
+#[tokio::test]
+async fn pushes_that_wait_together_commit_once_and_fail_alone() {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    let scratch = Scratch::new();
+    let store = notes(&scratch.file()).await;
+    store.provision().await.unwrap();
+    let commits = Arc::new(AtomicUsize::new(0));
+    let pushes = {
+        let mut writer = store.db.writer().await;
+        let counted = commits.clone();
+        writer.lock_handle().await.unwrap().set_commit_hook(move || {
+            counted.fetch_add(1, Ordering::SeqCst);
+            true
+        });
+        // Alice's laptop creates the list her phone creates just before it, in the same group.
+        let pushes: Vec<_> =
+            [("alice", "g", "first"), ("alice", "g", "second"), ("bob", "b", "bob's"), ("carol", "c", "carol's")]
+                .into_iter()
+                .map(|(user, id, title)| {
+                    let store = store.clone();
+                    let args = json!({"id": id, "title": title});
+                    tokio::spawn(async move {
+                        let actor = engine_kernel::Actor::new(user, user);
+                        push(&store, &actor, uuid::Uuid::new_v4(), vec![mutation(1, "create_list", args)]).await
+                    })
+                })
+                .collect();
+        // Each push runs until it waits for the writer this test holds.
+        for _ in 0..100 {
+            tokio::task::yield_now().await;
+        }
+        pushes
+    };
+    let mut answered = Vec::new();
+    for pushed in pushes {
+        answered.push(statuses(&pushed.await.unwrap()).join(" "));
+    }
+    assert_eq!(answered, ["Applied", "Rejected conflict", "Applied", "Applied"]);
+    assert_eq!(commits.load(Ordering::SeqCst), 1, "the four pushes are one commit");
+    let mut conn = other_program(&scratch.file()).await;
+    let lists: Vec<(String, String)> =
+        sqlx::query_as("SELECT id, title FROM lists ORDER BY id").fetch_all(&mut conn).await.unwrap();
+    assert_eq!(lists, [("b".into(), "bob's".into()), ("c".into(), "carol's".into()), ("g".into(), "first".into())]);
+    let records: Vec<(String, String)> =
+        sqlx::query_as("SELECT user_id, status FROM _engine_mutations ORDER BY user_id, status")
+            .fetch_all(&mut conn)
+            .await
+            .unwrap();
+    let expected = [("alice", "applied"), ("alice", "rejected"), ("bob", "applied"), ("carol", "applied")];
+    assert_eq!(records, expected.map(|(u, s)| (u.to_owned(), s.to_owned())));
+    let clients: i64 = sqlx::query_scalar("SELECT count(*) FROM _engine_clients").fetch_one(&mut conn).await.unwrap();
+    assert_eq!(clients, 4, "the laptop's sequence, undone with its mutation, was started again for its record");
+}
