@@ -159,8 +159,10 @@ impl Bench {
         let started = Instant::now();
         let mut headers = serde_json::Map::new();
         if let Some(key) = key {
-            let digest: Vec<u8> =
-                (0..key.hex().len()).step_by(2).map(|i| u8::from_str_radix(&key.hex()[i..i + 2], 16).unwrap()).collect();
+            let digest: Vec<u8> = (0..key.hex().len())
+                .step_by(2)
+                .map(|i| u8::from_str_radix(&key.hex()[i..i + 2], 16).unwrap())
+                .collect();
             let checksum = base64::engine::general_purpose::STANDARD.encode(digest);
             headers.insert("x-amz-checksum-sha256".into(), checksum.into());
             headers.insert("x-amz-content-sha256".into(), key.hex().into());
