@@ -28,28 +28,8 @@ use tokio::sync::watch;
 use crate::client::Client;
 use crate::error::{Error, Result};
 use crate::state::ClientState;
+use crate::store::BlobState;
 use crate::store::QueuedBlob;
-
-/// Where a blob stands, as this client knows it.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-#[non_exhaustive]
-pub enum BlobState {
-    /// Not on this device, and not asked of the server since (or since its bytes were pruned).
-    #[default]
-    Unknown,
-    /// On this device, its upload queued: not on the server yet.
-    Queued,
-    /// On this device, and on the server (uploaded from here, or downloaded).
-    Cached,
-    /// Its upload was refused for good; the bytes stay on this device.
-    Failed,
-    /// Not on this device, and the server does not give it yet, while a row here names it: its
-    /// writer's upload is under way.
-    Uploading,
-    /// Not on this device, and the server does not give it to this actor: no row here names it
-    /// (or it was never uploaded).
-    Missing,
-}
 
 impl ClientState {
     /// Blob `key` is now in `state`: watchers see it, and a server's answer is remembered.

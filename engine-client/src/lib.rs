@@ -41,7 +41,6 @@ mod stream;
 mod sync;
 
 pub use auth::{AuthProvider, BearerToken};
-pub use blobs::BlobState;
 pub use client::{Client, ClientBuilder, Collection, LiveQuery, SyncedBucket};
 /// The boxed future [`AuthProvider`]'s methods return.
 pub use engine_kernel::BoxFuture;
@@ -53,7 +52,7 @@ pub use error::{BoxError, Error, Result};
 pub use presence::{PresenceEvent, PresenceState};
 pub use settings::{Reconnect, Settings, SyncScope};
 pub use status::{PullProgress, Status};
-pub use store::{Quarantined, Queued, QueuedBlob, StoreLocation};
+pub use store::{BlobState, Quarantined, Queued, QueuedBlob, StoreLocation};
 
 /// The WebSocket subprotocol the client asks for.
 pub const STREAM_SUBPROTOCOL: &str = engine_kernel::wire::STREAM_SUBPROTOCOL;

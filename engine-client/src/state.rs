@@ -8,13 +8,12 @@ use std::collections::{BTreeMap, BTreeSet};
 use engine_kernel::{BlobKey, BucketKey};
 use tokio::sync::{Mutex as AsyncMutex, Notify, broadcast, watch};
 
-use crate::blobs::BlobState;
 use crate::error::Result;
 use crate::presence::{Presence, PresenceEvent, PresenceState};
 use crate::remote::Remote;
 use crate::settings::Settings;
 use crate::status::Status;
-use crate::store::Store;
+use crate::store::{BlobState, Store};
 
 /// The value behind `mutex`, even if a thread panicked holding it (the data stays consistent:
 /// no guard is held across a step that can fail half-way).

@@ -5,7 +5,6 @@ use engine_kernel::BlobKey;
 
 use super::sql::{Sql, ident};
 use super::{Store, now_ms};
-use crate::blobs::BlobState;
 use crate::error::Result;
 
 /// A blob whose upload is queued.
@@ -136,4 +135,25 @@ impl Store {
         let keys: Vec<(String,)> = sql.build_query_as().fetch_all(&self.pool).await?;
         Ok(keys.into_iter().filter_map(|(key,)| key.parse().ok()).collect())
     }
+}
+
+/// Where a blob stands, as this client knows it.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum BlobState {
+    /// Not on this device, and not asked of the server since (or since its bytes were pruned).
+    #[default]
+    Unknown,
+    /// On this device, its upload queued: not on the server yet.
+    Queued,
+    /// On this device, and on the server (uploaded from here, or downloaded).
+    Cached,
+    /// Its upload was refused for good; the bytes stay on this device.
+    Failed,
+    /// Not on this device, and the server does not give it yet, while a row here names it: its
+    /// writer's upload is under way.
+    Uploading,
+    /// Not on this device, and the server does not give it to this actor: no row here names it
+    /// (or it was never uploaded).
+    Missing,
 }

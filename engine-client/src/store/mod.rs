@@ -23,7 +23,7 @@ use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions, S
 use sqlx::{SqliteConnection, SqlitePool};
 
 pub(crate) use apply::Applied;
-pub use blobs::QueuedBlob;
+pub use blobs::{BlobState, QueuedBlob};
 pub(crate) use outbox::Entry;
 pub use outbox::Quarantined;
 

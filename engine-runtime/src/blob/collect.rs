@@ -3,7 +3,7 @@
 //! tickets expired long ago are recorded stored or dropped. It walks `_engine_blobs` in key order, a
 //! batch at a time, so each step is short whatever the number of blobs. A first pass that
 //! finds no row naming a blob notes when (`unused_since`); a pass after the grace period that
-//! still finds none deletes it, deciding under the blob's lock (`ledger::key_lock`) that a write
+//! still finds none deletes it, deciding under the blob's lock (`mutation::key_lock`) that a write
 //! naming the blob also takes. A row naming the blob meanwhile clears the note. Last, the
 //! store's objects are listed, and those no upload in the ledger accounts for are deleted.
 

@@ -16,6 +16,7 @@ use engine_kernel::BlobKey;
 use sqlx::Connection;
 
 use crate::error::Result;
+use crate::mutation::key_lock;
 use crate::sqlite::Db;
 
 /// The record of uploads of a store: what a blob store that receives uploads itself is given
@@ -69,13 +70,6 @@ macro_rules! in_tx {
             }
         }
     };
-}
-
-/// The name of the transaction lock on blob `key` (Postgres): a ticket for it and a write
-/// naming it take it shared, and collection deleting it takes it alone, so that none of them
-/// happens between collection finding no row naming the blob and its bytes being deleted.
-pub(crate) fn key_lock(key: &str) -> String {
-    format!("_engine_blobs/key:{key}")
 }
 
 /// Taking a transaction lock, on either backend: on SQLite the one writer holds every lock.

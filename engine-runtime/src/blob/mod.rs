@@ -34,7 +34,7 @@ use crate::error::Result;
 
 pub use collect::CollectedBlobs;
 pub use ledger::Ledger;
-pub(crate) use ledger::{Inner as LedgerInner, Pending, Reserved, key_lock};
+pub(crate) use ledger::{Inner as LedgerInner, Pending, Reserved};
 pub use local_fs::{LocalFs, local_fs};
 #[cfg(feature = "s3")]
 pub use s3::{Credentials, S3, r2, s3};

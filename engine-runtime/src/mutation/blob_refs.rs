@@ -11,6 +11,13 @@ use crate::pg::sql::Sql;
 
 type KernelResult<T> = engine_kernel::Result<T>;
 
+/// The name of the transaction lock on blob `key` (Postgres): a ticket for it and a write
+/// naming it take it shared, and collection deleting it takes it alone, so that none of them
+/// happens between collection finding no row naming the blob and its bytes being deleted.
+pub(crate) fn key_lock(key: &str) -> String {
+    format!("_engine_blobs/key:{key}")
+}
+
 /// The primary key of `row` as `_engine_blob_refs` keeps it: an object of the key columns.
 fn row_key(table: &TableMeta, row: &Row) -> Value {
     Value::Object(
@@ -58,7 +65,7 @@ impl ServerTx<'_> {
         }
         for blob in &keys {
             let lock = sqlx::query("SELECT pg_advisory_xact_lock_shared(hashtextextended($1, 0))")
-                .bind(crate::blob::key_lock(blob))
+                .bind(key_lock(blob))
                 .execute(self.writing().await?)
                 .await;
             if let Err(e) = lock {

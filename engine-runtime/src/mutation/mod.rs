@@ -31,6 +31,7 @@ use serde_json::Value;
 
 pub(crate) use authorize::Assumed;
 pub(crate) use blob_reads::{can_read_blob, can_read_blob_on_sqlite};
+pub(crate) use blob_refs::key_lock;
 pub(crate) use bounds::depth;
 pub(crate) use conn::{Conn, PendingInsert};
 #[cfg(test)]

@@ -23,6 +23,7 @@ use engine_sqlite::Sql;
 use serde_json::{Value, json};
 use sqlx::SqliteConnection;
 use tokio::sync::oneshot;
+use tracing::Instrument;
 
 use super::sequence::{CollectedRecords, Decision, Sequence};
 use super::{
@@ -56,6 +57,8 @@ struct Queued {
     actor: Actor,
     request: PushRequest,
     answer: oneshot::Sender<Result<Pushed>>,
+    /// The request's span: what the group's task logs of the push carries its fields.
+    span: tracing::Span,
 }
 
 impl Queue {
@@ -79,7 +82,8 @@ pub(crate) async fn push(
     let (answer, answered) = oneshot::channel();
     let start = {
         let mut waiting = queue.waiting();
-        waiting.pushes.push(Queued { actor: actor.clone(), request: request.clone(), answer });
+        let span = tracing::Span::current();
+        waiting.pushes.push(Queued { actor: actor.clone(), request: request.clone(), answer, span });
         !std::mem::replace(&mut waiting.writing, true)
     };
     // A task of its own: a request given up does not stop a group that holds other pushes.
@@ -139,7 +143,8 @@ async fn write_group(core: &Shared, conn: &mut SqliteConnection, group: &[Queued
         // A savepoint of a mutation left to be released by the next batch, or by the commit.
         let mut open = false;
         for queued in group {
-            answers.push(Ok(push_one(core, conn, &mut open, &queued.actor, &queued.request).await?));
+            let pushed = push_one(core, conn, &mut open, &queued.actor, &queued.request);
+            answers.push(Ok(pushed.instrument(queued.span.clone()).await?));
         }
         run_sql(conn, "COMMIT").await.map_err(Broken)?;
         Ok(answers)
