@@ -27,6 +27,17 @@ pub const DEFAULT_BODY_READ_TIMEOUT: Duration = Duration::from_secs(30);
 /// The default number of connections from one address that may be open without having
 /// authenticated a request: 64.
 pub const DEFAULT_UNAUTHENTICATED_PER_ADDRESS: usize = 64;
+/// A collaborative update of more bytes than this (its base64 text) is a large merge, gated by
+/// [`Limits::large_merges`]; a smaller one, the common edit, merges at once: 16 KiB.
+pub const LARGE_MERGE_BYTES: usize = 16 * 1024;
+/// How long a large merge waits for its place before its mutation is answered `retry_later`:
+/// 30 s.
+pub const LARGE_MERGE_WAIT: Duration = Duration::from_secs(30);
+
+/// The default number of large merges that run at once: half the host's cores, at least one.
+pub fn default_large_merges() -> usize {
+    std::thread::available_parallelism().map_or(1, |cores| (cores.get() / 2).max(1))
+}
 
 /// Request limits.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -56,6 +67,11 @@ pub struct Limits {
     /// [`Server::serve`]: crate::Server::serve
     /// [`Server::connections`]: crate::Server::connections
     pub unauthenticated_per_address: usize,
+    /// Merges of large collaborative updates (over [`LARGE_MERGE_BYTES`]) that may run at once,
+    /// over all actors, shared fairly between them (`docs/design.md` §7): each is CPU work on a
+    /// blocking thread, and a few actors' many merges would otherwise starve the async workers
+    /// that serve everyone. Default [`default_large_merges`]; 0 turns the gate off.
+    pub large_merges: usize,
 }
 
 impl Default for Limits {
@@ -67,6 +83,7 @@ impl Default for Limits {
             concurrent_per_actor: DEFAULT_CONCURRENT_PER_ACTOR,
             body_read_timeout: DEFAULT_BODY_READ_TIMEOUT,
             unauthenticated_per_address: DEFAULT_UNAUTHENTICATED_PER_ADDRESS,
+            large_merges: default_large_merges(),
         }
     }
 }
@@ -108,6 +125,14 @@ impl Limits {
     #[must_use]
     pub fn unauthenticated_per_address(mut self, n: usize) -> Self {
         self.unauthenticated_per_address = n;
+        self
+    }
+
+    /// These limits with at most `n` merges of large collaborative updates running at once (0:
+    /// no gate).
+    #[must_use]
+    pub fn large_merges(mut self, n: usize) -> Self {
+        self.large_merges = n;
         self
     }
 }
@@ -329,6 +354,9 @@ pub(crate) enum Work {
     Pull,
     /// A push: up to a thousand mutations on one session.
     Push,
+    /// A merge of a large collaborative update, on a place of the merge gate: it may take any
+    /// place, as a pull may.
+    Merge,
 }
 
 /// The store's places (its pool's sessions) shared fairly between actors (`docs/design.md` §6):
@@ -338,17 +366,22 @@ pub(crate) enum Work {
 /// to the waiting request, of those that may take it, whose actor holds the fewest places, then
 /// whose actor took one longest ago (the earliest request among those). So however many requests
 /// some actors queue, another actor waits only for the next place to be freed, not behind their
-/// queue, as it did in the pool's own order of arrival.
+/// queue, as it did in the pool's own order of arrival. The merge gate shares its places
+/// (merges of large collaborative updates) by the same turns ([`FairShare::merges`]).
 pub(crate) struct FairShare {
     capacity: usize,
     pushes: usize,
     wait: Duration,
+    /// What a place is, as a refusal names it.
+    place: &'static str,
     state: Mutex<Shares>,
 }
 
 #[derive(Default)]
 struct Shares {
     in_use: usize,
+    /// The most places in use at once so far.
+    most_in_use: usize,
     pushes_in_use: usize,
     held: HashMap<String, usize>,
     /// When each actor last took a place, in places taken (forgotten past [`SERVED_KEPT`]).
@@ -372,6 +405,7 @@ struct Waiter {
 impl Shares {
     fn take(&mut self, actor: &str, work: Work) {
         self.in_use += 1;
+        self.most_in_use = self.most_in_use.max(self.in_use);
         if work == Work::Push {
             self.pushes_in_use += 1;
         }
@@ -395,7 +429,28 @@ impl FairShare {
     pub(crate) fn new(capacity: usize, wait: Duration) -> Arc<Self> {
         let capacity = capacity.max(1);
         let pushes = (capacity * 3 / 4).clamp(1, capacity.saturating_sub(1).max(1));
-        Arc::new(FairShare { capacity, pushes, wait, state: Mutex::default() })
+        Arc::new(FairShare { capacity, pushes, wait, place: "database session", state: Mutex::default() })
+    }
+
+    /// The merge gate: `capacity` places (at least one) for merges of large collaborative
+    /// updates ([`Work::Merge`]), waited for at most [`LARGE_MERGE_WAIT`]; none when `capacity`
+    /// is 0.
+    pub(crate) fn merges(capacity: usize) -> Option<Arc<Self>> {
+        (capacity > 0).then(|| {
+            Arc::new(FairShare {
+                capacity,
+                pushes: capacity,
+                wait: LARGE_MERGE_WAIT,
+                place: "place to merge a large collaborative update",
+                state: Mutex::default(),
+            })
+        })
+    }
+
+    /// The places in use now, the most in use at once so far, and how many there are.
+    pub(crate) fn use_of_places(&self) -> (usize, usize, usize) {
+        let shares = self.shares();
+        (shares.in_use, shares.most_in_use, self.capacity)
     }
 
     fn shares(&self) -> std::sync::MutexGuard<'_, Shares> {
@@ -404,7 +459,7 @@ impl FairShare {
 
     /// Whether a free place may go to `work`.
     fn room_for(&self, shares: &Shares, work: Work) -> bool {
-        shares.in_use < self.capacity && (work == Work::Pull || shares.pushes_in_use < self.pushes)
+        shares.in_use < self.capacity && (work != Work::Push || shares.pushes_in_use < self.pushes)
     }
 
     /// A place for `work` of `actor`, held until dropped; `retry_later` after waiting `wait` in
@@ -444,7 +499,7 @@ impl FairShare {
         } else {
             Err(Error::RetryLater {
                 retry_after: BUSY_RETRY_AFTER,
-                detail: format!("no database session was free for {} ms", self.wait.as_millis()),
+                detail: format!("no {} was free for {} ms", self.place, self.wait.as_millis()),
             })
         }
     }

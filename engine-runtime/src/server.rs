@@ -323,6 +323,7 @@ impl ServerBuilder {
         let mut background = Background::start(storage.clone(), rate_limit.clone(), self.retention);
         background.add(hub.start(&realtime, storage.clone(), self.stream_limits.ping_window, self.horizon_warning));
         let share = storage.sharing().map(|sharing| (FairShare::new(sharing.sessions, sharing.wait), sharing));
+        let merges = FairShare::merges(self.limits.large_merges);
         let blob_access = Arc::new(BlobAccess {
             blobs: self.blobs,
             storage: storage.clone(),
@@ -342,6 +343,7 @@ impl ServerBuilder {
                 observer: self.observer,
                 share: share.clone(),
                 unsent,
+                merges: merges.clone(),
             }),
             stream: Arc::new(StreamState {
                 storage: storage.clone(),
@@ -361,7 +363,7 @@ impl ServerBuilder {
                 body_read_timeout: self.limits.body_read_timeout,
                 unauthenticated_per_address: self.limits.unauthenticated_per_address,
             }),
-            operator: Arc::new(Operator { admin: self.admin, storage: storage.clone(), hub, prometheus }),
+            operator: Arc::new(Operator { admin: self.admin, storage: storage.clone(), hub, prometheus, merges }),
             blobs: blob_access,
             contract: Arc::new(contract),
             trace_requests: self.trace_requests,

@@ -169,3 +169,65 @@ async fn a_large_update_of_small_items_holds_no_one_elses_sync() {
     let detail = results[0].1["results"][0]["error"]["detail"].as_str().unwrap();
     assert!(detail.contains("more than 256 items"), "{detail}");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn large_merges_take_turns_at_the_gate_and_each_actor_is_served() {
+    let db = TestDb::new().await;
+    let limits = engine::limits::Limits::default().rate(0, 0).large_merges(1);
+    let server = TestServer::start(&db, |b| b.limits(limits)).await;
+    let actors = ["alice", "bob"];
+    let client = |n: usize| format!("0192f0e0-0000-7000-8000-{:012x}", 0x100 + n);
+    let post = |actor: &'static str, client: String, mutations: Vec<Value>| {
+        let body = json!({"clientId": client, "mutations": mutations}).to_string();
+        let (http, url) = (server.http.clone(), server.url("/sync/push"));
+        async move {
+            let response = http.post(&url).bearer_auth(TestServer::token(actor)).body(body).send().await.unwrap();
+            let status = response.status();
+            let body = response.json::<Value>().await.unwrap();
+            assert_eq!(status, StatusCode::OK, "{body}");
+            body["results"].as_array().unwrap().clone()
+        }
+    };
+    for (index, actor) in actors.into_iter().enumerate() {
+        let mut setup = vec![mutation(1, "create_list", json!({"id": format!("{actor}-l"), "title": "t"}))];
+        setup.extend((0..4).map(|n| {
+            mutation(
+                2 + n,
+                "add_note",
+                json!({"id": format!("{actor}-{n}"), "list_id": format!("{actor}-l"), "title": "t"}),
+            )
+        }));
+        let applied = post(actor, client(index * 16), setup).await;
+        assert!(applied.iter().all(|r| r["status"] == "applied"), "{applied:?}");
+    }
+
+    // Each actor pushes four large updates at once, from a client each, into a note each, each
+    // past the gate's size.
+    let mut pushes = Vec::new();
+    for (index, actor) in actors.into_iter().enumerate() {
+        for n in 0..4u8 {
+            let update = engine::crdt::update_to_base64(&items_one_by_one(10 + index as u8 * 4 + n, 20_000, 100));
+            assert!(update.len() > engine::limits::LARGE_MERGE_BYTES);
+            let edit = mutation(1, "edit_note_body", json!({"id": format!("{actor}-{n}"), "update": update}));
+            pushes.push(tokio::spawn(post(actor, client(index * 16 + 1 + usize::from(n)), vec![edit])));
+        }
+    }
+    for push in pushes {
+        let results = push.await.unwrap();
+        assert_eq!(results[0]["status"], "applied", "every actor's merges are served: {results:?}");
+    }
+    let stats: Value = server
+        .http
+        .get(server.url("/engine/stats"))
+        .bearer_auth(TestServer::admin_token())
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let gate = &stats["largeMerges"];
+    assert_eq!(gate["places"], 1, "{stats}");
+    assert_eq!(gate["mostAtOnce"], 1, "the eight merges ran one at a time: {stats}");
+    assert_eq!(gate["running"], 0, "{stats}");
+}

@@ -3,7 +3,9 @@
 //! - A collaborative column merges the written update into the stored document: concurrent
 //!   edits all survive, whatever their order. The merge runs on a blocking thread, off the async
 //!   workers, bounded in size (`engine_kernel::crdt::MAX_DOCUMENT_BYTES`); an update past the
-//!   bound, or one that breaks `yrs`, is refused `validation_failed`.
+//!   bound, or one that breaks `yrs`, is refused `validation_failed`. A large update (over
+//!   [`LARGE_MERGE_BYTES`]) first takes a place of the merge gate ([`MERGE_GATE`]), held until
+//!   its merge ends: at most `Limits::large_merges` run at once, shared fairly between actors.
 //! - On a synced table that merges by field, each scalar column keeps the value of the newer
 //!   hybrid logical clock: a write stamped older than the column's stamp leaves the column as it
 //!   is (the row is still written, so clients holding the losing value see the winner).
@@ -13,7 +15,15 @@ use engine_kernel::column::ColumnMeta;
 use engine_kernel::{Hlc, Row, TableMeta};
 use serde_json::{Map, Value};
 
+use crate::limits::{FairShare, LARGE_MERGE_BYTES, Work};
 use crate::pg::sql::NEWEST_STAMP;
+
+tokio::task_local! {
+    /// The merge gate and the actor whose push runs in this task, set by the sync service
+    /// around a push (`SyncService::push`). A push that runs without it, as a store's own tests
+    /// do, merges ungated.
+    pub(crate) static MERGE_GATE: (std::sync::Arc<FairShare>, String);
+}
 
 type KernelResult<T> = engine_kernel::Result<T>;
 
@@ -48,8 +58,21 @@ pub(super) async fn written(column: &ColumnMeta, stored: Option<&Value>, value: 
     if !column.sql_type.is_crdt() || value.is_null() {
         return Ok(value.clone());
     }
+    let gate = match value.as_str() {
+        Some(update) if update.len() > LARGE_MERGE_BYTES => MERGE_GATE.try_with(Clone::clone).ok(),
+        _ => None,
+    };
+    let place = match gate {
+        Some((gate, actor)) => Some(gate.admit(&actor, Work::Merge).await.map_err(|err| {
+            engine_kernel::Error::Transient(format!("the collaborative update waited in vain to merge: {err}"))
+        })?),
+        None => None,
+    };
     let (sql_type, stored, update) = (column.sql_type, stored.cloned(), value.clone());
+    // The place moves into the merge: it is given back when the merge ends, even when the
+    // request that asked for it was dropped meanwhile.
     let merge = move || {
+        let _place = place;
         engine_kernel::crdt::merged_column_within(
             sql_type,
             stored.as_ref(),

@@ -17,7 +17,7 @@ mod blob_refs;
 mod bounds;
 mod conn;
 mod errors;
-mod merge;
+pub(crate) mod merge;
 mod required;
 mod sqlite;
 mod statements;

@@ -1,5 +1,5 @@
-//! What an operator reads: `/engine/stats` (the store's counts and the open sockets) and
-//! `/engine/metrics` (Prometheus' text format), each for admins only.
+//! What an operator reads: `/engine/stats` (the store's counts, the open sockets and the merge
+//! gate's use) and `/engine/metrics` (Prometheus' text format), each for admins only.
 
 use std::sync::Arc;
 
@@ -7,6 +7,7 @@ use engine_kernel::Actor;
 use serde_json::{Value, json};
 
 use crate::error::{Error, Result};
+use crate::limits::FairShare;
 use crate::metrics::Prometheus;
 use crate::storage::Storage;
 use crate::stream::hub::Hub;
@@ -21,6 +22,8 @@ pub(crate) struct Operator {
     pub(crate) hub: Arc<Hub>,
     /// The Prometheus exposition, when the server serves `/engine/metrics`.
     pub(crate) prometheus: Option<Prometheus>,
+    /// The merge gate, whose use the stats tell.
+    pub(crate) merges: Option<Arc<FairShare>>,
 }
 
 impl Operator {
@@ -32,6 +35,10 @@ impl Operator {
         let stats = self.storage.stats().await?;
         let mut body = json!(stats);
         body["sockets"] = self.hub.sockets().into();
+        if let Some(merges) = &self.merges {
+            let (running, most_at_once, places) = merges.use_of_places();
+            body["largeMerges"] = json!({"running": running, "mostAtOnce": most_at_once, "places": places});
+        }
         Ok(body)
     }
 

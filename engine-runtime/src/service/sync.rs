@@ -30,6 +30,9 @@ pub(crate) struct SyncService {
     pub(crate) share: Option<(Arc<FairShare>, Sharing)>,
     /// Membership changes whose signal could not be published, for [`publish_unsent`].
     pub(crate) unsent: tokio::sync::mpsc::UnboundedSender<String>,
+    /// The merge gate: places for merges of large collaborative updates, shared fairly between
+    /// actors (none when `Limits::large_merges` is 0).
+    pub(crate) merges: Option<Arc<FairShare>>,
 }
 
 impl SyncService {
@@ -64,7 +67,14 @@ impl SyncService {
         let names: BTreeSet<&str> = request.mutations.iter().map(|m| m.name.as_str()).collect();
         tracing::Span::current()
             .record("mutators", tracing::field::debug(names.into_iter().collect::<Vec<_>>().join(",")));
-        let pushed = match self.push_in_turns(actor, request).await {
+        let pushed = match &self.merges {
+            Some(gate) => {
+                let gate = (gate.clone(), actor.user_id.clone());
+                crate::mutation::merge::MERGE_GATE.scope(gate, self.push_in_turns(actor, request)).await
+            }
+            None => self.push_in_turns(actor, request).await,
+        };
+        let pushed = match pushed {
             Ok(pushed) => pushed,
             Err(err) => return Err(self.failed(metrics::Route::Push, err)),
         };
