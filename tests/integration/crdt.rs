@@ -216,16 +216,7 @@ async fn large_merges_take_turns_at_the_gate_and_each_actor_is_served() {
         let results = push.await.unwrap();
         assert_eq!(results[0]["status"], "applied", "every actor's merges are served: {results:?}");
     }
-    let stats: Value = server
-        .http
-        .get(server.url("/engine/stats"))
-        .bearer_auth(TestServer::admin_token())
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let stats = server.stats().await;
     let gate = &stats["largeMerges"];
     assert_eq!(gate["places"], 1, "{stats}");
     assert_eq!(gate["mostAtOnce"], 1, "the eight merges ran one at a time: {stats}");

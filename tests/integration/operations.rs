@@ -303,30 +303,12 @@ async fn a_held_back_horizon_is_named_in_a_warning_and_shown_in_stats() {
         "{}",
         warning[0]
     );
-    let stats: Value = server
-        .http
-        .get(server.url("/engine/stats"))
-        .bearer_auth(TestServer::admin_token())
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let stats = server.stats().await;
     assert_eq!(stats["horizonBlockerPid"], pid, "{stats}");
     assert!(stats["horizonLagMs"].as_u64().unwrap() > 0, "{stats}");
 
     sqlx::query("COMMIT").execute(&mut forgotten).await.unwrap();
-    let stats: Value = server
-        .http
-        .get(server.url("/engine/stats"))
-        .bearer_auth(TestServer::admin_token())
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let stats = server.stats().await;
     assert_eq!(stats["horizonLagMs"], 0, "nothing holds the horizon back now: {stats}");
     assert!(stats["horizonBlockerPid"].is_null(), "{stats}");
 }

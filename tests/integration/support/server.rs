@@ -89,6 +89,12 @@ impl TestServer {
         .unwrap()
     }
 
+    /// `/engine/stats`, read as an admin.
+    pub(crate) async fn stats(&self) -> serde_json::Value {
+        let request = self.http.get(self.url("/engine/stats")).bearer_auth(Self::admin_token());
+        request.send().await.unwrap().json().await.unwrap()
+    }
+
     /// POST `body` (raw) to `path` as `user` (none: no `Authorization`).
     pub(crate) async fn post(
         &self,
