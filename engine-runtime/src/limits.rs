@@ -542,3 +542,35 @@ impl Drop for Place {
         self.share.hand_on(&mut shares);
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn the_merge_gate_lends_every_place_and_the_next_to_the_actor_holding_fewest() {
+        let gate = FairShare::merges(2).expect("a gate of two places");
+        assert!(FairShare::merges(0).is_none(), "0 turns the gate off");
+        // Merges may take every place, where pushes keep one back.
+        let first = gate.admit("mallory", Work::Merge).await.unwrap();
+        let second = gate.admit("mallory", Work::Merge).await.unwrap();
+        assert_eq!(gate.use_of_places(), (2, 2, 2));
+        let (mallory, alice) = (gate.clone(), gate.clone());
+        let mallory = tokio::spawn(async move { mallory.admit("mallory", Work::Merge).await });
+        tokio::task::yield_now().await;
+        let alice = tokio::spawn(async move { alice.admit("alice", Work::Merge).await });
+        tokio::task::yield_now().await;
+        drop(first);
+        // The freed place goes to alice, who holds none, though mallory asked first.
+        let alice = alice.await.unwrap();
+        assert!(alice.is_ok());
+        tokio::task::yield_now().await;
+        assert!(!mallory.is_finished(), "mallory waits while she holds a place and alice asked");
+        drop(second);
+        let mallory = mallory.await.unwrap();
+        assert!(mallory.is_ok());
+        assert_eq!(gate.use_of_places(), (2, 2, 2));
+        drop((alice, mallory));
+        assert_eq!(gate.use_of_places(), (0, 2, 2));
+    }
+}
