@@ -13,8 +13,8 @@ use std::time::{Duration, Instant};
 
 use engine::client::{BearerToken, Client, Reconnect, StoreLocation};
 use example_notes::mutators::{
-    AddNote, CreateList, NoteId, ShareList, ShareRole, UnshareList, UpdateNote, add_note, create_list, delete_note,
-    share_list, unshare_list, update_note,
+    AcceptList, AddNote, CreateList, NoteId, ShareList, ShareRole, UnshareList, UpdateNote, accept_list, add_note,
+    create_list, delete_note, share_list, unshare_list, update_note,
 };
 use example_notes::{List, ListMember, Note};
 
@@ -70,14 +70,22 @@ struct Device {
     queued: u64,
 }
 
-/// What a device does until `until`: add, edit and delete notes in the lists it holds; the
-/// owner's first device also shares its list with the next user and takes it back.
+/// What a device does until `until`: accept the invitations it has, add, edit and delete notes
+/// in the lists it holds; the owner's first device also shares its list with the next user and
+/// takes it back.
 async fn work(mut device: Device, users: usize, seed: u64, until: Instant) -> Device {
     let mut rng = Rng::new(seed);
-    let mine = list_of(device.user);
+    let (me, mine) = (user(device.user), list_of(device.user));
     let neighbour = user((device.user + 1) % users);
     while Instant::now() < until {
         tokio::time::sleep(Duration::from_millis(20 + rng.below(100))).await;
+        // A share is an invitation: the neighbour's list reaches this user once accepted.
+        let members = device.client.collection::<ListMember>().all().await.expect("members");
+        if let Some(invitation) = members.iter().find(|m| m.user_id == me && !m.accepted) {
+            let args = AcceptList { list_id: invitation.list_id.clone() };
+            device.queued += u64::from(device.client.mutate::<accept_list>(args).await.is_ok());
+            continue;
+        }
         let lists = device.client.collection::<List>().all().await.expect("lists");
         let notes = device.client.collection::<Note>().all().await.expect("notes");
         let draw = rng.below(100);

@@ -15,11 +15,13 @@
 //! (an undo that finds no savepoint, the commit's own) answers every push of the group as
 //! transient: none of it is on disk.
 
+use std::panic::AssertUnwindSafe;
 use std::sync::{Arc, Mutex, PoisonError};
 
 use engine_kernel::wire::{MutationRequest, PushRequest};
 use engine_kernel::{Actor, App, Error as KernelError};
 use engine_sqlite::Sql;
+use futures_util::FutureExt;
 use serde_json::{Value, json};
 use sqlx::SqliteConnection;
 use tokio::sync::oneshot;
@@ -32,6 +34,8 @@ use super::{
 };
 use crate::core::Shared;
 use crate::error::{Error, RETRY_AFTER, Result};
+use crate::limits::FairShare;
+use crate::mutation::merge::MERGE_GATE;
 use crate::mutation::{ASK_INSTEAD, Assumed, Conn, PendingInsert, Required, to_kernel};
 use crate::sqlite::{Db, now_ms};
 
@@ -52,13 +56,26 @@ struct Waiting {
     writing: bool,
 }
 
-#[derive(Debug)]
 struct Queued {
     actor: Actor,
     request: PushRequest,
     answer: oneshot::Sender<Result<Pushed>>,
     /// The request's span: what the group's task logs of the push carries its fields.
     span: tracing::Span,
+    /// The request's merge gate and actor ([`MERGE_GATE`]), which the group's task lends the
+    /// push's mutators.
+    gate: Option<(Arc<FairShare>, String)>,
+}
+
+impl std::fmt::Debug for Queued {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let gated = self.gate.is_some();
+        f.debug_struct("Queued")
+            .field("actor", &self.actor)
+            .field("request", &self.request)
+            .field("gated", &gated)
+            .finish()
+    }
 }
 
 impl Queue {
@@ -82,8 +99,8 @@ pub(crate) async fn push(
     let (answer, answered) = oneshot::channel();
     let start = {
         let mut waiting = queue.waiting();
-        let span = tracing::Span::current();
-        waiting.pushes.push(Queued { actor: actor.clone(), request: request.clone(), answer, span });
+        let (span, gate) = (tracing::Span::current(), MERGE_GATE.try_with(Clone::clone).ok());
+        waiting.pushes.push(Queued { actor: actor.clone(), request: request.clone(), answer, span, gate });
         !std::mem::replace(&mut waiting.writing, true)
     };
     // A task of its own: a request given up does not stop a group that holds other pushes.
@@ -135,23 +152,45 @@ impl Drop for Writing<'_> {
 /// is answered with `cause`, as transient.
 struct Broken(Error);
 
+/// The push a mutator of which panicked (its index in the group): the group is undone, that
+/// push answered an internal error and the others `retry_later`.
+struct Panicked(usize);
+
 /// The answers to the pushes of `group`, applied in one transaction on `conn` and committed.
 async fn write_group(core: &Shared, conn: &mut SqliteConnection, group: &[Queued]) -> Vec<Result<Pushed>> {
     let applied = async {
-        begin(conn).await.map_err(Broken)?;
+        begin(conn).await.map_err(|cause| Ok(Broken(cause)))?;
         let mut answers = Vec::with_capacity(group.len());
         // A savepoint of a mutation left to be released by the next batch, or by the commit.
         let mut open = false;
-        for queued in group {
-            let pushed = push_one(core, conn, &mut open, &queued.actor, &queued.request);
-            answers.push(Ok(pushed.instrument(queued.span.clone()).await?));
+        for (i, queued) in group.iter().enumerate() {
+            let pushed =
+                push_one(core, conn, &mut open, &queued.actor, &queued.request).instrument(queued.span.clone());
+            let pushed = match queued.gate.clone() {
+                Some(gate) => AssertUnwindSafe(MERGE_GATE.scope(gate, pushed)).catch_unwind().await,
+                None => AssertUnwindSafe(pushed).catch_unwind().await,
+            };
+            answers.push(Ok(pushed.map_err(|_| Err(Panicked(i)))?.map_err(Ok)?));
         }
-        run_sql(conn, "COMMIT").await.map_err(Broken)?;
+        run_sql(conn, "COMMIT").await.map_err(|cause| Ok(Broken(cause)))?;
         Ok(answers)
     };
     match applied.await {
         Ok(answers) => answers,
-        Err(Broken(cause)) => {
+        Err(Err(Panicked(index))) => {
+            // App code panicked inside the group's transaction: what it left there is undone
+            // with the rest, and the writer is given back with no transaction open.
+            let _ = run_sql(conn, "ROLLBACK").await;
+            tracing::error!(pushes = group.len(), "a mutator panicked; its group of pushes was undone");
+            let detail = "another push of the same group failed; nothing of this one was committed".to_owned();
+            (0..group.len())
+                .map(|i| match i == index {
+                    true => Err(Error::internal("a mutator panicked")),
+                    false => Err(Error::RetryLater { retry_after: RETRY_AFTER, detail: detail.clone() }),
+                })
+                .collect()
+        }
+        Err(Ok(Broken(cause))) => {
             // Nothing of the group is committed; the transaction may be gone already.
             let _ = run_sql(conn, "ROLLBACK").await;
             tracing::warn!(error = ?crate::error::Chain(&cause), pushes = group.len(), "a group of pushes was undone");

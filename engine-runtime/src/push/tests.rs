@@ -544,7 +544,7 @@ fn a_required_row_is_confirmed_before_the_mutation_writes() {
             user_id: "erin".into(),
             owner_id: "alice".into(),
             role: "viewer".into(),
-            accepted: true,
+            accepted: false,
             invited_by: "alice".into(),
             title: "l".into(),
         };
