@@ -36,7 +36,9 @@ describe("pull and push", () => {
     expect(again.clientId).not.toBe(alice.clientId);
     await again.pull();
     expect(again.rows("notes")).toEqual(alice.rows("notes"));
-    expect(again.rows("list_members")).toEqual([{ list_id: "groceries", user_id: "alice", owner_id: "alice", role: "owner" }]);
+    expect(again.rows("list_members")).toEqual([
+      { list_id: "groceries", user_id: "alice", owner_id: "alice", role: "owner", accepted: true, invited_by: "alice", title: "Groceries" },
+    ]);
     await Promise.all([alice.close(), again.close()]);
   });
 

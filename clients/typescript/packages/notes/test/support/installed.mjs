@@ -1,6 +1,6 @@
 // A Node program of a project that installed the published packages, as `packages.test.ts`
 // runs it: plain ESM, no TypeScript, no workspace. Against the notes server at `ENGINE_URL`,
-// alice creates and shares a list and bob's client sees it. Before that, a client asked for
+// alice creates and shares a list, bob accepts it, and bob's client sees it. Before that, a client asked for
 // realtime where there is no `WebSocket` must fail at creation. Prints what it saw as JSON.
 
 import { readFileSync } from "node:fs";
@@ -29,6 +29,9 @@ await alice.mutate("create_list", { id: "installed", title: "From the tarballs" 
 await alice.mutate("share_list", { list_id: "installed", user_id: "bob", role: "viewer" });
 await alice.sync();
 const bob = await client(process.env.BOB_TOKEN);
+// A share is an invitation: the list reaches bob once he accepts it.
+await bob.mutate("accept_list", { list_id: "installed" });
+await bob.sync();
 await bob.pull();
 
 console.log(
