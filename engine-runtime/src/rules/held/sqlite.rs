@@ -143,21 +143,7 @@ async fn members(
             }
         }
     }
-    if let Some(deleted) = table.soft_delete {
-        sql.push(format_args!(" AND m.{} IS NULL", ident(deleted)));
-    }
-    if let Some(any_of) = write {
-        sql.push(" AND (0");
-        for all in any_of {
-            sql.push(" OR (1");
-            for filter in *all {
-                let value = stored(column(filter.column), &filter.value.to_json());
-                sql.push(format_args!(" AND m.{} = ", ident(filter.column))).push_bind(value);
-            }
-            sql.push(")");
-        }
-        sql.push(")");
-    }
+    push_live_and_writing(&mut sql, table, write).expect("rule columns exist");
     if since {
         sql.push(format_args!(" GROUP BY {parameters}"));
     }
@@ -231,6 +217,15 @@ pub(crate) fn push_holds(
     for (column, value) in &equal {
         sql.push(format_args!(" AND m.{} = ", ident(column.name))).push_bind(stored(column, value));
     }
+    push_live_and_writing(sql, table, write)?;
+    sql.push(")");
+    Some(())
+}
+
+/// The conditions on a membership row `m` of `table` that it is live and, with `write`, that it
+/// holds one of the alternatives of a `write(...)` (each a set of column values); none for a
+/// column `table` lacks.
+fn push_live_and_writing(sql: &mut Sql, table: &TableMeta, write: Option<&[&[ConstFilter]]>) -> Option<()> {
     if let Some(deleted) = table.soft_delete {
         sql.push(format_args!(" AND m.{} IS NULL", ident(deleted)));
     }
@@ -247,6 +242,5 @@ pub(crate) fn push_holds(
         }
         sql.push(")");
     }
-    sql.push(")");
     Some(())
 }
