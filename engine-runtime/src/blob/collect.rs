@@ -170,7 +170,7 @@ pub(crate) async fn collect(ledger: &Ledger, blobs: &Blobs, app: &App, batch: us
         after = last.name.clone();
         let full = objects.len() == batch;
         for object in objects {
-            let uploads = ledger.uploads(&object.key).await?;
+            let uploads = ledger.uploaders(&object.key, false).await?;
             if uploads.iter().any(|uploader| blobs.store.holds(&object, uploader)) {
                 continue;
             }

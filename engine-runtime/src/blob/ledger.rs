@@ -278,24 +278,17 @@ impl Ledger {
         Ok(())
     }
 
-    /// The users whose bytes of `key` are stored.
-    pub(crate) async fn uploaders(&self, key: &BlobKey) -> Result<Vec<String>> {
+    /// The users with an upload of `key` in the ledger: only those whose bytes are stored, or,
+    /// not `stored`, those with the bytes reserved as well.
+    pub(crate) async fn uploaders(&self, key: &BlobKey, stored: bool) -> Result<Vec<String>> {
         let uploaders: Vec<String> = in_tx!(self, None, |conn| {
-            sqlx::query_scalar("SELECT uploader FROM _engine_blobs WHERE blob_key = $1 AND stored ORDER BY uploader")
-                .bind(key.as_str())
-                .fetch_all(&mut *conn)
-                .await?
-        });
-        Ok(uploaders)
-    }
-
-    /// The users with an upload of `key` in the ledger, stored or reserved.
-    pub(crate) async fn uploads(&self, key: &BlobKey) -> Result<Vec<String>> {
-        let uploaders: Vec<String> = in_tx!(self, None, |conn| {
-            sqlx::query_scalar("SELECT uploader FROM _engine_blobs WHERE blob_key = $1")
-                .bind(key.as_str())
-                .fetch_all(&mut *conn)
-                .await?
+            sqlx::query_scalar(
+                "SELECT uploader FROM _engine_blobs WHERE blob_key = $1 AND (stored OR NOT $2) ORDER BY uploader",
+            )
+            .bind(key.as_str())
+            .bind(stored)
+            .fetch_all(&mut *conn)
+            .await?
         });
         Ok(uploaders)
     }

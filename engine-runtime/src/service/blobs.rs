@@ -103,7 +103,7 @@ impl BlobAccess {
         // Not 403, and the same answer whether or not the bytes exist: whether a blob exists is
         // not told to who may not read it.
         // Rows are looked at even when nobody uploaded the bytes, so the answer takes as long.
-        let uploaders = ledger.uploaders(&request.key).await?;
+        let uploaders = ledger.uploaders(&request.key, true).await?;
         let _place = match &self.share {
             Some(share) => Some(share.admit(&actor.user_id, crate::limits::Work::Pull).await?),
             None => None,
