@@ -258,18 +258,26 @@ class Client<T extends TableTypes, M extends MutatorTypes> implements EngineClie
     };
   }
 
-  /** Announce the view's changes and refresh the counts, then write what changed. */
+  /** Announce the view's changes, write what changed, then refresh the counts. */
   persist(): Promise<void> {
     const changes = this.replica.takeViewChanges();
     if (changes.length > 0) for (const listener of this.changeListeners) listener(changes);
-    this.statusBoard.setStatus({ pending: this.replica.pendingCount, quarantined: [...this.replica.quarantined] });
+    const counts = { pending: this.replica.pendingCount, quarantined: [...this.replica.quarantined] };
     const change = this.replica.flush();
     // A follower's changes reach the store through the leader.
-    if (isEmptyWrite(change) || !this.leading) return this.writes;
+    if (isEmptyWrite(change) || !this.leading) {
+      this.statusBoard.setStatus(counts);
+      return this.writes;
+    }
     const rebased = this.replica.rebases !== this.rebasesWritten;
     this.rebasesWritten = this.replica.rebases;
-    // Writes go to the store in the order they were made, and to the other tabs once there.
-    this.writes = this.writes.then(() => this.store.write(change)).then(() => this.tabs?.published(change, rebased));
+    // Writes go to the store in the order they were made, and to the other tabs once there. The
+    // counts follow the write: "0 waiting" means that what confirmed the last write is stored, so
+    // a reload then starts from it.
+    this.writes = this.writes
+      .then(() => this.store.write(change))
+      .then(() => this.statusBoard.setStatus(counts))
+      .then(() => this.tabs?.published(change, rebased));
     return this.writes;
   }
 

@@ -19,7 +19,10 @@ export interface Status {
   longPoll: boolean;
   /** Whether a pull or a push is running. */
   syncing: boolean;
-  /** Mutations made locally that a pull has not yet shown applied. */
+  /**
+   * Mutations made locally that a pull has not yet shown applied, counted once the store holds
+   * what the count follows from: at 0, a reload finds no mutation waiting either.
+   */
   pending: number;
   /** Mutations the server rejected, with its errors, until retried or discarded. */
   quarantined: readonly QuarantinedEntry[];
