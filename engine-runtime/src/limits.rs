@@ -27,6 +27,9 @@ pub const DEFAULT_BODY_READ_TIMEOUT: Duration = Duration::from_secs(30);
 /// The default number of connections from one address that may be open without having
 /// authenticated a request: 64.
 pub const DEFAULT_UNAUTHENTICATED_PER_ADDRESS: usize = 64;
+
+/// How long a connection may stay open without authenticating a request, unless it is set.
+pub const DEFAULT_UNAUTHENTICATED_DEADLINE: Duration = Duration::from_secs(30);
 /// A collaborative update of more bytes than this (its base64 text) is a large merge, gated by
 /// [`Limits::large_merges`]; a smaller one, the common edit, merges at once: 16 KiB.
 pub const LARGE_MERGE_BYTES: usize = 16 * 1024;
@@ -67,6 +70,16 @@ pub struct Limits {
     /// [`Server::serve`]: crate::Server::serve
     /// [`Server::connections`]: crate::Server::connections
     pub unauthenticated_per_address: usize,
+    /// How long a connection may stay open without a request of it authenticating (or becoming
+    /// a stream socket, which has its own deadline): past it, nothing more is read from the
+    /// connection, and it closes once the request it has sent, if any, is answered. It bounds
+    /// headers sent a byte at a time and connections answered 401 and kept open, from any number
+    /// of addresses, and behind a reverse proxy too. Applied by the listener of
+    /// [`Server::serve`] and [`Server::connections`]; zero turns it off.
+    ///
+    /// [`Server::serve`]: crate::Server::serve
+    /// [`Server::connections`]: crate::Server::connections
+    pub unauthenticated_deadline: Duration,
     /// Merges of large collaborative updates (over [`LARGE_MERGE_BYTES`]) that may run at once,
     /// over all actors, shared fairly between them (`docs/design.md` §7): each is CPU work on a
     /// blocking thread, and a few actors' many merges would otherwise starve the async workers
@@ -83,6 +96,7 @@ impl Default for Limits {
             concurrent_per_actor: DEFAULT_CONCURRENT_PER_ACTOR,
             body_read_timeout: DEFAULT_BODY_READ_TIMEOUT,
             unauthenticated_per_address: DEFAULT_UNAUTHENTICATED_PER_ADDRESS,
+            unauthenticated_deadline: DEFAULT_UNAUTHENTICATED_DEADLINE,
             large_merges: default_large_merges(),
         }
     }
@@ -128,6 +142,14 @@ impl Limits {
         self
     }
 
+    /// These limits with a connection closed when none of its requests has authenticated within
+    /// `deadline` of its opening (zero: never).
+    #[must_use]
+    pub fn unauthenticated_deadline(mut self, deadline: Duration) -> Self {
+        self.unauthenticated_deadline = deadline;
+        self
+    }
+
     /// These limits with at most `n` merges of large collaborative updates running at once (0:
     /// no gate).
     #[must_use]
@@ -159,21 +181,34 @@ impl ByAddress {
     }
 }
 
-/// A connection's count against its address while none of its requests has authenticated: the
-/// listener (`http::Connections`) puts it on each request of the connection, and the first to
-/// authenticate ends it ([`end`](Self::end)); so does the connection's end. Empty when the
-/// address is not counted.
+/// A connection while none of its requests has authenticated, with its count against its
+/// address: the listener (`http::Connections`) puts it on each request of the connection, and the
+/// first to authenticate ends it ([`end`](Self::end)); so does the connection's end. Without a
+/// permit when the address is not counted.
 #[derive(Clone, Default)]
-pub(crate) struct UnauthenticatedConnection(Arc<Mutex<Option<AddressPermit>>>);
+pub(crate) struct UnauthenticatedConnection(Arc<Mutex<Unauthenticated>>);
+
+#[derive(Default)]
+struct Unauthenticated {
+    permit: Option<AddressPermit>,
+    ended: bool,
+}
 
 impl UnauthenticatedConnection {
-    pub(crate) fn new(permit: AddressPermit) -> Self {
-        UnauthenticatedConnection(Arc::new(Mutex::new(Some(permit))))
+    pub(crate) fn new(permit: Option<AddressPermit>) -> Self {
+        UnauthenticatedConnection(Arc::new(Mutex::new(Unauthenticated { permit, ended: false })))
     }
 
-    /// The connection no longer counts against its address.
+    /// The connection no longer counts against its address, nor runs to its deadline.
     pub(crate) fn end(&self) {
-        self.0.lock().unwrap_or_else(std::sync::PoisonError::into_inner).take();
+        let mut state = self.0.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        state.permit = None;
+        state.ended = true;
+    }
+
+    /// Whether a request of the connection has authenticated (or it has ended).
+    pub(crate) fn ended(&self) -> bool {
+        self.0.lock().unwrap_or_else(std::sync::PoisonError::into_inner).ended
     }
 
     /// The request of `parts` authenticated: its connection no longer counts.

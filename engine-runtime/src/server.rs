@@ -362,6 +362,7 @@ impl ServerBuilder {
                 body_limit: self.limits.body_bytes,
                 body_read_timeout: self.limits.body_read_timeout,
                 unauthenticated_per_address: self.limits.unauthenticated_per_address,
+                unauthenticated_deadline: self.limits.unauthenticated_deadline,
             }),
             operator: Arc::new(Operator { admin: self.admin, storage: storage.clone(), hub, prometheus, merges }),
             blobs: blob_access,
@@ -475,8 +476,10 @@ impl Server {
     /// `listener` with `TCP_NODELAY` set on every connection it accepts, and each connection
     /// counted against its address until one of its requests authenticates: an address with
     /// [`Limits::unauthenticated_per_address`] such connections open has a new one answered
-    /// `503 retry_later` at once. A host app that serves the [`router`](Self::router) itself
-    /// serves it on this, with [`Peer`](http::Peer) as the connect info:
+    /// `503 retry_later` at once, and a connection still unauthenticated at
+    /// [`Limits::unauthenticated_deadline`] is closed. A host app that serves the
+    /// [`router`](Self::router) itself serves it on this, with [`Peer`](http::Peer) as the
+    /// connect info:
     ///
     /// ```no_run
     /// # async fn run(engine: engine_runtime::Server) -> std::io::Result<()> {
@@ -487,7 +490,11 @@ impl Server {
     /// # }
     /// ```
     pub fn connections(&self, listener: TcpListener) -> http::Connections {
-        http::Connections::new(listener, self.state.gate.unauthenticated_per_address)
+        http::Connections::new(
+            listener,
+            self.state.gate.unauthenticated_per_address,
+            self.state.gate.unauthenticated_deadline,
+        )
     }
 
     /// Shut the realtime side down for a restart: every socket is sent `retry_later` and closed

@@ -43,6 +43,8 @@ pub(crate) struct Gate {
     pub(crate) body_read_timeout: std::time::Duration,
     /// Connections from one address that may be open without having authenticated a request.
     pub(crate) unauthenticated_per_address: usize,
+    /// How long a connection may stay open without authenticating a request.
+    pub(crate) unauthenticated_deadline: std::time::Duration,
 }
 
 /// Background work (tombstone collection, limiter housekeeping, the hub) and the job worker,

@@ -196,16 +196,20 @@ fn hex(bytes: &[u8]) -> String {
 
 /// A server of the photos app on `db` with `blobs`; the engine's `Server` too, for collection.
 async fn server_with(db: &TestDb, blobs: Blobs) -> (TestServer, engine::Server) {
+    server_with_limits(db, blobs, engine::limits::Limits::default().rate(0, 0).concurrent_per_actor(0)).await
+}
+
+async fn server_with_limits(db: &TestDb, blobs: Blobs, limits: engine::limits::Limits) -> (TestServer, engine::Server) {
     let server = engine::Server::builder()
         .app(photos::app())
         .storage(db.store(engine::storage::StoreLimits::default()))
         .auth(engine::auth::BearerTokenAuth::new(SECRET))
-        .limits(engine::limits::Limits::default().rate(0, 0).concurrent_per_actor(0))
+        .limits(limits)
         .blobs(blobs)
         .build()
         .await
         .unwrap();
-    (TestServer::serve(server.router()).await, server)
+    (TestServer::serve_engine(&server).await, server)
 }
 
 /// Upload `bytes` as `user`: the ticket's status, then the upload's.
@@ -723,13 +727,10 @@ async fn one_upload_url_receives_one_body_at_a_time() {
     let key = BlobKey::for_bytes(&bytes);
     let (_, up) = ticket(&server, "/blobs/upload", "alice", json!({"key": key, "size": bytes.len()})).await;
 
-    let (send, receive) = tokio::sync::mpsc::channel::<Vec<u8>>(1);
-    let body = futures_util::stream::unfold(receive, |mut receive| async move {
-        receive.recv().await.map(|chunk| (Ok::<_, std::io::Error>(chunk), receive))
-    });
+    let (send, body) = streamed_body();
     let first = {
         let (url, http) = (absolute(&server, up["url"].as_str().unwrap()), server.http.clone());
-        tokio::spawn(async move { http.put(url).body(reqwest::Body::wrap_stream(body)).send().await.unwrap().status() })
+        tokio::spawn(async move { http.put(url).body(body).send().await.unwrap().status() })
     };
     send.send(bytes[..1000].to_vec()).await.unwrap();
     // The first body holds the ticket once the ledger says so.
@@ -753,6 +754,15 @@ async fn one_upload_url_receives_one_body_at_a_time() {
     assert_eq!(put(&server, &up, bytes.clone()).await.0, StatusCode::FORBIDDEN);
 }
 
+/// A request body sent as the test sends its chunks, ending when the sender is dropped.
+fn streamed_body() -> (tokio::sync::mpsc::Sender<Vec<u8>>, reqwest::Body) {
+    let (send, receive) = tokio::sync::mpsc::channel::<Vec<u8>>(1);
+    let chunks = futures_util::stream::unfold(receive, |mut receive| async move {
+        receive.recv().await.map(|chunk| (Ok::<_, std::io::Error>(chunk), receive))
+    });
+    (send, reqwest::Body::wrap_stream(chunks))
+}
+
 /// A body that stops arriving is cut at the upload timeout, and its URL works again.
 #[tokio::test]
 async fn a_stalled_upload_times_out_and_leaves_its_url_usable() {
@@ -762,18 +772,38 @@ async fn a_stalled_upload_times_out_and_leaves_its_url_usable() {
     let bytes = vec![9u8; 10_000];
     let key = BlobKey::for_bytes(&bytes);
     let (_, up) = ticket(&server, "/blobs/upload", "alice", json!({"key": key, "size": bytes.len()})).await;
-    let (send, receive) = tokio::sync::mpsc::channel::<Vec<u8>>(1);
-    let body = futures_util::stream::unfold(receive, |mut receive| async move {
-        receive.recv().await.map(|chunk| (Ok::<_, std::io::Error>(chunk), receive))
-    });
+    let (send, body) = streamed_body();
     send.send(bytes[..10].to_vec()).await.unwrap();
-    let response = server.http.put(server.url(up["url"].as_str().unwrap())).body(reqwest::Body::wrap_stream(body));
+    let response = server.http.put(server.url(up["url"].as_str().unwrap())).body(body);
     let response = response.send().await.unwrap();
     assert_eq!(response.status(), StatusCode::SERVICE_UNAVAILABLE);
     let problem: Value = response.json().await.unwrap();
     assert_eq!(problem["code"], "retry_later", "{problem}");
     drop(send);
     assert_eq!(put(&server, &up, bytes).await.0, StatusCode::NO_CONTENT);
+}
+
+/// A signed URL authenticates its request: a body slower than the deadline of connections that
+/// have not authenticated (`Limits::unauthenticated_deadline`) is received whole.
+#[tokio::test]
+async fn an_upload_to_a_signed_url_may_outlast_the_unauthenticated_deadline() {
+    let db = TestDb::new().await;
+    let store = Store::start(Kind::LocalFs, &db).await;
+    let deadline = Duration::from_millis(300);
+    let limits = engine::limits::Limits::default().rate(0, 0).unauthenticated_deadline(deadline);
+    let (server, _engine) = server_with_limits(&db, store.blob_store()(), limits).await;
+    let bytes = vec![7u8; 10_000];
+    let key = BlobKey::for_bytes(&bytes);
+    let (_, up) = ticket(&server, "/blobs/upload", "alice", json!({"key": key, "size": bytes.len()})).await;
+    let (send, body) = streamed_body();
+    let (url, http) = (absolute(&server, up["url"].as_str().unwrap()), reqwest::Client::new());
+    let uploading = tokio::spawn(async move { http.put(url).body(body).send().await });
+    send.send(bytes[..10].to_vec()).await.unwrap();
+    tokio::time::sleep(deadline * 3).await;
+    send.send(bytes[10..].to_vec()).await.unwrap();
+    drop(send);
+    let response = uploading.await.unwrap().expect("the upload is answered");
+    assert_eq!(response.status(), StatusCode::NO_CONTENT, "{:?}", response.text().await);
 }
 
 /// An object store that is down: a download whose upload must be looked for there is

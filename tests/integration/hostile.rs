@@ -516,27 +516,13 @@ async fn a_refusal_of_the_database_is_logged_once_with_its_fields() {
 /// `503 retry_later` with `Connection: close` before anything of it is read.
 #[tokio::test]
 async fn an_address_holds_only_so_many_unauthenticated_connections() {
-    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    use tokio::io::AsyncWriteExt;
     use tokio::net::TcpStream;
 
     let db = TestDb::new().await;
     let limits = engine::limits::Limits::default().rate(0, 0).unauthenticated_per_address(3);
     let server = TestServer::start(&db, move |b| b.limits(limits)).await;
     let connect = || TcpStream::connect(server.addr);
-    // The answer on `socket` to `request`, read to the first response's end or the close.
-    let answer = |mut socket: TcpStream, request: String| async move {
-        socket.write_all(request.as_bytes()).await.unwrap();
-        let (mut response, mut chunk) = (Vec::new(), vec![0; 16 * 1024]);
-        let wait = std::time::Duration::from_secs(20);
-        loop {
-            let n = tokio::time::timeout(wait, socket.read(&mut chunk)).await.expect("an answer").unwrap();
-            response.extend_from_slice(&chunk[..n]);
-            let text = String::from_utf8_lossy(&response).into_owned();
-            if n == 0 || text.contains("\r\n\r\n{") && text.ends_with('}') {
-                return (socket, text);
-            }
-        }
-    };
     let contract = "GET /engine/contract HTTP/1.1\r\nhost: localhost\r\n\r\n".to_owned();
 
     // Three connections whose headers are still arriving hold the address's places.
@@ -576,4 +562,77 @@ async fn an_address_holds_only_so_many_unauthenticated_connections() {
         tokio::time::sleep(std::time::Duration::from_millis(50)).await;
     }
     assert!(admitted.starts_with("HTTP/1.1 200"), "{admitted}");
+}
+
+/// The answer on `socket` to `request`, read to the first response's end or the close.
+async fn answer(mut socket: tokio::net::TcpStream, request: String) -> (tokio::net::TcpStream, String) {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    socket.write_all(request.as_bytes()).await.unwrap();
+    let (mut response, mut chunk) = (Vec::new(), vec![0; 16 * 1024]);
+    let wait = std::time::Duration::from_secs(20);
+    loop {
+        let n = tokio::time::timeout(wait, socket.read(&mut chunk)).await.expect("an answer").unwrap();
+        response.extend_from_slice(&chunk[..n]);
+        let text = String::from_utf8_lossy(&response).into_owned();
+        if n == 0 || text.contains("\r\n\r\n{") && text.ends_with('}') {
+            return (socket, text);
+        }
+    }
+}
+
+/// Whether the server closes `socket` while it sends a header line every 100 ms (up to 30 s),
+/// without ever finishing its headers.
+async fn closed_while_trickling(mut socket: tokio::net::TcpStream) -> bool {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let mut sink = [0; 1024];
+    for _ in 0..300 {
+        if socket.write_all(b"x-slow: a\r\n").await.is_err() {
+            return true;
+        }
+        let read = tokio::time::timeout(std::time::Duration::from_millis(100), socket.read(&mut sink)).await;
+        if let Ok(Ok(0) | Err(_)) = read {
+            return true;
+        }
+    }
+    false
+}
+
+/// Issue 37, finding 6: the count per address bounds one address, not many: headers sent a line
+/// at a time held a connection for as long as the client liked. A connection none of whose
+/// requests has authenticated within `Limits::unauthenticated_deadline` reads as closed; one
+/// that has authenticated, or whose signed blob URL held, is kept.
+#[tokio::test]
+async fn a_connection_that_never_authenticates_is_closed_at_its_deadline() {
+    use tokio::io::AsyncWriteExt;
+    use tokio::net::TcpStream;
+
+    let db = TestDb::new().await;
+    let deadline = std::time::Duration::from_millis(500);
+    let limits = engine::limits::Limits::default().rate(0, 0).unauthenticated_deadline(deadline);
+    let server = TestServer::start(&db, move |b| b.limits(limits)).await;
+
+    // Headers a line at a time, from an address under its count.
+    let mut slow = TcpStream::connect(server.addr).await.unwrap();
+    slow.write_all(b"POST /sync/pull HTTP/1.1\r\nhost: localhost\r\n").await.unwrap();
+    assert!(closed_while_trickling(slow).await, "a connection trickling its headers is closed");
+
+    // Answered without a token and kept open: closed once past the deadline.
+    let contract = "GET /engine/contract HTTP/1.1\r\nhost: localhost\r\n\r\n".to_owned();
+    let (open, answered) = answer(TcpStream::connect(server.addr).await.unwrap(), contract.clone()).await;
+    assert!(answered.starts_with("HTTP/1.1 200"), "{answered}");
+    assert!(closed_while_trickling(open).await, "an unauthenticated connection is closed past its deadline");
+
+    // A connection that authenticated a request stays, past the deadline, for its next one.
+    let body = json!({"clientId": CLIENT}).to_string();
+    let pull = format!(
+        "POST /sync/pull HTTP/1.1\r\nhost: localhost\r\nauthorization: Bearer {}\r\n\
+         content-type: application/json\r\ncontent-length: {}\r\n\r\n{body}",
+        TestServer::token("alice"),
+        body.len()
+    );
+    let (kept, pulled) = answer(TcpStream::connect(server.addr).await.unwrap(), pull.clone()).await;
+    assert!(pulled.starts_with("HTTP/1.1 200"), "{pulled}");
+    tokio::time::sleep(deadline * 3).await;
+    let (_, again) = answer(kept, pull).await;
+    assert!(again.starts_with("HTTP/1.1 200"), "the authenticated connection is kept: {again}");
 }

@@ -10,6 +10,7 @@
 use std::path::{Path as FsPath, PathBuf};
 use std::sync::Arc;
 
+use axum::Extension;
 use axum::Router;
 use axum::body::Body;
 use axum::extract::{Path, Query, State};
@@ -26,6 +27,7 @@ use tokio::io::AsyncWriteExt;
 use super::collect::now_ms;
 use super::{BlobStore, Ledger, StoredObject, Upload};
 use crate::error::{Error, Result};
+use crate::limits::UnauthenticatedConnection;
 
 /// Blobs in `dir` (created when missing), behind URLs signed with `secret`.
 pub fn local_fs(dir: impl Into<PathBuf>, secret: impl AsRef<[u8]>) -> LocalFs {
@@ -190,13 +192,23 @@ struct Signed {
     signature: String,
 }
 
+/// A request whose signed URL holds has authenticated: its connection no longer runs to the
+/// deadline of those that have not, and a large body may take its time.
+fn authenticated_by_url(connection: Option<Extension<UnauthenticatedConnection>>) {
+    if let Some(Extension(connection)) = connection {
+        connection.end();
+    }
+}
+
 async fn upload(
     State((store, ledger)): State<(Arc<LocalFs>, Ledger)>,
     Path(hex): Path<String>,
     Query(query): Query<Signed>,
+    connection: Option<Extension<UnauthenticatedConnection>>,
     body: Body,
 ) -> Result<StatusCode> {
     let key = store.check("PUT", &hex, &query)?;
+    authenticated_by_url(connection);
     store.receive(&ledger, &key, &query, body).await?;
     Ok(StatusCode::NO_CONTENT)
 }
@@ -205,8 +217,10 @@ async fn download(
     State((store, _)): State<(Arc<LocalFs>, Ledger)>,
     Path(hex): Path<String>,
     Query(query): Query<Signed>,
+    connection: Option<Extension<UnauthenticatedConnection>>,
 ) -> Result<Response> {
     let key = store.check("GET", &hex, &query)?;
+    authenticated_by_url(connection);
     let file = match tokio::fs::File::open(store.path(&key)).await {
         Ok(file) => file,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => {

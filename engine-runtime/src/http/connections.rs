@@ -4,10 +4,14 @@
 //! answered 401 open for the next request: without the count, one address could hold any number
 //! of connections that never authenticate, each with its buffers. An address at its limit has a
 //! new connection answered `503 retry_later` with `Connection: close` at once, nothing of it read
-//! but what it sent before the answer.
+//! but what it sent before the answer. Nor may a connection stay unauthenticated for long
+//! ([`Limits::unauthenticated_deadline`]): past its deadline it reads as closed, so a client
+//! sending its headers a byte at a time, from however many addresses, is cut off.
 //!
 //! [`Limits::unauthenticated_per_address`]: crate::Limits::unauthenticated_per_address
+//! [`Limits::unauthenticated_deadline`]: crate::Limits::unauthenticated_deadline
 
+use std::future::Future;
 use std::io;
 use std::net::SocketAddr;
 use std::pin::Pin;
@@ -18,9 +22,10 @@ use axum::extract::connect_info::Connected;
 use axum::serve::{IncomingStream, Listener};
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt, ReadBuf};
 use tokio::net::{TcpListener, TcpStream};
+use tokio::time::Sleep;
 
 use crate::error::Error;
-use crate::limits::{BUSY_RETRY_AFTER, ByAddress, UnauthenticatedConnection};
+use crate::limits::{AddressPermit, BUSY_RETRY_AFTER, ByAddress, UnauthenticatedConnection};
 
 /// A listener whose connections are counted against their address until one of their requests
 /// authenticates: what [`Server::serve`](crate::Server::serve) serves on, and what a host app
@@ -32,20 +37,30 @@ use crate::limits::{BUSY_RETRY_AFTER, ByAddress, UnauthenticatedConnection};
 pub struct Connections {
     listener: TcpListener,
     limit: usize,
+    deadline: Duration,
     unauthenticated: ByAddress,
 }
 
 impl std::fmt::Debug for Connections {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Connections").field("listener", &self.listener).field("limit", &self.limit).finish()
+        f.debug_struct("Connections")
+            .field("listener", &self.listener)
+            .field("limit", &self.limit)
+            .field("deadline", &self.deadline)
+            .finish()
     }
 }
 
 impl Connections {
     /// `listener`'s connections, at most `limit` of them from one address unauthenticated at
-    /// once (0: no limit).
-    pub(crate) fn new(listener: TcpListener, limit: usize) -> Self {
-        Connections { listener, limit, unauthenticated: ByAddress::default() }
+    /// once (0: no limit), each for at most `deadline` (zero: no deadline).
+    pub(crate) fn new(listener: TcpListener, limit: usize, deadline: Duration) -> Self {
+        Connections { listener, limit, deadline, unauthenticated: ByAddress::default() }
+    }
+
+    fn connection(&self, tcp: TcpStream, permit: Option<AddressPermit>) -> Connection {
+        let deadline = (!self.deadline.is_zero()).then(|| Box::pin(tokio::time::sleep(self.deadline)));
+        Connection { tcp, unauthenticated: UnauthenticatedConnection::new(permit), deadline }
     }
 }
 
@@ -58,12 +73,10 @@ impl Listener for Connections {
             let (mut tcp, address) = Listener::accept(&mut self.listener).await;
             set_nodelay(&mut tcp);
             if self.limit == 0 {
-                return (Connection { tcp, unauthenticated: UnauthenticatedConnection::default() }, address);
+                return (self.connection(tcp, None), address);
             }
             match self.unauthenticated.admit(address.ip(), self.limit) {
-                Some(permit) => {
-                    return (Connection { tcp, unauthenticated: UnauthenticatedConnection::new(permit) }, address);
-                }
+                Some(permit) => return (self.connection(tcp, Some(permit)), address),
                 None => {
                     tracing::debug!(%address, "a connection refused: its address has too many unauthenticated");
                     tokio::spawn(refuse(tcp, self.limit));
@@ -117,6 +130,8 @@ async fn refuse(mut tcp: TcpStream, limit: usize) {
 pub struct Connection {
     tcp: TcpStream,
     unauthenticated: UnauthenticatedConnection,
+    /// When the connection reads as closed unless a request of it has authenticated.
+    deadline: Option<Pin<Box<Sleep>>>,
 }
 
 impl std::fmt::Debug for Connection {
@@ -134,7 +149,17 @@ impl Drop for Connection {
 
 impl AsyncRead for Connection {
     fn poll_read(self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &mut ReadBuf<'_>) -> Poll<io::Result<()>> {
-        Pin::new(&mut self.get_mut().tcp).poll_read(cx, buf)
+        let this = self.get_mut();
+        if let Some(deadline) = &mut this.deadline {
+            if this.unauthenticated.ended() {
+                this.deadline = None;
+            } else if deadline.as_mut().poll(cx).is_ready() {
+                tracing::debug!("a connection closed: no request of it authenticated before its deadline");
+                // Read as the client's close: hyper answers what it has read and closes.
+                return Poll::Ready(Ok(()));
+            }
+        }
+        Pin::new(&mut this.tcp).poll_read(cx, buf)
     }
 }
 

@@ -32,13 +32,7 @@ impl TestServer {
             .auth(BearerTokenAuth::new(SECRET))
             .limits(Limits::default().rate(0, 0));
         let server = configure(builder).build().await.expect("the server builds");
-        // Served as `Server::serve` serves it: connections counted by address until they
-        // authenticate a request.
-        let listener = server.connections(tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap());
-        let addr = axum::serve::Listener::local_addr(&listener).unwrap();
-        let router = server.router().into_make_service_with_connect_info::<engine::server::Peer>();
-        let task = tokio::spawn(async move { axum::serve(listener, router).await.unwrap() });
-        let mut served = TestServer { addr, http: reqwest::Client::new(), task, horizon: None };
+        let mut served = TestServer::serve_engine(&server).await;
         if backend() == Backend::Postgres {
             let pool = db.pg().clone();
             let store = engine::storage::PostgresStorage::new(pool.clone(), std::sync::Arc::new(example_notes::app()));
@@ -54,6 +48,16 @@ impl TestServer {
         if let Some((pool, store)) = &self.horizon {
             super::db::settle(pool, store).await;
         }
+    }
+
+    /// Serve `server` as `Server::serve` serves it: connections counted by address until they
+    /// authenticate a request, and closed when none has by their deadline.
+    pub(crate) async fn serve_engine(server: &Server) -> TestServer {
+        let listener = server.connections(tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap());
+        let addr = axum::serve::Listener::local_addr(&listener).unwrap();
+        let router = server.router().into_make_service_with_connect_info::<engine::server::Peer>();
+        let task = tokio::spawn(async move { axum::serve(listener, router).await.unwrap() });
+        TestServer { addr, http: reqwest::Client::new(), task, horizon: None }
     }
 
     /// Serve any router (a host app with the engine nested in it, say).
