@@ -365,3 +365,28 @@ async fn invitations_past_the_cap_are_refused_until_the_invitee_answers_some() {
     applied(&push(&server, "s0", 4, "create_board", json!({"id": "s0b"})).await);
     forbidden(&push(&server, "s0", 5, "invite", invite("s0b")).await, &[]);
 }
+
+/// Invitations sent at once by many strangers are counted one after another: none of them sees
+/// the member's count before another's invitation is in it, so the cap holds under concurrency.
+#[tokio::test]
+async fn invitations_sent_at_once_never_pass_the_cap() {
+    let db = TestDb::new().await;
+    let limits = engine::storage::StoreLimits::default().pending_invitations(3);
+    let store = db.store(limits);
+    let server = TestServer::start(&db, move |b| b.app(app::app()).storage(store)).await;
+    let strangers: Vec<String> = (0..16).map(|i| format!("t{i}")).collect();
+    for stranger in &strangers {
+        applied(&push(&server, stranger, 1, "create_board", json!({"id": stranger})).await);
+    }
+    let invites = strangers.iter().map(|stranger| {
+        push(&server, stranger, 2, "invite", json!({"board_id": stranger, "user_id": "bob", "role": "editor"}))
+    });
+    let results = futures_util::future::join_all(invites).await;
+    let sent = results.iter().filter(|result| result["status"] == "applied").count();
+    assert_eq!(sent, 3, "as many invitations as the cap: {results:?}");
+    for refused in results.iter().filter(|result| result["status"] != "applied") {
+        forbidden(refused, &[]);
+    }
+    let rows = pulled(&server, "bob").await;
+    assert_eq!(rows.iter().filter(|(_, row)| row["accepted"] == false).count(), 3, "{rows:?}");
+}

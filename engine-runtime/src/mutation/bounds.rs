@@ -7,6 +7,7 @@
 //! invitation past it is rejected `forbidden`, so strangers cannot grow another's invitations
 //! without bound.
 
+use engine_kernel::column::ColumnMeta;
 use engine_kernel::rules::{FilterValue, Membership};
 use engine_kernel::{Error as KernelError, Row, TableMeta};
 use serde_json::Value;
@@ -90,6 +91,7 @@ impl ServerTx<'_> {
             for name in &member {
                 equalities.push((table.filter_column(name)?, after.get(*name).cloned().unwrap_or_default()));
             }
+            self.count_invitations_alone(rule.name, &equalities[1..]).await?;
             let held = self.rows_where(table, &equalities).await?.into_iter().filter(|row| pending(row)).count();
             if held >= bound {
                 let who = member.iter().filter_map(|c| after.get(*c)).map(Value::to_string).collect::<Vec<_>>();
@@ -101,6 +103,29 @@ impl ServerTx<'_> {
             }
         }
         Ok(())
+    }
+}
+
+impl ServerTx<'_> {
+    /// Wait until no other transaction counts or writes the pending invitations of the member
+    /// `member` (its columns and values) of rule `rule`, and keep them to this one until it ends
+    /// (Postgres): two invitations counted at once would each see room for itself. A SQLite
+    /// store has one writer, which already counts them one at a time.
+    async fn count_invitations_alone(
+        &mut self,
+        rule: &str,
+        member: &[(&'static ColumnMeta, Value)],
+    ) -> KernelResult<()> {
+        if self.conn.is_sqlite() {
+            return Ok(());
+        }
+        let values = Value::Array(member.iter().map(|(_, value)| value.clone()).collect());
+        let name = format!("_engine_invitations/{rule}:{values}");
+        let lock = sqlx::query("SELECT pg_advisory_xact_lock(hashtextextended($1, 0))")
+            .bind(name)
+            .execute(self.writing().await?)
+            .await;
+        lock.map(|_| ()).map_err(|e| self.failed(e))
     }
 }
 
