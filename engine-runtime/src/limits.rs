@@ -60,8 +60,9 @@ pub struct Limits {
     /// slowly holds the actor's request permit and its bytes, and is given up after this with
     /// `503 retry_later`.
     pub body_read_timeout: Duration,
-    /// Connections from one address that may be open at once without having authenticated a
-    /// request (their headers still arriving, or answered 401 and kept open): beyond it a new
+    /// Connections from one address (an IPv6 one: from its /64 network) that may be open at once
+    /// without having authenticated a request (their headers still arriving, or answered 401 and
+    /// kept open): beyond it a new
     /// connection from the address is answered `503 retry_later` with `Connection: close`
     /// before anything of it is read. Counted by the listener of [`Server::serve`] and
     /// [`Server::connections`]; 0 turns the limit off. Behind a reverse proxy every connection
@@ -160,14 +161,30 @@ impl Limits {
 }
 
 /// Connections or sockets that have yet to authenticate, counted by the address they came from:
-/// one address cannot hold more than a limit of them, whatever they send and however slowly.
+/// one address cannot hold more than a limit of them, whatever they send and however slowly. An
+/// IPv6 address counts as its /64 network ([`counted_as`]).
 #[derive(Clone, Default)]
 pub(crate) struct ByAddress(Arc<Mutex<HashMap<IpAddr, usize>>>);
+
+/// The address a connection from `address` counts against: an IPv4 address itself (also when
+/// written as an IPv4-mapped IPv6 one), an IPv6 address its /64 network. One host or home is
+/// given a whole /64 and may use any address in it, so counted one by one its addresses would
+/// bound nothing.
+pub(crate) fn counted_as(address: IpAddr) -> IpAddr {
+    match address {
+        IpAddr::V4(v4) => IpAddr::V4(v4),
+        IpAddr::V6(v6) => match v6.to_ipv4_mapped() {
+            Some(v4) => IpAddr::V4(v4),
+            None => IpAddr::V6(std::net::Ipv6Addr::from(v6.to_bits() & !u128::from(u64::MAX))),
+        },
+    }
+}
 
 impl ByAddress {
     /// Count one more from `address` until the permit is dropped; refused when the address
     /// already has `limit`.
     pub(crate) fn admit(&self, address: IpAddr, limit: usize) -> Option<AddressPermit> {
+        let address = counted_as(address);
         let mut counts = self.0.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
         let count = counts.entry(address).or_default();
         if *count >= limit {
@@ -342,8 +359,8 @@ pub struct StreamLimits {
     /// The largest frame the WebSocket layer reads on a socket that brought no credentials to
     /// its upgrade (it authenticates by its first frame): beyond it the connection is dropped.
     pub first_frame_bytes: usize,
-    /// Sockets from one address that may be waiting for their `auth` frame at once; more are
-    /// refused `429` at the upgrade.
+    /// Sockets from one address (an IPv6 one: from its /64 network) that may be waiting for their
+    /// `auth` frame at once; more are refused `429` at the upgrade.
     pub unauthenticated_per_address: usize,
     /// Presences one actor may hold on one server instance, over all its sockets and buckets: a
     /// `track` beyond closes its socket (`too_many_presences`).
@@ -581,6 +598,34 @@ impl Drop for Place {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn an_ipv6_address_counts_as_its_64_network_and_an_ipv4_one_as_itself() {
+        let cases = [
+            ("203.0.113.7", "203.0.113.7"),
+            ("::ffff:203.0.113.7", "203.0.113.7"),
+            ("2001:db8:1:2:3:4:5:6", "2001:db8:1:2::"),
+            ("2001:db8:1:2:ffff:ffff:ffff:ffff", "2001:db8:1:2::"),
+            ("2001:db8:1:3::1", "2001:db8:1:3::"),
+            ("::1", "::"),
+        ];
+        for (address, counted) in cases {
+            let address: IpAddr = address.parse().unwrap();
+            assert_eq!(counted_as(address), counted.parse::<IpAddr>().unwrap(), "{address}");
+        }
+    }
+
+    #[test]
+    fn the_addresses_of_one_64_network_share_its_count() {
+        let counts = ByAddress::default();
+        let first = counts.admit("2001:db8::1".parse().unwrap(), 2);
+        let second = counts.admit("2001:db8::ffff:2".parse().unwrap(), 2);
+        assert!(first.is_some() && second.is_some());
+        assert!(counts.admit("2001:db8::3".parse().unwrap(), 2).is_none(), "the network is at its count");
+        assert!(counts.admit("2001:db8:0:1::3".parse().unwrap(), 2).is_some(), "another network has its own");
+        drop(first);
+        assert!(counts.admit("2001:db8::3".parse().unwrap(), 2).is_some(), "a place given back is taken");
+    }
 
     #[tokio::test]
     async fn the_merge_gate_lends_every_place_and_the_next_to_the_actor_holding_fewest() {
