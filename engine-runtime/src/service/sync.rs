@@ -181,9 +181,30 @@ const UNSENT_FIRST_WAIT: Duration = Duration::from_millis(100);
 /// The longest wait between two tries of [`publish_unsent`].
 const UNSENT_LONGEST_WAIT: Duration = Duration::from_secs(5);
 
+/// The most membership changes [`publish_unsent`] keeps apart: past them, one change of anyone's
+/// (`*`) stands for all of them.
+const UNSENT_MOST: usize = 1_000;
+
+/// Add `change` to the changes waiting to be published again. A change already waiting is not
+/// added twice (a signal says only that the claim's memberships changed); `*` (anyone's) stands
+/// for every other; and past [`UNSENT_MOST`] changes, a `*` replaces them all, so that a long
+/// outage of the realtime link holds a bounded list, at the price of every socket of every
+/// process recomputing its buckets once the link is back.
+fn keep_unsent(pending: &mut Vec<String>, change: String) {
+    const ANYONE: &str = "*";
+    if pending.iter().any(|waiting| waiting == ANYONE) || pending.contains(&change) {
+        return;
+    }
+    if change == ANYONE || pending.len() >= UNSENT_MOST {
+        pending.clear();
+        pending.push(ANYONE.to_owned());
+        return;
+    }
+    pending.push(change);
+}
+
 /// Publish the membership changes `unsent` receives until each has gone through, oldest first,
-/// for as long as the server runs. A change is published once however often it arrives
-/// meanwhile (a signal says only that the claim's memberships changed).
+/// for as long as the server runs ([`keep_unsent`] says which are kept).
 pub(crate) fn publish_unsent(
     realtime: Arc<dyn Realtime>,
 ) -> (tokio::sync::mpsc::UnboundedSender<String>, tokio::task::AbortHandle) {
@@ -191,14 +212,12 @@ pub(crate) fn publish_unsent(
     let task = tokio::spawn(async move {
         let mut pending: Vec<String> = Vec::new();
         while let Some(first) = unsent.recv().await {
-            pending.push(first);
+            keep_unsent(&mut pending, first);
             let mut wait = UNSENT_FIRST_WAIT;
             while !pending.is_empty() {
                 tokio::time::sleep(wait).await;
                 while let Ok(more) = unsent.try_recv() {
-                    if !pending.contains(&more) {
-                        pending.push(more);
-                    }
+                    keep_unsent(&mut pending, more);
                 }
                 while let Some(change) = pending.first() {
                     match realtime.publish(Signal::Membership(change.clone())).await {
@@ -216,4 +235,39 @@ pub(crate) fn publish_unsent(
         }
     });
     (sender, task.abort_handle())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn unsent_changes_are_kept_once_and_past_the_most_as_anyone_s() {
+        let claim = |i: usize| format!("user_id=u{i}");
+        let cases: [(&str, Vec<String>, String, Vec<String>); 6] = [
+            ("a first change is kept", vec![], claim(1), vec![claim(1)]),
+            (
+                "a change waiting already is not kept twice",
+                vec![claim(1), claim(2)],
+                claim(1),
+                vec![claim(1), claim(2)],
+            ),
+            ("a new one goes last", vec![claim(1)], claim(2), vec![claim(1), claim(2)]),
+            ("anyone's stands for all those waiting", vec![claim(1), claim(2)], "*".into(), vec!["*".into()]),
+            ("anyone's covers a later one", vec!["*".into()], claim(3), vec!["*".into()]),
+            (
+                "past the most, anyone's replaces them",
+                (0..UNSENT_MOST).map(claim).collect(),
+                claim(UNSENT_MOST),
+                vec!["*".into()],
+            ),
+        ];
+        for (case, mut pending, change, kept) in cases {
+            keep_unsent(&mut pending, change);
+            assert_eq!(pending, kept, "{case}");
+        }
+        let mut pending = (0..UNSENT_MOST - 1).map(claim).collect::<Vec<_>>();
+        keep_unsent(&mut pending, claim(UNSENT_MOST));
+        assert_eq!(pending.len(), UNSENT_MOST, "up to the most, each is kept apart");
+    }
 }
