@@ -20,7 +20,7 @@ async fn the_embedded_host_serves_its_routes_and_the_engine_under_its_prefix_wit
     let engine = example_embedded::engine(&db.url, ApiKeys::new([(ALICE, "alice"), (BOB, "bob")])).await.unwrap();
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();
-    let serving = tokio::spawn(example_embedded::serve(listener, example_embedded::host_app(&engine)));
+    let serving = tokio::spawn(example_embedded::serve(&engine, listener, example_embedded::host_app(&engine)));
     let http = reqwest::Client::new();
     let url = |path: &str| format!("http://{addr}{path}");
 

@@ -5,8 +5,9 @@
 //! resolves them through the engine's [`Authenticated`] extractor.
 //!
 //! Three things a host does for the engine: it nests [`Server::router`] under a prefix (the
-//! served contract names it), it serves with `TCP_NODELAY` ([`serve`]), and it traces requests
-//! itself (the engine's router opens no span of its own).
+//! served contract names it), it serves on the engine's listener ([`serve`]: `TCP_NODELAY`, and
+//! connections that have yet to authenticate bounded), and it traces requests itself (the
+//! engine's router opens no span of its own).
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -18,7 +19,7 @@ use axum::routing::get;
 use axum::{Json, Router};
 use engine::Actor;
 use engine::auth::{Authenticated, EngineAuth};
-use engine::server::{BoxFuture, Server};
+use engine::server::{BoxFuture, Peer, Server};
 use serde_json::{Value, json};
 use tokio::net::TcpListener;
 use tower_http::trace::TraceLayer;
@@ -89,9 +90,15 @@ async fn me(Authenticated(actor): Authenticated, State(host): State<HostState>) 
     Json(json!({"service": host.name, "userId": actor.user_id, "ownerId": actor.owner_id}))
 }
 
-/// Serve `app` on `listener` until the task is dropped. `TCP_NODELAY` goes on every accepted
-/// connection: the engine's stream sends small frames, and without it the second of two in a
-/// row waits for the client's delayed acknowledgement (about 40 ms).
-pub async fn serve(listener: TcpListener, app: Router) -> std::io::Result<()> {
-    axum::serve(engine::server::tcp_nodelay(listener), app).await
+/// Serve `app` on `listener` until the task is dropped, on the engine's
+/// [`connections`](Server::connections): `TCP_NODELAY` goes on every accepted connection (the
+/// engine's stream sends small frames, and without it the second of two in a row waits for the
+/// client's delayed acknowledgement, about 40 ms), and connections that have yet to authenticate
+/// a request are bounded per address and in time. [`Peer`] is the connect info they need.
+pub fn serve(
+    engine: &Server,
+    listener: TcpListener,
+    app: Router,
+) -> impl Future<Output = std::io::Result<()>> + Send + 'static {
+    axum::serve(engine.connections(listener), app.into_make_service_with_connect_info::<Peer>()).into_future()
 }

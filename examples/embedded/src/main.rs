@@ -47,5 +47,7 @@ async fn run() -> Result<(), String> {
         .map_err(|e| format!("cannot listen on {host}:{port}: {e}"))?;
     let addr = listener.local_addr().map_err(|e| engine::error::chain(&e))?;
     tracing::info!("host app on http://{addr}, the notes engine under http://{addr}{SYNC_PREFIX}");
-    example_embedded::serve(listener, example_embedded::host_app(&engine)).await.map_err(|e| engine::error::chain(&e))
+    example_embedded::serve(&engine, listener, example_embedded::host_app(&engine))
+        .await
+        .map_err(|e| engine::error::chain(&e))
 }
