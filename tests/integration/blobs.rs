@@ -117,6 +117,7 @@ on_every_store!(
     blobs_are_as_private_as_rows,
     quota_and_uploads_in_flight_are_reserved_by_tickets,
     tickets_asked_for_together_never_pass_the_quota,
+    a_ticket_long_expired_unused_gives_way_to_a_new_one,
     content_types_are_the_server_s_setting,
     blobs_no_row_names_are_collected_after_the_grace,
     bytes_that_land_after_their_reservation_was_dropped_are_collected,
@@ -503,6 +504,30 @@ async fn tickets_asked_for_together_never_pass_the_quota(kind: Kind) {
     }
     let more = json!({"key": BlobKey::for_bytes(b"one byte more"), "size": 13});
     assert_eq!(ticket(&server, "/blobs/upload", "alice", more).await.0, StatusCode::PAYLOAD_TOO_LARGE);
+}
+
+async fn a_ticket_long_expired_unused_gives_way_to_a_new_one(kind: Kind) {
+    let db = TestDb::new().await;
+    let store = Store::start(kind, &db).await;
+    let blobs = store.blob_store()().quota_per_actor(Some(1 << 20)).uploads_in_flight(1);
+    let (server, _engine) = server_with(&db, blobs).await;
+    let (unused, wanted) = (vec![1u8; 800 << 10], vec![2u8; 800 << 10]);
+    let asked = |bytes: &[u8]| json!({"key": BlobKey::for_bytes(bytes), "size": bytes.len()});
+    let (status, first) = ticket(&server, "/blobs/upload", "alice", asked(&unused)).await;
+    assert_eq!(status, StatusCode::OK, "{first}");
+    // The open ticket holds the one upload in flight, and most of the quota.
+    let (status, problem) = ticket(&server, "/blobs/upload", "alice", asked(&wanted)).await;
+    assert_eq!(status, StatusCode::TOO_MANY_REQUESTS, "{problem}");
+    // As the ledger sees it the first ticket expired long ago, and nothing arrived: the next
+    // ticket drops its reservation, and takes the place and the bytes it held.
+    sqlx::query("UPDATE _engine_blobs SET expires_at = 0 WHERE blob_key = $1")
+        .bind(BlobKey::for_bytes(&unused).as_str())
+        .execute(&db.pool)
+        .await
+        .unwrap();
+    let (status, second) = ticket(&server, "/blobs/upload", "alice", asked(&wanted)).await;
+    assert_eq!(status, StatusCode::OK, "{second}");
+    assert!(put(&server, &second, wanted).await.0.is_success());
 }
 
 async fn content_types_are_the_server_s_setting(kind: Kind) {

@@ -8,7 +8,10 @@
 //! uploads in flight count it from then on (a reservation), and the upload marks it `stored`
 //! or it is dropped once its ticket has long expired. The statements are the same on Postgres
 //! and SQLite (`$n` placeholders, which sqlx numbers on both); on Postgres a ticket is handed
-//! out under a transaction lock on its uploader, on SQLite under the store's one writer.
+//! out under a transaction lock on its uploader, on SQLite under the store's one writer. A
+//! ticket is one of the server's hot paths: its transaction takes both its locks in one
+//! statement and decides and writes the reservation in another, and a statement that stands
+//! alone runs without a transaction around it (`at_once!`).
 
 use std::sync::Arc;
 
@@ -42,19 +45,12 @@ pub(crate) enum Inner {
 }
 
 /// Run `$body` in a transaction on `$conn`, a Postgres or a SQLite connection (the same
-/// statements for both); on Postgres, after locking `$lock` for the transaction when given.
+/// statements for both).
 macro_rules! in_tx {
-    ($ledger:expr, $lock:expr, |$conn:ident| $body:expr) => {
+    ($ledger:expr, |$conn:ident| $body:expr) => {
         match &$ledger.inner {
             Inner::Postgres(pool) => {
                 let mut tx = pool.begin().await?;
-                let lock: Option<&str> = $lock;
-                if let Some(lock) = lock {
-                    sqlx::query("SELECT pg_advisory_xact_lock(hashtextextended($1, 0))")
-                        .bind(format!("_engine_blobs/{lock}"))
-                        .execute(&mut *tx)
-                        .await?;
-                }
                 let $conn = &mut *tx;
                 let out = $body;
                 tx.commit().await?;
@@ -72,25 +68,51 @@ macro_rules! in_tx {
     };
 }
 
-/// Taking a transaction lock, on either backend: on SQLite the one writer holds every lock.
+/// Run `$body`, one statement, on `$conn`, a Postgres or a SQLite connection: a statement is a
+/// transaction of its own, so it goes without `BEGIN` and `COMMIT` (two round trips to
+/// Postgres).
+macro_rules! at_once {
+    ($ledger:expr, |$conn:ident| $body:expr) => {
+        match &$ledger.inner {
+            Inner::Postgres(pool) => {
+                let mut session = pool.acquire().await?;
+                let $conn = &mut *session;
+                $body
+            }
+            Inner::Sqlite(db) => {
+                let mut writer = db.writer().await;
+                let $conn = &mut *writer;
+                $body
+            }
+        }
+    };
+}
+
+/// Taking transaction locks, on either backend: on SQLite the one writer holds every lock.
 pub(crate) trait Locks {
-    /// Wait for the lock `name` until the transaction ends, `shared` or alone.
-    async fn lock(&mut self, name: &str, shared: bool) -> Result<()>;
+    /// Wait for each of `locks`, a name and whether it is taken shared, until the transaction
+    /// ends: in order, in one statement.
+    async fn lock(&mut self, locks: &[(&str, bool)]) -> Result<()>;
 }
 
 impl Locks for sqlx::PgConnection {
-    async fn lock(&mut self, name: &str, shared: bool) -> Result<()> {
-        let sql = match shared {
-            true => "SELECT pg_advisory_xact_lock_shared(hashtextextended($1, 0))",
-            false => "SELECT pg_advisory_xact_lock(hashtextextended($1, 0))",
-        };
-        sqlx::query(sql).bind(name).execute(self).await?;
+    async fn lock(&mut self, locks: &[(&str, bool)]) -> Result<()> {
+        let mut sql = sqlx::QueryBuilder::new("SELECT ");
+        let mut each = sql.separated(", ");
+        for (name, shared) in locks {
+            each.push(match shared {
+                true => "pg_advisory_xact_lock_shared(hashtextextended(",
+                false => "pg_advisory_xact_lock(hashtextextended(",
+            });
+            each.push_bind_unseparated(*name).push_unseparated(", 0))");
+        }
+        sql.build().execute(self).await?;
         Ok(())
     }
 }
 
 impl Locks for sqlx::SqliteConnection {
-    async fn lock(&mut self, _name: &str, _shared: bool) -> Result<()> {
+    async fn lock(&mut self, _locks: &[(&str, bool)]) -> Result<()> {
         Ok(())
     }
 }
@@ -153,55 +175,49 @@ impl Ledger {
         in_flight: usize,
     ) -> Result<Reserved> {
         let key = key.as_str();
-        let reserved = in_tx!(self, Some(uploader), |conn| {
-            conn.lock(&key_lock(key), true).await?;
-            let stored: Option<bool> =
-                sqlx::query_scalar("SELECT stored FROM _engine_blobs WHERE blob_key = $1 AND uploader = $2")
-                    .bind(key)
-                    .bind(uploader)
-                    .fetch_optional(&mut *conn)
-                    .await?;
-            if stored == Some(true) {
-                sqlx::query(
-                    "UPDATE _engine_blobs SET ticket = $3, expires_at = $4 WHERE blob_key = $1 AND uploader = $2",
-                )
-                .bind(key)
-                .bind(uploader)
-                .bind(ticket)
-                .bind(expires_at)
-                .execute(&mut *conn)
-                .await?;
-                Reserved::Done
-            } else {
-                let (used, reserved): (i64, i64) = sqlx::query_as(
-                    "SELECT CAST(COALESCE(SUM(size), 0) AS BIGINT),
-                            CAST(COALESCE(SUM(CASE WHEN stored THEN 0 ELSE 1 END), 0) AS BIGINT)
-                     FROM _engine_blobs WHERE uploader = $1 AND blob_key <> $2",
-                )
-                .bind(uploader)
-                .bind(key)
-                .fetch_one(&mut *conn)
-                .await?;
-                let (used, reserved) = (to_u64(used), to_u64(reserved));
-                if reserved >= in_flight as u64 {
-                    Reserved::TooMany { in_flight: reserved }
-                } else if quota.is_some_and(|quota| used.saturating_add(size) > quota) {
-                    Reserved::OverQuota { used }
-                } else {
-                    sqlx::query(
-                        "INSERT INTO _engine_blobs (blob_key, uploader, size, stored, ticket, expires_at)
-                         VALUES ($1, $2, $3, FALSE, $4, $5)
-                         ON CONFLICT (blob_key, uploader) DO UPDATE
-                         SET size = EXCLUDED.size, ticket = EXCLUDED.ticket, expires_at = EXCLUDED.expires_at",
+        let reserved = in_tx!(self, |conn| {
+            conn.lock(&[(&format!("_engine_blobs/{uploader}"), false), (&key_lock(key), true)]).await?;
+            // One statement decides and writes. Bytes the uploader stored already take a new
+            // ticket whatever the quota and keep their size; others are reserved only within
+            // the uploads in flight and the quota, counting the uploader's other blobs.
+            let written = sqlx::query(
+                "INSERT INTO _engine_blobs (blob_key, uploader, size, stored, ticket, expires_at)
+                 SELECT $1, $2, $3, FALSE, $4, $5
+                 FROM (SELECT COUNT(CASE WHEN stored THEN NULL ELSE 1 END) AS reserved, COALESCE(SUM(size), 0) AS used
+                       FROM _engine_blobs WHERE uploader = $2 AND blob_key <> $1) AS others
+                 WHERE EXISTS (SELECT 1 FROM _engine_blobs WHERE blob_key = $1 AND uploader = $2 AND stored)
+                    OR (others.reserved < $6 AND ($7 IS NULL OR others.used + $3 <= $7))
+                 ON CONFLICT (blob_key, uploader) DO UPDATE
+                 SET size = CASE WHEN _engine_blobs.stored THEN _engine_blobs.size ELSE EXCLUDED.size END,
+                     ticket = EXCLUDED.ticket, expires_at = EXCLUDED.expires_at",
+            )
+            .bind(key)
+            .bind(uploader)
+            .bind(to_i64(size))
+            .bind(ticket)
+            .bind(expires_at)
+            .bind(to_i64(in_flight as u64))
+            .bind(quota.map(to_i64))
+            .execute(&mut *conn)
+            .await?
+            .rows_affected();
+            match written {
+                1 => Reserved::Done,
+                // Refused: what stood in the way, read under the same locks.
+                _ => {
+                    let (used, reserved): (i64, i64) = sqlx::query_as(
+                        "SELECT CAST(COALESCE(SUM(size), 0) AS BIGINT),
+                                CAST(COALESCE(SUM(CASE WHEN stored THEN 0 ELSE 1 END), 0) AS BIGINT)
+                         FROM _engine_blobs WHERE uploader = $1 AND blob_key <> $2",
                     )
-                    .bind(key)
                     .bind(uploader)
-                    .bind(to_i64(size))
-                    .bind(ticket)
-                    .bind(expires_at)
-                    .execute(&mut *conn)
+                    .bind(key)
+                    .fetch_one(&mut *conn)
                     .await?;
-                    Reserved::Done
+                    match to_u64(reserved) >= in_flight as u64 {
+                        true => Reserved::TooMany { in_flight: to_u64(reserved) },
+                        false => Reserved::OverQuota { used: to_u64(used) },
+                    }
                 }
             }
         });
@@ -219,7 +235,7 @@ impl Ledger {
         now: i64,
         until: i64,
     ) -> Result<bool> {
-        let claimed = in_tx!(self, None, |conn| {
+        let claimed = at_once!(self, |conn| {
             sqlx::query(
                 "UPDATE _engine_blobs SET receiving_until = $5
                  WHERE blob_key = $1 AND uploader = $2 AND ticket = $3 AND expires_at >= $4
@@ -239,7 +255,7 @@ impl Ledger {
 
     /// Give `ticket` back after a body that did not become the blob: the URL works again.
     pub(crate) async fn release(&self, key: &BlobKey, uploader: &str, ticket: &str) -> Result<()> {
-        in_tx!(self, None, |conn| {
+        at_once!(self, |conn| {
             sqlx::query(
                 "UPDATE _engine_blobs SET receiving_until = NULL WHERE blob_key = $1 AND uploader = $2 AND ticket = $3",
             )
@@ -272,7 +288,7 @@ impl Ledger {
 
     /// Run `sql` on the row of `key` (`$1`) and `uploader` (`$2`).
     async fn on_upload(&self, sql: &'static str, key: &BlobKey, uploader: &str) -> Result<()> {
-        in_tx!(self, None, |conn| {
+        at_once!(self, |conn| {
             sqlx::query(sql).bind(key.as_str()).bind(uploader).execute(&mut *conn).await?;
         });
         Ok(())
@@ -281,7 +297,7 @@ impl Ledger {
     /// The users with an upload of `key` in the ledger: only those whose bytes are stored, or,
     /// not `stored`, those with the bytes reserved as well.
     pub(crate) async fn uploaders(&self, key: &BlobKey, stored: bool) -> Result<Vec<String>> {
-        let uploaders: Vec<String> = in_tx!(self, None, |conn| {
+        let uploaders: Vec<String> = at_once!(self, |conn| {
             sqlx::query_scalar(
                 "SELECT uploader FROM _engine_blobs WHERE blob_key = $1 AND (stored OR NOT $2) ORDER BY uploader",
             )
@@ -295,7 +311,7 @@ impl Ledger {
 
     /// Uploads of `key` reserved and not stored, at most `limit`.
     pub(crate) async fn pending_of_key(&self, key: &BlobKey, limit: usize) -> Result<Vec<Pending>> {
-        let rows: Vec<(String, String, i64)> = in_tx!(self, None, |conn| {
+        let rows: Vec<(String, String, i64)> = at_once!(self, |conn| {
             sqlx::query_as(
                 "SELECT blob_key, uploader, size FROM _engine_blobs WHERE blob_key = $1 AND NOT stored
                  ORDER BY uploader LIMIT $2",
@@ -311,7 +327,7 @@ impl Ledger {
     /// Uploads reserved and not stored after (`key`, `uploader`) in that order, at most
     /// `limit`; of `uploader` only, when named.
     pub(crate) async fn pending(&self, of: Option<&str>, after: (&str, &str), limit: usize) -> Result<Vec<Pending>> {
-        let rows: Vec<(String, String, i64)> = in_tx!(self, None, |conn| {
+        let rows: Vec<(String, String, i64)> = at_once!(self, |conn| {
             sqlx::query_as(
                 "SELECT blob_key, uploader, size FROM _engine_blobs
                  WHERE NOT stored AND ($1 IS NULL OR uploader = $1) AND (blob_key > $2 OR (blob_key = $2 AND uploader > $3))
@@ -330,7 +346,7 @@ impl Ledger {
     /// Uploads reserved and not stored whose tickets expired before `before` and that receive no
     /// body at `now`, at most `limit`; of `uploader` only, when named.
     pub(crate) async fn stale(&self, of: Option<&str>, before: i64, now: i64, limit: usize) -> Result<Vec<Pending>> {
-        let rows: Vec<(String, String, i64)> = in_tx!(self, None, |conn| {
+        let rows: Vec<(String, String, i64)> = at_once!(self, |conn| {
             sqlx::query_as(
                 "SELECT blob_key, uploader, size FROM _engine_blobs
                  WHERE NOT stored AND ($1 IS NULL OR uploader = $1) AND expires_at < $2
@@ -349,7 +365,7 @@ impl Ledger {
 
     /// The blobs after `after` in key order, at most `limit`.
     pub(crate) async fn candidates(&self, after: &str, limit: usize) -> Result<Vec<Candidate>> {
-        let rows: Vec<(String, Option<i64>, i64)> = in_tx!(self, None, |conn| {
+        let rows: Vec<(String, Option<i64>, i64)> = at_once!(self, |conn| {
             sqlx::query_as(
                 "SELECT blob_key, MIN(unused_since), CAST(MAX(CASE WHEN stored THEN 0 ELSE 1 END) AS BIGINT)
                  FROM _engine_blobs WHERE blob_key > $1 GROUP BY blob_key ORDER BY blob_key LIMIT $2",
@@ -367,7 +383,7 @@ impl Ledger {
 
     /// Whether a row of `table` holds `key` in its blob column `column`.
     pub(crate) async fn named(&self, table: &str, column: &str, key: &str) -> Result<bool> {
-        let found = in_tx!(self, None, |conn| {
+        let found = at_once!(self, |conn| {
             sqlx::query(named_sql(table, column)).bind(key).fetch_optional(&mut *conn).await?.is_some()
         });
         Ok(found)
@@ -375,7 +391,7 @@ impl Ledger {
 
     /// Note that no row names `key` since `now` (`None`: a row names it again).
     pub(crate) async fn mark_unused(&self, key: &str, now: Option<i64>) -> Result<()> {
-        in_tx!(self, None, |conn| {
+        at_once!(self, |conn| {
             match now {
                 Some(now) => sqlx::query(
                     "UPDATE _engine_blobs SET unused_since = $2 WHERE blob_key = $1 AND unused_since IS NULL",
@@ -405,8 +421,8 @@ impl Ledger {
         unused_before: i64,
         store: &dyn super::BlobStore,
     ) -> Result<bool> {
-        let deleted = in_tx!(self, None, |conn| {
-            conn.lock(&key_lock(key.as_str()), false).await?;
+        let deleted = in_tx!(self, |conn| {
+            conn.lock(&[(&key_lock(key.as_str()), false)]).await?;
             'decide: {
                 let uploads: Vec<(String, bool, Option<i64>)> =
                     sqlx::query_as("SELECT uploader, stored, unused_since FROM _engine_blobs WHERE blob_key = $1")
@@ -445,8 +461,8 @@ impl Ledger {
         object: &super::StoredObject,
         store: &dyn super::BlobStore,
     ) -> Result<bool> {
-        let deleted = in_tx!(self, None, |conn| {
-            conn.lock(&key_lock(object.key.as_str()), false).await?;
+        let deleted = in_tx!(self, |conn| {
+            conn.lock(&[(&key_lock(object.key.as_str()), false)]).await?;
             let uploaders: Vec<String> = sqlx::query_scalar("SELECT uploader FROM _engine_blobs WHERE blob_key = $1")
                 .bind(object.key.as_str())
                 .fetch_all(&mut *conn)

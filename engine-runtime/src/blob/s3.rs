@@ -49,6 +49,9 @@ pub fn s3(bucket: &str, endpoint: &str, region: &str, credentials: Credentials) 
     let bucket = Bucket::new(endpoint, UrlStyle::Path, bucket.to_owned(), region.to_owned())
         .map_err(|e| Error::config(format!("the S3 bucket `{bucket}`: {e:?}")))?;
     let http = reqwest::Client::builder()
+        // The `HEAD` of an upload is on a download ticket's path: no request of the server's
+        // waits for Nagle's algorithm (reqwest's default, said here so that it stays).
+        .tcp_nodelay(true)
         .connect_timeout(Duration::from_secs(5))
         .timeout(Duration::from_secs(60))
         .build()

@@ -54,10 +54,6 @@ impl BlobAccess {
                 allowed.join(", ")
             ))));
         }
-        // The actor's reservations whose tickets expired long ago are recorded stored or dropped first,
-        // so they hold neither its quota nor its places in flight.
-        let stale = ledger.stale(Some(&actor.user_id), stale_before(blobs), now_ms(), blobs.in_flight).await?;
-        collect::resolve(ledger, &*blobs.store, stale, &mut CollectedBlobs::default()).await?;
         let upload = Upload::new(request.key, request.size, actor.user_id).content_type(request.content_type);
         let expires_at = blobs.expiry();
         let reserve = || {
@@ -73,10 +69,16 @@ impl BlobAccess {
         };
         let mut reserved = reserve().await?;
         if matches!(reserved, Reserved::TooMany { .. } | Reserved::OverQuota { .. }) {
-            // Uploads that finished in a store that does not report them free their places
-            // once found there.
+            // Reservations may hold the actor's quota or places in flight for nothing: those
+            // whose tickets expired long ago are recorded stored or dropped, and uploads that
+            // finished in a store that does not report them are recorded stored. Only a ticket
+            // they stand in the way of pays for that, not every ticket.
+            let mut settled = CollectedBlobs::default();
+            let stale = ledger.stale(Some(&upload.uploader), stale_before(blobs), now_ms(), blobs.in_flight).await?;
+            collect::resolve(ledger, &*blobs.store, stale, &mut settled).await?;
             let pending = ledger.pending(Some(&upload.uploader), ("", ""), blobs.in_flight).await?;
-            if collect::record_arrivals(ledger, &*blobs.store, pending).await? > 0 {
+            let arrived = collect::record_arrivals(ledger, &*blobs.store, pending).await?;
+            if settled.stored + settled.dropped + arrived > 0 {
                 reserved = reserve().await?;
             }
         }
