@@ -16,7 +16,17 @@
 //!   check its bytes pays without the engine.
 //!
 //! The key (the bytes' SHA-256) is computed before the clock starts, as a client does when it
-//! keeps the bytes. Engine and direct rounds alternate; medians of the rounds.
+//! keeps the bytes. Engine and direct rounds alternate, after warm-up rounds; medians of the
+//! rounds, with the engine's tickets alone beside its transfers. The server has the engine's own
+//! Postgres pool.
+//!
+//! Every transfer goes through one client (`reqwest`, `TCP_NODELAY` set), so the engine's and
+//! the direct ones are measured alike. `s3s-fs` 0.14.1 does not set `TCP_NODELAY` on the
+//! connections it accepts: when a `GET`'s last piece of body is short and a short one before it
+//! is not acknowledged yet, Nagle's algorithm holds it until the client's delayed
+//! acknowledgement, about 40 ms later. That falls on some `GET`s of 1 MiB and not others, the
+//! engine's and the direct ones alike: a `GET` column's median shows it or not from one run to
+//! the next (`BENCHMARKS.md`, Blobs).
 
 use std::process::Stdio;
 use std::time::{Duration, Instant};
@@ -29,6 +39,8 @@ use crate::db::{BenchDb, SECRET, notes_server_with};
 const BUCKET: &str = "blobs";
 const ACCESS_KEY: &str = "engine-bench";
 const SECRET_KEY: &str = "engine-bench-secret";
+/// Rounds run before those measured.
+const WARM_UP: usize = 3;
 
 /// An `s3s-fs` of the benchmark's own, killed when dropped.
 struct S3Server {
@@ -124,13 +136,14 @@ impl Bench {
         assert_eq!(bytes.len(), size);
     }
 
-    /// The engine's upload of `bytes` (ticket and `PUT`), in ms.
-    async fn engine_upload(&self, key: &BlobKey, bytes: Vec<u8>) -> f64 {
+    /// The engine's upload of `bytes` (ticket and `PUT`), and its ticket alone, in ms.
+    async fn engine_upload(&self, key: &BlobKey, bytes: Vec<u8>) -> (f64, f64) {
         let started = Instant::now();
         let ticket = self.post("/blobs/upload", json!({"key": key, "size": bytes.len()})).await;
+        let ticketed = ms(started.elapsed());
         let url = absolute(&self.server, ticket["url"].as_str().unwrap());
         self.put(&url, ticket["headers"].as_object().unwrap_or(&Default::default()), bytes).await;
-        ms(started.elapsed())
+        (ms(started.elapsed()), ticketed)
     }
 
     /// Name `key` in alice's note, through a mutation.
@@ -142,12 +155,13 @@ impl Bench {
         assert_eq!(pushed["results"][0]["status"], "applied", "{pushed}");
     }
 
-    /// The engine's download of `key` (ticket and `GET`), in ms.
-    async fn engine_download(&self, key: &BlobKey, size: usize) -> f64 {
+    /// The engine's download of `key` (ticket and `GET`), and its ticket alone, in ms.
+    async fn engine_download(&self, key: &BlobKey, size: usize) -> (f64, f64) {
         let started = Instant::now();
         let ticket = self.post("/blobs/download", json!({"key": key})).await;
+        let ticketed = ms(started.elapsed());
         self.get(&absolute(&self.server, ticket["url"].as_str().unwrap()), size).await;
-        ms(started.elapsed())
+        (ms(started.elapsed()), ticketed)
     }
 
     /// A direct `PUT` of `bytes` to object `name`, then its `GET`, presigned here: in ms each.
@@ -192,7 +206,8 @@ pub(crate) async fn run(sizes_mib: &[usize], rounds: usize) {
     let store = engine::blob::s3(BUCKET, &s3.endpoint, "us-east-1", credentials).expect("the S3 store");
     let largest = sizes_mib.iter().max().copied().unwrap_or(1) as u64;
     let blobs = engine::blob::Blobs::new(store).max_size(largest << 20).quota_per_actor(None);
-    let storage = engine::storage::postgres("unused").pool(db.pool.clone());
+    // The engine's own pool (no round trip to check a session as it is lent), as a server has.
+    let storage = engine::storage::postgres(&db.url);
     let (addr, _task) = notes_server_with(storage, |builder| builder.blobs(blobs)).await;
     sqlx::raw_sql(
         "INSERT INTO lists VALUES ('l1', 'alice', 'bench', false);
@@ -217,36 +232,42 @@ pub(crate) async fn run(sizes_mib: &[usize], rounds: usize) {
     println!("\n## Blobs: presigned URLs against direct transfers to the same S3 server (s3s-fs, loopback)\n");
     println!("Median of {rounds} rounds, in ms; ratio = direct / engine (1.0: the engine adds nothing).\n");
     println!(
-        "| size | engine upload | direct PUT | ratio | direct PUT, checked | ratio | engine download | direct GET | ratio |"
+        "| size | engine upload | its ticket | direct PUT | ratio | direct PUT, checked | ratio | engine download | its \
+         ticket | direct GET | ratio |"
     );
-    println!("|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
+    println!("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
     for &mib in sizes_mib {
         let (mut up, mut down, mut put, mut get) = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
-        let mut checked = Vec::new();
-        // A warm-up round, not counted.
-        for round in 0..=rounds {
+        let (mut checked, mut up_ticket, mut down_ticket) = (Vec::new(), Vec::new(), Vec::new());
+        // Warm-up rounds, not counted: each of the server's sessions prepares a statement the
+        // first time it runs it, and the pool lends its sessions in turn.
+        for round in 0..WARM_UP + rounds {
             let mut bytes = vec![0u8; mib << 20];
             for (i, byte) in bytes.iter_mut().enumerate() {
                 *byte = (i % 251) as u8;
             }
             bytes[..8].copy_from_slice(&(round as u64 + ((mib as u64) << 32)).to_le_bytes());
             let key = BlobKey::for_bytes(&bytes);
-            let engine_up = bench.engine_upload(&key, bytes.clone()).await;
+            let (engine_up, engine_up_ticket) = bench.engine_upload(&key, bytes.clone()).await;
             bench.name_in_note(&key).await;
-            let engine_down = bench.engine_download(&key, bytes.len()).await;
+            let (engine_down, engine_down_ticket) = bench.engine_download(&key, bytes.len()).await;
             let (direct_checked, _) = bench.direct(&format!("checked/{mib}-{round}"), bytes.clone(), Some(&key)).await;
             let (direct_put, direct_get) = bench.direct(&format!("direct/{mib}-{round}"), bytes, None).await;
-            if round > 0 {
+            if round >= WARM_UP {
                 checked.push(direct_checked);
                 up.push(engine_up);
+                up_ticket.push(engine_up_ticket);
                 down.push(engine_down);
+                down_ticket.push(engine_down_ticket);
                 put.push(direct_put);
                 get.push(direct_get);
             }
         }
         let (up, down, put, get, checked) = (median(up), median(down), median(put), median(get), median(checked));
+        let (up_ticket, down_ticket) = (median(up_ticket), median(down_ticket));
         println!(
-            "| {mib} MiB | {up:.1} | {put:.1} | {:.2} | {checked:.1} | {:.2} | {down:.1} | {get:.1} | {:.2} |",
+            "| {mib} MiB | {up:.1} | {up_ticket:.1} | {put:.1} | {:.2} | {checked:.1} | {:.2} | {down:.1} | \
+             {down_ticket:.1} | {get:.1} | {:.2} |",
             put / up,
             checked / up,
             get / down
