@@ -273,10 +273,19 @@ class Client<T extends TableTypes, M extends MutatorTypes> implements EngineClie
     this.rebasesWritten = this.replica.rebases;
     // Writes go to the store in the order they were made, and to the other tabs once there. The
     // counts follow the write: "0 waiting" means that what confirmed the last write is stored, so
-    // a reload then starts from it.
+    // a reload then starts from it. A write the store fails rejects the operation that made it,
+    // and what it held goes again with the next write; the writes after it go on.
     this.writes = this.writes
+      .catch(() => undefined)
       .then(() => this.store.write(change))
-      .then(() => this.statusBoard.setStatus(counts))
+      .then(
+        () => this.statusBoard.setStatus(counts),
+        (err: unknown) => {
+          this.replica.unwritten(change);
+          this.rebasesWritten = -1;
+          throw err;
+        },
+      )
       .then(() => this.tabs?.published(change, rebased));
     return this.writes;
   }

@@ -89,6 +89,35 @@ describe("persistence", () => {
     await client.close();
   });
 
+  test("a write the store fails is told to its mutation, and goes again with the next", async () => {
+    const inner = memoryStore();
+    let failures = 0;
+    const store: ClientStore = {
+      load: () => inner.load(),
+      close: async () => undefined,
+      write: async (change) => {
+        if (failures > 0) {
+          failures -= 1;
+          throw new Error("the disk is full");
+        }
+        return inner.write(change);
+      },
+    };
+    const offline = { url: "http://127.0.0.1:9", token: (who: string) => notes().token(who) };
+    const client = await notesClient(offline, "gwen", { store });
+    failures = 1;
+    await expect(mutators(client).createList({ id: "gwen", title: "gwen's" })).rejects.toThrow("the disk is full");
+    // The store works again: the next mutation is written, and the one whose write failed with it.
+    await mutators(client).addNote({ list_id: "gwen", title: "kept" });
+    await client.close();
+
+    const reloaded = await notesClient(offline, "gwen", { store: inner });
+    expect(reloaded.status.pending).toBe(2);
+    expect(reloaded.rows("lists").map((l) => l.title)).toEqual(["gwen's"]);
+    expect(reloaded.rows("notes").map((n) => n.title)).toEqual(["kept"]);
+    await reloaded.close();
+  });
+
   test("a store of another user is refused", async () => {
     const store = memoryStore();
     await (await notesClient(notes(), "gus", { store })).close();
