@@ -12,10 +12,11 @@ use std::time::Duration;
 use axum::extract::ws::Utf8Bytes;
 use engine_kernel::BucketKey;
 use engine_kernel::wire::ServerFrame;
-use tokio::sync::{broadcast, mpsc};
+use tokio::sync::broadcast;
 use tokio::time::Instant;
 
 use super::poll::{self, Journal};
+use super::queue::{self, Inbox, Outbox};
 use crate::realtime::{Realtime, Signal};
 use crate::storage::Storage;
 
@@ -88,7 +89,7 @@ impl Owed {
 }
 
 struct Entry {
-    sender: mpsc::Sender<Event>,
+    outbox: Outbox,
     owed: Arc<Owed>,
     user: String,
     claims: Vec<String>,
@@ -195,12 +196,7 @@ impl Hub {
 
     /// Register a socket of `user` whose memberships are keyed by `claims` (`user_id=alice`…);
     /// refused when the user already has `limit` sockets.
-    pub(crate) fn register(
-        &self,
-        user: &str,
-        claims: Vec<String>,
-        limit: usize,
-    ) -> Option<(u64, mpsc::Receiver<Event>, Arc<Owed>)> {
+    pub(crate) fn register(&self, user: &str, claims: Vec<String>, limit: usize) -> Option<(u64, Inbox, Arc<Owed>)> {
         let mut index = self.index();
         let count = index.per_user.entry(user.to_owned()).or_default();
         if *count >= limit {
@@ -208,11 +204,11 @@ impl Hub {
         }
         *count += 1;
         let id = self.next.fetch_add(1, Ordering::Relaxed);
-        let (sender, receiver) = mpsc::channel(SOCKET_QUEUE);
+        let (outbox, inbox) = queue::queue(SOCKET_QUEUE);
         let owed = Arc::new(Owed::default());
         Self::index_claims(&mut index, id, &claims);
         let entry = Entry {
-            sender,
+            outbox,
             owed: owed.clone(),
             user: user.to_owned(),
             claims,
@@ -220,7 +216,7 @@ impl Hub {
             present: BTreeSet::new(),
         };
         index.sockets.insert(id, entry);
-        Some((id, receiver, owed))
+        Some((id, inbox, owed))
     }
 
     fn index_claims(index: &mut Index, id: u64, claims: &[String]) {
@@ -353,7 +349,7 @@ impl Hub {
     fn send(index: &Index, ids: impl IntoIterator<Item = u64>, event: &Event) {
         for id in ids {
             if let Some(entry) = index.sockets.get(&id)
-                && let Err(mpsc::error::TrySendError::Full(_)) = entry.sender.try_send(event.clone())
+                && !entry.outbox.push(event.clone())
             {
                 entry.owed.lost_signals();
             }
@@ -366,7 +362,7 @@ impl Hub {
         for id in ids {
             if let Some(entry) = index.sockets.get(&id) {
                 mark(&entry.owed);
-                let _ = entry.sender.try_send(Event::Wake);
+                entry.outbox.push(Event::Wake);
             }
         }
     }

@@ -4,6 +4,8 @@
 //! - [`socket`]: one task per connection: authentication, subscription, coalescing, limits,
 //!   presence.
 //!
+//! - [`queue`]: a socket's bounded queue of what the hub sends it.
+//!
 //! - [`hub`]: one per process: which socket wants which bucket, and pings held until pulls can
 //!   see their commit. It passes each socket the pings and presence of its buckets.
 //!
@@ -12,6 +14,7 @@
 
 pub(crate) mod hub;
 pub(crate) mod poll;
+mod queue;
 mod socket;
 
 use std::net::SocketAddr;
