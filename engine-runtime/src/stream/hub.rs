@@ -31,6 +31,15 @@ pub(crate) enum Event {
     Wake,
 }
 
+/// An event in a socket's queue, with how often the socket had left buckets when it was queued:
+/// only an event queued before the socket last left some may be of a bucket it no longer
+/// follows, so only such an event needs its bucket looked up.
+#[derive(Debug)]
+pub(crate) struct Queued {
+    pub(crate) left: u64,
+    pub(crate) event: Event,
+}
+
 /// A frame about one bucket, serialized once for every socket it goes to: a ping to 10,000
 /// sockets is one string shared by their queues, not 10,000 copies of its bucket key and
 /// 10,000 serializations.
@@ -89,7 +98,9 @@ impl Owed {
 }
 
 struct Entry {
-    outbox: Outbox,
+    outbox: Outbox<Queued>,
+    /// How often the socket left buckets ([`Queued::left`]).
+    left: u64,
     owed: Arc<Owed>,
     user: String,
     claims: Vec<String>,
@@ -196,7 +207,12 @@ impl Hub {
 
     /// Register a socket of `user` whose memberships are keyed by `claims` (`user_id=alice`…);
     /// refused when the user already has `limit` sockets.
-    pub(crate) fn register(&self, user: &str, claims: Vec<String>, limit: usize) -> Option<(u64, Inbox, Arc<Owed>)> {
+    pub(crate) fn register(
+        &self,
+        user: &str,
+        claims: Vec<String>,
+        limit: usize,
+    ) -> Option<(u64, Inbox<Queued>, Arc<Owed>)> {
         let mut index = self.index();
         let count = index.per_user.entry(user.to_owned()).or_default();
         if *count >= limit {
@@ -209,6 +225,7 @@ impl Hub {
         Self::index_claims(&mut index, id, &claims);
         let entry = Entry {
             outbox,
+            left: 0,
             owed: owed.clone(),
             user: user.to_owned(),
             claims,
@@ -253,10 +270,12 @@ impl Hub {
         }
     }
 
-    /// The buckets socket `id` wants pings and presence of.
-    pub(crate) fn subscribe(&self, id: u64, buckets: &BTreeSet<BucketKey>) {
+    /// The buckets socket `id` wants pings and presence of; how often it has left buckets now
+    /// ([`Queued::left`]).
+    pub(crate) fn subscribe(&self, id: u64, buckets: &BTreeSet<BucketKey>) -> u64 {
         let mut index = self.index();
-        let Some(old) = index.sockets.get(&id).map(|e| e.buckets.clone()) else { return };
+        let Some(old) = index.sockets.get(&id).map(|e| e.buckets.clone()) else { return 0 };
+        let left = old.difference(buckets).next().is_some();
         for bucket in old.difference(buckets) {
             if let Some(ids) = index.by_bucket.get_mut(bucket) {
                 ids.remove(&id);
@@ -268,9 +287,10 @@ impl Hub {
         for bucket in buckets.difference(&old) {
             index.by_bucket.entry(bucket.clone()).or_default().insert(id);
         }
-        if let Some(entry) = index.sockets.get_mut(&id) {
-            entry.buckets = buckets.clone();
-        }
+        let Some(entry) = index.sockets.get_mut(&id) else { return 0 };
+        entry.buckets = buckets.clone();
+        entry.left += u64::from(left);
+        entry.left
     }
 
     /// Count socket `id` present in `bucket` (once however often it tracks there): refused when
@@ -349,7 +369,7 @@ impl Hub {
     fn send(index: &Index, ids: impl IntoIterator<Item = u64>, event: &Event) {
         for id in ids {
             if let Some(entry) = index.sockets.get(&id)
-                && !entry.outbox.push(event.clone())
+                && !entry.outbox.push(Queued { left: entry.left, event: event.clone() })
             {
                 entry.owed.lost_signals();
             }
@@ -362,7 +382,7 @@ impl Hub {
         for id in ids {
             if let Some(entry) = index.sockets.get(&id) {
                 mark(&entry.owed);
-                entry.outbox.push(Event::Wake);
+                entry.outbox.push(Queued { left: entry.left, event: Event::Wake });
             }
         }
     }

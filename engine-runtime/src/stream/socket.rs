@@ -14,20 +14,18 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::num::NonZeroU32;
 use std::pin::Pin;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::task::{Context, Poll, Wake, Waker};
+use std::task::{Context, Poll};
 use std::time::Duration;
 
 use axum::extract::ws::{CloseFrame, Message, Utf8Bytes, WebSocket};
 use engine_kernel::wire::{ClientFrame, ServerFrame};
 use engine_kernel::{Actor, BucketKey};
 use futures_util::StreamExt;
-use futures_util::task::AtomicWaker;
 use governor::{DefaultDirectRateLimiter, Quota};
 use serde_json::Value;
 use tokio::time::{Instant, Sleep};
 
-use super::hub::{Admitted, BucketFrame, Event, Opening, Owed, SOCKET_QUEUE, Unauthenticated};
+use super::hub::{Admitted, BucketFrame, Event, Opening, Owed, Queued, SOCKET_QUEUE, Unauthenticated};
 use super::queue::Inbox;
 use super::{StreamState, claims};
 use crate::error::Error;
@@ -58,25 +56,7 @@ enum Woke {
     Expired,
     Draining,
     Silent,
-    Event(Option<Event>),
-}
-
-/// The waker of a socket's WebSocket, timers and drain: it notes that one of them woke the task
-/// before waking it, so a task woken by its queue alone polls none of them.
-struct Others {
-    woken: AtomicBool,
-    task: AtomicWaker,
-}
-
-impl Wake for Others {
-    fn wake(self: Arc<Self>) {
-        self.wake_by_ref();
-    }
-
-    fn wake_by_ref(self: &Arc<Self>) {
-        self.woken.store(true, Ordering::Release);
-        self.task.wake();
-    }
+    Event(Option<Queued>),
 }
 
 struct Connection {
@@ -95,6 +75,8 @@ struct Connection {
     /// Pings to send once the events queued so far are read, a bucket's once (a few: they are
     /// sent after at most a queue's worth of events).
     pending: Vec<Arc<BucketFrame>>,
+    /// How often the socket has left buckets ([`Queued::left`]).
+    left: u64,
     /// When the token expires (far off for a token without expiry), moved by a fresh token.
     expiry: Pin<Box<Sleep>>,
 }
@@ -197,6 +179,7 @@ pub(crate) async fn run(
         explicit: waits_for_subscribe,
         presences: BTreeMap::new(),
         pending: Vec::new(),
+        left: 0,
         expiry,
     };
     let outcome = connection.serve(&events, limits).await;
@@ -233,7 +216,7 @@ async fn authenticate(state: &StreamState, socket: &mut WebSocket, deadline: Dur
 }
 
 impl Connection {
-    async fn serve(&mut self, events: &Inbox, limits: StreamLimits) -> Result<(), Close> {
+    async fn serve(&mut self, events: &Inbox<Queued>, limits: StreamLimits) -> Result<(), Close> {
         // A socket that follows its subscription is sent nothing of a bucket before it asks:
         // the presence of every bucket held could be megabytes that another account made.
         if !self.explicit {
@@ -257,16 +240,15 @@ impl Connection {
         // woke the task (their wakes go through `others`): a ping wakes the task through its
         // queue alone, and polling the WebSocket's read and the timers for each of them was a
         // tenth of the server's time at 10,000 sockets.
-        let others = Arc::new(Others { woken: AtomicBool::new(true), task: AtomicWaker::new() });
-        let others_waker = Waker::from(Arc::clone(&others));
+        let others = events.others();
         loop {
             // In this order: the client's frames (rate-limited) and the deadlines are never held up
             // by a stream of events, and a heartbeat waiting to be read is read before silence is
             // judged.
             let woke = std::future::poll_fn(|cx| {
-                others.task.register(cx.waker());
-                if others.woken.swap(false, Ordering::AcqRel) {
-                    let mut cx = Context::from_waker(&others_waker);
+                events.register(cx);
+                if events.take_others() {
+                    let mut cx = Context::from_waker(&others);
                     let woke = if let Poll::Ready(frame) = self.socket.poll_next_unpin(&mut cx) {
                         Some(Woke::Frame(frame))
                     } else if self.expiry.as_mut().poll(&mut cx).is_ready() {
@@ -280,11 +262,11 @@ impl Connection {
                     };
                     if let Some(woke) = woke {
                         // Ready without registering a wake: polled again next time.
-                        others.woken.store(true, Ordering::Release);
+                        events.keep_others();
                         return Poll::Ready(woke);
                     }
                 }
-                events.poll_recv(cx).map(Woke::Event)
+                events.poll_recv().map(Woke::Event)
             })
             .await;
             match woke {
@@ -422,7 +404,7 @@ impl Connection {
         }
         self.pending.retain(|ping| buckets.contains(&ping.bucket));
         self.subscribed = buckets;
-        self.state.hub.subscribe(self.id, &self.subscribed);
+        self.left = self.state.hub.subscribe(self.id, &self.subscribed);
         added
     }
 
@@ -525,16 +507,18 @@ impl Connection {
         }
     }
 
-    async fn on_event(&mut self, event: Event) -> Result<(), Close> {
-        match event {
+    async fn on_event(&mut self, queued: Queued) -> Result<(), Close> {
+        // Queued before the socket last left buckets, it may be of one of them: no longer this
+        // socket's. Queued since, it is of a followed bucket.
+        let followed = |bucket: &BucketKey| queued.left == self.left || self.subscribed.contains(bucket);
+        match queued.event {
             Event::Ping(ping) => {
-                if self.subscribed.contains(&ping.bucket) && !self.pending.iter().any(|p| p.bucket == ping.bucket) {
+                if followed(&ping.bucket) && !self.pending.iter().any(|p| p.bucket == ping.bucket) {
                     self.pending.push(ping);
                 }
                 Ok(())
             }
-            // Queued before the bucket left the followed set: no longer this socket's.
-            Event::Frame(frame) if !self.subscribed.contains(&frame.bucket) => Ok(()),
+            Event::Frame(frame) if !followed(&frame.bucket) => Ok(()),
             Event::Frame(frame) => self.send_text(frame.text.clone()).await,
             Event::Wake => Ok(()),
         }
@@ -578,14 +562,18 @@ impl Connection {
 
     /// Send the gathered pings, one per bucket, in the order of their buckets.
     async fn flush(&mut self) -> Result<(), Close> {
+        if self.pending.is_empty() {
+            return Ok(());
+        }
+        // Taken and given back, so its buffer serves every flush.
         let mut pending = std::mem::take(&mut self.pending);
+        let n = pending.len() as u64;
         pending.sort_by(|a, b| a.bucket.cmp(&b.bucket));
-        for ping in &pending {
+        for ping in pending.drain(..) {
             self.send_text(ping.text.clone()).await?;
         }
-        if !pending.is_empty() {
-            crate::metrics::pings_sent(pending.len() as u64);
-        }
+        crate::metrics::pings_sent(n);
+        self.pending = pending;
         Ok(())
     }
 
