@@ -238,8 +238,8 @@ impl Connection {
         tokio::pin!(silence, drain);
         // The client's frames, the deadlines and the drain are polled only after one of them
         // woke the task (their wakes go through `others`): a ping wakes the task through its
-        // queue alone, and polling the WebSocket's read and the timers for each of them was a
-        // tenth of the server's time at 10,000 sockets.
+        // queue alone, and polling the WebSocket's read and the timers at each ping was about 6%
+        // of the server's time at 10,000 sockets.
         let others = events.others();
         loop {
             // In this order: the client's frames (rate-limited) and the deadlines are never held up
