@@ -1,8 +1,8 @@
 //! Operating provisioning and schema evolution: a second start takes no table lock, a blocked
-//! one names what blocks it, an older plan never replaces a newer one, drift is an error naming
-//! what differs, and an added column reaches new clients while old ones keep syncing and an
-//! offline client reads its rows after the upgrade (two versions of one app on one database,
-//! through the real server).
+//! one names what blocks it (Postgres' table locks), an older plan never replaces a newer one,
+//! drift is an error naming what differs, and an added column reaches new clients while old ones
+//! keep syncing and an offline client reads its rows after the upgrade (two versions of one app
+//! on one database, through the real server). All but the locks' run on both backends.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -16,7 +16,8 @@ use crate::support::db::TestStore;
 use crate::support::{Backend, TestDb, TestServer, backend, postgres_only};
 
 /// Why these tests run on Postgres only.
-const POSTGRES_ONLY: &str = "schema evolution under Postgres' table locks, plan records and drift checks (SQLite's are in engine-runtime's storage::sqlite tests)";
+const POSTGRES_ONLY: &str =
+    "provisioning under Postgres' table locks and the queries that block it (SQLite has one writer and no table lock)";
 
 /// The first version of the app: items and tags of their owner.
 mod v1 {
@@ -251,17 +252,40 @@ async fn bounded<T>(what: impl std::future::Future<Output = T>) -> T {
     tokio::time::timeout(Duration::from_secs(120), what).await.expect("provisioning finished")
 }
 
-async fn function_bodies(db: &TestDb) -> Vec<String> {
-    sqlx::query_scalar(
-        "SELECT proname || ':' || prosrc FROM pg_proc WHERE pronamespace = 'public'::regnamespace ORDER BY 1",
-    )
-    .fetch_all(db.pg())
-    .await
-    .unwrap()
+/// What records the engine's changes: its functions on Postgres, its triggers on SQLite.
+async fn tracking_code(db: &TestDb) -> Vec<String> {
+    let sql = match backend() {
+        Backend::Postgres => {
+            "SELECT proname || ':' || prosrc FROM pg_proc WHERE pronamespace = 'public'::regnamespace ORDER BY 1"
+        }
+        Backend::Sqlite => "SELECT name || ':' || sql FROM sqlite_schema WHERE type = 'trigger' ORDER BY 1",
+    };
+    sqlx::query_scalar(sql).fetch_all(&db.pool).await.unwrap()
 }
 
 async fn meta(db: &TestDb, key: &str) -> Option<String> {
-    sqlx::query_scalar("SELECT value FROM _engine_meta WHERE key = $1").bind(key).fetch_optional(db.pg()).await.unwrap()
+    sqlx::query_scalar("SELECT value FROM _engine_meta WHERE key = $1")
+        .bind(key)
+        .fetch_optional(&db.pool)
+        .await
+        .unwrap()
+}
+
+/// Change a table behind the engine's back: on Postgres by `postgres`, on SQLite by rebuilding
+/// `table` with `from` replaced by `to` in its definition.
+async fn alter(db: &TestDb, postgres: &str, (table, from, to): (&str, &str, &str)) {
+    match backend() {
+        Backend::Postgres => {
+            sqlx::raw_sql(sqlx::AssertSqlSafe(postgres.to_owned())).execute(db.pg()).await.unwrap();
+        }
+        Backend::Sqlite => {
+            db.rebuild_sqlite_table(table, |definition| {
+                assert!(definition.contains(from), "{definition}");
+                definition.replacen(from, to, 1)
+            })
+            .await;
+        }
+    }
 }
 
 #[tokio::test]
@@ -324,54 +348,82 @@ async fn a_blocked_provisioning_names_the_blocking_query() {
 
 #[tokio::test]
 async fn an_older_plan_never_replaces_a_newer_one() {
-    if postgres_only(POSTGRES_ONLY) {
-        return;
-    }
     let db = TestDb::new().await;
-    provisioned(&db, v1::app()).await;
-    let v1_functions = function_bodies(&db).await;
-    provisioned(&db, v2::app()).await;
-    let v2_functions = function_bodies(&db).await;
-    assert_ne!(v1_functions, v2_functions, "the second rule changes the items trigger");
+    provisioned_on(&db, v1::app()).await;
+    let v1_tracking = tracking_code(&db).await;
+    provisioned_on(&db, v2::app()).await;
+    let v2_tracking = tracking_code(&db).await;
+    // Postgres: the second rule's bucket key; SQLite: the new column an update of which is stamped.
+    assert_ne!(v1_tracking, v2_tracking, "the second version changes what tracks the items");
     let v2_fingerprint = meta(&db, "plan_fingerprint").await;
+    assert!(v2_fingerprint.is_some());
     // An instance of the first version restarts during the rolling deploy: it starts, on the
     // newer schema, and changes nothing.
-    let old = provisioned(&db, v1::app()).await;
+    let old = AnyStore::of(&db, v1::app()).await;
+    old.provision().await.expect("the older app starts");
     old.verify().await.expect("the newer plan serves the older app");
-    assert_eq!(function_bodies(&db).await, v2_functions);
+    assert_eq!(tracking_code(&db).await, v2_tracking);
     assert_eq!(meta(&db, "plan_fingerprint").await, v2_fingerprint);
     let plan = old.plan_changes().await.unwrap();
     assert!(
         plan.starts_with("# the database holds a newer plan of this app (generation 2; this app's is 1)"),
         "{plan}"
     );
+    drop(old);
     // The newer version again: current.
-    assert_eq!(store(&db, v2::app()).plan_changes().await.unwrap(), "");
+    assert_eq!(AnyStore::of(&db, v2::app()).await.plan_changes().await.unwrap(), "");
 }
 
 #[tokio::test]
 async fn the_plan_shows_what_would_change_and_nothing_when_current() {
-    if postgres_only(POSTGRES_ONLY) {
-        return;
-    }
     let db = TestDb::new().await;
-    let fresh = store(&db, v1::app()).plan_changes().await.unwrap();
+    let plan = |app: fn() -> engine::App| {
+        let db = &db;
+        async move { AnyStore::of(db, app()).await.plan_changes().await.unwrap() }
+    };
+    let fresh = plan(v1::app).await;
     assert!(fresh.starts_with("+ CREATE TABLE IF NOT EXISTS _engine_meta ("), "{fresh}");
-    provisioned(&db, v1::app()).await;
-    assert_eq!(store(&db, v1::app()).plan_changes().await.unwrap(), "", "current: nothing");
-    let diff = store(&db, v2::app()).plan_changes().await.unwrap();
+    provisioned_on(&db, v1::app()).await;
+    assert_eq!(plan(v1::app).await, "", "current: nothing");
+    let diff = plan(v2::app).await;
     let lines: Vec<&str> = diff.lines().collect();
-    assert!(lines.contains(&"+ ALTER TABLE \"items\" ADD COLUMN IF NOT EXISTS \"priority\" int8"), "{diff}");
-    assert!(lines.contains(&"~ function _engine_track_items"), "{diff}");
-    assert!(lines.iter().any(|l| l.starts_with("+ ") && l.contains("'mine'")), "the new rule's bucket key: {diff}");
+    match backend() {
+        Backend::Postgres => {
+            assert!(lines.contains(&"+ ALTER TABLE \"items\" ADD COLUMN IF NOT EXISTS \"priority\" int8"), "{diff}");
+            assert!(lines.contains(&"~ function _engine_track_items"), "{diff}");
+            assert!(
+                lines.iter().any(|l| l.starts_with("+ ") && l.contains("'mine'")),
+                "the new rule's bucket key: {diff}"
+            );
+        }
+        Backend::Sqlite => {
+            // Bucket keys are read in Rust (no SQL has them): the new column changes the trigger
+            // that stamps an update, which is replaced.
+            assert!(lines.contains(&"+ ALTER TABLE \"items\" ADD COLUMN \"priority\" INTEGER"), "{diff}");
+            assert!(
+                lines.iter().any(|l| l.starts_with("+ DROP TRIGGER IF EXISTS \"_engine_items_stamp_update_")),
+                "{diff}"
+            );
+            assert!(
+                lines.iter().any(|l| l.starts_with("+ CREATE TRIGGER IF NOT EXISTS \"_engine_items_stamp_update_")
+                    && l.contains("AFTER UPDATE OF \"id\", \"owner_id\", \"title\", \"priority\" ON \"items\"")),
+                "{diff}"
+            );
+        }
+    }
     assert!(!diff.contains("tags"), "nothing of the unchanged table: {diff}");
     assert!(!diff.contains("CREATE TABLE"), "{diff}");
-    // Indexes on existing tables would be built concurrently.
-    sqlx::query("DROP INDEX _engine_tags_xid").execute(db.pg()).await.unwrap();
-    let diff = store(&db, v1::app()).plan_changes().await.unwrap();
-    assert!(diff.starts_with("+ CREATE INDEX CONCURRENTLY IF NOT EXISTS \"_engine_tags_xid\""), "{diff}");
-    provisioned(&db, v1::app()).await;
-    assert_eq!(store(&db, v1::app()).plan_changes().await.unwrap(), "", "repaired");
+    // An index dropped by hand is made again (on Postgres, built concurrently on a table that
+    // exists).
+    let (index, made) = match backend() {
+        Backend::Postgres => ("_engine_tags_xid", "+ CREATE INDEX CONCURRENTLY IF NOT EXISTS \"_engine_tags_xid\""),
+        Backend::Sqlite => ("_engine_tags_seq", "+ CREATE INDEX IF NOT EXISTS \"_engine_tags_seq\""),
+    };
+    sqlx::query(sqlx::AssertSqlSafe(format!("DROP INDEX {index}"))).execute(&db.pool).await.unwrap();
+    let diff = plan(v1::app).await;
+    assert!(diff.starts_with(made), "{diff}");
+    provisioned_on(&db, v1::app()).await;
+    assert_eq!(plan(v1::app).await, "", "repaired");
 }
 
 async fn refused(db: &TestDb, app: fn() -> engine::App) -> Vec<String> {
@@ -386,47 +438,50 @@ async fn refused(db: &TestDb, app: fn() -> engine::App) -> Vec<String> {
 
 #[tokio::test]
 async fn drift_is_an_error_naming_table_column_and_definitions() {
-    if postgres_only(POSTGRES_ONLY) {
-        return;
-    }
     let db = TestDb::new().await;
-    provisioned(&db, v1::app()).await;
+    provisioned_on(&db, v1::app()).await;
     let fingerprint = meta(&db, "plan_fingerprint").await;
+    assert!(fingerprint.is_some());
+    let title = ("items", "\"title\" TEXT NOT NULL", "\"title\" VARCHAR(20) NOT NULL");
     // Another string type is no drift: the engine carries varchar as text.
-    sqlx::query("ALTER TABLE items ALTER COLUMN title TYPE varchar(20)").execute(db.pg()).await.unwrap();
-    store(&db, v1::app()).verify().await.expect("varchar(20) carries a String");
-    sqlx::query("ALTER TABLE items ALTER COLUMN title TYPE bytea USING convert_to(title, 'UTF8')")
-        .execute(db.pg())
-        .await
-        .unwrap();
+    alter(&db, "ALTER TABLE items ALTER COLUMN title TYPE varchar(20)", title).await;
+    AnyStore::of(&db, v1::app()).await.verify().await.expect("varchar(20) carries a String");
+    let bytes = ("items", title.2, "\"title\" BLOB NOT NULL");
+    alter(&db, "ALTER TABLE items ALTER COLUMN title TYPE bytea USING convert_to(title, 'UTF8')", bytes).await;
     let errors = refused(&db, v1::app).await;
     assert_eq!(errors.len(), 1, "start-up, verify and the plan say the same: {errors:?}");
-    assert!(
-        errors[0]
-            .contains("table items, column title: the app declares text NOT NULL, the database has bytea NOT NULL"),
-        "{}",
-        errors[0]
-    );
-    assert!(errors[0].contains("ALTER TABLE items ALTER COLUMN title TYPE text USING"), "{}", errors[0]);
+    let (differs, how) = match backend() {
+        Backend::Postgres => (
+            "table items, column title: the app declares text NOT NULL, the database has bytea NOT NULL",
+            "ALTER TABLE items ALTER COLUMN title TYPE text USING",
+        ),
+        Backend::Sqlite => (
+            "table items, column title: the app declares TEXT NOT NULL, the database has BLOB NOT NULL",
+            "SQLite changes a column or a key only by rebuilding the table",
+        ),
+    };
+    assert!(errors[0].contains(differs), "{}", errors[0]);
+    assert!(errors[0].contains(how), "{}", errors[0]);
     assert_eq!(meta(&db, "plan_fingerprint").await, fingerprint, "nothing recorded");
 
-    sqlx::query("ALTER TABLE items ALTER COLUMN title TYPE text USING convert_from(title, 'UTF8')")
-        .execute(db.pg())
-        .await
-        .unwrap();
-    sqlx::query("ALTER TABLE tags ALTER COLUMN label DROP NOT NULL").execute(db.pg()).await.unwrap();
+    let text = ("items", bytes.2, "\"title\" TEXT NOT NULL");
+    alter(&db, "ALTER TABLE items ALTER COLUMN title TYPE text USING convert_from(title, 'UTF8')", text).await;
+    let label = ("tags", "\"label\" TEXT NOT NULL", "\"label\" TEXT");
+    alter(&db, "ALTER TABLE tags ALTER COLUMN label DROP NOT NULL", label).await;
     let errors = refused(&db, v1::app).await;
-    assert!(
-        errors[0].contains("table tags, column label: the app declares text NOT NULL, the database has text NULL"),
-        "{}",
-        errors[0]
-    );
+    let differs = match backend() {
+        Backend::Postgres => "table tags, column label: the app declares text NOT NULL, the database has text NULL",
+        Backend::Sqlite => "table tags, column label: the app declares TEXT NOT NULL, the database has TEXT NULL",
+    };
+    assert!(errors[0].contains(differs), "{}", errors[0]);
 
-    sqlx::query("ALTER TABLE tags ALTER COLUMN label SET NOT NULL").execute(db.pg()).await.unwrap();
-    sqlx::raw_sql("ALTER TABLE tags DROP CONSTRAINT tags_pkey; ALTER TABLE tags ADD PRIMARY KEY (id, owner_id)")
-        .execute(db.pg())
-        .await
-        .unwrap();
+    alter(&db, "ALTER TABLE tags ALTER COLUMN label SET NOT NULL", ("tags", label.2, label.1)).await;
+    alter(
+        &db,
+        "ALTER TABLE tags DROP CONSTRAINT tags_pkey; ALTER TABLE tags ADD PRIMARY KEY (id, owner_id)",
+        ("tags", "PRIMARY KEY (\"id\")", "PRIMARY KEY (\"id\", \"owner_id\")"),
+    )
+    .await;
     let errors = refused(&db, v1::app).await;
     assert!(
         errors[0]
@@ -541,9 +596,6 @@ fn client_of(server: &TestServer, app: engine::App, store: StoreLocation) -> eng
 
 #[tokio::test]
 async fn an_added_column_reaches_new_clients_while_old_ones_keep_syncing() {
-    if postgres_only(POSTGRES_ONLY) {
-        return;
-    }
     let db = TestDb::new().await;
     let dir = std::env::temp_dir().join(format!("engine-evolution-{}", uuid::Uuid::new_v4().simple()));
     std::fs::create_dir_all(&dir).unwrap();
@@ -556,7 +608,7 @@ async fn an_added_column_reaches_new_clients_while_old_ones_keep_syncing() {
     offline.sync().await.unwrap();
     offline.close();
     drop(offline);
-    drop(server);
+    server.stop(&db).await;
 
     // Version 2 on the same database: the column is added on start.
     let server = TestServer::start(&db, |b| b.app(v2::app())).await;

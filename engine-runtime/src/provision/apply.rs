@@ -90,13 +90,22 @@ fn pending(steps: &[Step], catalog: &Catalog) -> Vec<Change> {
     out
 }
 
-/// What the database records of provisioning.
+/// The rows of `_engine_meta` that record provisioning ([`Recorded::from_meta`]), on either
+/// backend.
+pub(super) const RECORDED_META: &str =
+    "SELECT key, value FROM _engine_meta WHERE key IN ('schema_version', 'plan_fingerprint')";
+
+/// The generation of the plan of fingerprint `$1` and the newest one's, on either backend.
+pub(super) const PLAN_GENERATIONS: &str =
+    "SELECT (SELECT generation FROM _engine_plans WHERE fingerprint = $1), (SELECT max(generation) FROM _engine_plans)";
+
+/// What the database records of provisioning (on SQLite too, `sqlite.rs`).
 #[derive(Debug, Default)]
 pub(super) struct Recorded {
     /// The engine's schema version.
-    version: i64,
+    pub(super) version: i64,
     /// The fingerprint of the plan last provisioned.
-    fingerprint: Option<String>,
+    pub(super) fingerprint: Option<String>,
     /// The generation of the plan being applied, when it was provisioned before.
     pub(super) ours: Option<i64>,
     /// The generation of the newest plan.
@@ -104,12 +113,50 @@ pub(super) struct Recorded {
 }
 
 impl Recorded {
+    /// What `_engine_meta`'s rows `schema_version` and `plan_fingerprint` record (an unreadable
+    /// version is a newer engine's), where the plans are not read yet.
+    pub(super) fn from_meta(rows: Vec<(String, String)>) -> Recorded {
+        Recorded {
+            version: rows
+                .iter()
+                .find(|(k, _)| k == "schema_version")
+                .map(|(_, v)| v.parse::<i64>().unwrap_or(i64::MAX))
+                .unwrap_or(0),
+            fingerprint: rows.into_iter().find(|(k, _)| k == "plan_fingerprint").map(|(_, v)| v),
+            ..Recorded::default()
+        }
+    }
+
     /// Whether the plan being applied is older than the newest one provisioned.
     fn older(&self) -> Option<(i64, i64)> {
         match (self.ours, self.newest) {
             (Some(ours), Some(newest)) if ours < newest => Some((ours, newest)),
             _ => None,
         }
+    }
+
+    /// Whether the plan being applied is older than the newest one provisioned and served by
+    /// it, whose database lacks what the plan's `lacking` steps create: refused when they
+    /// create a table or a column (the older app cannot run there).
+    pub(super) fn served_by_newer<'a>(&self, lacking: impl IntoIterator<Item = &'a Step>) -> Result<bool> {
+        let Some((ours, newest)) = self.older() else { return Ok(false) };
+        let missing = missing_for_older(lacking);
+        if !missing.is_empty() {
+            return Err(Error::provision(format!(
+                "the database holds a newer plan of this app (generation {newest}; this app's is {ours}), which lacks {}: run the newer version of the app",
+                missing.join(", ")
+            )));
+        }
+        Ok(true)
+    }
+
+    /// What `engine migrate --plan` says of a plan the newer one serves.
+    pub(super) fn older_plan_note(&self) -> String {
+        format!(
+            "# the database holds a newer plan of this app (generation {}; this app's is {}); nothing would change\n",
+            self.newest.unwrap_or_default(),
+            self.ours.unwrap_or_default()
+        )
     }
 }
 
@@ -121,33 +168,16 @@ async fn recorded(conn: &mut PgConnection, fingerprint: &str) -> Result<Option<R
     if meta.is_none() {
         return Ok(None);
     }
-    let rows: Vec<(String, String)> =
-        sqlx::query_as("SELECT key, value FROM _engine_meta WHERE key IN ('schema_version', 'plan_fingerprint')")
-            .fetch_all(&mut *conn)
-            .await?;
-    let mut recorded = Recorded {
-        version: rows
-            .iter()
-            .find(|(k, _)| k == "schema_version")
-            .map(|(_, v)| v.parse::<i64>().unwrap_or(i64::MAX))
-            .unwrap_or(0),
-        fingerprint: rows.into_iter().find(|(k, _)| k == "plan_fingerprint").map(|(_, v)| v),
-        ..Recorded::default()
-    };
+    let mut recorded = Recorded::from_meta(sqlx::query_as(RECORDED_META).fetch_all(&mut *conn).await?);
     if plans.is_some() {
-        let (ours, newest): (Option<i64>, Option<i64>) = sqlx::query_as(
-            "SELECT (SELECT generation FROM _engine_plans WHERE fingerprint = $1), (SELECT max(generation) FROM _engine_plans)",
-        )
-        .bind(fingerprint)
-        .fetch_one(&mut *conn)
-        .await?;
-        recorded.ours = ours;
-        recorded.newest = newest;
+        (recorded.ours, recorded.newest) =
+            sqlx::query_as(PLAN_GENERATIONS).bind(fingerprint).fetch_one(&mut *conn).await?;
     }
     Ok(Some(recorded))
 }
 
-fn refuse_newer(version: i64) -> Result<()> {
+/// A database of a newer engine is refused.
+pub(super) fn refuse_newer(version: i64) -> Result<()> {
     if version > SCHEMA_VERSION {
         return Err(Error::provision(format!(
             "the database was provisioned by a newer engine (schema version {version}); this engine knows version {SCHEMA_VERSION}: upgrade the engine"
@@ -162,10 +192,10 @@ fn refuse_drift(catalog: &Catalog, app: &App) -> Result<()> {
 }
 
 /// What the database lacks that an older plan needs (it cannot serve that app).
-fn missing_for_older(steps: &[Step], changes: &[Change]) -> Vec<String> {
-    changes
-        .iter()
-        .filter_map(|c| match &steps[c.step].object {
+fn missing_for_older<'a>(lacking: impl IntoIterator<Item = &'a Step>) -> Vec<String> {
+    lacking
+        .into_iter()
+        .filter_map(|step| match &step.object {
             Object::Table { table, .. } => Some(format!("table {table}")),
             Object::Column { table, column, .. } => Some(format!("column {table}.{column}")),
             _ => None,
@@ -196,14 +226,9 @@ pub(super) async fn standing(
     let catalog = Catalog::read(conn, app).await?;
     refuse_drift(&catalog, app)?;
     let changes = pending(steps, &catalog);
-    if let Some((ours, newest)) = recorded.as_ref().and_then(Recorded::older) {
-        let missing = missing_for_older(steps, &changes);
-        if !missing.is_empty() {
-            return Err(Error::provision(format!(
-                "the database holds a newer plan of this app (generation {newest}; this app's is {ours}), which lacks {}: run the newer version of the app",
-                missing.join(", ")
-            )));
-        }
+    if let Some(older) = &recorded
+        && older.served_by_newer(changes.iter().map(|c| &steps[c.step]))?
+    {
         return Ok((Standing::Older, recorded));
     }
     let current = recorded.as_ref().is_some_and(|r| {

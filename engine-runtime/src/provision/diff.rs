@@ -19,14 +19,7 @@ pub(crate) async fn changes(pool: &PgPool, app: &App) -> Result<String> {
     let fingerprint = fingerprint(&steps);
     let changes = match standing(&mut conn, app, &steps, &fingerprint).await? {
         (Standing::Current, _) => return Ok(String::new()),
-        (Standing::Older, recorded) => {
-            let recorded = recorded.unwrap_or_default();
-            return Ok(format!(
-                "# the database holds a newer plan of this app (generation {}; this app's is {}); nothing would change\n",
-                recorded.newest.unwrap_or_default(),
-                recorded.ours.unwrap_or_default()
-            ));
-        }
+        (Standing::Older, recorded) => return Ok(recorded.unwrap_or_default().older_plan_note()),
         (Standing::Changes(changes), _) => changes,
     };
     let catalog = Catalog::read(&mut conn, app).await?;

@@ -22,8 +22,9 @@ use engine_kernel::{App, ColumnMeta, MergePolicy, TableMeta};
 use engine_sqlite::values::sqlite_type;
 use sqlx::{Connection, Row as _, SqliteConnection};
 
+use super::apply::{PLAN_GENERATIONS, RECORDED_META, Recorded, refuse_newer};
 use super::catalog::{self, Reconcile, TableInfo};
-use super::{Object, SCHEMA_VERSION, Step};
+use super::{Object, SCHEMA_VERSION, Step, fingerprint};
 use crate::error::{Error, Result};
 use crate::pg::sql::{index_name, literal};
 use crate::sqlite::{exec, ident};
@@ -42,6 +43,12 @@ fn engine_tables() -> Vec<Step> {
         |table: &str, name: &str, sql: &str| Step::new(sql, Object::Index { table: table.into(), name: name.into() });
     vec![
         table("_engine_meta", "CREATE TABLE IF NOT EXISTS _engine_meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)"),
+        // The plans provisioned, in order, as on Postgres: an instance whose plan is older than
+        // the last one does not replace it.
+        table(
+            "_engine_plans",
+            "CREATE TABLE IF NOT EXISTS _engine_plans (generation INTEGER PRIMARY KEY AUTOINCREMENT, fingerprint TEXT NOT NULL UNIQUE, provisioned_at INTEGER NOT NULL)",
+        ),
         // The change stream's counter: one row, the last number taken.
         table(
             "_engine_seq",
@@ -462,6 +469,14 @@ impl catalog::Dialect for Sqlite {
         sqlite_type(column.sql_type).to_owned()
     }
 
+    /// A column declared with another type of SQLite's text affinity (`VARCHAR(20)`, `CLOB`)
+    /// carries text: SQLite stores its values as text and bounds no length
+    /// (`datatype3.html`, "determination of column affinity").
+    fn carries(&self, expected: &str, found: &str) -> bool {
+        let text = |t: &str| !t.contains("INT") && ["CHAR", "CLOB", "TEXT"].iter().any(|a| t.contains(a));
+        expected == found || (expected == "TEXT" && text(found))
+    }
+
     fn how(&self, change: Reconcile<'_>) -> Option<String> {
         Some(match change {
             Reconcile::SetNotNull { .. } => format!("after filling its nulls; {REBUILD}"),
@@ -514,29 +529,48 @@ pub(crate) fn plan(app: &App) -> Vec<String> {
     lacking(&Catalog::default(), app).into_iter().map(|step| step.sql).collect()
 }
 
+/// What the file records of provisioning: its engine's schema version, and where the plan of
+/// `fingerprint` stands among those provisioned.
+async fn recorded(conn: &mut SqliteConnection, catalog: &Catalog, fingerprint: &str) -> Result<Option<Recorded>> {
+    if !catalog.tables.contains_key("_engine_meta") {
+        return Ok(None);
+    }
+    let mut recorded = Recorded::from_meta(sqlx::query_as(RECORDED_META).fetch_all(&mut *conn).await?);
+    if catalog.tables.contains_key("_engine_plans") {
+        (recorded.ours, recorded.newest) =
+            sqlx::query_as(PLAN_GENERATIONS).bind(fingerprint).fetch_one(&mut *conn).await?;
+    }
+    Ok(Some(recorded))
+}
+
+/// What provisioning `app` would do to the file.
+enum Pending {
+    /// The file holds a newer plan of the app, which serves it: nothing changes.
+    Older(Recorded),
+    /// The steps the file lacks (none when it is current).
+    Steps(Vec<Step>),
+}
+
 /// What the file holds against `app`: the steps it lacks, refusing drift and a file of a newer
-/// engine. A `NOT NULL` column without a default is refused on a table with rows, as on
-/// Postgres; on an empty table, which SQLite's `ADD COLUMN` cannot give one, the table is rebuilt
-/// ([`rebuilt`]).
-async fn pending(conn: &mut SqliteConnection, app: &App) -> Result<Vec<Step>> {
+/// engine; nothing when it holds a newer plan of the app that serves it, as on Postgres. A
+/// `NOT NULL` column without a default is refused on a table with rows, as on Postgres; on an
+/// empty table, which SQLite's `ADD COLUMN` cannot give one, the table is rebuilt ([`rebuilt`]).
+async fn pending(conn: &mut SqliteConnection, app: &App) -> Result<Pending> {
     let catalog = Catalog::read(conn).await?;
-    if catalog.tables.contains_key("_engine_meta") {
-        let version: Option<String> = sqlx::query_scalar("SELECT value FROM _engine_meta WHERE key = 'schema_version'")
-            .fetch_optional(&mut *conn)
-            .await?;
-        if let Some(version) = version.and_then(|v| v.parse::<i64>().ok())
-            && version > SCHEMA_VERSION
-        {
-            return Err(Error::provision(format!(
-                "the database was provisioned by a newer engine (schema version {version}; this one knows {SCHEMA_VERSION})"
-            )));
-        }
+    let recorded = recorded(conn, &catalog, &fingerprint(&steps(app))).await?;
+    if let Some(recorded) = &recorded {
+        refuse_newer(recorded.version)?;
     }
     let drift = catalog.drift(app);
     if !drift.is_empty() {
         return Err(catalog::drift_error(&drift));
     }
     let lacking = lacking(&catalog, app);
+    if let Some(recorded) = recorded
+        && recorded.served_by_newer(&lacking)?
+    {
+        return Ok(Pending::Older(recorded));
+    }
     let mut rebuild = BTreeSet::new();
     for step in &lacking {
         let Object::Column { table, column, required: true } = &step.object else { continue };
@@ -553,9 +587,9 @@ async fn pending(conn: &mut SqliteConnection, app: &App) -> Result<Vec<Step>> {
         rebuild.insert(table.as_str());
     }
     if rebuild.is_empty() {
-        return Ok(lacking);
+        return Ok(Pending::Steps(lacking));
     }
-    Ok(rebuilt(&catalog, app, &rebuild))
+    Ok(Pending::Steps(rebuilt(&catalog, app, &rebuild)))
 }
 
 /// The steps of `app`'s plan on a file with `catalog`, whose tables `rebuild` are rebuilt first
@@ -610,16 +644,40 @@ fn rebuilt(catalog: &Catalog, app: &App, rebuild: &BTreeSet<&str>) -> Vec<Step> 
     steps
 }
 
-/// Make the file serve `app`: run what it lacks, in one transaction.
+/// Make the file serve `app`: run what it lacks and record its plan, in one transaction.
 pub(crate) async fn provision(conn: &mut SqliteConnection, app: &App) -> Result<()> {
     let mut tx = conn.begin_with("BEGIN IMMEDIATE").await?;
-    let steps = pending(&mut tx, app).await?;
+    let steps = match pending(&mut tx, app).await? {
+        Pending::Older(recorded) => {
+            tracing::warn!(
+                ours = recorded.ours,
+                newest = recorded.newest,
+                "provisioning: the database holds a newer plan of this app, which serves it; starting without changing it"
+            );
+            return Ok(());
+        }
+        Pending::Steps(steps) => steps,
+    };
     for step in &steps {
         exec(&mut tx, &step.sql).await.map_err(|e| Error::Provision {
             what: format!("running `{}`", first_line(&step.sql)),
             source: Some(e.into()),
         })?;
     }
+    let fingerprint = fingerprint(&self::steps(app));
+    sqlx::query(
+        "INSERT INTO _engine_plans (fingerprint, provisioned_at) VALUES (?, ?) ON CONFLICT (fingerprint) DO NOTHING",
+    )
+    .bind(&fingerprint)
+    .bind(crate::sqlite::now_ms())
+    .execute(&mut *tx)
+    .await?;
+    sqlx::query(
+        "INSERT INTO _engine_meta (key, value) VALUES ('plan_fingerprint', ?) ON CONFLICT (key) DO UPDATE SET value = excluded.value WHERE value IS NOT excluded.value",
+    )
+    .bind(&fingerprint)
+    .execute(&mut *tx)
+    .await?;
     tx.commit().await?;
     let created: Vec<&Step> = steps.iter().filter(|s| s.object != Object::Meta).collect();
     if !created.is_empty() {
@@ -630,12 +688,9 @@ pub(crate) async fn provision(conn: &mut SqliteConnection, app: &App) -> Result<
 
 /// Check that the file serves `app`, changing nothing.
 pub(crate) async fn verify(conn: &mut SqliteConnection, app: &App) -> Result<()> {
-    let missing: Vec<String> = pending(conn, app)
-        .await?
-        .into_iter()
-        .filter(|s| s.object != Object::Meta)
-        .map(|s| first_line(&s.sql).to_owned())
-        .collect();
+    let Pending::Steps(steps) = pending(conn, app).await? else { return Ok(()) };
+    let missing: Vec<String> =
+        steps.into_iter().filter(|s| s.object != Object::Meta).map(|s| first_line(&s.sql).to_owned()).collect();
     if missing.is_empty() {
         Ok(())
     } else {
@@ -646,9 +701,13 @@ pub(crate) async fn verify(conn: &mut SqliteConnection, app: &App) -> Result<()>
 /// What provisioning would change, as `+` lines, each rebuilt table announced by a `~` line;
 /// empty when the file is current.
 pub(crate) async fn changes(conn: &mut SqliteConnection, app: &App) -> Result<String> {
+    let steps = match pending(conn, app).await? {
+        Pending::Older(recorded) => return Ok(recorded.older_plan_note()),
+        Pending::Steps(steps) => steps,
+    };
     let mut out = String::new();
     let mut announced = BTreeSet::new();
-    for step in pending(conn, app).await?.iter().filter(|s| s.object != Object::Meta) {
+    for step in steps.iter().filter(|s| s.object != Object::Meta) {
         if let Object::Rebuild { table } = &step.object
             && announced.insert(table.clone())
         {

@@ -191,6 +191,62 @@ impl TestDb {
         }
     }
 
+    /// Change table `table` of this SQLite file as an operator changes what SQLite's
+    /// `ALTER TABLE` cannot (`lang_altertable.html#otheralter`): a new table made by `edit` of
+    /// its definition (the part from its first parenthesis), the rows copied, the old table
+    /// dropped and the new one renamed, then its indexes and triggers made again.
+    pub(crate) async fn rebuild_sqlite_table(&self, table: &str, edit: impl FnOnce(&str) -> String) {
+        use sqlx::Connection;
+        let file = self.file.as_ref().expect("a SQLite test database");
+        let mut conn = sqlx::SqliteConnection::connect(&format!("sqlite://{}", file.display())).await.unwrap();
+        let mut tx = conn.begin().await.unwrap();
+        let definition: String = sqlx::query_scalar("SELECT sql FROM sqlite_schema WHERE type = 'table' AND name = ?")
+            .bind(table)
+            .fetch_one(&mut *tx)
+            .await
+            .unwrap();
+        let others: Vec<String> = sqlx::query_scalar(
+            "SELECT sql FROM sqlite_schema WHERE tbl_name = ? AND type IN ('index', 'trigger') AND sql IS NOT NULL",
+        )
+        .bind(table)
+        .fetch_all(&mut *tx)
+        .await
+        .unwrap();
+        let columns: Vec<String> = sqlx::query_scalar("SELECT '\"' || name || '\"' FROM pragma_table_info(?)")
+            .bind(table)
+            .fetch_all(&mut *tx)
+            .await
+            .unwrap();
+        let columns = columns.join(", ");
+        let body = &definition[definition.find('(').expect("a table definition has columns")..];
+        let statements = [
+            format!("CREATE TABLE \"_rebuilt\" {}", edit(body)),
+            format!("INSERT INTO \"_rebuilt\" ({columns}) SELECT {columns} FROM \"{table}\""),
+            format!("DROP TABLE \"{table}\""),
+            format!("ALTER TABLE \"_rebuilt\" RENAME TO \"{table}\""),
+        ];
+        for sql in statements.into_iter().chain(others) {
+            sqlx::raw_sql(sqlx::AssertSqlSafe(sql)).execute(&mut *tx).await.unwrap();
+        }
+        tx.commit().await.unwrap();
+        conn.close().await.unwrap();
+    }
+
+    /// Wait until no server holds this database: on SQLite, until its file's lock (one process
+    /// serves a file) is free, so that another server may open it. A server's store lets go of
+    /// the file once its last request and background task have ended.
+    pub(crate) async fn released(&self) {
+        let Some(file) = &self.file else { return };
+        for _ in 0..1000 {
+            let handle = std::fs::File::open(file).expect("the test database's file");
+            if handle.try_lock().is_ok() {
+                return;
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+        }
+        panic!("a server still holds {} after 10 s", file.display());
+    }
+
     /// Wait until every commit so far is visible to pulls of `storage`. On SQLite every
     /// committed change is (docs/design.md §11): nothing is waited for.
     pub(crate) async fn settle(&self, storage: &dyn Storage) {

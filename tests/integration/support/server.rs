@@ -70,6 +70,14 @@ impl TestServer {
         TestServer { addr, http: reqwest::Client::new(), task, horizon: None }
     }
 
+    /// Stop serving, and wait until the server has let go of `db`, its database, so that
+    /// another server may open it (on SQLite one process serves a file).
+    pub(crate) async fn stop(mut self, db: &TestDb) {
+        self.task.abort();
+        let _ = (&mut self.task).await;
+        db.released().await;
+    }
+
     pub(crate) fn url(&self, path: &str) -> String {
         format!("http://{}{path}", self.addr)
     }
