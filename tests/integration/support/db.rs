@@ -285,6 +285,17 @@ pub(crate) enum TestStore {
     Sqlite(engine::storage::Sqlite),
 }
 
+impl TestStore {
+    /// With `n` readers on SQLite (the store's places are its readers and its writer); as it is
+    /// on Postgres.
+    pub(crate) fn readers(self, n: u32) -> TestStore {
+        match self {
+            TestStore::Sqlite(store) => TestStore::Sqlite(store.readers(n)),
+            postgres => postgres,
+        }
+    }
+}
+
 impl OpenStorage for TestStore {
     fn open(
         self: Box<Self>,
