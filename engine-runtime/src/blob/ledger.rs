@@ -12,6 +12,11 @@
 //! ticket is one of the server's hot paths: its transaction takes both its locks in one
 //! statement and decides and writes the reservation in another, and a statement that stands
 //! alone runs without a transaction around it (`at_once!`).
+//!
+//! The blob's lock ([`key_lock`]) is a transaction lock on Postgres; on SQLite it is a lock of
+//! the process (`sqlite::NamedLocks`), taken before the writer and held without it, so that
+//! collection deletes a blob's bytes from its store (a network call) under the blob's lock while
+//! the store goes on writing.
 
 use std::sync::Arc;
 
@@ -20,7 +25,7 @@ use sqlx::Connection;
 
 use crate::error::Result;
 use crate::mutation::key_lock;
-use crate::sqlite::Db;
+use crate::sqlite::{Db, Held};
 
 /// The record of uploads of a store: what a blob store that receives uploads itself is given
 /// ([`BlobStore::routes`](super::BlobStore::routes)).
@@ -88,7 +93,54 @@ macro_rules! at_once {
     };
 }
 
-/// Taking transaction locks, on either backend: on SQLite the one writer holds every lock.
+/// The uploaders of blob `$key` when it is to be deleted ([`Ledger::delete_unused`]): each of
+/// its uploads stored and noted unused since `$unused_before` or earlier, and no row naming it in
+/// `$columns`; read on `$conn`, a Postgres or a SQLite connection. Evaluates to the uploaders,
+/// or `None` when the blob is kept.
+macro_rules! unused_uploaders {
+    ($conn:ident, $key:expr, $columns:expr, $unused_before:expr) => {
+        'decide: {
+            let uploads: Vec<(String, bool, Option<i64>)> =
+                sqlx::query_as("SELECT uploader, stored, unused_since FROM _engine_blobs WHERE blob_key = $1")
+                    .bind($key.as_str())
+                    .fetch_all(&mut *$conn)
+                    .await?;
+            let since = uploads.iter().filter_map(|(_, _, since)| *since).min();
+            let all_stored = uploads.iter().all(|(_, stored, _)| *stored);
+            if !all_stored || since.is_none_or(|since| since > $unused_before) {
+                break 'decide None;
+            }
+            for (table, column) in $columns {
+                let named = sqlx::query(named_sql(table, column)).bind($key.as_str()).fetch_optional(&mut *$conn);
+                if named.await?.is_some() {
+                    break 'decide None;
+                }
+            }
+            Some(uploads.into_iter().map(|(uploader, _, _)| uploader).collect::<Vec<String>>())
+        }
+    };
+}
+
+/// Every upload of blob `$key` in the ledger, stored or reserved, read on `$conn`, a Postgres or
+/// a SQLite connection.
+macro_rules! uploads_of {
+    ($conn:ident, $key:expr) => {
+        sqlx::query_scalar::<_, String>("SELECT uploader FROM _engine_blobs WHERE blob_key = $1")
+            .bind($key)
+            .fetch_all(&mut *$conn)
+            .await?
+    };
+}
+
+/// Forget blob `$key`'s uploads, on `$conn`, a Postgres or a SQLite connection.
+macro_rules! forget {
+    ($conn:ident, $key:expr) => {
+        sqlx::query("DELETE FROM _engine_blobs WHERE blob_key = $1").bind($key.as_str()).execute(&mut *$conn).await?
+    };
+}
+
+/// Taking transaction locks, on either backend: on SQLite the one writer holds every lock but
+/// the blob's, which is taken before the transaction ([`Ledger::hold_key`]).
 pub(crate) trait Locks {
     /// Wait for each of `locks`, a name and whether it is taken shared, until the transaction
     /// ends: in order, in one statement.
@@ -159,6 +211,15 @@ impl Ledger {
         Ledger { inner, upload_timeout: std::time::Duration::from_secs(600) }
     }
 
+    /// On SQLite, the lock of blob `key` ([`key_lock`]) held in the process, `shared` or alone,
+    /// taken before the writer; none on Postgres, whose transaction takes it (`Locks`).
+    async fn hold_key(&self, key: &str, shared: bool) -> Option<Held<'_>> {
+        match &self.inner {
+            Inner::Postgres(_) => None,
+            Inner::Sqlite(db) => Some(db.locks.lock(&key_lock(key), shared).await),
+        }
+    }
+
     /// Record `ticket` for the upload of `size` bytes of `key` by `uploader`, until `expires_at`:
     /// refused when the uploader's blobs and reservations would take more than `quota`, or when
     /// it has `in_flight` uploads reserved already. Bytes the uploader stored before count once,
@@ -175,6 +236,7 @@ impl Ledger {
         in_flight: usize,
     ) -> Result<Reserved> {
         let key = key.as_str();
+        let _shared = self.hold_key(key, true).await;
         let reserved = in_tx!(self, |conn| {
             conn.lock(&[(&format!("_engine_blobs/{uploader}"), false), (&key_lock(key), true)]).await?;
             // One statement decides and writes. Bytes the uploader stored already take a new
@@ -411,9 +473,14 @@ impl Ledger {
 
     /// Delete blob `key` from `store` and forget its stored uploads, if no row names it still
     /// in any of `columns` (table, column), none has named it since `unused_before` (a write
-    /// naming it clears the note) and no upload of it is reserved: whether it did. All of this is decided and done under
-    /// the blob's lock ([`key_lock`]), so a write naming the blob or a ticket for it comes
-    /// before (and keeps it) or after (and finds it gone, as bytes never uploaded).
+    /// naming it clears the note) and no upload of it is reserved: whether it did. All of this
+    /// is decided and done under the blob's lock ([`key_lock`]), so a write naming the blob or a
+    /// ticket for it comes before (and keeps it) or after (and finds it gone, as bytes never
+    /// uploaded). The bytes are deleted before the ledger forgets them: a store that fails
+    /// leaves both as they were. On SQLite the decision is read on a reader and the ledger
+    /// written after the store's delete, the writer free meanwhile: the store's writes are one
+    /// at a time, so a write naming the blob comes before the decision's read (and keeps it) or
+    /// after it (and names bytes to be uploaded again), and tickets wait for the blob's lock.
     pub(crate) async fn delete_unused(
         &self,
         key: &BlobKey,
@@ -421,60 +488,68 @@ impl Ledger {
         unused_before: i64,
         store: &dyn super::BlobStore,
     ) -> Result<bool> {
-        let deleted = in_tx!(self, |conn| {
-            conn.lock(&[(&key_lock(key.as_str()), false)]).await?;
-            'decide: {
-                let uploads: Vec<(String, bool, Option<i64>)> =
-                    sqlx::query_as("SELECT uploader, stored, unused_since FROM _engine_blobs WHERE blob_key = $1")
-                        .bind(key.as_str())
-                        .fetch_all(&mut *conn)
-                        .await?;
-                let since = uploads.iter().filter_map(|(_, _, since)| *since).min();
-                let all_stored = uploads.iter().all(|(_, stored, _)| *stored);
-                if !all_stored || since.is_none_or(|since| since > unused_before) {
-                    break 'decide false;
-                }
-                for (table, column) in columns {
-                    let named = sqlx::query(named_sql(table, column)).bind(key.as_str()).fetch_optional(&mut *conn);
-                    if named.await?.is_some() {
-                        break 'decide false;
-                    }
-                }
-                sqlx::query("DELETE FROM _engine_blobs WHERE blob_key = $1")
-                    .bind(key.as_str())
-                    .execute(&mut *conn)
-                    .await?;
-                let uploaders: Vec<String> = uploads.into_iter().map(|(uploader, _, _)| uploader).collect();
-                // Deleted before the ledger forgets it: a store that fails leaves both as they were.
+        match &self.inner {
+            Inner::Postgres(pool) => {
+                let mut tx = pool.begin().await?;
+                let conn = &mut *tx;
+                conn.lock(&[(&key_lock(key.as_str()), false)]).await?;
+                let Some(uploaders) = unused_uploaders!(conn, key, columns, unused_before) else {
+                    return Ok(false);
+                };
                 store.delete(key, &uploaders).await?;
-                true
+                forget!(conn, key);
+                tx.commit().await?;
             }
-        });
-        Ok(deleted)
+            Inner::Sqlite(db) => {
+                let _alone = db.locks.lock(&key_lock(key.as_str()), false).await;
+                let mut reader = db.readers.acquire().await?;
+                let conn = &mut *reader;
+                let Some(uploaders) = unused_uploaders!(conn, key, columns, unused_before) else {
+                    return Ok(false);
+                };
+                drop(reader);
+                store.delete(key, &uploaders).await?;
+                let mut writer = db.writer().await;
+                let conn = &mut *writer;
+                forget!(conn, key);
+            }
+        }
+        Ok(true)
     }
 
     /// Delete `object` from `store` if no upload in the ledger, stored or reserved, accounts
     /// for it: whether it did. Decided under the blob's lock, so no ticket for the object is
-    /// handed out meanwhile.
+    /// handed out meanwhile (on SQLite held without the writer, the ledger read on a reader).
     pub(crate) async fn delete_orphan(
         &self,
         object: &super::StoredObject,
         store: &dyn super::BlobStore,
     ) -> Result<bool> {
-        let deleted = in_tx!(self, |conn| {
-            conn.lock(&[(&key_lock(object.key.as_str()), false)]).await?;
-            let uploaders: Vec<String> = sqlx::query_scalar("SELECT uploader FROM _engine_blobs WHERE blob_key = $1")
-                .bind(object.key.as_str())
-                .fetch_all(&mut *conn)
-                .await?;
-            match uploaders.iter().any(|uploader| store.holds(object, uploader)) {
-                true => false,
-                false => {
+        let orphan = |uploaders: Vec<String>| !uploaders.iter().any(|uploader| store.holds(object, uploader));
+        let key = object.key.as_str();
+        let deleted = match &self.inner {
+            Inner::Postgres(pool) => {
+                let mut tx = pool.begin().await?;
+                let conn = &mut *tx;
+                conn.lock(&[(&key_lock(key), false)]).await?;
+                let orphan = orphan(uploads_of!(conn, key));
+                if orphan {
                     store.delete_object(object).await?;
-                    true
                 }
+                tx.commit().await?;
+                orphan
             }
-        });
+            Inner::Sqlite(db) => {
+                let _alone = db.locks.lock(&key_lock(key), false).await;
+                let mut reader = db.readers.acquire().await?;
+                let conn = &mut *reader;
+                let orphan = orphan(uploads_of!(conn, key));
+                if orphan {
+                    store.delete_object(object).await?;
+                }
+                orphan
+            }
+        };
         Ok(deleted)
     }
 }
@@ -489,4 +564,97 @@ fn pending(rows: Vec<(String, String, i64)>) -> Vec<Pending> {
 fn named_sql(table: &str, column: &str) -> sqlx::AssertSqlSafe<String> {
     let quote = |name: &str| format!("\"{}\"", name.replace('"', "\"\""));
     sqlx::AssertSqlSafe(format!("SELECT 1 FROM {} WHERE {} = $1 LIMIT 1", quote(table), quote(column)))
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+    use std::time::Duration;
+
+    use engine_kernel::{BlobKey, Timestamp};
+    use futures_util::FutureExt;
+    use futures_util::future::BoxFuture;
+    use tokio::sync::Notify;
+
+    use super::{Inner, Ledger, Reserved};
+    use engine_kernel::wire::BlobTicket;
+
+    use crate::blob::{BlobStore, Upload};
+    use crate::error::{Error, Result};
+    use crate::sqlite::{Db, Durability, exec};
+
+    /// An object store whose deletes wait until let go: a network call that takes its time.
+    #[derive(Default)]
+    struct SlowDeletes {
+        deleting: Notify,
+        go: Notify,
+    }
+
+    impl BlobStore for SlowDeletes {
+        fn upload_url(&self, _: &Upload, _: Timestamp) -> Result<BlobTicket> {
+            Err(Error::internal("no uploads here"))
+        }
+
+        fn download_url(&self, _: &BlobKey, _: &str, _: Timestamp) -> Result<BlobTicket> {
+            Err(Error::internal("no downloads here"))
+        }
+
+        fn arrived<'a>(&'a self, _: &'a Upload) -> BoxFuture<'a, Result<Option<bool>>> {
+            Box::pin(async { Ok(None) })
+        }
+
+        fn delete<'a>(&'a self, _: &'a BlobKey, _: &'a [String]) -> BoxFuture<'a, Result<()>> {
+            Box::pin(async {
+                self.deleting.notify_one();
+                self.go.notified().await;
+                Ok(())
+            })
+        }
+    }
+
+    /// On SQLite collection deletes a blob's bytes under the blob's lock without the writer:
+    /// the store writes meanwhile, and a ticket for the blob waits until the delete is done.
+    #[tokio::test]
+    async fn a_blob_s_delete_holds_its_lock_and_not_the_writer() {
+        let dir = std::env::temp_dir().join(format!("engine-ledger-{}", uuid::Uuid::new_v4().simple()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let db =
+            Arc::new(Db::open(&dir.join("blobs.db"), Durability::Process, 2, Duration::from_secs(5)).await.unwrap());
+        let key = BlobKey::for_bytes(b"unused");
+        exec(
+            &mut *db.writer().await,
+            &format!(
+                "CREATE TABLE _engine_blobs (blob_key TEXT NOT NULL, uploader TEXT NOT NULL, size INTEGER NOT NULL, stored INTEGER NOT NULL DEFAULT 0, ticket TEXT, expires_at INTEGER NOT NULL DEFAULT 0, receiving_until INTEGER, unused_since INTEGER, PRIMARY KEY (blob_key, uploader));
+                 INSERT INTO _engine_blobs (blob_key, uploader, size, stored, unused_since) VALUES ('{key}', 'alice', 6, 1, 0)"
+            ),
+        )
+        .await
+        .unwrap();
+        let ledger = Ledger::new(Inner::Sqlite(db.clone()));
+        let store = Arc::new(SlowDeletes::default());
+        let deleting = tokio::spawn({
+            let (ledger, store, key) = (ledger.clone(), store.clone(), key.clone());
+            async move { ledger.delete_unused(&key, &[], 1, &*store).await }
+        });
+        store.deleting.notified().await;
+        let writer = tokio::time::timeout(Duration::from_secs(10), db.writer()).await;
+        let mut writer = writer.expect("the writer is free while the store deletes");
+        exec(&mut writer, "INSERT INTO _engine_blobs (blob_key, uploader, size) VALUES ('other', 'bob', 1)")
+            .await
+            .unwrap();
+        drop(writer);
+        let mut ticket = Box::pin(ledger.reserve(&key, "bob", 6, "ticket", i64::MAX, None, 8));
+        assert!(ticket.as_mut().now_or_never().is_none(), "a ticket for the blob waits for its lock");
+        store.go.notify_one();
+        assert!(deleting.await.unwrap().unwrap(), "deleted");
+        assert_eq!(ticket.await.unwrap(), Reserved::Done, "the ticket comes after, as for bytes never uploaded");
+        let left: Vec<String> =
+            sqlx::query_scalar("SELECT uploader FROM _engine_blobs WHERE blob_key = ? ORDER BY uploader")
+                .bind(key.as_str())
+                .fetch_all(&db.readers)
+                .await
+                .unwrap();
+        assert_eq!(left, ["bob"], "alice's upload is forgotten, bob's reserved");
+        std::fs::remove_dir_all(&dir).ok();
+    }
 }

@@ -11,9 +11,11 @@ use crate::pg::sql::Sql;
 
 type KernelResult<T> = engine_kernel::Result<T>;
 
-/// The name of the transaction lock on blob `key` (Postgres): a ticket for it and a write
-/// naming it take it shared, and collection deleting it takes it alone, so that none of them
-/// happens between collection finding no row naming the blob and its bytes being deleted.
+/// The name of the lock on blob `key` (a transaction lock on Postgres, one of the process on
+/// SQLite, `blob/ledger.rs`): a ticket for it and a write naming it take it shared (on SQLite,
+/// where writes are one at a time, a ticket only), and collection deleting it takes it alone, so
+/// that none of them happens between collection finding no row naming the blob and its bytes
+/// being deleted.
 pub(crate) fn key_lock(key: &str) -> String {
     format!("_engine_blobs/key:{key}")
 }

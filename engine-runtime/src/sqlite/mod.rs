@@ -1,6 +1,6 @@
 //! SQLite plumbing under the flows of the SQLite store: the file opened in WAL mode with one
-//! writing connection and a pool of readers, and the lock that keeps a second server process
-//! off the file. It knows no flow and no rule; values and quoting are `engine_sqlite`'s, shared
+//! writing connection and a pool of readers, the lock that keeps a second server process off
+//! the file, and locks by name in the process (`named_locks.rs`). It knows no flow and no rule; values and quoting are `engine_sqlite`'s, shared
 //! with the client's store.
 
 use std::path::{Path, PathBuf};
@@ -12,6 +12,9 @@ use sqlx::{ConnectOptions, SqliteConnection, SqlitePool};
 use tokio::sync::{Mutex, MutexGuard};
 
 pub(crate) use engine_sqlite::ident;
+pub(crate) use named_locks::{Held, NamedLocks};
+
+mod named_locks;
 
 use crate::error::{Error, Result};
 use crate::row_json::{write_json, write_object};
@@ -62,6 +65,8 @@ pub(crate) struct Db {
     writer: Mutex<SqliteConnection>,
     pub(crate) readers: SqlitePool,
     pub(crate) path: PathBuf,
+    /// Locks by name, where Postgres takes advisory locks: held without the writer.
+    pub(crate) locks: NamedLocks,
     /// Held while the store is open: a second process's store refuses to open the file.
     _lock: std::fs::File,
 }
@@ -91,7 +96,7 @@ impl Db {
             .connect_with(options.read_only(true))
             .await
             .map_err(opening)?;
-        Ok(Db { writer: Mutex::new(writer), readers, path: path.to_owned(), _lock: lock })
+        Ok(Db { writer: Mutex::new(writer), readers, path: path.to_owned(), locks: NamedLocks::default(), _lock: lock })
     }
 
     /// The writing connection, once the writes queued before are done.
