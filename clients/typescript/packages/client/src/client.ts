@@ -264,29 +264,27 @@ class Client<T extends TableTypes, M extends MutatorTypes> implements EngineClie
     if (changes.length > 0) for (const listener of this.changeListeners) listener(changes);
     const counts = { pending: this.replica.pendingCount, quarantined: [...this.replica.quarantined] };
     const change = this.replica.flush();
-    // A follower's changes reach the store through the leader.
-    if (isEmptyWrite(change) || !this.leading) {
-      this.statusBoard.setStatus(counts);
-      return this.writes;
-    }
+    // The counts follow the writes: "0 waiting" means that what confirmed it is in the store, so
+    // a reload then starts from it.
+    const showCounts = () => this.statusBoard.setStatus(counts);
+    // Nothing of its own to write (a follower's changes reach the store through the leader): it
+    // waits for the writes before it, whose failure is theirs.
+    if (isEmptyWrite(change) || !this.leading) return this.writes.then(showCounts, showCounts);
     const rebased = this.replica.rebases !== this.rebasesWritten;
     this.rebasesWritten = this.replica.rebases;
-    // Writes go to the store in the order they were made, and to the other tabs once there. The
-    // counts follow the write: "0 waiting" means that what confirmed the last write is stored, so
-    // a reload then starts from it. A write the store fails rejects the operation that made it,
-    // and what it held goes again with the next write; the writes after it go on.
+    // Writes go to the store in the order they were made, and to the other tabs once there. A
+    // write the store fails rejects the operation that made it and is the status's last error;
+    // what it held goes again with the next write, and the writes after it go on.
     this.writes = this.writes
       .catch(() => undefined)
       .then(() => this.store.write(change))
-      .then(
-        () => this.statusBoard.setStatus(counts),
-        (err: unknown) => {
-          this.replica.unwritten(change);
-          this.rebasesWritten = -1;
-          throw err;
-        },
-      )
+      .then(showCounts, (err: unknown) => {
+        this.replica.unwritten(change);
+        this.rebasesWritten = -1;
+        throw err;
+      })
       .then(() => this.tabs?.published(change, rebased));
+    this.writes.catch((err: unknown) => this.statusBoard.recordError(err));
     return this.writes;
   }
 
