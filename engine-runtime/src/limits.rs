@@ -4,7 +4,7 @@
 //! authenticate, and the limits of stream connections ([`StreamLimits`]).
 
 use std::collections::HashMap;
-use std::net::IpAddr;
+use std::net::{IpAddr, SocketAddr};
 use std::num::NonZeroU32;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -228,11 +228,48 @@ impl UnauthenticatedConnection {
         self.0.lock().unwrap_or_else(std::sync::PoisonError::into_inner).ended
     }
 
-    /// The request of `parts` authenticated: its connection no longer counts.
+    /// The request of `parts` authenticated: its connection no longer counts. The engine's
+    /// router puts the count on its requests; a host app's own routes served on the same
+    /// connections have it in their connect info ([`Peer`]).
     pub(crate) fn authenticated(parts: &axum::http::request::Parts) {
         if let Some(unauthenticated) = parts.extensions.get::<UnauthenticatedConnection>() {
             unauthenticated.end();
         }
+        if let Some(axum::extract::ConnectInfo(peer)) = parts.extensions.get::<axum::extract::ConnectInfo<Peer>>() {
+            peer.unauthenticated.end();
+        }
+    }
+}
+
+/// The connect info of a connection of `http::Connections`: the peer's address, and the
+/// connection's count against it, which the first request to authenticate ends. The engine's
+/// router gives its requests the address as `ConnectInfo<SocketAddr>` too, and the count as an
+/// extension.
+#[derive(Clone)]
+pub struct Peer {
+    address: SocketAddr,
+    unauthenticated: UnauthenticatedConnection,
+}
+
+impl std::fmt::Debug for Peer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Peer").field("address", &self.address).finish_non_exhaustive()
+    }
+}
+
+impl Peer {
+    pub(crate) fn new(address: SocketAddr, unauthenticated: UnauthenticatedConnection) -> Self {
+        Peer { address, unauthenticated }
+    }
+
+    /// The peer's address.
+    pub fn address(&self) -> SocketAddr {
+        self.address
+    }
+
+    /// The connection's count against its address.
+    pub(crate) fn unauthenticated(&self) -> UnauthenticatedConnection {
+        self.unauthenticated.clone()
     }
 }
 

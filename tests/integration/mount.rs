@@ -178,6 +178,44 @@ async fn host_routes_authenticate_with_the_engines_auth_and_refuse_as_it_does() 
     }
 }
 
+/// A host served on the engine's listener: a request to the host's own route that
+/// authenticates ends its connection's count as the engine's routes do, so the connection is
+/// kept past `Limits::unauthenticated_deadline`.
+#[tokio::test]
+async fn a_host_route_that_authenticates_keeps_its_connection_past_the_deadline() {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+    let db = TestDb::new().await;
+    let store = db.notes().await;
+    let deadline = std::time::Duration::from_millis(300);
+    let limits = engine::limits::Limits::default().unauthenticated_deadline(deadline);
+    let engine = engine(&store, |b| b.limits(limits)).await;
+    async fn me(Authenticated(actor): Authenticated) -> String {
+        format!("{} {}", actor.user_id, actor.owner_id)
+    }
+    let host = Router::new().route("/me", get(me)).with_state(engine.auth()).nest("/sync-api", engine.router());
+    let listener = engine.connections(tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap());
+    let addr = axum::serve::Listener::local_addr(&listener).unwrap();
+    let host = host.into_make_service_with_connect_info::<engine::server::Peer>();
+    let _serving = tokio::spawn(async move { axum::serve(listener, host).await });
+
+    let mut socket = tokio::net::TcpStream::connect(addr).await.unwrap();
+    let request =
+        format!("GET /me HTTP/1.1\r\nhost: localhost\r\nauthorization: Bearer {}\r\n\r\n", TestServer::token("alice"));
+    for turn in ["first", "after the deadline"] {
+        socket.write_all(request.as_bytes()).await.unwrap();
+        let (mut answer, mut chunk) = (Vec::new(), [0; 4096]);
+        while !String::from_utf8_lossy(&answer).ends_with("alice alice") {
+            let read = tokio::time::timeout(std::time::Duration::from_secs(20), socket.read(&mut chunk)).await;
+            let n = read.expect("an answer").unwrap();
+            assert!(n > 0, "the connection was closed ({turn}): {}", String::from_utf8_lossy(&answer));
+            answer.extend_from_slice(&chunk[..n]);
+        }
+        assert!(answer.starts_with(b"HTTP/1.1 200"), "{}", String::from_utf8_lossy(&answer));
+        tokio::time::sleep(deadline * 3).await;
+    }
+}
+
 /// A host's auth that knows its users by a session cookie (here the cookie names the user).
 struct SessionCookies;
 

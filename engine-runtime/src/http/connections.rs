@@ -25,7 +25,7 @@ use tokio::net::{TcpListener, TcpStream};
 use tokio::time::Sleep;
 
 use crate::error::Error;
-use crate::limits::{AddressPermit, BUSY_RETRY_AFTER, ByAddress, UnauthenticatedConnection};
+use crate::limits::{AddressPermit, BUSY_RETRY_AFTER, ByAddress, Peer, UnauthenticatedConnection};
 
 /// A listener whose connections are counted against their address until one of their requests
 /// authenticates: what [`Server::serve`](crate::Server::serve) serves on, and what a host app
@@ -189,36 +189,9 @@ impl AsyncWrite for Connection {
     }
 }
 
-/// The connect info of a connection of [`Connections`]: the peer's address, and the connection's
-/// count against it, which the first request to authenticate ends. The engine's router gives its
-/// requests the address as `ConnectInfo<SocketAddr>` too, and the count as an extension.
-#[derive(Clone)]
-pub struct Peer {
-    address: SocketAddr,
-    unauthenticated: UnauthenticatedConnection,
-}
-
-impl std::fmt::Debug for Peer {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Peer").field("address", &self.address).finish_non_exhaustive()
-    }
-}
-
-impl Peer {
-    /// The peer's address.
-    pub fn address(&self) -> SocketAddr {
-        self.address
-    }
-
-    /// The connection's count against its address.
-    pub(crate) fn unauthenticated(&self) -> UnauthenticatedConnection {
-        self.unauthenticated.clone()
-    }
-}
-
 impl Connected<IncomingStream<'_, Connections>> for Peer {
     fn connect_info(stream: IncomingStream<'_, Connections>) -> Self {
-        Peer { address: *stream.remote_addr(), unauthenticated: stream.io().unauthenticated.clone() }
+        Peer::new(*stream.remote_addr(), stream.io().unauthenticated.clone())
     }
 }
 

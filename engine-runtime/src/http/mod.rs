@@ -7,8 +7,9 @@ mod connections;
 mod extract;
 mod routes;
 
+pub use crate::limits::Peer;
 pub(crate) use connections::set_nodelay;
-pub use connections::{Connection, Connections, Peer};
+pub use connections::{Connection, Connections};
 
 use axum::Router;
 use axum::body::Body;
