@@ -258,33 +258,18 @@ class Client<T extends TableTypes, M extends MutatorTypes> implements EngineClie
     };
   }
 
-  /** Announce the view's changes, write what changed, then refresh the counts. */
+  /** Announce the view's changes and refresh the counts, then write what changed. */
   persist(): Promise<void> {
     const changes = this.replica.takeViewChanges();
     if (changes.length > 0) for (const listener of this.changeListeners) listener(changes);
-    const counts = { pending: this.replica.pendingCount, quarantined: [...this.replica.quarantined] };
+    this.statusBoard.setStatus({ pending: this.replica.pendingCount, quarantined: [...this.replica.quarantined] });
     const change = this.replica.flush();
-    // The counts follow the writes: "0 waiting" means that what confirmed it is in the store, so
-    // a reload then starts from it.
-    const showCounts = () => this.statusBoard.setStatus(counts);
-    // Nothing of its own to write (a follower's changes reach the store through the leader): it
-    // waits for the writes before it, whose failure is theirs.
-    if (isEmptyWrite(change) || !this.leading) return this.writes.then(showCounts, showCounts);
+    // A follower's changes reach the store through the leader.
+    if (isEmptyWrite(change) || !this.leading) return this.writes;
     const rebased = this.replica.rebases !== this.rebasesWritten;
     this.rebasesWritten = this.replica.rebases;
-    // Writes go to the store in the order they were made, and to the other tabs once there. A
-    // write the store fails rejects the operation that made it and is the status's last error;
-    // what it held goes again with the next write, and the writes after it go on.
-    this.writes = this.writes
-      .catch(() => undefined)
-      .then(() => this.store.write(change))
-      .then(showCounts, (err: unknown) => {
-        this.replica.unwritten(change);
-        this.rebasesWritten = -1;
-        throw err;
-      })
-      .then(() => this.tabs?.published(change, rebased));
-    this.writes.catch((err: unknown) => this.statusBoard.recordError(err));
+    // Writes go to the store in the order they were made, and to the other tabs once there.
+    this.writes = this.writes.then(() => this.store.write(change)).then(() => this.tabs?.published(change, rebased));
     return this.writes;
   }
 

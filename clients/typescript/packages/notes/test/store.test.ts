@@ -13,7 +13,7 @@ import { join } from "node:path";
 
 import { afterAll, describe, expect, test } from "vitest";
 
-import { indexedDbStore, memoryStore, type ClientStore, type StoreWrite } from "@engine/client";
+import { indexedDbStore, memoryStore, type ClientStore } from "@engine/client";
 import { mobileSqlitePersistence } from "@engine/mobile";
 
 import { mutators } from "../src/contract.gen.js";
@@ -56,66 +56,6 @@ describe("persistence", () => {
     expect(again.rows("notes").map((n) => n.title)).toEqual(["written offline"]);
     expect(again.cursor).not.toBeNull();
     await again.close();
-  });
-
-  test("a mutation stops counting as waiting only once the store holds what confirmed it", async () => {
-    // Writes are held until released, as a slow disk would hold them.
-    const inner = memoryStore();
-    let held: { change: StoreWrite; release: () => void } | undefined;
-    let holding = false;
-    const store: ClientStore = {
-      load: () => inner.load(),
-      close: () => inner.close(),
-      write: async (change) => {
-        if (holding) await new Promise<void>((release) => (held = { change, release }));
-        return inner.write(change);
-      },
-    };
-    const client = await notesClient(notes(), "gil", { store });
-    await mutators(client).createList({ id: "gil", title: "gil's" });
-    await client.push();
-    expect(client.status.pending).toBe(1);
-
-    holding = true;
-    const synced = client.sync();
-    await expect.poll(() => held?.change.deleteOutbox.length ?? 0).toBe(1);
-    // The pull confirmed it in memory, but a reload now would still find it in the outbox.
-    expect(client.rows("lists").map((l) => l.id)).toEqual(["gil"]);
-    expect(client.status.pending).toBe(1);
-    holding = false;
-    held!.release();
-    await synced;
-    expect(client.status.pending).toBe(0);
-    await client.close();
-  });
-
-  test("a write the store fails is told to its mutation, and goes again with the next", async () => {
-    const inner = memoryStore();
-    let failures = 0;
-    const store: ClientStore = {
-      load: () => inner.load(),
-      close: async () => undefined,
-      write: async (change) => {
-        if (failures > 0) {
-          failures -= 1;
-          throw new Error("the disk is full");
-        }
-        return inner.write(change);
-      },
-    };
-    const offline = { url: "http://127.0.0.1:9", token: (who: string) => notes().token(who) };
-    const client = await notesClient(offline, "gwen", { store });
-    failures = 1;
-    await expect(mutators(client).createList({ id: "gwen", title: "gwen's" })).rejects.toThrow("the disk is full");
-    // The store works again: the next mutation is written, and the one whose write failed with it.
-    await mutators(client).addNote({ list_id: "gwen", title: "kept" });
-    await client.close();
-
-    const reloaded = await notesClient(offline, "gwen", { store: inner });
-    expect(reloaded.status.pending).toBe(2);
-    expect(reloaded.rows("lists").map((l) => l.title)).toEqual(["gwen's"]);
-    expect(reloaded.rows("notes").map((n) => n.title)).toEqual(["kept"]);
-    await reloaded.close();
   });
 
   test("a store of another user is refused", async () => {

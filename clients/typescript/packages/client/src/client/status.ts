@@ -19,10 +19,7 @@ export interface Status {
   longPoll: boolean;
   /** Whether a pull or a push is running. */
   syncing: boolean;
-  /**
-   * Mutations made locally that a pull has not yet shown applied, counted once the store holds
-   * what the count follows from: at 0, a reload finds no mutation waiting either.
-   */
+  /** Mutations made locally that a pull has not yet shown applied. */
   pending: number;
   /** Mutations the server rejected, with its errors, until retried or discarded. */
   quarantined: readonly QuarantinedEntry[];
