@@ -202,10 +202,9 @@ impl ByAddress {
 /// address: the listener (`http::Connections`) puts it on each request of the connection, and the
 /// first to authenticate ends it ([`end`](Self::end)); so does the connection's end. Without a
 /// permit when the address is not counted.
-#[derive(Clone, Default)]
+#[derive(Clone)]
 pub(crate) struct UnauthenticatedConnection(Arc<Mutex<Unauthenticated>>);
 
-#[derive(Default)]
 struct Unauthenticated {
     permit: Option<AddressPermit>,
     ended: bool,
