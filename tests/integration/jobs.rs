@@ -3,7 +3,7 @@
 
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::time::{Duration, SystemTime};
 
 use engine::server::Storage;
 use engine::server::jobs::{ClaimedJob, JobCtx, JobEnd, JobError, Jobs};
@@ -198,7 +198,11 @@ async fn failed_runs_are_retried_until_the_job_succeeds_or_is_dead() {
 async fn a_delayed_job_waits_for_its_time_and_a_timed_out_run_fails() {
     let db = TestDb::new().await;
     let storage = store(&db).await;
-    let enqueued = Instant::now();
+    // The store times the delay by the wall clock (Postgres' `now()`, or the system time in whole
+    // milliseconds on SQLite), so the test does too, from the millisecond the enqueue began in: a
+    // monotonic clock may run a little slower than the wall clock.
+    let since_epoch = SystemTime::now().duration_since(SystemTime::UNIX_EPOCH).unwrap();
+    let enqueued = SystemTime::UNIX_EPOCH + Duration::from_millis(u64::try_from(since_epoch.as_millis()).unwrap());
     let delay = Duration::from_millis(800);
     storage.enqueue_job(JobRequest::new("later", &()).unwrap().after(delay)).await.unwrap();
     storage.enqueue_job(JobRequest::new("slow", &()).unwrap()).await.unwrap();
@@ -209,7 +213,7 @@ async fn a_delayed_job_waits_for_its_time_and_a_timed_out_run_fails() {
         .job("later", move |_: JobCtx, (): ()| {
             let ran = ran.clone();
             async move {
-                ran.send(enqueued.elapsed()).unwrap();
+                ran.send(enqueued.elapsed().unwrap_or_default()).unwrap();
                 Ok(())
             }
         })
