@@ -459,6 +459,8 @@ pub(crate) enum Work {
 pub(crate) struct FairShare {
     capacity: usize,
     pushes: usize,
+    /// The most places requests other than pushes hold at once.
+    others: usize,
     wait: Duration,
     /// What a place is, as a refusal names it.
     place: &'static str,
@@ -513,11 +515,19 @@ impl Shares {
 }
 
 impl FairShare {
-    /// `capacity` places (at least one); a request waits at most `wait` for one.
-    pub(crate) fn new(capacity: usize, wait: Duration) -> Arc<Self> {
+    /// `capacity` places (at least one), of which pushes hold at most `pushes` and other
+    /// requests at most `others` (`Sharing::places` tells a store's); a request waits at most
+    /// `wait` for one.
+    pub(crate) fn new(capacity: usize, pushes: usize, others: usize, wait: Duration) -> Arc<Self> {
         let capacity = capacity.max(1);
-        let pushes = (capacity * 3 / 4).clamp(1, capacity.saturating_sub(1).max(1));
-        Arc::new(FairShare { capacity, pushes, wait, place: "database session", state: Mutex::default() })
+        Arc::new(FairShare {
+            capacity,
+            pushes: pushes.clamp(1, capacity),
+            others: others.clamp(1, capacity),
+            wait,
+            place: "database session",
+            state: Mutex::default(),
+        })
     }
 
     /// The merge gate: `capacity` places (at least one) for merges of large collaborative
@@ -528,6 +538,7 @@ impl FairShare {
             Arc::new(FairShare {
                 capacity,
                 pushes: capacity,
+                others: capacity,
                 wait: LARGE_MERGE_WAIT,
                 place: "place to merge a large collaborative update",
                 state: Mutex::default(),
@@ -547,7 +558,11 @@ impl FairShare {
 
     /// Whether a free place may go to `work`.
     fn room_for(&self, shares: &Shares, work: Work) -> bool {
-        shares.in_use < self.capacity && (work != Work::Push || shares.pushes_in_use < self.pushes)
+        shares.in_use < self.capacity
+            && match work {
+                Work::Push => shares.pushes_in_use < self.pushes,
+                Work::Pull | Work::Merge => shares.in_use - shares.pushes_in_use < self.others,
+            }
     }
 
     /// A place for `work` of `actor`, held until dropped; `retry_later` after waiting `wait` in
@@ -661,6 +676,31 @@ mod tests {
         assert!(counts.admit("2001:db8:0:1::3".parse().unwrap(), 2).is_some(), "another network has its own");
         drop(first);
         assert!(counts.admit("2001:db8::3".parse().unwrap(), 2).is_some(), "a place given back is taken");
+    }
+
+    #[tokio::test]
+    async fn pushes_and_other_requests_hold_no_more_than_their_places() {
+        let wait = Duration::from_millis(20);
+        // A store of 2 sessions whose pushes queue for one writer: 4 places for pushes beside.
+        let share = FairShare::new(6, 4, 2, wait);
+        let mut held = Vec::new();
+        for user in ["a", "b", "c", "d"] {
+            held.push(share.admit(user, Work::Push).await.expect("a push's place"));
+        }
+        assert!(share.admit("e", Work::Push).await.is_err(), "the pushes' places are taken");
+        for user in ["e", "f"] {
+            held.push(share.admit(user, Work::Pull).await.expect("a pull's place beside the pushes"));
+        }
+        assert!(share.admit("g", Work::Pull).await.is_err(), "the sessions are taken");
+        drop(held.remove(0));
+        assert!(share.admit("g", Work::Pull).await.is_err(), "a push's place is not a pull's");
+        assert!(share.admit("g", Work::Push).await.is_ok(), "it is the next push's");
+        // Pushes that take sessions hold at most three quarters of them; pulls may take all.
+        let share = FairShare::new(4, 3, 4, wait);
+        let pushes: Vec<_> =
+            futures_util::future::join_all(["a", "b", "c", "d"].map(|u| share.admit(u, Work::Push))).await;
+        assert_eq!(pushes.iter().filter(|p| p.is_ok()).count(), 3, "one session is kept from pushes");
+        assert!(share.admit("e", Work::Pull).await.is_ok(), "a pull finds the one no push holds");
     }
 
     #[tokio::test]

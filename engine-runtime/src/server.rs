@@ -322,7 +322,10 @@ impl ServerBuilder {
         };
         let mut background = Background::start(storage.clone(), rate_limit.clone(), self.retention);
         background.add(hub.start(&realtime, storage.clone(), self.stream_limits.ping_window, self.horizon_warning));
-        let share = storage.sharing().map(|sharing| (FairShare::new(sharing.sessions, sharing.wait), sharing));
+        let share = storage.sharing().map(|sharing| {
+            let (capacity, pushes, others) = sharing.places();
+            (FairShare::new(capacity, pushes, others, sharing.wait), sharing)
+        });
         let merges = FairShare::merges(self.limits.large_merges);
         let blob_access = Arc::new(BlobAccess {
             blobs: self.blobs,

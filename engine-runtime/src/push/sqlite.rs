@@ -43,6 +43,11 @@ use crate::sqlite::{Db, now_ms};
 /// is given up between groups (to a job's claim, say) however many pushes keep coming.
 const GROUP: usize = 64;
 
+/// The pushes of a server that may wait for the writer at once, each holding a place of its own
+/// beside the readers' (`Storage::sharing`): a group gathers up to this many, and a push whose
+/// turn comes waits for one such group, not for every push queued.
+pub(crate) const QUEUED: usize = 16;
+
 /// The pushes waiting for the writer, and whether a task is applying them.
 #[derive(Debug, Default)]
 pub(crate) struct Queue {

@@ -92,12 +92,35 @@ pub struct Sharing {
     pub wait: std::time::Duration,
     /// The most mutations one push may hold.
     pub mutations_per_push: usize,
+    /// Places for pushes beside the sessions, for a store whose pushes queue for one writer
+    /// shared by a group and hold no session while they wait (SQLite); 0 when pushes take
+    /// sessions (Postgres).
+    pub queued_pushes: usize,
 }
 
 impl Sharing {
     /// `sessions` places, waited for at most `wait`, and pushes of at most `mutations_per_push`.
     pub fn new(sessions: usize, wait: std::time::Duration, mutations_per_push: usize) -> Self {
-        Sharing { sessions, wait, mutations_per_push }
+        Sharing { sessions, wait, mutations_per_push, queued_pushes: 0 }
+    }
+
+    /// With `pushes` places for pushes beside the sessions, which pulls then keep to themselves:
+    /// for a store whose pushes wait for a writer that applies them a group at a time.
+    pub fn with_queued_pushes(mut self, pushes: usize) -> Self {
+        self.queued_pushes = pushes;
+        self
+    }
+
+    /// The places requests share (`docs/design.md` §6), the most pushes hold and the most other
+    /// requests hold: where pushes take sessions, every session, of which pushes hold at most
+    /// three quarters (never all, so a pull always finds one no push holds); where they queue for
+    /// a shared writer ([`with_queued_pushes`](Self::with_queued_pushes)), the sessions for pulls and the queued pushes' places beside them.
+    pub(crate) fn places(&self) -> (usize, usize, usize) {
+        let sessions = self.sessions.max(1);
+        match self.queued_pushes {
+            0 => (sessions, (sessions * 3 / 4).clamp(1, sessions.saturating_sub(1).max(1)), sessions),
+            queued => (sessions + queued, queued, sessions),
+        }
     }
 }
 
@@ -105,4 +128,29 @@ impl Sharing {
 pub trait OpenStorage: Send + 'static {
     /// Connect to the store for `app`.
     fn open(self: Box<Self>, app: Arc<App>) -> BoxFuture<'static, Result<Arc<dyn Storage>>>;
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use super::Sharing;
+
+    #[test]
+    fn places_keep_a_session_from_pushes_or_set_places_beside_the_sessions_for_queued_ones() {
+        // (sessions, queued pushes) → (places, most pushes, most other requests)
+        let cases = [
+            ((8, 0), (8, 6, 8)),
+            ((4, 0), (4, 3, 4)),
+            ((2, 0), (2, 1, 2)),
+            ((1, 0), (1, 1, 1)),
+            ((0, 0), (1, 1, 1)),
+            ((2, 16), (18, 16, 2)),
+            ((8, 16), (24, 16, 8)),
+        ];
+        for ((sessions, queued), places) in cases {
+            let sharing = Sharing::new(sessions, Duration::from_secs(1), 1000).with_queued_pushes(queued);
+            assert_eq!(sharing.places(), places, "{sessions} sessions, {queued} queued pushes");
+        }
+    }
 }

@@ -188,14 +188,17 @@ impl OpenStorage for Sqlite {
 }
 
 impl Storage for SqliteStorage {
-    /// The places are the readers and the one writer. A pull reads on a reader and a push's run
-    /// writes on the writer, so the runs queued on the writer are no more than the places pushes
-    /// may hold (three quarters), and the actor whose turn it is waits behind those alone, not
-    /// behind every mutation queued in arrival order.
+    /// The places are the readers, for pulls, and places for the pushes that wait for the
+    /// writer ([`push::sqlite::QUEUED`]), which hold no connection while they wait: a group
+    /// gathers as many pushes as wait, and the runs queued on the writer are no more than those
+    /// places, so the actor whose turn it is waits behind them alone, not behind every mutation
+    /// queued in arrival order.
     fn sharing(&self) -> Option<super::Sharing> {
         let options = self.db.readers.options();
-        let places = options.get_max_connections() as usize + 1;
-        Some(super::Sharing::new(places, options.get_acquire_timeout(), self.shared.limits.mutations_per_push))
+        let readers = options.get_max_connections() as usize;
+        let sharing =
+            super::Sharing::new(readers, options.get_acquire_timeout(), self.shared.limits.mutations_per_push);
+        Some(sharing.with_queued_pushes(push::sqlite::QUEUED))
     }
 
     fn provision(&self) -> BoxFuture<'_, Result<()>> {
