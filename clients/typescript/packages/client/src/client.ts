@@ -4,11 +4,13 @@
  *
  * Writes: `mutate` runs the app's optimistic function for the mutator (if it registered one)
  * against the view and appends the mutation to the outbox; when it resolves, the mutation is
- * in the store. The outbox drains in the background: a rejection is quarantined and never
- * blocks what follows, a `409` renumbers the queue from the server's sequence, `429` and `503`
- * wait for `Retry-After`. After every pull the pending mutations run again on the server's
- * rows (the rebase), so what the server decided always shows; a mutation's optimistic effect
- * stays until a pull reports `syncedMutationId` at or above it.
+ * in the store. When the store fails that write it rejects, and the mutation stays queued and
+ * goes to the store with the next write (`nextWrite`). The outbox drains in the background: a
+ * rejection is quarantined and never blocks what follows, a `409` renumbers the queue from the
+ * server's sequence, `429` and `503` wait for `Retry-After`. After every pull the pending
+ * mutations run again on the server's rows (the rebase), so what the server decided always
+ * shows; a mutation's optimistic effect stays until a pull reports `syncedMutationId` at or
+ * above it.
  *
  * Realtime: a `RealtimeSource` (by default `createRealtimeSource`: the global WebSocket, and
  * long-poll when the upgrade is refused on the way; a runtime without a WebSocket must pass a
@@ -98,7 +100,10 @@ class Client<T extends TableTypes, M extends MutatorTypes> implements EngineClie
   readonly statusBoard: StatusBoard;
   private readonly changeListeners = new Set<(changes: RowChange[]) => void>();
   private readonly bucketListeners = new Set<(buckets: string[]) => void>();
+  /** Settles once the last store write asked for has; never rejects. */
   private writes: Promise<void> = Promise.resolve();
+  /** The store write asked for that has not started yet: a persist until it starts joins it. */
+  private queued: Promise<void> | undefined;
   private readonly puller: Puller;
   private readonly pusher: Pusher;
   private readonly stream: Stream;
@@ -154,6 +159,7 @@ class Client<T extends TableTypes, M extends MutatorTypes> implements EngineClie
       lastPullAt: null,
       presenceRefused: false,
       lastError: null,
+      storeError: null,
       retry: null,
     });
     const persist = () => this.persist();
@@ -258,19 +264,52 @@ class Client<T extends TableTypes, M extends MutatorTypes> implements EngineClie
     };
   }
 
-  /** Announce the view's changes and refresh the counts, then write what changed. */
+  /**
+   * Announce the view's changes and refresh the counts, then write what changed. Resolves once
+   * the store holds it, and rejects when the write holding it fails.
+   */
   persist(): Promise<void> {
     const changes = this.replica.takeViewChanges();
     if (changes.length > 0) for (const listener of this.changeListeners) listener(changes);
     this.statusBoard.setStatus({ pending: this.replica.pendingCount, quarantined: [...this.replica.quarantined] });
-    const change = this.replica.flush();
+    if (this.leading) return (this.queued ??= this.nextWrite());
     // A follower's changes reach the store through the leader.
-    if (isEmptyWrite(change) || !this.leading) return this.writes;
-    const rebased = this.replica.rebases !== this.rebasesWritten;
-    this.rebasesWritten = this.replica.rebases;
-    // Writes go to the store in the order they were made, and to the other tabs once there.
-    this.writes = this.writes.then(() => this.store.write(change)).then(() => this.tabs?.published(change, rebased));
+    this.replica.flush();
     return this.writes;
+  }
+
+  /**
+   * The store write after those asked for before: one at a time, in order, each taking what
+   * changed until it starts (`flush`), so the changes made while the store is busy go as one. A
+   * write the store fails is the status's `storeError` and rejects the operations waiting for it;
+   * what it held goes with the next write, which is never skipped and flushes after the failure,
+   * so the store never holds a later write without an earlier one (a pull page's cursor without
+   * the page's rows).
+   */
+  private nextWrite(): Promise<void> {
+    const write = this.writes.then(async () => {
+      this.queued = undefined;
+      const change = this.replica.flush();
+      if (isEmptyWrite(change)) return;
+      const rebased = this.replica.rebases !== this.rebasesWritten;
+      this.rebasesWritten = this.replica.rebases;
+      try {
+        await this.store.write(change);
+      } catch (err) {
+        this.replica.unwritten(change);
+        // The other tabs hear of the rebase with the next write.
+        if (rebased) this.rebasesWritten = -1;
+        this.statusBoard.recordStoreError(err);
+        throw err;
+      }
+      this.statusBoard.setStatus({ storeError: null });
+      // To the other tabs once in the store.
+      this.tabs?.published(change, rebased);
+    });
+    // Handled here, so that a failure no caller awaits (`void this.persist()`) is no unhandled
+    // rejection, and the next write starts after it all the same.
+    this.writes = write.catch(() => undefined);
+    return write;
   }
 
   // --- Reads -------------------------------------------------------------------------------
@@ -349,8 +388,19 @@ class Client<T extends TableTypes, M extends MutatorTypes> implements EngineClie
       void this.persist();
       return this.tabs!.forward(queued, name, args);
     }
-    await this.persist();
-    this.pushLoop.wake();
+    return this.sendStored(queued);
+  }
+
+  /**
+   * `queued` once the store holds it; the push is woken even when the store failed it, so that
+   * a mutation that is in memory only reaches the server all the same.
+   */
+  private async sendStored(queued: Queued): Promise<Queued> {
+    try {
+      await this.persist();
+    } finally {
+      this.pushLoop.wake();
+    }
     return queued;
   }
 
@@ -367,9 +417,7 @@ class Client<T extends TableTypes, M extends MutatorTypes> implements EngineClie
       this.replica.renewQuarantine(entry);
       throw err;
     }
-    await this.persist();
-    this.pushLoop.wake();
-    return queued;
+    return this.sendStored(queued);
   }
 
   async discardQuarantined(clientMutationId: string): Promise<boolean> {
@@ -457,7 +505,8 @@ class Client<T extends TableTypes, M extends MutatorTypes> implements EngineClie
     this.unsubscribeOnline?.();
     this.statusBoard.setStatus({ connected: false });
     await Promise.allSettled([this.puller.idle(), this.pusher.idle()]);
-    await this.writes.catch(() => undefined);
+    // Once more for what a failed write left in memory, in case the store takes it now.
+    await this.persist().catch(() => undefined);
     // The lock goes to another tab once this one's writes are in the store and the store is
     // closed (a SQLite database on OPFS opens in one tab at a time).
     await this.store.close().finally(() => this.tabs?.close());

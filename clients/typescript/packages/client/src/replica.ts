@@ -10,7 +10,7 @@
 
 import type { Permission } from "./authorize.js";
 import type { HlcClock } from "./hlc.js";
-import { flush, takeViewChanges, type RowChange } from "./replica/changes.js";
+import { flush, takeViewChanges, unwritten, type RowChange } from "./replica/changes.js";
 import { mutate, recordResults, refuse, renewQuarantine, renumber, unpushed, unquarantine, type Made, type Queued } from "./replica/outbox.js";
 import { applyWrite, replaceWith } from "./replica/mirror.js";
 import { canWrite } from "./replica/permissions.js";
@@ -188,5 +188,10 @@ export class Replica {
   /** Everything changed since the last flush, as one store write. */
   flush(): StoreWrite {
     return flush(this.state);
+  }
+
+  /** `change`, which the store failed to write, goes again with the next flush. */
+  unwritten(change: StoreWrite): void {
+    unwritten(this.state, change);
   }
 }

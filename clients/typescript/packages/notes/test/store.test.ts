@@ -1,8 +1,9 @@
 /**
  * What the client keeps, against a real notes server: the outbox and the confirmed rows survive
  * a reload in IndexedDB and in SQLite (`mobileSqlitePersistence` over `better-sqlite3`, a file a
- * later client opens again), rows of a bucket the actor lost leave after the bucket TTL, and a
- * pull the server starts over sweeps away rows it does not deliver again.
+ * later client opens again), a store write that fails goes again with the next, rows of a bucket
+ * the actor lost leave after the bucket TTL, and a pull the server starts over sweeps away rows it
+ * does not deliver again.
  */
 
 import "fake-indexeddb/auto";
@@ -13,7 +14,7 @@ import { join } from "node:path";
 
 import { afterAll, describe, expect, test } from "vitest";
 
-import { indexedDbStore, memoryStore, type ClientStore } from "@engine/client";
+import { indexedDbStore, memoryStore, type ClientStore, type StoredState, type StoreWrite } from "@engine/client";
 import { mobileSqlitePersistence } from "@engine/mobile";
 
 import { mutators } from "../src/contract.gen.js";
@@ -25,6 +26,33 @@ const notes = useNotesServer();
 
 const directory = mkdtempSync(join(tmpdir(), "engine-store-"));
 afterAll(() => rmSync(directory, { recursive: true, force: true }));
+
+/**
+ * A store in memory whose writes the test holds while `holding`, as a slow disk would, and then
+ * lets through or fails, as a full disk would.
+ */
+class Disk implements ClientStore {
+  private readonly inner = memoryStore();
+  holding = false;
+  /** The writes held, each with what lets it go on: with an error, the write fails with it. */
+  readonly held: { change: StoreWrite; release: (failure?: Error) => void }[] = [];
+
+  load(): Promise<StoredState | undefined> {
+    return this.inner.load();
+  }
+
+  async write(change: StoreWrite): Promise<void> {
+    if (this.holding) {
+      const failure = await new Promise<Error | undefined>((release) => this.held.push({ change, release }));
+      if (failure) throw failure;
+    }
+    await this.inner.write(change);
+  }
+
+  close(): Promise<void> {
+    return this.inner.close();
+  }
+}
 
 /** Each persistent store, opened again by `name` as a reload does, and a user of its own. */
 const stores: [string, (name: string) => ClientStore, string][] = [
@@ -56,6 +84,36 @@ describe("persistence", () => {
     expect(again.rows("notes").map((n) => n.title)).toEqual(["written offline"]);
     expect(again.cursor).not.toBeNull();
     await again.close();
+  });
+
+  test("a store write that fails stops no later one, and what it held goes with the next", async () => {
+    const disk = new Disk();
+    const offline = { url: "http://127.0.0.1:9", token: (who: string) => notes().token(who) };
+    const client = await notesClient(offline, "gwen", { store: disk });
+    const storeErrors: (string | null)[] = [];
+    client.onStatus((status) => storeErrors.push(status.storeError));
+
+    disk.holding = true;
+    const first = mutators(client).createList({ id: "gwen", title: "gwen's" });
+    await expect.poll(() => disk.held.length).toBe(1);
+    // Made while the first write is under way, the second waits for it, and then goes on.
+    const second = mutators(client).addNote({ list_id: "gwen", title: "kept" });
+    expect(client.status.pending).toBe(2);
+    disk.holding = false;
+    disk.held[0]!.release(new Error("the disk is full"));
+    await expect(first).rejects.toThrow("the disk is full");
+    await second;
+    expect(storeErrors).toContain("the disk is full");
+    expect(client.status.storeError).toBeNull();
+    expect(client.status.pending).toBe(2);
+    await client.close();
+
+    // Reloaded: both mutations are in the store, the one whose write failed included.
+    const reloaded = await notesClient(offline, "gwen", { store: disk });
+    expect(reloaded.status.pending).toBe(2);
+    expect(reloaded.rows("lists").map((l) => l.title)).toEqual(["gwen's"]);
+    expect(reloaded.rows("notes").map((n) => n.title)).toEqual(["kept"]);
+    await reloaded.close();
   });
 
   test("a store of another user is refused", async () => {

@@ -38,6 +38,11 @@ export interface Status {
   presenceRefused: boolean;
   /** The last failure of a pull, a push or the stream, cleared by the next success. */
   lastError: string | null;
+  /**
+   * Why the last store write failed (a full disk, a quota), cleared by the next that succeeds.
+   * Until then what it held is in memory only, and goes to the store with that next write.
+   */
+  storeError: string | null;
   /** The wait before a failed push or pull is tried again, while one is under way. */
   retry: ({ operation: "push" | "pull" } & Retry) | null;
 }
@@ -83,6 +88,14 @@ export class StatusBoard {
   }
 
   recordError(err: unknown): void {
-    this.setStatus({ lastError: err instanceof Error ? err.message : String(err) });
+    this.setStatus({ lastError: errorText(err) });
   }
+
+  recordStoreError(err: unknown): void {
+    this.setStatus({ storeError: errorText(err) });
+  }
+}
+
+function errorText(err: unknown): string {
+  return err instanceof Error ? err.message : String(err);
 }

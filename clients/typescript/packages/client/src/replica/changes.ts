@@ -2,7 +2,8 @@
  * What the replica changed since it was last asked, in two forms. `flush` gives the store one
  * write with every changed row, bucket, outbox and quarantine entry and the meta. `takeViewChanges`
  * gives the app the live view rows that were inserted, updated or deleted. The client calls both
- * after each operation: it writes the one and announces the other.
+ * after each operation: it writes the one and announces the other. A write the store failed is
+ * handed back (`unwritten`): what it held goes again with the next flush, as it is by then.
  */
 
 import type { StoredRow, StoreWrite } from "../store/types.js";
@@ -82,4 +83,17 @@ export function flush(state: ReplicaState): StoreWrite {
   state.dirtyOutbox.clear();
   state.dirtyQuarantine.clear();
   return change;
+}
+
+/** `change` did not reach the store: everything it held is flushed again, as it is then. */
+export function unwritten(state: ReplicaState, change: StoreWrite): void {
+  if (change.meta !== undefined) state.dirtyMeta = true;
+  for (const { table, key } of change.putRows) state.dirtyRows.add(table + sep + key);
+  for (const [table, key] of change.deleteRows) state.dirtyRows.add(table + sep + key);
+  for (const { bucket } of change.putBuckets) state.dirtyBuckets.add(bucket);
+  for (const bucket of change.deleteBuckets) state.dirtyBuckets.add(bucket);
+  for (const { clientMutationId } of change.putOutbox) state.dirtyOutbox.add(clientMutationId);
+  for (const id of change.deleteOutbox) state.dirtyOutbox.add(id);
+  for (const { clientMutationId } of change.putQuarantine) state.dirtyQuarantine.add(clientMutationId);
+  for (const id of change.deleteQuarantine) state.dirtyQuarantine.add(id);
 }
