@@ -153,8 +153,7 @@ class Client<T extends TableTypes, M extends MutatorTypes> implements EngineClie
       connected: false,
       longPoll: false,
       syncing: false,
-      pending: replica.pendingCount,
-      quarantined: [...replica.quarantined],
+      ...replica.counts,
       progress: null,
       lastPullAt: null,
       presenceRefused: false,
@@ -265,17 +264,25 @@ class Client<T extends TableTypes, M extends MutatorTypes> implements EngineClie
   }
 
   /**
-   * Announce the view's changes and refresh the counts, then write what changed. Resolves once
-   * the store holds it, and rejects when the write holding it fails.
+   * Announce the view's changes and show the counts, then write what changed. Resolves once the
+   * store holds it, and rejects when the write holding it fails.
    */
   persist(): Promise<void> {
     const changes = this.replica.takeViewChanges();
     if (changes.length > 0) for (const listener of this.changeListeners) listener(changes);
-    this.statusBoard.setStatus({ pending: this.replica.pendingCount, quarantined: [...this.replica.quarantined] });
+    this.showCounts();
     if (this.leading) return (this.queued ??= this.nextWrite());
     // A follower's changes reach the store through the leader.
     this.replica.flush();
     return this.writes;
+  }
+
+  /**
+   * The status's counts, which rise at once and fall only once the store holds what made them
+   * fall: one rule for every count (`replica/counts.ts`).
+   */
+  private showCounts(): void {
+    this.statusBoard.setStatus(this.replica.counts);
   }
 
   /**
@@ -302,7 +309,9 @@ class Client<T extends TableTypes, M extends MutatorTypes> implements EngineClie
         this.statusBoard.recordStoreError(err);
         throw err;
       }
+      this.replica.written(change);
       this.statusBoard.setStatus({ storeError: null });
+      this.showCounts();
       // To the other tabs once in the store.
       this.tabs?.published(change, rebased);
     });

@@ -5,12 +5,14 @@
  * view's row changes); the client writes the one and announces the other.
  *
  * `Replica` is the face the client sees. The state lives in `replica/state.ts`, and each flow
- * that changes it in a module of its own: `rebase.ts`, `outbox.ts`, `pull.ts` and `changes.ts`.
+ * that changes it in a module of its own: `rebase.ts`, `outbox.ts`, `pull.ts`, `changes.ts` and
+ * `counts.ts`.
  */
 
 import type { Permission } from "./authorize.js";
 import type { HlcClock } from "./hlc.js";
 import { flush, takeViewChanges, unwritten, type RowChange } from "./replica/changes.js";
+import { counts, written, type Counts } from "./replica/counts.js";
 import { mutate, recordResults, refuse, renewQuarantine, renumber, unpushed, unquarantine, type Made, type Queued } from "./replica/outbox.js";
 import { applyWrite, replaceWith } from "./replica/mirror.js";
 import { canWrite } from "./replica/permissions.js";
@@ -190,8 +192,18 @@ export class Replica {
     return flush(this.state);
   }
 
+  /** `change` is in the store. */
+  written(change: StoreWrite): void {
+    written(this.state, change);
+  }
+
   /** `change`, which the store failed to write, goes again with the next flush. */
   unwritten(change: StoreWrite): void {
     unwritten(this.state, change);
+  }
+
+  /** The status's counts: the mutations the replica or the store holds; see `replica/counts.ts`. */
+  get counts(): Counts {
+    return counts(this.state);
   }
 }

@@ -1,9 +1,10 @@
 /**
  * What the client keeps, against a real notes server: the outbox and the confirmed rows survive
  * a reload in IndexedDB and in SQLite (`mobileSqlitePersistence` over `better-sqlite3`, a file a
- * later client opens again), a store write that fails goes again with the next, rows of a bucket
- * the actor lost leave after the bucket TTL, and a pull the server starts over sweeps away rows it
- * does not deliver again.
+ * later client opens again), the waiting count falls only once the store holds what made it
+ * fall, a store write that fails goes again with the next, rows of a bucket the actor lost leave
+ * after the bucket TTL, and a pull the server starts over sweeps away rows it does not deliver
+ * again.
  */
 
 import "fake-indexeddb/auto";
@@ -84,6 +85,34 @@ describe("persistence", () => {
     expect(again.rows("notes").map((n) => n.title)).toEqual(["written offline"]);
     expect(again.cursor).not.toBeNull();
     await again.close();
+  });
+
+  test("a mutation a pull confirmed counts as waiting until the store holds that", async () => {
+    const disk = new Disk();
+    const client = await notesClient(notes(), "gil", { store: disk });
+    await mutators(client).createList({ id: "gil", title: "gil's" });
+    await client.push();
+    expect(client.status.pending).toBe(1);
+
+    disk.holding = true;
+    const synced = client.sync();
+    await expect.poll(() => disk.held.length).toBe(1);
+    const confirmed = disk.held[0]!;
+    expect(confirmed.change.deleteOutbox).toHaveLength(1);
+    // The pull confirmed it in memory, but a reload now would find it waiting in the store.
+    expect((await disk.load())!.outbox).toHaveLength(1);
+    expect(client.status.pending).toBe(1);
+    // A mutation made meanwhile counts at once.
+    const added = mutators(client).addNote({ list_id: "gil", title: "while held" });
+    expect(client.status.pending).toBe(2);
+
+    disk.holding = false;
+    confirmed.release();
+    await Promise.all([synced, added]);
+    await client.sync();
+    expect(client.status.pending).toBe(0);
+    expect((await disk.load())!.outbox).toEqual([]);
+    await client.close();
   });
 
   test("a store write that fails stops no later one, and what it held goes with the next", async () => {

@@ -19,9 +19,15 @@ export interface Status {
   longPoll: boolean;
   /** Whether a pull or a push is running. */
   syncing: boolean;
-  /** Mutations made locally that a pull has not yet shown applied. */
+  /**
+   * Mutations made locally that a pull has not yet shown applied. One made counts at once; one a
+   * pull confirmed stops counting once the store holds that, so at 0 a reload finds none either.
+   */
   pending: number;
-  /** Mutations the server rejected, with its errors, until retried or discarded. */
+  /**
+   * Mutations the server rejected, with its errors, until retried or discarded and the store
+   * holds that.
+   */
   quarantined: readonly QuarantinedEntry[];
   /**
    * How far a pull that takes several pages has got (a first sync, a bucket opened), as the

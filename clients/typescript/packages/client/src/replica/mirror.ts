@@ -1,9 +1,10 @@
 /**
  * Another tab's store writes applied to this tab's replica (`docs/design.md` §9, "One client
  * across tabs"). The leading tab writes the store and sends each write to the other tabs, and
- * they apply it here; nothing is written back, so nothing is marked dirty. `replaceWith` makes
- * the replica what the store holds, when a tab takes the lead or a new leader may have written
- * what no message said. Both note the view rows they change, so the app hears of them.
+ * they apply it here; nothing is written back, so nothing is marked dirty, and what the replica
+ * knows of the store's outbox and quarantine (`counts.ts`) follows. `replaceWith` makes the
+ * replica what the store holds, when a tab takes the lead or a new leader may have written what
+ * no message said. Both note the view rows they change, so the app hears of them.
  *
  * Entries a tab queued and no leader has taken yet (`local`) stay after the outbox's other
  * entries, in the order they were made, whatever numbers they carry.
@@ -11,8 +12,9 @@
 
 import type { StoredState, StoreWrite } from "../store/types.js";
 import { frozen } from "../view.js";
+import { written } from "./counts.js";
 import { rebase } from "./rebase.js";
-import { sep, withDeclaredColumns, type ReplicaState } from "./state.js";
+import { byQuarantinedAt, sep, withDeclaredColumns, type ReplicaState } from "./state.js";
 
 /** Apply `write`, which a leading tab made to the store; `rebased`: the leader rebased with it. */
 export function applyWrite(state: ReplicaState, write: StoreWrite, rebased: boolean, local: ReadonlySet<string>): void {
@@ -52,8 +54,9 @@ export function applyWrite(state: ReplicaState, write: StoreWrite, rebased: bool
   if (write.putQuarantine.length + write.deleteQuarantine.length > 0) {
     const gone = new Set([...write.deleteQuarantine, ...write.putQuarantine.map((e) => e.clientMutationId)]);
     state.quarantine = [...state.quarantine.filter((e) => !gone.has(e.clientMutationId)), ...write.putQuarantine.map((e) => ({ ...e }))];
-    state.quarantine.sort((a, b) => a.quarantinedAt - b.quarantinedAt || a.mutationId - b.mutationId);
+    state.quarantine.sort(byQuarantinedAt);
   }
+  written(state, write);
   // The leader's overlay is what its rebases made it: rebase where it did, and where the
   // outbox changed under this tab's own overlay.
   if (rebased || outboxChanged || write.putQuarantine.length > 0) rebase(state);
@@ -89,4 +92,5 @@ export function replaceWith(state: ReplicaState, stored: StoredState, local: Rea
     true,
     local,
   );
+  state.storeHolds(stored);
 }

@@ -13,7 +13,7 @@ import { frozen, Layer, LocalTx } from "../view.js";
 import type { MutationResult, Problem } from "../wire.js";
 import { MutationChecks } from "./permissions.js";
 import { rebase, runOptimistic } from "./rebase.js";
-import type { ReplicaState } from "./state.js";
+import { byQuarantinedAt, type ReplicaState } from "./state.js";
 
 /** A mutation queued by `mutate`. */
 export interface Queued {
@@ -154,7 +154,7 @@ export function unquarantine(state: ReplicaState, clientMutationId: string): Qua
 /** Put back an entry `unquarantine` took out. */
 export function renewQuarantine(state: ReplicaState, entry: QuarantinedEntry): void {
   state.quarantine.push(entry);
-  state.quarantine.sort((a, b) => a.quarantinedAt - b.quarantinedAt || a.mutationId - b.mutationId);
+  state.quarantine.sort(byQuarantinedAt);
   state.dirtyQuarantine.add(entry.clientMutationId);
 }
 

@@ -24,6 +24,11 @@ export interface BaseRow {
   refill: Set<string>;
 }
 
+/** The quarantine's order: by when each entry went there, then by mutation. */
+export function byQuarantinedAt(a: QuarantinedEntry, b: QuarantinedEntry): number {
+  return a.quarantinedAt - b.quarantinedAt || a.mutationId - b.mutationId;
+}
+
 /** Joins a table's name and a key text into one id (`table␀key`). */
 export const sep = "\u0000";
 
@@ -54,6 +59,10 @@ export class ReplicaState implements RowSource {
   readonly held = new Map<string, number | null>();
   outbox: OutboxEntry[] = [];
   quarantine: QuarantinedEntry[] = [];
+  /** The outbox's `clientMutationId`s as the store holds them (`counts.ts`). */
+  storedOutbox = new Set<string>();
+  /** The quarantine as the store holds it, by `clientMutationId` (`counts.ts`). */
+  storedQuarantine = new Map<string, QuarantinedEntry>();
   overlay: Layer;
   optimistic: Record<string, OptimisticMutator<never, never>> = {};
   readonly clock: HlcClock;
@@ -100,7 +109,8 @@ export class ReplicaState implements RowSource {
     }
     for (const bucket of stored?.buckets ?? []) this.held.set(bucket.bucket, bucket.leftAt);
     this.outbox = [...(stored?.outbox ?? [])].sort((a, b) => a.mutationId - b.mutationId);
-    this.quarantine = [...(stored?.quarantine ?? [])].sort((a, b) => a.quarantinedAt - b.quarantinedAt || a.mutationId - b.mutationId);
+    this.quarantine = [...(stored?.quarantine ?? [])].sort(byQuarantinedAt);
+    if (stored) this.storeHolds(stored);
     this.clock = new HlcClock(this.meta.clientId);
     if (this.meta.lastHlc) this.clock.observe(this.meta.lastHlc);
     if (this.meta.schemaFingerprint !== fingerprint) {
@@ -197,6 +207,12 @@ export class ReplicaState implements RowSource {
   noteView(table: string, key: string): void {
     const id = table + sep + key;
     if (!this.viewBefore.has(id)) this.viewBefore.set(id, this.viewRow(table, key));
+  }
+
+  /** The store holds `stored`'s outbox and quarantine: read at the start, or when a tab takes the lead. */
+  storeHolds(stored: StoredState): void {
+    this.storedOutbox = new Set(stored.outbox.map((e) => e.clientMutationId));
+    this.storedQuarantine = new Map(stored.quarantine.map((e) => [e.clientMutationId, e]));
   }
 
   setMeta(change: Partial<StoreMeta>): void {
