@@ -42,7 +42,7 @@ import type { Queued } from "./replica/outbox.js";
 import { keyRow, keyText, type AnySchema, type EngineSchema, type KeyInput, type MutatorTypes, type TableTypes } from "./schema.js";
 import { memoryStore } from "./store/memory.js";
 import { upgradeStoredState } from "./store/migrate.js";
-import { isEmptyWrite, type ClientStore } from "./store/types.js";
+import { isEmptyWrite, type ClientStore, type StoreWrite } from "./store/types.js";
 import { sortByKey, type Actor, type OptimisticMutator } from "./view.js";
 import { createRealtimeSource } from "./fallback.js";
 import type { RealtimeSource } from "./websocket.js";
@@ -159,6 +159,7 @@ class Client<T extends TableTypes, M extends MutatorTypes> implements EngineClie
       presenceRefused: false,
       lastError: null,
       storeError: null,
+      storing: false,
       retry: null,
     });
     const persist = () => this.persist();
@@ -271,7 +272,10 @@ class Client<T extends TableTypes, M extends MutatorTypes> implements EngineClie
     const changes = this.replica.takeViewChanges();
     if (changes.length > 0) for (const listener of this.changeListeners) listener(changes);
     this.showCounts();
-    if (this.leading) return (this.queued ??= this.nextWrite());
+    if (this.leading) {
+      if (this.replica.unflushed) this.statusBoard.setStatus({ storing: true });
+      return (this.queued ??= this.nextWrite());
+    }
     // A follower's changes reach the store through the leader.
     this.replica.flush();
     return this.writes;
@@ -296,29 +300,36 @@ class Client<T extends TableTypes, M extends MutatorTypes> implements EngineClie
   private nextWrite(): Promise<void> {
     const write = this.writes.then(async () => {
       this.queued = undefined;
-      const change = this.replica.flush();
-      if (isEmptyWrite(change)) return;
-      const rebased = this.replica.rebases !== this.rebasesWritten;
-      this.rebasesWritten = this.replica.rebases;
       try {
-        await this.store.write(change);
-      } catch (err) {
-        this.replica.unwritten(change);
-        // The other tabs hear of the rebase with the next write.
-        if (rebased) this.rebasesWritten = -1;
-        this.statusBoard.recordStoreError(err);
-        throw err;
+        await this.write(this.replica.flush());
+      } finally {
+        if (this.queued === undefined) this.statusBoard.setStatus({ storing: false });
       }
-      this.replica.written(change);
-      this.statusBoard.setStatus({ storeError: null });
-      this.showCounts();
-      // To the other tabs once in the store.
-      this.tabs?.published(change, rebased);
     });
     // Handled here, so that a failure no caller awaits (`void this.persist()`) is no unhandled
     // rejection, and the next write starts after it all the same.
     this.writes = write.catch(() => undefined);
     return write;
+  }
+
+  /** Write `change` to the store, and then to the other tabs. */
+  private async write(change: StoreWrite): Promise<void> {
+    if (isEmptyWrite(change)) return;
+    const rebased = this.replica.rebases !== this.rebasesWritten;
+    this.rebasesWritten = this.replica.rebases;
+    try {
+      await this.store.write(change);
+    } catch (err) {
+      this.replica.unwritten(change);
+      // The other tabs hear of the rebase with the next write.
+      if (rebased) this.rebasesWritten = -1;
+      this.statusBoard.recordStoreError(err);
+      throw err;
+    }
+    this.replica.written(change);
+    this.statusBoard.setStatus({ storeError: null });
+    this.showCounts();
+    this.tabs?.published(change, rebased);
   }
 
   // --- Reads -------------------------------------------------------------------------------

@@ -11,7 +11,7 @@
 
 import type { Permission } from "./authorize.js";
 import type { HlcClock } from "./hlc.js";
-import { flush, takeViewChanges, unwritten, type RowChange } from "./replica/changes.js";
+import { flush, takeViewChanges, unflushed, unwritten, type RowChange } from "./replica/changes.js";
 import { counts, written, type Counts } from "./replica/counts.js";
 import { mutate, recordResults, refuse, renewQuarantine, renumber, unpushed, unquarantine, type Made, type Queued } from "./replica/outbox.js";
 import { applyWrite, replaceWith } from "./replica/mirror.js";
@@ -186,6 +186,11 @@ export class Replica {
   }
 
   // --- Persistence -------------------------------------------------------------------------
+
+  /** Whether something changed since the last flush. */
+  get unflushed(): boolean {
+    return unflushed(this.state);
+  }
 
   /** Everything changed since the last flush, as one store write. */
   flush(): StoreWrite {

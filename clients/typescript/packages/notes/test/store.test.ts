@@ -102,6 +102,7 @@ describe("persistence", () => {
     // The pull confirmed it in memory, but a reload now would find it waiting in the store.
     expect((await disk.load())!.outbox).toHaveLength(1);
     expect(client.status.pending).toBe(1);
+    expect(client.status.storing).toBe(true);
     // A mutation made meanwhile counts at once.
     const added = mutators(client).addNote({ list_id: "gil", title: "while held" });
     expect(client.status.pending).toBe(2);
@@ -111,6 +112,7 @@ describe("persistence", () => {
     await Promise.all([synced, added]);
     await client.sync();
     expect(client.status.pending).toBe(0);
+    expect(client.status.storing).toBe(false);
     expect((await disk.load())!.outbox).toEqual([]);
     await client.close();
   });

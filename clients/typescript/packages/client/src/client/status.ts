@@ -49,6 +49,12 @@ export interface Status {
    * Until then what it held is in memory only, and goes to the store with that next write.
    */
   storeError: string | null;
+  /**
+   * Whether changes wait for the store: a write is under way or asked for. What the app shows
+   * is on this device once this is false, as before a reload (unless `storeError` says the
+   * write failed). In a following tab, the leading tab's writes.
+   */
+  storing: boolean;
   /** The wait before a failed push or pull is tried again, while one is under way. */
   retry: ({ operation: "push" | "pull" } & Retry) | null;
 }

@@ -132,7 +132,7 @@ interface Waiting {
 }
 
 /** The status fields the leader's work sets; `pending` and `quarantined` each tab counts. */
-const LEADERS_FIELDS = ["connected", "longPoll", "syncing", "lastPullAt", "lastError", "storeError", "retry"] as const;
+const LEADERS_FIELDS = ["connected", "longPoll", "syncing", "lastPullAt", "lastError", "storeError", "storing", "retry"] as const;
 
 /** The tabs' name for `store` of `userId` at `url`, or `undefined` when they cannot share it. */
 function tabsName(options: TabsOptions, store: ClientStore, url: string, userId: string): string | undefined {
@@ -536,7 +536,7 @@ export class Tabs {
     const host = this.host!;
     this.forgetPresence();
     // What the old leader was doing is not what this tab is doing.
-    host.statusBoard.setStatus({ connected: false, longPoll: false, syncing: false, storeError: null, retry: null });
+    host.statusBoard.setStatus({ connected: false, longPoll: false, syncing: false, storeError: null, storing: false, retry: null });
     // Own mutations go into the outbox again below, numbered by this tab.
     if (stored) host.replica.replaceWith(stored, new Set());
     this.leading = true;

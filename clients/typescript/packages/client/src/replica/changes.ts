@@ -39,6 +39,14 @@ export function takeViewChanges(state: ReplicaState): RowChange[] {
   return changes;
 }
 
+/** Whether something changed since the last flush. */
+export function unflushed(state: ReplicaState): boolean {
+  return (
+    state.dirtyMeta ||
+    state.dirtyRows.size + state.dirtyBuckets.size + state.dirtyOutbox.size + state.dirtyQuarantine.size > 0
+  );
+}
+
 /** Everything changed since the last flush, as one store write. */
 export function flush(state: ReplicaState): StoreWrite {
   const change: StoreWrite = {
