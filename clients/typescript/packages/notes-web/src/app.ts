@@ -1079,6 +1079,8 @@ export class NotesApp {
       this.progress.value = progress.done;
     }
     setText(this.pending, `${status.pending} waiting`);
+    // Whether the page's changes are all on this device yet: what a reload starts from.
+    this.pending.dataset.storing = String(status.storing);
     if (status.pending !== this.lastPending) {
       this.lastPending = status.pending;
       this.noteList.refreshUnsent();

@@ -24,6 +24,7 @@ import {
   noteTitles,
   screenshots,
   signedIn as signedInAt,
+  stored,
   submit,
   useBrowser,
   waiting,
@@ -70,10 +71,11 @@ describe("the notes web app", () => {
     await alice.page.getByTestId("note").filter({ hasText: "Passport" }).getByLabel("done").check();
     await expect.poll(() => noteTitles(alice.page)).toEqual(["Passport", "Tickets"]);
     await expect.poll(() => waiting(alice.page)).toBe("3 waiting");
+    await stored(alice.page);
     await alice.page.reload();
     await alice.page.locator("[data-testid=list]", { hasText: "Trip" }).click();
     await expect.poll(() => noteTitles(alice.page)).toEqual(["Passport", "Tickets"]);
-    expect(await waiting(alice.page)).toBe("3 waiting");
+    await expect.poll(() => waiting(alice.page)).toBe("3 waiting");
     expect(await alice.page.getByTestId("note").filter({ hasText: "Passport" }).getByLabel("done").isChecked()).toBe(
       true,
     );

@@ -75,12 +75,12 @@ describe("the notes web app's features", () => {
     // Done: struck through, counted, filtered.
     await page.getByRole("checkbox", { name: "Done: Stamps" }).check();
     const stamps = page.locator("[data-testid=note]", { hasText: "Stamps" }).locator(".title");
-    expect(await stamps.evaluate((title) => getComputedStyle(title).textDecorationLine)).toBe("line-through");
-    expect(await page.getByTestId("counts").textContent()).toBe("2 to do, 1 done");
+    await expect.poll(() => stamps.evaluate((title) => getComputedStyle(title).textDecorationLine)).toBe("line-through");
+    await expect.poll(() => page.getByTestId("counts").textContent()).toBe("2 to do, 1 done");
     await page.getByTestId("filter-active").click();
-    expect(await shown(page)).toEqual(["Rye bread", "Keys"]);
+    await expect.poll(() => shown(page)).toEqual(["Rye bread", "Keys"]);
     await page.getByTestId("filter-done").click();
-    expect(await shown(page)).toEqual(["Stamps"]);
+    await expect.poll(() => shown(page)).toEqual(["Stamps"]);
     await page.getByTestId("filter-all").click();
 
     // Reorder from the keyboard: Alt+Up moves the focused note up, and the focus stays on it.
@@ -371,15 +371,15 @@ describe("the notes web app's features", () => {
     // So is a change to a note the server has.
     await page.getByRole("checkbox", { name: "Done: Posted" }).check();
     await expect.poll(() => sent.getAttribute("class")).toContain("unsent");
-    expect(await waiting(page)).toBe("2 waiting");
+    await expect.poll(() => waiting(page)).toBe("2 waiting");
     await screenshots(page, "offline");
 
     // Signing out with a write that never reached the server asks first; staying keeps it.
     await page.getByTestId("sign-out").click();
     const ask = page.getByTestId("ask");
-    expect(await ask.textContent()).toContain("2 changes have not reached the server yet");
+    await expect.poll(() => ask.textContent()).toContain("2 changes have not reached the server yet");
     await page.getByTestId("ask-no").click();
-    expect(await waiting(page)).toBe("2 waiting");
+    await expect.poll(() => waiting(page)).toBe("2 waiting");
     expect(await page.getByTestId("user").textContent()).toBe("sue");
 
     // Back online it goes out, and the status says when it synced.
@@ -418,7 +418,7 @@ describe("the notes web app's features", () => {
     await expect.poll(() => waiting(page)).toBe("1 waiting");
     link.restore();
     await expect.poll(() => status.textContent(), { timeout: 40_000 }).toMatch(/^Synced at \d/);
-    expect(await waiting(page)).toBe("0 waiting");
+    await expect.poll(() => waiting(page)).toBe("0 waiting");
     await expect.poll(() => page.getByTestId("connection").textContent(), { timeout: 20_000 }).toBe("online");
     await Promise.all([context.close(), link.close()]);
   });

@@ -13,7 +13,7 @@ import { describe, expect, test } from "vitest";
 import { notesClient } from "../../notes/test/support/clients.js";
 import { useNotesServer } from "../../notes/test/support/lifecycle.js";
 import { Link } from "../../notes/test/support/link.js";
-import { controlled, newList, noteTitles, signedIn as signedInAt, submit, useBrowser, waiting } from "./support/browser.js";
+import { controlled, newList, noteTitles, signedIn as signedInAt, stored, submit, useBrowser, waiting } from "./support/browser.js";
 
 const notes = useNotesServer();
 const browser = useBrowser();
@@ -73,10 +73,11 @@ describe("the web app's store", () => {
     await submit(page, "new-note", { title: "Umbrella" });
     await submit(page, "new-note", { title: "Boots" });
     await expect.poll(() => waiting(page)).toBe("2 waiting");
+    await stored(page);
     await page.reload();
     await page.locator("[data-testid=list]", { hasText: "Offline" }).click();
     await expect.poll(() => noteTitles(page)).toEqual(["Boots", "Umbrella"]);
-    expect(await waiting(page)).toBe("2 waiting");
+    await expect.poll(() => waiting(page)).toBe("2 waiting");
     expect(await kept(page, "ulla"), "in SQLite on OPFS, not in IndexedDB").toEqual({ sqlite: true, indexedDbOutbox: 0 });
 
     link.restore();
@@ -99,6 +100,7 @@ describe("the web app's store", () => {
     await newList(page, "Moved");
     await submit(page, "new-note", { title: "Queued in IndexedDB" });
     await expect.poll(() => waiting(page)).toBe("2 waiting");
+    await stored(page);
     expect(await kept(page, "vito")).toEqual({ sqlite: false, indexedDbOutbox: 2 });
 
     // The worker is back: the reload moves the store into SQLite, the writes still queued.
@@ -106,7 +108,7 @@ describe("the web app's store", () => {
     await page.reload();
     await page.locator("[data-testid=list]", { hasText: "Moved" }).click();
     await expect.poll(() => noteTitles(page)).toEqual(["Queued in IndexedDB"]);
-    expect(await waiting(page)).toBe("2 waiting");
+    await expect.poll(() => waiting(page)).toBe("2 waiting");
     expect(await kept(page, "vito")).toEqual({ sqlite: true, indexedDbOutbox: 0 });
 
     await context.unroute("**/sync/push");
@@ -116,7 +118,7 @@ describe("the web app's store", () => {
     await page.reload();
     await page.locator("[data-testid=list]", { hasText: "Moved" }).click();
     await expect.poll(() => noteTitles(page)).toEqual(["Queued in IndexedDB"]);
-    expect(await waiting(page)).toBe("0 waiting");
+    await expect.poll(() => waiting(page)).toBe("0 waiting");
     await context.close();
   });
 });

@@ -77,6 +77,15 @@ export async function submit(page: Page, form: string, values: Record<string, st
 }
 
 export const waiting = (page: Page) => page.getByTestId("pending").textContent();
+
+/**
+ * Wait until the page's changes are all in its store (`Status.storing`), as a test must before a
+ * reload: a waiting count rises as soon as a change is made, before the store holds it.
+ */
+export async function stored(page: Page): Promise<void> {
+  const storing = () => page.getByTestId("pending").getAttribute("data-storing");
+  await expect.poll(storing, { message: "the page's changes in its store" }).toBe("false");
+}
 export const noteTitles = async (page: Page) =>
   (await page.getByTestId("note").locator(".title").allTextContents()).sort();
 
