@@ -189,7 +189,7 @@ impl OpenStorage for Sqlite {
 
 impl Storage for SqliteStorage {
     /// The places are the readers, for pulls, and places for the pushes that wait for the
-    /// writer ([`push::sqlite::QUEUED`]), which hold no connection while they wait: a group
+    /// writer (16, `push::sqlite::QUEUED`), which hold no connection while they wait: a group
     /// gathers as many pushes as wait, and the runs queued on the writer are no more than those
     /// places, so the actor whose turn it is waits behind them alone, not behind every mutation
     /// queued in arrival order.
