@@ -197,10 +197,10 @@ async fn an_actor_past_the_bucket_bound_syncs_its_most_recent_buckets() {
     use crate::support::ws::{Auth, Ws};
     use std::time::Duration;
     let db = TestDb::new().await;
-    let limits = engine::server::storage::StoreLimits::default().buckets_per_actor(4);
+    let limits = engine::server::storage::StoreLimits::default().buckets_per_actor(5);
     let server = server_with(&db, limits).await;
-    // Alice holds her own two buckets (`invitations`, `own`) and three lists' (5); each list has
-    // a note.
+    // Alice holds her own three buckets (`invitations`, `memberships`, `own`) and three lists'
+    // (6); each list has a note.
     let mut mutations = Vec::new();
     for i in 1..=3_u64 {
         mutations.push(mutation(2 * i - 1, "create_list", json!({"id": format!("l{i}"), "title": "t"})));
@@ -217,7 +217,7 @@ async fn an_actor_past_the_bucket_bound_syncs_its_most_recent_buckets() {
     // A full pull serves her own buckets and the two lists granted last, and says so.
     let (status, page) = pull_with(&server, json!({})).await;
     assert_eq!(status, StatusCode::OK, "{page}");
-    assert_eq!(page["bounded"], json!({"held": 5, "served": 4}), "{page}");
+    assert_eq!(page["bounded"], json!({"held": 6, "served": 5}), "{page}");
     let mut notes = ids(&page, "notes");
     notes.sort();
     assert_eq!(notes, ["n2", "n3"], "the most recently granted lists: {page}");
@@ -228,10 +228,10 @@ async fn an_actor_past_the_bucket_bound_syncs_its_most_recent_buckets() {
     assert_eq!(ids(&chosen, "notes"), ["n1"]);
     assert!(chosen.get("bounded").is_none(), "{chosen}");
     // More than the bound is still too many.
-    let all = json!({"buckets": ["shared/l1", "shared/l2", "shared/l3", "shared/l4", "shared/l5"]});
+    let all = json!({"buckets": ["shared/l1", "shared/l2", "shared/l3", "shared/l4", "shared/l5", "shared/l6"]});
     let (status, problem) = pull_with(&server, all).await;
     assert_eq!(status, StatusCode::PAYLOAD_TOO_LARGE, "{problem}");
-    assert!(problem["detail"].as_str().unwrap().contains("asks for 5 buckets"), "{problem}");
+    assert!(problem["detail"].as_str().unwrap().contains("asks for 6 buckets"), "{problem}");
 
     // The stream follows the part served: it stays open and pings it.
     let token = TestServer::token("alice");
@@ -249,7 +249,7 @@ async fn an_actor_past_the_bucket_bound_syncs_its_most_recent_buckets() {
     loop {
         let (status, next) = pull_with(&server, json!({"cursor": cursor})).await;
         assert_eq!(status, StatusCode::OK, "{next}");
-        assert_eq!(next["bounded"], json!({"held": 6, "served": 4}), "{next}");
+        assert_eq!(next["bounded"], json!({"held": 7, "served": 5}), "{next}");
         removed.extend(next["removedBuckets"].as_array().unwrap().iter().cloned());
         cursor = next["cursor"].clone();
         if next["hasMore"] != true {
@@ -279,8 +279,8 @@ async fn a_flood_of_shares_from_strangers_changes_nothing_the_victim_syncs() {
     use crate::support::actors::{applied, forbidden, pulled, push};
     use example_notes::PENDING_INVITATIONS;
     let db = TestDb::new().await;
-    // The notes app's limits, with room for the victim's own two buckets and two lists.
-    let server = server_with(&db, example_notes::store_limits().buckets_per_actor(4)).await;
+    // The notes app's limits, with room for the victim's own three buckets and two lists.
+    let server = server_with(&db, example_notes::store_limits().buckets_per_actor(5)).await;
     applied(&push(&server, "victim", 1, "create_list", json!({"id": "mine", "title": "mine"})).await);
     applied(&push(&server, "victim", 2, "add_note", json!({"id": "n-mine", "list_id": "mine", "title": "n"})).await);
     applied(&push(&server, "friend", 1, "create_list", json!({"id": "theirs", "title": "theirs"})).await);

@@ -233,7 +233,7 @@ async fn check_summarizes_a_contract() {
     assert_eq!(
         summary,
         format!(
-            "protocol {}\ntables: list_members, lists, notes\nsync rules: invitations, own, shared\nmutators: accept_list, add_note, create_list, delete_note, edit_note_body, leave_list, move_note, purge_note, rename_list, set_note_image, share_list, unshare_list, update_note\n",
+            "protocol {}\ntables: list_members, lists, notes\nsync rules: invitations, memberships, own, shared\nmutators: accept_list, add_note, create_list, delete_note, edit_note_body, leave_list, move_note, purge_note, rename_list, set_note_image, share_list, unshare_list, update_note\n",
             engine::wire::PROTOCOL_VERSION
         )
     );

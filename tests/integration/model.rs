@@ -101,7 +101,7 @@ fn the_app_registers_everything_once() {
         ]
     );
     assert!(["lists", "list_members", "notes"].iter().all(|t| app.is_synced(t)));
-    assert_eq!(app.sync_rules().rules.len(), 3);
+    assert_eq!(app.sync_rules().rules.len(), 4);
 }
 
 #[test]

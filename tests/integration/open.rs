@@ -7,10 +7,10 @@ use std::time::Duration;
 use engine::Bucket as _;
 use engine::client::{Client, StoreLocation};
 use example_notes::mutators::{
-    AddNote, CreateList, NoteId, ShareList, ShareRole, create_list, delete_note, share_list,
+    AddNote, CreateList, NoteId, RenameList, ShareList, ShareRole, create_list, delete_note, rename_list, share_list,
 };
 use example_notes::rules::Shared;
-use example_notes::{List, Note};
+use example_notes::{List, ListMember, Note};
 
 use crate::support::client::notes_client;
 use crate::support::notes::accept;
@@ -125,4 +125,54 @@ async fn a_released_bucket_leaves_after_the_ttl_and_comes_back_whole_when_opened
     let _foreign = bob.sync_bucket(shared("nobody's"));
     bob.pull().await.unwrap();
     assert!(note(&bob, "n2").await.is_some());
+}
+
+async fn membership(client: &Client, list: &str, user: &str) -> Option<ListMember> {
+    client.get::<ListMember>(&(list.to_owned(), user.to_owned())).await.unwrap()
+}
+
+#[tokio::test]
+async fn a_members_index_of_lists_is_its_own_lists_and_accepted_memberships_with_true_titles() {
+    let db = TestDb::new().await;
+    let server = TestServer::start(&db, |b| b).await;
+    let url = server.url("");
+    two_shared_lists(&url).await;
+    // Carol is invited to l1 and has not accepted: not in her index.
+    let alice = notes_client(&url, "alice", StoreLocation::Memory, |b| b.background(false)).await;
+    alice.pull().await.unwrap();
+    let args = ShareList { list_id: "l1".into(), user_id: "carol".into(), role: ShareRole::Viewer };
+    alice.mutate::<share_list>(args).await.unwrap();
+    alice.sync().await.unwrap();
+    let index = |user: &'static str| {
+        let url = url.clone();
+        async move {
+            notes_client(&url, user, StoreLocation::Memory, |b| b.background(false).sync_open(["own", "memberships"]))
+                .await
+        }
+    };
+    let bob = index("bob").await;
+    bob.pull().await.unwrap();
+    for list in ["l1", "l2"] {
+        let member = membership(&bob, list, "bob").await.unwrap_or_else(|| panic!("bob's membership of {list}"));
+        assert_eq!((member.title.as_str(), member.accepted), (list, true));
+    }
+    assert!(list(&bob, "b1").await.is_some(), "his own list, from `own`");
+    assert!(list(&bob, "l1").await.is_none() && note(&bob, "n1").await.is_none(), "no shared list's bucket");
+    assert!(membership(&bob, "l1", "alice").await.is_none(), "nor the other members of the lists");
+    let carol = index("carol").await;
+    carol.pull().await.unwrap();
+    assert!(membership(&carol, "l1", "carol").await.is_none(), "an invitation not accepted is no list of hers");
+
+    // Renamed by its owner, the list's title changes in its members' index too.
+    alice.pull().await.unwrap();
+    alice.mutate::<rename_list>(RenameList { id: "l1".into(), title: "trip".into() }).await.unwrap();
+    let optimistic = membership(&alice, "l1", "bob").await.unwrap();
+    assert_eq!(optimistic.title, "trip", "the owner's device renames the memberships it holds at once");
+    alice.sync().await.unwrap();
+    bob.pull().await.unwrap();
+    assert_eq!(membership(&bob, "l1", "bob").await.unwrap().title, "trip");
+    assert_eq!(membership(&bob, "l2", "bob").await.unwrap().title, "l2", "the other list keeps its title");
+    carol.pull().await.unwrap();
+    let invitation = carol.get::<ListMember>(&("l1".to_owned(), "carol".to_owned())).await.unwrap();
+    assert!(invitation.is_none(), "still no list of hers");
 }

@@ -119,8 +119,8 @@ async fn an_actor_gets_the_rows_of_its_claim_and_membership_buckets_and_nothing_
     let expected: BTreeMap<String, Vec<String>> = [
         ("lists:l1", vec!["own/alice", "shared/l1"]),
         ("lists:l2", vec!["shared/l2"]),
-        ("list_members:l1/alice", vec!["own/alice", "shared/l1"]),
-        ("list_members:l2/alice", vec!["shared/l2"]),
+        ("list_members:l1/alice", vec!["memberships/alice", "own/alice", "shared/l1"]),
+        ("list_members:l2/alice", vec!["memberships/alice", "shared/l2"]),
         ("list_members:l2/bob", vec!["shared/l2"]),
         ("notes:n1", vec!["shared/l1"]),
         ("notes:n2", vec!["shared/l2"]),
@@ -206,9 +206,9 @@ async fn a_first_sync_tells_how_far_it_has_got_on_every_page_but_its_last() {
     let (last, rest) = pages.split_last().unwrap();
     assert!(last.progress.is_none(), "the last page has no more to tell");
     let progress: Vec<_> = rest.iter().map(|p| p.progress.expect("a page with more tells its progress")).collect();
-    // `invitations/alice` walks memberships, `own/alice` lists and memberships, each `shared/…`
-    // lists, memberships and notes.
-    assert!(progress.iter().all(|p| p.total == 1 + 2 + 40 * 3), "{progress:?}");
+    // `invitations/alice` and `memberships/alice` walk memberships, `own/alice` lists and
+    // memberships, each `shared/…` lists, memberships and notes.
+    assert!(progress.iter().all(|p| p.total == 1 + 1 + 2 + 40 * 3), "{progress:?}");
     assert!(progress.windows(2).all(|w| w[0].done <= w[1].done), "it never goes back: {progress:?}");
     assert!(progress.iter().any(|p| p.done > 0 && p.done < p.total), "{progress:?}");
     // Caught up, a pull has nothing to tell.
@@ -310,9 +310,11 @@ async fn granting_membership_back_fills_the_bucket_and_revoking_it_removes_it() 
     .await;
     let granted = pull(&storage, "carol", Some(&carol.cursor)).await;
     let got = changes(&granted);
-    for row in ["lists:l1", "notes:n1", "list_members:l1/alice", "list_members:l1/carol"] {
+    for row in ["lists:l1", "notes:n1", "list_members:l1/alice"] {
         assert_eq!(got.get(row), Some(&vec!["shared/l1".to_owned()]), "{row} back-filled in {got:?}");
     }
+    let hers = vec!["memberships/carol".to_owned(), "shared/l1".to_owned()];
+    assert_eq!(got.get("list_members:l1/carol"), Some(&hers), "her membership, in her index too: {got:?}");
     assert!(!got.contains_key("lists:l3"), "buckets the client already has are not re-sent");
     exec(&db, &storage, "DELETE FROM list_members WHERE list_id = 'l1' AND user_id = 'carol'").await;
     let revoked = pull(&storage, "carol", Some(&granted.cursor)).await;

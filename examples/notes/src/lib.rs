@@ -4,7 +4,8 @@
 //!
 //! - Tables: [`List`], [`ListMember`], [`Note`].
 //! - Sync rules ([`rules`]): `invitations` (the actor's memberships it has not accepted yet),
-//!   `own` (the lists the actor owns and their memberships) and `shared` (every list the actor
+//!   `memberships` (those it has accepted, with their lists' titles: the index of the lists it
+//!   holds), `own` (the lists the actor owns and their memberships) and `shared` (every list the actor
 //!   is an accepted member of, with its notes and members). A share is an invitation: the list
 //!   reaches its member once the member accepts it (`accept_list`). Notes lie only
 //!   in their list's bucket, so a member removed from a list stops receiving its notes. The
@@ -54,8 +55,9 @@ pub struct ListMember {
     pub accepted: bool,
     /// The user id of who shared the list (the owner's own, for the owner's membership).
     pub invited_by: String,
-    /// The list's title when it was shared: what an invitee reads of the list before it
-    /// accepts (it reads the list itself once it has).
+    /// The list's title: what an invitee reads of the list before it accepts, and what a
+    /// member's index of its lists shows (`memberships`). Set when the list is shared, and kept
+    /// the list's by `rename_list`.
     pub title: String,
 }
 
@@ -95,6 +97,21 @@ pub mod rules {
     )]
     #[derive(Debug, Clone, PartialEq, Eq, Hash)]
     pub struct Invitations {
+        #[param(actor.user_id)]
+        pub user_id: String,
+    }
+
+    /// The actor's accepted memberships, each with its list's title: with `Own`, the index of
+    /// every list the actor holds, which a client can sync without the lists' `Shared` buckets
+    /// and their notes. Nothing is written through it: the owner of a list writes its
+    /// memberships through `Shared`'s owner role (keeping their title the list's, `rename_list`),
+    /// which is what lets them in here; a member cannot change its own role or title.
+    #[bucket(
+        data(ListMember::user_id == bucket.user_id && ListMember::accepted == true),
+        accept(open(Shared)),
+    )]
+    #[derive(Debug, Clone, PartialEq, Eq, Hash)]
+    pub struct Memberships {
         #[param(actor.user_id)]
         pub user_id: String,
     }

@@ -90,11 +90,16 @@ pub struct RenameList {
     pub title: String,
 }
 
-/// Rename a list. Only the list's owner may.
+/// Rename a list, and its memberships' copy of the title its members' index shows. Only the
+/// list's owner may.
 #[engine::mutator]
 pub async fn rename_list(ctx: &mut MutatorCtx<'_>, args: RenameList) -> Result<Outcome> {
     owned_list(ctx, &args.id, "rename").await?;
-    ctx.update::<List>(&args.id, [List::title.set(args.title)]).await?;
+    ctx.update::<List>(&args.id, [List::title.set(args.title.clone())]).await?;
+    for member in ctx.select(ListMember::list_id.eq(args.id.clone())).await? {
+        let key = (member.list_id, member.user_id);
+        ctx.update::<ListMember>(&key, [ListMember::title.set(args.title.clone())]).await?;
+    }
     Ok(Outcome::new().server_id(args.id))
 }
 

@@ -199,6 +199,7 @@ BEGIN
   IF true THEN
     old_keys := array_remove(ARRAY[
       CASE WHEN OLD."user_id" IS NOT NULL AND OLD."accepted" = false THEN _engine_bucket_key('invitations', ARRAY[OLD."user_id"::text]) END,
+      CASE WHEN OLD."user_id" IS NOT NULL AND OLD."accepted" = true THEN _engine_bucket_key('memberships', ARRAY[OLD."user_id"::text]) END,
       CASE WHEN OLD."owner_id" IS NOT NULL THEN _engine_bucket_key('own', ARRAY[OLD."owner_id"::text]) END,
       CASE WHEN OLD."list_id" IS NOT NULL THEN _engine_bucket_key('shared', ARRAY[OLD."list_id"::text]) END
     ]::text[], NULL);
@@ -206,6 +207,7 @@ BEGIN
   IF TG_OP = 'UPDATE' AND true AND OLD."list_id" IS NOT DISTINCT FROM NEW."list_id" AND OLD."user_id" IS NOT DISTINCT FROM NEW."user_id" THEN
     new_keys := array_remove(ARRAY[
       CASE WHEN NEW."user_id" IS NOT NULL AND NEW."accepted" = false THEN _engine_bucket_key('invitations', ARRAY[NEW."user_id"::text]) END,
+      CASE WHEN NEW."user_id" IS NOT NULL AND NEW."accepted" = true THEN _engine_bucket_key('memberships', ARRAY[NEW."user_id"::text]) END,
       CASE WHEN NEW."owner_id" IS NOT NULL THEN _engine_bucket_key('own', ARRAY[NEW."owner_id"::text]) END,
       CASE WHEN NEW."list_id" IS NOT NULL THEN _engine_bucket_key('shared', ARRAY[NEW."list_id"::text]) END
     ]::text[], NULL);

@@ -97,6 +97,8 @@ class Client<T extends TableTypes, M extends MutatorTypes> implements EngineClie
   > & { syncOpen: readonly string[] | undefined };
   /** The buckets open through `syncBucket`, with how many handles hold each. */
   private readonly open = new Map<string, number>();
+  /** Leading tabs: the buckets the tabs together hold open (this tab's among them). */
+  private tabsOpen: string[] = [];
   readonly statusBoard: StatusBoard;
   private readonly changeListeners = new Set<(changes: RowChange[]) => void>();
   private readonly bucketListeners = new Set<(buckets: string[]) => void>();
@@ -207,6 +209,12 @@ class Client<T extends TableTypes, M extends MutatorTypes> implements EngineClie
 
   realtime(tracked: Map<string, PresenceMeta>, subscription: string[] | null): void {
     this.stream.want(tracked, subscription);
+  }
+
+  openByTabs(buckets: string[]): void {
+    if (buckets.length === this.tabsOpen.length && buckets.every((b, i) => b === this.tabsOpen[i])) return;
+    this.tabsOpen = buckets;
+    if (this.settings.background && !this.closed && this.leading) this.pullLoop.wake(true);
   }
 
   start(): void {
@@ -371,6 +379,7 @@ class Client<T extends TableTypes, M extends MutatorTypes> implements EngineClie
 
   syncBucket(bucket: string): SyncedBucket {
     this.open.set(bucket, (this.open.get(bucket) ?? 0) + 1);
+    this.tabs?.syncOpen([...this.open.keys()]);
     if (this.settings.background && !this.closed) this.pullLoop.wake(true);
     let released = false;
     return {
@@ -384,6 +393,7 @@ class Client<T extends TableTypes, M extends MutatorTypes> implements EngineClie
           return;
         }
         this.open.delete(bucket);
+        this.tabs?.syncOpen([...this.open.keys()]);
         // The pull releases it, and the stream stops following it.
         if (this.settings.background && !this.closed) this.pullLoop.wake(true);
       },
@@ -391,7 +401,9 @@ class Client<T extends TableTypes, M extends MutatorTypes> implements EngineClie
   }
 
   openBuckets(): string[] {
-    return [...this.open.keys()].sort();
+    if (!this.tabs) return [...this.open.keys()].sort();
+    // The leader syncs what any tab holds open; the tabs' wishes carry this tab's own too.
+    return [...new Set([...this.open.keys(), ...this.tabsOpen])].sort();
   }
 
   // --- Writes ------------------------------------------------------------------------------

@@ -25,8 +25,9 @@ export interface ListMember {
   /** The user id of who shared the list (the owner's own, for the owner's membership). */
   invited_by: string;
   /**
-   * The list's title when it was shared: what an invitee reads of the list before it
-   * accepts (it reads the list itself once it has).
+   * The list's title: what an invitee reads of the list before it accepts, and what a
+   * member's index of its lists shows (`memberships`). Set when the list is shared, and kept
+   * the list's by `rename_list`.
    */
   title: string;
 }
@@ -237,7 +238,10 @@ export function mutators<R>(client: Mutate<Mutators, R>) {
     moveNote: (args: MoveNoteArgs): R => client.mutate("move_note", args),
     /** Delete a note for good. */
     purgeNote: (args: PurgeNoteArgs): R => client.mutate("purge_note", args),
-    /** Rename a list. Only the list's owner may. */
+    /**
+     * Rename a list, and its memberships' copy of the title its members' index shows. Only the
+     * list's owner may.
+     */
     renameList: (args: RenameListArgs): R => client.mutate("rename_list", args),
     /**
      * Attach an image to a note, or take it away. The row may reach the server before the bytes:
@@ -259,6 +263,7 @@ export function mutators<R>(client: Mutate<Mutators, R>) {
 /** The parameters of each sync rule's buckets, by the rule's name. */
 export interface BucketParams {
   invitations: { user_id: string };
+  memberships: { user_id: string };
   own: { owner_id: string };
   shared: { list_id: string };
 }
@@ -276,6 +281,15 @@ export const buckets = {
    * `actor.user_id`.
    */
   invitations: (params: BucketParams["invitations"]): string => bucketKey("invitations", [params.user_id]),
+  /**
+   * The actor's accepted memberships, each with its list's title: with `Own`, the index of
+   * every list the actor holds, which a client can sync without the lists' `Shared` buckets
+   * and their notes. Nothing is written through it: the owner of a list writes its
+   * memberships through `Shared`'s owner role (keeping their title the list's, `rename_list`),
+   * which is what lets them in here; a member cannot change its own role or title. Parameters:
+   * `user_id` from `actor.user_id`.
+   */
+  memberships: (params: BucketParams["memberships"]): string => bucketKey("memberships", [params.user_id]),
   /**
    * The lists the actor owns and the memberships of its lists. The owner writes its lists
    * here; memberships only through `Shared`'s owner role. Parameters: `owner_id` from
@@ -323,6 +337,23 @@ export const schema = defineSchema<Tables, Mutators>({
       data: [
         {
           filters: [{ column: "accepted", value: false }],
+          scope: [{ column: "user_id", param: "user_id" }],
+          table: "list_members",
+        },
+      ],
+      leave: false,
+      membership: null,
+      parameters: [{ name: "user_id", source: "actor.user_id", type: "text" }],
+      tables: ["list_members"],
+      while: null,
+      write: {},
+    },
+    memberships: {
+      accept: [{ open: true, rule: "shared" }],
+      anchor: null,
+      data: [
+        {
+          filters: [{ column: "accepted", value: true }],
           scope: [{ column: "user_id", param: "user_id" }],
           table: "list_members",
         },

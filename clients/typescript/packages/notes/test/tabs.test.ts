@@ -173,6 +173,36 @@ describe("tabs", () => {
     await Promise.all([leader.close(), follower.close()]);
   });
 
+  test("syncing only what is open, the leader syncs a bucket while any tab holds it open", async () => {
+    const locks = webLocks();
+    const name = `tabs-${notes().database}-open`;
+    const owner = await notesClient(notes(), "uma");
+    await mutators(owner).createList({ id: "uma", title: "Uma's" });
+    await mutators(owner).addNote({ id: "uma-note", list_id: "uma", title: "hello" });
+    await mutators(owner).shareList({ list_id: "uma", user_id: "vic", role: "viewer" });
+    await owner.sync();
+    await accept(notes(), "vic", "uma");
+    const options = { syncOpen: ["own", "memberships"], store: indexedDbStore(name), tabs: { locks } };
+    const leader = await notesClient(notes(), "vic", options);
+    const follower = await notesClient(notes(), "vic", options);
+    await follower.pull();
+    expect(follower.get("list_members", { list_id: "uma", user_id: "vic" })?.title, "the index").toBe("Uma's");
+    expect(follower.get("notes", "uma-note"), "nothing open").toBeUndefined();
+
+    // Opened in the follower, the list comes to every tab, through the leader's pull.
+    const open = follower.syncBucket(bucketKey("shared", ["uma"]));
+    await waitFor("the leader knows the follower's open bucket", () => leader.openBuckets().includes(open.bucket));
+    await follower.pull();
+    for (const client of [leader, follower]) expect(client.get("notes", "uma-note")?.title).toBe("hello");
+
+    // Released, it goes (the TTL is none).
+    open.release();
+    await waitFor("the leader lets it go", () => leader.openBuckets().length === 0);
+    await follower.pull();
+    for (const client of [leader, follower]) await waitFor("the list's notes go", () => client.get("notes", "uma-note") === undefined);
+    await Promise.all([follower.close(), leader.close(), owner.close()]);
+  });
+
   test("a follower is present through the leader's one socket, and sees who else is", async () => {
     const locks = webLocks();
     const name = `tabs-${notes().database}-presence`;

@@ -145,7 +145,7 @@ export interface EngineClient<T extends TableTypes = TableTypes, M extends Mutat
    * not refused. On a client that syncs every bucket held, the handle changes nothing.
    */
   syncBucket(bucket: string): SyncedBucket;
-  /** The buckets open through `syncBucket` handles, in key order. */
+  /** The buckets open through `syncBucket` handles, in key order (the leading tab: of every tab). */
   openBuckets(): string[];
   /** Follow only `buckets` in realtime (`null`: every bucket held, the default). */
   subscribe(buckets: readonly string[] | null): void;

@@ -80,6 +80,8 @@ export interface TabsHost {
   heldChanged(): void;
   /** Follow and be present as every tab together asks. */
   realtime(tracked: Map<string, PresenceMeta>, subscription: string[] | null): void;
+  /** Sync the buckets every tab together holds open (`syncBucket`), besides the leader's own. */
+  openByTabs(buckets: string[]): void;
   onPresence(listener: (event: PresenceEvent) => void): () => void;
   pull(): Promise<void>;
   push(): Promise<void>;
@@ -95,10 +97,14 @@ type Request =
   | { op: "retry" | "discard"; clientMutationId: string }
   | { op: "state" };
 
-/** A tab's realtime wishes: presence by bucket (with when it was set) and the subscription. */
+/**
+ * A tab's wishes: presence by bucket (with when it was set), the subscription, and the buckets it
+ * holds open (`syncBucket`) on a client that syncs only what is open.
+ */
 interface Wishes {
   tracked: [string, PresenceMeta, number][];
   subscription: string[] | null;
+  open: string[];
 }
 
 type Message =
@@ -199,7 +205,7 @@ export class Tabs {
     private readonly channel: TabChannel,
     private readonly store: ClientStore,
   ) {
-    this.wishes.set(this.tab, { tracked: [], subscription: null });
+    this.wishes.set(this.tab, { tracked: [], subscription: null, open: [] });
     channel.addEventListener("message", (event) => void this.receive(event.data as Message));
   }
 
@@ -372,6 +378,12 @@ export class Tabs {
     this.sendWishes();
   }
 
+  /** The buckets this tab holds open. */
+  syncOpen(buckets: readonly string[]): void {
+    this.wishes.get(this.tab)!.open = [...buckets];
+    this.sendWishes();
+  }
+
   private sendWishes(): void {
     if (this.leading) this.applyWishes();
     else this.post({ type: "wishes", from: this.tab, wishes: this.wishes.get(this.tab)! });
@@ -381,7 +393,9 @@ export class Tabs {
   private applyWishes(): void {
     const tracked = new Map<string, [PresenceMeta, number]>();
     let subscription: Set<string> | null = new Set();
+    const open = new Set<string>();
     for (const wishes of this.wishes.values()) {
+      for (const bucket of wishes.open) open.add(bucket);
       for (const [bucket, meta, at] of wishes.tracked) {
         const known = tracked.get(bucket);
         if (!known || known[1] < at) tracked.set(bucket, [meta, at]);
@@ -390,12 +404,13 @@ export class Tabs {
       else for (const bucket of wishes.subscription) subscription?.add(bucket);
     }
     this.host?.realtime(new Map([...tracked].map(([bucket, [meta]]) => [bucket, meta])), subscription && [...subscription]);
+    this.host?.openByTabs([...open].sort());
   }
 
   /** Leader: drop the wishes of tab `tab` once its tab is gone. */
   private watch(tab: string): void {
     if (this.wishes.has(tab)) return;
-    this.wishes.set(tab, { tracked: [], subscription: [] });
+    this.wishes.set(tab, { tracked: [], subscription: [], open: [] });
     this.locks
       .request(`${this.name} tab ${tab}`, { signal: this.stop.signal }, async () => {
         if (this.wishes.delete(tab) && this.leading) this.applyWishes();
