@@ -174,12 +174,14 @@ describe("buckets lost and pulls started over", () => {
     await mutators(owner).unshareList({ list_id: "ttl", user_id: "kim" });
     await owner.sync();
     await Promise.all([jon.pull(), kim.pull()]);
-    // At once for jon (TTL 0); kim keeps them for the hour, without holding the bucket.
+    // At once for jon (TTL 0); kim keeps them for the hour, without holding the bucket. Each
+    // still holds his index of lists (`memberships/…`), without the list.
     expect(jon.rows("notes")).toEqual([]);
     expect(jon.rows("lists")).toEqual([]);
-    expect(jon.buckets()).toEqual([]);
+    expect(jon.rows("list_members")).toEqual([]);
+    expect(jon.buckets()).toEqual(["memberships/jon"]);
     expect(kim.get("notes", "ttl-note")?.title).toBe("shared for a while");
-    expect(kim.buckets()).toEqual([]);
+    expect(kim.buckets()).toEqual(["memberships/kim"]);
     await Promise.all([owner.close(), jon.close(), kim.close()]);
   });
 

@@ -26,7 +26,8 @@ describe("pull and push", () => {
 
     await alice.sync();
     expect(alice.status.pending).toBe(0);
-    expect(alice.buckets()).toEqual(["own/alice", "shared/groceries"]);
+    // Her lists, her index of them (her owner's membership) and the list's own bucket.
+    expect(alice.buckets()).toEqual(["memberships/alice", "own/alice", "shared/groceries"]);
     // The id the optimistic run took is the one the server's run took.
     const note = alice.get("notes", noteId);
     expect(note).toMatchObject({ id: noteId, list_id: "groceries", title: "Oat milk", owner_id: "alice", done: false });
