@@ -46,6 +46,10 @@ export const optimistic: OptimisticMutators<Tables, Mutators> = {
   rename_list(tx, args) {
     ownedList(tx, args.id, "rename");
     tx.update("lists", args.id, { title: args.title });
+    // The memberships' copy of the title, as the server's run rewrites it.
+    for (const member of tx.select("list_members", { list_id: args.id })) {
+      tx.update("list_members", { list_id: member.list_id, user_id: member.user_id }, { title: args.title });
+    }
   },
   share_list(tx, args) {
     const list = ownedList(tx, args.list_id, "share");

@@ -1,7 +1,8 @@
 /**
  * Syncing only what is open, against a real notes server: a client given `syncOpen` pulls the
  * buckets of its always-synced rules and the buckets opened with `syncBucket`, nothing else; a
- * released bucket's rows go after the bucket TTL; and the stream pings it only for what it syncs.
+ * released bucket's rows go after the bucket TTL; the `memberships` index keeps its titles as
+ * renamed; and the stream pings it only for what it syncs.
  */
 
 import { describe, expect, test } from "vitest";
@@ -75,6 +76,24 @@ describe("sync what is open", () => {
     expect(quin.get("notes", "ola-1-note")).toBeDefined();
     expect(quin.buckets()).not.toContain(buckets.shared({ list_id: "ola-1" }));
     await Promise.all([owner.close(), quin.close()]);
+  });
+
+  test("the memberships index lists a member's lists with their titles, renamed at once on the owner's device", async () => {
+    const owner = await sharedLists("ria", "sam", ["ria-1", "ria-2"]);
+    const sam = await notesClient(notes(), "sam", { syncOpen: ["own", "memberships"] });
+    await sam.pull();
+    const index = (client: typeof sam, list: string, user = "sam") =>
+      client.get("list_members", { list_id: list, user_id: user })?.title;
+    expect([index(sam, "ria-1"), index(sam, "ria-2")]).toEqual(["ria-1", "ria-2"]);
+    expect(sam.get("lists", "ria-1"), "no list's bucket").toBeUndefined();
+
+    // The owner's optimistic run renames every membership it holds, as the server's run does.
+    await mutators(owner).renameList({ id: "ria-1", title: "trip" });
+    expect([index(owner, "ria-1"), index(owner, "ria-1", "ria")]).toEqual(["trip", "trip"]);
+    await owner.sync();
+    await sam.pull();
+    expect([index(sam, "ria-1"), index(sam, "ria-2")]).toEqual(["trip", "ria-2"]);
+    await Promise.all([owner.close(), sam.close()]);
   });
 
   test("the stream pings only the buckets synced", async () => {
