@@ -18,6 +18,7 @@ mod invitations;
 mod jobs;
 mod keys;
 mod layers;
+mod memberships;
 mod migrate;
 mod model;
 mod mount;
