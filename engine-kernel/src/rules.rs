@@ -91,8 +91,8 @@ pub struct RuleMeta {
     pub held_while: Option<&'static str>,
     /// `anchor(Team::id == bucket.team_id)`: the row a bucket of the rule belongs to, one row of
     /// a table the rule selects, named by every parameter. No membership of a bucket whose
-    /// anchor does not exist is written, unless the same mutation writes the anchor, and a new
-    /// bucket's first rows include its anchor.
+    /// anchor does not exist is written, nor a row put into it through `accept(...)`, unless the
+    /// same mutation writes the anchor, and a new bucket's first rows include its anchor.
     pub anchor: Option<Selection>,
 }
 

@@ -290,8 +290,9 @@ pub use engine_macros::args;
 ///   holds the `Other` bucket of the same parameters; with `accept(Other)`, the tasks assigned
 ///   to a member leave with the member's team (`examples/teams`).
 /// - `anchor(Team::id == bucket.team_id)`: the row a bucket belongs to; no membership of a
-///   bucket is written while its anchor is missing (unless the same mutation writes it), so
-///   nobody takes a team id by putting another row and their own membership into it.
+///   bucket is written while its anchor is missing (unless the same mutation writes it), nor a
+///   row put into it through `accept(...)`, so nobody takes a team id by putting another row
+///   and their own membership into it, nor by opening a ticket with it before the team exists.
 /// - `#[engine::sync_rules(server_only(Table, …))]`: tables only server code (jobs, admin
 ///   tools) writes; client mutations may not, and their rows may lie in no bucket. A membership
 ///   table that no bucket selects must be declared so.

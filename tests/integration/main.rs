@@ -4,6 +4,7 @@
 mod support;
 
 mod accounts;
+mod anchors;
 mod authorization;
 mod blobs;
 mod client;

@@ -68,6 +68,9 @@ pub(super) struct Holdings {
     /// Held buckets of anchored rules the mutation granted through a membership row, with the
     /// membership table: their anchors must exist once the writes are in.
     granted_anchored: BTreeMap<BucketKey, &'static str>,
+    /// Buckets of anchored rules the mutation put rows into through `accept(...)`, with the
+    /// table of the first row: their anchors must exist once the writes are in.
+    accepted_anchored: BTreeMap<BucketKey, &'static str>,
     /// Whether write permissions may be assumed, for the record statement to confirm.
     may_assume: bool,
     /// The write permissions assumed so far.
@@ -710,6 +713,11 @@ impl ServerTx<'_> {
                     if !self.held_at_start(bucket).await? {
                         self.holdings.accepted.insert(bucket.clone());
                     }
+                    // Not a way into a team before it exists: rows waiting there would keep its
+                    // creator from creating it.
+                    if rule.anchor.is_some() {
+                        self.holdings.accepted_anchored.entry(bucket.clone()).or_insert(table.name);
+                    }
                     return Ok(true);
                 }
             }
@@ -964,14 +972,17 @@ impl ServerTx<'_> {
         Ok(false)
     }
 
-    /// With every write in: each bucket of an anchored rule the mutation created, or granted a
-    /// membership of, has its anchor row (which the mutation may have written). A new bucket
-    /// without it is refused as a join of a bucket the actor may not write, with the same words
-    /// whether or not the anchor's id is taken elsewhere.
+    /// With every write in: each bucket of an anchored rule the mutation created, granted a
+    /// membership of, or put a row into through `accept(...)`, has its anchor row (which the
+    /// mutation may have written). A new bucket without it is refused as a join of a bucket the
+    /// actor may not write, with the same words whether or not the anchor's id is taken
+    /// elsewhere; a row accepted into a bucket without it, as a row no `accept(...)` admits.
     async fn check_anchors(&mut self) -> KernelResult<()> {
         let anchored = |bucket: &BucketKey| self.rule(bucket).is_some_and(|rule| rule.anchor.is_some());
         let mut pending: Vec<(BucketKey, &'static str, Refusal)> = Vec::new();
-        for (bucket, table) in self.holdings.new_buckets.iter().chain(&self.holdings.granted_new) {
+        let holdings = &self.holdings;
+        let put = holdings.new_buckets.iter().chain(&holdings.granted_new).chain(&holdings.accepted_anchored);
+        for (bucket, table) in put {
             if anchored(bucket) && !pending.iter().any(|(b, ..)| b == bucket) {
                 pending.push((bucket.clone(), table, Refusal::Puts));
             }

@@ -83,7 +83,8 @@ export interface SyncRuleSchema {
   /** The rule whose membership holds this rule's buckets (`while`), or `null`. */
   readonly while: string | null;
   /** The row a bucket belongs to (`anchor(...)`), or `null`: the server refuses a membership
-   * of a bucket without it, which the client leaves to the server. */
+   * of a bucket without it, and a row `accept(...)` would let into one, which the client leaves
+   * to the server. */
   readonly anchor?: { readonly table: string; readonly scope: readonly { readonly column: string; readonly param: string }[] } | null;
 }
 
