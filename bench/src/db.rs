@@ -121,7 +121,7 @@ impl BenchFile {
 }
 
 /// The signing secret of the benchmarks' servers.
-pub(crate) const SECRET: &str = "bench-secret";
+pub(crate) const SECRET: &str = "the benchmarks' HS256 secret, 32 bytes";
 
 /// A notes server with `storage`, no rate limit, served on an ephemeral port of this machine:
 /// its address and a handle on the task serving it.

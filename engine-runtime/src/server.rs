@@ -278,6 +278,9 @@ impl ServerBuilder {
                 self.stream_limits.ping_window.as_millis()
             )));
         }
+        let auth =
+            self.auth.ok_or_else(|| Error::config("the server needs auth: `.auth(BearerTokenAuth::new(secret))`"))?;
+        auth.check_config()?;
         let storage = match self.storage {
             Some(StorageSource::Ready(storage)) => storage,
             Some(StorageSource::Open(open)) => open.open(app.clone()).await?,
@@ -293,8 +296,6 @@ impl ServerBuilder {
                 storage.backend()
             )));
         }
-        let auth =
-            self.auth.ok_or_else(|| Error::config("the server needs auth: `.auth(BearerTokenAuth::new(secret))`"))?;
         if let Some(jobs) = &self.jobs {
             jobs.check()?;
         }

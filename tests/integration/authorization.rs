@@ -504,7 +504,7 @@ async fn a_raw_membership_reading_an_undeclared_table_does_not_start() {
     let error = engine::Server::builder()
         .app(app)
         .storage(db.store(engine::storage::StoreLimits::default()))
-        .auth(engine::auth::BearerTokenAuth::new("secret"))
+        .auth(engine::auth::BearerTokenAuth::new(crate::support::server::SECRET))
         .build()
         .await
         .expect_err("the server refuses the app");

@@ -635,8 +635,13 @@ async fn a_refused_token_is_refreshed_and_the_request_retried() {
     let db = TestDb::new().await;
     let server = TestServer::start(&db, |b| b).await;
     // A token the server refuses (signed with a secret it does not know: revoked, say).
-    let refused =
-        engine::auth::issue_bearer_token("alice", "alice", "an old secret", Duration::from_secs(600)).unwrap();
+    let refused = engine::auth::issue_bearer_token(
+        "alice",
+        "alice",
+        "an old secret, revoked since, of 32 bytes",
+        Duration::from_secs(600),
+    )
+    .unwrap();
     let auth = Expiring { token: engine::client::BearerToken::new(refused), refreshes: Default::default() };
     let alice = Client::builder(server.url(""))
         .app(example_notes::app())

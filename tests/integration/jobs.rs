@@ -290,7 +290,7 @@ async fn the_server_runs_its_jobs_and_counts_them_in_stats() {
     let refused = engine::Server::builder()
         .app(example_notes::app())
         .storage(db.store(engine::storage::StoreLimits::default()))
-        .auth(engine::auth::BearerTokenAuth::new("s"))
+        .auth(engine::auth::BearerTokenAuth::new(crate::support::server::SECRET))
         .jobs(Jobs::new().concurrency(0))
         .build()
         .await;

@@ -266,6 +266,25 @@ async fn the_router_nests_in_a_host_app_beside_its_routes() {
     assert_eq!(server.post("/sync/pull", Some("alice"), PULL).await.status(), StatusCode::NOT_FOUND, "only under /api");
 }
 
+/// An empty signing secret built a server that took any token signed with the empty key, which
+/// anyone can make; a short one is guessed. Neither builds one now, and the error says what to
+/// pass.
+#[tokio::test]
+async fn a_short_signing_secret_builds_no_server() {
+    let db = TestDb::new().await;
+    for secret in ["", "secret"] {
+        let refused = engine::Server::builder()
+            .app(example_notes::app())
+            .storage(db.store(engine::storage::StoreLimits::default()))
+            .auth(BearerTokenAuth::new(secret))
+            .build()
+            .await
+            .expect_err("a short secret builds no server");
+        let message = refused.to_string();
+        assert!(message.contains("32 bytes at least") && message.contains("BearerTokenAuth::new"), "{message}");
+    }
+}
+
 #[tokio::test]
 async fn the_served_contract_equals_the_committed_snapshot() {
     let db = TestDb::new().await;

@@ -1,7 +1,8 @@
 //! JWT bearer tokens (`docs/protocol.md#authentication`): claims `sub` (the user id), `ownerId`,
 //! `iat` and `exp`, all required; every other claim is passed to the actor.
 //!
-//! Tokens signed with HS256 are checked against the server's secret only; tokens signed with
+//! Tokens signed with HS256 are checked against the server's secret only, which is
+//! [`MIN_SECRET_BYTES`] long at least; tokens signed with
 //! RS256/384/512, PS256/384/512 or EdDSA are checked against the key of their `kid` in a JWKS,
 //! and only when the token's algorithm is that key's. So `alg: none`, a bad signature, an expired
 //! token, a token without a required claim, and a token of one family signed with a key of
@@ -29,6 +30,11 @@ pub const LEEWAY: Duration = Duration::from_secs(30);
 
 /// The default lifetime of an issued token.
 pub const DEFAULT_TOKEN_TTL: Duration = Duration::from_secs(3600);
+
+/// The shortest HS256 secret signed or verified with, in bytes: as long as the hash's output
+/// (RFC 7518 §3.2). Refused, not warned about: with an empty secret, anyone signs tokens the
+/// server takes.
+pub const MIN_SECRET_BYTES: usize = 32;
 
 /// The most tokens kept verified at once.
 const VERIFIED_TOKENS: usize = 10_000;
@@ -83,6 +89,9 @@ impl Verified {
 #[derive(Clone)]
 pub struct BearerTokenAuth {
     secret: Option<Arc<DecodingKey>>,
+    /// The length of an HS256 secret given shorter than [`MIN_SECRET_BYTES`]: then `secret` is
+    /// none, and the server refuses to build ([`EngineAuth::check_config`]).
+    short_secret: Option<usize>,
     jwks: Arc<RwLock<Vec<(String, Algorithm, DecodingKey)>>>,
     /// The `iss` every token must carry, when set.
     issuer: Option<Arc<str>>,
@@ -100,10 +109,14 @@ impl std::fmt::Debug for BearerTokenAuth {
 }
 
 impl BearerTokenAuth {
-    /// Tokens signed with HS256 and `secret`.
+    /// Tokens signed with HS256 and `secret`, of [`MIN_SECRET_BYTES`] at least (a server with a
+    /// shorter one refuses to build, and verifies no HS256 token).
     pub fn new(secret: impl AsRef<[u8]>) -> Self {
+        let secret = secret.as_ref();
+        let short = secret.len() < MIN_SECRET_BYTES;
         BearerTokenAuth {
-            secret: Some(Arc::new(DecodingKey::from_secret(secret.as_ref()))),
+            secret: (!short).then(|| Arc::new(DecodingKey::from_secret(secret))),
+            short_secret: short.then_some(secret.len()),
             jwks: Arc::default(),
             issuer: None,
             audience: None,
@@ -130,6 +143,7 @@ impl BearerTokenAuth {
     pub fn jwks_only(jwks: &JwkSet) -> Result<Self> {
         let auth = BearerTokenAuth {
             secret: None,
+            short_secret: None,
             jwks: Arc::default(),
             issuer: None,
             audience: None,
@@ -217,6 +231,17 @@ impl BearerTokenAuth {
         validation.set_required_spec_claims(&required);
         decode(token, key, &validation)
     }
+}
+
+/// Refuse an HS256 secret shorter than [`MIN_SECRET_BYTES`], of `len` bytes.
+fn check_secret_len(len: usize) -> Result<()> {
+    if len >= MIN_SECRET_BYTES {
+        return Ok(());
+    }
+    Err(Error::config(format!(
+        "the HS256 token secret has {len} bytes: give `BearerTokenAuth::new` (and `issue_bearer_token`) a random \
+         secret of {MIN_SECRET_BYTES} bytes at least, such as the output of `openssl rand -hex 32`"
+    )))
 }
 
 fn unauthenticated(why: &str) -> Error {
@@ -309,6 +334,10 @@ impl EngineAuth for BearerTokenAuth {
         Box::pin(async move { self.verify(token).ok() })
     }
 
+    fn check_config(&self) -> Result<()> {
+        self.short_secret.map_or(Ok(()), check_secret_len)
+    }
+
     fn check<'a>(&'a self, request: &'a Parts) -> BoxFuture<'a, Result<Actor>> {
         Box::pin(async move {
             match bearer_token(request) {
@@ -329,8 +358,9 @@ impl EngineAuth for BearerTokenAuth {
 /// use std::time::Duration;
 /// use engine_runtime::auth::{BearerTokenAuth, issue_bearer_token};
 ///
-/// let token = issue_bearer_token("alice", "acme", b"secret", Duration::from_secs(60)).unwrap();
-/// let actor = BearerTokenAuth::new(b"secret").verify(&token).unwrap();
+/// let secret = b"a random secret of 32 bytes at least";
+/// let token = issue_bearer_token("alice", "acme", secret, Duration::from_secs(60)).unwrap();
+/// let actor = BearerTokenAuth::new(secret).verify(&token).unwrap();
 /// assert_eq!((actor.user_id.as_str(), actor.owner_id.as_str()), ("alice", "acme"));
 /// ```
 pub fn issue_bearer_token(user_id: &str, owner_id: &str, secret: impl AsRef<[u8]>, ttl: Duration) -> Result<String> {
@@ -345,6 +375,7 @@ pub fn issue_bearer_token_with_claims(
     ttl: Duration,
     mut claims: Map<String, Value>,
 ) -> Result<String> {
+    check_secret_len(secret.as_ref().len())?;
     let now = now_secs();
     claims.insert("sub".into(), user_id.into());
     claims.insert("ownerId".into(), owner_id.into());
@@ -358,6 +389,9 @@ pub fn issue_bearer_token_with_claims(
 mod tests {
     use super::*;
 
+    const KEY: &[u8] = b"the unit tests' HS256 secret, 32 bytes";
+    const OTHER_KEY: &[u8] = b"another HS256 secret of 32 bytes, or more";
+
     /// A token of `alice` with `iss` and `aud` as given (none where `None`).
     fn token_from(iss: Option<&str>, aud: Option<Value>) -> String {
         let mut claims = Map::new();
@@ -367,7 +401,7 @@ mod tests {
         if let Some(aud) = aud {
             claims.insert("aud".into(), aud);
         }
-        issue_bearer_token_with_claims("alice", "alice", b"k", Duration::from_secs(60), claims).unwrap()
+        issue_bearer_token_with_claims("alice", "alice", KEY, Duration::from_secs(60), claims).unwrap()
     }
 
     fn refusal(auth: &BearerTokenAuth, token: &str) -> String {
@@ -381,7 +415,7 @@ mod tests {
     /// another app (another `aud`) or by another issuer is refused once this app names its own.
     #[test]
     fn issuer_and_audience_are_enforced_where_named() {
-        let auth = BearerTokenAuth::new(b"k").issuer("https://id.example").audience("notes");
+        let auth = BearerTokenAuth::new(KEY).issuer("https://id.example").audience("notes");
         assert!(auth.verify(&token_from(Some("https://id.example"), Some("notes".into()))).is_ok());
         assert!(
             auth.verify(&token_from(Some("https://id.example"), Some(serde_json::json!(["chat", "notes"])))).is_ok()
@@ -394,22 +428,22 @@ mod tests {
             assert!(refusal(&auth, &token).contains("lacks a required claim"));
         }
         // Without an audience named, a token meant for some audience is not this app's.
-        assert!(BearerTokenAuth::new(b"k").verify(&token_from(None, Some("chat".into()))).is_err());
-        assert!(BearerTokenAuth::new(b"k").verify(&token_from(Some("anyone"), None)).is_ok());
+        assert!(BearerTokenAuth::new(KEY).verify(&token_from(None, Some("chat".into()))).is_err());
+        assert!(BearerTokenAuth::new(KEY).verify(&token_from(Some("anyone"), None)).is_ok());
     }
 
     /// A token verified once is not checked again while it is valid (here the key that
     /// verified it is gone and it still opens), and a change of keys forgets it.
     #[test]
     fn a_verified_token_is_kept_until_the_keys_change() {
-        let auth = BearerTokenAuth::new(b"k");
-        let token = issue_bearer_token("alice", "acme", b"k", Duration::from_secs(60)).unwrap();
+        let auth = BearerTokenAuth::new(KEY);
+        let token = issue_bearer_token("alice", "acme", KEY, Duration::from_secs(60)).unwrap();
         assert_eq!(auth.verify(&token).unwrap().user_id, "alice");
         let keyless = BearerTokenAuth { secret: None, ..auth.clone() };
         assert_eq!(keyless.verify(&token).unwrap().user_id, "alice", "kept");
         keyless.set_jwks(&JwkSet { keys: Vec::new() }).unwrap();
         assert!(keyless.verify(&token).is_err(), "forgotten with the keys");
-        let other = BearerTokenAuth::new(b"k").audience("notes");
+        let other = BearerTokenAuth::new(KEY).audience("notes");
         assert!(other.verify(&token).is_err(), "a token without `aud` is not this audience's");
     }
 
@@ -430,21 +464,45 @@ mod tests {
     fn issued_tokens_carry_user_owner_and_extra_claims() {
         let mut extra = Map::new();
         extra.insert("org".into(), "acme".into());
-        let token = issue_bearer_token_with_claims("u", "o", b"k", Duration::from_secs(60), extra).unwrap();
-        let actor = BearerTokenAuth::new(b"k").verify(&token).unwrap();
+        let token = issue_bearer_token_with_claims("u", "o", KEY, Duration::from_secs(60), extra).unwrap();
+        let actor = BearerTokenAuth::new(KEY).verify(&token).unwrap();
         assert_eq!(actor.claim::<String>("org").as_deref(), Some("acme"));
         assert!(actor.claims.contains_key("exp"));
-        assert!(BearerTokenAuth::new(b"other").verify(&token).is_err());
+        assert!(BearerTokenAuth::new(OTHER_KEY).verify(&token).is_err());
+    }
+
+    /// An HS256 secret shorter than `MIN_SECRET_BYTES`, the empty one included, builds no
+    /// server, signs no token, and verifies none (a token signed with the empty key, which
+    /// anyone can make, was taken).
+    #[test]
+    fn a_short_secret_is_refused() {
+        for short in ["", "test-secret", &"s".repeat(MIN_SECRET_BYTES - 1)] {
+            let auth = BearerTokenAuth::new(short);
+            let refused = auth.check_config().unwrap_err().to_string();
+            assert!(refused.contains("32 bytes at least") && refused.contains("BearerTokenAuth::new"), "{refused}");
+            assert!(issue_bearer_token("alice", "alice", short, Duration::from_secs(60)).is_err());
+            let claims =
+                serde_json::json!({"sub": "alice", "ownerId": "alice", "iat": now_secs(), "exp": now_secs() + 60});
+            let forged = jsonwebtoken::encode(
+                &Header::new(Algorithm::HS256),
+                &claims,
+                &EncodingKey::from_secret(short.as_bytes()),
+            )
+            .unwrap();
+            assert!(auth.verify(&forged).is_err(), "a token signed with a {}-byte key", short.len());
+        }
+        assert!(BearerTokenAuth::new("s".repeat(MIN_SECRET_BYTES)).check_config().is_ok());
+        assert!(BearerTokenAuth::jwks_only(&JwkSet { keys: Vec::new() }).unwrap().check_config().is_ok());
     }
 
     #[test]
     fn a_nul_in_any_claim_is_refused_as_unauthenticated() {
-        let auth = BearerTokenAuth::new(b"k");
-        let nul_user = issue_bearer_token("mal\u{0}lory", "o", b"k", Duration::from_secs(60)).unwrap();
+        let auth = BearerTokenAuth::new(KEY);
+        let nul_user = issue_bearer_token("mal\u{0}lory", "o", KEY, Duration::from_secs(60)).unwrap();
         assert!(matches!(auth.verify(&nul_user), Err(Error::Unauthenticated(_))));
         let mut extra = Map::new();
         extra.insert("teams".into(), serde_json::json!(["a", "b\u{0}"]));
-        let nul_claim = issue_bearer_token_with_claims("u", "o", b"k", Duration::from_secs(60), extra).unwrap();
+        let nul_claim = issue_bearer_token_with_claims("u", "o", KEY, Duration::from_secs(60), extra).unwrap();
         assert!(matches!(auth.verify(&nul_claim), Err(Error::Unauthenticated(_))));
     }
 }

@@ -37,6 +37,12 @@ pub trait EngineAuth: Send + Sync + 'static {
         })
     }
 
+    /// Why this authentication must not serve, asked once as the server is built: a
+    /// [`BearerTokenAuth`] whose HS256 secret is too short to sign with. By default, nothing.
+    fn check_config(&self) -> Result<(), Error> {
+        Ok(())
+    }
+
     /// The actor of a bare token, or the `401` that refuses it, as [`check`](Self::check) says.
     fn check_token<'a>(&'a self, token: &'a str) -> BoxFuture<'a, Result<Actor, Error>> {
         Box::pin(async move {

@@ -7,7 +7,7 @@
 //! Environment: `PORT` (8787), `HOST` (127.0.0.1), `DATABASE_URL` (default
 //! `sqlite://engine_notes.db`, a file in the working directory; `postgres://user@host/database`
 //! serves on Postgres, the database created when missing), `ENGINE_SECRET` (the
-//! token signing secret; a development default otherwise, which serves loopback addresses only),
+//! token signing secret, 32 bytes at least; a development default otherwise, which serves loopback addresses only),
 //! `ENGINE_RATE_LIMIT` (requests a second per actor, 0 turns the limit off), `ENGINE_BODY_LIMIT`
 //! (bytes), `ENGINE_REALTIME`
 //! (`in_process`, the default; `listen_notify` for several instances on one Postgres database;

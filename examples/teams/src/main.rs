@@ -2,7 +2,7 @@
 //!
 //! Environment: `PORT` (8788), `HOST` (127.0.0.1), `DATABASE_URL` (default
 //! `postgres://postgres@127.0.0.1:5432/engine_teams`, created when missing), `ENGINE_SECRET` (the
-//! token signing secret; a development default otherwise), `RUST_LOG`.
+//! token signing secret, 32 bytes at least; a development default otherwise), `RUST_LOG`.
 
 use engine::auth::BearerTokenAuth;
 

@@ -10,7 +10,7 @@ use super::TestDb;
 use super::db::{Backend, backend};
 
 /// The signing secret of test servers.
-pub(crate) const SECRET: &str = "test-secret";
+pub(crate) const SECRET: &str = "the integration tests' HS256 secret, 32 bytes";
 
 /// A server of the notes app on `127.0.0.1:<ephemeral port>`, stopped when dropped.
 pub(crate) struct TestServer {
