@@ -84,6 +84,15 @@ pub(crate) mod app {
         Ok(Outcome::new())
     }
 
+    /// Move a ticket to another team, as its customer.
+    #[engine::mutator]
+    pub(crate) async fn move_ticket(ctx: &mut MutatorCtx<'_>, args: OpenTicket) -> Result<Outcome> {
+        if !ctx.update::<Ticket>(&args.id, [Ticket::team_id.set(args.team_id)]).await? {
+            return Err(engine::Error::mutator_failed("no such ticket"));
+        }
+        Ok(Outcome::new())
+    }
+
     #[engine::args]
     pub(crate) struct TeamId {
         pub team_id: String,
@@ -99,7 +108,7 @@ pub(crate) mod app {
     pub(crate) fn app() -> engine::App {
         engine::app! {
             tables: [Team, TeamMember, Ticket],
-            mutators: [create_team, open_ticket, delete_team],
+            mutators: [create_team, open_ticket, move_ticket, delete_team],
             sync_rules: rules,
         }
     }
@@ -127,6 +136,13 @@ async fn nobody_seeds_a_team_before_it_exists() {
     let rows = pulled(&server, "alice").await;
     assert!(has(&rows, "teams", "future") && has(&rows, "tickets", "k0") && has(&rows, "tickets", "k1"), "{rows:?}");
     assert!(has(&pulled(&server, "eve").await, "tickets", "k1"));
+
+    // Nor does a ticket moved there take a team id before its creator does.
+    let moved = forbidden(&push(&server, "eve", 3, "move_ticket", json!({"id": "k1", "team_id": "later"})).await, &[]);
+    assert!(moved.contains("`desk`"), "{moved}");
+    assert_eq!(count(&db, "SELECT count(*) FROM tickets WHERE team_id = 'later'").await, 0);
+    applied(&push(&server, "bob", 1, "create_team", json!({"id": "later"})).await);
+    applied(&push(&server, "eve", 4, "move_ticket", json!({"id": "k1", "team_id": "later"})).await);
 }
 
 /// A team whose row is deleted takes no more tickets, with the words a team never created gets.
