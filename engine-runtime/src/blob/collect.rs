@@ -53,7 +53,7 @@ pub(crate) async fn resolve(
     for pending in stale {
         let upload = Upload::new(pending.key.clone(), pending.size, pending.uploader.clone());
         if store.arrived(&upload).await? == Some(true) {
-            ledger.mark_stored(&pending.key, &pending.uploader).await?;
+            ledger.mark_stored(&pending.key, &pending.uploader, true).await?;
             done.stored += 1;
         } else {
             ledger.drop_reservation(&pending.key, &pending.uploader).await?;
@@ -70,7 +70,7 @@ pub(crate) async fn record_arrivals(ledger: &Ledger, store: &dyn BlobStore, pend
     for pending in pending {
         let upload = Upload::new(pending.key.clone(), pending.size, pending.uploader.clone());
         if store.arrived(&upload).await? == Some(true) {
-            ledger.mark_stored(&pending.key, &pending.uploader).await?;
+            ledger.mark_stored(&pending.key, &pending.uploader, true).await?;
             stored += 1;
         }
     }

@@ -331,15 +331,24 @@ impl Ledger {
     }
 
     /// The uploader's bytes of `key` are stored: its reservation becomes usage, and its ticket
-    /// is spent.
-    pub(crate) async fn mark_stored(&self, key: &BlobKey, uploader: &str) -> Result<()> {
-        self.on_upload(
-            "UPDATE _engine_blobs SET stored = TRUE, ticket = NULL, receiving_until = NULL, unused_since = NULL
-             WHERE blob_key = $1 AND uploader = $2",
-            key,
-            uploader,
-        )
-        .await
+    /// is spent. `told_again`: the store tells that the bytes arrived whenever it is asked (an
+    /// object store, asked by a download's ticket or by collection), so that the record need not
+    /// reach the disk before the answer: on Postgres it is committed with `synchronous_commit`
+    /// off, which a crash of the database may lose, and then the store is asked again. It is
+    /// visible to every transaction from its commit on, and the next durable commit flushes it.
+    /// Bytes the server received itself are known only to the ledger, and recorded durably.
+    pub(crate) async fn mark_stored(&self, key: &BlobKey, uploader: &str, told_again: bool) -> Result<()> {
+        let sql = "UPDATE _engine_blobs SET stored = TRUE, ticket = NULL, receiving_until = NULL, unused_since = NULL
+                   WHERE blob_key = $1 AND uploader = $2";
+        match (&self.inner, told_again) {
+            (Inner::Postgres(pool), true) => {
+                let mut tx = pool.begin_with("BEGIN; SET LOCAL synchronous_commit = off").await?;
+                sqlx::query(sql).bind(key.as_str()).bind(uploader).execute(&mut *tx).await?;
+                tx.commit().await?;
+                Ok(())
+            }
+            _ => self.on_upload(sql, key, uploader).await,
+        }
     }
 
     /// Drop the uploader's reservation of `key`, whose bytes never arrived.

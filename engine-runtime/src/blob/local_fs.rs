@@ -123,7 +123,7 @@ impl LocalFs {
             })
         });
         match received {
-            Ok(()) => ledger.mark_stored(key, &user).await,
+            Ok(()) => ledger.mark_stored(key, &user, false).await,
             Err(e) => {
                 let _ = tokio::fs::remove_file(&temp).await;
                 ledger.release(key, &user, ticket).await?;
