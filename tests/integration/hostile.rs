@@ -46,7 +46,9 @@ fn server_hlc(pulled: &Value) -> engine::hlc::Hlc {
 
 /// The first mutation is rejected with `code`, the second applied; pushed again, both are
 /// answered as before (the rejection word for word).
-async fn rejected_then_next_applies(server: &TestServer, hostile: Value, code: &str) {
+/// Push `hostile` and a mutation after it: the first is rejected with `code`, the next applies,
+/// and the pair sent again is answered the same. The rejection's detail.
+async fn rejected_then_next_applies(server: &TestServer, hostile: Value, code: &str) -> String {
     let next = mutation(hostile["mutationId"].as_u64().unwrap() + 1, "create_list", json!({"title": "after"}));
     let first = push(server, &[hostile.clone(), next.clone()]).await;
     let shown = Value::Array(first.clone()).to_string().chars().take(500).collect::<String>();
@@ -58,6 +60,7 @@ async fn rejected_then_next_applies(server: &TestServer, hostile: Value, code: &
     let again = push(server, &[hostile, next]).await;
     assert_eq!(again[0], first[0], "a rejection is replayed the same");
     assert_eq!(again[1]["status"], "duplicate");
+    first[0]["error"]["detail"].as_str().unwrap().to_owned()
 }
 
 #[tokio::test]
@@ -72,10 +75,17 @@ async fn a_nul_byte_in_an_argument_is_rejected_and_recorded() {
     rejected_then_next_applies(&server, role, "validation_failed").await;
     // A NUL inside a text column.
     let title = mutation(4, "create_list", json!({"id": "nul", "title": "a\u{0}b"}));
-    rejected_then_next_applies(&server, title, "validation_failed").await;
-    // A NUL in a key.
+    let in_title = rejected_then_next_applies(&server, title, "validation_failed").await;
+    assert_eq!(in_title, "validation failed: column `lists.title` holds a NUL character, which no stored text may");
+    // A NUL in a key: `create_list` first looks the id up, which finds no row on either store
+    // (none holds a NUL), and the insert is refused in the same words as the title.
     let key = mutation(6, "create_list", json!({"id": "a\u{0}b", "title": "t"}));
-    rejected_then_next_applies(&server, key, "validation_failed").await;
+    let in_key = rejected_then_next_applies(&server, key, "validation_failed").await;
+    assert_eq!(in_key, "validation failed: column `lists.id` holds a NUL character, which no stored text may");
+    // Looked up by a mutator that changes a row: not found, on either store.
+    let rename = mutation(8, "rename_list", json!({"id": "a\u{0}b", "title": "t"}));
+    let missing = rejected_then_next_applies(&server, rename, "mutator_failed").await;
+    assert_eq!(missing, "no list `a\\u0000b`", "no list holds a NUL in its id");
 }
 
 #[tokio::test]

@@ -42,12 +42,7 @@ impl ServerTx<'_> {
                 )));
             }
         }
-        if let Some((column, _)) = row.iter().find(|(_, value)| holds_nul(value)) {
-            return Err(KernelError::validation(format!(
-                "column `{}.{column}` holds a NUL character, which no stored text may",
-                table.name
-            )));
-        }
+        refuse_nul(table, row)?;
         let row_bytes = serde_json::to_vec(row).map_or(0, |json| json.len());
         let bound = limits.row_bytes_of(table.name);
         if row_bytes > bound {
@@ -129,8 +124,21 @@ impl ServerTx<'_> {
     }
 }
 
+/// Refuse `row` of `table` when a text in it holds a NUL character: before anything reads with
+/// its values, so that it is refused in the same words on either store (Postgres would refuse
+/// to compare with such a text).
+pub(super) fn refuse_nul(table: &TableMeta, row: &Row) -> KernelResult<()> {
+    match row.iter().find(|(_, value)| holds_nul(value)) {
+        Some((column, _)) => Err(KernelError::validation(format!(
+            "column `{}.{column}` holds a NUL character, which no stored text may",
+            table.name
+        ))),
+        None => Ok(()),
+    }
+}
+
 /// Whether a text anywhere in `value` (a string, or an object's key) holds a NUL character.
-fn holds_nul(value: &Value) -> bool {
+pub(super) fn holds_nul(value: &Value) -> bool {
     let mut stack = vec![value];
     while let Some(value) = stack.pop() {
         match value {

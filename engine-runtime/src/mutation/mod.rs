@@ -187,6 +187,9 @@ impl<'t> ServerTx<'t> {
         lock: bool,
         live_only: bool,
     ) -> KernelResult<Option<(Row, merge::Stamps)>> {
+        if key.values().any(bounds::holds_nul) {
+            return Ok(None); // no stored row holds a NUL (`bounds.rs`), which Postgres would refuse to compare
+        }
         let stamped = self.by_field(table);
         if let Some(conn) = self.conn.sqlite() {
             let fetched = sqlite::fetch(conn, table, key, stamped, live_only).await;
@@ -212,6 +215,7 @@ impl<'t> ServerTx<'t> {
         self.before_next_operation().await?;
         self.authorize_table(table)?;
         table.check_insert(&row)?;
+        bounds::refuse_nul(table, &row)?;
         let buckets = self.core.rules.row_buckets(table, &row);
         self.authorize_entering(table, &buckets, &buckets, &[&row]).await?;
         let mut values = Vec::with_capacity(table.columns.len());
@@ -428,6 +432,9 @@ impl<'t> ServerTx<'t> {
         table: &'static TableMeta,
         equalities: &[(&'static engine_kernel::ColumnMeta, Value)],
     ) -> KernelResult<Vec<Row>> {
+        if equalities.iter().any(|(_, value)| bounds::holds_nul(value)) {
+            return Ok(Vec::new()); // as in `fetch`
+        }
         if let Some(conn) = self.conn.sqlite() {
             let rows = sqlite::select(conn, table, equalities).await;
             return rows.map_err(|e| self.failed_with(e));
