@@ -276,7 +276,7 @@ impl<'a> WriteContext<'a> {
             return Some(false);
         }
         let mut may = Some(false);
-        for alternative in write.applying_to(images) {
+        for alternative in write.applying_to(images, self.actor) {
             let through = if alternative.member.is_empty() { held } else { self.member_matches(bucket, alternative) };
             may = or(may, through);
             if may == Some(true) {

@@ -138,9 +138,14 @@ impl WriteRule {
     }
 
     /// The alternatives whose row terms hold on every one of `images` (the row before and after
-    /// the write, as far as it has them): those left to decide by the actor's membership.
-    pub fn applying_to<'a>(&self, images: &'a [&'a Row]) -> impl Iterator<Item = &'static WriteAlternative> + 'a {
-        self.any_of.iter().filter(move |alternative| images.iter().all(|row| alternative.holds_on(row)))
+    /// the write, as far as it has them) for `actor`: those left to decide by the actor's
+    /// membership.
+    pub fn applying_to<'a>(
+        &self,
+        images: &'a [&'a Row],
+        actor: &'a crate::Actor,
+    ) -> impl Iterator<Item = &'static WriteAlternative> + 'a {
+        self.any_of.iter().filter(move |alternative| images.iter().all(|row| alternative.holds_on(row, actor)))
     }
 
     /// Whether some alternative looks at the row written (`row.column == …`).
@@ -151,43 +156,58 @@ impl WriteRule {
 
 /// One alternative of a `write(...)` condition: a conjunction of equalities on the actor's
 /// membership row (`Member::role == "admin"`) and of comparisons of the row written with
-/// constants (`row.role != "owner"`), which must hold on the row both before and after the write.
+/// constants (`row.role != "owner"`) or with the actor's claims (`row.author_id ==
+/// actor.user_id`), which must hold on the row both before and after the write.
 #[derive(Debug, Clone, Copy)]
 pub struct WriteAlternative {
     /// Equalities on columns of the rule's membership table (the actor's membership row).
     pub member: &'static [ConstFilter],
-    /// Comparisons of the row written with constants.
+    /// Comparisons of the row written with constants and claims.
     pub row: &'static [RowTerm],
 }
 
 impl WriteAlternative {
-    /// Whether every row term holds on `row`.
-    pub fn holds_on(&self, row: &Row) -> bool {
-        self.row.iter().all(|term| term.holds_on(row))
+    /// Whether every row term holds on `row` for `actor`.
+    pub fn holds_on(&self, row: &Row, actor: &crate::Actor) -> bool {
+        self.row.iter().all(|term| term.holds_on(row, actor))
     }
 }
 
-/// `row.column == constant` or `row.column != constant` in a `write(...)` condition.
+/// `row.column == value` or `row.column != value` in a `write(...)` condition, the value a
+/// constant (`row.role != "owner"`) or an actor claim (`row.author_id == actor.user_id`).
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct RowTerm {
     /// The written table's column.
     pub column: &'static str,
-    /// The constant.
-    pub value: ConstValue,
-    /// `==` (true) or `!=` (false). A missing or null value equals no constant.
+    /// The constant or claim.
+    pub value: FilterValue,
+    /// `==` (true) or `!=` (false). A missing or null value equals nothing: no constant, no
+    /// claim, and a claim the actor lacks equals no column.
     pub equal: bool,
 }
 
 impl RowTerm {
-    /// Whether the term holds on `row`.
-    pub fn holds_on(&self, row: &Row) -> bool {
-        self.value.matches(row.get(self.column)) == self.equal
+    /// Whether the term holds on `row` for `actor`. A claim equals a column whose value has the
+    /// claim's text ([`buckets::claim_text`]), as a membership query compares them.
+    pub fn holds_on(&self, row: &Row, actor: &crate::Actor) -> bool {
+        let equals = match self.value {
+            FilterValue::Const(value) => value.matches(row.get(self.column)),
+            FilterValue::Claim(claim) => {
+                let column = row.get(self.column).and_then(buckets::param_text);
+                column.is_some() && column == buckets::claim_text(claim, actor)
+            }
+        };
+        equals == self.equal
     }
 
-    /// The term as written in a rule (`row.role != "owner"`).
+    /// The term as written in a rule (`row.role != "owner"`, `row.author_id == actor.user_id`).
     pub fn describe(&self) -> String {
         let op = if self.equal { "==" } else { "!=" };
-        format!("row.{} {op} {}", self.column, self.value.to_json())
+        let value = match self.value {
+            FilterValue::Const(value) => value.to_json().to_string(),
+            FilterValue::Claim(claim) => claim.describe(),
+        };
+        format!("row.{} {op} {value}", self.column)
     }
 }
 
@@ -431,8 +451,8 @@ pub struct MembershipFilter {
     pub value: FilterValue,
 }
 
-/// The right-hand side of a membership equality.
-#[derive(Debug, Clone, Copy)]
+/// The right-hand side of a membership equality, or of a row term of a `write(...)` condition.
+#[derive(Debug, Clone, Copy, PartialEq)]
 pub enum FilterValue {
     /// An actor claim.
     Claim(Claim),
@@ -507,6 +527,27 @@ pub struct ConstFilter {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_row_term_compares_the_row_with_the_actor() {
+        let own = RowTerm { column: "author_id", value: FilterValue::Claim(Claim::UserId), equal: true };
+        let not_own = RowTerm { equal: false, ..own };
+        let team = RowTerm { column: "team", value: FilterValue::Claim(Claim::Custom("team")), equal: true };
+        let ann = crate::Actor::new("ann", "ann-owner").with_claim("team", 7);
+        let row = |value: serde_json::Value| -> Row {
+            [("author_id".to_owned(), value.clone()), ("team".to_owned(), value)].into_iter().collect()
+        };
+        assert!(own.holds_on(&row("ann".into()), &ann) && !not_own.holds_on(&row("ann".into()), &ann));
+        assert!(!own.holds_on(&row("bob".into()), &ann) && not_own.holds_on(&row("bob".into()), &ann));
+        // A null or missing column equals no claim.
+        assert!(!own.holds_on(&row(serde_json::Value::Null), &ann) && not_own.holds_on(&Row::new(), &ann));
+        // A custom claim compares by its text, as a membership query does; one the actor lacks
+        // equals nothing, not even a missing column.
+        assert!(team.holds_on(&row(7.into()), &ann) && !team.holds_on(&row(8.into()), &ann));
+        assert!(!team.holds_on(&Row::new(), &crate::Actor::new("bob", "bob")));
+        assert_eq!(own.describe(), "row.author_id == actor.user_id");
+        assert_eq!(RowTerm { equal: false, ..team }.describe(), "row.team != actor.claims.team");
+    }
 
     #[test]
     fn raw_sql_has_only_actor_placeholders() {

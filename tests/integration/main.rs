@@ -6,6 +6,7 @@ mod support;
 mod accounts;
 mod anchors;
 mod authorization;
+mod authors;
 mod blobs;
 mod client;
 mod contract;

@@ -932,7 +932,8 @@ mod tests {
 
     #[test]
     fn a_row_condition_dropped_widens() {
-        const NOT_OWNER: &[RowTerm] = &[RowTerm { column: "role", value: ConstValue::Text("owner"), equal: false }];
+        const NOT_OWNER: &[RowTerm] =
+            &[RowTerm { column: "role", value: FilterValue::Const(ConstValue::Text("owner")), equal: false }];
         const GUARDED: WriteAlternative = WriteAlternative { member: MEMBER.member, row: NOT_OWNER };
         const WAS: &[WriteRule] = &[WriteRule { table: "team_members", any_of: &[OWNER, GUARDED] }];
         const NOW: &[WriteRule] = &[WriteRule { table: "team_members", any_of: &[OWNER, MEMBER] }];
@@ -942,6 +943,28 @@ mod tests {
                 "widens write of `team_members` in rule `team`: equality dropped: `row.role != \"owner\"` from `role == \"member\" && row.role != \"owner\"`"
             ]
         );
+    }
+
+    #[test]
+    fn a_row_condition_on_the_actor_is_compared_as_written() {
+        const OWN: &[RowTerm] =
+            &[RowTerm { column: "author_id", value: FilterValue::Claim(Claim::UserId), equal: true }];
+        const OWN_TASKS: WriteAlternative = WriteAlternative { member: MEMBER.member, row: OWN };
+        const OWN_ONLY: &[WriteRule] = &[WriteRule { table: "tasks", any_of: &[OWNER, OWN_TASKS] }];
+        let own_only = RuleMeta { writes: OWN_ONLY, ..TEAM };
+        assert_eq!(
+            report(&[TEAM], &[own_only]),
+            [
+                "narrows write of `tasks` in rule `team`: equality added: `row.author_id == actor.user_id` to `role == \"member\"`"
+            ]
+        );
+        assert_eq!(
+            report(&[own_only], &[TEAM]),
+            [
+                "widens write of `tasks` in rule `team`: equality dropped: `row.author_id == actor.user_id` from `role == \"member\" && row.author_id == actor.user_id`"
+            ]
+        );
+        assert!(report(&[own_only], &[own_only]).is_empty());
     }
 
     #[test]

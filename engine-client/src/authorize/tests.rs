@@ -47,6 +47,7 @@ static MEMBERS: TableMeta =
 static TEAM_MEMBERS: TableMeta =
     table!("team_members", ["team_id", "user_id", "role", "deleted_at"], &["team_id", "user_id"], Some("deleted_at"));
 static TASKS: TableMeta = table!("tasks", ["id", "team_id", "assignee"], &["id"], None);
+static COMMENTS: TableMeta = table!("comments", ["id", "team_id", "author"], &["id"], None);
 static MESSAGES: TableMeta = table!("messages", ["id", "sender", "recipient"], &["id"], None);
 static CARDS: TableMeta = table!("cards", ["id", "owner", "locked"], &["id"], None);
 static PROJECTS: TableMeta = table!("projects", ["id", "org"], &["id"], None);
@@ -128,7 +129,16 @@ static RULES: &[RuleMeta] = &[
     },
     RuleMeta {
         membership: Some(Membership::Table { table: "team_members", filters: BY_USER }),
-        writes: &[WriteRule { table: "tasks", any_of: EVERYONE }],
+        writes: &[
+            WriteRule { table: "tasks", any_of: EVERYONE },
+            WriteRule {
+                table: "comments",
+                any_of: &[WriteAlternative {
+                    member: &[],
+                    row: &[RowTerm { column: "author", value: FilterValue::Claim(Claim::UserId), equal: true }],
+                }],
+            },
+        ],
         leave: true,
         invite: None,
         ..rule(
@@ -137,6 +147,7 @@ static RULES: &[RuleMeta] = &[
             &[
                 scoped("tasks", &[ScopeEq { column: "team_id", param: "team_id" }]),
                 scoped("team_members", &[ScopeEq { column: "team_id", param: "team_id" }]),
+                scoped("comments", &[ScopeEq { column: "team_id", param: "team_id" }]),
             ],
         )
     },
@@ -169,7 +180,7 @@ static RULES: &[RuleMeta] = &[
             table: "cards",
             any_of: &[WriteAlternative {
                 member: &[],
-                row: &[RowTerm { column: "locked", value: ConstValue::Bool(true), equal: false }],
+                row: &[RowTerm { column: "locked", value: FilterValue::Const(ConstValue::Bool(true)), equal: false }],
             }],
         }],
         ..rule(
@@ -195,7 +206,19 @@ static RULES: &[RuleMeta] = &[
 static SYNC_RULES: SyncRules = SyncRules { rules: RULES, server_only: &["audit"] };
 
 fn index() -> RuleIndex {
-    let tables = [&LISTS, &NOTES, &MEMBERS, &TEAM_MEMBERS, &TASKS, &MESSAGES, &CARDS, &PROJECTS, &AUDIT, &ORG_MEMBERS];
+    let tables = [
+        &LISTS,
+        &NOTES,
+        &MEMBERS,
+        &TEAM_MEMBERS,
+        &TASKS,
+        &COMMENTS,
+        &MESSAGES,
+        &CARDS,
+        &PROJECTS,
+        &AUDIT,
+        &ORG_MEMBERS,
+    ];
     RuleIndex::new(tables, &SYNC_RULES)
 }
 
@@ -285,6 +308,7 @@ fn judge(
 const NO_BUCKET: &str = "this row of `notes` lies in no bucket: a client mutation writes only rows of a bucket whose rule lets the actor write them";
 const VIEWER: &str = "the actor may not write this row of `notes`: rule `shared` lets only the memberships its `write(notes: …)` names write it";
 const CARDS_LOCKED: &str = "the actor may not write this row of `cards`: rule `board` lets only the memberships its `write(cards: …)` names write it, and only rows it names";
+const NOT_HERS: &str = "the actor may not write this row of `comments`: rule `team` lets only the memberships its `write(comments: …)` names write it, and only rows it names";
 const TEAM_NO_WRITE: &str =
     "the actor may not write this row of `team_members`: rule `team` has no `write(team_members)`";
 const OWN_NO_WRITE: &str = "the actor may not write this row of `members`: rule `own` has no `write(members)`";
@@ -297,6 +321,7 @@ fn writes_judged_offline() {
     let l1 = note("n", Some("l1"), None);
     let l2 = note("n", Some("l2"), None);
     let card = |owner: &str, locked: bool| row(json!({"id": "c", "owner": owner, "locked": locked}));
+    let comment = |author: &str| row(json!({"id": "c", "team_id": "t1", "author": author}));
     let own_team = row(json!({"team_id": "t1", "user_id": "alice", "role": "member", "deleted_at": null}));
     let bobs_team = with(&own_team, json!({"user_id": "bob"}));
     let task = |team: &str, assignee: &str| row(json!({"id": "k", "team_id": team, "assignee": assignee}));
@@ -348,6 +373,13 @@ fn writes_judged_offline() {
         ("a card locked", "alice", alice(), &CARDS, Some(card("alice", false)), Some(card("alice", true)), CARDS_LOCKED),
         ("a card unlocked", "alice", alice(), &CARDS, Some(card("alice", true)), Some(card("alice", false)), CARDS_LOCKED),
         ("a locked card purged", "alice", alice(), &CARDS, Some(card("alice", true)), None, CARDS_LOCKED),
+        ("a comment of her own", "alice", alice(), &COMMENTS, None, Some(comment("alice")), "allowed"),
+        ("her own comment edited", "alice", alice(), &COMMENTS, Some(comment("alice")), Some(comment("alice")), "allowed"),
+        ("a comment in bob's name", "alice", alice(), &COMMENTS, None, Some(comment("bob")), NOT_HERS),
+        ("bob's comment edited", "alice", alice(), &COMMENTS, Some(comment("bob")), Some(comment("bob")), NOT_HERS),
+        ("bob's comment purged", "alice", alice(), &COMMENTS, Some(comment("bob")), None, NOT_HERS),
+        ("her comment handed to bob", "alice", alice(), &COMMENTS, Some(comment("alice")), Some(comment("bob")), NOT_HERS),
+        ("a comment of nobody's", "alice", alice(), &COMMENTS, None, Some(row(json!({"id": "c", "team_id": "t1", "author": null}))), NOT_HERS),
         ("a `while` rule's bucket is not granted by a membership row, so a refusal does not name it", "alice", alice(), &MEMBERS,
             Some(member("l2", "bob", "viewer")), None,
             "the actor may not write this row of `members`: rule `own` has no `write(members)`; rule `shared` lets only the memberships its `write(members: …)` names write it"),

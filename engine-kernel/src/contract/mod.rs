@@ -14,7 +14,7 @@ use schemars::generate::SchemaSettings;
 use serde_json::{Map, Value, json};
 
 use crate::app::App;
-use crate::rules::{Claim, ConstFilter, FilterValue, Membership, ParamSource, RuleMeta, ScopeEq};
+use crate::rules::{Claim, ConstFilter, FilterValue, Membership, ParamSource, RowTerm, RuleMeta, ScopeEq};
 use crate::wire;
 
 /// The OpenAPI 3.1 contract of `app`.
@@ -280,7 +280,7 @@ pub fn rule_json(rule: &RuleMeta) -> Value {
                 .map(|alternative| {
                     json!({
                         "member": constants_json(alternative.member),
-                        "row": alternative.row.iter().map(|t| json!({"column": t.column, "op": if t.equal { "==" } else { "!=" }, "value": t.value.to_json()})).collect::<Vec<_>>(),
+                        "row": alternative.row.iter().map(row_term_json).collect::<Vec<_>>(),
                     })
                 })
                 .collect();
@@ -310,6 +310,17 @@ pub fn rule_json(rule: &RuleMeta) -> Value {
 /// `column == bucket.param` equalities: `[{"column": …, "param": …}]`.
 fn scope_json(scope: &[ScopeEq]) -> Vec<Value> {
     scope.iter().map(|e| json!({"column": e.column, "param": e.param})).collect()
+}
+
+/// A row term of a `write(...)` alternative: `{"column": …, "op": "==" | "!=", "value": …}`, or
+/// with `"claim": "actor.user_id"` in place of `"value"`, as a membership filter writes a claim.
+fn row_term_json(term: &RowTerm) -> Value {
+    let mut json = json!({"column": term.column, "op": if term.equal { "==" } else { "!=" }});
+    match term.value {
+        FilterValue::Claim(claim) => json["claim"] = claim_name(claim).into(),
+        FilterValue::Const(value) => json["value"] = value.to_json(),
+    }
+    json
 }
 
 /// `column == constant` equalities: `[{"column": …, "value": …}]`.

@@ -164,12 +164,15 @@ enum ContractAlternative {
     Members(Vec<ContractConstFilter>),
 }
 
-/// `{"column": …, "op": "==" | "!=", "value": …}`.
+/// `{"column": …, "op": "==" | "!=", "value": …}`, or `"claim": "actor.user_id"` for `"value"`.
 #[derive(Deserialize)]
 struct ContractRowTerm {
     column: String,
     op: String,
-    value: Value,
+    #[serde(default)]
+    claim: Option<String>,
+    #[serde(default)]
+    value: Option<Value>,
 }
 
 #[derive(Deserialize)]
@@ -316,6 +319,18 @@ fn const_value(value: &Value, what: &str) -> Result<ConstValue> {
     }
 }
 
+/// The claim or constant a membership filter or a row term compares `column` with: exactly one
+/// of `claim` and `value`.
+fn filter_value(claim: Option<&str>, value: Option<&Value>, column: &str, what: &str) -> Result<FilterValue> {
+    match (claim, value) {
+        (Some(claim), None) => Ok(FilterValue::Claim(
+            Claim::parse(claim, leak).ok_or_else(|| invalid(format!("{what}: `{claim}` is not an actor claim")))?,
+        )),
+        (None, Some(value)) => Ok(FilterValue::Const(const_value(value, what)?)),
+        _ => Err(invalid(format!("{what}: the comparison of `{column}` needs exactly one of `claim` and `value`"))),
+    }
+}
+
 fn column_of(tables: &[&'static TableMeta], table: &str, column: &str, what: &str) -> Result<&'static ColumnMeta> {
     let meta = tables
         .iter()
@@ -342,19 +357,7 @@ fn rule_meta(name: &str, rule: ContractRule, tables: &[&'static TableMeta]) -> R
             let mut out = Vec::new();
             for filter in filters {
                 let column = column_of(tables, table, &filter.column, &format!("the membership of {what}"))?;
-                let value = match (&filter.claim, &filter.value) {
-                    (Some(claim), None) => FilterValue::Claim(
-                        Claim::parse(claim, leak)
-                            .ok_or_else(|| invalid(format!("{what}: `{claim}` is not an actor claim")))?,
-                    ),
-                    (None, Some(value)) => FilterValue::Const(const_value(value, &what)?),
-                    _ => {
-                        return Err(invalid(format!(
-                            "{what}: membership filter on `{}` needs exactly one of `claim` and `value`",
-                            filter.column
-                        )));
-                    }
-                };
+                let value = filter_value(filter.claim.as_deref(), filter.value.as_ref(), &filter.column, &what)?;
                 out.push(MembershipFilter { column: column.name, value });
             }
             if !out.iter().any(|f| matches!(f.value, FilterValue::Claim(_))) {
@@ -449,7 +452,8 @@ fn rule_meta(name: &str, rule: ContractRule, tables: &[&'static TableMeta]) -> R
                     "!=" => false,
                     other => return Err(invalid(format!("{where_}: `{other}` is not `==` or `!=`"))),
                 };
-                row.push(RowTerm { column: column.name, value: const_value(&term.value, &where_)?, equal });
+                let value = filter_value(term.claim.as_deref(), term.value.as_ref(), &term.column, &where_)?;
+                row.push(RowTerm { column: column.name, value, equal });
             }
             alternatives.push(WriteAlternative { member: leak_slice(member), row: leak_slice(row) });
         }

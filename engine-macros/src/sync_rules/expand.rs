@@ -5,7 +5,7 @@ use proc_macro2::TokenStream;
 use quote::{quote, quote_spanned};
 use syn::spanned::Spanned;
 
-use super::model::{Bucket, Claim, ColumnRef, Condition, Literal, Membership, Rules, Selection, Source};
+use super::model::{Bucket, Claim, ColumnRef, Compared, Condition, Literal, Membership, Rules, Selection, Source};
 use crate::support::text;
 
 /// The module with its generated items appended.
@@ -155,14 +155,7 @@ fn bucket_checks(bucket: &Bucket) -> Vec<TokenStream> {
         for condition in conditions {
             if let Some((column, claim)) = condition.as_claim() {
                 check_table(&mut checks, column);
-                if claim.is_text() {
-                    let path = &column.path;
-                    let bound = quote_spanned!(condition.expr().span()=> __engine::TextClaimComparable);
-                    checks.push(local_check(
-                        quote!(compared_with_user_id_or_owner_id<T, V: #bound>(_: __engine::Column<T, V>)),
-                        quote_spanned!(path.span()=> compared_with_user_id_or_owner_id(#path);),
-                    ));
-                }
+                checks.push(claim_check(column, claim, condition.expr()));
             }
             if let Some((column, literal, expr)) = condition.as_const() {
                 check_table(&mut checks, column);
@@ -203,8 +196,13 @@ fn bucket_checks(bucket: &Bucket) -> Vec<TokenStream> {
         let bound = quote_spanned!(table.span()=> __engine::Table);
         checks.push(local_check(quote!(a_table<T: #bound>()), quote_spanned!(table.span()=> a_table::<#table>();)));
         for condition in write.any_of.iter().flatten() {
-            if let Some((column, literal, _, expr)) = condition.as_row_term() {
-                checks.push(const_check(&write.row_column(column), &literal, expr));
+            if let Some((column, compared, _, expr)) = condition.as_row_term() {
+                let column = write.row_column(column);
+                match compared {
+                    Compared::Literal(literal) => checks.push(const_check(&column, &literal, expr)),
+                    Compared::Actor(Source::Claim(claim)) => checks.push(claim_check(&column, &claim, expr)),
+                    Compared::Actor(_) => unreachable!("validated: a claim"),
+                }
             } else if let Some((column, literal, expr)) = condition.as_const() {
                 check_table(&mut checks, column);
                 checks.push(const_check(column, literal, expr));
@@ -212,6 +210,23 @@ fn bucket_checks(bucket: &Bucket) -> Vec<TokenStream> {
         }
     }
     checks
+}
+
+/// The check that `column` is a column and can be compared with `claim` in `expr`: `actor.user_id`
+/// and `actor.owner_id` are text; a custom claim's type is the token's, unknown here.
+fn claim_check(column: &ColumnRef, claim: &Claim, expr: &syn::Expr) -> TokenStream {
+    let path = &column.path;
+    if !claim.is_text() {
+        return local_check(
+            quote!(a_column<T, V>(_: __engine::Column<T, V>)),
+            quote_spanned!(path.span()=> a_column(#path);),
+        );
+    }
+    let bound = quote_spanned!(expr.span()=> __engine::TextClaimComparable);
+    local_check(
+        quote!(compared_with_user_id_or_owner_id<T, V: #bound>(_: __engine::Column<T, V>)),
+        quote_spanned!(path.span()=> compared_with_user_id_or_owner_id(#path);),
+    )
 }
 
 /// A block declaring the local function `signature` (its body empty) and making `call`.
@@ -316,8 +331,19 @@ fn rule_meta(rules: &Rules, bucket: &Bucket) -> TokenStream {
     let writes = bucket.writes.iter().map(|write| {
         let table = &write.table;
         let any_of = write.any_of.iter().map(|all| {
-            let row = all.iter().filter_map(Condition::as_row_term).map(|(column, literal, equal, _)| {
-                let (path, value) = (write.row_column(column).path, const_value(&literal));
+            let row = all.iter().filter_map(Condition::as_row_term).map(|(column, compared, equal, _)| {
+                let path = write.row_column(column).path;
+                let value = match &compared {
+                    Compared::Literal(literal) => {
+                        let value = const_value(literal);
+                        quote!(__engine::FilterValue::Const(#value))
+                    }
+                    Compared::Actor(Source::Claim(claim)) => {
+                        let claim = claim_tokens(claim);
+                        quote!(__engine::FilterValue::Claim(#claim))
+                    }
+                    Compared::Actor(_) => unreachable!("validated: a claim"),
+                };
                 quote!(__engine::RowTerm { column: #path.name(), value: #value, equal: #equal })
             });
             let member = all.iter().filter(|c| c.as_row_term().is_none()).filter_map(Condition::as_const).map(

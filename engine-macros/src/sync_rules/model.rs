@@ -191,6 +191,15 @@ pub(crate) enum Operand {
     Other,
 }
 
+/// What a row term of a `write(...)` condition compares the row written with.
+#[derive(Clone)]
+pub(crate) enum Compared {
+    /// A constant: `row.role != "owner"`.
+    Literal(Literal),
+    /// Something of the actor's: `row.author_id == actor.user_id` (valid when a claim).
+    Actor(Source),
+}
+
 /// A constant.
 #[derive(Clone)]
 pub(crate) enum Literal {
@@ -466,9 +475,10 @@ impl Condition {
         }
     }
 
-    /// `row.column == constant` or `row.column != constant`, either way round: the column, the
-    /// constant, whether it is `==`, and the comparison.
-    pub(crate) fn as_row_term(&self) -> Option<(&Ident, Literal, bool, &Expr)> {
+    /// `row.column == value` or `row.column != value`, either way round, the value a constant
+    /// or the actor's (`actor.user_id`): the column, the value, whether it is `==`, and the
+    /// comparison.
+    pub(crate) fn as_row_term(&self) -> Option<(&Ident, Compared, bool, &Expr)> {
         let (expr, left, right, equal) = match self {
             Condition::Eq { expr, left, right } => (expr, left.clone(), right.clone(), true),
             Condition::Not(expr @ Expr::Binary(b)) if matches!(b.op, syn::BinOp::Ne(_)) => {
@@ -477,9 +487,14 @@ impl Condition {
             _ => return None,
         };
         let Expr::Binary(b) = expr else { return None };
+        let compared = |operand| match operand {
+            Operand::Literal(literal) => Some(Compared::Literal(literal)),
+            Operand::Actor(source) => Some(Compared::Actor(source)),
+            _ => None,
+        };
         match (left, right) {
-            (Operand::Row, Operand::Literal(literal)) => Some((row_column(&b.left)?, literal, equal, expr)),
-            (Operand::Literal(literal), Operand::Row) => Some((row_column(&b.right)?, literal, equal, expr)),
+            (Operand::Row, other) => Some((row_column(&b.left)?, compared(other)?, equal, expr)),
+            (other, Operand::Row) => Some((row_column(&b.right)?, compared(other)?, equal, expr)),
             _ => None,
         }
     }

@@ -98,11 +98,11 @@ pub(crate) struct Assumed {
 /// macros refuse a `write(...)` of more than [`Mask::BITS`] alternatives.
 type Mask = u64;
 
-/// The alternatives of `write` whose row terms hold on every one of `images`.
-fn applying(write: &WriteRule, images: &[&Row]) -> Mask {
+/// The alternatives of `write` whose row terms hold on every one of `images` for `actor`.
+fn applying(write: &WriteRule, images: &[&Row], actor: &Actor) -> Mask {
     let mut mask = 0;
     for (i, alternative) in write.any_of.iter().enumerate().take(Mask::BITS as usize) {
-        if images.iter().all(|row| alternative.holds_on(row)) {
+        if images.iter().all(|row| alternative.holds_on(row, actor)) {
             mask |= 1 << i;
         }
     }
@@ -243,7 +243,7 @@ impl ServerTx<'_> {
         if write_rule.reads_rows() {
             return false;
         }
-        let mask = applying(write_rule, &[]);
+        let mask = applying(write_rule, &[], &self.actor);
         let write = (!write_rule.is_unconditional()).then(|| members_in(write_rule, mask));
         let asked = (bucket.clone(), table.name, mask);
         let held = self.holdings.held_at_start.get(bucket).copied();
@@ -377,7 +377,8 @@ impl ServerTx<'_> {
         images: &[&Row],
     ) -> KernelResult<bool> {
         let Some(write) = self.rule(bucket).and_then(|rule| rule.write_rule(table.name)) else { return Ok(false) };
-        self.may_write_through(bucket, table, applying(write, images)).await
+        let mask = applying(write, images, &self.actor);
+        self.may_write_through(bucket, table, mask).await
     }
 
     /// Whether the actor could write rows of `table` in `bucket` when the mutation began through
@@ -925,7 +926,9 @@ impl ServerTx<'_> {
                             continue;
                         }
                         // The actor's own permission is at least as wide: an alternative of
-                        // its membership's that asks no more of the row.
+                        // its membership's that asks no more of the row. A term on the actor's
+                        // claims is relative: granted, `row.author_id == actor.user_id` lets
+                        // the member write its own rows, as it lets the actor write the actor's.
                         let wider = alternatives_in(write, Mask::MAX)
                             .filter(|(_, own)| own.row.iter().all(|term| granted.row.contains(term)))
                             .fold(0, |mask, (i, _)| mask | 1 << i);

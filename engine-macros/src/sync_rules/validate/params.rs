@@ -67,11 +67,7 @@ pub(super) fn check_param_sources(bucket: &Bucket, errors: &mut Diagnostics) {
     for param in &bucket.params {
         for (expr, source) in &param.sources {
             match source {
-                Source::UnknownActorField(name) => errors.spanned(expr,
-                    format!(
-                        "the actor has `actor.user_id`, `actor.owner_id` and `actor.claims.<name>`, not `actor.{name}`: for a claim of the token write `actor.claims.{name}`"
-                    ),
-                ),
+                Source::UnknownActorField(name) => errors.spanned(expr, unknown_actor_field(name)),
                 Source::Other => errors.spanned(expr,
                     format!(
                         "bucket parameter `{}` takes its value from `{}`, which the actor does not vouch for: a value the client supplies never scopes data. Take it from an actor claim (`actor.user_id`, `actor.owner_id`, `actor.claims.<name>`) or from a membership column (`Table::column` with `membership(…)`)",
@@ -83,6 +79,13 @@ pub(super) fn check_param_sources(bucket: &Bucket, errors: &mut Diagnostics) {
             }
         }
     }
+}
+
+/// What to say of `actor.<name>` that names no claim, wherever a rule compares with the actor.
+pub(super) fn unknown_actor_field(name: &syn::Ident) -> String {
+    format!(
+        "the actor has `actor.user_id`, `actor.owner_id` and `actor.claims.<name>`, not `actor.{name}`: for a claim of the token write `actor.claims.{name}`"
+    )
 }
 
 /// Membership columns come from the bucket's membership query, all from its one table (or, for a

@@ -3,12 +3,12 @@
 //! the row written; `leave` lets a member delete its own membership row.
 
 use crate::support::{Diagnostics, text};
-use crate::sync_rules::model::{Bucket, Condition, Literal, Membership, Rules};
+use crate::sync_rules::model::{Bucket, Compared, Condition, Literal, Membership, Rules, Source};
 
 /// `write(Table)` and `write(Table: condition)` speak of a table the bucket selects, once per
 /// table; a condition decides by the actor's membership row (equalities of the membership
-/// table's columns with constants) and by the row written (`row.column == constant` or `!=`),
-/// joined by `&&` and `||`.
+/// table's columns with constants) and by the row written (`row.column == constant`, or
+/// `row.column == actor.<claim>`, or `!=`), joined by `&&` and `||`.
 pub(super) fn check_write_rules(bucket: &Bucket, errors: &mut Diagnostics) {
     let selected: Vec<String> = bucket
         .selections()
@@ -53,16 +53,23 @@ pub(super) fn check_write_rules(bucket: &Bucket, errors: &mut Diagnostics) {
             continue;
         }
         for condition in write.any_of.iter().flatten() {
-            if let Some((_, literal, _, expr)) = condition.as_row_term() {
-                if matches!(literal, Literal::Unsupported) {
-                    errors.spanned(expr, "a write condition compares with a boolean, integer or string constant");
+            if let Some((_, compared, _, expr)) = condition.as_row_term() {
+                match compared {
+                    Compared::Literal(Literal::Unsupported) => errors.spanned(
+                        expr,
+                        "a write condition compares the row with a boolean, integer or string constant, or with an actor claim",
+                    ),
+                    Compared::Actor(Source::UnknownActorField(name)) => {
+                        errors.spanned(expr, super::params::unknown_actor_field(&name));
+                    }
+                    _ => {}
                 }
                 continue;
             }
             let Some((members_key, members)) = &membership_table else {
                 errors.spanned(condition.expr(),
                     format!(
-                        "`{}`: a condition in `write(...)` compares the row written (`row.<column> == <constant>`, or `!=`) or the actor's membership row, and this bucket has no membership table: write `write({})` to let every holder of the bucket write it, or add `membership(Member::user_id == actor.user_id)`",
+                        "`{}`: a condition in `write(...)` compares the row written (`row.<column> == <constant>` or `row.<column> == actor.user_id`, or `!=`) or the actor's membership row, and this bucket has no membership table: write `write({})` to let every holder of the bucket write it, or add `membership(Member::user_id == actor.user_id)`",
                         text(condition.expr()),
                         text(&write.table)
                     ),
@@ -87,7 +94,7 @@ pub(super) fn check_write_rules(bucket: &Bucket, errors: &mut Diagnostics) {
                 }
                 None => errors.spanned(condition.expr(),
                     format!(
-                        "`{}` cannot say who may write: compare columns of the membership table with constants (`{}::role == \"editor\"`) and the row written with constants (`row.role != \"owner\"`), joined by `&&` and `||`",
+                        "`{}` cannot say who may write: compare columns of the membership table with constants (`{}::role == \"editor\"`) and the row written with constants or actor claims (`row.role != \"owner\"`, `row.author_id == actor.user_id`), joined by `&&` and `||`",
                         text(condition.expr()),
                         text(members)
                     ),

@@ -316,9 +316,17 @@ function holds(ctx: WriteContext, bucket: string): Permission {
   return ownRowsKnown(ctx, bucket) ? false : "unknown";
 }
 
-/** Whether alternative `alternative` of a `write(...)` holds of row `row`'s row terms. */
-function rowTermsHold(alternative: WriteAlternative, row: Row): boolean {
-  return alternative.row.every((term) => sameValue(row[term.column], term.value) === (term.op === "=="));
+/**
+ * Whether alternative `alternative` of a `write(...)` holds of row `row`'s row terms for `actor`
+ * (the server's `RowTerm::holds_on`). A claim equals a column whose value has its text; a null or
+ * missing value, or a claim the actor lacks, equals nothing.
+ */
+function rowTermsHold(alternative: WriteAlternative, row: Row, actor: Actor): boolean {
+  return alternative.row.every((term) => {
+    if (!("claim" in term)) return sameValue(row[term.column], term.value) === (term.op === "==");
+    const text = paramText(row[term.column]);
+    return (text !== null && text === claimText(term.claim, actor)) === (term.op === "==");
+  });
 }
 
 /**
@@ -335,7 +343,7 @@ function mayWrite(ctx: WriteContext, bucket: string, table: string, images: read
   if (held === false) return false;
   let answer: Permission = false;
   for (const alternative of alternatives) {
-    if (!images.every((image) => rowTermsHold(alternative, image))) continue;
+    if (!images.every((image) => rowTermsHold(alternative, image, ctx.actor))) continue;
     answer = or(answer, alternative.member.length === 0 ? held : memberMatches(ctx, bucket, alternative));
     if (answer === true) return true;
   }

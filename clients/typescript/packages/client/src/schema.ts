@@ -56,11 +56,18 @@ export interface SelectionSchema {
   readonly filters: readonly ConstTerm[];
 }
 
+/** A comparison of the row written with a constant (`row.role != "owner"`) or with an actor
+ * claim (`row.author_id == actor.user_id`). */
+export type RowTermSchema =
+  | { readonly column: string; readonly op: "==" | "!="; readonly value: ConstValue }
+  | { readonly column: string; readonly op: "==" | "!="; readonly claim: string };
+
 /** One alternative of a `write(...)`: equalities on the actor's membership row, and comparisons
- * of the row written with constants. Without either, every holder of the bucket may write. */
+ * of the row written with constants and claims. Without either, every holder of the bucket may
+ * write. */
 export interface WriteAlternative {
   readonly member: readonly ConstTerm[];
-  readonly row: readonly { readonly column: string; readonly op: "==" | "!="; readonly value: ConstValue }[];
+  readonly row: readonly RowTermSchema[];
 }
 
 /** A sync rule as the contract describes it: what its buckets hold, who holds them, and what

@@ -51,6 +51,7 @@ const schema: AnySchema = {
     members: table(["list_id", "user_id", "owner_id", "role"], ["list_id", "user_id"]),
     team_members: table(["team_id", "user_id", "role", "deleted_at"], ["team_id", "user_id"], "deleted_at"),
     tasks: table(["id", "team_id", "assignee"], ["id"]),
+    comments: table(["id", "team_id", "author"], ["id"]),
     messages: table(["id", "sender", "recipient"], ["id"]),
     cards: table(["id", "owner", "locked"], ["id"]),
     docs: table(["id", "org", "public", "author", "editor"], ["id"]),
@@ -79,8 +80,8 @@ const schema: AnySchema = {
     team: rule({
       parameters: [param("team_id", "membership.team_id")],
       membership: { table: "team_members", filters: [{ column: "user_id", claim: "actor.user_id" }] },
-      data: [scoped("tasks", "team_id", "team_id"), scoped("team_members", "team_id", "team_id")],
-      write: { tasks: everyone },
+      data: [scoped("tasks", "team_id", "team_id"), scoped("team_members", "team_id", "team_id"), scoped("comments", "team_id", "team_id")],
+      write: { tasks: everyone, comments: [{ member: [], row: [{ column: "author", op: "==", claim: "actor.user_id" }] }] },
       leave: true,
     }),
     inbox: rule({
@@ -330,6 +331,23 @@ describe("refusals the client is sure of, in the server's words", () => {
     expect(authorizeWrite(aliceHolds(), { table: "cards", before: card(false), after: card(true) }), "locking").toEqual(lockedOut);
     expect(authorizeWrite(aliceHolds(), { table: "cards", before: card(true), after: card(false) }), "unlocking").toEqual(lockedOut);
     expect(authorizeWrite(aliceHolds(), { table: "cards", before: card(true), after: null }), "a purge").toEqual(lockedOut);
+  });
+
+  test("a row term on a claim compares the row with the actor, before and after the write", () => {
+    const comment = (author: string | null) => ({ id: "c", team_id: "t1", author });
+    expect(authorizeWrite(aliceHolds(), { table: "comments", before: null, after: comment("alice") })).toEqual(allowed);
+    expect(authorizeWrite(aliceHolds(), { table: "comments", before: comment("alice"), after: comment("alice") })).toEqual(allowed);
+    expect(authorizeWrite(aliceHolds(), { table: "comments", before: comment("alice"), after: null })).toEqual(allowed);
+    const notHers = refused(
+      "the actor may not write this row of `comments`: rule `team` lets only the memberships its `write(comments: …)` names write it, and only rows it names",
+    );
+    expect(authorizeWrite(aliceHolds(), { table: "comments", before: null, after: comment("bob") }), "in bob's name").toEqual(notHers);
+    expect(authorizeWrite(aliceHolds(), { table: "comments", before: comment("bob"), after: comment("bob") }), "an edit").toEqual(notHers);
+    expect(authorizeWrite(aliceHolds(), { table: "comments", before: comment("bob"), after: null }), "a purge").toEqual(notHers);
+    expect(authorizeWrite(aliceHolds(), { table: "comments", before: comment("alice"), after: comment("bob") }), "handed over").toEqual(notHers);
+    expect(authorizeWrite(aliceHolds(), { table: "comments", before: comment("bob"), after: comment("alice") }), "taken").toEqual(notHers);
+    // A null author is nobody's, not the actor's.
+    expect(authorizeWrite(aliceHolds(), { table: "comments", before: null, after: comment(null) }), "no author").toEqual(notHers);
   });
 });
 

@@ -1,4 +1,4 @@
-use engine::rules::{ConstValue, RowTerm};
+use engine::rules::{ConstValue, FilterValue, RowTerm};
 
 #[engine::sync_rules]
 pub mod rules {
@@ -42,11 +42,11 @@ fn main() {
     assert_eq!(members.any_of.len(), 2);
     assert!(members.any_of[0].row.is_empty());
     assert_eq!(members.any_of[1].member.len(), 1);
-    assert_eq!(members.any_of[1].row, [RowTerm { column: "role", value: ConstValue::Text("owner"), equal: false }]);
+    assert_eq!(members.any_of[1].row, [RowTerm { column: "role", value: FilterValue::Const(ConstValue::Text("owner")), equal: false }]);
     assert!(members.reads_rows() && !members.is_unconditional());
     let notes = shared.write_rule("notes").unwrap();
     assert!(notes.any_of[0].member.is_empty());
-    assert_eq!(notes.any_of[0].row, [RowTerm { column: "done", value: ConstValue::Bool(false), equal: true }]);
+    assert_eq!(notes.any_of[0].row, [RowTerm { column: "done", value: FilterValue::Const(ConstValue::Bool(false)), equal: true }]);
     assert_eq!(shared.held_while, None);
     let anchor = shared.anchor.unwrap();
     assert_eq!((anchor.table, anchor.scope[0].column, anchor.scope[0].param), ("lists", "id", "list_id"));
