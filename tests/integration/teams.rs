@@ -242,6 +242,26 @@ async fn a_viewer_reads_and_writes_nothing() {
     assert_eq!(count(&db, "SELECT count(*) FROM tasks").await, 1);
 }
 
+/// A member edits and deletes its own comments only; an admin any.
+#[tokio::test]
+async fn a_member_edits_only_its_own_comments() {
+    let db = TestDb::new().await;
+    let server = server(&db).await;
+    let b = board(&server).await;
+    applied(
+        &push(&server, "alice", 7, "add_member", json!({"team_id": b.red, "user_id": "mel", "role": "member"})).await,
+    );
+    let c1 = created(&push(&server, "bob", 1, "comment", json!({"task_id": b.t1, "body": "on it"})).await);
+    let edit = json!({"comment_id": c1, "body": "bob gives up"});
+    let detail = forbidden(&push(&server, "mel", 1, "edit_comment", edit).await, &[]);
+    assert!(detail.contains("`comments`") && detail.contains("`team`"), "{detail}");
+    forbidden(&push(&server, "mel", 2, "delete_comment", json!({"comment_id": c1})).await, &[]);
+    assert_eq!(count(&db, "SELECT count(*) FROM comments WHERE body = 'on it'").await, 1);
+    applied(&push(&server, "bob", 2, "edit_comment", json!({"comment_id": c1, "body": "done"})).await);
+    applied(&push(&server, "ann", 1, "delete_comment", json!({"comment_id": c1})).await);
+    assert_eq!(count(&db, "SELECT count(*) FROM comments").await, 0);
+}
+
 /// Arguments are the JSON object the contract describes: an array was read by position, so
 /// `create_team ["Red"]` created a team.
 #[tokio::test]

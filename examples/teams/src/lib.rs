@@ -7,10 +7,12 @@
 //!   `assigned` (the tasks assigned to the actor, held `while(TeamBoard)`: a member removed from
 //!   a team loses its tasks in the same pull as the team).
 //! - Roles: `owner` (everything), `admin` (members, projects, tasks and comments, but never the
-//!   owner's membership nor an owner's role), `member` (tasks and comments), `viewer` (reads).
+//!   owner's membership nor an owner's role), `member` (tasks, and comments of its own:
+//!   `row.author == actor.user_id`), `viewer` (reads).
 //!   Anyone leaves a team on their own (`leave`).
 //! - Mutators ([`mutators`]): `create_team`, `add_member`, `set_role`, `remove_member`,
-//!   `leave_team`, `add_project`, `add_task`, `assign`, `complete_task`, `comment`.
+//!   `leave_team`, `add_project`, `add_task`, `assign`, `complete_task`, `comment`,
+//!   `edit_comment`, `delete_comment`.
 
 pub mod mutators;
 
@@ -76,7 +78,7 @@ pub mod rules {
 
     /// Every team the actor is in, with its members, projects, tasks and comments. Owners write
     /// everything; admins everything but the owner's membership and the owner role; members
-    /// tasks and comments; viewers read. Anyone may leave. A team is its `teams` row: nobody is
+    /// tasks and their own comments; viewers read. Anyone may leave. A team is its `teams` row: nobody is
     /// a member of a team that has none.
     #[bucket(
         name = "team",
@@ -93,7 +95,9 @@ pub mod rules {
             TeamMember: TeamMember::role == "owner" || (TeamMember::role == "admin" && row.role != "owner"),
             Project: TeamMember::role == "owner" || TeamMember::role == "admin",
             Task: TeamMember::role == "owner" || TeamMember::role == "admin" || TeamMember::role == "member",
-            Comment: TeamMember::role == "owner" || TeamMember::role == "admin" || TeamMember::role == "member",
+            Comment: TeamMember::role == "owner"
+                || TeamMember::role == "admin"
+                || (TeamMember::role == "member" && row.author == actor.user_id),
         ),
         leave,
         anchor(Team::id == bucket.team_id),
@@ -137,6 +141,8 @@ pub fn app() -> engine::App {
             assign,
             complete_task,
             comment,
+            edit_comment,
+            delete_comment,
         ],
         sync_rules: rules,
     }

@@ -182,3 +182,36 @@ pub async fn comment(ctx: &mut MutatorCtx<'_>, args: AddComment) -> Result<Outco
     ctx.insert(&comment).await?;
     Ok(Outcome::new().server_id(id))
 }
+
+/// A comment's new text.
+#[engine::args]
+#[derive(Debug)]
+pub struct EditComment {
+    pub comment_id: String,
+    pub body: String,
+}
+
+/// Change a comment's text: its author, or an admin or owner, may.
+#[engine::mutator]
+pub async fn edit_comment(ctx: &mut MutatorCtx<'_>, args: EditComment) -> Result<Outcome> {
+    if !ctx.update::<Comment>(&args.comment_id, [Comment::body.set(args.body)]).await? {
+        return Err(engine::Error::mutator_failed("no such comment"));
+    }
+    Ok(Outcome::new())
+}
+
+/// A comment.
+#[engine::args]
+#[derive(Debug)]
+pub struct CommentId {
+    pub comment_id: String,
+}
+
+/// Delete a comment: its author, or an admin or owner, may.
+#[engine::mutator]
+pub async fn delete_comment(ctx: &mut MutatorCtx<'_>, args: CommentId) -> Result<Outcome> {
+    if !ctx.delete::<Comment>(&args.comment_id).await? {
+        return Err(engine::Error::mutator_failed("no such comment"));
+    }
+    Ok(Outcome::new())
+}
