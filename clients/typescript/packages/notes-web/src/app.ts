@@ -1,7 +1,8 @@
 /**
  * The signed-in app: lists, the selected list's notes (renamed in place, done, filtered,
  * cleared, reordered by keyboard or by touch), its members and their roles, who else is looking,
- * a status line, and the writes the server refused with what the user can do about each.
+ * a status line (which also says when the device's store refuses a write), and the writes the
+ * server refused with what the user can do about each.
  *
  * Rendering is incremental. `NoteList` changes only the notes a change names and draws only
  * the notes on screen, so a write costs the same at 10 notes and at 10,000 (`BENCHMARKS.md`, "The
@@ -10,6 +11,11 @@
  *
  * A note may carry an image (`images.ts`): attached in its pane (offline too: the bytes are kept
  * on the device and uploaded when it is online), shown small in its row and large in its pane.
+ *
+ * The client syncs only what is open (`main.ts`): the user's index of lists (`own`,
+ * `memberships`, `invitations`) always, and the selected list's `shared` bucket (its notes and
+ * members) while it is selected. The lists in the sidebar are the user's accepted memberships,
+ * which carry their list's title, so they need no list's own bucket.
  *
  * Roles come from the rules the client holds (`client.canWrite`): a viewer sees no editing
  * controls and a "View only" badge; only the owner sees sharing; any other member may leave.
@@ -26,9 +32,10 @@ import {
   type QuarantinedEntry,
   type Queued,
   type Status,
+  type SyncedBucket,
 } from "@engine/client";
 import { engineCollectionOptions } from "@engine/db-collection";
-import { mutators, type Mutators, type ShareRole, type Tables } from "@engine/notes";
+import { buckets, mutators, type Mutators, type ShareRole, type Tables } from "@engine/notes";
 import { createCollection, type ChangeMessage, type Collection } from "@tanstack/db";
 
 import { NoteBody } from "./body.js";
@@ -432,10 +439,17 @@ const compare = (a: Note, b: Note) => a.position - b.position || (a.id < b.id ? 
 
 export class NotesApp {
   private readonly call: ReturnType<typeof mutators<Promise<Queued>>>;
-  private readonly lists: Collection<List, string | number>;
   private readonly notes: Collection<Note, string | number>;
   private readonly members: Collection<Member, string | number>;
+  /**
+   * The user's index of lists: the memberships its `memberships` bucket holds. Not every row of
+   * `members`: the rows of a list the user left or lost stay in the view until a pull drops them
+   * (and for the bucket TTL), held by the list's bucket, which no longer makes them the user's.
+   */
+  private readonly index: Collection<Member, string | number>;
   private selected: string | undefined;
+  /** The selected list's bucket, synced while it is selected. */
+  private selectedBucket: SyncedBucket | undefined;
   private filter: Filter = "all";
   /** Lists the user has seen, kept after they lose one, so a refusal can name it. */
   private readonly known: Map<string, KnownList>;
@@ -449,6 +463,8 @@ export class NotesApp {
   private readonly connection = el("span", { "data-testid": "connection", class: "badge" });
   private readonly statusText = el("span", { class: "status-text", "data-testid": "status" });
   private readonly pending = el("span", { class: "pending", "data-testid": "pending" });
+  /** Why the device's store refused the last write, while it does (`status.storeError`). */
+  private readonly storeError = el("span", { class: "store-error", "data-testid": "store-error" });
   /** How far a first sync has got, as the server estimates it on each page. */
   private readonly progress = el("progress", { class: "sync-progress", "data-testid": "sync-progress", "aria-label": "Loading your notes" });
   private readonly empty = el("section", { class: "empty" }, el("p", {}, "Choose a list, or add one."));
@@ -479,7 +495,8 @@ export class NotesApp {
   private readonly clearDone: HTMLButtonElement;
   private readonly listPane: HTMLElement;
   private readonly refusedPane: HTMLElement;
-  private readonly listItems: Keyed<List>;
+  /** The lists in the sidebar: the user's accepted memberships, keyed by list. */
+  private readonly listItems: Keyed<Member>;
   /** The user's own pending memberships: lists shared with them, to accept or decline. */
   private readonly invitationItems: Keyed<Member>;
   private readonly invitations: HTMLElement;
@@ -552,8 +569,8 @@ export class NotesApp {
       },
     );
     this.share.classList.add("share");
-    this.lists = createCollection(engineCollectionOptions({ name: "lists", client }));
     this.members = createCollection(engineCollectionOptions({ name: "list_members", client }));
+    this.index = createCollection(engineCollectionOptions({ name: "list_members", client, syncRule: "memberships" }));
     this.notes = createCollection(
       engineCollectionOptions({
         name: "notes",
@@ -581,20 +598,21 @@ export class NotesApp {
     );
     this.listItems = new Keyed(
       lists,
-      (list) => {
-        const link = el("a", { "data-testid": "list", "data-list": list.id, href: `?list=${encodeURIComponent(list.id)}` });
+      (entry) => {
+        const listId = entry.list_id;
+        const link = el("a", { "data-testid": "list", "data-list": listId, href: `?list=${encodeURIComponent(listId)}` });
         link.addEventListener("click", (event) => {
           if (event.ctrlKey || event.metaKey || event.shiftKey) return;
           event.preventDefault();
-          this.select(list.id);
+          this.select(listId);
         });
         return el("li", {}, link);
       },
-      (item, list) => {
+      (item, entry) => {
         const link = item.firstElementChild as HTMLAnchorElement;
-        setText(link, list.title);
-        link.classList.toggle("selected", list.id === this.selected);
-        setAttribute(link, "aria-current", list.id === this.selected ? "page" : null);
+        setText(link, entry.title);
+        link.classList.toggle("selected", entry.list_id === this.selected);
+        setAttribute(link, "aria-current", entry.list_id === this.selected ? "page" : null);
       },
     );
     this.noteList = new NoteList(
@@ -657,7 +675,7 @@ export class NotesApp {
       "header",
       {},
       el("h1", {}, "Notes"),
-      el("p", { class: "status", role: "status" }, this.connection, this.statusText, this.progress, this.pending),
+      el("p", { class: "status", role: "status" }, this.connection, this.statusText, this.progress, this.pending, this.storeError),
       el(
         "div",
         { class: "account" },
@@ -679,10 +697,15 @@ export class NotesApp {
       this.announce,
     );
 
-    this.lists.subscribeChanges(() => this.renderLists());
     this.members.subscribeChanges(() => {
       this.renderInvitations();
       this.renderList();
+    });
+    this.index.subscribeChanges(() => this.renderLists());
+    // The selected list's bucket arrives, or goes.
+    client.onBuckets(() => {
+      this.renderList();
+      this.renderStatus();
     });
     this.notes.subscribeChanges((changes) => this.notesChanged(changes));
     client.onStatus(() => this.renderStatus());
@@ -727,17 +750,31 @@ export class NotesApp {
 
   // --- Writes ------------------------------------------------------------------------------
 
-  /** `write`, its failure said in the alert in words. */
+  /**
+   * `write`, its failure said in the alert in words. A failure of the device's store is not the
+   * write's: the write is queued all the same, and the status line says it (`storeError`).
+   */
   private attempt<R>(write: Promise<R>): Promise<R> {
     return write.catch((error: unknown) => {
-      this.refuse(describeFailure(error, this.names, this.selected));
+      if (!this.storeFailed(error)) this.refuse(describeFailure(error, this.names, this.selected));
       throw error;
     });
   }
 
-  /** A collection write: its transaction's outcome, a failure said in the alert. */
+  /** Whether `error` is the device's store failing to write, as the status has it now. */
+  private storeFailed(error: unknown): boolean {
+    const storeError = this.client.status.storeError;
+    return storeError !== null && error instanceof Error && error.message === storeError;
+  }
+
+  /**
+   * A collection write: its transaction's outcome, a failure said in the alert. One the device's
+   * store failed to keep is queued all the same: it counts as done, so a form keeps it typed once.
+   */
   private persisted(transaction: { isPersisted: { promise: Promise<unknown> } }): Promise<unknown> {
-    const outcome = this.attempt(transaction.isPersisted.promise);
+    const outcome = this.attempt(transaction.isPersisted.promise).catch((error: unknown) => {
+      if (!this.storeFailed(error)) throw error;
+    });
     outcome.catch(() => undefined);
     return outcome;
   }
@@ -796,6 +833,10 @@ export class NotesApp {
     if (this.selected === listId) return;
     if (this.selected !== undefined) this.client.untrack(`shared/${this.selected}`);
     this.selected = listId;
+    // The list's notes and members sync while it is selected; the one before is let go.
+    const before = this.selectedBucket;
+    this.selectedBucket = listId === undefined ? undefined : this.client.syncBucket(buckets.shared({ list_id: listId }));
+    before?.release();
     if (remember) history.pushState(null, "", listId === undefined ? location.pathname : `?list=${encodeURIComponent(listId)}`);
     if (listId !== undefined && navigator.onLine) this.client.track(`shared/${listId}`, { name: this.client.actor.userId });
     const notes: Note[] = [];
@@ -834,8 +875,7 @@ export class NotesApp {
 
   /** Leave the selected list, after asking: only its owner can share it again. */
   private async leaveList(): Promise<void> {
-    const listId = this.selected;
-    const list = listId === undefined ? undefined : this.lists.get(listId);
+    const list = this.selectedEntry();
     if (!list) return;
     const title = list.title.length > 60 ? `${list.title.slice(0, 59)}…` : list.title;
     const sure = await ask(
@@ -844,7 +884,7 @@ export class NotesApp {
       "Stay",
     );
     if (!sure) return;
-    await this.attempt(this.call.leaveList({ list_id: list.id })).then(
+    await this.attempt(this.call.leaveList({ list_id: list.list_id })).then(
       () => {
         this.select(undefined);
         this.announce.textContent = `You left “${title}”.`;
@@ -884,8 +924,8 @@ export class NotesApp {
   // --- Rendering -----------------------------------------------------------------------------
 
   private notesChanged(changes: ChangeMessage<Note, string | number>[]): void {
-    // The first sync's progress: how many notes have arrived.
-    if (this.firstSync && this.client.status.lastPullAt === null) this.renderStatus();
+    // The first sync's progress, or the selected list's: how many notes have arrived.
+    if (this.loading(this.client.status)) this.renderStatus();
     const open = this.body.open;
     if (this.awaitedNote !== undefined && changes.some((change) => String(change.key) === this.awaitedNote)) {
       this.openNote(this.awaitedNote, false);
@@ -937,29 +977,46 @@ export class NotesApp {
     );
   }
 
+  /** The lists the user holds, by title: its accepted memberships (the `memberships` bucket). */
+  private indexedLists(): Member[] {
+    const me = this.client.actor.userId;
+    return [...this.index.values()]
+      .filter((member) => member.user_id === me && member.accepted)
+      .sort((a, b) => a.title.localeCompare(b.title) || a.list_id.localeCompare(b.list_id));
+  }
+
+  /** The selected list as the index has it, if the user holds it. */
+  private selectedEntry(): Member | undefined {
+    if (this.selected === undefined) return undefined;
+    const mine = this.index.get(memberKey(this.selected, this.client.actor.userId));
+    return mine?.accepted ? mine : undefined;
+  }
+
   private renderLists(): void {
-    const lists = [...this.lists.values()].sort((a, b) => a.title.localeCompare(b.title) || a.id.localeCompare(b.id));
+    const lists = this.indexedLists();
     let learned = false;
     for (const list of lists) {
-      const known = this.known.get(list.id);
+      const known = this.known.get(list.list_id);
       if (known?.title === list.title && known.ownerId === list.owner_id) continue;
-      this.known.set(list.id, { title: list.title, ownerId: list.owner_id });
+      this.known.set(list.list_id, { title: list.title, ownerId: list.owner_id });
       learned = true;
     }
     if (learned) localStorage.setItem(this.knownKey, JSON.stringify(Object.fromEntries(this.known)));
-    this.listItems.show(lists.map((list) => [list.id, list]));
+    this.listItems.show(lists.map((list) => [list.list_id, list]));
     this.renderList();
   }
 
   private renderList(): void {
-    const listId = this.selected;
-    const list = listId === undefined ? undefined : this.lists.get(listId);
-    this.empty.hidden = list !== undefined;
-    this.listPane.hidden = list === undefined;
-    if (!list) {
+    const entry = this.selectedEntry();
+    this.empty.hidden = entry !== undefined;
+    this.listPane.hidden = entry === undefined;
+    if (!entry) {
       document.title = "Notes";
       return;
     }
+    // The list as the index knows it: its row comes with its bucket, once that is synced.
+    const list: List = { id: entry.list_id, owner_id: entry.owner_id, title: entry.title, archived: false };
+    this.listPane.dataset.synced = String(this.client.buckets().includes(buckets.shared({ list_id: list.id })));
     setText(this.listTitle, list.title);
     document.title = `${list.title} · Notes`;
     // Asked of a note of the list as it would be added: the rules decide by list, not by note.
@@ -989,8 +1046,7 @@ export class NotesApp {
     this.renameListButton.hidden = !this.listOwned;
     this.ownerOnly.hidden = this.listOwned;
     this.share.hidden = !this.listOwned;
-    const mine = this.members.get(memberKey(list.id, this.client.actor.userId));
-    this.leave.hidden = mine === undefined || mine.role === "owner";
+    this.leave.hidden = entry.role === "owner";
     for (const control of this.share.querySelectorAll<HTMLInputElement | HTMLButtonElement>("input, select, button")) {
       control.disabled = !this.listOwned;
     }
@@ -1043,9 +1099,9 @@ export class NotesApp {
     } else if (!status.connected && (status.retry || status.lastError)) {
       state = "reconnecting";
       text = "Reconnecting…";
-    } else if (status.lastPullAt === null && this.firstSync) {
+    } else if (this.loading(status)) {
       state = "loading";
-      const notes = this.notes.size;
+      const notes = status.lastPullAt === null ? this.notes.size : this.noteList.size;
       text = notes === 0 ? "Loading your notes…" : `Loading your notes… ${notes.toLocaleString("en")} so far`;
     } else if (status.lastPullAt === null) {
       state = "connecting";
@@ -1086,10 +1142,22 @@ export class NotesApp {
       this.noteList.refreshUnsent();
     }
     this.pending.classList.toggle("some", status.pending > 0);
+    // What the page shows is in its memory only until a write to the store succeeds again.
+    this.storeError.hidden = status.storeError === null;
+    setText(this.storeError, status.storeError === null ? "" : `Not saved on this device: ${status.storeError}`);
     this.renderSignedOut(status, refused);
     this.refusedItems.show(status.quarantined.map((entry) => [entry.clientMutationId, entry]));
     this.refusedPane.hidden = status.quarantined.length === 0;
     this.renderPresence();
+  }
+
+  /**
+   * Whether notes are arriving for the first time: the user's first sync on this device, or the
+   * selected list's first pull since it was selected (its bucket is not held yet).
+   */
+  private loading(status: Status): boolean {
+    if (status.lastPullAt === null) return this.firstSync;
+    return status.syncing && this.selectedEntry() !== undefined && this.listPane.dataset.synced === "false";
   }
 
   private renderSignedOut(status: Status, refused: boolean): void {
@@ -1180,9 +1248,9 @@ export class NotesApp {
 
   /** Edit the selected list's title in place: Enter (or leaving the field) saves, Escape cancels. */
   private renameList(): void {
-    const listId = this.selected;
-    const list = listId === undefined ? undefined : this.lists.get(listId);
-    if (!list || this.listTitle.isConnected === false) return;
+    const entry = this.selectedEntry();
+    if (!entry || this.listTitle.isConnected === false) return;
+    const list = { id: entry.list_id, title: entry.title };
     const field = el("input", { class: "edit", value: list.title, "aria-label": "New title of the list", "data-testid": "list-title-field" });
     let finished = false;
     const finish = (save: boolean) => {
@@ -1258,9 +1326,9 @@ export class NotesApp {
         void navigator.clipboard?.writeText(refusal.keptTitle!).catch(() => undefined);
       });
       const target = el("select", { "aria-label": "Add it to", "data-testid": "add-to" });
-      for (const list of this.lists.values()) {
-        if (list.id === (entry.args as { list_id?: string }).list_id) continue;
-        target.append(el("option", { value: list.id }, list.title));
+      for (const list of this.indexedLists()) {
+        if (list.list_id === (entry.args as { list_id?: string }).list_id) continue;
+        target.append(el("option", { value: list.list_id }, list.title));
       }
       const add = button("Add to this list", () => {
         if (!target.value) return;

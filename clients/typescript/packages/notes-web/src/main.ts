@@ -6,7 +6,10 @@
  * writes and uploads survive a reload; `app.ts` renders them. A store an earlier version left in
  * IndexedDB is moved into SQLite once, with its queued writes.
  * The tabs of one user share one client (`@engine/client`'s `tabs`): one syncs, the others go
- * through it.
+ * through it. The client syncs only what is open: the user's index of lists always, and a list's
+ * notes while a tab has it selected (`app.ts`). A list let go leaves the device with the next
+ * pull (the bucket TTL is 0): the TTL keeps a list the user lost as long as one let go, and a
+ * list a member leaves, or is removed from, must leave the device at once.
  *
  * This module signs the user in and out (`session.ts`): a token from a sign-in link
  * (`/#token=…`, also when the page is already open), from the form, or from the development
@@ -32,6 +35,13 @@ import { el } from "./dom.js";
 import { ask, forgetToken, onTokenStoredElsewhere, signInPage, storedToken, storeToken, takeLinkToken, tokenProblem } from "./session.js";
 
 const root = document.getElementById("app")!;
+/**
+ * The rules the client always syncs: the user's lists (`own`), its memberships with their lists'
+ * titles (`memberships`, what the sidebar shows) and its invitations. A list's own bucket
+ * (`shared`, with its notes) syncs while it is selected.
+ */
+const ALWAYS_SYNCED = ["own", "memberships", "invitations"] as const;
+
 /** The running app's client, blobs and token, once signed in. */
 let running: { client: NotesClient; blobs: EngineBlobs; token: SessionToken } | undefined;
 /** Whether a client is being opened (or is open): `start` opens one at most once. */
@@ -139,6 +149,7 @@ async function start(): Promise<void> {
     optimistic,
     store: await openStore(actor.userId),
     pullIntervalMs: 10_000,
+    syncOpen: ALWAYS_SYNCED,
   });
   const blobs = createEngineBlobs(client, {
     store: indexedDbBlobStore(blobStoreName(actor.userId)),

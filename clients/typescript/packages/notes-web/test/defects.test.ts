@@ -301,6 +301,8 @@ describe("issue 33's defects", () => {
     const bob = await signIn("bo", link.url);
     await newList(bob.page, "Mine");
     await openList(bob.page, "Groceries");
+    // The list's own rows on the device (the app syncs a list while it is selected).
+    await bob.page.locator("section.list[data-synced=true]").waitFor();
     await expect.poll(() => waiting(bob.page)).toBe("0 waiting");
     await bob.context.setOffline(true);
     link.cut();

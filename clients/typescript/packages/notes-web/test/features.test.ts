@@ -304,7 +304,7 @@ describe("the notes web app's features", () => {
     await leave.click();
     await member.page.getByTestId("ask-yes").click();
     await expect.poll(() => member.page.locator("[data-testid=list]", { hasText: "Book club" }).count(), { timeout: 20_000 }).toBe(0);
-    expect(await member.page.getByTestId("announce").textContent()).toBe("You left “Book club”.");
+    await expect.poll(() => member.page.getByTestId("announce").textContent()).toBe("You left “Book club”.");
     await expect.poll(() => owner.page.getByTestId("member").allTextContents(), { timeout: 20_000 }).toEqual([
       "quinn (owner)",
     ]);

@@ -4,7 +4,8 @@
  * survive a reload while still offline, from SQLite and not IndexedDB, and go out once when the
  * page is back online; a store an earlier version left in IndexedDB (made here by the app itself
  * with its worker refused, so that it falls back to IndexedDB) moves into SQLite with its queued
- * writes, which then go out once.
+ * writes, which then go out once. A write the store refuses (the origin's storage quota cut to
+ * what it uses, through the DevTools protocol) is said on the status line until one succeeds.
  */
 
 import type { Page } from "playwright-core";
@@ -13,7 +14,18 @@ import { describe, expect, test } from "vitest";
 import { notesClient } from "../../notes/test/support/clients.js";
 import { useNotesServer } from "../../notes/test/support/lifecycle.js";
 import { Link } from "../../notes/test/support/link.js";
-import { controlled, newList, noteTitles, signedIn as signedInAt, stored, submit, useBrowser, waiting } from "./support/browser.js";
+import {
+  axeViolations,
+  controlled,
+  newList,
+  noteTitles,
+  screenshots,
+  signedIn as signedInAt,
+  stored,
+  submit,
+  useBrowser,
+  waiting,
+} from "./support/browser.js";
 
 const notes = useNotesServer();
 const browser = useBrowser();
@@ -119,6 +131,40 @@ describe("the web app's store", () => {
     await page.locator("[data-testid=list]", { hasText: "Moved" }).click();
     await expect.poll(() => noteTitles(page)).toEqual(["Queued in IndexedDB"]);
     await expect.poll(() => waiting(page)).toBe("0 waiting");
+    await context.close();
+  });
+
+  test("a write the store refuses is said on the status line until one succeeds", { timeout: 120_000 }, async () => {
+    const { context, page } = await signedInAt(browser(), notes(), "wren");
+    await newList(page, "Full disk");
+    await expect.poll(() => waiting(page)).toBe("0 waiting");
+    await stored(page);
+    const storeError = page.getByTestId("store-error");
+    expect(await storeError.isVisible()).toBe(false);
+
+    // The origin may keep no more than it keeps now: the next write that needs room fails.
+    const devtools = await context.newCDPSession(page);
+    const origin = new URL(notes().url).origin;
+    const { usage } = await page.evaluate(() => navigator.storage.estimate());
+    await devtools.send("Storage.overrideQuotaForOrigin", { origin, quotaSize: usage ?? 0 });
+    await submit(page, "new-note", { title: "Pack the tent" });
+    await expect.poll(() => storeError.textContent(), { timeout: 20_000 }).toMatch(/^Not saved on this device: ./);
+    expect(await storeError.isVisible()).toBe(true);
+    // The note is queued all the same (it waits until the store holds it too): the line is the
+    // only word of the failure.
+    expect(await noteTitles(page)).toEqual(["Pack the tent"]);
+    expect(await page.getByTestId("refusal").textContent()).toBe("");
+    expect(await page.locator("#new-note-title").inputValue(), "the title is not typed back").toBe("");
+    await screenshots(page, "store-error");
+    expect(await axeViolations(page)).toEqual([]);
+
+    // Room again: the next write succeeds, and the line goes.
+    await devtools.send("Storage.overrideQuotaForOrigin", { origin });
+    await submit(page, "new-note", { title: "Room again" });
+    await expect.poll(() => storeError.isVisible(), { timeout: 20_000 }).toBe(false);
+    await expect.poll(() => waiting(page), { timeout: 20_000 }).toBe("0 waiting");
+    await stored(page);
+    expect(await serverTitles("wren", "Full disk")).toEqual(["Pack the tent", "Room again"]);
     await context.close();
   });
 });

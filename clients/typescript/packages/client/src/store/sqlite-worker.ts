@@ -28,7 +28,6 @@ interface Database {
   exec(options: { sql: string; bind?: SqlValue[]; rowMode: "object"; returnValue: "resultRows" }): Record<string, SqlValue>[];
   exec(sql: string, options: { bind: SqlValue[] }): unknown;
   prepare(sql: string): Statement;
-  transaction<T>(callback: (db: Database) => T): T;
   close(): void;
 }
 
@@ -72,19 +71,37 @@ async function handle(request: WorkerRequest): Promise<void> {
   }
 }
 
+/**
+ * Run `statements` in one transaction. When one fails, the error reported is the failure's own:
+ * SQLite may have rolled the transaction back already (a full disk does), and the `ROLLBACK`
+ * that then finds none must not hide why.
+ */
 function batch(database: Database, statements: SqlStatement[]): void {
-  database.transaction((tx) => {
+  database.exec("BEGIN", { bind: [] });
+  try {
     for (const [sql, params] of statements) {
       // The layout's `CREATE` and `PRAGMA` run once: only parameterized statements are kept.
       if (params.length === 0) {
-        tx.exec(sql, { bind: params });
+        database.exec(sql, { bind: params });
         continue;
       }
       let statement = prepared.get(sql);
-      if (!statement) prepared.set(sql, (statement = tx.prepare(sql)));
+      if (!statement) prepared.set(sql, (statement = database.prepare(sql)));
       statement.bind(params).stepReset().clearBindings();
     }
-  });
+    database.exec("COMMIT", { bind: [] });
+  } catch (error) {
+    try {
+      database.exec("ROLLBACK", { bind: [] });
+    } catch {
+      // Rolled back by SQLite itself.
+    }
+    // A statement whose step failed is left unreset, and SQLite refuses to bind it again
+    // (`SQLITE_MISUSE`), which would fail every later write: the next batch compiles afresh.
+    for (const statement of prepared.values()) statement.finalize();
+    prepared.clear();
+    throw error;
+  }
 }
 
 /** Whether this browser has an origin-private file system with sync access handles. */
