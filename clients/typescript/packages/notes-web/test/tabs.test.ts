@@ -7,7 +7,7 @@
  * takes the lead and, back online, pushes every queued note once.
  */
 
-import type { BrowserContext, Page } from "playwright-core";
+import type { BrowserContext, Page, WebSocket } from "playwright-core";
 import { describe, expect, test } from "vitest";
 
 import { useNotesServer } from "../../notes/test/support/lifecycle.js";
@@ -17,26 +17,34 @@ import { newList, noteTitles, openList, signedIn, submit, useBrowser, waiting } 
 const notes = useNotesServer();
 const browser = useBrowser();
 
-/** The pages' WebSockets still open, by page. */
+/**
+ * The pages' WebSockets open, by page: those that sent a frame (their token, once connected)
+ * and have not closed. A socket a tab closes while it is still connecting may report no
+ * `close` (at most a `socketerror`), and it never sent a frame: it is not counted.
+ */
 class Sockets {
-  private readonly open = new Map<Page, number>();
+  private readonly open = new Map<Page, Set<WebSocket>>();
 
   watch(page: Page): void {
-    this.open.set(page, 0);
+    const open = new Set<WebSocket>();
+    this.open.set(page, open);
     page.on("websocket", (socket) => {
-      this.open.set(page, this.open.get(page)! + 1);
-      socket.on("close", () => this.open.set(page, this.open.get(page)! - 1));
+      socket.once("framesent", () => {
+        if (!socket.isClosed()) open.add(socket);
+      });
+      socket.on("close", () => open.delete(socket));
+      socket.on("socketerror", () => open.delete(socket));
     });
   }
 
   /** How many are open, over every page. */
   total(): number {
-    return [...this.open.values()].reduce((a, b) => a + b, 0);
+    return [...this.open.values()].reduce((a, open) => a + open.size, 0);
   }
 
   /** The one page with a socket open: the leading tab. */
   leader(): Page | undefined {
-    const open = [...this.open].filter(([, n]) => n > 0);
+    const open = [...this.open].filter(([, sockets]) => sockets.size > 0);
     return open.length === 1 ? open[0]![0] : undefined;
   }
 }
