@@ -3,6 +3,7 @@
 
 mod support;
 
+mod accepted;
 mod accounts;
 mod anchors;
 mod authorization;

@@ -34,6 +34,14 @@ pub struct StoreLimits {
     /// rule (default 100): past it, a write that invites the member once more is rejected
     /// `forbidden`, which says so, until it accepts or declines some.
     pub pending_invitations: usize,
+    /// The most rows of one table a bucket keeps from one bucket of another rule whose rows
+    /// its `accept(open(Other))` lets in (`docs/design.md` §4), counting those that lie in
+    /// both (default 100: the messages of one outbox in one inbox): past it, a write that puts
+    /// one more there from a writer that does not hold the bucket is rejected `forbidden`, which
+    /// says so, until some are deleted. Neither the bucket's holders' own writes nor a checked
+    /// `accept(Other)` are bounded, and a pending invitation is counted by
+    /// [`pending_invitations`](StoreLimits::pending_invitations) instead.
+    pub accepted_rows: usize,
 }
 
 impl Default for StoreLimits {
@@ -48,6 +56,7 @@ impl Default for StoreLimits {
             table_row_bytes: Vec::new(),
             bucket_set_bytes: 16 * 1024 * 1024,
             pending_invitations: 100,
+            accepted_rows: 100,
         }
     }
 }
@@ -115,6 +124,14 @@ impl StoreLimits {
     #[must_use]
     pub fn pending_invitations(mut self, n: usize) -> Self {
         self.pending_invitations = n.max(1);
+        self
+    }
+
+    /// These limits with at most `n` rows of one table in a bucket from one bucket that its
+    /// `accept(open(...))` lets rows in from.
+    #[must_use]
+    pub fn accepted_rows(mut self, n: usize) -> Self {
+        self.accepted_rows = n.max(1);
         self
     }
 

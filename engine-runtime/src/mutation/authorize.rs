@@ -94,6 +94,19 @@ pub(crate) struct Assumed {
     write: Option<Vec<&'static [ConstFilter]>>,
 }
 
+/// How a row may enter a bucket ([`ServerTx::authorize_entering`]).
+enum Entry {
+    /// The actor may write the table there, or creates the bucket, or a checked `accept(...)`
+    /// or an open one of a bucket it holds lets the row in.
+    Allowed,
+    /// The actor holds the claim bucket, whose rule says nothing of the table: another bucket
+    /// of the row may still allow it.
+    Elsewhere,
+    /// Only `accept(open(...))` lets the row into a bucket the actor does not hold, from the
+    /// bucket of the accepted rule given, where the actor may write it.
+    Open(BucketKey),
+}
+
 /// A set of the alternatives of a `write(...)`, by index: bit `i` for alternative `i`. The
 /// macros refuse a `write(...)` of more than [`Mask::BITS`] alternatives.
 type Mask = u64;
@@ -653,18 +666,24 @@ impl ServerTx<'_> {
     /// May the mutation put a row of `table` into each of `entering`, the row lying in
     /// `row_buckets`? A claim bucket the actor holds whose rule names no `write` for `table` may
     /// receive a row the actor may write through another bucket the row lies in (a list's row in
-    /// its owner's bucket of lists): holding it, the actor reads the row there anyway.
+    /// its owner's bucket of lists): holding it, the actor reads the row there anyway. Returns
+    /// the buckets the actor does not hold that the row enters through an `accept(open(...))`
+    /// only, each with the bucket of the accepted rule that lets it in, whose rows there are
+    /// bounded ([`check_accepted_rows`](Self::check_accepted_rows)).
     pub(super) async fn authorize_entering(
         &mut self,
         table: &'static TableMeta,
         entering: impl IntoIterator<Item = &BucketKey>,
         row_buckets: &BTreeSet<BucketKey>,
         images: &[&Row],
-    ) -> KernelResult<()> {
+    ) -> KernelResult<Vec<(BucketKey, BucketKey)>> {
         let mut read_only = Vec::new();
+        let mut open = Vec::new();
         for bucket in entering {
-            if !self.authorize_entering_one(table, bucket, row_buckets, images).await? {
-                read_only.push(bucket.clone());
+            match self.authorize_entering_one(table, bucket, row_buckets, images).await? {
+                Entry::Allowed => {}
+                Entry::Elsewhere => read_only.push(bucket.clone()),
+                Entry::Open(source) => open.push((bucket.clone(), source)),
             }
         }
         for bucket in read_only {
@@ -679,22 +698,20 @@ impl ServerTx<'_> {
                 return Err(forbidden_change(self.core.app.sync_rules(), table.name, &BTreeSet::from([bucket])));
             }
         }
-        Ok(())
+        Ok(open)
     }
 
-    /// May the mutation put a row of `table` into `bucket`? `Ok(false)`: the actor holds the
-    /// claim bucket, whose rule says nothing of `table`, which another bucket of the row may
-    /// still allow.
+    /// May the mutation put a row of `table` into `bucket`, and how?
     async fn authorize_entering_one(
         &mut self,
         table: &'static TableMeta,
         bucket: &BucketKey,
         row_buckets: &BTreeSet<BucketKey>,
         images: &[&Row],
-    ) -> KernelResult<bool> {
+    ) -> KernelResult<Entry> {
         if self.holdings.created.contains(bucket) {
             self.holdings.new_buckets.entry(bucket.clone()).or_insert(table.name);
-            return Ok(true);
+            return Ok(Entry::Allowed);
         }
         // Where an `accept(...)` may let the row in instead, the answer decides which way: asked.
         let accepts = self.rule(bucket).is_some_and(|rule| !rule.accepts.is_empty());
@@ -704,14 +721,15 @@ impl ServerTx<'_> {
             self.may_write_or_assume(bucket, table, images).await?
         };
         if may {
-            return Ok(true);
+            return Ok(Entry::Allowed);
         }
         let Some(rule) = self.rule(bucket) else { return Err(forbidden(table.name, bucket, Refusal::Puts)) };
         for accepted in rule.accepts {
             for other in row_buckets.iter().filter(|b| b.rule() == accepted.rule) {
                 let may = self.holdings.created.contains(other) || self.may_write(other, table, images).await?;
                 if may && (accepted.open || self.receiver_holds(bucket, other).await?) {
-                    if !self.held_at_start(bucket).await? {
+                    let held = self.held_at_start(bucket).await?;
+                    if !held {
                         self.holdings.accepted.insert(bucket.clone());
                     }
                     // Not a way into a team before it exists: rows waiting there would keep its
@@ -719,7 +737,10 @@ impl ServerTx<'_> {
                     if rule.anchor.is_some() {
                         self.holdings.accepted_anchored.entry(bucket.clone()).or_insert(table.name);
                     }
-                    return Ok(true);
+                    return Ok(match accepted.open && !held {
+                        true => Entry::Open(other.clone()),
+                        false => Entry::Allowed,
+                    });
                 }
             }
         }
@@ -729,7 +750,7 @@ impl ServerTx<'_> {
             // the table, decides who puts rows in, and a row through elsewhere would reach its
             // other holders unchecked.
             if rule.membership.is_none() && rule.write_rule(table.name).is_none() {
-                return Ok(false);
+                return Ok(Entry::Elsewhere);
             }
             return Err(forbidden_change(self.core.app.sync_rules(), table.name, &BTreeSet::from([bucket.clone()])));
         }
@@ -737,7 +758,7 @@ impl ServerTx<'_> {
         if rule.membership.is_some() && rule.held_while.is_none() && !self.had_rows(bucket).await? {
             self.holdings.created.insert(bucket.clone());
             self.holdings.new_buckets.entry(bucket.clone()).or_insert(table.name);
-            return Ok(true);
+            return Ok(Entry::Allowed);
         }
         Err(forbidden(table.name, bucket, Refusal::Puts))
     }

@@ -3,16 +3,19 @@
 //! stays within its table's bound; no text holds a NUL character, which Postgres stores in no
 //! text or JSON and which SQLite would keep, so that a row is the same on either backend. A write
 //! past one is rejected `validation_failed`, naming the bound, before it reaches the database.
-//! A member has at most `StoreLimits::pending_invitations` pending invitations of one rule: an
-//! invitation past it is rejected `forbidden`, so strangers cannot grow another's invitations
-//! without bound.
+//! A member has at most `StoreLimits::pending_invitations` pending invitations of one rule, and a
+//! bucket at most `StoreLimits::accepted_rows` rows of one table that `accept(open(Other))` let
+//! in from one bucket of `Other`: a write past either is rejected `forbidden`, so strangers
+//! cannot grow another's invitations or inbox without bound.
 
-use engine_kernel::column::ColumnMeta;
-use engine_kernel::rules::{FilterValue, Membership};
-use engine_kernel::{Error as KernelError, Row, TableMeta};
+use engine_kernel::rules::buckets::RuleSelection;
+use engine_kernel::rules::{FilterValue, Membership, RuleMeta};
+use engine_kernel::{BucketKey, Error as KernelError, Row, TableMeta};
 use serde_json::Value;
 
 use super::ServerTx;
+use crate::pg::sql::ident;
+use crate::rules::selection;
 
 type KernelResult<T> = engine_kernel::Result<T>;
 
@@ -67,12 +70,11 @@ impl ServerTx<'_> {
         after: &Row,
     ) -> KernelResult<()> {
         let bound = self.core.limits.pending_invitations;
-        let rules: Vec<_> = self.core.rules.granting().filter(|rule| rule.invite.is_some()).collect();
-        for rule in rules {
+        for rule in self.inviting() {
             let (Some(column), Some(Membership::Table { filters, .. })) = (rule.invite, rule.membership) else {
                 continue;
             };
-            let pending = |row: &Row| rule.invited_to(table, row).is_some() && rule.granted_by(table, row).is_none();
+            let pending = |row: &Row| is_pending(rule, table, row);
             if !pending(after) {
                 continue;
             }
@@ -86,7 +88,8 @@ impl ServerTx<'_> {
             for name in &member {
                 equalities.push((table.filter_column(name)?, after.get(*name).cloned().unwrap_or_default()));
             }
-            self.count_invitations_alone(rule.name, &equalities[1..]).await?;
+            let values = Value::Array(equalities[1..].iter().map(|(_, value)| value.clone()).collect());
+            self.count_alone(&format!("_engine_invitations/{}:{values}", rule.name)).await?;
             let held = self.rows_where(table, &equalities).await?.into_iter().filter(|row| pending(row)).count();
             if held >= bound {
                 let who = member.iter().filter_map(|c| after.get(*c)).map(Value::to_string).collect::<Vec<_>>();
@@ -102,20 +105,81 @@ impl ServerTx<'_> {
 }
 
 impl ServerTx<'_> {
-    /// Wait until no other transaction counts or writes the pending invitations of the member
-    /// `member` (its columns and values) of rule `rule`, and keep them to this one until it ends
-    /// (Postgres): two invitations counted at once would each see room for itself. A SQLite
-    /// store has one writer, which already counts them one at a time.
-    async fn count_invitations_alone(
+    /// The rules with `invite(...)` whose memberships grant buckets of their own.
+    fn inviting(&self) -> Vec<&'static RuleMeta> {
+        self.core.rules.granting().filter(|rule| rule.invite.is_some()).collect()
+    }
+
+    /// Refuse `row` of `table` entering buckets the actor does not hold through
+    /// `accept(open(...))` only (`open`, each with the bucket of the accepted rule that lets it
+    /// in, from [`authorize_entering`](Self::authorize_entering)) where the bucket already keeps
+    /// `StoreLimits::accepted_rows` rows of `table` that lie in that one too. A pending
+    /// invitation is not counted here: `check_pending_invitations` bounds it, per member. The
+    /// count reads every row, not only those the actor sees.
+    pub(super) async fn check_accepted_rows(
         &mut self,
-        rule: &str,
-        member: &[(&'static ColumnMeta, Value)],
+        table: &'static TableMeta,
+        open: &[(BucketKey, BucketKey)],
+        row: &Row,
     ) -> KernelResult<()> {
+        if open.is_empty() || self.inviting().into_iter().any(|rule| is_pending(rule, table, row)) {
+            return Ok(());
+        }
+        let bound = self.core.limits.accepted_rows;
+        for (bucket, source) in open {
+            self.count_alone(&format!("_engine_accepted/{bucket}:{source}")).await?;
+            if self.count_in_both(table, bucket, source, bound).await? >= bound {
+                tracing::warn!(table = table.name, bucket = %bucket, source = %source, "write refused: accepted rows");
+                return Err(KernelError::forbidden(format!(
+                    "the mutation puts a row of `{table}` through `accept(open(...))` into a bucket of rule `{rule}` that the actor does not hold, which keeps {bound} rows of `{table}` from the actor's bucket of rule `{from}` already, the most it takes from one (`StoreLimits::accepted_rows`): it takes more once some of them are deleted",
+                    table = table.name,
+                    rule = bucket.rule(),
+                    from = source.rule(),
+                )));
+            }
+        }
+        Ok(())
+    }
+
+    /// How many live rows of `table` lie in both `bucket` and `source`, counted up to `bound`.
+    async fn count_in_both(
+        &mut self,
+        table: &'static TableMeta,
+        bucket: &BucketKey,
+        source: &BucketKey,
+        bound: usize,
+    ) -> KernelResult<usize> {
+        let of = |bucket: &BucketKey| {
+            let selections = self.core.rules.selections(table.name).iter().filter(|s| s.rule.name == bucket.rule());
+            (selections.cloned().collect::<Vec<_>>(), bucket.params())
+        };
+        let both = [of(bucket), of(source)];
+        let count = match self.conn.sqlite() {
+            Some(conn) => {
+                let mut sql = count_in_all(table, &both, bound, |sql, selection, params| {
+                    selection::sqlite::push_selected(sql, "t", table, selection, params);
+                });
+                let count = sql.build_query_scalar::<i64>().fetch_one(&mut *conn).await;
+                count.map_err(|e| self.failed_with(e.into()))?
+            }
+            None => {
+                let mut sql = count_in_all(table, &both, bound, |sql, selection, params| {
+                    selection::push_selected(sql, "t", table, selection, params);
+                });
+                let count = sql.build_query_scalar::<i64>().fetch_one(self.conn()?).await;
+                count.map_err(|e| self.failed(e))?
+            }
+        };
+        Ok(usize::try_from(count).unwrap_or(0))
+    }
+
+    /// Wait until no other transaction counts the rows a bound named `name` keeps, and keep them
+    /// to this one until it ends (Postgres): two writes counted at once would each see room for
+    /// itself. A SQLite store has one writer, which already counts them one at a time.
+    async fn count_alone(&mut self, name: &str) -> KernelResult<()> {
         if self.conn.is_sqlite() {
             return Ok(());
         }
-        let values = Value::Array(member.iter().map(|(_, value)| value.clone()).collect());
-        let name = format!("_engine_invitations/{rule}:{values}");
         let lock = sqlx::query("SELECT pg_advisory_xact_lock(hashtextextended($1, 0))")
             .bind(name)
             .execute(self.writing().await?)
@@ -135,6 +199,40 @@ pub(super) fn refuse_nul(table: &TableMeta, row: &Row) -> KernelResult<()> {
         ))),
         None => Ok(()),
     }
+}
+
+/// The statement counting the live rows of `table` that lie in every bucket of `buckets` (the
+/// selections of its rule that read the table, and its parameters), up to `bound`, on either
+/// backend: `push_selected` is that backend's selection compiler.
+fn count_in_all<DB: sqlx::Database>(
+    table: &TableMeta,
+    buckets: &[(Vec<RuleSelection>, Vec<String>)],
+    bound: usize,
+    push_selected: impl Fn(&mut sqlx::QueryBuilder<DB>, &RuleSelection, &[String]),
+) -> sqlx::QueryBuilder<DB>
+where
+    DB::Arguments: Default,
+{
+    let mut sql =
+        sqlx::QueryBuilder::new(format!("SELECT count(*) FROM (SELECT 1 FROM {} AS t WHERE true", ident(table.name)));
+    for (selections, params) in buckets {
+        // A row lies in a bucket when one of its rule's selections of the table puts it there.
+        sql.push(" AND (false");
+        for selection in selections {
+            sql.push(" OR (");
+            push_selected(&mut sql, selection, params);
+            sql.push(")");
+        }
+        sql.push(")");
+    }
+    sql.push(format_args!(" LIMIT {bound}) AS kept"));
+    sql
+}
+
+/// Whether `row` of `table` is a pending invitation of `rule`, a rule with `invite(...)`: a
+/// membership row of it that grants nothing yet.
+fn is_pending(rule: &RuleMeta, table: &TableMeta, row: &Row) -> bool {
+    rule.invited_to(table, row).is_some() && rule.granted_by(table, row).is_none()
 }
 
 /// Whether a text anywhere in `value` (a string, or an object's key) holds a NUL character.

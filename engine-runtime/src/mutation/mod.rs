@@ -217,7 +217,7 @@ impl<'t> ServerTx<'t> {
         table.check_insert(&row)?;
         bounds::refuse_nul(table, &row)?;
         let buckets = self.core.rules.row_buckets(table, &row);
-        self.authorize_entering(table, &buckets, &buckets, &[&row]).await?;
+        let open = self.authorize_entering(table, &buckets, &buckets, &[&row]).await?;
         let mut values = Vec::with_capacity(table.columns.len());
         for column in table.columns {
             let value = merge::written(column, None, row.get(column.name).unwrap_or(&Value::Null)).await?;
@@ -228,6 +228,7 @@ impl<'t> ServerTx<'t> {
         let inserted: Row = table.columns.iter().map(|c| c.name.to_owned()).zip(values.iter().cloned()).collect();
         self.check_bounds(table, &inserted)?;
         self.check_pending_invitations(table, None, &inserted).await?;
+        self.check_accepted_rows(table, &open, &inserted).await?;
         self.freeze_before_writing(table, &[&inserted]).await?;
         self.authorize_granting(table, None, &inserted).await?;
         self.authorize_placing(table, &self.write_buckets(table, &inserted))?;
@@ -291,8 +292,10 @@ impl<'t> ServerTx<'t> {
             }
             let leaving = before_buckets.difference(&after_buckets);
             self.authorize_leaving(table, leaving, &before_buckets, removes.then_some(&before), &images).await?;
-            self.authorize_entering(table, after_buckets.difference(&before_buckets), &after_buckets, &images).await?;
+            let entering = after_buckets.difference(&before_buckets);
+            let open = self.authorize_entering(table, entering, &after_buckets, &images).await?;
             self.check_pending_invitations(table, Some(&before), &after).await?;
+            self.check_accepted_rows(table, &open, &after).await?;
             self.freeze_before_writing(table, &images).await?;
             self.authorize_granting(table, Some(&before), &after).await?;
             if table.is_live(&after) {

@@ -159,6 +159,9 @@ pub mod rules {
 /// writes in them (a list's title, a membership, a note's title and collaborative body), not the
 /// engine's 1 MiB. A member's rows reach every other member of the list, whose first sync would
 /// otherwise carry whatever one member wrote (20 notes of 1 MB titles were 20 MB for each).
+/// `accepted_rows` keeps the engine's default: what `accept(open(Shared))` lets into a user's
+/// `Invitations` and `Memberships` from one list is that user's one membership row of it, and a
+/// pending one is bounded by `pending_invitations` instead.
 #[cfg(feature = "server")]
 pub fn store_limits() -> engine::server::storage::StoreLimits {
     engine::server::storage::StoreLimits::default()

@@ -1,0 +1,198 @@
+//! Rows that `accept(open(...))` lets into a stranger's bucket, over real HTTP, with an inbox
+//! app: anyone sends messages from their own outbox into anyone's inbox. An inbox keeps at most
+//! `StoreLimits::accepted_rows` messages from one outbox: past it a send is refused `forbidden`,
+//! however many are sent at once, until one of them is deleted; other senders, other
+//! recipients and the inbox's own holder are not bounded by it.
+
+use serde_json::{Value, json};
+
+use crate::support::actors::{applied, forbidden, push};
+use crate::support::{TestDb, TestServer};
+
+pub(crate) mod app {
+    use engine::{MutatorCtx, Outcome, Result};
+
+    /// A message from one user to another.
+    #[engine::table]
+    pub(crate) struct Message {
+        #[engine(primary_key)]
+        pub id: String,
+        pub sender: String,
+        pub recipient: String,
+        pub body: String,
+    }
+
+    #[engine::sync_rules]
+    pub(crate) mod rules {
+        use super::Message;
+
+        /// The messages the actor sent.
+        #[bucket(data(Message::sender == bucket.user_id), write(Message))]
+        pub(crate) struct Outbox {
+            #[param(actor.user_id)]
+            pub user_id: String,
+        }
+
+        /// The messages sent to the actor, by anyone from their own outbox.
+        #[bucket(data(Message::recipient == bucket.user_id), write(Message), accept(open(Outbox)))]
+        pub(crate) struct Inbox {
+            #[param(actor.user_id)]
+            pub user_id: String,
+        }
+    }
+
+    #[engine::args]
+    pub(crate) struct Send {
+        pub id: String,
+        pub to: String,
+    }
+
+    /// Send a message from the actor.
+    #[engine::mutator]
+    pub(crate) async fn send(ctx: &mut MutatorCtx<'_>, args: Send) -> Result<Outcome> {
+        let sender = ctx.actor().user_id.clone();
+        ctx.insert(&Message { id: args.id, sender, recipient: args.to, body: "hi".into() }).await?;
+        Ok(Outcome::new())
+    }
+
+    #[engine::args]
+    pub(crate) struct Edit {
+        pub id: String,
+        #[serde(default)]
+        pub body: Option<String>,
+        #[serde(default)]
+        pub to: Option<String>,
+    }
+
+    /// Change a message's body, or send it to someone else instead, whichever is given.
+    #[engine::mutator]
+    pub(crate) async fn edit(ctx: &mut MutatorCtx<'_>, args: Edit) -> Result<Outcome> {
+        let mut changes = Vec::new();
+        changes.extend(args.body.map(|body| Message::body.set(body)));
+        changes.extend(args.to.map(|to| Message::recipient.set(to)));
+        ctx.update::<Message>(&args.id, changes).await?;
+        Ok(Outcome::new())
+    }
+
+    #[engine::args]
+    pub(crate) struct MessageId {
+        pub id: String,
+    }
+
+    /// Delete a message.
+    #[engine::mutator]
+    pub(crate) async fn unsend(ctx: &mut MutatorCtx<'_>, args: MessageId) -> Result<Outcome> {
+        ctx.delete::<Message>(&args.id).await?;
+        Ok(Outcome::new())
+    }
+
+    pub(crate) fn app() -> engine::App {
+        engine::app! {
+            tables: [Message],
+            mutators: [send, edit, unsend],
+            sync_rules: rules,
+        }
+    }
+}
+
+/// A server of the inbox app keeping at most `bound` messages from one outbox in one inbox, with
+/// no bound on one actor's requests in progress at once.
+async fn server(db: &TestDb, bound: usize) -> TestServer {
+    let store = db.store(engine::storage::StoreLimits::default().accepted_rows(bound));
+    let limits = engine::limits::Limits::default().rate(0, 0).concurrent_per_actor(0);
+    TestServer::start(db, move |b| b.app(app::app()).storage(store).limits(limits)).await
+}
+
+/// Send message `id` from `from` to `to`, as `from`'s mutation `n`.
+async fn send(server: &TestServer, from: &str, n: u64, id: &str, to: &str) -> Value {
+    push(server, from, n, "send", json!({"id": id, "to": to})).await
+}
+
+/// How many messages from `from` to `to` are stored.
+async fn stored(db: &TestDb, from: &str, to: &str) -> i64 {
+    sqlx::query_scalar("SELECT count(*) FROM messages WHERE sender = $1 AND recipient = $2")
+        .bind(from)
+        .bind(to)
+        .fetch_one(&db.pool)
+        .await
+        .unwrap()
+}
+
+#[tokio::test]
+async fn messages_past_the_bound_are_refused_until_one_is_deleted() {
+    let db = TestDb::new().await;
+    let server = server(&db, 3).await;
+    for (n, id) in (1..).zip(["m1", "m2", "m3"]) {
+        applied(&send(&server, "alice", n, id, "bob").await);
+    }
+    let detail = forbidden(&send(&server, "alice", 4, "m4", "bob").await, &[]);
+    for words in ["rule `inbox`", "keeps 3 rows of `messages`", "rule `outbox`", "deleted"] {
+        assert!(detail.contains(words), "the refusal says {words}: {detail}");
+    }
+    // A message readdressed to bob enters his inbox as a new one does.
+    applied(&send(&server, "alice", 5, "m5", "carol").await);
+    forbidden(&push(&server, "alice", 6, "edit", json!({"id": "m5", "to": "bob"})).await, &[]);
+    // A message that stays in bob's inbox is not a new one there.
+    applied(&push(&server, "alice", 7, "edit", json!({"id": "m1", "body": "hello"})).await);
+    // Deleting one makes room for one.
+    applied(&push(&server, "alice", 8, "unsend", json!({"id": "m2"})).await);
+    applied(&push(&server, "alice", 9, "edit", json!({"id": "m5", "to": "bob"})).await);
+    forbidden(&send(&server, "alice", 10, "m6", "bob").await, &[]);
+    assert_eq!(stored(&db, "alice", "bob").await, 3);
+}
+
+#[tokio::test]
+async fn the_bound_is_per_outbox_and_inbox_and_spares_the_holder() {
+    let db = TestDb::new().await;
+    let server = server(&db, 2).await;
+    for (n, id) in (1..).zip(["a1", "a2"]) {
+        applied(&send(&server, "alice", n, id, "bob").await);
+    }
+    forbidden(&send(&server, "alice", 3, "a3", "bob").await, &[]);
+    // Another sender to bob, and alice to another recipient, each have room of their own.
+    for (n, id) in (1..).zip(["c1", "c2"]) {
+        applied(&send(&server, "carol", n, id, "bob").await);
+    }
+    for (n, id) in (4..).zip(["a4", "a5"]) {
+        applied(&send(&server, "alice", n, id, "dave").await);
+    }
+    // Bob writes his own inbox as he likes: notes to himself are his, not a stranger's.
+    for n in 1..=4 {
+        applied(&send(&server, "bob", n, &format!("b{n}"), "bob").await);
+    }
+    assert_eq!(stored(&db, "alice", "bob").await, 2);
+    assert_eq!(stored(&db, "carol", "bob").await, 2);
+    assert_eq!(stored(&db, "bob", "bob").await, 4);
+}
+
+/// Messages sent at once from one outbox to one inbox are counted one after another: none of
+/// them sees the inbox's count before another's message is in it, so the bound holds under
+/// concurrency. Each comes from a device of its own, so that none waits for another's push.
+#[tokio::test]
+async fn messages_sent_at_once_never_pass_the_bound() {
+    let db = TestDb::new().await;
+    let server = server(&db, 3).await;
+    let sends = (0..16_u64).map(|i| {
+        let body = json!({"clientId": format!("0192f0e0-0000-7000-8000-{:012x}", 0xa000 + i), "mutations": [{
+            "mutationId": 1,
+            "clientMutationId": format!("0192f0e1-0001-7000-8000-{:012x}", 0xa000 + i),
+            "name": "send",
+            "args": {"id": format!("m{i}"), "to": "bob"},
+        }]});
+        let server = &server;
+        async move {
+            let response = server.post("/sync/push", Some("alice"), body.to_string()).await;
+            let status = response.status();
+            let body: Value = response.json().await.unwrap();
+            assert_eq!(status, reqwest::StatusCode::OK, "{body}");
+            body["results"][0].clone()
+        }
+    });
+    let results = futures_util::future::join_all(sends).await;
+    let sent = results.iter().filter(|result| result["status"] == "applied").count();
+    assert_eq!(sent, 3, "as many messages as the bound: {results:?}");
+    for refused in results.iter().filter(|result| result["status"] != "applied") {
+        forbidden(refused, &[]);
+    }
+    assert_eq!(stored(&db, "alice", "bob").await, 3, "as many messages stored as the bound");
+}
