@@ -1,9 +1,10 @@
 //! Write rules that compare the row written with the actor, over real HTTP, with an app built
 //! for it: comments on a shared board, which every member writes as itself
 //! (`row.author_id == actor.user_id`), and memberships the board's owner manages, all but its own
-//! (`row.user_id != actor.user_id`). A hostile member edits, deletes and re-authors another's
-//! comment, and writes one in another's name; each is refused `forbidden`, on the row before the
-//! write and after it, and the honest writes around them pass.
+//! (`row.user_id != actor.user_id`), so that it makes no other owner either. A hostile member
+//! edits, deletes and re-authors another's comment, and writes one in another's name; each is
+//! refused `forbidden`, on the row before the write and after it, and the honest writes around
+//! them pass.
 
 use serde_json::json;
 
@@ -217,7 +218,13 @@ async fn the_owner_changes_every_membership_but_its_own() {
     // A member changes no membership, not even its own.
     let promote = json!({"board_id": "b", "user_id": "mallory", "role": "owner"});
     forbidden(&push(&server, "mallory", 1, "set_member", promote).await, &[]);
+    // Nor does the owner make another owner: an owner changes every membership but its own, so
+    // bob as owner could change alice's, which alice's own permission keeps from her.
     let promote = json!({"board_id": "b", "user_id": "bob", "role": "owner"});
-    applied(&push(&server, "alice", 5, "set_member", promote).await);
-    assert_eq!(count(&db, "SELECT count(*) FROM board_members WHERE role = 'owner'").await, 2);
+    let detail = forbidden(&push(&server, "alice", 5, "set_member", promote).await, &[]);
+    assert!(detail.contains("`board_members`"), "{detail}");
+    assert_eq!(count(&db, "SELECT count(*) FROM board_members WHERE role = 'owner'").await, 1);
+    // She still changes the others' memberships as she likes.
+    let member = json!({"board_id": "b", "user_id": "bob", "role": "reader"});
+    applied(&push(&server, "alice", 6, "set_member", member).await);
 }

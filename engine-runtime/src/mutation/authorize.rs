@@ -947,11 +947,16 @@ impl ServerTx<'_> {
                             continue;
                         }
                         // The actor's own permission is at least as wide: an alternative of
-                        // its membership's that asks no more of the row. A term on the actor's
-                        // claims is relative: granted, `row.author_id == actor.user_id` lets
-                        // the member write its own rows, as it lets the actor write the actor's.
+                        // its membership's that asks no more of the row. An equality with the
+                        // actor's claims is relative: granted, `row.author_id == actor.user_id`
+                        // lets the member write its own rows, as it lets the actor write the
+                        // actor's. An inequality is not: `row.user_id != actor.user_id` granted
+                        // would let the member write the actor's rows, which the actor's own
+                        // term keeps from the actor.
                         let wider = alternatives_in(write, Mask::MAX)
-                            .filter(|(_, own)| own.row.iter().all(|term| granted.row.contains(term)))
+                            .filter(|(_, own)| {
+                                own.row.iter().all(|term| granted.row.contains(term) && covers_when_granted(term))
+                            })
                             .fold(0, |mask, (i, _)| mask | 1 << i);
                         if !self.may_write_through(&bucket, target, wider).await? {
                             return Err(forbidden(table.name, &bucket, Refusal::Grants));
@@ -1113,4 +1118,11 @@ async fn has_rows_on_sqlite(
         }
     }
     held::sqlite::has_member(conn, app, rule, bucket).await
+}
+
+/// Whether the actor's own row term `term` covers the same term granted to another member: a
+/// constant asks the same of either, and an equality with a claim gives each its own rows; an
+/// inequality with a claim gives the member the actor's rows.
+fn covers_when_granted(term: &engine_kernel::rules::RowTerm) -> bool {
+    term.equal || matches!(term.value, engine_kernel::rules::FilterValue::Const(_))
 }
