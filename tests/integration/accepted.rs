@@ -196,3 +196,136 @@ async fn messages_sent_at_once_never_pass_the_bound() {
     }
     assert_eq!(stored(&db, "alice", "bob").await, 3, "as many messages stored as the bound");
 }
+
+/// The same bound where the sending buckets are held through memberships: channels a user joins,
+/// whose posts reach a recipient's inbox through `accept(open(Channel))`. A user holds several
+/// channels, so a post can move from one to another while it stays in the inbox.
+pub(crate) mod channels {
+    use engine::{MutatorCtx, Outcome, Result};
+
+    /// A channel.
+    #[engine::table]
+    pub(crate) struct Room {
+        #[engine(primary_key)]
+        pub id: String,
+    }
+
+    /// A user's membership of a channel.
+    #[engine::table]
+    pub(crate) struct ChannelMember {
+        #[engine(primary_key)]
+        pub channel_id: String,
+        #[engine(primary_key)]
+        pub user_id: String,
+    }
+
+    /// A post in a channel, addressed to one user.
+    #[engine::table]
+    pub(crate) struct Post {
+        #[engine(primary_key)]
+        pub id: String,
+        pub channel_id: String,
+        pub recipient: String,
+    }
+
+    #[engine::sync_rules]
+    pub(crate) mod rules {
+        use super::{ChannelMember, Post, Room};
+
+        /// A channel and its posts, for its members, who write both.
+        #[bucket(
+            membership(ChannelMember::user_id == actor.user_id),
+            data(
+                Room::id == bucket.channel_id,
+                ChannelMember::channel_id == bucket.channel_id,
+                Post::channel_id == bucket.channel_id,
+            ),
+            write(Room, ChannelMember, Post),
+        )]
+        pub(crate) struct Channel {
+            #[param(ChannelMember::channel_id)]
+            pub channel_id: String,
+        }
+
+        /// The posts addressed to the actor, from any channel.
+        #[bucket(data(Post::recipient == bucket.user_id), write(Post), accept(open(Channel)))]
+        pub(crate) struct Inbox {
+            #[param(actor.user_id)]
+            pub user_id: String,
+        }
+    }
+
+    #[engine::args]
+    pub(crate) struct Join {
+        pub channel_id: String,
+    }
+
+    /// Start channel `channel_id`, its first member the actor.
+    #[engine::mutator]
+    pub(crate) async fn join(ctx: &mut MutatorCtx<'_>, args: Join) -> Result<Outcome> {
+        let user_id = ctx.actor().user_id.clone();
+        ctx.insert(&Room { id: args.channel_id.clone() }).await?;
+        ctx.insert(&ChannelMember { channel_id: args.channel_id, user_id }).await?;
+        Ok(Outcome::new())
+    }
+
+    #[engine::args]
+    pub(crate) struct PostTo {
+        pub id: String,
+        pub channel_id: String,
+        pub to: String,
+    }
+
+    /// Post `id` in a channel, to a user.
+    #[engine::mutator]
+    pub(crate) async fn post(ctx: &mut MutatorCtx<'_>, args: PostTo) -> Result<Outcome> {
+        ctx.insert(&Post { id: args.id, channel_id: args.channel_id, recipient: args.to }).await?;
+        Ok(Outcome::new())
+    }
+
+    #[engine::args]
+    pub(crate) struct Move {
+        pub id: String,
+        pub channel_id: String,
+    }
+
+    /// Move post `id` to another channel.
+    #[engine::mutator]
+    pub(crate) async fn move_post(ctx: &mut MutatorCtx<'_>, args: Move) -> Result<Outcome> {
+        ctx.update::<Post>(&args.id, [Post::channel_id.set(args.channel_id)]).await?;
+        Ok(Outcome::new())
+    }
+
+    pub(crate) fn app() -> engine::App {
+        engine::app! {
+            tables: [Room, ChannelMember, Post],
+            mutators: [join, post, move_post],
+            sync_rules: rules,
+        }
+    }
+}
+
+/// A post moved from one of the sender's channels to another while it stays in the recipient's
+/// inbox is counted in the channel it enters, as a new post there is.
+#[tokio::test]
+async fn a_row_moved_to_another_source_is_counted_there() {
+    let db = TestDb::new().await;
+    let store = db.store(engine::storage::StoreLimits::default().accepted_rows(1));
+    let server = TestServer::start(&db, move |b| b.app(channels::app()).storage(store)).await;
+    let post = |n, id: &str, channel: &str| {
+        push(&server, "alice", n, "post", json!({"id": id, "channel_id": channel, "to": "bob"}))
+    };
+    applied(&push(&server, "alice", 1, "join", json!({"channel_id": "c1"})).await);
+    applied(&push(&server, "alice", 2, "join", json!({"channel_id": "c2"})).await);
+    applied(&post(3, "p1", "c1").await);
+    forbidden(&post(4, "p2", "c1").await, &[]);
+    // The bound is per channel: c2 has room for one.
+    applied(&post(5, "p2", "c2").await);
+    // p1 moved into c2 would be a second post from c2 in bob's inbox.
+    forbidden(&push(&server, "alice", 6, "move_post", json!({"id": "p1", "channel_id": "c2"})).await, &[]);
+    let in_c2: i64 = sqlx::query_scalar("SELECT count(*) FROM posts WHERE channel_id = 'c2' AND recipient = 'bob'")
+        .fetch_one(&db.pool)
+        .await
+        .unwrap();
+    assert_eq!(in_c2, 1);
+}

@@ -208,7 +208,7 @@ pub(super) fn forbidden_change(
 }
 
 impl ServerTx<'_> {
-    fn rule(&self, bucket: &BucketKey) -> Option<&'static RuleMeta> {
+    pub(super) fn rule(&self, bucket: &BucketKey) -> Option<&'static RuleMeta> {
         self.core.app.sync_rules().rule(bucket.rule())
     }
 
@@ -229,7 +229,7 @@ impl ServerTx<'_> {
     }
 
     /// Whether the actor held `bucket` when the mutation began.
-    async fn held_at_start(&mut self, bucket: &BucketKey) -> KernelResult<bool> {
+    pub(super) async fn held_at_start(&mut self, bucket: &BucketKey) -> KernelResult<bool> {
         if let Some(&held) = self.holdings.held_at_start.get(bucket) {
             return Ok(held);
         }

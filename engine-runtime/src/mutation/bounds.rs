@@ -8,6 +8,8 @@
 //! in from one bucket of `Other`: a write past either is rejected `forbidden`, so strangers
 //! cannot grow another's invitations or inbox without bound.
 
+use std::collections::BTreeSet;
+
 use engine_kernel::rules::buckets::RuleSelection;
 use engine_kernel::rules::{FilterValue, Membership, RuleMeta};
 use engine_kernel::{BucketKey, Error as KernelError, Row, TableMeta};
@@ -139,6 +141,29 @@ impl ServerTx<'_> {
             }
         }
         Ok(())
+    }
+
+    /// The buckets a row stays in that its writer does not hold and that take rows through
+    /// `accept(open(...))`, each with a bucket of the accepted rule that the row enters: a
+    /// message moved from one outbox to another while it stays in an inbox. Such a pair is new
+    /// to the row as much as a bucket it enters ([`check_accepted_rows`](Self::check_accepted_rows)).
+    pub(super) async fn open_sources_entered(
+        &mut self,
+        before: &BTreeSet<BucketKey>,
+        after: &BTreeSet<BucketKey>,
+    ) -> KernelResult<Vec<(BucketKey, BucketKey)>> {
+        let mut pairs = Vec::new();
+        for bucket in before.intersection(after) {
+            let Some(rule) = self.rule(bucket) else { continue };
+            let open: Vec<&str> = rule.accepts.iter().filter(|a| a.open).map(|a| a.rule).collect();
+            let entered: Vec<BucketKey> =
+                after.difference(before).filter(|b| open.contains(&b.rule())).cloned().collect();
+            if entered.is_empty() || self.held_at_start(bucket).await? {
+                continue;
+            }
+            pairs.extend(entered.into_iter().map(|source| (bucket.clone(), source)));
+        }
+        Ok(pairs)
     }
 
     /// How many live rows of `table` lie in both `bucket` and `source`, counted up to `bound`.

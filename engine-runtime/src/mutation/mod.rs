@@ -293,7 +293,8 @@ impl<'t> ServerTx<'t> {
             let leaving = before_buckets.difference(&after_buckets);
             self.authorize_leaving(table, leaving, &before_buckets, removes.then_some(&before), &images).await?;
             let entering = after_buckets.difference(&before_buckets);
-            let open = self.authorize_entering(table, entering, &after_buckets, &images).await?;
+            let mut open = self.authorize_entering(table, entering, &after_buckets, &images).await?;
+            open.extend(self.open_sources_entered(&before_buckets, &after_buckets).await?);
             self.check_pending_invitations(table, Some(&before), &after).await?;
             self.check_accepted_rows(table, &open, &after).await?;
             self.freeze_before_writing(table, &images).await?;
