@@ -108,6 +108,72 @@ async fn released_pings_are_published_signed_and_tickets_follow_memberships() {
     assert!(bob.contains(&"own/bob".to_owned()), "{answer}");
 }
 
+/// A relay's `/publish` that cannot take the first publishes: the first connection is closed as
+/// soon as the request is read (no answer), the second is answered `503`, the rest `204`, each
+/// of those bodies recorded.
+async fn failing_then_taking_listener() -> (String, mpsc::UnboundedReceiver<String>) {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let (sent, received) = mpsc::unbounded_channel();
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("http://{}", listener.local_addr().unwrap());
+    tokio::spawn(async move {
+        for seen in 0.. {
+            let (mut socket, _) = listener.accept().await.unwrap();
+            let sent = sent.clone();
+            tokio::spawn(async move {
+                // One request a connection: its head, then as many bytes as its length says.
+                let mut read = Vec::new();
+                let mut chunk = [0u8; 4096];
+                let body = loop {
+                    let n = socket.read(&mut chunk).await.unwrap_or(0);
+                    if n == 0 {
+                        return;
+                    }
+                    read.extend_from_slice(&chunk[..n]);
+                    let text = String::from_utf8_lossy(&read).into_owned();
+                    if let Some((head, body)) = text.split_once("\r\n\r\n") {
+                        let length = head
+                            .lines()
+                            .find_map(|l| {
+                                l.to_ascii_lowercase().strip_prefix("content-length:").map(|v| v.trim().to_owned())
+                            })
+                            .and_then(|v| v.parse::<usize>().ok())
+                            .unwrap_or(0);
+                        if body.len() >= length {
+                            break body.to_owned();
+                        }
+                    }
+                };
+                let answer = match seen {
+                    0 => return,
+                    1 => "HTTP/1.1 503 Service Unavailable\r\ncontent-length: 0\r\nconnection: close\r\n\r\n",
+                    _ => {
+                        let _ = sent.send(body);
+                        "HTTP/1.1 204 No Content\r\nconnection: close\r\n\r\n"
+                    }
+                };
+                let _ = socket.write_all(answer.as_bytes()).await;
+            });
+        }
+    });
+    (url, received)
+}
+
+#[tokio::test]
+async fn a_publish_the_relay_could_not_take_is_sent_again() {
+    let (relay, mut taken) = failing_then_taking_listener().await;
+    let db = TestDb::new().await;
+    let server = TestServer::start(&db, |b| b.realtime(engine::realtime::edge(&relay, RELAY_SECRET))).await;
+
+    push(&server, "alice", 1, "create_list", json!({"id": "l1", "title": "t"})).await;
+    let mut relayed = Vec::new();
+    while !relayed.contains(&json!("shared/l1")) {
+        let body = tokio::time::timeout(SOON, taken.recv()).await.expect("a publish is taken in the end").unwrap();
+        let publish: Value = serde_json::from_str(&body).unwrap();
+        relayed.extend(publish["buckets"].as_array().unwrap().iter().cloned());
+    }
+}
+
 #[tokio::test]
 async fn a_server_without_an_edge_relay_issues_no_tickets() {
     let db = TestDb::new().await;

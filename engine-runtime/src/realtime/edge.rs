@@ -39,6 +39,9 @@ pub const SIGNATURE_HEADER: &str = "x-engine-signature";
 /// The most buckets in one publish: the relay calls one Durable Object per bucket.
 const PUBLISH_BATCH: usize = 100;
 
+/// The waits before a publish the relay could not take is sent again.
+const PUBLISH_RETRIES: [Duration; 3] = [Duration::from_millis(50), Duration::from_millis(250), Duration::from_secs(1)];
+
 /// How many released batches may wait to be sent; past that, pings are dropped (and logged).
 const QUEUE: usize = 1024;
 
@@ -212,8 +215,8 @@ impl Relay for Relayed {
 }
 
 /// Send what the hub releases to `url`, one publish per batch of up to [`PUBLISH_BATCH`] buckets,
-/// the batches that waited meanwhile merged. A publish that fails is logged and not sent again:
-/// its clients pull on their timer.
+/// the batches that waited meanwhile merged. A publish that still fails after its retries is
+/// logged: its clients pull on their timer.
 async fn publish(mut queue: mpsc::Receiver<Vec<BucketKey>>, client: reqwest::Client, url: String, signer: Signer) {
     while let Some(first) = queue.recv().await {
         let mut buckets: BTreeSet<BucketKey> = first.into_iter().collect();
@@ -227,21 +230,38 @@ async fn publish(mut queue: mpsc::Receiver<Vec<BucketKey>>, client: reqwest::Cli
             let nonce = uuid::Uuid::new_v4().simple().to_string();
             let body = serde_json::json!({"buckets": batch, "expires": expires, "nonce": nonce}).to_string();
             let signature = signer.sign("publish", &body);
-            let sent = client
-                .post(&url)
-                .header(reqwest::header::CONTENT_TYPE, "application/json")
-                .header(SIGNATURE_HEADER, signature)
-                .body(body)
-                .send()
-                .await;
-            match sent {
-                Ok(answer) if answer.status().is_success() => {}
-                Ok(answer) => {
-                    tracing::warn!(status = %answer.status(), buckets = batch.len(), "the edge relay refused a publish")
-                }
-                Err(err) => tracing::warn!(error = %err, buckets = batch.len(), "publishing to the edge relay failed"),
-            }
+            send_publish(&client, &url, &signature, body, batch.len()).await;
         }
+    }
+}
+
+/// Post one signed publish, sent again after each of [`PUBLISH_RETRIES`] while the relay could not
+/// take it (a connection refused or closed before the answer, a `5xx`), not after a refusal
+/// (`4xx`) or a timeout. The same body again is safe: each bucket's object takes a nonce once.
+async fn send_publish(client: &reqwest::Client, url: &str, signature: &str, body: String, buckets: usize) {
+    let mut retries = PUBLISH_RETRIES.iter();
+    loop {
+        let sent = client
+            .post(url)
+            .header(reqwest::header::CONTENT_TYPE, "application/json")
+            .header(SIGNATURE_HEADER, signature)
+            .body(body.clone())
+            .send()
+            .await;
+        let again = match &sent {
+            Ok(answer) if answer.status().is_success() => return,
+            Ok(answer) => answer.status().is_server_error(),
+            Err(err) => !err.is_timeout(),
+        };
+        if let (true, Some(wait)) = (again, retries.next()) {
+            tokio::time::sleep(*wait).await;
+            continue;
+        }
+        match sent {
+            Ok(answer) => tracing::warn!(status = %answer.status(), buckets, "the edge relay refused a publish"),
+            Err(err) => tracing::warn!(error = %err, buckets, "publishing to the edge relay failed"),
+        }
+        return;
     }
 }
 
