@@ -181,14 +181,21 @@ struct Honest {
     pushes: Vec<Duration>,
     /// Its requests refused (`429`, `503`) and retried.
     refused: u64,
+    /// How long the phase ran.
+    phase: Duration,
     /// The notes it added, taken away after the phase so each phase bootstraps as many.
     added: Vec<String>,
 }
 
 impl Honest {
-    /// (p50, p99) of pulls, bootstraps and pushes.
+    /// (p50, p99) of pulls, bootstraps and pushes. A kind of which none was answered within the
+    /// phase counts as one request that took the whole phase (it took longer).
     fn quantiles(&mut self) -> [(Duration, Duration); 3] {
+        let phase = self.phase;
         [&mut self.pulls, &mut self.bootstraps, &mut self.pushes].map(|samples| {
+            if samples.is_empty() {
+                samples.push(phase);
+            }
             samples.sort();
             (percentile(samples, 0.5), percentile(samples, 0.99))
         })
@@ -328,6 +335,7 @@ async fn honest(server: &ServerProcess, phase: usize, seconds: u64) -> Honest {
         bootstraps: bootstrapper.await.expect("the bootstrapper"),
         pushes,
         refused: refused.load(Ordering::Relaxed),
+        phase: Duration::from_secs(seconds),
         added,
     }
 }

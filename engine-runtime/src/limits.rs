@@ -7,6 +7,7 @@ use std::collections::HashMap;
 use std::net::{IpAddr, SocketAddr};
 use std::num::NonZeroU32;
 use std::sync::{Arc, Mutex};
+use std::task::{Context, Waker};
 use std::time::Duration;
 
 use governor::clock::{Clock, DefaultClock};
@@ -208,23 +209,61 @@ pub(crate) struct UnauthenticatedConnection(Arc<Mutex<Unauthenticated>>);
 struct Unauthenticated {
     permit: Option<AddressPermit>,
     ended: bool,
+    /// Closed to make room for a newer connection of its address.
+    evicted: bool,
+    /// The connection's reader, woken when it is evicted.
+    reader: Option<Waker>,
 }
 
 impl UnauthenticatedConnection {
     pub(crate) fn new(permit: Option<AddressPermit>) -> Self {
-        UnauthenticatedConnection(Arc::new(Mutex::new(Unauthenticated { permit, ended: false })))
+        let state = Unauthenticated { permit, ended: false, evicted: false, reader: None };
+        UnauthenticatedConnection(Arc::new(Mutex::new(state)))
+    }
+
+    fn state(&self) -> std::sync::MutexGuard<'_, Unauthenticated> {
+        self.0.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 
     /// The connection no longer counts against its address, nor runs to its deadline.
     pub(crate) fn end(&self) {
-        let mut state = self.0.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        let mut state = self.state();
         state.permit = None;
         state.ended = true;
+        state.reader = None;
     }
 
     /// Whether a request of the connection has authenticated (or it has ended).
     pub(crate) fn ended(&self) -> bool {
-        self.0.lock().unwrap_or_else(std::sync::PoisonError::into_inner).ended
+        self.state().ended
+    }
+
+    /// Close the connection for a newer one of its address, unless a request of it has
+    /// authenticated: its count is given back at once, and its reader woken to read the close.
+    /// Whether it was evicted.
+    pub(crate) fn evict(&self) -> bool {
+        let mut state = self.state();
+        if state.ended || state.evicted {
+            return false;
+        }
+        state.permit = None;
+        state.evicted = true;
+        if let Some(reader) = state.reader.take() {
+            reader.wake();
+        }
+        true
+    }
+
+    /// Whether the connection was evicted; if not and it still counts, `cx` is woken when it is.
+    pub(crate) fn poll_evicted(&self, cx: &Context<'_>) -> bool {
+        let mut state = self.state();
+        if state.evicted {
+            return true;
+        }
+        if !state.ended && !state.reader.as_ref().is_some_and(|w| w.will_wake(cx.waker())) {
+            state.reader = Some(cx.waker().clone());
+        }
+        false
     }
 
     /// The request of `parts` authenticated: its connection no longer counts. The engine's

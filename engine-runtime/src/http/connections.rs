@@ -2,30 +2,33 @@
 //! request on it authenticates ([`Limits::unauthenticated_per_address`]). hyper reads a request's
 //! headers before the router sees anything, however slowly they arrive, and keeps a connection
 //! answered 401 open for the next request: without the count, one address could hold any number
-//! of connections that never authenticate, each with its buffers. An address at its limit has a
-//! new connection answered `503 retry_later` with `Connection: close` at once, nothing of it read
-//! but what it sent before the answer. Nor may a connection stay unauthenticated for long
-//! ([`Limits::unauthenticated_deadline`]): past its deadline it reads as closed, so a client
-//! sending its headers a byte at a time, from however many addresses, is cut off.
+//! of connections that never authenticate, each with its buffers. An address at its limit that
+//! opens another connection has its oldest unauthenticated one closed to make room: what one
+//! address holds stays bounded, and a client behind the same address as an attacker (a shared
+//! NAT, an office) still gets in, as its requests authenticate within moments of connecting,
+//! where the attacker's connections wait to be the oldest. Nor may a connection stay
+//! unauthenticated for long ([`Limits::unauthenticated_deadline`]): past its deadline it reads as
+//! closed, so a client sending its headers a byte at a time, from however many addresses, is cut
+//! off.
 //!
 //! [`Limits::unauthenticated_per_address`]: crate::Limits::unauthenticated_per_address
 //! [`Limits::unauthenticated_deadline`]: crate::Limits::unauthenticated_deadline
 
+use std::collections::{HashMap, VecDeque};
 use std::future::Future;
 use std::io;
-use std::net::SocketAddr;
+use std::net::{IpAddr, SocketAddr};
 use std::pin::Pin;
 use std::task::{Context, Poll};
 use std::time::Duration;
 
 use axum::extract::connect_info::Connected;
 use axum::serve::{IncomingStream, Listener};
-use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt, ReadBuf};
+use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::time::Sleep;
 
-use crate::error::Error;
-use crate::limits::{AddressPermit, BUSY_RETRY_AFTER, ByAddress, Peer, UnauthenticatedConnection};
+use crate::limits::{ByAddress, Peer, UnauthenticatedConnection, counted_as};
 
 /// A listener whose connections are counted against their address until one of their requests
 /// authenticates: what [`Server::serve`](crate::Server::serve) serves on, and what a host app
@@ -39,7 +42,15 @@ pub struct Connections {
     limit: usize,
     deadline: Duration,
     unauthenticated: ByAddress,
+    /// Per address counted, its connections oldest first, to close the oldest still
+    /// unauthenticated when the address is at its limit. Those that authenticated or closed are
+    /// let go as the address connects again, and all of them every [`SWEEP_EVERY`] connections.
+    oldest_first: HashMap<IpAddr, VecDeque<UnauthenticatedConnection>>,
+    accepted: usize,
 }
+
+/// How many connections are accepted between sweeps of [`Connections::oldest_first`].
+const SWEEP_EVERY: usize = 1024;
 
 impl std::fmt::Debug for Connections {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -47,7 +58,7 @@ impl std::fmt::Debug for Connections {
             .field("listener", &self.listener)
             .field("limit", &self.limit)
             .field("deadline", &self.deadline)
-            .finish()
+            .finish_non_exhaustive()
     }
 }
 
@@ -55,12 +66,48 @@ impl Connections {
     /// `listener`'s connections, at most `limit` of them from one address unauthenticated at
     /// once (0: no limit), each for at most `deadline` (zero: no deadline).
     pub(crate) fn new(listener: TcpListener, limit: usize, deadline: Duration) -> Self {
-        Connections { listener, limit, deadline, unauthenticated: ByAddress::default() }
+        Connections {
+            listener,
+            limit,
+            deadline,
+            unauthenticated: ByAddress::default(),
+            oldest_first: HashMap::new(),
+            accepted: 0,
+        }
     }
 
-    fn connection(&self, tcp: TcpStream, permit: Option<AddressPermit>) -> Connection {
+    fn connection(&self, tcp: TcpStream, unauthenticated: UnauthenticatedConnection) -> Connection {
         let deadline = (!self.deadline.is_zero()).then(|| Box::pin(tokio::time::sleep(self.deadline)));
-        Connection { tcp, unauthenticated: UnauthenticatedConnection::new(permit), deadline }
+        Connection { tcp, unauthenticated, deadline }
+    }
+
+    /// A count against `address` for a new connection, the address's oldest unauthenticated
+    /// connection closed first when it is at its limit.
+    fn admit(&mut self, address: IpAddr) -> Option<UnauthenticatedConnection> {
+        self.accepted = self.accepted.wrapping_add(1);
+        if self.accepted.is_multiple_of(SWEEP_EVERY) {
+            self.oldest_first.retain(|_, connections| {
+                connections.retain(|c| !c.ended());
+                !connections.is_empty()
+            });
+        }
+        let connections = self.oldest_first.entry(counted_as(address)).or_default();
+        connections.retain(|c| !c.ended());
+        let permit = match self.unauthenticated.admit(address, self.limit) {
+            Some(permit) => permit,
+            None => {
+                while let Some(oldest) = connections.pop_front() {
+                    if oldest.evict() {
+                        tracing::debug!(%address, "a connection closed: a newer one of its address took its place");
+                        break;
+                    }
+                }
+                self.unauthenticated.admit(address, self.limit)?
+            }
+        };
+        let connection = UnauthenticatedConnection::new(Some(permit));
+        connections.push_back(connection.clone());
+        Some(connection)
     }
 }
 
@@ -73,14 +120,12 @@ impl Listener for Connections {
             let (mut tcp, address) = Listener::accept(&mut self.listener).await;
             set_nodelay(&mut tcp);
             if self.limit == 0 {
-                return (self.connection(tcp, None), address);
+                return (self.connection(tcp, UnauthenticatedConnection::new(None)), address);
             }
-            match self.unauthenticated.admit(address.ip(), self.limit) {
-                Some(permit) => return (self.connection(tcp, Some(permit)), address),
-                None => {
-                    tracing::debug!(%address, "a connection refused: its address has too many unauthenticated");
-                    tokio::spawn(refuse(tcp, self.limit));
-                }
+            // Refused only were the address's count held by no connection to close (it is not):
+            // the connection is then dropped, closed.
+            if let Some(unauthenticated) = self.admit(address.ip()) {
+                return (self.connection(tcp, unauthenticated), address);
             }
         }
     }
@@ -88,42 +133,6 @@ impl Listener for Connections {
     fn local_addr(&self) -> io::Result<SocketAddr> {
         self.listener.local_addr()
     }
-}
-
-/// How long a refused connection is read from after its answer, so that closing it with bytes
-/// unread does not reset it before the client has read the answer.
-const REFUSAL_LINGER: Duration = Duration::from_secs(1);
-
-/// Answer a connection over its address's limit `503 retry_later` and close it.
-async fn refuse(mut tcp: TcpStream, limit: usize) {
-    let refusal = Error::RetryLater {
-        retry_after: BUSY_RETRY_AFTER,
-        detail: format!("{limit} connections from this address have yet to authenticate a request"),
-    };
-    let problem = refusal.problem();
-    let body = serde_json::to_vec(&problem).unwrap_or_default();
-    let head = format!(
-        "HTTP/1.1 503 Service Unavailable\r\ncontent-type: application/problem+json\r\nretry-after: {}\r\n\
-         connection: close\r\ncontent-length: {}\r\n\r\n",
-        BUSY_RETRY_AFTER.as_secs().max(1),
-        body.len()
-    );
-    if tcp.write_all(head.as_bytes()).await.is_err() || tcp.write_all(&body).await.is_err() {
-        return;
-    }
-    let _ = tcp.shutdown().await;
-    // Bounded: a client that keeps sending is cut off after the linger.
-    let mut sink = [0; 4096];
-    let drain = async {
-        let mut read = 0;
-        while read < 64 * 1024 {
-            match tcp.read(&mut sink).await {
-                Ok(0) | Err(_) => return,
-                Ok(n) => read += n,
-            }
-        }
-    };
-    let _ = tokio::time::timeout(REFUSAL_LINGER, drain).await;
 }
 
 /// A connection accepted by [`Connections`].
@@ -150,6 +159,10 @@ impl Drop for Connection {
 impl AsyncRead for Connection {
     fn poll_read(self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &mut ReadBuf<'_>) -> Poll<io::Result<()>> {
         let this = self.get_mut();
+        if this.unauthenticated.poll_evicted(cx) {
+            // Read as the client's close, as at the deadline.
+            return Poll::Ready(Ok(()));
+        }
         if let Some(deadline) = &mut this.deadline {
             if this.unauthenticated.ended() {
                 this.deadline = None;
