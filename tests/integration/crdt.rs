@@ -221,4 +221,7 @@ async fn large_merges_take_turns_at_the_gate_and_each_actor_is_served() {
     assert_eq!(gate["places"], 1, "{stats}");
     assert_eq!(gate["mostAtOnce"], 1, "the eight merges ran one at a time: {stats}");
     assert_eq!(gate["running"], 0, "{stats}");
+    // A push waits for its turn at the gate before it takes one of the store's places: the
+    // merges waiting their turn held none another actor's push could have had.
+    assert_eq!(stats["places"]["mostAtOnce"], 1, "one place at a time, the merging push's: {stats}");
 }

@@ -24,6 +24,8 @@ pub(crate) struct Operator {
     pub(crate) prometheus: Option<Prometheus>,
     /// The merge gate, whose use the stats tell.
     pub(crate) merges: Option<Arc<FairShare>>,
+    /// The store's places, whose use the stats tell.
+    pub(crate) places: Option<Arc<FairShare>>,
 }
 
 impl Operator {
@@ -35,6 +37,10 @@ impl Operator {
         let stats = self.storage.stats().await?;
         let mut body = json!(stats);
         body["sockets"] = self.hub.sockets().into();
+        if let Some(places) = &self.places {
+            let (in_use, most_at_once, count) = places.use_of_places();
+            body["places"] = json!({"inUse": in_use, "mostAtOnce": most_at_once, "count": count});
+        }
         if let Some(merges) = &self.merges {
             let (running, most_at_once, places) = merges.use_of_places();
             body["largeMerges"] = json!({"running": running, "mostAtOnce": most_at_once, "places": places});

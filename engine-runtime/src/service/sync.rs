@@ -10,8 +10,9 @@ use engine_kernel::wire::{PullRequest, PushRequest, PushResponse};
 use engine_kernel::{Actor, ErrorCode};
 
 use crate::error::{Error, Result};
-use crate::limits::{FairShare, Place, Work};
+use crate::limits::{FairShare, LARGE_MERGE_BYTES, Place, Work};
 use crate::metrics;
+use crate::mutation::merge::MERGE_GATE;
 use crate::observer::Observer;
 use crate::realtime::{Realtime, Signal};
 use crate::storage::{Pulled, Pushed, Sharing, Storage};
@@ -67,14 +68,7 @@ impl SyncService {
         let names: BTreeSet<&str> = request.mutations.iter().map(|m| m.name.as_str()).collect();
         tracing::Span::current()
             .record("mutators", tracing::field::debug(names.into_iter().collect::<Vec<_>>().join(",")));
-        let pushed = match &self.merges {
-            Some(gate) => {
-                let gate = (gate.clone(), actor.user_id.clone());
-                crate::mutation::merge::MERGE_GATE.scope(gate, self.push_in_turns(actor, request)).await
-            }
-            None => self.push_in_turns(actor, request).await,
-        };
-        let pushed = match pushed {
+        let pushed = match self.push_in_turns(actor, request).await {
             Ok(pushed) => pushed,
             Err(err) => return Err(self.failed(metrics::Route::Push, err)),
         };
@@ -97,24 +91,17 @@ impl SyncService {
     /// another actor's push waits for the end of a run, not of the push. The runs' answers are
     /// one answer; a run that fails after others committed stops the push there.
     async fn push_in_turns(&self, actor: &Actor, request: &PushRequest) -> Result<Pushed> {
-        let Some((_, sharing)) = &self.share else { return self.storage.push(actor, request).await };
         // A push past the bound goes whole, to be refused whole.
-        if request.mutations.len() <= TURN || request.mutations.len() > sharing.mutations_per_push {
-            let _place = self.place(actor, Work::Push).await?;
-            return self.storage.push(actor, request).await;
+        let whole = self.share.as_ref().is_none_or(|(_, sharing)| {
+            request.mutations.len() <= TURN || request.mutations.len() > sharing.mutations_per_push
+        });
+        if whole {
+            return self.run(actor, request).await;
         }
         let mut pushed = Pushed::default();
         for (run, mutations) in request.mutations.chunks(TURN).enumerate() {
-            let part = match self.place(actor, Work::Push).await {
-                Ok(place) => {
-                    let part = PushRequest { client_id: request.client_id, mutations: mutations.to_vec() };
-                    let part = self.storage.push(actor, &part).await;
-                    drop(place);
-                    part
-                }
-                Err(err) => Err(err),
-            };
-            let part = match part {
+            let part = PushRequest { client_id: request.client_id, mutations: mutations.to_vec() };
+            let part = match self.run(actor, &part).await {
                 Ok(part) => part,
                 Err(err) if run == 0 => return Err(err),
                 Err(err) => {
@@ -133,6 +120,31 @@ impl SyncService {
             }
         }
         Ok(pushed)
+    }
+
+    /// One run of a push, on a place of the store's sessions. A run carrying a value large enough
+    /// to be a large collaborative update ([`LARGE_MERGE_BYTES`]) first takes its turn at the
+    /// merge gate, holding no session while it waits, and merges on that turn: sessions are held
+    /// by work that can run, not by merges queued behind the gate, so an actor sending many large
+    /// updates takes no session another actor's small push needs. Any other run takes the gate in
+    /// its merge if one turns out large ([`MERGE_GATE`]).
+    async fn run(&self, actor: &Actor, request: &PushRequest) -> Result<Pushed> {
+        let Some(gate) = &self.merges else {
+            let _place = self.place(actor, Work::Push).await?;
+            return self.storage.push(actor, request).await;
+        };
+        if request.mutations.iter().any(|m| carries_large_value(&m.args)) {
+            let _merging = gate.admit(&actor.user_id, Work::Merge).await?;
+            let _place = self.place(actor, Work::Push).await?;
+            return self.storage.push(actor, request).await;
+        }
+        let gate = (gate.clone(), actor.user_id.clone());
+        MERGE_GATE
+            .scope(gate, async {
+                let _place = self.place(actor, Work::Push).await?;
+                self.storage.push(actor, request).await
+            })
+            .await
     }
 
     /// Everything in `pushed` has committed: signal it, even when the push stopped. Membership
@@ -235,6 +247,17 @@ pub(crate) fn publish_unsent(
         }
     });
     (sender, task.abort_handle())
+}
+
+/// Whether `value` holds a text longer than [`LARGE_MERGE_BYTES`]: what a large collaborative
+/// update is sent as.
+fn carries_large_value(value: &serde_json::Value) -> bool {
+    match value {
+        serde_json::Value::String(text) => text.len() > LARGE_MERGE_BYTES,
+        serde_json::Value::Array(items) => items.iter().any(carries_large_value),
+        serde_json::Value::Object(fields) => fields.values().any(carries_large_value),
+        _ => false,
+    }
 }
 
 #[cfg(test)]
