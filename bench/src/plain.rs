@@ -7,7 +7,8 @@
 //! The sockets are dealt to one shard per core, each a task that holds its sockets and writes
 //! the frame to them one after another (one `sendto` each, no task woken per socket). A shard
 //! still writing when the next broadcast comes writes the latest frame once it is done: it covers
-//! the ones before, as the engine's coalesced pings do.
+//! the ones before, as the engine's coalesced pings do. It prints when each `POST` came, as the
+//! engine's server prints when each push committed.
 
 use axum::extract::{Path, State};
 use axum::http::StatusCode;
@@ -86,10 +87,13 @@ async fn broadcast(
     State(shards): State<std::sync::Arc<Vec<watch::Sender<Message>>>>,
     Path(n): Path<usize>,
 ) -> StatusCode {
+    // Its counterpart of the engine's commit: nothing before it is the broadcaster's work.
+    let at = std::time::SystemTime::now();
     let frame = Message::Text(frame(n).into());
     for shard in shards.iter() {
         shard.send_replace(frame.clone());
     }
+    crate::wire::print_commit_mark(n, at);
     StatusCode::NO_CONTENT
 }
 

@@ -1,20 +1,23 @@
 //! Fan-out benchmark, as a broadcast: N sockets of N different users on one server process, all
 //! members of one shared list, and 20 commits a second into that list (one `add_note` per
-//! push). For each commit and each socket, the time from the push being sent to the first ping
-//! of the list that socket receives after the push was answered (a ping covers every commit
-//! before it, so this errs long, never short); and the server's memory per idle socket: the
+//! push). For each commit and each socket, the time to the first ping of the list that socket
+//! receives after the push was answered (a ping covers every commit before it, so this errs
+//! long, never short), counted twice: from the push's transaction committing, as the server
+//! process prints it by the machine's wall clock, and from the push being sent (which adds the
+//! request and the transaction itself). And the server's memory per idle socket: the
 //! growth of its resident memory while the last 90% of the sockets connect, per socket (the
 //! first 10% warm up what does not grow with sockets: the pool, caches, the allocator's arenas).
 //!
 //! Then the same for the plain broadcaster (`crate::plain`), the machine's limit: the same
 //! sockets, schedule and load generator, each push replaced by a `POST` that makes it write one
-//! frame to every socket. Its frames name their broadcast, so its latencies are exact.
+//! frame to every socket; its counterpart of the commit is its `POST` arriving. Its frames name
+//! their broadcast, so its latencies are exact.
 
 use std::net::{SocketAddr, TcpStream};
 use std::os::fd::AsRawFd;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::time::{Duration, Instant};
+use std::time::{Duration, Instant, SystemTime};
 
 use mio::unix::SourceFd;
 use mio::{Events, Interest, Poll, Token};
@@ -24,7 +27,7 @@ use tungstenite::protocol::WebSocketConfig;
 use tungstenite::{Message, WebSocket};
 
 use crate::db::{BenchDb, notes_server_with};
-use crate::wire::{CpuSpent, ServerProcess, WireClient, ms, percentile, resident_kib, token};
+use crate::wire::{CpuSpent, ServerProcess, WireClient, ms, percentile, print_commit_mark, resident_kib, token};
 
 /// Commits a second into the shared list, and for how long.
 const COMMITS_PER_SECOND: u64 = 20;
@@ -34,10 +37,12 @@ const COMMIT_SECONDS: u64 = 10;
 /// SQLite file (`sqlite://path`) `DATABASE_URL` names, with the realtime adapter
 /// `ENGINE_REALTIME` names (`listen_notify`, or a NATS URL with the prefix `NATS_PREFIX`;
 /// in-process otherwise). With `ENGINE_BENCH_SETTINGS=notes`, the notes app's own settings (as
-/// its binary serves): its store bounds, the default request limits, its presence and jobs.
+/// its binary serves): its store bounds, the default request limits, its presence and jobs. With
+/// `ENGINE_BENCH_COMMITS` set, it prints when each broadcast's push committed ([`CommitMarks`]).
 pub(crate) async fn serve() {
     let url = std::env::var("DATABASE_URL").expect("DATABASE_URL");
     let notes = std::env::var("ENGINE_BENCH_SETTINGS").as_deref() == Ok("notes");
+    let marks = std::env::var_os("ENGINE_BENCH_COMMITS").is_some();
     let limits = if notes {
         example_notes::store_limits()
     } else {
@@ -54,6 +59,7 @@ pub(crate) async fn serve() {
         } else {
             builder
         };
+        let builder = if marks { builder.observer(CommitMarks) } else { builder };
         match std::env::var("ENGINE_REALTIME").as_deref() {
             Ok("listen_notify") => builder.realtime(engine::realtime::listen_notify(database_url)),
             Ok(nats) if nats.starts_with("nats://") => {
@@ -72,6 +78,25 @@ pub(crate) async fn serve() {
     task.await.expect("serve");
 }
 
+/// Prints, for each push of an `add_note` titled `note <n>`, when it committed: broadcast `n`'s
+/// start, from which its commit-to-ping times are counted. The hook runs once the push's
+/// transaction has committed and its pings were handed to realtime (in process, a channel send
+/// of microseconds, and the hub may already be at work on them), so the instant errs late by
+/// that, never early; the printing comes after it and holds up only the push's answer.
+struct CommitMarks;
+
+impl engine::observer::Observer for CommitMarks {
+    fn on_push(&self, _: &engine::Actor, request: &engine::wire::PushRequest, _: &engine::wire::PushResponse) {
+        let at = SystemTime::now();
+        for mutation in request.mutations.iter().filter(|m| m.name == "add_note") {
+            let title = mutation.args.get("title").and_then(Value::as_str);
+            if let Some(n) = title.and_then(|t| t.strip_prefix("note ")).and_then(|n| n.parse().ok()) {
+                print_commit_mark(n, at);
+            }
+        }
+    }
+}
+
 pub(crate) async fn run(counts: &[usize]) {
     let mut rows = Vec::new();
     for &count in counts {
@@ -82,27 +107,30 @@ pub(crate) async fn run(counts: &[usize]) {
         "\n## Fan-out: N sockets of different users in one shared list, {COMMITS_PER_SECOND} commits/s for {COMMIT_SECONDS} s\n"
     );
     println!(
-        "| sockets | server | pings | pings/s | p50 push → ping | p99 push → ping | memory per idle socket | load generator CPU share |"
+        "| sockets | server | pings | pings/s | p50 commit → ping | p99 commit → ping | p50 push → ping | p99 push → ping | memory per idle socket | load generator CPU share |"
     );
-    println!("|---:|---|---:|---:|---:|---:|---:|---:|");
+    println!("|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|");
     for (count, server, r) in &rows {
         println!(
-            "| {count} | {server} | {} | {:.0} | {:.1} ms | {:.1} ms | {:.1} KiB | {:.0}% |",
+            "| {count} | {server} | {} | {:.0} | {:.1} ms | {:.1} ms | {:.1} ms | {:.1} ms | {:.1} KiB | {:.0}% |",
             r.pings,
             r.pings_per_second,
-            ms(r.p50),
-            ms(r.p99),
+            ms(r.from_commit.p50),
+            ms(r.from_commit.p99),
+            ms(r.from_push.p50),
+            ms(r.from_push.p99),
             r.kib_per_socket,
             r.generator_share * 100.0
         );
     }
-    println!("\n| sockets | engine ÷ plain: p99 | engine ÷ plain: pings/s |");
-    println!("|---:|---:|---:|");
+    println!("\n| sockets | engine ÷ plain: p99 commit → ping | p99 push → ping | pings/s |");
+    println!("|---:|---:|---:|---:|");
     for pair in rows.chunks(2) {
         let [(count, _, engine), (_, _, plain)] = pair else { continue };
         println!(
-            "| {count} | {:.2} | {:.2} |",
-            engine.p99.as_secs_f64() / plain.p99.as_secs_f64(),
+            "| {count} | {:.2} | {:.2} | {:.2} |",
+            engine.from_commit.p99.as_secs_f64() / plain.from_commit.p99.as_secs_f64(),
+            engine.from_push.p99.as_secs_f64() / plain.from_push.p99.as_secs_f64(),
             engine.pings_per_second / plain.pings_per_second
         );
     }
@@ -111,10 +139,25 @@ pub(crate) async fn run(counts: &[usize]) {
 struct Broadcast {
     pings: usize,
     pings_per_second: f64,
-    p50: Duration,
-    p99: Duration,
+    /// From the push's transaction committing (the plain broadcaster: its `POST` arriving).
+    from_commit: Latency,
+    /// From the push (the `POST`) being sent.
+    from_push: Latency,
     kib_per_socket: f64,
     generator_share: f64,
+}
+
+/// The median and 99th percentile of a broadcast's latencies.
+struct Latency {
+    p50: Duration,
+    p99: Duration,
+}
+
+impl Latency {
+    fn of(mut latencies: Vec<Duration>) -> Latency {
+        latencies.sort();
+        Latency { p50: percentile(&latencies, 0.5), p99: percentile(&latencies, 0.99) }
+    }
 }
 
 /// What starts a broadcast: a push into the shared list, or the plain broadcaster's `POST`.
@@ -140,7 +183,7 @@ impl Trigger {
 async fn engine(count: usize) -> Broadcast {
     let db = BenchDb::new(4).await;
     db.storage(example_notes::app()).await;
-    let server = ServerProcess::start(&db.url).await;
+    let server = ServerProcess::start_with(&db.url, &[("ENGINE_BENCH_COMMITS", "1".into())]).await;
     // user-0 owns the list and shares it with everyone else.
     let mut owner = WireClient::new(&server, "user-0");
     owner.push(&[("create_list", json!({"id": "room", "title": "room"}))]).await;
@@ -194,25 +237,30 @@ async fn broadcast(server: &ServerProcess, count: usize, mut trigger: Trigger) -
     let arrivals = reader.stop().await;
 
     // An engine's ping stands for the commits answered before it that the socket had not yet
-    // had; a plain broadcaster's names the last broadcast it covers.
+    // had; a plain broadcaster's names the last broadcast it covers. Both latencies of a commit
+    // end at the same ping: from the push being sent, by this process's clock, and from its
+    // commit, by the wall clock the server printed it on (the same machine's).
+    let committed: Vec<SystemTime> = (0..commits.len())
+        .map(|n| server.committed(n).unwrap_or_else(|| panic!("the server printed when broadcast {n} committed")))
+        .collect();
     let mut next_unseen = vec![0usize; count];
-    let mut latencies = Vec::with_capacity(commits.len() * count);
-    for (user, at, covers) in &arrivals {
+    let (mut from_push, mut from_commit) = (Vec::new(), Vec::new());
+    for (user, at, wall, covers) in &arrivals {
         let next = &mut next_unseen[*user];
         while *next < commits.len() && covers.map_or(commits[*next].1 <= *at, |last| *next <= last) {
-            latencies.push(*at - commits[*next].0);
+            from_push.push(*at - commits[*next].0);
+            from_commit.push(wall.duration_since(committed[*next]).expect("a ping comes after its commit"));
             *next += 1;
         }
     }
     let missed: usize = next_unseen.iter().map(|n| commits.len() - n).sum();
     assert_eq!(missed, 0, "every socket was pinged after every commit");
-    latencies.sort();
-    let last = arrivals.iter().map(|(_, at, _)| *at).max().unwrap_or(commits[0].0);
+    let last = arrivals.iter().map(|(_, at, _, _)| *at).max().unwrap_or(commits[0].0);
     Broadcast {
         pings: arrivals.len(),
         pings_per_second: arrivals.len() as f64 / (last - commits[0].0).as_secs_f64(),
-        p50: percentile(&latencies, 0.5),
-        p99: percentile(&latencies, 0.99),
+        from_commit: Latency::of(from_commit),
+        from_push: Latency::of(from_push),
         kib_per_socket: (after.saturating_sub(before) as f64) / (count - warm_up) as f64,
         generator_share: cpu.generator_share(),
     }
@@ -256,13 +304,17 @@ fn open(addr: SocketAddr, user: usize) -> WebSocket<TcpStream> {
     socket
 }
 
+/// A ping received: by which user, when (by this process's clock and by the wall clock), and
+/// the broadcast it covers, when it says.
+type Arrival = (usize, Instant, SystemTime, Option<usize>);
+
 /// Every socket read by one thread, as cheaply as a load generator can (readiness from `epoll`,
 /// tungstenite's frame reader, a heartbeat every 10 s): the 10,000 devices it stands for would
 /// cost the server's machine nothing, so the less of the two cores it takes, the closer the
 /// figures are to the server's own.
 struct Reader {
     stop: Arc<AtomicBool>,
-    thread: std::thread::JoinHandle<Vec<(usize, Instant, Option<usize>)>>,
+    thread: std::thread::JoinHandle<Vec<Arrival>>,
 }
 
 impl Reader {
@@ -287,7 +339,7 @@ impl Reader {
                         match socket.read() {
                             Ok(Message::Text(text)) => {
                                 if let Some(covers) = ping(&text) {
-                                    arrivals.push((*user, Instant::now(), covers));
+                                    arrivals.push((*user, Instant::now(), SystemTime::now(), covers));
                                 }
                             }
                             Ok(_) => {}
@@ -312,9 +364,8 @@ impl Reader {
         Reader { stop, thread }
     }
 
-    /// Stop reading; the pings received, by user, with when they came and the broadcast they
-    /// cover.
-    async fn stop(self) -> Vec<(usize, Instant, Option<usize>)> {
+    /// Stop reading; the pings received.
+    async fn stop(self) -> Vec<Arrival> {
         self.stop.store(true, Ordering::Relaxed);
         tokio::task::spawn_blocking(move || self.thread.join().expect("the reading thread")).await.expect("joined")
     }

@@ -2,9 +2,11 @@
 //! `serve`), clients that speak the protocol over HTTP as apps' clients do, data written through
 //! pushes (each mutation its own transaction), and the CPU each process used.
 
+use std::collections::HashMap;
 use std::net::SocketAddr;
 use std::process::Stdio;
-use std::time::Duration;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, SystemTime};
 
 use engine::wire::{PullResponse, PushResponse};
 use serde_json::{Value, json};
@@ -20,6 +22,9 @@ pub(crate) struct ServerProcess {
     /// sockets on <sockets>`).
     pub(crate) sockets: SocketAddr,
     pub(crate) pid: u32,
+    /// What the process printed as `committed <n> <unix nanoseconds>`: when broadcast `n` of the
+    /// stream benchmark committed, by this machine's wall clock (see `stream::serve`).
+    committed: Arc<Mutex<HashMap<usize, SystemTime>>>,
     _child: Child,
 }
 
@@ -54,13 +59,41 @@ impl ServerProcess {
         let rest = line.strip_prefix("listening on ").expect("`listening on <addr>`");
         let (addr, sockets) = rest.split_once(" sockets on ").unwrap_or((rest, rest));
         let (addr, sockets) = (addr.parse().expect("an address"), sockets.parse().expect("an address"));
-        tokio::spawn(async move { while let Ok(Some(_)) = lines.next_line().await {} });
-        ServerProcess { addr, sockets, pid, _child: child }
+        let committed = Arc::new(Mutex::new(HashMap::new()));
+        let noting = committed.clone();
+        tokio::spawn(async move {
+            while let Ok(Some(line)) = lines.next_line().await {
+                if let Some((n, at)) = commit_mark(&line) {
+                    noting.lock().expect("the commit marks").insert(n, at);
+                }
+            }
+        });
+        ServerProcess { addr, sockets, pid, committed, _child: child }
+    }
+
+    /// When broadcast `n` committed, as the process printed it.
+    pub(crate) fn committed(&self, n: usize) -> Option<SystemTime> {
+        self.committed.lock().expect("the commit marks").get(&n).copied()
     }
 
     pub(crate) fn url(&self, path: &str) -> String {
         format!("http://{}{path}", self.addr)
     }
+}
+
+/// The line a server process prints when broadcast `n` of the stream benchmark committed, `at`
+/// by this machine's wall clock: the clock the load generator reads too, so the two processes'
+/// instants subtract.
+pub(crate) fn print_commit_mark(n: usize, at: SystemTime) {
+    let nanos = at.duration_since(SystemTime::UNIX_EPOCH).expect("after 1970").as_nanos();
+    println!("committed {n} {nanos}");
+}
+
+/// The broadcast and instant of a line of [`print_commit_mark`].
+fn commit_mark(line: &str) -> Option<(usize, SystemTime)> {
+    let (n, nanos) = line.strip_prefix("committed ")?.split_once(' ')?;
+    let nanos: u64 = nanos.parse().ok()?;
+    Some((n.parse().ok()?, SystemTime::UNIX_EPOCH + Duration::from_nanos(nanos)))
 }
 
 /// A development token of the benchmarks' secret for `user`.
