@@ -482,7 +482,7 @@ impl Hub {
                             Err(broadcast::error::RecvError::Closed) => return,
                         }
                     }
-                    () = tokio::time::sleep_until(next_check), if !waiting.is_empty() => {
+                    () = until(next_check), if !waiting.is_empty() => {
                         let before = horizon;
                         match storage.horizon().await {
                             Ok(h) => horizon = horizon.max(h),
@@ -518,6 +518,14 @@ impl Hub {
             }
         })
         .abort_handle()
+    }
+}
+
+/// Wait until `at`, without a timer when it has come. A ping due at once would otherwise wait
+/// for the timer's next tick: tokio's timers round a deadline up to the end of its millisecond.
+async fn until(at: Instant) {
+    if at > Instant::now() {
+        tokio::time::sleep_until(at).await;
     }
 }
 
@@ -670,7 +678,7 @@ mod tests {
     use engine_kernel::BucketKey;
     use tokio::time::Instant;
 
-    use super::{Signal, WAITING_BUCKETS, Waiting};
+    use super::{Signal, WAITING_BUCKETS, Waiting, until};
 
     fn bucket(n: usize) -> BucketKey {
         BucketKey::parse(&format!("own/u{n}")).unwrap()
@@ -680,6 +688,18 @@ mod tests {
     fn clock() -> impl Fn(u64) -> Instant {
         let start = Instant::now();
         move |ms| start + Duration::from_millis(ms)
+    }
+
+    /// A reading of the horizon due now starts at the first poll, not at the timer's next tick:
+    /// a bucket's first ping is due at once (`tokio::time::sleep_until` with that instant would
+    /// still be pending here); one due later still waits.
+    #[tokio::test]
+    async fn a_reading_due_now_waits_for_no_timer() {
+        use futures_util::FutureExt;
+        let now = Instant::now();
+        assert!(until(now).now_or_never().is_some(), "due now: ready at once");
+        assert!(until(now - Duration::from_millis(1)).now_or_never().is_some(), "overdue: ready at once");
+        assert!(until(now + Duration::from_secs(60)).now_or_never().is_none(), "due later: pending");
     }
 
     /// Pings of buckets no socket follows wait without urgency, and are still delivered once the
