@@ -3,7 +3,8 @@
 //! committed: a commit's fsync is shared by the group, and a push answered `applied` is on disk.
 //! Each mutation is its own savepoint in it (`SAVEPOINT mutation`, sent with the first statement
 //! of the mutation, released by the next mutation's first batch or by the commit), so a
-//! mutation that fails is undone alone.
+//! mutation that fails is undone alone. The group's first batch begins the transaction too: a
+//! push alone costs three hand-overs to the connection's thread, not four.
 //!
 //! The writer writes alone, so the client's sequence needs no lock: it is read and decided by
 //! `sequence.rs` as on Postgres' checked path. The mutator runs on the same authorized
@@ -161,23 +162,46 @@ struct Broken(Error);
 /// push answered an internal error and the others `retry_later`.
 struct Panicked(usize);
 
+/// Where the group's transaction stands when a mutation's first batch is sent.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Stand {
+    /// Not begun: the batch begins it.
+    Unbegun,
+    /// Begun, with no savepoint open.
+    Begun,
+    /// A savepoint of a mutation left to be released by the next batch, or by the commit.
+    Open,
+}
+
+impl Stand {
+    /// How the mutation's first batch opens its savepoint.
+    fn opening(self) -> Opening {
+        match self {
+            Stand::Unbegun => Opening::BeginAndOpen,
+            Stand::Begun => Opening::Open,
+            Stand::Open => Opening::ReleaseAndOpen,
+        }
+    }
+}
+
 /// The answers to the pushes of `group`, applied in one transaction on `conn` and committed.
 async fn write_group(core: &Shared, conn: &mut SqliteConnection, group: &[Queued]) -> Vec<Result<Pushed>> {
     let applied = async {
-        begin(conn).await.map_err(|cause| Ok(Broken(cause)))?;
         let mut answers = Vec::with_capacity(group.len());
-        // A savepoint of a mutation left to be released by the next batch, or by the commit.
-        let mut open = false;
+        let mut stand = Stand::Unbegun;
         for (i, queued) in group.iter().enumerate() {
             let pushed =
-                push_one(core, conn, &mut open, &queued.actor, &queued.request).instrument(queued.span.clone());
+                push_one(core, conn, &mut stand, &queued.actor, &queued.request).instrument(queued.span.clone());
             let pushed = match queued.gate.clone() {
                 Some(gate) => AssertUnwindSafe(MERGE_GATE.scope(gate, pushed)).catch_unwind().await,
                 None => AssertUnwindSafe(pushed).catch_unwind().await,
             };
             answers.push(Ok(pushed.map_err(|_| Err(Panicked(i)))?.map_err(Ok)?));
         }
-        run_sql(conn, "COMMIT").await.map_err(|cause| Ok(Broken(cause)))?;
+        // Pushes of no mutation alone begin nothing.
+        if stand != Stand::Unbegun {
+            run_sql(conn, "COMMIT").await.map_err(|cause| Ok(Broken(cause)))?;
+        }
         Ok(answers)
     };
     match applied.await {
@@ -205,12 +229,10 @@ async fn write_group(core: &Shared, conn: &mut SqliteConnection, group: &[Queued
     }
 }
 
-/// Begin the group's transaction. A transaction left open (by a task that panicked) is undone
-/// first.
-async fn begin(conn: &mut SqliteConnection) -> Result<()> {
-    if run_sql(conn, "BEGIN IMMEDIATE").await.is_ok() {
-        return Ok(());
-    }
+/// Begin the group's transaction alone, after the first batch, which begins it, failed. A
+/// transaction left open (by a task that panicked, or by the failed batch) is undone first.
+/// Nothing of the group was written before that batch.
+async fn begin_again(conn: &mut SqliteConnection) -> Result<()> {
     let _ = run_sql(conn, "ROLLBACK").await;
     run_sql(conn, "BEGIN IMMEDIATE").await
 }
@@ -231,14 +253,21 @@ async fn undo(conn: &mut SqliteConnection) -> std::result::Result<(), Broken> {
 async fn push_one(
     core: &Shared,
     conn: &mut SqliteConnection,
-    open: &mut bool,
+    stand: &mut Stand,
     actor: &Actor,
     request: &PushRequest,
 ) -> std::result::Result<Pushed, Broken> {
     let mut pushed = Pushed::default();
     let mut last = None;
     for mutation in &request.mutations {
-        match apply(core, conn, open, actor, request.client_id, mutation).await {
+        let mut applied = apply(core, conn, stand, actor, request.client_id, mutation).await;
+        if applied.is_err() && *stand == Stand::Unbegun {
+            // The batch beginning the group's transaction failed before the mutation ran.
+            begin_again(conn).await.map_err(Broken)?;
+            *stand = Stand::Begun;
+            applied = apply(core, conn, stand, actor, request.client_id, mutation).await;
+        }
+        match applied {
             Ok(Settled::Applied { result, affected, membership_changes, sequence, commit_xid }) => {
                 last = Some(sequence);
                 pushed.commit_xid = pushed.commit_xid.max(commit_xid);
@@ -282,10 +311,12 @@ async fn read_sequence(conn: &mut SqliteConnection, user: &str, client: uuid::Uu
 }
 
 /// How a mutation's first batch stands to its savepoint.
-#[derive(Clone, Copy)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Opening {
     /// Within the mutation's savepoint, begun before.
     Within,
+    /// Begin the group's transaction, then the mutation's savepoint.
+    BeginAndOpen,
     /// Begin the mutation's savepoint.
     Open,
     /// End the savepoint an earlier mutation left open, then begin the mutation's.
@@ -313,6 +344,7 @@ async fn read_or_start(
     }
     let sql = match opening {
         Opening::Within => read_or_start!(),
+        Opening::BeginAndOpen => concat!("BEGIN IMMEDIATE; SAVEPOINT mutation; ", read_or_start!()),
         Opening::Open => concat!("SAVEPOINT mutation; ", read_or_start!()),
         Opening::ReleaseAndOpen => concat!("RELEASE mutation; SAVEPOINT mutation; ", read_or_start!()),
     };
@@ -440,19 +472,23 @@ async fn record(
 }
 
 /// Apply `mutation` in a savepoint of its own, which the first batch begins (ending the one an
-/// earlier mutation left `open`). A recorded mutation leaves its savepoint open; one that
-/// failed transiently is left for the caller to undo.
+/// earlier mutation left open, or beginning the group's transaction, as `stand` says). A
+/// recorded mutation leaves its savepoint open; one that failed transiently is left for the
+/// caller to undo. Where the first batch fails, `stand` is left as it was.
 async fn apply(
     core: &Shared,
     conn: &mut SqliteConnection,
-    open: &mut bool,
+    stand: &mut Stand,
     actor: &Actor,
     client: uuid::Uuid,
     mutation: &MutationRequest,
 ) -> Result<Settled> {
     let user = actor.user_id.as_str();
-    let opening = if std::mem::take(open) { Opening::ReleaseAndOpen } else { Opening::Open };
-    let sequence = read_or_start(conn, user, client, mutation.client_mutation_id, opening).await?;
+    let sequence = read_or_start(conn, user, client, mutation.client_mutation_id, stand.opening()).await;
+    if *stand != Stand::Unbegun || sequence.is_ok() {
+        *stand = Stand::Begun;
+    }
+    let sequence = sequence?;
     let last = sequence.last;
     match sequence.decide(mutation.mutation_id) {
         Decision::CollectedDuplicate => {
@@ -493,7 +529,7 @@ async fn apply(
     };
     match executed {
         Ok(settled) => {
-            *open = true;
+            *stand = Stand::Open;
             Ok(settled)
         }
         Err(err) if err.is_deterministic() => {
@@ -504,7 +540,7 @@ async fn apply(
             read_or_start(conn, user, client, mutation.client_mutation_id, Opening::Within).await?;
             let stored = json!({ "error": result.error });
             record(conn, &core.app, actor, client, mutation, ("rejected", &stored), Carried::default()).await?;
-            *open = true;
+            *stand = Stand::Open;
             log_rejection(user, client, mutation, &err);
             Ok(Settled::Answered { result, sequence: mutation.mutation_id })
         }
@@ -588,4 +624,23 @@ async fn renumber(
     .execute(&mut *conn)
     .await?;
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{Opening, Stand};
+
+    /// A group's first batch begins its transaction: a push alone hands three batches to the
+    /// connection's thread (the sequence, the record, the commit), not four.
+    #[test]
+    fn the_first_batch_of_a_group_begins_its_transaction() {
+        let table = [
+            (Stand::Unbegun, Opening::BeginAndOpen),
+            (Stand::Begun, Opening::Open),
+            (Stand::Open, Opening::ReleaseAndOpen),
+        ];
+        for (stand, opening) in table {
+            assert_eq!(stand.opening(), opening, "{stand:?}");
+        }
+    }
 }
