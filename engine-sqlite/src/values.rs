@@ -25,6 +25,12 @@ pub fn sqlite_type(sql_type: SqlType) -> &'static str {
     }
 }
 
+/// Whether a column of `sql_type` holds floats: SQLite's JSON writes them with 15 significant
+/// digits, which loses bits, so they are written to JSON by the reader.
+pub fn is_float(sql_type: SqlType) -> bool {
+    matches!(sql_type, SqlType::Real | SqlType::Double)
+}
+
 /// A column value as a statement binds it (`QueryBuilder::push_bind`), in the SQLite type that
 /// stores it; `None` binds `NULL`.
 #[derive(Debug, Clone, PartialEq)]

@@ -17,7 +17,7 @@ pub(crate) use named_locks::{Held, NamedLocks};
 mod named_locks;
 
 use crate::error::{Error, Result};
-use crate::row_json::{write_json, write_object};
+use crate::row_json::write_json;
 
 /// The path a `sqlite://` URL names (`sqlite://notes.db`, `sqlite:///var/lib/notes.db`,
 /// `sqlite:notes.db`), or `None` when `url` is not one.
@@ -139,51 +139,34 @@ pub(crate) fn now_ms() -> i64 {
     i64::try_from(engine_kernel::hlc::wall_clock_ms()).unwrap_or(i64::MAX)
 }
 
-/// The columns `columns` (indexes into `table.columns`) of the row of `table` in the first
-/// columns of `row`.
-pub(crate) fn decode_columns(
-    table: &engine_kernel::TableMeta,
-    row: &sqlx::sqlite::SqliteRow,
-    columns: &[usize],
-) -> Result<engine_kernel::Row> {
-    let mut out = engine_kernel::Row::new();
-    for &i in columns {
-        let column = &table.columns[i];
-        out.insert(column.name.to_owned(), engine_sqlite::values::decode(row, i, column)?);
-    }
-    Ok(out)
-}
-
-/// Write to `out` the JSON object of the row of `table` in the first columns of `row`, in column
-/// order: the values [`decode_row`] gives, written without making them (the file keeps values
-/// in the form they travel in, so text and numbers go straight to JSON).
+/// Write to `out` the JSON object of a row of `table` whose columns but its floats SQLite wrote
+/// as `written` (the walk's statement does), its floats after them, read from `row` where `at`
+/// says (given a column's index in the table). A float JSON has no form for travels as null,
+/// as in the column's JSON value.
 pub(crate) fn write_row(
     table: &engine_kernel::TableMeta,
+    written: &str,
     row: &sqlx::sqlite::SqliteRow,
+    at: impl Fn(usize) -> usize,
     out: &mut Vec<u8>,
 ) -> Result<()> {
-    use engine_kernel::SqlType;
     use sqlx::Row as _;
-    write_object(table, out, |i, column, out| {
-        match column.sql_type {
-            SqlType::Text
-            | SqlType::Uuid
-            | SqlType::Timestamp
-            | SqlType::Bytes
-            | SqlType::CrdtText
-            | SqlType::CrdtMap => write_json(out, &row.try_get::<Option<&str>, _>(i)?)?,
-            SqlType::SmallInt | SqlType::Integer | SqlType::BigInt => {
-                write_json(out, &row.try_get::<Option<i64>, _>(i)?)?;
-            }
-            SqlType::Boolean => write_json(out, &row.try_get::<Option<i64>, _>(i)?.map(|v| v != 0))?,
-            // A number JSON has no form for travels as null, as in the column's JSON value.
-            SqlType::Real | SqlType::Double => {
-                write_json(out, &row.try_get::<Option<f64>, _>(i)?.filter(|f| f.is_finite()))?;
-            }
-            SqlType::Json => write_json(out, &engine_sqlite::values::decode(row, i, column)?)?,
+    let head = written.strip_suffix('}').ok_or_else(|| Error::internal("SQLite wrote a row that is no object"))?;
+    out.extend_from_slice(head.as_bytes());
+    let mut first = head == "{";
+    for (i, column) in table.columns.iter().enumerate() {
+        if !engine_sqlite::values::is_float(column.sql_type) {
+            continue;
         }
-        Ok(())
-    })
+        if !std::mem::take(&mut first) {
+            out.push(b',');
+        }
+        write_json(out, column.name)?;
+        out.push(b':');
+        write_json(out, &row.try_get::<Option<f64>, _>(at(i))?.filter(|f| f.is_finite()))?;
+    }
+    out.push(b'}');
+    Ok(())
 }
 
 /// A row of `table` read from the first columns of `row`, in column order.

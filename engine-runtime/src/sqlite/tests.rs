@@ -1,8 +1,11 @@
+use engine_sqlite::ident;
+use engine_sqlite::values::sqlite_type;
 use proptest::prelude::*;
 use sqlx::Connection;
 
 use super::{decode_row, write_row};
 use crate::row_json::every_type::{TABLE, float, is_decoded, runner, text};
+use crate::rules::selection::sqlite::json_object;
 
 type Case = (
     Option<String>,
@@ -16,8 +19,8 @@ type Case = (
     bool,
 );
 
-/// A row's JSON as the walk writes it is the object its decoded values make, for every column
-/// type, null or not.
+/// A row's JSON as SQLite writes it for the walk is the object its decoded values make, for
+/// every column type, null or not.
 #[test]
 fn a_row_written_as_json_is_the_row_decoded() {
     let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
@@ -42,9 +45,13 @@ fn a_row_written_as_json_is_the_row_decoded() {
             } else {
                 "NULL, NULL, 'not JSON', NULL"
             };
-            let sql = format!("SELECT ?, ?, ?, ?, ?, ?, ?, ?, {others}");
             let mut conn = sqlx::SqliteConnection::connect("sqlite::memory:").await.unwrap();
-            let row = sqlx::query(sqlx::AssertSqlSafe(sql))
+            // The values in a table of the table's columns, as the file keeps them.
+            let columns: Vec<String> =
+                TABLE.columns.iter().map(|c| format!("{} {}", ident(c.name), sqlite_type(c.sql_type))).collect();
+            let create = format!("CREATE TABLE t ({})", columns.join(", "));
+            sqlx::raw_sql(sqlx::AssertSqlSafe(create)).execute(&mut conn).await.unwrap();
+            sqlx::query(sqlx::AssertSqlSafe(format!("INSERT INTO t VALUES (?, ?, ?, ?, ?, ?, ?, ?, {others})")))
                 .bind(text)
                 .bind(small)
                 .bind(integer)
@@ -53,11 +60,15 @@ fn a_row_written_as_json_is_the_row_decoded() {
                 .bind(double)
                 .bind(flag)
                 .bind(bytes)
-                .fetch_one(&mut conn)
+                .execute(&mut conn)
                 .await
                 .unwrap();
+            // The row's JSON as SQLite writes it, then every column as the floats are read.
+            let select = format!("SELECT *, {} FROM t", json_object("t", &TABLE));
+            let row = sqlx::query(sqlx::AssertSqlSafe(select)).fetch_one(&mut conn).await.unwrap();
+            let sql_json: &str = sqlx::Row::get(&row, TABLE.columns.len());
             let mut written = Vec::new();
-            write_row(&TABLE, &row, &mut written).unwrap();
+            write_row(&TABLE, sql_json, &row, |i| i, &mut written).unwrap();
             is_decoded(&written, decode_row(&TABLE, &row).unwrap())
         })
     };

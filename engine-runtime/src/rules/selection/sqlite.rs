@@ -6,7 +6,7 @@
 use engine_kernel::rules::ConstValue;
 use engine_kernel::rules::buckets::RuleSelection;
 use engine_kernel::{ColumnMeta, SqlType, TableMeta};
-use engine_sqlite::values::stored;
+use engine_sqlite::values::{is_float, stored};
 use engine_sqlite::{Sql, ident};
 use serde_json::Value;
 
@@ -97,9 +97,10 @@ pub(crate) fn push_any_bucket(sql: &mut Sql, table: &TableMeta, selection: &Rule
 
 /// One step of a pull's walk through one bucket of `selection`: its rows written from `from`
 /// (on) to `to` (below), after `resume` (the last row delivered: number and key) when given, in
-/// the change stream's order (number, then key), at most `limit`. Each row's columns, then its
-/// number, then (with `stamps`) its clock stamps. One range scan of the `(scope, _engine_seq,
-/// key)` index under the `LIMIT`.
+/// the change stream's order (number, then key), at most `limit`. Each row as its JSON object's
+/// text ([`json_object`]), then its columns `columns` (indexes into the table's columns), then
+/// its number, then (with `stamps`) its clock stamps. One range scan of the `(scope,
+/// _engine_seq, key)` index under the `LIMIT`.
 #[allow(clippy::too_many_arguments)]
 pub(crate) fn push_walk_one(
     sql: &mut Sql,
@@ -109,13 +110,13 @@ pub(crate) fn push_walk_one(
     (from, to): (u64, u64),
     resume: Option<(u64, &[Value])>,
     limit: usize,
-    stamps: bool,
+    (columns, stamps): (&[usize], bool),
 ) {
-    let columns: Vec<String> = table.columns.iter().map(|c| column("t", c.name)).collect();
+    let columns: String = columns.iter().map(|&i| format!(", {}", column("t", table.columns[i].name))).collect();
     let stamps = if stamps { ", t._engine_hlc" } else { "" };
     sql.push(format_args!(
-        "SELECT {}, t._engine_seq{stamps} FROM {} AS t WHERE ",
-        columns.join(", "),
+        "SELECT {}{columns}, t._engine_seq{stamps} FROM {} AS t WHERE ",
+        json_object("t", table),
         ident(table.name)
     ));
     push_selected(sql, "t", table, selection, params);
@@ -137,6 +138,43 @@ pub(crate) fn push_walk_one(
     let order: Vec<String> = keys.iter().map(|k| column("t", k.name)).collect();
     sql.push(format_args!(" ORDER BY t._engine_seq, {} LIMIT ", order.join(", ")));
     sql.push_bind(i64::try_from(limit).unwrap_or(i64::MAX));
+}
+
+/// The JSON object of the row of `table` as `alias`, written by SQLite: every column but its
+/// floats in column order, in the wire form `engine_sqlite::values::decode` gives. The file
+/// keeps most values in that form already; a boolean's 0 or 1 is written `false` or `true`, and
+/// a JSON document that is not JSON as null. Floats are left to the reader
+/// (`sqlite::write_row`): SQLite's JSON writes 15 significant digits, and its `printf` gets a
+/// 17th wrong. A row is then one value handed out of the file, where it was a value a column
+/// (each one copied out, then freed).
+pub(crate) fn json_object(alias: &str, table: &TableMeta) -> String {
+    let fields: Vec<String> = table
+        .columns
+        .iter()
+        .filter(|c| !is_float(c.sql_type))
+        .map(|c| {
+            let value = column(alias, c.name);
+            let value = match c.sql_type {
+                SqlType::Boolean => {
+                    format!("json(CASE WHEN {value} IS NULL THEN 'null' WHEN {value} THEN 'true' ELSE 'false' END)")
+                }
+                SqlType::Json => format!("json(CASE WHEN json_valid({value}) THEN {value} ELSE 'null' END)"),
+                SqlType::Real
+                | SqlType::Double
+                | SqlType::SmallInt
+                | SqlType::Integer
+                | SqlType::BigInt
+                | SqlType::Text
+                | SqlType::Uuid
+                | SqlType::Timestamp
+                | SqlType::Bytes
+                | SqlType::CrdtText
+                | SqlType::CrdtMap => value,
+            };
+            format!("{}, {value}", literal(c.name))
+        })
+        .collect();
+    format!("json_object({})", fields.join(", "))
 }
 
 #[cfg(test)]
