@@ -70,13 +70,55 @@ impl RuleSelection {
 }
 
 /// The text form of a value as a bucket parameter (`ParamValue::to_param`, and Postgres' `::text`).
+/// A number's is [`number_text`]'s: the canonical text the clients compute too.
 pub fn param_text(value: &Value) -> Option<String> {
     match value {
         Value::String(s) => Some(s.clone()),
-        Value::Number(n) => Some(n.to_string()),
+        Value::Number(n) => Some(number_text(n)),
         Value::Bool(b) => Some(b.to_string()),
         _ => None,
     }
+}
+
+/// The canonical text of a JSON number (`docs/protocol.md#bucket-keys`): an integer read as one
+/// in decimal, exactly; any other number as ECMAScript's `Number.prototype.toString` writes the
+/// `f64`, so `7.0` is `7` (as an integer column holds it) and `1e21` is `1e+21`, what the
+/// TypeScript client's `String(n)` gives. Not serde_json's `7.0` and `1e21`: a claim `7.0` would
+/// then name another bucket than the row `7` and fail Postgres' `'7.0'::int8`.
+pub fn number_text(n: &serde_json::Number) -> String {
+    match n.as_f64() {
+        Some(f) if n.is_f64() => ecmascript_text(f),
+        _ => n.to_string(),
+    }
+}
+
+/// ECMAScript's `Number::toString(f)` for a finite `f` (ECMA-262 §6.1.6.1.20): the shortest
+/// digits that read back as `f`, in positional notation from 1e-7 up to 1e21, else exponential
+/// with a sign (`1e+21`, `1.5e-7`).
+fn ecmascript_text(f: f64) -> String {
+    if f == 0.0 {
+        return "0".to_owned();
+    }
+    // `{:e}` writes the shortest round-trip digits: `-1.5e-7`.
+    let exponential = format!("{:e}", f.abs());
+    let (mantissa, exponent) = exponential.split_once('e').expect("`{:e}` writes an exponent");
+    let digits = mantissa.replace('.', "");
+    let k = digits.len() as i32;
+    let n = exponent.parse::<i32>().expect("`{:e}` writes a decimal exponent") + 1;
+    let sign = if f < 0.0 { "-" } else { "" };
+    let zeros = |count: i32| "0".repeat(count.max(0) as usize);
+    let text = if k <= n && n <= 21 {
+        format!("{digits}{}", zeros(n - k))
+    } else if 0 < n && n <= 21 {
+        format!("{}.{}", &digits[..n as usize], &digits[n as usize..])
+    } else if -6 < n && n <= 0 {
+        format!("0.{}{digits}", zeros(-n))
+    } else {
+        let (first, rest) = digits.split_at(1);
+        let point = if rest.is_empty() { String::new() } else { format!(".{rest}") };
+        format!("{first}{point}e{}{}", if n > 0 { "+" } else { "-" }, (n - 1).abs())
+    };
+    format!("{sign}{text}")
 }
 
 /// The sync rules of an app, indexed by table.

@@ -13,7 +13,7 @@
  * the mutation may be creating, as the server notes the buckets it creates.
  */
 
-import { bucketKey, bucketRule, encodeBucketParam, type BucketParam } from "./bucket.js";
+import { bucketKey, bucketRule, encodeBucketParam, numberText, type BucketParam } from "./bucket.js";
 import type { AnySchema, MembershipFilterSchema, SyncRuleSchema, TableSchema, WriteAlternative } from "./schema.js";
 import { isSoftDeleted, sameValue, type Actor } from "./view.js";
 import type { Row } from "./wire.js";
@@ -52,6 +52,16 @@ const refused = (message: string): Verdict => ({ kind: "refused", message });
 
 /** May the actor make `write`? The server's order of checks, each answered as far as the client can. */
 export function authorizeWrite(ctx: WriteContext, write: Write): Verdict {
+  try {
+    return authorizeKnown(ctx, write);
+  } catch (error) {
+    if (error === INEXACT) return UNKNOWN;
+    throw error;
+  }
+}
+
+/** `authorizeWrite`, throwing `INEXACT` where it would read a number whose text it cannot tell. */
+function authorizeKnown(ctx: WriteContext, write: Write): Verdict {
   const table = ctx.schema.tables[write.table];
   if (!table) return UNKNOWN;
   if (ctx.schema.serverOnly.includes(write.table)) {
@@ -120,10 +130,21 @@ export function authorizeWrite(ctx: WriteContext, write: Write): Verdict {
 
 // --- Which buckets a row lies in -------------------------------------------------------------
 
+/**
+ * Thrown by `paramText` for an integer beyond 2^53: the server may name another bucket with it
+ * than the client would, so the verdict is `unknown`.
+ */
+const INEXACT = Symbol("inexact number");
+
 /** The text of a value as a bucket parameter (the server's `param_text`). */
-function paramText(value: unknown): string | null {
+export function paramText(value: unknown): string | null {
   if (typeof value === "string") return value;
-  if (typeof value === "number" || typeof value === "boolean") return String(value);
+  if (typeof value === "boolean") return String(value);
+  if (typeof value === "number") {
+    const text = numberText(value);
+    if (text === null) throw INEXACT;
+    return text;
+  }
   return null;
 }
 

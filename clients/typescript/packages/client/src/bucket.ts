@@ -10,9 +10,21 @@ export type BucketParam = string | number | boolean;
 const UNRESERVED = /^[A-Za-z0-9\-._~]$/;
 const encoder = new TextEncoder();
 
+/**
+ * The canonical text of a number (the server's `number_text`): `String(n)`, which the server
+ * writes for a JSON float too (`7.0` is `7`, `1e21` is `1e+21`). `null` for an integer beyond
+ * 2^53: `JSON.parse` may have rounded it, and the server writes the integer it read exactly.
+ */
+export function numberText(n: number): string | null {
+  return Number.isInteger(n) && !Number.isSafeInteger(n) ? null : String(n);
+}
+
 /** The canonical text of one parameter: every byte outside `A-Z a-z 0-9 - . _ ~` as `%XX`. */
 export function encodeBucketParam(value: BucketParam): string {
-  const text = typeof value === "string" ? value : String(value);
+  const text = typeof value === "number" ? numberText(value) : String(value);
+  if (text === null) {
+    throw new RangeError(`a bucket parameter beyond 2^53 may not be exact: pass ${value} as a string`);
+  }
   let out = "";
   for (const char of text) {
     if (UNRESERVED.test(char)) {

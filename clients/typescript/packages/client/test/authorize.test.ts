@@ -5,9 +5,11 @@
  * is pinned to the server's exact words (`engine-runtime/src/mutation/authorize.rs`).
  */
 
+import { readFileSync } from "node:fs";
+
 import { describe, expect, test } from "vitest";
 
-import { authorizeWrite, rowBuckets, writeBuckets, type Verdict, type WriteContext } from "../src/authorize.js";
+import { authorizeWrite, paramText, rowBuckets, writeBuckets, type Verdict, type WriteContext } from "../src/authorize.js";
 import { ForbiddenError } from "../src/errors.js";
 import { Replica } from "../src/replica.js";
 import type { AnySchema, SyncRuleSchema, TableSchema } from "../src/schema.js";
@@ -162,6 +164,35 @@ describe("which buckets a row lies in", () => {
     expect(rowBuckets(schema, "members", member("l1", "bob", "viewer"))).toEqual(["own/olga", "shared/l1"]);
     expect(writeBuckets(schema, "members", { ...member("l9", "bob", "viewer"), owner_id: null })).toEqual(["shared/l9"]);
     expect(writeBuckets(schema, "team_members", { team_id: "t2", user_id: "bob", role: "member", deleted_at: "x" })).toEqual([]);
+  });
+});
+
+describe("the text of a value as a bucket parameter", () => {
+  interface Case {
+    what: string;
+    json: string;
+    text: string | null;
+    javascript?: "unknown";
+  }
+  const cases = (
+    JSON.parse(readFileSync(new URL("./vectors/param-texts.json", import.meta.url), "utf8")) as { cases: Case[] }
+  ).cases;
+
+  test("is the server's, by the cases `engine-kernel/tests/param_texts.rs` checks too", () => {
+    expect(cases.length).toBeGreaterThanOrEqual(20);
+    for (const { what, json, text, javascript } of cases) {
+      const value: unknown = JSON.parse(json);
+      if (javascript === "unknown") expect(() => paramText(value), `${what}: ${json}`).toThrow();
+      else expect(paramText(value), `${what}: ${json}`).toBe(text);
+    }
+  });
+
+  test("a claim beyond 2^53 makes a write unknown, not refused", () => {
+    // The server reads the claim exactly, so the row is in the actor's bucket there.
+    const ctx = { ...context([]), actor: { ...alice, claims: { org: JSON.parse("9007199254740993") as number } } };
+    const doc = { id: "d", org: "9007199254740993", public: true, author: null, editor: null };
+    expect(authorizeWrite(ctx, { table: "docs", before: null, after: doc })).toEqual(unknown);
+    expect(authorizeWrite(ctx, { table: "docs", before: null, after: { ...doc, org: "acme" } })).toEqual(unknown);
   });
 });
 
