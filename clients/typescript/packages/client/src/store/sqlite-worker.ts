@@ -14,22 +14,8 @@
 
 import sqlite3InitModule from "@sqlite.org/sqlite-wasm";
 
+import { batch, type Database, type Statement } from "./sqlite-batch.js";
 import type { WorkerReply, WorkerRequest } from "./web-sqlite.js";
-import type { SqlStatement, SqlValue } from "./sqlite.js";
-
-interface Statement {
-  bind(params: SqlValue[]): Statement;
-  stepReset(): Statement;
-  clearBindings(): Statement;
-  finalize(): void;
-}
-
-interface Database {
-  exec(options: { sql: string; bind?: SqlValue[]; rowMode: "object"; returnValue: "resultRows" }): Record<string, SqlValue>[];
-  exec(sql: string, options: { bind: SqlValue[] }): unknown;
-  prepare(sql: string): Statement;
-  close(): void;
-}
 
 const scope = globalThis as unknown as {
   onmessage: ((event: MessageEvent<WorkerRequest>) => void) | null;
@@ -57,7 +43,7 @@ async function handle(request: WorkerRequest): Promise<void> {
       const rows = db.exec({ sql: request.sql, bind: request.params, rowMode: "object", returnValue: "resultRows" });
       scope.postMessage({ type: "done", id: request.id, rows });
     } else if (request.type === "batch") {
-      batch(db, request.statements);
+      batch(db, prepared, request.statements);
       scope.postMessage({ type: "done", id: request.id, rows: [] });
     } else {
       for (const statement of prepared.values()) statement.finalize();
@@ -68,39 +54,6 @@ async function handle(request: WorkerRequest): Promise<void> {
     }
   } catch (error) {
     scope.postMessage({ type: "error", id: request.id, message: error instanceof Error ? error.message : String(error) });
-  }
-}
-
-/**
- * Run `statements` in one transaction. When one fails, the error reported is the failure's own:
- * SQLite may have rolled the transaction back already (a full disk does), and the `ROLLBACK`
- * that then finds none must not hide why.
- */
-function batch(database: Database, statements: SqlStatement[]): void {
-  database.exec("BEGIN", { bind: [] });
-  try {
-    for (const [sql, params] of statements) {
-      // The layout's `CREATE` and `PRAGMA` run once: only parameterized statements are kept.
-      if (params.length === 0) {
-        database.exec(sql, { bind: params });
-        continue;
-      }
-      let statement = prepared.get(sql);
-      if (!statement) prepared.set(sql, (statement = database.prepare(sql)));
-      statement.bind(params).stepReset().clearBindings();
-    }
-    database.exec("COMMIT", { bind: [] });
-  } catch (error) {
-    try {
-      database.exec("ROLLBACK", { bind: [] });
-    } catch {
-      // Rolled back by SQLite itself.
-    }
-    // A statement whose step failed is left unreset, and SQLite refuses to bind it again
-    // (`SQLITE_MISUSE`), which would fail every later write: the next batch compiles afresh.
-    for (const statement of prepared.values()) statement.finalize();
-    prepared.clear();
-    throw error;
   }
 }
 
