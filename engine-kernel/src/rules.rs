@@ -192,10 +192,7 @@ impl RowTerm {
     pub fn holds_on(&self, row: &Row, actor: &crate::Actor) -> bool {
         let equals = match self.value {
             FilterValue::Const(value) => value.matches(row.get(self.column)),
-            FilterValue::Claim(claim) => {
-                let column = row.get(self.column).and_then(buckets::param_text);
-                column.is_some() && column == buckets::claim_text(claim, actor)
-            }
+            FilterValue::Claim(claim) => buckets::claim_equals(row.get(self.column), claim, actor),
         };
         equals == self.equal
     }

@@ -379,12 +379,13 @@ impl RuleMeta {
     }
 
     /// Whether `row` of the rule's membership table is the membership row of `actor` itself:
-    /// every column the membership query compares with a claim holds the actor's claim. Never
-    /// for a rule without a membership table.
+    /// every column the membership query compares with a claim holds the actor's claim
+    /// ([`claim_equals`]: a null or missing column is no one's, even for an actor that lacks
+    /// the claim). Never for a rule without a membership table.
     pub fn is_members_own(&self, row: &Row, actor: &Actor) -> bool {
         let Some(Membership::Table { filters, .. }) = self.membership else { return false };
         filters.iter().all(|filter| match filter.value {
-            FilterValue::Claim(claim) => row.get(filter.column).and_then(param_text) == claim_text(claim, actor),
+            FilterValue::Claim(claim) => claim_equals(row.get(filter.column), claim, actor),
             FilterValue::Const(_) => true,
         })
     }
@@ -405,10 +406,18 @@ pub fn claim_text(claim: Claim, actor: &Actor) -> Option<String> {
     param_text(&claim.value(actor)?)
 }
 
+/// Whether a column's `value` equals `actor`'s claim, as a membership query compares them: the
+/// same text. A null or missing value, or a claim the actor lacks, equals nothing (not each
+/// other: SQL's `NULL = NULL` is not true either).
+pub fn claim_equals(value: Option<&Value>, claim: Claim, actor: &Actor) -> bool {
+    let text = value.and_then(param_text);
+    text.is_some() && text == claim_text(claim, actor)
+}
+
 #[cfg(test)]
 mod tests {
     use crate::SqlType;
-    use crate::rules::{ParamMeta, ScopeEq};
+    use crate::rules::{MembershipFilter, ParamMeta, ScopeEq};
     use serde_json::json;
 
     use super::*;
@@ -433,6 +442,52 @@ mod tests {
         held_while: None,
         anchor: None,
     };
+
+    /// `membership(Member::org == actor.claims.org && Member::user == actor.user_id)`.
+    static MEMBER_FILTERS: [MembershipFilter; 2] = [
+        MembershipFilter { column: "org", value: FilterValue::Claim(Claim::Custom("org")) },
+        MembershipFilter { column: "user", value: FilterValue::Claim(Claim::UserId) },
+    ];
+    static MEMBERS: RuleMeta = RuleMeta {
+        name: "members",
+        description: "",
+        parameters: &[ParamMeta {
+            name: "org",
+            sql_type: SqlType::Text,
+            source: ParamSource::Claim(Claim::Custom("org")),
+        }],
+        membership: Some(Membership::Table { table: "members", filters: &MEMBER_FILTERS }),
+        data: &[],
+        writes: &[],
+        accepts: &[],
+        leave: true,
+        invite: None,
+        held_while: None,
+        anchor: None,
+    };
+
+    #[test]
+    fn a_membership_row_is_the_actors_own_only_where_every_claim_column_holds_its_claim() {
+        let ann = Actor::new("ann", "ann");
+        let acme = Actor::new("ann", "ann").with_claim("org", "acme");
+        let seven = Actor::new("ann", "ann").with_claim("org", 7.0);
+        let row = |value: Value| json!({"org": value, "user": "ann"}).as_object().unwrap().clone();
+        let mut missing = row(Value::Null);
+        missing.remove("org");
+        let table: [(&str, Row, &Actor, bool); 8] = [
+            ("the claim's text", row(json!("acme")), &acme, true),
+            ("another text", row(json!("other")), &acme, false),
+            ("a number and the claim's text", row(json!(7)), &seven, true),
+            ("a null column, a claim", row(Value::Null), &acme, false),
+            ("a column, a claim the actor lacks", row(json!("acme")), &ann, false),
+            ("a null column, a claim the actor lacks", row(Value::Null), &ann, false),
+            ("a missing column, a claim the actor lacks", missing, &ann, false),
+            ("another user", json!({"org": "acme", "user": "bob"}).as_object().unwrap().clone(), &acme, false),
+        ];
+        for (what, row, actor, own) in table {
+            assert_eq!(MEMBERS.is_members_own(&row, actor), own, "{what}");
+        }
+    }
 
     #[test]
     fn a_parameter_compared_with_two_columns_needs_both() {

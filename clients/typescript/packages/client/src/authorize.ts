@@ -251,12 +251,19 @@ export function writeBuckets(schema: AnySchema, tableName: string, row: Row): st
   return [...buckets].sort();
 }
 
+/**
+ * Whether a column's `value` equals the actor's `claim` (the server's `claim_equals`): the same
+ * text. A null or missing value, or a claim the actor lacks, equals nothing, not each other.
+ */
+function claimEquals(value: unknown, claim: string, actor: Actor): boolean {
+  const text = paramText(value);
+  return text !== null && text === claimText(claim, actor);
+}
+
 /** Whether membership row `row` of `rule` is the actor's own (the server's `is_members_own`). */
 function isMembersOwn(rule: SyncRuleSchema, row: Row, actor: Actor): boolean {
   const filters = membershipTable(rule)?.filters ?? [];
-  return filters.every(
-    (filter) => !("claim" in filter) || paramText(row[filter.column]) === claimText(filter.claim, actor),
-  );
+  return filters.every((filter) => !("claim" in filter) || claimEquals(row[filter.column], filter.claim, actor));
 }
 
 /** Whether two membership rows of `rule` are the same member's: equal in every column compared with a claim. */
@@ -345,8 +352,7 @@ function holds(ctx: WriteContext, bucket: string): Permission {
 function rowTermsHold(alternative: WriteAlternative, row: Row, actor: Actor): boolean {
   return alternative.row.every((term) => {
     if (!("claim" in term)) return sameValue(row[term.column], term.value) === (term.op === "==");
-    const text = paramText(row[term.column]);
-    return (text !== null && text === claimText(term.claim, actor)) === (term.op === "==");
+    return claimEquals(row[term.column], term.claim, actor) === (term.op === "==");
   });
 }
 

@@ -271,6 +271,18 @@ describe("refusals the client is sure of, in the server's words", () => {
     );
   });
 
+  test("a membership row with no value where its claim goes is no one's, not an actor's lacking the claim", () => {
+    const team = schema.syncRules.team!;
+    const squads: AnySchema = {
+      ...schema,
+      syncRules: { ...schema.syncRules, team: { ...team, membership: { table: "team_members", filters: [{ column: "user_id", claim: "actor.claims.squad" }] } } },
+    };
+    const nobodys = { team_id: "t1", user_id: null, role: "member", deleted_at: null };
+    expect(authorizeWrite({ ...aliceHolds(), schema: squads }, { table: "team_members", before: nobodys, after: null })).toEqual(
+      refused("the actor may not write this row of `team_members`: rule `team` has no `write(team_members)`"),
+    );
+  });
+
   test("a member accepts its own invitation, declines it, and changes nothing else of it", () => {
     const invited: AnySchema = {
       ...schema,
