@@ -86,6 +86,10 @@ async fn a_nul_byte_in_an_argument_is_rejected_and_recorded() {
     let rename = mutation(8, "rename_list", json!({"id": "a\u{0}b", "title": "t"}));
     let missing = rejected_then_next_applies(&server, rename, "mutator_failed").await;
     assert_eq!(missing, "no list `a\\u0000b`", "no list holds a NUL in its id");
+    // A NUL written into a row by an update: refused in the same words as an insert's.
+    let renamed = mutation(10, "rename_list", json!({"id": "groceries", "title": "a\u{0}b"}));
+    let in_update = rejected_then_next_applies(&server, renamed, "validation_failed").await;
+    assert_eq!(in_update, in_title);
 }
 
 #[tokio::test]

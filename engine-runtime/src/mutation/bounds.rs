@@ -30,7 +30,8 @@ fn bytes_of(value: &Value) -> usize {
 }
 
 impl ServerTx<'_> {
-    /// Refuse `row` of `table` (every column, as it will be stored) past a bound.
+    /// Refuse `row` of `table` (every column, as it will be stored) past a bound. A NUL in its
+    /// texts is [`refuse_nul`]'s to refuse, before anything reads with the row's values.
     pub(super) fn check_bounds(&self, table: &TableMeta, row: &Row) -> KernelResult<()> {
         let limits = &self.core.limits;
         let mut keys: Vec<&str> = table.primary_key.to_vec();
@@ -47,7 +48,6 @@ impl ServerTx<'_> {
                 )));
             }
         }
-        refuse_nul(table, row)?;
         let row_bytes = serde_json::to_vec(row).map_or(0, |json| json.len());
         let bound = limits.row_bytes_of(table.name);
         if row_bytes > bound {

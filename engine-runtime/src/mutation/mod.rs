@@ -276,6 +276,7 @@ impl<'t> ServerTx<'t> {
         }
         let merge::Updated { after, stamps, took_effect } =
             merge::updated(table, by_field, &before, stamps, &changes, &self.hlc, premerged).await?;
+        bounds::refuse_nul(table, &after)?;
         self.check_bounds(table, &after)?;
         let images = [&before, &after];
         let after_buckets = self.core.rules.row_buckets(table, &after);
