@@ -329,3 +329,181 @@ async fn a_row_moved_to_another_source_is_counted_there() {
         .unwrap();
     assert_eq!(in_c2, 1);
 }
+
+/// Rooms whose seats are invitations (`invite(Seat::accepted)`), and clubs: a seat lies in its
+/// room, its club and its user's `mine` bucket, which takes rows from clubs and rooms (in that
+/// order) that its writer does not hold (`accept(open(...))`). A seat of another kind than
+/// `member` is no invitation.
+pub(crate) mod seats {
+    use engine::{MutatorCtx, Outcome, Result};
+
+    /// A seat of a user in a room, in a club or neither.
+    #[engine::table]
+    pub(crate) struct Seat {
+        #[engine(primary_key)]
+        pub id: String,
+        pub room: String,
+        pub club: Option<String>,
+        pub user_id: String,
+        pub kind: String,
+        pub accepted: bool,
+    }
+
+    /// A room, as its first member starts it.
+    #[engine::table]
+    pub(crate) struct Hall {
+        #[engine(primary_key)]
+        pub id: String,
+    }
+
+    /// A club, as its first member starts it.
+    #[engine::table]
+    pub(crate) struct Clubhouse {
+        #[engine(primary_key)]
+        pub id: String,
+    }
+
+    /// Who is in which club.
+    #[engine::table]
+    pub(crate) struct ClubMember {
+        #[engine(primary_key)]
+        pub club: String,
+        #[engine(primary_key)]
+        pub user_id: String,
+    }
+
+    #[engine::sync_rules]
+    pub(crate) mod rules {
+        use super::{ClubMember, Clubhouse, Hall, Seat};
+
+        /// A room, for the members who accepted their seat in it.
+        #[bucket(
+            membership(Seat::user_id == actor.user_id && Seat::kind == "member"),
+            data(Hall::id == bucket.room, Seat::room == bucket.room),
+            write(Hall, Seat),
+            invite(Seat::accepted),
+        )]
+        pub(crate) struct Room {
+            #[param(Seat::room)]
+            pub room: String,
+        }
+
+        /// A club, whose members write its seats.
+        #[bucket(
+            membership(ClubMember::user_id == actor.user_id),
+            data(Clubhouse::id == bucket.club, ClubMember::club == bucket.club, Seat::club == bucket.club),
+            write(Clubhouse, ClubMember, Seat),
+        )]
+        pub(crate) struct Club {
+            #[param(ClubMember::club)]
+            pub club: String,
+        }
+
+        /// The actor's seats and clubs, and seats from any club or room.
+        #[bucket(
+            data(Seat::user_id == bucket.user_id, ClubMember::user_id == bucket.user_id),
+            write(Seat, ClubMember),
+            accept(open(Club), open(Room)),
+        )]
+        pub(crate) struct Mine {
+            #[param(actor.user_id)]
+            pub user_id: String,
+        }
+    }
+
+    #[engine::args]
+    pub(crate) struct Place {
+        pub id: String,
+        pub room: String,
+        #[serde(default)]
+        pub club: Option<String>,
+        pub user_id: String,
+        pub kind: String,
+        pub accepted: bool,
+    }
+
+    /// Write a seat as given.
+    #[engine::mutator]
+    pub(crate) async fn place(ctx: &mut MutatorCtx<'_>, args: Place) -> Result<Outcome> {
+        let Place { id, room, club, user_id, kind, accepted } = args;
+        ctx.insert(&Seat { id, room, club, user_id, kind, accepted }).await?;
+        Ok(Outcome::new())
+    }
+
+    #[engine::args]
+    pub(crate) struct Start {
+        pub id: String,
+    }
+
+    /// Start room `id`, the actor its first member.
+    #[engine::mutator]
+    pub(crate) async fn start_room(ctx: &mut MutatorCtx<'_>, args: Start) -> Result<Outcome> {
+        let user_id = ctx.actor().user_id.clone();
+        ctx.insert(&Hall { id: args.id.clone() }).await?;
+        let id = format!("{}-{user_id}", args.id);
+        ctx.insert(&Seat { id, room: args.id, club: None, user_id, kind: "member".into(), accepted: true }).await?;
+        Ok(Outcome::new())
+    }
+
+    /// Start club `id`, the actor its first member.
+    #[engine::mutator]
+    pub(crate) async fn start_club(ctx: &mut MutatorCtx<'_>, args: Start) -> Result<Outcome> {
+        let user_id = ctx.actor().user_id.clone();
+        ctx.insert(&Clubhouse { id: args.id.clone() }).await?;
+        ctx.insert(&ClubMember { club: args.id, user_id }).await?;
+        Ok(Outcome::new())
+    }
+
+    pub(crate) fn app() -> engine::App {
+        engine::app! {
+            tables: [Hall, Clubhouse, Seat, ClubMember],
+            mutators: [place, start_room, start_club],
+            sync_rules: rules,
+        }
+    }
+}
+
+/// A server of the seats app keeping at most `bound` seats from one room or club in one `mine`.
+async fn seats_server(db: &TestDb, bound: usize) -> TestServer {
+    let store = db.store(engine::storage::StoreLimits::default().accepted_rows(bound).pending_invitations(10));
+    TestServer::start(db, move |b| b.app(seats::app()).storage(store)).await
+}
+
+/// Alice's seat `id` placed for `user` in room `room` (and club `club`), of `kind`, pending.
+async fn place(server: &TestServer, n: u64, id: &str, room: &str, club: Option<&str>, kind: &str) -> Value {
+    let seat = json!({"id": id, "room": room, "club": club, "user_id": "bob", "kind": kind, "accepted": false});
+    push(server, "alice", n, "place", seat).await
+}
+
+/// Pending invitations into a room are bounded per member, not by the room's accepted rows:
+/// they leave the room's room for other rows.
+#[tokio::test]
+async fn pending_invitations_take_no_room_from_accepted_rows() {
+    let db = TestDb::new().await;
+    let server = seats_server(&db, 2).await;
+    applied(&push(&server, "alice", 1, "start_room", json!({"id": "r"})).await);
+    applied(&place(&server, 2, "i1", "r", None, "member").await);
+    applied(&place(&server, 3, "i2", "r", None, "member").await);
+    applied(&place(&server, 4, "i3", "r", None, "member").await);
+    // Guests' seats are no invitations: two fit.
+    applied(&place(&server, 5, "g1", "r", None, "guest").await);
+    applied(&place(&server, 6, "g2", "r", None, "guest").await);
+    forbidden(&place(&server, 7, "g3", "r", None, "guest").await, &[]);
+}
+
+/// A pending invitation into a room is no invitation into a club: the club's seats in one
+/// `mine` are bounded, invitations or not.
+#[tokio::test]
+async fn an_invitation_is_exempt_only_under_its_own_rule() {
+    let db = TestDb::new().await;
+    let server = seats_server(&db, 2).await;
+    applied(&push(&server, "alice", 1, "start_club", json!({"id": "k"})).await);
+    for (n, room) in [(2, "r1"), (3, "r2"), (4, "r3")] {
+        applied(&push(&server, "alice", n, "start_room", json!({"id": room})).await);
+    }
+    applied(&place(&server, 5, "i1", "r1", Some("k"), "member").await);
+    applied(&place(&server, 6, "i2", "r2", Some("k"), "member").await);
+    forbidden(&place(&server, 7, "i3", "r3", Some("k"), "member").await, &[]);
+    // Without the club, the invitation is the room's alone.
+    applied(&place(&server, 8, "i3", "r3", None, "member").await);
+}

@@ -39,8 +39,8 @@ pub struct StoreLimits {
     /// both (default 100: the messages of one outbox in one inbox): past it, a write that puts
     /// one more there from a writer that does not hold the bucket is rejected `forbidden`, which
     /// says so, until some are deleted. Neither the bucket's holders' own writes nor a checked
-    /// `accept(Other)` are bounded, and a pending invitation is counted by
-    /// [`pending_invitations`](StoreLimits::pending_invitations) instead.
+    /// `accept(Other)` are bounded, and a pending invitation to the bucket of `Other` is
+    /// counted by [`pending_invitations`](StoreLimits::pending_invitations) instead.
     pub accepted_rows: usize,
 }
 

@@ -11,12 +11,12 @@
 use std::collections::BTreeSet;
 
 use engine_kernel::rules::buckets::RuleSelection;
-use engine_kernel::rules::{FilterValue, Membership, RuleMeta};
+use engine_kernel::rules::{ConstValue, FilterValue, Membership, ParamSource, RuleMeta};
 use engine_kernel::{BucketKey, Error as KernelError, Row, TableMeta};
 use serde_json::Value;
 
 use super::ServerTx;
-use crate::pg::sql::ident;
+use crate::pg::sql::{constant, ident};
 use crate::rules::selection;
 
 type KernelResult<T> = engine_kernel::Result<T>;
@@ -116,19 +116,24 @@ impl ServerTx<'_> {
     /// `accept(open(...))` only (`open`, each with the bucket of the accepted rule that lets it
     /// in, from [`authorize_entering`](Self::authorize_entering)) where the bucket already keeps
     /// `StoreLimits::accepted_rows` rows of `table` that lie in that one too. A pending
-    /// invitation is not counted here: `check_pending_invitations` bounds it, per member. The
-    /// count reads every row, not only those the actor sees.
+    /// invitation to the bucket of the accepted rule is neither checked nor counted here:
+    /// `check_pending_invitations` bounds it, per member. Not one pending under another rule:
+    /// its invitation says nothing of the rows the accepted rule lets in. The count reads every
+    /// row, not only those the actor sees.
     pub(super) async fn check_accepted_rows(
         &mut self,
         table: &'static TableMeta,
         open: &[(BucketKey, BucketKey)],
         row: &Row,
     ) -> KernelResult<()> {
-        if open.is_empty() || self.inviting().into_iter().any(|rule| is_pending(rule, table, row)) {
-            return Ok(());
-        }
         let bound = self.core.limits.accepted_rows;
         for (bucket, source) in open {
+            let inviting = self.rule(source).filter(|rule| rule.invite.is_some());
+            if inviting.is_some_and(|rule| {
+                is_pending(rule, table, row) && rule.invited_to(table, row).as_ref() == Some(source)
+            }) {
+                continue;
+            }
             self.count_alone(&format!("_engine_accepted/{bucket}:{source}")).await?;
             if self.count_in_both(table, bucket, source, bound).await? >= bound {
                 tracing::warn!(table = table.name, bucket = %bucket, source = %source, "write refused: accepted rows");
@@ -179,16 +184,19 @@ impl ServerTx<'_> {
             (selections.cloned().collect::<Vec<_>>(), bucket.params())
         };
         let both = [of(bucket), of(source)];
+        let inviting = self.rule(source).filter(|rule| rule.invite.is_some());
         let count = match self.conn.sqlite() {
             Some(conn) => {
-                let mut sql = count_in_all(table, &both, bound, |sql, selection, params| {
+                let pending = inviting.and_then(|rule| pending_condition(rule, table, selection::sqlite::constant));
+                let mut sql = count_in_all(table, &both, pending, bound, |sql, selection, params| {
                     selection::sqlite::push_selected(sql, "t", table, selection, params);
                 });
                 let count = sql.build_query_scalar::<i64>().fetch_one(&mut *conn).await;
                 count.map_err(|e| self.failed_with(e.into()))?
             }
             None => {
-                let mut sql = count_in_all(table, &both, bound, |sql, selection, params| {
+                let pending = inviting.and_then(|rule| pending_condition(rule, table, constant));
+                let mut sql = count_in_all(table, &both, pending, bound, |sql, selection, params| {
                     selection::push_selected(sql, "t", table, selection, params);
                 });
                 let count = sql.build_query_scalar::<i64>().fetch_one(self.conn()?).await;
@@ -227,11 +235,13 @@ pub(super) fn refuse_nul(table: &TableMeta, row: &Row) -> KernelResult<()> {
 }
 
 /// The statement counting the live rows of `table` that lie in every bucket of `buckets` (the
-/// selections of its rule that read the table, and its parameters), up to `bound`, on either
-/// backend: `push_selected` is that backend's selection compiler.
+/// selections of its rule that read the table, and its parameters) and are not `pending` (a
+/// condition on `t`), up to `bound`, on either backend: `push_selected` is that backend's
+/// selection compiler.
 fn count_in_all<DB: sqlx::Database>(
     table: &TableMeta,
     buckets: &[(Vec<RuleSelection>, Vec<String>)],
+    pending: Option<String>,
     bound: usize,
     push_selected: impl Fn(&mut sqlx::QueryBuilder<DB>, &RuleSelection, &[String]),
 ) -> sqlx::QueryBuilder<DB>
@@ -250,8 +260,44 @@ where
         }
         sql.push(")");
     }
+    if let Some(pending) = pending {
+        sql.push(format_args!(" AND NOT ({pending})"));
+    }
     sql.push(format_args!(" LIMIT {bound}) AS kept"));
     sql
+}
+
+/// The condition on `t`, a row of `table`, of its being a pending invitation of `rule` (as
+/// [`is_pending`] has it, for a row of a bucket of the rule): its `invite(...)` column not true,
+/// its other constant filters holding and its parameter columns set. `None` for a rule without
+/// `invite(...)` or another membership table. `constant` writes a constant as the store holds it.
+fn pending_condition(rule: &RuleMeta, table: &TableMeta, constant: fn(ConstValue) -> String) -> Option<String> {
+    let (Some(invite), Some(Membership::Table { table: members, filters })) = (rule.invite, rule.membership) else {
+        return None;
+    };
+    if members != table.name {
+        return None;
+    }
+    let column = |name: &str| format!("t.{}", ident(name));
+    let mut pending = vec![format!("{} IS NOT TRUE", column(invite))];
+    for filter in filters.iter().filter(|f| f.column != invite) {
+        match filter.value {
+            // A null column equals no constant, and the row is no invitation.
+            FilterValue::Const(value) => {
+                pending.push(format!("COALESCE({} = {}, false)", column(filter.column), constant(value)))
+            }
+            FilterValue::Claim(claim) if rule.parameters.iter().any(|p| p.source == ParamSource::Claim(claim)) => {
+                pending.push(format!("{} IS NOT NULL", column(filter.column)));
+            }
+            FilterValue::Claim(_) => {}
+        }
+    }
+    for param in rule.parameters {
+        if let ParamSource::Membership { column: name } = param.source {
+            pending.push(format!("{} IS NOT NULL", column(name)));
+        }
+    }
+    Some(pending.join(" AND "))
 }
 
 /// Whether `row` of `table` is a pending invitation of `rule`, a rule with `invite(...)`: a

@@ -18,7 +18,7 @@ fn column(alias: &str, name: &str) -> String {
 }
 
 /// A constant of a rule as SQLite holds it (a boolean as 0 or 1).
-fn constant(value: ConstValue) -> String {
+pub(crate) fn constant(value: ConstValue) -> String {
     match value {
         ConstValue::Bool(b) => i64::from(b).to_string(),
         ConstValue::Int(i) => i.to_string(),
