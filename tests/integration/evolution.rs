@@ -531,6 +531,16 @@ async fn a_required_column_is_added_to_an_empty_table_and_refused_on_one_with_ro
             && err.contains("declare the field `Option<…>`"),
         "{err}"
     );
+    // The statement to run, with the column's type, and the other way out on this store.
+    let (statement, fresh) = match backend() {
+        Backend::Postgres => {
+            (r#"`ALTER TABLE "items" ADD COLUMN IF NOT EXISTS "rank" int8 NOT NULL DEFAULT …`"#, "an empty database")
+        }
+        Backend::Sqlite => {
+            (r#"`ALTER TABLE "items" ADD COLUMN "rank" INTEGER NOT NULL DEFAULT …`"#, "move the SQLite file aside")
+        }
+    };
+    assert!(err.contains(statement) && err.contains(fresh), "{err}");
     // With the column added by hand, with a default, the app starts.
     let integer = match backend() {
         Backend::Postgres => "bigint",

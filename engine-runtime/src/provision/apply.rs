@@ -370,7 +370,8 @@ async fn refuse_required_on_rows(conn: &mut PgConnection, steps: &[Step], change
                 .fetch_one(&mut *conn)
                 .await?;
         if has_rows {
-            return Err(super::catalog::required_on_rows(table, column));
+            let (step, fresh) = (&steps[change.step].sql, "start the app on an empty database");
+            return Err(super::catalog::required_on_rows(table, column, step, fresh));
         }
     }
     Ok(())

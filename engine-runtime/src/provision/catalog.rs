@@ -268,9 +268,13 @@ pub(crate) fn drift_error(drift: &[String]) -> Error {
 
 /// The error of a `NOT NULL` column without a default that the app adds to a table with rows,
 /// which would have no value for it.
-pub(crate) fn required_on_rows(table: &str, column: &str) -> Error {
+///
+/// `step` is the statement that would add it, which the error gives with a default to run
+/// first; `fresh` is the other way out on this store (an empty database, or the SQLite file
+/// moved aside, as a development file such as the notes example's `./engine_notes.db` is).
+pub(crate) fn required_on_rows(table: &str, column: &str, step: &str, fresh: &str) -> Error {
     Error::provision(format!(
-        "the app adds column {column} to table {table}, NOT NULL, and the table has rows, which would have no value for it: declare the field `Option<…>`, or add the column yourself with a default (`ALTER TABLE {table} ADD COLUMN {column} … NOT NULL DEFAULT …`) before the app starts"
+        "the app adds column {column} to table {table}, NOT NULL, and the table has rows, which would have no value for it: declare the field `Option<…>`; or add the column yourself with a default (`{step} DEFAULT …`) before the app starts; or {fresh}"
     ))
 }
 

@@ -582,7 +582,8 @@ async fn pending(conn: &mut SqliteConnection, app: &App) -> Result<Pending> {
                 .fetch_one(&mut *conn)
                 .await?;
         if rows {
-            return Err(catalog::required_on_rows(table, column));
+            let fresh = "move the SQLite file aside (its rows with it), and the app starts with a new one";
+            return Err(catalog::required_on_rows(table, column, &step.sql, fresh));
         }
         rebuild.insert(table.as_str());
     }
