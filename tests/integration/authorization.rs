@@ -798,3 +798,75 @@ async fn a_raw_membership_does_not_make_every_write_signal_everyone() {
     let member = json!({"team_id": "red", "user_id": "bob", "role": "member"});
     assert_eq!(signals("add_member", member).await, std::collections::BTreeSet::from(["user_id=bob".to_owned()]));
 }
+
+/// A squad whose membership compares a column with a custom claim (`actor.claims.tag`), with
+/// `leave`, and each user's roster of the squads it is listed in, which it may not write.
+pub(crate) mod squads {
+    use engine::{MutatorCtx, Outcome, Result};
+
+    /// A user listed in a squad, a member of it where `tag` is the member's claim.
+    #[engine::table]
+    pub(crate) struct SquadMember {
+        #[engine(primary_key)]
+        pub squad: String,
+        #[engine(primary_key)]
+        pub user_id: String,
+        pub tag: Option<String>,
+    }
+
+    #[engine::sync_rules]
+    pub(crate) mod rules {
+        use super::SquadMember;
+
+        /// A squad, for the actors whose `tag` claim a row of it holds.
+        #[bucket(
+            membership(SquadMember::tag == actor.claims.tag),
+            data(SquadMember::squad == bucket.squad),
+            write(SquadMember),
+            leave,
+        )]
+        pub(crate) struct Squad {
+            #[param(SquadMember::squad)]
+            pub squad: String,
+        }
+
+        /// The squads the actor is listed in: read only.
+        #[bucket(data(SquadMember::user_id == bucket.user_id))]
+        pub(crate) struct Roster {
+            #[param(actor.user_id)]
+            pub user_id: String,
+        }
+    }
+
+    #[engine::args]
+    pub(crate) struct Unlist {
+        pub squad: String,
+    }
+
+    /// Delete the actor's listing in a squad.
+    #[engine::mutator]
+    pub(crate) async fn unlist(ctx: &mut MutatorCtx<'_>, args: Unlist) -> Result<Outcome> {
+        let key = (args.squad, ctx.actor().user_id.clone());
+        ctx.delete::<SquadMember>(&key).await?;
+        Ok(Outcome::new())
+    }
+
+    pub(crate) fn app() -> engine::App {
+        engine::app! { tables: [SquadMember], mutators: [unlist], sync_rules: rules }
+    }
+}
+
+/// A membership row with no tag is no one's, not that of an actor without the `tag` claim: such
+/// an actor may not delete it as leaving the squad (`leave`), where nothing else lets it.
+#[tokio::test]
+async fn a_membership_row_without_the_claims_value_is_no_ones_to_leave() {
+    let db = TestDb::new().await;
+    let server = TestServer::start(&db, |b| b.app(squads::app())).await;
+    sqlx::query("INSERT INTO squad_members (squad, user_id, tag) VALUES ('s', 'mallory', NULL)")
+        .execute(&db.pool)
+        .await
+        .unwrap();
+    forbidden(&push(&server, "mallory", 1, "unlist", json!({"squad": "s"})).await, &[]);
+    let kept: i64 = sqlx::query_scalar("SELECT count(*) FROM squad_members").fetch_one(&db.pool).await.unwrap();
+    assert_eq!(kept, 1);
+}
