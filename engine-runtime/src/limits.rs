@@ -63,9 +63,8 @@ pub struct Limits {
     pub body_read_timeout: Duration,
     /// Connections from one address (an IPv6 one: from its /64 network) that may be open at once
     /// without having authenticated a request (their headers still arriving, or answered 401 and
-    /// kept open): beyond it a new
-    /// connection from the address is answered `503 retry_later` with `Connection: close`
-    /// before anything of it is read. Counted by the listener of [`Server::serve`] and
+    /// kept open): a new connection from an address at the limit closes the address's oldest
+    /// unauthenticated one. Counted by the listener of [`Server::serve`] and
     /// [`Server::connections`]; 0 turns the limit off. Behind a reverse proxy every connection
     /// comes from the proxy's address: turn it off there, and let the proxy bound each client.
     ///
@@ -604,6 +603,18 @@ impl FairShare {
             }
     }
 
+    /// A place for `work` of `actor` if one is free now and nobody waits for one; `retry_later`
+    /// otherwise. For a task that holds a place of another share, which must not wait for this
+    /// one: a task holding a place of this share and waiting for the other's would wait for it.
+    pub(crate) fn try_admit(self: &Arc<Self>, actor: &str, work: Work) -> Result<Place, Error> {
+        let mut shares = self.shares();
+        if self.room_for(&shares, work) && shares.waiting.is_empty() {
+            shares.take(actor, work);
+            return Ok(Place { share: Arc::clone(self), actor: actor.to_owned(), work });
+        }
+        Err(Error::RetryLater { retry_after: BUSY_RETRY_AFTER, detail: format!("no {} was free", self.place) })
+    }
+
     /// A place for `work` of `actor`, held until dropped; `retry_later` after waiting `wait` in
     /// vain.
     pub(crate) async fn admit(self: &Arc<Self>, actor: &str, work: Work) -> Result<Place, Error> {
@@ -767,5 +778,23 @@ mod tests {
         assert_eq!(gate.use_of_places(), (2, 2, 2));
         drop((alice, mallory));
         assert_eq!(gate.use_of_places(), (0, 2, 2));
+    }
+
+    /// A task holding another share's place takes a place only if one is free at once and
+    /// nobody waits: it never waits behind a task that may wait for its place.
+    #[tokio::test]
+    async fn trying_for_a_place_takes_a_free_one_and_never_waits() {
+        let gate = FairShare::merges(1).expect("a gate of one place");
+        let held = gate.try_admit("alice", Work::Merge).expect("a free place");
+        assert!(matches!(gate.try_admit("bob", Work::Merge), Err(Error::RetryLater { .. })));
+        let waiting = gate.clone();
+        let waiting = tokio::spawn(async move { waiting.admit("carol", Work::Merge).await });
+        tokio::task::yield_now().await;
+        drop(held);
+        // The freed place went to carol, who waited: not to a try that came after her.
+        let carol = waiting.await.unwrap().expect("carol's turn");
+        assert!(gate.try_admit("bob", Work::Merge).is_err());
+        drop(carol);
+        assert!(gate.try_admit("bob", Work::Merge).is_ok());
     }
 }

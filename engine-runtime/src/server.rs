@@ -486,8 +486,8 @@ impl Server {
 
     /// `listener` with `TCP_NODELAY` set on every connection it accepts, and each connection
     /// counted against its address until one of its requests authenticates: an address with
-    /// [`Limits::unauthenticated_per_address`] such connections open has a new one answered
-    /// `503 retry_later` at once, and a connection still unauthenticated at
+    /// [`Limits::unauthenticated_per_address`] such connections open that opens another has its
+    /// oldest unauthenticated one closed to make room, and a connection still unauthenticated at
     /// [`Limits::unauthenticated_deadline`] is closed. A host app that serves the
     /// [`router`](Self::router) itself serves it on this, with [`Peer`](http::Peer) as the
     /// connect info:

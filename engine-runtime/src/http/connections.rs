@@ -176,9 +176,19 @@ impl AsyncRead for Connection {
     }
 }
 
+/// What writing to an evicted connection fails with: hyper may be writing answers to pipelined
+/// requests it has yet to read past, and never read the close (its count is given back at once).
+fn evicted() -> io::Error {
+    io::Error::new(io::ErrorKind::ConnectionAborted, "closed for a newer connection of its address")
+}
+
 impl AsyncWrite for Connection {
     fn poll_write(self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &[u8]) -> Poll<io::Result<usize>> {
-        Pin::new(&mut self.get_mut().tcp).poll_write(cx, buf)
+        let this = self.get_mut();
+        if this.unauthenticated.poll_evicted(cx) {
+            return Poll::Ready(Err(evicted()));
+        }
+        Pin::new(&mut this.tcp).poll_write(cx, buf)
     }
 
     fn poll_write_vectored(
@@ -186,7 +196,11 @@ impl AsyncWrite for Connection {
         cx: &mut Context<'_>,
         bufs: &[io::IoSlice<'_>],
     ) -> Poll<io::Result<usize>> {
-        Pin::new(&mut self.get_mut().tcp).poll_write_vectored(cx, bufs)
+        let this = self.get_mut();
+        if this.unauthenticated.poll_evicted(cx) {
+            return Poll::Ready(Err(evicted()));
+        }
+        Pin::new(&mut this.tcp).poll_write_vectored(cx, bufs)
     }
 
     fn is_write_vectored(&self) -> bool {
@@ -194,7 +208,11 @@ impl AsyncWrite for Connection {
     }
 
     fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        Pin::new(&mut self.get_mut().tcp).poll_flush(cx)
+        let this = self.get_mut();
+        if this.unauthenticated.poll_evicted(cx) {
+            return Poll::Ready(Err(evicted()));
+        }
+        Pin::new(&mut this.tcp).poll_flush(cx)
     }
 
     fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {

@@ -4,8 +4,11 @@
 //!   edits all survive, whatever their order. The merge runs on a blocking thread, off the async
 //!   workers, bounded in size (`engine_kernel::crdt::MAX_DOCUMENT_BYTES`); an update past the
 //!   bound, or one that breaks `yrs`, is refused `validation_failed`. A large update (over
-//!   [`LARGE_MERGE_BYTES`]) first takes a place of the merge gate ([`MERGE_GATE`]), held until
-//!   its merge ends: at most `Limits::large_merges` run at once, shared fairly between actors.
+//!   [`LARGE_MERGE_BYTES`]) merges on a place of the merge gate: at most `Limits::large_merges`
+//!   run at once, shared fairly between actors. A push whose arguments carry it waits for its
+//!   turn before it takes a place of the store (`SyncService::run`); one whose mutator made it
+//!   takes the gate here if a place is free at once ([`MERGE_GATE`]), or is answered
+//!   `retry_later`.
 //! - On a synced table that merges by field, each scalar column keeps the value of the newer
 //!   hybrid logical clock: a write stamped older than the column's stamp leaves the column as it
 //!   is (the row is still written, so clients holding the losing value see the winner).
@@ -62,9 +65,13 @@ pub(super) async fn written(column: &ColumnMeta, stored: Option<&Value>, value: 
         Some(update) if update.len() > LARGE_MERGE_BYTES => MERGE_GATE.try_with(Clone::clone).ok(),
         _ => None,
     };
+    // The push holds a place of the store's sessions (on SQLite, the writer) here: it takes the
+    // gate only if it is free at once, as a push waiting at the gate with its place could wait
+    // for one that holds the gate and waits for a place. A push whose arguments carry the update
+    // took its turn at the gate before its place (`SyncService::run`) and merges ungated.
     let place = match gate {
-        Some((gate, actor)) => Some(gate.admit(&actor, Work::Merge).await.map_err(|err| {
-            engine_kernel::Error::Transient(format!("the collaborative update waited in vain to merge: {err}"))
+        Some((gate, actor)) => Some(gate.try_admit(&actor, Work::Merge).map_err(|err| {
+            engine_kernel::Error::Transient(format!("the collaborative update found no free place to merge: {err}"))
         })?),
         None => None,
     };

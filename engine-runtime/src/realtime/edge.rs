@@ -39,6 +39,10 @@ pub const SIGNATURE_HEADER: &str = "x-engine-signature";
 /// The most buckets in one publish: the relay calls one Durable Object per bucket.
 const PUBLISH_BATCH: usize = 100;
 
+/// How long after its first try a publish may still be sent again: a relay that answers slowly
+/// or not at all is not waited for again and again while other buckets' pings queue behind.
+const PUBLISH_RETRY_BUDGET: Duration = Duration::from_secs(2);
+
 /// The waits before a publish the relay could not take is sent again.
 const PUBLISH_RETRIES: [Duration; 3] = [Duration::from_millis(50), Duration::from_millis(250), Duration::from_secs(1)];
 
@@ -236,10 +240,11 @@ async fn publish(mut queue: mpsc::Receiver<Vec<BucketKey>>, client: reqwest::Cli
 }
 
 /// Post one signed publish, sent again after each of [`PUBLISH_RETRIES`] while the relay could not
-/// take it (a connection refused or closed before the answer, a `5xx`), not after a refusal
-/// (`4xx`) or a timeout. The same body again is safe: each bucket's object takes a nonce once.
+/// take it (a connection refused or closed before the answer, a `5xx`) and the first try was less
+/// than [`PUBLISH_RETRY_BUDGET`] ago, not after a refusal (`4xx`) or a timeout. The same body again is safe: each bucket's object takes a nonce once.
 async fn send_publish(client: &reqwest::Client, url: &str, signature: &str, body: String, buckets: usize) {
     let mut retries = PUBLISH_RETRIES.iter();
+    let first = tokio::time::Instant::now();
     loop {
         let sent = client
             .post(url)
@@ -253,7 +258,9 @@ async fn send_publish(client: &reqwest::Client, url: &str, signature: &str, body
             Ok(answer) => answer.status().is_server_error(),
             Err(err) => !err.is_timeout(),
         };
-        if let (true, Some(wait)) = (again, retries.next()) {
+        // Within a budget: the publishes queued behind this one wait for it.
+        let in_budget = first.elapsed() < PUBLISH_RETRY_BUDGET;
+        if let (true, true, Some(wait)) = (again, in_budget, retries.next()) {
             tokio::time::sleep(*wait).await;
             continue;
         }
