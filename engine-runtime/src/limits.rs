@@ -198,6 +198,65 @@ impl ByAddress {
     }
 }
 
+/// Connections or sockets that have yet to authenticate, counted by address ([`ByAddress`]) and
+/// kept per address oldest first: an address at its limit that brings another has its oldest
+/// one evicted ([`UnauthenticatedConnection::evict`]) to make room. What one address holds stays
+/// bounded, and a client behind the same address as an attacker (a shared NAT, an office) still
+/// gets in, as it authenticates within moments where the attacker's wait to become the oldest.
+/// Those that authenticated or ended are let go as their address comes again, and all of them
+/// every [`SWEEP_EVERY`] admissions.
+#[derive(Default)]
+pub(crate) struct OldestFirst {
+    counts: ByAddress,
+    by_address: HashMap<IpAddr, std::collections::VecDeque<UnauthenticatedConnection>>,
+    admitted: usize,
+}
+
+/// How many admissions [`OldestFirst`] makes between sweeps of every address.
+const SWEEP_EVERY: usize = 1024;
+
+impl OldestFirst {
+    /// A count against `address` for a new connection or socket, the address's oldest
+    /// unauthenticated one evicted first when it is at `limit` (which is not 0). None only were
+    /// the address's count held by none that could be evicted, which does not happen.
+    pub(crate) fn admit(&mut self, address: IpAddr, limit: usize) -> Option<UnauthenticatedConnection> {
+        self.admitted = self.admitted.wrapping_add(1);
+        if self.admitted.is_multiple_of(SWEEP_EVERY) {
+            self.by_address.retain(|_, held| {
+                held.retain(|c| !c.ended());
+                !held.is_empty()
+            });
+        }
+        let held = self.by_address.entry(counted_as(address)).or_default();
+        held.retain(|c| !c.ended());
+        let permit = match self.counts.admit(address, limit) {
+            Some(permit) => permit,
+            None => {
+                while let Some(oldest) = held.pop_front() {
+                    if oldest.evict() {
+                        tracing::debug!(%address, "closed for a newer connection or socket of its address");
+                        break;
+                    }
+                }
+                self.counts.admit(address, limit)?
+            }
+        };
+        let admitted = UnauthenticatedConnection::new(Some(permit));
+        held.push_back(admitted.clone());
+        Some(admitted)
+    }
+}
+
+/// Ends an [`UnauthenticatedConnection`] when dropped: for a socket, whose count is also kept by
+/// [`OldestFirst`], so that dropping the socket's own handle would not give it back.
+pub(crate) struct EndOnDrop(pub(crate) UnauthenticatedConnection);
+
+impl Drop for EndOnDrop {
+    fn drop(&mut self) {
+        self.0.end();
+    }
+}
+
 /// A connection while none of its requests has authenticated, with its count against its
 /// address: the listener (`http::Connections`) puts it on each request of the connection, and the
 /// first to authenticate ends it ([`end`](Self::end)); so does the connection's end. Without a
@@ -434,7 +493,8 @@ pub struct StreamLimits {
     /// its upgrade (it authenticates by its first frame): beyond it the connection is dropped.
     pub first_frame_bytes: usize,
     /// Sockets from one address (an IPv6 one: from its /64 network) that may be waiting for their
-    /// `auth` frame at once; more are refused `429` at the upgrade.
+    /// `auth` frame at once: one more closes the address's oldest (`1013 retry_later`); with 0,
+    /// every socket that brings no credentials to its upgrade is refused `429`.
     pub unauthenticated_per_address: usize,
     /// Presences one actor may hold on one server instance, over all its sockets and buckets: a
     /// `track` beyond closes its socket (`too_many_presences`).

@@ -14,10 +14,9 @@
 //! [`Limits::unauthenticated_per_address`]: crate::Limits::unauthenticated_per_address
 //! [`Limits::unauthenticated_deadline`]: crate::Limits::unauthenticated_deadline
 
-use std::collections::{HashMap, VecDeque};
 use std::future::Future;
 use std::io;
-use std::net::{IpAddr, SocketAddr};
+use std::net::SocketAddr;
 use std::pin::Pin;
 use std::task::{Context, Poll};
 use std::time::Duration;
@@ -28,7 +27,7 @@ use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::time::Sleep;
 
-use crate::limits::{ByAddress, Peer, UnauthenticatedConnection, counted_as};
+use crate::limits::{OldestFirst, Peer, UnauthenticatedConnection};
 
 /// A listener whose connections are counted against their address until one of their requests
 /// authenticates: what [`Server::serve`](crate::Server::serve) serves on, and what a host app
@@ -41,16 +40,8 @@ pub struct Connections {
     listener: TcpListener,
     limit: usize,
     deadline: Duration,
-    unauthenticated: ByAddress,
-    /// Per address counted, its connections oldest first, to close the oldest still
-    /// unauthenticated when the address is at its limit. Those that authenticated or closed are
-    /// let go as the address connects again, and all of them every [`SWEEP_EVERY`] connections.
-    oldest_first: HashMap<IpAddr, VecDeque<UnauthenticatedConnection>>,
-    accepted: usize,
+    unauthenticated: OldestFirst,
 }
-
-/// How many connections are accepted between sweeps of [`Connections::oldest_first`].
-const SWEEP_EVERY: usize = 1024;
 
 impl std::fmt::Debug for Connections {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -66,48 +57,12 @@ impl Connections {
     /// `listener`'s connections, at most `limit` of them from one address unauthenticated at
     /// once (0: no limit), each for at most `deadline` (zero: no deadline).
     pub(crate) fn new(listener: TcpListener, limit: usize, deadline: Duration) -> Self {
-        Connections {
-            listener,
-            limit,
-            deadline,
-            unauthenticated: ByAddress::default(),
-            oldest_first: HashMap::new(),
-            accepted: 0,
-        }
+        Connections { listener, limit, deadline, unauthenticated: OldestFirst::default() }
     }
 
     fn connection(&self, tcp: TcpStream, unauthenticated: UnauthenticatedConnection) -> Connection {
         let deadline = (!self.deadline.is_zero()).then(|| Box::pin(tokio::time::sleep(self.deadline)));
         Connection { tcp, unauthenticated, deadline }
-    }
-
-    /// A count against `address` for a new connection, the address's oldest unauthenticated
-    /// connection closed first when it is at its limit.
-    fn admit(&mut self, address: IpAddr) -> Option<UnauthenticatedConnection> {
-        self.accepted = self.accepted.wrapping_add(1);
-        if self.accepted.is_multiple_of(SWEEP_EVERY) {
-            self.oldest_first.retain(|_, connections| {
-                connections.retain(|c| !c.ended());
-                !connections.is_empty()
-            });
-        }
-        let connections = self.oldest_first.entry(counted_as(address)).or_default();
-        connections.retain(|c| !c.ended());
-        let permit = match self.unauthenticated.admit(address, self.limit) {
-            Some(permit) => permit,
-            None => {
-                while let Some(oldest) = connections.pop_front() {
-                    if oldest.evict() {
-                        tracing::debug!(%address, "a connection closed: a newer one of its address took its place");
-                        break;
-                    }
-                }
-                self.unauthenticated.admit(address, self.limit)?
-            }
-        };
-        let connection = UnauthenticatedConnection::new(Some(permit));
-        connections.push_back(connection.clone());
-        Some(connection)
     }
 }
 
@@ -124,7 +79,7 @@ impl Listener for Connections {
             }
             // Refused only were the address's count held by no connection to close (it is not):
             // the connection is then dropped, closed.
-            if let Some(unauthenticated) = self.admit(address.ip()) {
+            if let Some(unauthenticated) = self.unauthenticated.admit(address.ip(), self.limit) {
                 return (self.connection(tcp, unauthenticated), address);
             }
         }

@@ -120,8 +120,9 @@ struct Index {
     presences_in_bucket: HashMap<BucketKey, usize>,
 }
 
-/// A socket from an address that has yet to authenticate, counted until dropped.
-pub(crate) type Unauthenticated = crate::limits::AddressPermit;
+/// A socket from an address that has yet to authenticate, counted until it ends (or is evicted
+/// for a newer socket of its address).
+pub(crate) type Unauthenticated = crate::limits::UnauthenticatedConnection;
 
 /// Whether a socket may be present in a bucket ([`Hub::be_present`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -142,7 +143,7 @@ pub(crate) struct Hub {
     /// Every signal delivered, for the polls of `GET /sync/poll`.
     pub(crate) journal: Journal,
     /// Sockets still waiting for their `auth` frame, by the address they came from.
-    unauthenticated: crate::limits::ByAddress,
+    unauthenticated: Mutex<crate::limits::OldestFirst>,
 }
 
 /// A socket between its upgrade and its registration with the hub, counted until dropped, so
@@ -168,7 +169,7 @@ impl Hub {
             next: AtomicU64::new(1),
             opening: AtomicUsize::new(0),
             journal: Journal::new(),
-            unauthenticated: crate::limits::ByAddress::default(),
+            unauthenticated: Mutex::default(),
         })
     }
 
@@ -253,10 +254,11 @@ impl Hub {
         }
     }
 
-    /// Count a socket from `address` that has yet to authenticate, until the returned guard is
-    /// dropped; refused when that address already has `limit` such sockets.
+    /// Count a socket from `address` that has yet to authenticate until it ends; when that
+    /// address already has `limit` such sockets, its oldest is evicted to make room.
     pub(crate) fn admit_unauthenticated(&self, address: IpAddr, limit: usize) -> Option<Unauthenticated> {
-        self.unauthenticated.admit(address, limit)
+        let mut waiting = self.unauthenticated.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        waiting.admit(address, limit)
     }
 
     /// Socket `id` now acts with these membership claims (a fresh token with other claims).

@@ -146,12 +146,15 @@ pub(crate) async fn run(
     let limits = state.stream_limits;
     let mut socket = socket;
     let mut opening = Some(opening);
+    // The count is the hub's as well as the socket's: it ends with the socket or its `auth`.
+    let unauthenticated = unauthenticated.map(crate::limits::EndOnDrop);
     let actor = match actor {
         Some(actor) => actor,
         None => {
             // A socket that has yet to say who it is is not waited for by a drain.
             drop(opening.take());
-            match authenticate(&state, &mut socket, limits.auth_deadline).await {
+            let evicted = unauthenticated.as_ref().map(|counted| &counted.0);
+            match authenticate(&state, &mut socket, limits.auth_deadline, evicted).await {
                 Ok(actor) => actor,
                 Err(why) => {
                     close(&mut socket, why).await;
@@ -191,11 +194,27 @@ pub(crate) async fn run(
     state.hub.unregister(id);
 }
 
-/// Wait for the `auth` frame of a socket that brought no credentials.
-async fn authenticate(state: &StreamState, socket: &mut WebSocket, deadline: Duration) -> Result<Actor, Close> {
-    let first = tokio::time::timeout(deadline, socket.next())
-        .await
-        .map_err(|_| Close::policy("unauthenticated", "send `{\"type\":\"auth\",\"token\":…}` first"))?;
+/// Wait for the `auth` frame of a socket that brought no credentials, unless the socket is
+/// `evicted` meanwhile for a newer one of its address (closed `1013`, to connect again).
+async fn authenticate(
+    state: &StreamState,
+    socket: &mut WebSocket,
+    deadline: Duration,
+    evicted: Option<&Unauthenticated>,
+) -> Result<Actor, Close> {
+    let eviction = std::future::poll_fn(|cx| match evicted {
+        Some(counted) if counted.poll_evicted(cx) => std::task::Poll::Ready(()),
+        _ => std::task::Poll::Pending,
+    });
+    let first = tokio::select! {
+        first = tokio::time::timeout(deadline, socket.next()) => first,
+        () = eviction => return Err(Close {
+            code: "retry_later",
+            detail: "closed for a newer socket of this address that has yet to authenticate: connect again".into(),
+            close: 1013,
+        }),
+    };
+    let first = first.map_err(|_| Close::policy("unauthenticated", "send `{\"type\":\"auth\",\"token\":…}` first"))?;
     let Some(Ok(Message::Text(text))) = first else {
         return Err(Close::policy("unauthenticated", "the first frame is `{\"type\":\"auth\",\"token\":…}`"));
     };
