@@ -189,7 +189,8 @@ struct Honest {
 
 impl Honest {
     /// (p50, p99) of pulls, bootstraps and pushes. A kind of which none was answered within the
-    /// phase counts as one request that took the whole phase (it took longer).
+    /// phase counts as one request that took the whole phase (it took longer); the puller's first
+    /// catch-up, when it outlasts the phase, counts as its pull.
     fn quantiles(&mut self) -> [(Duration, Duration); 3] {
         let phase = self.phase;
         [&mut self.pulls, &mut self.bootstraps, &mut self.pushes].map(|samples| {
@@ -303,7 +304,13 @@ async fn honest(server: &ServerProcess, phase: usize, seconds: u64) -> Honest {
         tokio::spawn(async move {
             let mut samples = Vec::new();
             let client_id = uuid::Uuid::new_v4();
+            let first = Instant::now();
             let mut cursor = Some(client.catch_up(client_id, None).await);
+            // A first catch-up that outlasted the phase is the wait for her first pull: counted,
+            // rather than no pull at all.
+            if Instant::now() >= until {
+                samples.push(first.elapsed());
+            }
             let mut tick = every(Duration::from_millis(100));
             while Instant::now() < until {
                 tick.tick().await;
