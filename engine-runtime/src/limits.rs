@@ -667,12 +667,19 @@ impl FairShare {
     /// otherwise. For a task that holds a place of another share, which must not wait for this
     /// one: a task holding a place of this share and waiting for the other's would wait for it.
     pub(crate) fn try_admit(self: &Arc<Self>, actor: &str, work: Work) -> Result<Place, Error> {
-        let mut shares = self.shares();
-        if self.room_for(&shares, work) && shares.waiting.is_empty() {
-            shares.take(actor, work);
-            return Ok(Place { share: Arc::clone(self), actor: actor.to_owned(), work });
+        self.take_free(&mut self.shares(), actor, work).ok_or_else(|| Error::RetryLater {
+            retry_after: BUSY_RETRY_AFTER,
+            detail: format!("no {} was free", self.place),
+        })
+    }
+
+    /// A place for `work` of `actor` when one is free and nobody waits for one.
+    fn take_free(self: &Arc<Self>, shares: &mut Shares, actor: &str, work: Work) -> Option<Place> {
+        if !(self.room_for(shares, work) && shares.waiting.is_empty()) {
+            return None;
         }
-        Err(Error::RetryLater { retry_after: BUSY_RETRY_AFTER, detail: format!("no {} was free", self.place) })
+        shares.take(actor, work);
+        Some(Place { share: Arc::clone(self), actor: actor.to_owned(), work })
     }
 
     /// A place for `work` of `actor`, held until dropped; `retry_later` after waiting `wait` in
@@ -680,9 +687,8 @@ impl FairShare {
     pub(crate) async fn admit(self: &Arc<Self>, actor: &str, work: Work) -> Result<Place, Error> {
         let (id, mut granted) = {
             let mut shares = self.shares();
-            if self.room_for(&shares, work) && shares.waiting.is_empty() {
-                shares.take(actor, work);
-                return Ok(Place { share: Arc::clone(self), actor: actor.to_owned(), work });
+            if let Some(place) = self.take_free(&mut shares, actor, work) {
+                return Ok(place);
             }
             let (sender, granted) = tokio::sync::oneshot::channel();
             shares.next += 1;

@@ -129,22 +129,21 @@ impl SyncService {
     /// updates takes no session another actor's small push needs. Any other run takes the gate in
     /// its merge if one turns out large ([`MERGE_GATE`]).
     async fn run(&self, actor: &Actor, request: &PushRequest) -> Result<Pushed> {
-        let Some(gate) = &self.merges else {
-            let _place = self.place(actor, Work::Push).await?;
-            return self.storage.push(actor, request).await;
+        let merging = match &self.merges {
+            Some(gate) if request.mutations.iter().any(|m| carries_large_value(&m.args)) => {
+                Some(gate.admit(&actor.user_id, Work::Merge).await?)
+            }
+            _ => None,
         };
-        if request.mutations.iter().any(|m| carries_large_value(&m.args)) {
-            let _merging = gate.admit(&actor.user_id, Work::Merge).await?;
+        let push = async {
             let _place = self.place(actor, Work::Push).await?;
-            return self.storage.push(actor, request).await;
+            self.storage.push(actor, request).await
+        };
+        match (&self.merges, merging) {
+            (Some(gate), None) => MERGE_GATE.scope((gate.clone(), actor.user_id.clone()), push).await,
+            // Ungated, or merging on the turn already taken.
+            (_, _merging) => push.await,
         }
-        let gate = (gate.clone(), actor.user_id.clone());
-        MERGE_GATE
-            .scope(gate, async {
-                let _place = self.place(actor, Work::Push).await?;
-                self.storage.push(actor, request).await
-            })
-            .await
     }
 
     /// Everything in `pushed` has committed: signal it, even when the push stopped. Membership
